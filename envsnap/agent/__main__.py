@@ -1,0 +1,13 @@
+# Kept to syntax that any python3 can parse, so an old interpreter gets a clear message
+# instead of a SyntaxError from the collectors.
+import sys
+
+TOO_OLD_EXIT = 90
+
+if sys.version_info < (3, 8):
+    sys.stderr.write("envsnap agent needs Python >= 3.8, found %s\n" % sys.version.split()[0])
+    sys.exit(TOO_OLD_EXIT)
+
+from envsnap.agent.runner import main  # noqa: E402
+
+sys.exit(main(sys.argv[1:]))
