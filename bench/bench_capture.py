@@ -1,0 +1,98 @@
+"""Capture speed against baselines measured in the same run, on a real sshd on loopback.
+
+Prints ratios (the machines are noisy; only ratios from one run mean anything):
+  capture / ssh-floor      envsnap capture of one host vs `ssh host 'python3 -c pass'`
+  ansible / capture        `ansible -m setup` against the same sshd vs envsnap capture
+  fleet32 / capture        32 hosts (loopback aliases of one sshd) vs one host
+
+Usage: python3 bench/bench_capture.py [--repeat 7] [--fleet 32]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from sshd import start_sshd  # noqa: E402
+
+
+def timed(argv: list[str], env: dict[str, str], cwd: Path) -> float:
+    started = time.perf_counter()
+    result = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True)
+    elapsed = time.perf_counter() - started
+    if result.returncode != 0:
+        raise SystemExit(f"failed: {' '.join(argv)}\n{result.stdout[-800:]}{result.stderr[-800:]}")
+    return elapsed
+
+
+def median_of(repeat: int, argv_for: object, env: dict[str, str], cwd: Path) -> float:
+    times = [timed(argv_for(i), env, cwd) for i in range(repeat)]  # type: ignore[operator]
+    return statistics.median(times)
+
+
+def envsnap(*args: str) -> list[str]:
+    return [sys.executable, "-m", "envsnap", "capture", *args, "--force"]
+
+
+def write_inventory(path: Path, addresses: list[str]) -> None:
+    lines = ["all:", "  hosts:"]
+    lines += [f"    h{n}: {{ansible_host: {address}}}" for n, address in enumerate(addresses)]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--fleet", type=int, default=32)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="envsnap-bench-"))
+    daemon = start_sshd(work / "sshd", aliases=args.fleet)
+    try:
+        env = daemon.write_home(work / "home")
+        env["ENVSNAP_STORE"] = str(work / "store")
+        env["ANSIBLE_HOST_KEY_CHECKING"] = "True"
+        host = daemon.addresses[0]
+        ssh_config = str(work / "home" / ".ssh" / "config")
+        timed(envsnap(host, "--label", "warm"), env, work)  # ships the agent once
+        floor = median_of(args.repeat, lambda i: ["ssh", "-F", ssh_config, host,
+                                                  "python3 -c pass"], env, work)
+        one = median_of(args.repeat, lambda i: envsnap(host, "--label", "one"), env, work)
+        print(f"ssh floor (ssh host 'python3 -c pass'): {floor:.3f} s")
+        print(f"envsnap capture, one host:              {one:.3f} s")
+        print(f"ratio capture / ssh-floor:               {one / floor:.2f}x  (target <= 2.0)")
+        report_ansible(work, env, host, one, args.repeat)
+        inventory = work / "fleet.yml"
+        write_inventory(inventory, daemon.addresses)
+        fleet = median_of(max(3, args.repeat // 2), lambda i: envsnap(
+            "all", "--inventory", str(inventory), "--label", "fleet", "--forks",
+            str(args.fleet)), env, work)
+        print(f"envsnap capture, {args.fleet} hosts (forks {args.fleet}): {fleet:.3f} s")
+        print(f"ratio fleet{args.fleet} / one:                  {fleet / one:.2f}x  (target <= 3.0)")
+    finally:
+        daemon.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def report_ansible(work: Path, env: dict[str, str], host: str, one: float, repeat: int) -> None:
+    if not shutil.which("ansible"):
+        print("ansible not installed (pip install ansible-core): ansible ratio not measured")
+        return
+    inventory = work / "ansible.ini"
+    inventory.write_text(f"{host} ansible_python_interpreter=/usr/bin/python3\n")
+    argv = ["ansible", "all", "-i", str(inventory), "-m", "setup"]
+    ansible_env = {**env, "ANSIBLE_SSH_ARGS": f"-F {work / 'home' / '.ssh' / 'config'}"}
+    ansible = median_of(repeat, lambda i: argv, ansible_env, work)
+    print(f"ansible -m setup, one host:             {ansible:.3f} s")
+    print(f"ratio ansible / capture:                 {ansible / one:.2f}x  (target >= 3.0)")
+
+
+if __name__ == "__main__":
+    os.environ.pop("SSH_AUTH_SOCK", None)
+    main()

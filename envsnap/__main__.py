@@ -1,0 +1,5 @@
+import sys
+
+from envsnap.cli import main
+
+sys.exit(main())

@@ -1,0 +1,195 @@
+"""How commands reach a host: one small interface, two implementations.
+
+`LocalTransport` runs commands through `sh -c` on this machine; `SSHTransport` runs the same
+commands over SSH with fabric. Capture code never knows which one it holds, so `local` and a
+remote host go through exactly the same agent path.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import threading
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional, Protocol
+
+from .errors import HostError
+from .inventory import Host
+
+if TYPE_CHECKING:
+    import paramiko
+
+DEFAULT_CONNECT_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True)
+class Result:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+class Transport(Protocol):
+    def run(self, command: str, timeout: float) -> Result: ...
+
+    def put(self, data: bytes, path: str) -> None:
+        """Write `data` to `path` (relative to the login home) atomically."""
+
+    def close(self) -> None: ...
+
+
+class LocalTransport:
+    """This machine, through the same shell commands a remote host would get."""
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+
+    def run(self, command: str, timeout: float) -> Result:
+        try:
+            proc = subprocess.run(["sh", "-c", command], stdin=subprocess.DEVNULL,
+                                  capture_output=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise HostError(f"{self.host.name}: command timed out after {timeout:g}s") from None
+        return Result(proc.returncode, proc.stdout.decode("utf-8", "replace"),
+                      proc.stderr.decode("utf-8", "replace"))
+
+    def put(self, data: bytes, path: str) -> None:
+        target = Path.home() / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temporary = target.with_name(f"{target.name}.{uuid.uuid4().hex}.tmp")
+        temporary.write_bytes(data)
+        os.replace(temporary, target)
+
+    def close(self) -> None:
+        pass
+
+
+_known_hosts_lock = threading.Lock()
+
+
+def known_hosts_policy(accept_new: bool, known_hosts: Path) -> paramiko.MissingHostKeyPolicy:
+    """Refuse unknown host keys, or (opt-in) record them the first time, like `accept-new`.
+
+    A key that differs from the recorded one is always refused: paramiko raises
+    BadHostKeyException before any policy is asked.
+    """
+    import paramiko
+
+    class RefuseUnknown(paramiko.MissingHostKeyPolicy):
+        def missing_host_key(self, client: Any, hostname: str, key: Any) -> None:
+            raise HostError(f"{hostname}: unknown host key ({key.get_name()}); verify it and "
+                            "add it to known_hosts, or pass --accept-new-host-keys")
+
+    class AcceptNew(paramiko.MissingHostKeyPolicy):
+        def missing_host_key(self, client: Any, hostname: str, key: Any) -> None:
+            client.get_host_keys().add(hostname, key.get_name(), key)
+            with _known_hosts_lock:
+                known_hosts.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                with known_hosts.open("a", encoding="ascii") as handle:
+                    handle.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
+
+    return AcceptNew() if accept_new else RefuseUnknown()
+
+
+class SSHTransport:
+    """A host over SSH via fabric, with known_hosts checking that fabric leaves out."""
+
+    def __init__(self, host: Host, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+                 accept_new_host_keys: bool = False) -> None:
+        from fabric import Connection  # imported here: 0.3 s that `local` never needs
+
+        self.host = host
+        connect_kwargs: dict[str, Any] = {"banner_timeout": connect_timeout,
+                                          "auth_timeout": connect_timeout}
+        if host.key_file:
+            connect_kwargs["key_filename"] = [os.path.expanduser(host.key_file)]
+        self.connection = Connection(host.address, user=host.user, port=host.port,
+                                     connect_timeout=connect_timeout,
+                                     connect_kwargs=connect_kwargs)
+        known_hosts = self._known_hosts_file()
+        client = self.connection.client
+        client.load_system_host_keys()
+        if known_hosts.exists():
+            client.load_system_host_keys(str(known_hosts))
+        accept = accept_new_host_keys or bool(host.vars.get("accept_new_host_keys"))
+        client.set_missing_host_key_policy(known_hosts_policy(accept, known_hosts))
+
+    def _known_hosts_file(self) -> Path:
+        configured = self.connection.ssh_config.get("userknownhostsfile", "")
+        first = configured.split()[0] if configured else "~/.ssh/known_hosts"
+        return Path(os.path.expanduser(first))
+
+    @property
+    def where(self) -> str:
+        port = self.connection.port
+        return f"{self.connection.user}@{self.connection.host}:{port}"
+
+    def open(self) -> None:
+        try:
+            self.connection.open()
+        except HostError:
+            raise
+        except Exception as exc:
+            raise HostError(describe_connect_error(self.host.name, self.where, exc)) from None
+
+    def run(self, command: str, timeout: float) -> Result:
+        from invoke.exceptions import CommandTimedOut
+
+        self.open()
+        try:
+            result = self.connection.run(command, hide=True, warn=True, in_stream=False,
+                                         timeout=timeout)
+        except CommandTimedOut:
+            raise HostError(f"{self.host.name}: command timed out after {timeout:g}s") from None
+        except (OSError, EOFError) as exc:
+            raise HostError(f"{self.host.name}: connection lost ({exc})") from None
+        return Result(result.exited, result.stdout, result.stderr)
+
+    def put(self, data: bytes, path: str) -> None:
+        import io
+
+        import paramiko
+
+        self.open()
+        temporary = f"{path}.{uuid.uuid4().hex}.tmp"
+        try:
+            sftp = self.connection.sftp()
+            sftp.putfo(io.BytesIO(data), temporary)
+            sftp.posix_rename(temporary, path)
+        except paramiko.SSHException as exc:
+            raise HostError(f"{self.host.name}: cannot upload the agent: SFTP unavailable "
+                            f"({exc})") from None
+        except OSError as exc:
+            raise HostError(f"{self.host.name}: cannot upload {path}: {exc}") from None
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+def describe_connect_error(name: str, where: str, exc: Exception) -> str:
+    """One line a person can act on, from the zoo of socket and paramiko exceptions."""
+    import paramiko
+
+    if isinstance(exc, paramiko.BadHostKeyException):
+        return (f"{name}: host key CHANGED for {exc.hostname} (possible man-in-the-middle); "
+                "refusing to connect; fix known_hosts if the change is expected")
+    if isinstance(exc, paramiko.AuthenticationException):
+        return f"{name}: authentication refused for {where} ({exc})"
+    if isinstance(exc, (socket.timeout, TimeoutError)):
+        return f"{name}: unreachable: no answer from {where} (timed out)"
+    if isinstance(exc, socket.gaierror):
+        return f"{name}: unreachable: unknown host name ({exc.strerror})"
+    if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError):
+        return f"{name}: unreachable: connection refused by {where}"
+    if isinstance(exc, OSError):
+        return f"{name}: unreachable: {where}: {exc.strerror or exc}"
+    return f"{name}: SSH failed for {where}: {exc}"
+
+
+def open_transport(host: Host, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+                   accept_new_host_keys: bool = False) -> Transport:
+    if host.is_local:
+        return LocalTransport(host)
+    return SSHTransport(host, connect_timeout, accept_new_host_keys)

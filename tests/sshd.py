@@ -1,0 +1,103 @@
+"""A real OpenSSH sshd on loopback for the tests: generated keys, a free port, aliases.
+
+Several "hosts" share the one daemon through 127.0.0.x addresses; each gets its own
+known_hosts entry, as separate machines would.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+SSHD_CANDIDATES = ("/usr/sbin/sshd", "/usr/bin/sshd", "/usr/local/sbin/sshd")
+
+
+def find_sshd() -> str:
+    for candidate in SSHD_CANDIDATES:
+        if os.access(candidate, os.X_OK):
+            return candidate
+    raise RuntimeError("no sshd found: install openssh-server (the README's test command does)")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def keygen(path: Path) -> str:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
+    return path.with_suffix(".pub").read_text().strip()
+
+
+@dataclass
+class Sshd:
+    port: int
+    addresses: list[str]
+    host_public_key: str        # "ssh-ed25519 AAAA..."
+    client_key: Path
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def known_hosts_line(self, address: str) -> str:
+        key_type, key = self.host_public_key.split()[:2]
+        return f"[{address}]:{self.port} {key_type} {key}"
+
+    def write_home(self, home: Path, known: bool = True) -> dict[str, str]:
+        """A client HOME with ~/.ssh/config and (optionally) known_hosts; returns its env."""
+        ssh = home / ".ssh"
+        ssh.mkdir(parents=True, exist_ok=True, mode=0o700)
+        shutil.copy(self.client_key, ssh / "id_ed25519")
+        os.chmod(ssh / "id_ed25519", 0o600)
+        (ssh / "config").write_text(f"Host *\n  User root\n  Port {self.port}\n"
+                                    "  IdentityFile ~/.ssh/id_ed25519\n")
+        if known:
+            lines = [self.known_hosts_line(address) for address in self.addresses]
+            (ssh / "known_hosts").write_text("\n".join(lines) + "\n")
+        env = {key: value for key, value in os.environ.items() if key != "SSH_AUTH_SOCK"}
+        env["HOME"] = str(home)
+        return env
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
+def start_sshd(workdir: Path, aliases: int = 4) -> Sshd:
+    workdir.mkdir(parents=True, exist_ok=True)
+    host_public = keygen(workdir / "host_key")
+    client_public = keygen(workdir / "client_key")
+    (workdir / "authorized_keys").write_text(client_public + "\n")
+    os.chmod(workdir / "authorized_keys", 0o600)
+    Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege separation folder
+    port = free_port()
+    addresses = [f"127.0.0.{n}" for n in range(1, aliases + 1)]
+    config = [f"Port {port}", *(f"ListenAddress {a}" for a in addresses),
+              f"HostKey {workdir / 'host_key'}", f"AuthorizedKeysFile {workdir / 'authorized_keys'}",
+              f"PidFile {workdir / 'sshd.pid'}", "PasswordAuthentication no",
+              "KbdInteractiveAuthentication no", "UsePAM no", "StrictModes no",
+              "PermitRootLogin prohibit-password", "MaxStartups 100:30:200", "MaxSessions 100",
+              "LogLevel ERROR", "Subsystem sftp internal-sftp"]
+    (workdir / "sshd_config").write_text("\n".join(config) + "\n")
+    log = workdir / "sshd.log"
+    process = subprocess.Popen([find_sshd(), "-D", "-e", "-f", str(workdir / "sshd_config")],
+                               stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    wait_for_port(addresses[-1], port, process, log)
+    return Sshd(port, addresses, host_public, workdir / "client_key", process, log)
+
+
+def wait_for_port(address: str, port: int, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"sshd exited: {log.read_text()}")
+        try:
+            socket.create_connection((address, port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"sshd did not listen on {address}:{port}")

@@ -1,0 +1,117 @@
+"""capture / list / show through the real CLI: locally and over a real sshd."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import Cli
+from sshd import Sshd
+
+SECRET = "hf_" + "S3cr3tT0kenValue" * 3
+
+
+def load(path: Path) -> dict:
+    return yaml.safe_load(path.read_text())
+
+
+def store_text(cli: Cli) -> str:
+    return "".join(p.read_text() for p in Path(cli.env["ENVSNAP_STORE"]).rglob("*.yaml"))
+
+
+def make_repo(path: Path) -> str:
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@x", "HOME": str(path.parent), "PATH": "/usr/bin:/bin"}
+    subprocess.run(["git", "init", "-q", "-b", "main", str(path)], check=True, env=env)
+    (path / "pynccl.py").write_text("ALGO = 'Ring'\n")
+    subprocess.run(["git", "-C", str(path), "add", "."], check=True, env=env)
+    subprocess.run(["git", "-C", str(path), "commit", "-qm", "first"], check=True, env=env)
+    subprocess.run(["git", "-C", str(path), "remote", "add", "origin",
+                    f"https://bob:{SECRET}@example.invalid/sglang.git"], check=True, env=env)
+    return subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+def test_capture_local_then_list_and_show(cli: Cli) -> None:
+    result = cli("capture", "local", "--label", "here")
+    assert result.returncode == 0, result.stderr
+    path = Path(cli.env["ENVSNAP_STORE"]) / "here.yaml"
+    document = load(path)
+    assert document["schema"] == 1
+    assert document["meta"]["label"] == "here"
+    assert set(document["facts"]) >= {"system", "nvidia", "cuda_nccl", "python_env", "env", "git"}
+    assert all(info["error"] is None for info in document["meta"]["collectors"].values())
+    assert document["digests"].keys() == document["facts"].keys()
+
+    listed = cli("list")
+    assert listed.returncode == 0 and "here" in listed.stdout
+    shown = cli("show", "here", "--json")
+    assert json.loads(shown.stdout)["meta"]["label"] == "here"
+    assert yaml.safe_load(cli("show", str(path)).stdout)["meta"]["label"] == "here"
+
+
+def test_no_nvidia_driver_is_a_normal_state(cli: Cli) -> None:
+    assert cli("capture", "local", "--label", "cpu").returncode == 0
+    nvidia = load(Path(cli.env["ENVSNAP_STORE"]) / "cpu.yaml")["facts"]["nvidia"]
+    assert nvidia["present"] is False
+
+
+def test_capture_over_ssh_with_repo_and_worker(ssh_cli: Cli, sshd: Sshd, tmp_path: Path) -> None:
+    head = make_repo(tmp_path / "sglang")
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)",
+                               "envsnap-test-worker"],
+                              env={"NCCL_PROTO": "LL", "HF_TOKEN": SECRET, "PATH": "/usr/bin"})
+    try:
+        result = ssh_cli("capture", sshd.addresses[0], "--label", "good", "--repo",
+                         str(tmp_path / "sglang"), "--proc", "envsnap-test-worker")
+    finally:
+        worker.kill()
+    assert result.returncode == 0, result.stderr
+    document = load(Path(ssh_cli.env["ENVSNAP_STORE"]) / "good.yaml")
+    assert document["meta"]["address"] == sshd.addresses[0]
+    repo = document["facts"]["git"]["repos"][str(tmp_path / "sglang")]
+    assert repo["head"] == head
+    processes = document["facts"]["env"]["processes"]
+    assert processes[str(worker.pid)]["env"]["NCCL_PROTO"] == "LL"
+    assert SECRET not in store_text(ssh_cli)
+
+
+def test_second_capture_reuses_the_cached_agent(ssh_cli: Cli, sshd: Sshd) -> None:
+    assert ssh_cli("capture", sshd.addresses[1], "--label", "one").returncode == 0
+    cached = list((Path.home() / ".cache" / "envsnap").glob("agent-*"))
+    stamps = {path: path.stat().st_mtime_ns for path in cached if path.is_dir()}
+    assert stamps, "the agent should be unpacked in the remote user's cache"
+    assert ssh_cli("capture", sshd.addresses[1], "--label", "two").returncode == 0
+    assert {path: path.stat().st_mtime_ns for path in stamps} == stamps
+
+
+def test_secrets_never_reach_the_disk(cli: Cli, tmp_path: Path) -> None:
+    make_repo(tmp_path / "repo")
+    cli.env.update(HF_TOKEN=SECRET, MY_API_KEY="plain-value-123", NCCL_DEBUG="INFO")
+    result = cli("capture", "local", "--label", "s", "--repo", str(tmp_path / "repo"))
+    assert result.returncode == 0, result.stderr
+    text = store_text(cli)
+    assert SECRET not in text and "plain-value-123" not in text
+    shell = load(Path(cli.env["ENVSNAP_STORE"]) / "s.yaml")["facts"]["env"]["shell"]
+    assert shell["NCCL_DEBUG"] == "INFO" and "redacted" in shell["HF_TOKEN"]
+
+
+def test_fleet_keeps_every_snapshot_when_one_host_fails(ssh_cli: Cli, sshd: Sshd,
+                                                       tmp_path: Path) -> None:
+    inventory = {"all": {"children": {"gpu": {"hosts": {
+        f"node{n}": {"ansible_host": address} for n, address in enumerate(sshd.addresses[:3])},
+        "vars": {"procs": ["nothing-matches-this"]}}},
+        "hosts": {"dead": {"ansible_host": "127.0.0.1", "ansible_port": 1}}}}
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
+    result = ssh_cli("capture", "gpu", "dead", "--inventory", str(tmp_path / "hosts.yml"),
+                     "--label", "run1", "--forks", "2")
+    assert result.returncode == 3
+    store = Path(ssh_cli.env["ENVSNAP_STORE"])
+    assert sorted(p.name for p in (store / "run1").iterdir()) == [
+        "node0.yaml", "node1.yaml", "node2.yaml"]
+    assert "dead: unreachable" in result.stderr
+    assert "1 of 4 hosts failed" in result.stderr

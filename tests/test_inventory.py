@@ -1,0 +1,84 @@
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from envsnap.errors import UsageError
+from envsnap.inventory import Inventory, expand_range, parse_host_spec, resolve_hosts
+
+INVENTORY = """
+all:
+  vars: {python: /usr/bin/python3, procs: [sglang]}
+  hosts:
+    login: {ansible_connection: local}
+  children:
+    gpu:
+      vars: {repos: [/root/sglang], python: /root/ml-env/bin/python3}
+      hosts:
+        node[01:03]: {ansible_host: 10.0.0.1, ansible_port: 2222, ansible_user: ml}
+        special:
+          ansible_host: 10.0.0.9
+          ansible_ssh_private_key_file: ~/.ssh/gpu
+          ansible_python_interpreter: /opt/py/bin/python3
+          hot_paths: [pynccl.py]
+"""
+
+
+@pytest.fixture
+def inventory() -> Inventory:
+    return Inventory(yaml.safe_load(INVENTORY))
+
+
+def test_host_specs() -> None:
+    assert parse_host_spec("local").is_local
+    host = parse_host_spec("ml@gpu-box:2222")
+    assert (host.user, host.address, host.port) == ("ml", "gpu-box", 2222)
+    v6 = parse_host_spec("root@[::1]:22")
+    assert (v6.address, v6.port) == ("::1", 22)
+    assert parse_host_spec("gpu-box").port is None
+
+
+@pytest.mark.parametrize("spec", ["a b", "host:99999", "user@", "x:y", "/etc/passwd"])
+def test_bad_host_specs(spec: str) -> None:
+    with pytest.raises(UsageError):
+        parse_host_spec(spec)
+
+
+def test_ranges_keep_leading_zeros() -> None:
+    assert expand_range("node[01:03]") == ["node01", "node02", "node03"]
+    assert expand_range("n[8:10]") == ["n8", "n9", "n10"]
+
+
+def test_groups_expand_and_vars_merge_deeper_wins(inventory: Inventory) -> None:
+    assert inventory.names("gpu") == ["node01", "node02", "node03", "special"]
+    node = inventory.host("node02")
+    assert (node.address, node.port, node.user) == ("10.0.0.1", 2222, "ml")
+    assert node.python == "/root/ml-env/bin/python3"
+    assert node.list_var("procs") == ["sglang"] and node.list_var("repos") == ["/root/sglang"]
+    assert inventory.host("login").is_local
+
+
+def test_ansible_vars_are_understood(inventory: Inventory) -> None:
+    special = inventory.host("special")
+    assert special.key_file == "~/.ssh/gpu"
+    # python: set by the group wins over ansible_python_interpreter, as envsnap's own var
+    assert special.python == "/root/ml-env/bin/python3"
+    bare = Inventory({"all": {"hosts": {"h": {"ansible_python_interpreter": "/opt/p"}}}})
+    assert bare.host("h").python == "/opt/p"
+
+
+def test_command_line_overrides_win(inventory: Inventory) -> None:
+    hosts = resolve_hosts(["node01", "local"], inventory, {"python": "/x/python", "repos": []})
+    assert [h.name for h in hosts] == ["node01", "local"]
+    assert hosts[0].python == "/x/python"
+    assert hosts[0].list_var("repos") == ["/root/sglang"]   # an empty override changes nothing
+
+
+def test_all_and_unknown_names(inventory: Inventory) -> None:
+    assert len(resolve_hosts(["all"], inventory)) == 5
+    assert resolve_hosts(["elsewhere:2200"], inventory)[0].port == 2200
+
+
+def test_inventory_must_be_a_mapping() -> None:
+    with pytest.raises(UsageError, match="mapping of groups"):
+        Inventory(["a", "b"])

@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+from envsnap import payload
+
+
+def test_payload_is_deterministic_and_complete() -> None:
+    payload.build_payload.cache_clear()
+    first, digest = payload.build_payload()
+    payload.build_payload.cache_clear()
+    second, again = payload.build_payload()
+    assert first == second and digest == again
+    names = zipfile.ZipFile(io.BytesIO(first)).namelist()
+    assert "__main__.py" in names and "envsnap/agent/runner.py" in names
+    assert "pynvml.py" in names      # vendored from nvidia-ml-py
+
+
+def test_shipped_agent_runs_from_its_unpacked_folder(tmp_path: Path) -> None:
+    data, digest = payload.build_payload()
+    (tmp_path / payload.CACHE_DIR).mkdir(parents=True)
+    (tmp_path / payload.zip_path(digest)).write_bytes(data)
+    command = payload.install_and_run_command(sys.executable, digest,
+                                              {"collectors": ["system"]})
+    result = subprocess.run(["sh", "-c", command], env={"HOME": str(tmp_path)},
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert '"system"' in result.stdout
+    assert (tmp_path / payload.agent_dir(digest) / "__main__.py").exists()
+    assert not (tmp_path / payload.zip_path(digest)).exists()
+
+    again = subprocess.run(["sh", "-c", payload.run_command(sys.executable, digest, {})],
+                           env={"HOME": str(tmp_path)}, capture_output=True, text=True)
+    assert again.returncode == 0 and '"hostname"' in again.stdout
+
+
+def test_missing_payload_asks_to_be_shipped(tmp_path: Path) -> None:
+    command = payload.run_command(sys.executable, "0" * 16, {})
+    result = subprocess.run(["sh", "-c", command], env={"HOME": str(tmp_path)})
+    assert result.returncode == payload.PAYLOAD_MISSING_EXIT
