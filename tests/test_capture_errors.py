@@ -1,12 +1,18 @@
 """Every bad input to capture: a clear one-line error, a documented exit code, nothing lost."""
 from __future__ import annotations
 
+import glob
 import os
 import subprocess
 from pathlib import Path
 
+import pytest
+import yaml
+
 from conftest import Cli
 from sshd import Sshd, keygen
+
+PYTHON38 = "/root/.pyenv/versions/3.8.18/bin/python3"
 
 
 def one_error_line(result: subprocess.CompletedProcess[str]) -> str:
@@ -69,20 +75,38 @@ def test_host_without_python(ssh_cli: Cli, sshd: Sshd) -> None:
     assert stored(ssh_cli) == []
 
 
-def test_python_older_than_38(ssh_cli: Cli, sshd: Sshd, tmp_path: Path) -> None:
-    # An interpreter that reports 3.6: a real python whose sitecustomize sets version_info,
-    # which is all the agent's guard reads (no Python 3.6 can be installed here).
+OLD_PYTHONS = sorted(glob.glob("/root/.pyenv/versions/[23].[0-7].*/bin/python"))
+
+
+def simulated_old_python(tmp_path: Path) -> str:
+    """A python that reports 3.6 (its sitecustomize sets version_info, all the guard reads):
+    used only where no real old interpreter is installed."""
     fake = tmp_path / "old"
     fake.mkdir()
     (fake / "sitecustomize.py").write_text(
-        "import sys\nsys.version_info = (3, 6, 15, 'final', 0)\nsys.version = '3.6.15 fake'\n")
+        "import sys\nsys.version_info = (3, 6, 15, 'final', 0)\nsys.version = '3.6.15 x'\n")
     python = tmp_path / "python3.6"
     python.write_text(f"#!/bin/sh\nPYTHONPATH={fake} exec /usr/bin/python3 \"$@\"\n")
     python.chmod(0o755)
-    result = ssh_cli("capture", sshd.addresses[0], "--label", "x", "--python", str(python))
+    return str(python)
+
+
+@pytest.mark.parametrize("python", OLD_PYTHONS or ["simulated"])
+def test_python_older_than_38(ssh_cli: Cli, sshd: Sshd, tmp_path: Path, python: str) -> None:
+    if python == "simulated":
+        python = simulated_old_python(tmp_path)
+    result = ssh_cli("capture", sshd.addresses[0], "--label", "x", "--python", python)
     assert result.returncode == 3
-    line = one_error_line(result)
-    assert "needs Python >= 3.8, found 3.6.15" in line
+    assert "needs Python >= 3.8, found" in one_error_line(result)
+    assert stored(ssh_cli) == []
+
+
+@pytest.mark.skipif(not os.path.exists(PYTHON38), reason="no Python 3.8 installed")
+def test_the_agent_runs_on_python_38(cli: Cli) -> None:
+    result = cli("capture", "local", "--label", "py38", "--python", PYTHON38)
+    assert result.returncode == 0, result.stderr
+    document = yaml.safe_load((Path(cli.env["ENVSNAP_STORE"]) / "py38.yaml").read_text())
+    assert document["meta"]["agent"]["python_version"].startswith("3.8.")
 
 
 def test_repo_that_does_not_exist_or_is_not_git(cli: Cli, tmp_path: Path) -> None:
@@ -129,7 +153,6 @@ def test_a_hanging_collector_times_out_and_the_rest_is_kept(cli: Cli, tmp_path: 
     result = cli("capture", "local", "--label", "h", "--collector-timeout", "2")
     assert result.returncode == 3
     assert "nvidia" in result.stderr and "timed out" in result.stderr
-    import yaml
     document = yaml.safe_load((Path(cli.env["ENVSNAP_STORE"]) / "h.yaml").read_text())
     assert document["facts"]["system"]["hostname"]
     assert document["facts"]["python_env"]

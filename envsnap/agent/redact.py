@@ -71,3 +71,22 @@ def redact_argv(argv: List[str]) -> List[str]:
             out.append(redact_text(arg))
         hide_next = not eq and bool(SECRET_FLAG.match(arg))
     return out
+
+
+ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*$")
+QUOTED_LITERAL = re.compile(r"""(?P<q>['"])(?P<body>(?:\\.|(?!(?P=q)).)*)(?P=q)""")
+
+
+def redact_code(text: str) -> str:
+    """Source text (sitecustomize, .pth): on lines naming a secret, mask the string literals.
+
+    `os.environ["HF_TOKEN"] = "weak"` keeps the name and hides the value, which no value
+    pattern would catch; literals shaped like variable names (HF_TOKEN) are kept.
+    """
+    def mask(match: "re.Match[str]") -> str:
+        if ENV_NAME.match(match.group("body")):
+            return match.group(0)
+        return "%s%s%s" % (match.group("q"), REDACTED, match.group("q"))
+    lines = [QUOTED_LITERAL.sub(mask, line) if is_secret_name(line) else line
+             for line in text.split("\n")]
+    return redact_text("\n".join(lines))

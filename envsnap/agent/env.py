@@ -1,0 +1,230 @@
+"""Environment variables that steer GPU jobs: of the capturing shell and of running workers.
+
+The shell's variables are not enough (STORY.md): a server may have been started from another
+shell, and its spawned workers may have lost or changed variables. So processes whose command
+line matches a configured pattern are read too, from /proc/PID/environ, together with their
+descendants (multiprocessing workers often carry a command line that matches nothing).
+
+/proc/PID/environ holds the environment the process was exec'd with; a later os.environ change
+inside it (a sitecustomize, say) shows only in the children it starts afterwards.
+"""
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Pattern, Set, Tuple
+
+from .redact import redact_argv, redact_env_value
+from .util import decode_path, read_text
+
+DEFAULT_PREFIXES = (
+    "NCCL_", "CUDA_", "TORCH_", "PYTORCH_", "NVIDIA_", "NVSHMEM_", "SGLANG_", "VLLM_", "OMP_",
+    "MKL_", "UCX_", "FI_", "HF_", "TRANSFORMERS_", "TRITON_", "CUBLAS_", "CUDNN_", "GLOO_",
+    "MASTER_",
+)
+DEFAULT_NAMES = (
+    "LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH", "PATH", "VIRTUAL_ENV", "CONDA_PREFIX",
+    "PYTHONHASHSEED", "TOKENIZERS_PARALLELISM",
+)
+# A pattern as broad as "python" must not turn a snapshot into a process dump.
+MAX_PROCESSES = 256
+LIMIT_NAMES = {"Max open files": "nofile", "Max locked memory": "memlock"}
+
+Selector = Tuple[Tuple[str, ...], Tuple[str, ...]]
+Matcher = Tuple[str, Optional[Pattern[str]]]
+
+
+def collect(config: Dict[str, Any]) -> Dict[str, Any]:
+    prefixes = tuple(config.get("env_prefixes") or DEFAULT_PREFIXES)
+    selector: Selector = (prefixes, DEFAULT_NAMES)
+    patterns = [str(p) for p in config.get("procs") or []]
+    processes, omitted = find_processes(patterns, selector) if patterns else ({}, 0)
+    facts = {
+        "shell": select_env(os.environ, selector),
+        "processes": processes,
+        "processes_omitted": omitted,
+        "proc_patterns": patterns,
+        "env_prefixes": list(prefixes),
+    }
+    return {"facts": facts, "volatile": {}}
+
+
+def is_selected(name: str, selector: Selector) -> bool:
+    prefixes, names = selector
+    return name in names or name.startswith(prefixes)
+
+
+def select_env(environ: Mapping[str, str], selector: Selector) -> Dict[str, str]:
+    return {name: redact_env_value(name, value) for name, value in environ.items()
+            if is_selected(name, selector)}
+
+
+def parse_environ(raw: bytes) -> Dict[str, str]:
+    """NUL-separated NAME=value entries, as /proc/PID/environ holds them."""
+    env: Dict[str, str] = {}
+    for entry in raw.split(b"\0"):
+        name, eq, value = entry.partition(b"=")
+        if eq and name:
+            env[decode_path(name)] = decode_path(value)
+    return env
+
+
+def parse_cmdline(raw: bytes) -> List[str]:
+    # The kernel ends each argument with a NUL; drop the empty tail after the last one.
+    return [decode_path(arg) for arg in raw.split(b"\0")][:-1] if raw else []
+
+
+def parse_stat(text: str) -> Tuple[int, int]:
+    """(ppid, starttime in clock ticks since boot) from /proc/PID/stat.
+
+    The command name in parentheses may itself hold spaces and ')', so split after the last one.
+    """
+    fields = text[text.rindex(")") + 2:].split()
+    return int(fields[1]), int(fields[19])
+
+
+def parse_btime(proc_stat: str) -> Optional[int]:
+    for line in proc_stat.splitlines():
+        if line.startswith("btime "):
+            return int(line.split()[1])
+    return None
+
+
+def parse_limits(text: str) -> Dict[str, Dict[str, Any]]:
+    """The nofile and memlock rows of /proc/PID/limits (soft, hard; 'unlimited' kept as is)."""
+    limits: Dict[str, Dict[str, Any]] = {}
+    for line in text.splitlines():
+        match = re.match(r"(Max [a-z ]+?)\s{2,}(\S+)\s+(\S+)", line)
+        if match and match.group(1) in LIMIT_NAMES:
+            soft, hard = (int(v) if v.isdigit() else v for v in match.group(2, 3))
+            limits[LIMIT_NAMES[match.group(1)]] = {"soft": soft, "hard": hard}
+    return limits
+
+
+def compile_patterns(patterns: Iterable[str]) -> List[Matcher]:
+    matchers: List[Matcher] = []
+    for pattern in patterns:
+        try:
+            matchers.append((pattern, re.compile(pattern)))
+        except re.error:  # not a regex: it still works as a substring
+            matchers.append((pattern, None))
+    return matchers
+
+
+def matching_pattern(argv: List[str], matchers: List[Matcher]) -> Optional[str]:
+    line = " ".join(argv)
+    for pattern, regex in matchers:
+        if pattern in line or (regex is not None and regex.search(line)):
+            return pattern
+    return None
+
+
+class ProcTable:
+    """One pass over /proc: command line, parent and start time of every visible process."""
+
+    def __init__(self, root: str = "/proc") -> None:
+        self.root = root
+        self.argv: Dict[int, List[str]] = {}
+        self.stat: Dict[int, Tuple[int, int]] = {}
+        for name in os.listdir(root):
+            if name.isdigit():
+                self._add(int(name))
+
+    def _add(self, pid: int) -> None:
+        base = "%s/%d/" % (self.root, pid)
+        try:
+            argv = parse_cmdline(read_bytes(base + "cmdline"))
+            stat = parse_stat(read_bytes(base + "stat").decode("utf-8", "replace"))
+        except (OSError, ValueError, IndexError):  # it exited while we looked
+            return
+        if argv:  # kernel threads have an empty command line
+            self.argv[pid] = argv
+            self.stat[pid] = stat
+
+    def ancestors(self, pid: int) -> Set[int]:
+        """pid and its parents up to, not including, init."""
+        seen: Set[int] = set()
+        while pid > 1 and pid not in seen:
+            seen.add(pid)
+            pid = self.stat[pid][0] if pid in self.stat else 0
+        return seen
+
+    def children(self) -> Dict[int, List[int]]:
+        tree: Dict[int, List[int]] = {}
+        for pid, (ppid, _) in sorted(self.stat.items()):
+            tree.setdefault(ppid, []).append(pid)
+        return tree
+
+
+def select_processes(table: ProcTable, matchers: List[Matcher]) -> Dict[int, str]:
+    """{pid: why it was taken}: a pattern match, or the descendant of a matched process.
+
+    The agent and its ancestors are left out: with a local capture through a shell, the
+    controller's own command line holds the --proc pattern.
+    """
+    skip = table.ancestors(os.getpid()) | {os.getpid(), os.getppid()}
+    chosen: Dict[int, str] = {}
+    for pid in sorted(table.argv):
+        pattern = matching_pattern(table.argv[pid], matchers)
+        if pattern is not None and pid not in skip:
+            chosen[pid] = "pattern %s" % pattern
+    tree = table.children()
+    queue = list(chosen)
+    while queue:
+        parent = queue.pop(0)
+        for child in tree.get(parent, []):
+            if child not in chosen and child not in skip:
+                chosen[child] = "child of %d" % parent
+                queue.append(child)
+    return chosen
+
+
+def find_processes(patterns: List[str], selector: Selector) -> Tuple[Dict[str, Any], int]:
+    """({pid: process facts}, how many matched processes were left out by the cap)."""
+    table = ProcTable()
+    chosen = select_processes(table, compile_patterns(patterns))
+    btime = parse_btime(read_text("/proc/stat") or "")
+    found: Dict[str, Any] = {}
+    for pid in sorted(chosen)[:MAX_PROCESSES]:
+        found[str(pid)] = describe_process(pid, table, selector, btime)
+        found[str(pid)]["matched"] = chosen[pid]
+    return found, max(0, len(chosen) - MAX_PROCESSES)
+
+
+def describe_process(pid: int, table: ProcTable, selector: Selector,
+                     btime: Optional[int]) -> Dict[str, Any]:
+    base = "/proc/%d/" % pid
+    ppid, start_ticks = table.stat[pid]
+    since_boot = round(start_ticks / os.sysconf("SC_CLK_TCK"), 2)
+    return {
+        "cmdline": redact_argv(table.argv[pid]),
+        "exe": read_link(base + "exe"),
+        "cwd": read_link(base + "cwd"),
+        "ppid": ppid,
+        "start_since_boot_s": since_boot,
+        "start_epoch": round(btime + since_boot, 2) if btime is not None else None,
+        "env": read_process_env(base + "environ", selector),
+        "limits": parse_limits(read_text(base + "limits") or ""),
+    }
+
+
+def read_process_env(path: str, selector: Selector) -> Dict[str, Any]:
+    try:
+        raw = read_bytes(path)
+    except PermissionError:
+        return {"error": "permission denied"}
+    except OSError as exc:  # it exited since the scan
+        return {"error": exc.strerror or str(exc)}
+    return select_env(parse_environ(raw), selector)
+
+
+def read_bytes(path: str) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def read_link(path: str) -> Optional[str]:
+    try:
+        return os.readlink(path)
+    except OSError:  # another user's process, or gone
+        return None

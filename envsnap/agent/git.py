@@ -1,0 +1,330 @@
+"""Git collector: HEAD, branch, upstream, remotes, reflog, stashes, uncommitted work, history.
+
+Per repo, six git reads run at once (rev-parse, status, log, diff, config, stash list),
+then one `git log -p` per stash; the HEAD reflog is read straight from its file. Nothing is
+fetched and nothing is written: optional locks are off, so capturing never races the user.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar
+
+from . import gitparse
+from .gitrun import Git, Stream
+from .util import CollectorError, decode_path, sha256_file, which
+
+DEFAULTS: Dict[str, Any] = {
+    "max_patch_bytes": 1 << 20,   # kept bytes per patch, and for untracked file contents
+    "history": 200,               # commits of history
+    "reflog": 100,                # HEAD reflog entries
+    "max_untracked": 1000,        # untracked files listed (a venv inside the repo has 100k)
+    "max_hash_bytes": 512 << 20,  # untracked bytes hashed in all; checkpoints can be 100 GB
+    "max_stash_patches": 10,      # stashes whose patch is kept; all are listed
+    "git_timeout": 10.0,          # seconds per git command
+}
+
+T = TypeVar("T")
+# Patches that `git apply` takes back whatever the user's diff settings are.
+PATCH_FLAGS = ["--binary", "--full-index", "--no-ext-diff", "--no-textconv", "--no-color",
+               "--no-renames", "--src-prefix=a/", "--dst-prefix=b/"]
+
+
+class RepoError(CollectorError):
+    """This repository cannot be read at all; the message replaces its facts."""
+
+
+# ---- the collector ----------------------------------------------------------------------------
+
+def collect(config: Dict[str, Any]) -> Dict[str, Any]:
+    paths: List[str] = list(config.get("repos") or [])
+    if not paths:
+        return {"facts": {}, "volatile": {}}
+    settings = dict(DEFAULTS, **{k: config[k] for k in DEFAULTS if k in config})
+    exe = which("git")
+    git = Git(exe, float(settings["git_timeout"])) if exe else None
+    repos: Dict[str, Any] = {}
+    seconds: Dict[str, float] = {}
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        for path in paths:
+            started = time.monotonic()
+            repos[path] = collect_repo(path, git, settings, pool)
+            seconds[path] = round(time.monotonic() - started, 4)
+    facts: Dict[str, Any] = {"repos": repos}
+    if git is not None:
+        facts["git"] = {"path": git.exe, "version": git_version(git)}
+    return {"facts": facts, "volatile": {"seconds": seconds}}
+
+
+def git_version(git: Git) -> Optional[str]:
+    try:
+        code, out, _ = git.run("/", ["--version"])
+    except CollectorError:
+        return None
+    return gitparse.text(out).strip().replace("git version ", "") if code == 0 else None
+
+
+def collect_repo(path: str, git: Optional[Git], settings: Dict[str, Any],
+                 pool: ThreadPoolExecutor) -> Dict[str, Any]:
+    """One repository's facts, or {"error": why} when it cannot be read at all."""
+    try:
+        problem = path_problem(path, git)
+        if problem:
+            raise RepoError(problem)
+        assert git is not None
+        reads = start_reads(git, path, settings, pool)
+        return read_repo(path, git, settings, pool, {k: f.result() for k, f in reads.items()})
+    except CollectorError as exc:
+        return {"error": str(exc)}
+    except Exception as exc:  # one strange repo must not lose the others
+        return {"error": "%s: %s" % (type(exc).__name__, exc)}
+
+
+def path_problem(path: str, git: Optional[Git]) -> Optional[str]:
+    if not os.path.exists(path):
+        return "no such directory: %s" % path
+    if not os.path.isdir(path):
+        return "not a directory: %s" % path
+    if git is None:
+        return "git not found"
+    return None
+
+
+def start_reads(git: Git, path: str, settings: Dict[str, Any],
+                pool: ThreadPoolExecutor) -> Dict[str, "Future[Any]"]:
+    """The independent reads, started together: the slowest one sets the repo's time."""
+    history = ["log", "-n", str(int(settings["history"])), "-z", "--no-renames", "--name-only",
+               "--no-ext-diff", "--format=" + gitparse.HISTORY_FORMAT, "HEAD", "--"]
+    return {
+        "where": pool.submit(git.run, path, ["rev-parse", "--git-dir", "--git-common-dir",
+                                             "--show-toplevel"]),
+        "status": pool.submit(git.run, path, ["status", "--porcelain=v2", "--branch", "-z",
+                                              "--untracked-files=all"]),
+        "history": pool.submit(git.run, path, history),
+        "patch": pool.submit(git.stream, path, ["diff", "HEAD"] + PATCH_FLAGS + ["--"],
+                             int(settings["max_patch_bytes"])),
+        "remotes": pool.submit(git.run, path, ["config", "-z", "--get-regexp",
+                                               r"^remote\..*\.url$"]),
+        "stashes": pool.submit(git.run, path, ["stash", "list", "-z",
+                                               "--format=" + gitparse.STASH_FORMAT]),
+    }
+
+
+def read_repo(path: str, git: Git, settings: Dict[str, Any], pool: ThreadPoolExecutor,
+              results: Dict[str, Any]) -> Dict[str, Any]:
+    """Without rev-parse and status there is no repo to speak of; the rest fail on their own."""
+    where = locate(path, results["where"])
+    status = gitparse.parse_status(checked(results["status"], "status"))
+    reflog, older = read_reflog(where["git_dir"], int(settings["reflog"]))
+    shallow = os.path.exists(os.path.join(where["common_dir"], "shallow"))
+    repo: Dict[str, Any] = {"realpath": os.path.realpath(path), "toplevel": where["toplevel"],
+                            "shallow": shallow, "reflog": reflog, "reflog_truncated": older}
+    repo.update(head_facts(status, reflog))
+    repo["remotes"] = gitparse.parse_remotes(results["remotes"][1])
+    repo.update(history_facts(results["history"], status["head"], shallow, settings))
+    stashes, problem = parsed(results["stashes"], gitparse.parse_stash_list)
+    if problem:
+        repo["stashes_error"] = problem
+    patches = start_stash_patches(git, where["toplevel"], stashes or {}, settings, pool)
+    repo["uncommitted"] = uncommitted_facts(git, where["toplevel"], status, results["patch"],
+                                            settings)
+    repo["stashes"] = finish_stashes(stashes or {}, patches)
+    return repo
+
+
+def parsed(result: Tuple[int, bytes, bytes],
+           parse: Callable[[bytes], T]) -> Tuple[Optional[T], str]:
+    """A read that may fail alone: (data, "") or (None, git's complaint)."""
+    code, out, err = result
+    return (parse(out), "") if code == 0 else (None, first_line(err))
+
+
+def checked(result: Tuple[int, bytes, bytes], what: str) -> bytes:
+    code, out, err = result
+    if code != 0:
+        raise RepoError("git %s failed: %s" % (what, first_line(err)))
+    return out
+
+
+def first_line(err: bytes) -> str:
+    lines = gitparse.text(err).strip().splitlines()
+    return lines[0] if lines else "no message"
+
+
+def locate(path: str, result: Tuple[int, bytes, bytes]) -> Dict[str, str]:
+    code, out, err = result
+    if code != 0:
+        if b"not a git repository" in err:
+            raise RepoError("not a git repository: %s" % path)
+        raise RepoError("git rev-parse failed in %s: %s" % (path, first_line(err)))
+    git_dir, common_dir, toplevel = out.split(b"\n")[:3]
+    # --git-dir and --git-common-dir may be relative to the directory git ran in.
+    return {"git_dir": os.path.join(path, decode_path(git_dir)),
+            "common_dir": os.path.join(path, decode_path(common_dir)),
+            "toplevel": decode_path(toplevel)}
+
+
+def head_facts(status: Dict[str, Any], reflog: List[Dict[str, Any]]) -> Dict[str, Any]:
+    facts = {key: status[key] for key in ("head", "branch", "upstream", "ahead", "behind")}
+    facts["detached"] = status["branch"] is None and status["head"] is not None
+    if facts["detached"]:
+        facts.update(gitparse.detached_state(status["head"], reflog))
+    return facts
+
+
+def history_facts(result: Tuple[int, bytes, bytes], head: Optional[str], shallow: bool,
+                  settings: Dict[str, Any]) -> Dict[str, Any]:
+    """Newest first; complete means it reaches the root: not shallow and not cut by the limit."""
+    limit = int(settings["history"])
+    commits, problem = parsed(result, gitparse.parse_history) if head else ([], "")
+    facts = {"history": commits or [], "history_limit": limit,
+             "history_complete": not problem and not shallow and len(commits or []) < limit}
+    if problem:
+        facts["history_error"] = problem
+    return facts
+
+
+# ---- reflog -----------------------------------------------------------------------------------
+
+def read_reflog(git_dir: str, limit: int) -> Tuple[List[Dict[str, Any]], bool]:
+    """The file holds the old sha too, which `git log -g` cannot print; no process needed."""
+    try:
+        lines, older = tail_lines(os.path.join(git_dir, "logs", "HEAD"), limit)
+    except OSError:  # logging turned off (core.logAllRefUpdates=false) or a reftable repo
+        return [], False
+    return gitparse.parse_reflog(lines), older
+
+
+def tail_lines(path: str, count: int) -> Tuple[List[bytes], bool]:
+    """The last `count` lines of a file, and whether older lines exist before them."""
+    with open(path, "rb") as handle:
+        end = handle.seek(0, os.SEEK_END)
+        block = 1 << 15
+        while True:
+            start = max(0, end - block)
+            handle.seek(start)
+            lines = [line for line in handle.read(end - start).split(b"\n") if line]
+            if start > 0 and len(lines) > count:
+                return lines[-count:], True  # lines[0] may be cut: it is never returned
+            if start == 0:
+                return lines[-count:] if count else [], len(lines) > count
+            block *= 4
+
+
+# ---- stashes ----------------------------------------------------------------------------------
+
+def start_stash_patches(git: Git, top: str, stashes: Dict[str, Dict[str, Any]],
+                        settings: Dict[str, Any],
+                        pool: ThreadPoolExecutor) -> Dict[str, "Future[Stream]"]:
+    """What `git stash show -p --include-untracked --binary` prints, on any git version.
+
+    The stash commit against its first parent is the worktree change; its third parent, when
+    present, is a root commit holding the untracked files, shown whole by --root.
+    """
+    wanted = list(stashes.items())[:int(settings["max_stash_patches"])]
+    futures = {}
+    for ref, stash in wanted:
+        revs = [stash["sha"]] + ([stash["sha"] + "^3"] if stash["has_untracked"] else [])
+        args = ["log", "--no-walk=unsorted", "-m", "--first-parent", "--root", "-p",
+                "--format="] + PATCH_FLAGS + revs + ["--"]
+        futures[ref] = pool.submit(git.stream, top, args, int(settings["max_patch_bytes"]))
+    return futures
+
+
+def finish_stashes(stashes: Dict[str, Dict[str, Any]],
+                   patches: Dict[str, "Future[Stream]"]) -> Dict[str, Dict[str, Any]]:
+    for ref, stash in stashes.items():
+        if ref not in patches:
+            stash["patch_skipped"] = "beyond max_stash_patches"
+            continue
+        stream = patches[ref].result()
+        if stream.code != 0:
+            stash["patch_error"] = first_line(stream.stderr)
+        else:
+            stash["patch"] = blob_of_stream(stream)
+    return stashes
+
+
+def blob_of_stream(stream: Stream) -> Dict[str, Any]:
+    truncated = stream.size > len(stream.head)
+    return gitparse.encode_blob(stream.head, stream.size, stream.sha256, truncated)
+
+
+# ---- uncommitted work -------------------------------------------------------------------------
+
+def uncommitted_facts(git: Git, top: str, status: Dict[str, Any], patch: Stream,
+                      settings: Dict[str, Any]) -> Dict[str, Any]:
+    """Staged + unstaged as one patch against HEAD, and the untracked files beside it."""
+    if status["head"] is None:  # no commit yet: everything is new relative to the empty tree
+        patch = git.stream(top, ["diff", empty_tree(git, top)] + PATCH_FLAGS + ["--"],
+                           int(settings["max_patch_bytes"]))
+    blob = blob_of_stream(patch) if patch.code == 0 else {"error": first_line(patch.stderr)}
+    untracked_paths: List[bytes] = status["untracked"]
+    untracked = untracked_facts(top, untracked_paths, settings)
+    return {"dirty": bool(status["tracked"] or untracked_paths), "tracked": status["tracked"],
+            "patch": blob, "untracked": untracked, "untracked_count": len(untracked_paths),
+            "untracked_truncated": len(untracked_paths) > len(untracked),
+            "digest": gitparse.uncommitted_digest(blob.get("sha256", ""), untracked)}
+
+
+def empty_tree(git: Git, top: str) -> str:
+    """The empty tree's id differs between sha1 and sha256 repositories: ask git."""
+    out = checked(git.run(top, ["hash-object", "-t", "tree", "--stdin"]), "hash-object")
+    return gitparse.text(out).strip()
+
+
+class Budget:
+    """Bytes left for kept file contents and for hashing, shared by all untracked files."""
+
+    def __init__(self, content: int, hashing: int) -> None:
+        self.content = content
+        self.hashing = hashing
+
+
+def untracked_facts(top: str, paths: List[bytes],
+                    settings: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
+    budget = Budget(int(settings["max_patch_bytes"]), int(settings["max_hash_bytes"]))
+    root = os.fsencode(top)
+    return {decode_path(raw): file_facts(os.path.join(root, raw), budget)
+            for raw in paths[:int(settings["max_untracked"])]}
+
+
+def file_facts(path: bytes, budget: Budget) -> Dict[str, Any]:
+    try:
+        info = os.lstat(path)
+    except OSError as exc:  # deleted between status and now
+        return {"error": exc.strerror or str(exc)}
+    if os.path.islink(path):
+        return {"symlink": decode_path(os.readlink(path))}
+    if not os.path.isfile(path):  # an untracked nested repository shows as a directory
+        return {"bytes": None, "content_skipped": "not a regular file"}
+    if info.st_size <= budget.content:
+        return small_file_facts(path, budget)
+    facts: Dict[str, Any] = {"bytes": info.st_size, "content_skipped": "over cap"}
+    if info.st_size <= budget.hashing:
+        budget.hashing -= info.st_size
+        facts["sha256"] = sha256_file(os.fsdecode(path))
+    else:
+        facts["sha256"] = None
+        facts["hash_skipped"] = "over max_hash_bytes"
+    return facts
+
+
+def small_file_facts(path: bytes, budget: Budget) -> Dict[str, Any]:
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(budget.content + 1)
+    except OSError as exc:
+        return {"error": exc.strerror or str(exc)}
+    facts: Dict[str, Any] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    if b"\0" in data or gitparse.utf8_text(data, False) is None:
+        facts["content_skipped"] = "binary"
+        return facts
+    budget.content -= len(data)
+    blob = gitparse.blob_of(data)
+    facts["content"] = blob["text"]
+    if blob.get("redacted"):
+        facts["redacted"] = True
+    return facts

@@ -1,0 +1,262 @@
+"""The Python environment of the interpreter running the agent, which is the target one.
+
+Packages come from importlib.metadata, read as text: Distribution.metadata parses the whole
+METADATA file as an email message (0.4-0.7 ms per package, 0.85 s for 2000), while
+the Name and Version headers sit in its first lines. Nothing is imported except the stdlib:
+sitecustomize and usercustomize are located with find_spec, which does not run them.
+"""
+from __future__ import annotations
+
+import glob
+import importlib.machinery
+import importlib.metadata
+import json
+import os
+import re
+import site
+import sys
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Tuple
+from urllib.parse import unquote, urlparse
+
+from .redact import redact_code, redact_url
+from .util import sha256_bytes
+
+CONTENT_CAP = 64 * 1024
+READ_CAP = 16 << 20  # a customize file larger than this is not worth hashing whole
+HEADER_END = re.compile(r"\r?\n[ \t]*\r?\n")
+CUSTOMIZE_MODULES = ("sitecustomize", "usercustomize")
+AGENT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class DistRecord(NamedTuple):
+    name: str  # normalised (PEP 503)
+    version: str
+    location: str
+    direct_url: Optional[Dict[str, Any]]
+
+
+def collect(config: Dict[str, Any]) -> Dict[str, Any]:
+    search_path = target_sys_path()
+    site_dirs = site_directories()
+    facts: Dict[str, Any] = {
+        "interpreter": interpreter_facts(),
+        "sys_path": search_path,
+        "site_dirs": site_dirs,
+        "customize": {name: describe_module(name, search_path) for name in CUSTOMIZE_MODULES},
+        "startup_pth": find_startup_pth(site_dirs),
+    }
+    facts.update(package_facts(importlib.metadata.distributions(path=search_path), site_dirs))
+    return {"facts": facts, "volatile": {}}
+
+
+def target_sys_path() -> List[str]:
+    """sys.path as the target's programs see it, without what is there only for the agent.
+
+    That is the agent's own checkout or payload zip, and the working folder that -m and -c
+    put first (the agent's cwd, not the job's): a stray *.egg-info there would win.
+    """
+    own = {AGENT_ROOT, os.getcwd()}
+    return [entry for entry in sys.path if entry and os.path.abspath(entry) not in own]
+
+
+def interpreter_facts() -> Dict[str, Any]:
+    flags = sys.flags
+    return {
+        "executable": sys.executable,
+        "executable_real": os.path.realpath(sys.executable) if sys.executable else None,
+        "version": "%d.%d.%d" % sys.version_info[:3],
+        "build": sys.version,
+        "implementation": sys.implementation.name,
+        "prefix": sys.prefix,
+        "base_prefix": sys.base_prefix,
+        "venv": sys.prefix != sys.base_prefix,
+        # The agent's own flags: under -I or -s, user site and PYTHONPATH are not seen.
+        "flags": {"isolated": bool(flags.isolated), "no_site": bool(flags.no_site),
+                  "no_user_site": bool(flags.no_user_site),
+                  "ignore_environment": bool(flags.ignore_environment)},
+    }
+
+
+def site_directories() -> List[str]:
+    """site-packages folders whose .pth files run at startup, user site last, as site.py does."""
+    dirs = list(getattr(site, "getsitepackages", lambda: [])())  # old virtualenv lacks it
+    if site.ENABLE_USER_SITE:
+        dirs.append(site.getusersitepackages())
+    unique = []
+    for folder in dirs:
+        if folder not in unique and os.path.isdir(folder):
+            unique.append(folder)
+    return unique
+
+
+# --- packages -------------------------------------------------------------------------------
+
+def normalise_name(name: str) -> str:
+    """PEP 503: 'Foo.Bar_baz' -> 'foo-bar-baz', so one project has one key however spelled."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def parse_metadata_headers(text: str) -> Tuple[Optional[str], Optional[str]]:
+    """(Name, Version) from METADATA / PKG-INFO headers, which end at the first blank line."""
+    found: Dict[str, str] = {}
+    # Only the header block: the long description after it can be hundreds of KiB.
+    for line in HEADER_END.split(text, maxsplit=1)[0].splitlines():
+        key, colon, value = line.partition(":")
+        if colon and key.lower() in ("name", "version") and key.lower() not in found:
+            found[key.lower()] = value.strip()
+    return found.get("name"), found.get("version")
+
+
+def parse_direct_url(text: Optional[str]) -> Optional[Dict[str, Any]]:
+    """PEP 610 direct_url.json -> {"editable": path} or {"url", "vcs", "commit"}."""
+    if not text:
+        return None
+    try:
+        data = json.loads(text)
+        url = str(data["url"])
+    except (ValueError, KeyError, TypeError):
+        return {"error": "unreadable direct_url.json"}
+    if (data.get("dir_info") or {}).get("editable"):
+        return {"editable": file_url_path(url)}
+    info: Dict[str, Any] = {"url": redact_url(url)}
+    vcs = data.get("vcs_info") or {}
+    if vcs:
+        info.update(vcs=vcs.get("vcs"), commit=vcs.get("commit_id"))
+    return info
+
+
+def file_url_path(url: str) -> str:
+    parsed = urlparse(url)
+    return unquote(parsed.path) if parsed.scheme == "file" else redact_url(url)
+
+
+def read_distribution(dist: importlib.metadata.Distribution) -> Optional[DistRecord]:
+    text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
+    name, version = parse_metadata_headers(text)
+    if not name:
+        return None  # a dist-info left half-removed by an interrupted install
+    return DistRecord(normalise_name(name), version or "", str(dist.locate_file("")),
+                      parse_direct_url(dist.read_text("direct_url.json")))
+
+
+def index_distributions(records: Iterable[Optional[DistRecord]]) -> Dict[str, Any]:
+    """Records in sys.path order -> packages, editable, direct_urls, shadowed maps.
+
+    The first copy of a name wins, as it does for import; the later ones are "shadowed".
+    """
+    winners: Dict[str, DistRecord] = {}
+    copies: Dict[str, List[Dict[str, str]]] = {}
+    for record in records:
+        if record is None:
+            continue
+        winners.setdefault(record.name, record)
+        copies.setdefault(record.name, []).append(
+            {"version": record.version, "location": record.location})
+    urls = {name: r.direct_url for name, r in winners.items() if r.direct_url}
+    return {
+        "packages": {name: r.version for name, r in sorted(winners.items())},
+        "editable": {name: u["editable"] for name, u in urls.items() if "editable" in u},
+        "direct_urls": {name: u for name, u in urls.items() if "editable" not in u},
+        "shadowed": {name: found for name, found in copies.items() if len(found) > 1},
+    }
+
+
+def package_facts(dists: Iterable[importlib.metadata.Distribution],
+                  site_dirs: List[str]) -> Dict[str, Any]:
+    facts = index_distributions(read_distribution(dist) for dist in dists)
+    for name, path in read_egg_links(site_dirs).items():
+        if name in facts["packages"]:  # legacy `setup.py develop`: no direct_url.json
+            facts["editable"].setdefault(name, path)
+    return facts
+
+
+def read_egg_links(site_dirs: List[str]) -> Dict[str, str]:
+    links: Dict[str, str] = {}
+    for folder in site_dirs:
+        for path in sorted(glob.glob(os.path.join(folder, "*.egg-link"))):
+            loaded = read_capped(path, 4096)
+            lines = loaded[0].decode("utf-8", "replace").split() if loaded else []
+            if lines:  # the first line is the project folder
+                name = normalise_name(os.path.basename(path)[:-len(".egg-link")])
+                links.setdefault(name, lines[0])
+    return links
+
+
+# --- code that runs at startup ----------------------------------------------------------------
+
+def describe_module(name: str, search_path: List[str]) -> Optional[Dict[str, Any]]:
+    """Where a top-level module is or would be loaded from, and its source; None when absent.
+
+    A module imported at startup is described by its own spec; otherwise PathFinder looks
+    for it without running it.
+    """
+    module = sys.modules.get(name)
+    try:
+        spec = (module.__spec__ if module is not None
+                else importlib.machinery.PathFinder.find_spec(name, search_path))
+    except (ImportError, ValueError) as exc:
+        return {"error": "%s: %s" % (type(exc).__name__, exc)}
+    if spec is None:
+        return None
+    info: Dict[str, Any] = {"imported": module is not None}
+    if not spec.origin or not os.path.isfile(spec.origin):
+        info.update(path=spec.origin, error="no source file")
+        return info
+    info.update(describe_source(spec.origin))
+    return info
+
+
+def describe_source(path: str) -> Dict[str, Any]:
+    loaded = read_capped(path, READ_CAP)
+    if loaded is None:
+        return {"path": path, "error": "unreadable"}
+    raw, complete = loaded
+    shown, digest, redacted = redact_with_digest(raw)
+    encoded = shown.encode("utf-8")
+    return {"path": path, "size": len(raw) if complete else None,
+            "sha256": digest if complete else None,
+            "redacted": redacted, "truncated": len(encoded) > CONTENT_CAP,
+            "content": encoded[:CONTENT_CAP].decode("utf-8", "ignore")}
+
+
+def redact_with_digest(raw: bytes) -> Tuple[str, str, bool]:
+    """(text with secrets masked, sha256, whether anything was masked).
+
+    The digest is of the masked text when something was masked: a hash of the original next
+    to the rest of its content would let anyone confirm a guessed secret.
+    """
+    text = raw.decode("utf-8", "replace")
+    shown = redact_code(text)
+    if shown == text:
+        return text, sha256_bytes(raw), False
+    return shown, sha256_bytes(shown.encode("utf-8")), True
+
+
+def startup_lines(text: str) -> List[str]:
+    """The .pth lines that site.py executes rather than adds to sys.path."""
+    return [line.rstrip() for line in text.splitlines() if line.startswith(("import ", "import\t"))]
+
+
+def find_startup_pth(site_dirs: List[str]) -> Dict[str, Any]:
+    found: Dict[str, Any] = {}
+    for folder in site_dirs:
+        for path in sorted(glob.glob(os.path.join(folder, "*.pth"))):
+            loaded = read_capped(path, READ_CAP)
+            if loaded is None:
+                found[path] = {"error": "unreadable"}
+                continue
+            shown, digest, _ = redact_with_digest(loaded[0])
+            lines = startup_lines(shown)
+            if lines:
+                found[path] = {"sha256": digest, "code_lines": lines}
+    return found
+
+
+def read_capped(path: str, limit: int) -> Optional[Tuple[bytes, bool]]:
+    """(at most `limit` bytes, whether that is the whole file), or None when unreadable."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(limit + 1)
+    except OSError:
+        return None
+    return data[:limit], len(data) <= limit
