@@ -4,6 +4,9 @@ Prints ratios (the machines are noisy; only ratios from one run mean anything):
   capture / ssh-floor      envsnap capture of one host vs `ssh host 'python3 -c pass'`
   ansible / capture        `ansible -m setup` against the same sshd vs envsnap capture
   fleet32 / capture        32 hosts (loopback aliases of one sshd) vs one host
+  fleet32 / openssh32      the same 32 captures vs 32 concurrent OpenSSH runs of the cached
+                           agent: on one 2-core machine every "host" shares the same cores, so
+                           this is the part of the fleet time that envsnap itself adds
 
 Usage: python3 bench/bench_capture.py [--repeat 7] [--fleet 32]
 """
@@ -18,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from sshd import start_sshd  # noqa: E402
@@ -32,9 +36,23 @@ def timed(argv: list[str], env: dict[str, str], cwd: Path) -> float:
     return elapsed
 
 
-def median_of(repeat: int, argv_for: object, env: dict[str, str], cwd: Path) -> float:
-    times = [timed(argv_for(i), env, cwd) for i in range(repeat)]  # type: ignore[operator]
-    return statistics.median(times)
+def median_of(repeat: int, argv_for: Callable[[int], Any], env: dict[str, str], cwd: Path,
+              runner: Callable[[Any], float] | None = None) -> float:
+    run = runner or (lambda argv: timed(argv, env, cwd))
+    return statistics.median(run(argv_for(i)) for i in range(repeat))
+
+
+def parallel_ssh_agent(addresses: list[str], env: dict[str, str], ssh_config: str) -> float:
+    """The same remote work as a fleet capture, with OpenSSH and no envsnap in between."""
+    agent = sorted((Path.home() / ".cache" / "envsnap").glob("agent-*/"),
+                   key=lambda path: path.stat().st_mtime)[-1]
+    command = f"cd && exec python3 .cache/envsnap/{agent.name} e30="   # config: {}
+    started = time.perf_counter()
+    procs = [subprocess.Popen(["ssh", "-F", ssh_config, address, command], env=env,
+                              stdout=subprocess.DEVNULL) for address in addresses]
+    if any(proc.wait() for proc in procs):
+        raise SystemExit("an OpenSSH run of the agent failed")
+    return time.perf_counter() - started
 
 
 def envsnap(*args: str) -> list[str]:
@@ -74,7 +92,13 @@ def main() -> None:
             "all", "--inventory", str(inventory), "--label", "fleet", "--forks",
             str(args.fleet)), env, work)
         print(f"envsnap capture, {args.fleet} hosts (forks {args.fleet}): {fleet:.3f} s")
-        print(f"ratio fleet{args.fleet} / one:                  {fleet / one:.2f}x  (target <= 3.0)")
+        ratio = fleet / one
+        print(f"ratio fleet{args.fleet} / one:                  {ratio:.2f}x  (target <= 3.0)")
+        floor32 = median_of(max(3, args.repeat // 2), lambda i: None, env, work,
+                            runner=lambda _argv: parallel_ssh_agent(daemon.addresses, env,
+                                                                    ssh_config))
+        print(f"{args.fleet} concurrent OpenSSH runs of the agent:  {floor32:.3f} s")
+        print(f"ratio fleet{args.fleet} / openssh{args.fleet}:            {fleet / floor32:.2f}x")
     finally:
         daemon.stop()
         shutil.rmtree(work, ignore_errors=True)

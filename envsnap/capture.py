@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 from . import payload, snapshot
 from .errors import EnvsnapError, HostError, UsageError
@@ -25,13 +25,13 @@ DEFAULT_COLLECTOR_TIMEOUT = 20.0
 
 @dataclass(frozen=True)
 class CaptureOptions:
-    label: Optional[str] = None
+    label: str | None = None
     force: bool = False
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     collector_timeout: float = DEFAULT_COLLECTOR_TIMEOUT
     accept_new_host_keys: bool = False
     forks: int = DEFAULT_FORKS
-    max_patch_bytes: Optional[int] = None
+    max_patch_bytes: int | None = None
 
 
 @dataclass
@@ -40,9 +40,9 @@ class Outcome:
 
     host: Host
     label: str
-    path: Optional[Path] = None
+    path: Path | None = None
     problems: list[str] = field(default_factory=list)
-    error: Optional[str] = None
+    error: str | None = None
     seconds: float = 0.0
 
     @property
@@ -54,7 +54,7 @@ def now_utc() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def plan_labels(hosts: list[Host], label: Optional[str], when: datetime) -> dict[str, str]:
+def plan_labels(hosts: list[Host], label: str | None, when: datetime) -> dict[str, str]:
     """host name -> label. One host takes the label as given; a fleet goes in a folder."""
     stamp = when.strftime("%Y%m%d-%H%M%S")
     if label is None:
@@ -82,9 +82,10 @@ def run_agent(transport: Transport, host: Host, config: dict[str, Any],
     data, digest = payload.build_payload()
     result = transport.run(payload.run_command(host.python, digest, config), timeout)
     if result.exit_code == payload.PAYLOAD_MISSING_EXIT:
-        transport.put(data, payload.zip_path(digest))
-        result = transport.run(payload.install_and_run_command(host.python, digest, config),
-                               timeout)
+        uploaded = payload.zip_path(digest)
+        transport.put(data, uploaded)
+        result = transport.run(
+            payload.install_and_run_command(host.python, digest, uploaded, config), timeout)
     check_agent_exit(host, result.exit_code, result.stderr)
     try:
         document: dict[str, Any] = json.loads(result.stdout)
@@ -140,7 +141,7 @@ def check_before_capture(labels: dict[str, str], store: Store, force: bool) -> N
 
 
 def capture(hosts: list[Host], store: Store, options: CaptureOptions,
-            on_outcome: Optional[Callable[[Outcome], None]] = None) -> list[Outcome]:
+            on_outcome: Callable[[Outcome], None] | None = None) -> list[Outcome]:
     """Capture every host through at most `options.forks` workers; outcomes in host order."""
     labels = plan_labels(hosts, options.label, now_utc())
     check_before_capture(labels, store, options.force)

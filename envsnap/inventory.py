@@ -9,14 +9,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import yaml
 
 from .errors import UsageError
 
 LOCAL = "local"
-HOST_SPEC = re.compile(r"^(?:(?P<user>[^@\s]+)@)?(?:\[(?P<v6>[0-9a-fA-F:.]+)\]|(?P<host>[^:@\s/\[\]]+))"
+HOST_SPEC = re.compile(r"^(?:(?P<user>[^@\s]+)@)?"
+                       r"(?:\[(?P<v6>[0-9a-fA-F:.]+)\]|(?P<host>[^:@\s/\[\]]+))"
                        r"(?::(?P<port>\d{1,5}))?$")
 HOST_RANGE = re.compile(r"\[(\d+):(\d+)\]")
 
@@ -27,9 +28,9 @@ class Host:
 
     name: str                       # what the user called it; names its snapshot
     address: str = ""               # what SSH connects to; empty for local
-    port: Optional[int] = None      # None: ~/.ssh/config or 22
-    user: Optional[str] = None
-    key_file: Optional[str] = None
+    port: int | None = None      # None: ~/.ssh/config or 22
+    user: str | None = None
+    key_file: str | None = None
     vars: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
@@ -119,7 +120,7 @@ class Inventory:
                     key_file=host_vars.get("ansible_ssh_private_key_file"), vars=host_vars)
 
 
-def load_inventory(path: Optional[str]) -> Inventory:
+def load_inventory(path: str | None) -> Inventory:
     if not path:
         return Inventory(None)
     try:
@@ -131,11 +132,12 @@ def load_inventory(path: Optional[str]) -> Inventory:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark else ""
-        raise UsageError(f"{path}{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+        reason = getattr(exc, "problem", exc)
+        raise UsageError(f"{path}{where}: not valid YAML ({reason})") from None
 
 
 def resolve_hosts(patterns: list[str], inventory: Inventory,
-                  overrides: Optional[dict[str, Any]] = None) -> list[Host]:
+                  overrides: dict[str, Any] | None = None) -> list[Host]:
     """Each pattern names an inventory host or group, `local`, or an ad-hoc host spec.
 
     `overrides` (from the command line) win over inventory vars, as Ansible's -e does.

@@ -12,6 +12,7 @@ import importlib.util
 import io
 import json
 import shlex
+import uuid
 import zipfile
 from functools import lru_cache
 from pathlib import Path
@@ -62,7 +63,9 @@ def agent_dir(digest: str) -> str:
 
 
 def zip_path(digest: str) -> str:
-    return f"{CACHE_DIR}/agent-{digest}.zip"
+    """A name of its own for each upload: concurrent captures of one host (a fleet of
+    aliases, two users' runs) never unpack or delete each other's zip."""
+    return f"{CACHE_DIR}/agent-{digest}.{uuid.uuid4().hex[:12]}.zip"
 
 
 def encode_config(config: dict[str, Any]) -> str:
@@ -77,8 +80,8 @@ def run_command(python: str, digest: str, config: dict[str, Any]) -> str:
             f"else exit {PAYLOAD_MISSING_EXIT}; fi")
 
 
-# Unpack into a private folder, then rename: concurrent captures of one host (a fleet of
-# aliases) each unpack their own and the first rename wins; the rest find it in place.
+# Unpack into a private folder, then rename: concurrent captures of one host each unpack
+# their own upload and the first rename wins; the others find the folder in place.
 UNPACK = (
     "import os,sys,zipfile,tempfile\n"
     "z,d=sys.argv[1],sys.argv[2]\n"
@@ -90,8 +93,9 @@ UNPACK = (
 )
 
 
-def install_and_run_command(python: str, digest: str, config: dict[str, Any]) -> str:
-    """Unpack an uploaded zip (see zip_path) and run the agent, in one exec."""
+def install_and_run_command(python: str, digest: str, uploaded: str,
+                            config: dict[str, Any]) -> str:
+    """Unpack the zip uploaded to `uploaded` (see zip_path) and run the agent, in one exec."""
     py = shlex.quote(python)
-    return (f'cd "$HOME" && {py} -c {shlex.quote(UNPACK)} {zip_path(digest)} {agent_dir(digest)}'
-            f" && exec {py} {agent_dir(digest)} {encode_config(config)}")
+    return (f'cd "$HOME" && {py} -c {shlex.quote(UNPACK)} {shlex.quote(uploaded)} '
+            f"{agent_dir(digest)} && exec {py} {agent_dir(digest)} {encode_config(config)}")

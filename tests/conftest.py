@@ -8,9 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from sshd import Sshd, start_sshd
-
 
 
 @pytest.fixture(scope="session")

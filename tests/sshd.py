@@ -40,7 +40,7 @@ class Sshd:
     addresses: list[str]
     host_public_key: str        # "ssh-ed25519 AAAA..."
     client_key: Path
-    process: subprocess.Popen[bytes]
+    processes: list[subprocess.Popen[bytes]]
     log: Path
 
     def known_hosts_line(self, address: str) -> str:
@@ -53,8 +53,10 @@ class Sshd:
         ssh.mkdir(parents=True, exist_ok=True, mode=0o700)
         shutil.copy(self.client_key, ssh / "id_ed25519")
         os.chmod(ssh / "id_ed25519", 0o600)
+        # Absolute paths: OpenSSH's own client reads ~ from passwd, not from $HOME.
         (ssh / "config").write_text(f"Host *\n  User root\n  Port {self.port}\n"
-                                    "  IdentityFile ~/.ssh/id_ed25519\n")
+                                    f"  IdentityFile {ssh / 'id_ed25519'}\n"
+                                    f"  UserKnownHostsFile {ssh / 'known_hosts'}\n")
         if known:
             lines = [self.known_hosts_line(address) for address in self.addresses]
             (ssh / "known_hosts").write_text("\n".join(lines) + "\n")
@@ -63,8 +65,12 @@ class Sshd:
         return env
 
     def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(timeout=10)
+        for process in self.processes:
+            process.terminate()
+            process.wait(timeout=10)
+
+
+MAX_LISTEN = 16   # sshd's MAX_LISTEN_SOCKS: more aliases get more daemons on the same port
 
 
 def start_sshd(workdir: Path, aliases: int = 4) -> Sshd:
@@ -76,18 +82,27 @@ def start_sshd(workdir: Path, aliases: int = 4) -> Sshd:
     Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege separation folder
     port = free_port()
     addresses = [f"127.0.0.{n}" for n in range(1, aliases + 1)]
-    config = [f"Port {port}", *(f"ListenAddress {a}" for a in addresses),
-              f"HostKey {workdir / 'host_key'}", f"AuthorizedKeysFile {workdir / 'authorized_keys'}",
-              f"PidFile {workdir / 'sshd.pid'}", "PasswordAuthentication no",
-              "KbdInteractiveAuthentication no", "UsePAM no", "StrictModes no",
-              "PermitRootLogin prohibit-password", "MaxStartups 100:30:200", "MaxSessions 100",
-              "LogLevel ERROR", "Subsystem sftp internal-sftp"]
-    (workdir / "sshd_config").write_text("\n".join(config) + "\n")
     log = workdir / "sshd.log"
-    process = subprocess.Popen([find_sshd(), "-D", "-e", "-f", str(workdir / "sshd_config")],
-                               stdout=log.open("wb"), stderr=subprocess.STDOUT)
-    wait_for_port(addresses[-1], port, process, log)
-    return Sshd(port, addresses, host_public, workdir / "client_key", process, log)
+    processes = []
+    for first in range(0, aliases, MAX_LISTEN):
+        group = addresses[first:first + MAX_LISTEN]
+        config = workdir / f"sshd_config.{first}"
+        config.write_text(sshd_config(workdir, port, group, first))
+        processes.append(subprocess.Popen([find_sshd(), "-D", "-e", "-f", str(config)],
+                                          stdout=log.open("ab"), stderr=subprocess.STDOUT))
+        wait_for_port(group[-1], port, processes[-1], log)
+    return Sshd(port, addresses, host_public, workdir / "client_key", processes, log)
+
+
+def sshd_config(workdir: Path, port: int, addresses: list[str], number: int) -> str:
+    lines = [f"Port {port}", *(f"ListenAddress {a}" for a in addresses),
+             f"HostKey {workdir / 'host_key'}",
+             f"AuthorizedKeysFile {workdir / 'authorized_keys'}",
+             f"PidFile {workdir / f'sshd.{number}.pid'}", "PasswordAuthentication no",
+             "KbdInteractiveAuthentication no", "UsePAM no", "StrictModes no",
+             "PermitRootLogin prohibit-password", "MaxStartups 100:30:200", "MaxSessions 100",
+             "LogLevel ERROR", "Subsystem sftp internal-sftp"]
+    return "\n".join(lines) + "\n"
 
 
 def wait_for_port(address: str, port: int, process: subprocess.Popen[bytes], log: Path) -> None:

@@ -2,15 +2,16 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import yaml
-
 from conftest import Cli
 from sshd import Sshd
+
+from envsnap import payload
 
 SECRET = "hf_" + "S3cr3tT0kenValue" * 3
 
@@ -107,8 +108,10 @@ def test_fleet_keeps_every_snapshot_when_one_host_fails(ssh_cli: Cli, sshd: Sshd
         "vars": {"procs": ["nothing-matches-this"]}}},
         "hosts": {"dead": {"ansible_host": "127.0.0.1", "ansible_port": 1}}}}
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
+    # No cached agent: the three captures of one machine upload and unpack it at once.
+    shutil.rmtree(Path.home() / payload.agent_dir(payload.build_payload()[1]), ignore_errors=True)
     result = ssh_cli("capture", "gpu", "dead", "--inventory", str(tmp_path / "hosts.yml"),
-                     "--label", "run1", "--forks", "2")
+                     "--label", "run1", "--forks", "4")
     assert result.returncode == 3
     store = Path(ssh_cli.env["ENVSNAP_STORE"])
     assert sorted(p.name for p in (store / "run1").iterdir()) == [

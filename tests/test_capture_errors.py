@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import Cli
 from sshd import Sshd, keygen
 

@@ -23,15 +23,16 @@ def test_payload_is_deterministic_and_complete() -> None:
 def test_shipped_agent_runs_from_its_unpacked_folder(tmp_path: Path) -> None:
     data, digest = payload.build_payload()
     (tmp_path / payload.CACHE_DIR).mkdir(parents=True)
-    (tmp_path / payload.zip_path(digest)).write_bytes(data)
-    command = payload.install_and_run_command(sys.executable, digest,
+    uploaded = payload.zip_path(digest)
+    (tmp_path / uploaded).write_bytes(data)
+    command = payload.install_and_run_command(sys.executable, digest, uploaded,
                                               {"collectors": ["system"]})
     result = subprocess.run(["sh", "-c", command], env={"HOME": str(tmp_path)},
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert '"system"' in result.stdout
     assert (tmp_path / payload.agent_dir(digest) / "__main__.py").exists()
-    assert not (tmp_path / payload.zip_path(digest)).exists()
+    assert not (tmp_path / uploaded).exists()
 
     again = subprocess.run(["sh", "-c", payload.run_command(sys.executable, digest, {})],
                            env={"HOME": str(tmp_path)}, capture_output=True, text=True)

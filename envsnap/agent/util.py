@@ -25,7 +25,7 @@ def run(argv: List[str], timeout: float = DEFAULT_CMD_TIMEOUT, cwd: Optional[str
     except FileNotFoundError:
         return 127, b"", ("%s: not found" % argv[0]).encode()
     except subprocess.TimeoutExpired:
-        raise CollectorError("%s timed out after %.0fs" % (" ".join(argv), timeout))
+        raise CollectorError("%s timed out after %.0fs" % (" ".join(argv), timeout)) from None
     return proc.returncode, proc.stdout, proc.stderr
 
 
