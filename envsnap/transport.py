@@ -6,7 +6,9 @@ remote host go through exactly the same agent path.
 """
 from __future__ import annotations
 
+import logging
 import os
+import re
 import socket
 import subprocess
 import threading
@@ -22,6 +24,12 @@ if TYPE_CHECKING:
     import paramiko
 
 DEFAULT_CONNECT_TIMEOUT = 10.0
+# paramiko's words for a peer that took the TCP connection and then said nothing
+HANDSHAKE_LOST = re.compile(r"banner|No existing session|not open", re.IGNORECASE)
+
+# paramiko logs tracebacks from its own threads; the error reaches the user as one line.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
+logging.getLogger("paramiko").propagate = False
 
 
 @dataclass(frozen=True)
@@ -181,6 +189,8 @@ def describe_connect_error(name: str, where: str, exc: Exception) -> str:
         return f"{name}: unreachable: no answer from {where} (timed out)"
     if isinstance(exc, socket.gaierror):
         return f"{name}: unreachable: unknown host name ({exc.strerror})"
+    if isinstance(exc, paramiko.SSHException) and HANDSHAKE_LOST.search(str(exc)):
+        return f"{name}: unreachable: {where} accepted the connection but never spoke SSH"
     if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError):
         return f"{name}: unreachable: connection refused by {where}"
     if isinstance(exc, OSError):

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from sshd import Sshd, start_sshd
 
+ROOT = Path(__file__).resolve().parent.parent
+
 
 @pytest.fixture(scope="session")
 def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
@@ -35,7 +37,8 @@ def cli(tmp_path: Path) -> Cli:
     home = tmp_path / "home"
     home.mkdir()
     env = {key: value for key, value in os.environ.items() if key != "SSH_AUTH_SOCK"}
-    env.update(HOME=str(home), ENVSNAP_STORE=str(tmp_path / "store"))
+    # The checkout under test, whatever an editable install elsewhere points at.
+    env.update(HOME=str(home), ENVSNAP_STORE=str(tmp_path / "store"), PYTHONPATH=str(ROOT))
     return Cli(env=env, cwd=tmp_path)
 
 

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import glob
 import os
+import socket
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -31,6 +33,19 @@ def test_unreachable_host(ssh_cli: Cli) -> None:
     assert result.returncode == 3
     assert "unreachable" in one_error_line(result)
     assert stored(ssh_cli) == []
+
+
+def test_host_that_accepts_but_never_answers(ssh_cli: Cli) -> None:
+    with socket.socket() as silent:          # a hung machine: TCP up, sshd wedged
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        port = silent.getsockname()[1]
+        started = time.monotonic()
+        result = ssh_cli("capture", f"127.0.0.1:{port}", "--label", "x",
+                         "--connect-timeout", "2")
+    assert result.returncode == 3
+    assert "never spoke SSH" in one_error_line(result)
+    assert time.monotonic() - started < 30 and stored(ssh_cli) == []
 
 
 def test_refused_auth(ssh_cli: Cli, sshd: Sshd) -> None:
