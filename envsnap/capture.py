@@ -106,17 +106,22 @@ def check_agent_exit(host: Host, exit_code: int, stderr: str) -> None:
         raise HostError(f"{host.name}: agent failed (exit {exit_code}): {last_line}")
 
 
+def snapshot_document(transport: Transport, host: Host, label: str,
+                      options: CaptureOptions) -> dict[str, Any]:
+    """Capture one host through an open transport into a document, not yet saved."""
+    config = agent_config(host, options)
+    captured_at = now_utc().isoformat(timespec="seconds")
+    output = run_agent(transport, host, config, options.collector_timeout + 30)
+    return snapshot.build(output, label=label, host=host.name, address=host.address,
+                          captured_at=captured_at, config={**config, "python": host.python})
+
+
 def capture_host(host: Host, label: str, store: Store, options: CaptureOptions) -> Outcome:
     started = time.monotonic()
     outcome = Outcome(host=host, label=label)
-    config = agent_config(host, options)
     transport = open_transport(host, options.connect_timeout, options.accept_new_host_keys)
     try:
-        captured_at = now_utc().isoformat(timespec="seconds")
-        output = run_agent(transport, host, config, options.collector_timeout + 30)
-        document = snapshot.build(output, label=label, host=host.name, address=host.address,
-                                  captured_at=captured_at,
-                                  config={**config, "python": host.python})
+        document = snapshot_document(transport, host, label, options)
         outcome.path = store.save(document, label)
         outcome.problems = snapshot.problems(document)
     except EnvsnapError as exc:

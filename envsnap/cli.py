@@ -5,15 +5,17 @@ import argparse
 import json
 import os
 import sys
-from typing import Any, Callable, Optional, TextIO
+from pathlib import Path
+from typing import Any, Callable, TextIO
 
 from . import __version__
 from .capture import DEFAULT_COLLECTOR_TIMEOUT, DEFAULT_FORKS, CaptureOptions, Outcome, capture
-from .errors import EXIT_HOST, EXIT_OK, EnvsnapError
+from .errors import EXIT_DRIFT, EXIT_HOST, EXIT_OK, EnvsnapError, UsageError
 from .inventory import load_inventory, resolve_hosts
 from .store import DEFAULT_STORE, Store, dump_yaml
 from .transport import DEFAULT_CONNECT_TIMEOUT
 
+SNAPSHOT_SUFFIXES = (".yaml", ".yml", ".json")
 EPILOG = """exit codes: 0 ok / no drift, 1 drift or regression found, 2 usage error,
 3 host unreachable or partly failed, 4 invalid snapshot or playbook"""
 
@@ -61,7 +63,64 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--json", action="store_true", help="print JSON instead of YAML")
     add_store_option(show)
     show.set_defaults(run=cmd_show)
+    add_diff_parser(commands)
+    add_bench_parser(commands)
+    add_play_parser(commands)
     return parser
+
+
+def add_diff_parser(commands: Any) -> None:
+    dif = commands.add_parser("diff", help="what changed between two snapshots, ranked",
+                              epilog=EPILOG)
+    dif.add_argument("snapshots", nargs="*", metavar="SNAPSHOT",
+                     help="A B: labels in the store or snapshot files (older first)")
+    form = dif.add_mutually_exclusive_group()
+    form.add_argument("--json", action="store_true", help="versioned JSON findings")
+    form.add_argument("--markdown", action="store_true", help="markdown for an issue")
+    dif.add_argument("--all", action="store_true",
+                     help="include volatile readings, and long parts (patches) in full")
+    dif.add_argument("--section", metavar="NAMES",
+                     help="only these sections, comma-separated (e.g. git,env)")
+    dif.add_argument("--fleet", nargs="+", metavar="FILE",
+                     help="N snapshots (files, labels or folders): facts where hosts "
+                          "differ from the majority")
+    add_store_option(dif)
+    dif.set_defaults(run=cmd_diff)
+
+
+def add_bench_parser(commands: Any) -> None:
+    from .bench import DEFAULT_REPEAT, DEFAULT_RUN_TIMEOUT, DEFAULT_SAMPLE_INTERVAL
+
+    ben = commands.add_parser("bench", epilog=EPILOG,
+                              help="snapshot a host, run a benchmark N times on it, save both")
+    ben.add_argument("host", metavar="HOST", help="inventory host, [user@]host[:port], or 'local'")
+    ben.add_argument("--cmd", required=True, help="the benchmark, run through sh -c on the host")
+    ben.add_argument("--metric", required=True, metavar="REGEX",
+                     help="regex of the metric in its output: the first group (or the whole "
+                          "match) of the last match")
+    ben.add_argument("--repeat", type=int, default=DEFAULT_REPEAT,
+                     help=f"runs (default {DEFAULT_REPEAT})")
+    ben.add_argument("--lower-is-better", action="store_true",
+                     help="the metric is a time or latency, not a throughput")
+    ben.add_argument("--label", help="label of the snapshot that holds the runs")
+    ben.add_argument("--cwd", help="folder to run it in (default: here for local, else home)")
+    ben.add_argument("--sample-interval", type=float, default=DEFAULT_SAMPLE_INTERVAL,
+                     metavar="S", help="GPU telemetry every S seconds during each run; 0: off")
+    ben.add_argument("--run-timeout", type=float, default=DEFAULT_RUN_TIMEOUT, metavar="S",
+                     help=f"kill a run after S seconds (default {DEFAULT_RUN_TIMEOUT:g})")
+    ben.add_argument("--repo", action="append", default=[], metavar="PATH",
+                     help="git checkout to record in the snapshot (repeatable)")
+    ben.add_argument("--python", help="interpreter on the host to run the agent with")
+    ben.add_argument("--proc", action="append", default=[], metavar="PATTERN",
+                     help="record env of running processes whose cmdline matches (repeatable)")
+    ben.add_argument("--inventory", default=os.environ.get("ENVSNAP_INVENTORY"),
+                     help="Ansible-style YAML inventory (default: $ENVSNAP_INVENTORY)")
+    ben.add_argument("--force", action="store_true", help="replace an existing label")
+    ben.add_argument("--accept-new-host-keys", action="store_true",
+                     help="trust and record host keys not yet in known_hosts")
+    ben.add_argument("--connect-timeout", type=float, default=DEFAULT_CONNECT_TIMEOUT)
+    add_store_option(ben)
+    ben.set_defaults(run=cmd_bench)
 
 
 class Progress:
@@ -128,7 +187,126 @@ def cmd_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def fleet_sources(names: list[str], store: Store) -> list[str]:
+    """Files, labels, or folders (a fleet capture's LABEL/ in the store) of snapshots."""
+    found: list[str] = []
+    for name in names:
+        folder = Path(name) if Path(name).is_dir() else store.root / name
+        if folder.is_dir():
+            found += sorted(str(p) for p in folder.iterdir() if p.suffix in SNAPSHOT_SUFFIXES)
+        else:
+            found.append(name)
+    return found
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    # Imported here, and only the form asked for: `diff` should start about as fast as
+    # python loading the two files, and other commands should not pay for it at all.
+    store = Store(args.store)
+    sections = tuple(s.strip() for s in (args.section or "").split(",") if s.strip())
+    color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    if args.fleet is not None:
+        return diff_fleet(args, store, sections, color)
+    if len(args.snapshots) != 2:
+        raise UsageError("diff takes two snapshots, A and B (or --fleet FILE...)")
+    from .diff import DiffOptions, diff
+
+    first, second = args.snapshots
+    options = DiffOptions(include_volatile=args.all, sections=sections)
+    result = diff(store.load(first), store.load(second), options, (first, second))
+    if args.json or args.markdown:
+        from .render_formats import as_json, markdown
+
+        sys.stdout.write(as_json(result, args.all) if args.json else markdown(result, args.all))
+    else:
+        from .render import human
+
+        sys.stdout.write(human(result, color, args.all))
+    return EXIT_DRIFT if result.drift else EXIT_OK
+
+
+def diff_fleet(args: argparse.Namespace, store: Store, sections: tuple[str, ...],
+               color: bool) -> int:
+    from .fleet import fleet
+    from .render_fleet import fleet_human, fleet_json, fleet_markdown
+
+    sources = fleet_sources(args.snapshots + args.fleet, store)
+    if len(sources) < 2:
+        raise UsageError("--fleet needs at least two snapshots")
+    report = fleet([store.load(s) for s in sources], sources, sections)
+    sys.stdout.write(fleet_json(report) if args.json else fleet_markdown(report)
+                     if args.markdown else fleet_human(report, color))
+    return EXIT_DRIFT if report.drift else EXIT_OK
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from .bench import BenchSpec, capture_and_bench, format_record
+
+    spec = BenchSpec(cmd=args.cmd, metric=args.metric, repeat=args.repeat,
+                     lower_is_better=args.lower_is_better, cwd=args.cwd,
+                     sample_interval=args.sample_interval, run_timeout=args.run_timeout)
+    spec.check()   # a bad regex is refused before any host is contacted
+    overrides: dict[str, Any] = {"repos": args.repo, "procs": args.proc, "python": args.python}
+    hosts = resolve_hosts([args.host], load_inventory(args.inventory), overrides)
+    if len(hosts) != 1:
+        raise UsageError(f"bench runs on one host; {args.host!r} names {len(hosts)}")
+    options = CaptureOptions(label=args.label, force=args.force,
+                             connect_timeout=args.connect_timeout,
+                             accept_new_host_keys=args.accept_new_host_keys)
+    outcome = capture_and_bench(hosts[0], spec, Store(args.store), options)
+    sys.stdout.write("".join(line + "\n" for line in format_record(outcome.record)))
+    print(f"{hosts[0].name}: saved {outcome.label} -> {outcome.path}")
+    for problem in outcome.problems:
+        sys.stderr.write(f"warning: {hosts[0].name}: {problem}\n")
+    return EXIT_HOST if outcome.problems else EXIT_OK
+
+
+def add_play_parser(commands: Any) -> None:
+    play = commands.add_parser("play", help="run an Ansible-style playbook on hosts",
+                               epilog=EPILOG + "\n(play: 1 = only assert/verify tasks found "
+                               "drift, 3 = a task or host failed)")
+    play.add_argument("playbook", metavar="PLAYBOOK", help="YAML playbook (playbooks/*.yml)")
+    play.add_argument("-e", "--extra-vars", action="append", default=[], metavar="KEY=VALUE",
+                      help="variable for every task, highest precedence; also {...} or @file "
+                           "(repeatable); -e snapshot=LABEL loads that snapshot")
+    play.add_argument("-l", "--limit", action="append", default=[], metavar="HOST_PATTERN",
+                      help="only these hosts (inventory names or groups, [user@]host[:port], "
+                           "local; repeatable or comma-separated)")
+    play.add_argument("--inventory", default=os.environ.get("ENVSNAP_INVENTORY"),
+                      help="Ansible-style YAML inventory (default: $ENVSNAP_INVENTORY)")
+    play.add_argument("--check", action="store_true", help="report what would change, change "
+                                                           "nothing")
+    play.add_argument("--diff", action="store_true", help="show file and repo changes as diffs")
+    play.add_argument("--forks", type=int, default=DEFAULT_FORKS,
+                      help=f"hosts worked on at once (default {DEFAULT_FORKS})")
+    play.add_argument("--accept-new-host-keys", action="store_true",
+                      help="trust and record host keys not yet in known_hosts")
+    play.add_argument("--connect-timeout", type=float, default=DEFAULT_CONNECT_TIMEOUT)
+    add_store_option(play)
+    play.set_defaults(run=cmd_play)
+
+
+def cmd_play(args: argparse.Namespace) -> int:
+    from .playbook import load, parse_extra_vars
+    from .playrender import render_event, render_recap
+    from .playrun import PLAY_EXIT_CODES, RunOptions, run_playbook
+
+    options = RunOptions(extra_vars=parse_extra_vars(args.extra_vars), limit=tuple(args.limit),
+                         check=args.check, diff=args.diff, forks=args.forks,
+                         connect_timeout=args.connect_timeout,
+                         accept_new_host_keys=args.accept_new_host_keys)
+
+    def show(event: Any) -> None:
+        sys.stdout.write(render_event(event, args.diff))
+        sys.stdout.flush()
+
+    result = run_playbook(load(args.playbook), load_inventory(args.inventory),
+                          Store(args.store), options, show)
+    sys.stdout.write(render_recap(result, args.check))
+    return PLAY_EXIT_CODES[result.outcome]
+
+
+def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     command: Callable[[argparse.Namespace], int] = args.run
     try:

@@ -8,6 +8,8 @@ reports); this module is the one place that knows its shape:
     facts:    {section: configuration}        diffed by default
     volatile: {section: readings}             clocks, temperatures, uptime: diffed on request
     digests:  {section: sha256 of facts}      lets a diff skip every unchanged section
+    bench:    optional, `envsnap bench`'s record (bench.py): the runs measured on the
+              state this document holds; not a fact, so never drift
 """
 from __future__ import annotations
 
@@ -82,4 +84,13 @@ def validate(document: Any, source: str) -> dict[str, Any]:
     for key in ("meta", "facts"):
         if not isinstance(document.get(key), dict):
             raise SnapshotError(f"{source}: snapshot has no valid {key!r} mapping")
+    validate_bench(document.get("bench"), source)
     return document
+
+
+def validate_bench(bench: Any, source: str) -> None:
+    if bench is None:
+        return
+    if not isinstance(bench, dict) or not isinstance(bench.get("values"), list) \
+            or not all(isinstance(v, (int, float)) for v in bench["values"]):
+        raise SnapshotError(f"{source}: the snapshot's bench section has no valid 'values' list")

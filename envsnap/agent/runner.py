@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List
 
-from . import cuda_nccl, env, git, nvidia, python_env, system
+from . import benchrun, cuda_nccl, env, git, nvidia, python_env, system
 
 AGENT_VERSION = "1"
 DEFAULT_TIMEOUT = 20.0
@@ -65,11 +65,14 @@ def decode_config(argv: List[str]) -> Dict[str, Any]:
 
 def main(argv: List[str]) -> int:
     config = decode_config(argv)
-    document = {
+    document: Dict[str, Any] = {
         "agent": {"version": AGENT_VERSION, "python": sys.executable,
                   "python_version": "%d.%d.%d" % sys.version_info[:3], "pid": os.getpid()},
-        "collectors": collect_all(config),
     }
+    if config.get("mode") == "bench":
+        document["bench"] = benchrun.run_bench(config)
+    else:
+        document["collectors"] = collect_all(config)
     sys.stdout.write(json.dumps(document, sort_keys=True, default=str))
     sys.stdout.flush()
     # Abandoned collector threads may still be blocked; leave without waiting for them.

@@ -1,0 +1,136 @@
+"""Benchmark mode of the agent: run one command N times, sampling the GPUs while it runs.
+
+Idle GPU readings lie (STORY.md: clocks and throttle reasons only matter under load), so a
+daemon thread reads NVML every `sample_interval` seconds during each run. The command runs
+in a process group of its own: a run past its timeout is killed with everything it started,
+and what a run leaves behind is killed too, so it never overlaps the next run.
+
+Config: {"mode": "bench", "cmd": str, "repeat": int, "cwd": str|None,
+         "sample_interval": float (0 or None: no sampling), "timeout": per-run seconds,
+         "metric": regex|None (stop early when a run prints no match), "max_samples": int}
+"""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+from typing import Any, Dict, List, Optional
+
+from . import benchsample
+
+TAIL_BYTES = 64 * 1024   # the metric is printed near the end; whole logs can be huge
+DEFAULT_REPEAT = 5
+DEFAULT_RUN_TIMEOUT = 1800.0
+READ_CHUNK = 1 << 16
+
+
+class Tail:
+    """The last TAIL_BYTES of a stream, read in a thread so a chatty command never blocks."""
+
+    def __init__(self, stream: Any) -> None:
+        self.data = bytearray()
+        self.total = 0
+        self.thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self.thread.start()
+
+    def _read(self, stream: Any) -> None:
+        for chunk in iter(lambda: stream.read1(READ_CHUNK), b""):
+            self.total += len(chunk)
+            self.data += chunk
+            if len(self.data) > 2 * TAIL_BYTES:  # trim now and then, not on every chunk
+                del self.data[:-TAIL_BYTES]
+
+    def text(self) -> str:
+        # A leftover child holding the pipe open must not hang the agent.
+        self.thread.join(5.0)
+        return bytes(self.data[-TAIL_BYTES:]).decode("utf-8", "replace")
+
+
+def kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass  # the group is already gone
+
+
+def wait_run(proc: subprocess.Popen, timeout: float) -> Dict[str, Any]:
+    try:
+        return {"exit_code": proc.wait(timeout), "timed_out": False}
+    except subprocess.TimeoutExpired:
+        kill_group(proc.pid)
+        return {"exit_code": proc.wait(), "timed_out": True}
+
+
+def run_once(cmd: str, cwd: str, timeout: float, sampler: benchsample.Sampler) -> Dict[str, Any]:
+    """One run: exit code, wall seconds, output tail, telemetry."""
+    started_at = time.time()
+    sampler.start()
+    started = time.perf_counter()
+    proc = subprocess.Popen(["sh", "-c", cmd], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True)
+    tail = Tail(proc.stdout)
+    result = wait_run(proc, timeout)
+    seconds = time.perf_counter() - started
+    telemetry = sampler.stop()
+    kill_group(proc.pid)  # leftovers of this run (a server it forked) must not skew the next
+    result.update(seconds=round(seconds, 4), started_at=round(started_at, 3),
+                  output_tail=tail.text(), output_bytes=tail.total)
+    result.update(telemetry)
+    return result
+
+
+def stop_reason(run: Dict[str, Any], number: int, metric: Optional[Any]) -> Optional[str]:
+    """Why the runs after this one would be wasted, or None to go on."""
+    if run["timed_out"]:
+        return "run %d timed out" % number
+    if run["exit_code"] != 0:
+        return "run %d exited %s" % (number, run["exit_code"])
+    if metric is not None and not metric.search(run["output_tail"]):
+        return "run %d printed no metric" % number
+    return None
+
+
+def compile_metric(config: Dict[str, Any]) -> Optional[Any]:
+    try:
+        return re.compile(config["metric"]) if config.get("metric") else None
+    except re.error:
+        return None  # the controller validated it; a host python that disagrees runs all
+
+
+def resolve_cwd(config: Dict[str, Any]) -> str:
+    return os.path.abspath(os.path.expanduser(config.get("cwd") or "~"))
+
+
+def run_bench(config: Dict[str, Any]) -> Dict[str, Any]:
+    cwd = resolve_cwd(config)
+    out: Dict[str, Any] = {"cmd": config["cmd"], "cwd": cwd, "runs": [], "stopped": None,
+                           "error": None}
+    if not os.path.isdir(cwd):
+        out["error"] = "working directory %s does not exist on the host" % cwd
+        return out
+    sampler = benchsample.Sampler.open(config.get("sample_interval", benchsample.DEFAULT_INTERVAL),
+                                       int(config.get("max_samples",
+                                                      benchsample.DEFAULT_MAX_SAMPLES)))
+    try:
+        out["telemetry"] = sampler.info
+        run_all(config, cwd, sampler, out)
+    finally:
+        sampler.close()
+    return out
+
+
+def run_all(config: Dict[str, Any], cwd: str, sampler: benchsample.Sampler,
+            out: Dict[str, Any]) -> None:
+    metric = compile_metric(config)
+    timeout = float(config.get("timeout") or DEFAULT_RUN_TIMEOUT)
+    runs: List[Dict[str, Any]] = out["runs"]
+    for number in range(1, int(config.get("repeat", DEFAULT_REPEAT)) + 1):
+        run = run_once(config["cmd"], cwd, timeout, sampler)
+        run["run"] = number
+        runs.append(run)
+        out["stopped"] = stop_reason(run, number, metric)
+        if out["stopped"]:
+            return

@@ -1,0 +1,249 @@
+"""GPU telemetry during a benchmark run: NVML read in a daemon thread into columns per GPU.
+
+Measured on an H200 (driver 580): each reading in READINGS costs ~3 us; PCIe throughput
+comes from byte counters (benchpcie.py); only where those are unsupported is the blocking
+nvmlDeviceGetPcieThroughput used, for one GPU per tick. The thread measures its own CPU
+time, so every run says what sampling cost it. No NVML (no driver, sampling off) is a
+normal state: no samples, a reason.
+"""
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from typing import Any, Dict, List, Optional, Tuple
+
+from . import benchpcie, nvidia, nvml_reader
+
+DEFAULT_INTERVAL = 0.2
+DEFAULT_MAX_SAMPLES = 600   # raw samples kept per GPU per run; summaries use all of them
+
+# column -> (pynvml function(s), constant args); "|" lists older pynvml names.
+READINGS: List[Tuple[str, str, Tuple[str, ...]]] = [
+    ("sm_mhz", "nvmlDeviceGetClockInfo", ("NVML_CLOCK_SM",)),
+    ("mem_mhz", "nvmlDeviceGetClockInfo", ("NVML_CLOCK_MEM",)),
+    ("reasons_mask",
+     "nvmlDeviceGetCurrentClocksEventReasons|nvmlDeviceGetCurrentClocksThrottleReasons", ()),
+    ("power_w", "nvmlDeviceGetPowerUsage", ()),
+    ("temp_c", "nvmlDeviceGetTemperature", ("NVML_TEMPERATURE_GPU",)),
+    ("utilization", "nvmlDeviceGetUtilizationRates", ()),
+]
+COLUMNS = ("t", "sm_mhz", "mem_mhz", "power_w", "temp_c", "util_gpu_pct", "util_mem_pct",
+           "pcie_rx_kbs", "pcie_tx_kbs", "reasons_mask")
+SUMMARISED = ("sm_mhz", "mem_mhz", "power_w", "temp_c", "util_gpu_pct", "pcie_rx_kbs",
+              "pcie_tx_kbs")
+PCIE_THROUGHPUT = ("NVML_PCIE_UTIL_RX_BYTES", "NVML_PCIE_UTIL_TX_BYTES")
+
+
+def convert(name: str, value: Any) -> Any:
+    if name == "power_w":
+        return round(value / 1000.0, 1)
+    if name == "utilization":
+        return value["gpu"], value["memory"]
+    return value
+
+
+class Gpu:
+    """One GPU's columns for the current run, and its PCIe byte counter."""
+
+    def __init__(self, handle: Any, index: int, counters: bool) -> None:
+        self.handle, self.index, self.counters = handle, index, counters
+        self.columns: Dict[str, List[Any]] = {}
+        self.errors: Dict[str, str] = {}
+        self.pcie = benchpcie.Counter()
+
+    def reset(self) -> None:
+        self.columns = {name: [] for name in COLUMNS}
+        self.errors = {}
+        self.pcie.reset()
+
+    def add(self, name: str, value: Any) -> None:
+        if nvml_reader.failed(value):
+            self.errors.setdefault(name, value["error"])  # the first is enough to say why
+            value = None
+        self.columns[name].append(value)
+
+
+class Sampler:
+    """Per run: start() before the command, stop() after; telemetry comes back as data."""
+
+    def __init__(self, nvml: Any, gpus: Dict[str, Gpu], interval: float, max_samples: int,
+                 info: Dict[str, Any]) -> None:
+        self.nvml, self.gpus, self.interval, self.max_samples = nvml, gpus, interval, max_samples
+        self.info = info
+        self.tick = 0
+        self.started = 0.0
+        self.cpu_seconds = 0.0
+        self.done = threading.Event()
+        self.thread: Optional[threading.Thread] = None
+
+    @classmethod
+    def open(cls, interval: Optional[float], max_samples: int) -> "Sampler":
+        if not interval or interval <= 0:
+            return cls(None, {}, 0.0, max_samples, {"available": False,
+                                                    "reason": "sampling disabled"})
+        nvml, why = nvml_reader.load_nvml()
+        if nvml is None:
+            return cls(None, {}, 0.0, max_samples, {"available": False, "reason": why})
+        try:
+            nvml.nvmlInit()
+        except Exception as exc:
+            return cls(None, {}, 0.0, max_samples,
+                       {"available": False, "reason": nvml_reader.error_text(nvml, exc)})
+        gpus, info = discover(nvml)
+        info["sample_interval"] = interval
+        return cls(nvml, gpus, float(interval), max_samples, info)
+
+    def start(self) -> None:
+        if not self.gpus:
+            return
+        for gpu in self.gpus.values():
+            gpu.reset()
+        self.tick = 0
+        self.started = time.perf_counter()
+        self.done.clear()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def _loop(self) -> None:
+        cpu = time.thread_time()
+        try:
+            self._ticks()
+        finally:
+            self.cpu_seconds = time.thread_time() - cpu
+
+    def _ticks(self) -> None:
+        # Ticks keep to a fixed schedule, so slow readings do not stretch the interval;
+        # between ticks, only GPUs moving a lot over PCIe have their counters read again.
+        tick_at = self.started
+        while True:
+            now = time.perf_counter()
+            if now >= tick_at:
+                self.sample()
+                while tick_at <= now:   # behind schedule: skip ticks rather than burst
+                    tick_at += self.interval
+            else:
+                self.read_hot()
+            wake = tick_at
+            if any(gpu.pcie.hot for gpu in self.gpus.values()):
+                wake = min(wake, time.perf_counter() + benchpcie.FAST_READ)
+            if self.done.wait(max(0.0, wake - time.perf_counter())):
+                return
+
+    def read_hot(self) -> None:
+        for gpu in self.gpus.values():
+            if gpu.pcie.hot:
+                gpu.pcie.read(self.nvml, gpu.handle)
+
+    def sample(self) -> None:
+        self.tick += 1
+        for position, gpu in enumerate(self.gpus.values()):
+            now = time.perf_counter()
+            gpu.add("t", round(now - self.started, 3))
+            for name, functions, args in READINGS:
+                value = nvml_reader.call(self.nvml, functions, gpu.handle, *args)
+                self.add_reading(gpu, name, value)
+            rx, tx = self.pcie(gpu, position, now)
+            gpu.add("pcie_rx_kbs", rx)
+            gpu.add("pcie_tx_kbs", tx)
+
+    def add_reading(self, gpu: Gpu, name: str, value: Any) -> None:
+        if not nvml_reader.failed(value):
+            value = convert(name, value)
+        if name != "utilization":
+            gpu.add(name, value)
+            return
+        failed = nvml_reader.failed(value)
+        gpu.add("util_gpu_pct", value if failed else value[0])
+        gpu.add("util_mem_pct", value if failed else value[1])
+
+    def pcie(self, gpu: Gpu, position: int, now: float) -> Tuple[Any, Any]:
+        """KB/s received and sent (the unit nvmlDeviceGetPcieThroughput uses)."""
+        if not gpu.counters:
+            if self.tick % len(self.gpus) != position % len(self.gpus):
+                return None, None   # one blocking 2x20 ms read per tick, GPUs in turn
+            return tuple(nvml_reader.call(self.nvml, "nvmlDeviceGetPcieThroughput", gpu.handle,
+                                          counter) for counter in PCIE_THROUGHPUT)
+        if not gpu.pcie.read(self.nvml, gpu.handle):
+            return None, None
+        return gpu.pcie.rate(now)
+
+    def stop(self) -> Dict[str, Any]:
+        """{"gpus": {bus: summary}, "samples": {bus: columns, thinned},
+        "sampler": {ticks, cpu_seconds}}, or {} when nothing was sampled."""
+        if self.thread is None:
+            return {}
+        self.done.set()
+        self.thread.join()
+        self.thread = None
+        return {"gpus": {bus: summarise(gpu.columns, gpu.errors) for bus, gpu in self.gpus.items()},
+                "samples": {bus: thin(gpu.columns, self.max_samples)
+                            for bus, gpu in self.gpus.items()},
+                "sampler": {"ticks": self.tick, "cpu_seconds": round(self.cpu_seconds, 6)}}
+
+    def close(self) -> None:
+        if self.thread is not None:
+            self.stop()
+        if self.nvml is not None:
+            try:
+                self.nvml.nvmlShutdown()
+            except Exception:  # nothing left to save
+                pass
+
+
+def discover(nvml: Any) -> Tuple[Dict[str, Gpu], Dict[str, Any]]:
+    """GPUs by bus id, and what the record says about them."""
+    gpus: Dict[str, Gpu] = {}
+    described: Dict[str, Any] = {}
+    count = nvml_reader.call(nvml, "nvmlDeviceGetCount")
+    for index in range(0 if nvml_reader.failed(count) else count):
+        handle, error = nvml_reader.device_handle(nvml, index)
+        if error is not None:
+            described["index:%d" % index] = {"index": index, "error": error}
+            continue
+        pci = nvml_reader.call(nvml, "nvmlDeviceGetPciInfo", handle)
+        bus = nvidia.bus_id_of(str(index), {"pci": pci})
+        name = nvml_reader.call(nvml, "nvmlDeviceGetName", handle)
+        counters = benchpcie.read_counters(nvml, handle) is not None
+        gpus[bus] = Gpu(handle, index, counters)
+        described[bus] = {"index": index, "name": None if nvml_reader.failed(name) else name,
+                          "pcie_source": "counters" if counters else "throughput"}
+    available = bool(gpus)
+    return gpus, {"available": available, "reason": None if available else "no GPU visible",
+                  "gpus": described}
+
+
+# ---- pure: columns -> summary ----------------------------------------------------------
+
+def spread_of(values: List[Any]) -> Optional[Dict[str, Any]]:
+    present = [v for v in values if v is not None]
+    if not present:
+        return None
+    return {"min": min(present), "median": statistics.median(present), "max": max(present)}
+
+
+def reason_counts(masks: List[Any]) -> Dict[str, int]:
+    """How many samples saw each clock-event (throttle) reason."""
+    counts: Dict[str, int] = {}
+    for mask in masks:
+        if isinstance(mask, int):
+            for name in nvidia.decode_clock_event_reasons(mask):
+                counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def summarise(columns: Dict[str, List[Any]], errors: Dict[str, str]) -> Dict[str, Any]:
+    summary: Dict[str, Any] = {"samples": len(columns.get("t", []))}
+    for name in SUMMARISED:
+        summary[name] = spread_of(columns.get(name, []))
+    summary["clock_event_reasons"] = reason_counts(columns.get("reasons_mask", []))
+    if errors:
+        summary["errors"] = dict(errors)
+    return summary
+
+
+def thin(columns: Dict[str, List[Any]], limit: int) -> Dict[str, List[Any]]:
+    """Every k-th sample, so a long run keeps its whole timeline within `limit` samples."""
+    count = len(columns.get("t", []))
+    step = max(1, -(-count // max(1, limit)))
+    return {name: values[::step] for name, values in columns.items()}

@@ -1,0 +1,114 @@
+"""What a diff finds, and how a fact path or value is shown in one line.
+
+Shared by diff, rules, fleet and render so a finding means the same thing everywhere.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+# The kinds of finding: how the fact moved, not how much it matters (that is rank).
+# "missing": set in the shell but absent from a worker seen for the first time.
+CHANGED, ADDED, REMOVED, NOT_CAPTURED = "changed", "added", "removed", "not_captured"
+MISSING = "missing"
+SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
+PLAIN_KEY = re.compile(r"^[A-Za-z0-9_@{}:+-]+$")
+
+
+class Rating(NamedTuple):
+    """What a rule says about a finding: how much it matters (0-100) and why, in one line."""
+
+    rank: int
+    why: str
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One fact that differs. rank 0-100, higher matters more; before/after are None when
+    kind says the fact was added or removed; detail holds long parts (commits, patches)."""
+
+    section: str
+    path: tuple[str, ...]
+    before: Any
+    after: Any
+    kind: str = CHANGED
+    rank: int = 0
+    why: str = ""
+    volatile: bool = False
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def where(self) -> str:
+        return path_text(self.path)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"section": self.section, "path": list(self.path), "where": self.where,
+                "kind": self.kind, "rank": self.rank, "why": self.why,
+                "before": self.before, "after": self.after, "volatile": self.volatile,
+                "detail": self.detail}
+
+
+def path_text(path: tuple[str, ...], key_width: int = 0) -> str:
+    """("repos", "/root/sglang", "head") -> "repos[/root/sglang].head": keys holding dots or
+    slashes (package names, paths, bus ids) stay one visible unit. With key_width, a longer
+    key (a worker's command line) keeps its two ends, so the fact after it stays visible."""
+    text = ""
+    for key in path:
+        if key_width and len(key) > key_width:
+            half = (key_width - 3) // 2
+            key = f"{key[:half]}...{key[-half:]}"
+        if PLAIN_KEY.match(key):
+            text += ("." if text else "") + key
+        else:
+            text += f"[{key}]"
+    return text
+
+
+def short(value: Any, width: int = 40) -> str:
+    """One value in at most `width` characters; shas shortened the way git shows them."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, str) and SHA.match(value):
+        return value[:7]
+    if isinstance(value, list):
+        text = ", ".join(short(item, width) for item in value) or "(empty)"
+    elif isinstance(value, dict):
+        text = summary_of_mapping(value)
+    else:
+        text = str(value)
+    text = text.replace("\n", "\\n")
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def summary_of_mapping(value: dict[str, Any]) -> str:
+    """A mapping by what names it: an error, a blob's size and hash, a repository's
+    uncommitted state, or its message, name or version."""
+    if "error" in value and len(value) <= 2:
+        return f"error: {value['error']}"
+    if "sha256" in value and isinstance(value["sha256"], str):
+        size = value.get("bytes", value.get("size"))
+        return f"{human_bytes(size)} sha256 {value['sha256'][:12]}"
+    if "dirty" in value:
+        patch = value.get("patch")
+        patch = patch if isinstance(patch, dict) else {}
+        return f"dirty, patch {human_bytes(patch.get('bytes'))}" if value["dirty"] else "clean"
+    for key in ("message", "name", "version"):
+        if isinstance(value.get(key), str):
+            return value[key]
+    return "{" + ", ".join(sorted(value)[:4]) + (", ..." if len(value) > 4 else "") + "}"
+
+
+def human_bytes(size: Any) -> str:
+    if not isinstance(size, int):
+        return "? bytes"
+    for unit, scale in (("MB", 1 << 20), ("KB", 1 << 10)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size} bytes"
+
+
+def plural(count: int, word: str, suffix: str = "s") -> str:
+    return f"{count} {word}{'' if count == 1 else suffix}"

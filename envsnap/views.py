@@ -1,0 +1,82 @@
+"""Sections reshaped for comparison: what identifies a thing across captures, not where it
+happened to sit.
+
+- Worker processes are keyed by command line, not pid: pids change on every restart.
+- Stashes are keyed by their commit sha, not `stash@{n}`: a new stash renumbers the others.
+- A repository's uncommitted work is one unit (patch, untracked files, their digest), and the
+  ordered history and reflog are left to gitexplain, which reads them as a graph.
+Shared by the pairwise diff and by fleet mode.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+# Facts about a process that change on every restart or name another pid.
+PROCESS_NOISE = frozenset(["ppid", "start_since_boot_s", "start_epoch", "matched", "cmdline"])
+# Repository facts that gitexplain reads instead of the walk: as lists they would shift.
+GIT_EXPLAINED = frozenset(["history", "reflog", "history_limit", "history_complete",
+                           "reflog_truncated", "history_error"])
+
+
+class Atom:
+    """A value compared whole and reported as one finding (a patch, a stash)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Atom) and self.value == other.value
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def worker_keys(processes: dict[str, Any]) -> dict[str, str]:
+    """{pid: key}: the command line, numbered in start order when several workers share one
+    (eight tensor-parallel workers often do)."""
+    def started(pid: str) -> tuple[float, int]:
+        info = processes[pid] if isinstance(processes[pid], dict) else {}
+        start = info.get("start_since_boot_s")
+        return (float(start) if isinstance(start, (int, float)) else 0.0,
+                int(pid) if pid.isdigit() else 0)
+
+    keys: dict[str, str] = {}
+    seen: dict[str, int] = {}
+    for pid in sorted(processes, key=started):
+        info = processes[pid] if isinstance(processes[pid], dict) else {}
+        base = " ".join(str(arg) for arg in info.get("cmdline") or []) or f"pid {pid}"
+        seen[base] = seen.get(base, 0) + 1
+        keys[pid] = base if seen[base] == 1 else f"{base} #{seen[base]}"
+    return keys
+
+
+def env_view(env: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """(the env section with workers keyed by command line, {key: pid})."""
+    processes = env.get("processes") or {}
+    keys = worker_keys(processes)
+    view = dict(env)
+    view["processes"] = {key: process_view(processes[pid]) for pid, key in keys.items()}
+    return view, {key: pid for pid, key in keys.items()}
+
+
+def process_view(info: Any) -> Any:
+    if not isinstance(info, dict):
+        return info
+    return {k: v for k, v in info.items() if k not in PROCESS_NOISE}
+
+
+def stash_key(ref: str, stash: Any) -> str:
+    return str(stash.get("sha") or ref) if isinstance(stash, dict) else ref
+
+
+def repo_view(repo: Any) -> Any:
+    """A repository's facts as compared: stashes by sha, uncommitted work as one unit."""
+    if not isinstance(repo, dict) or "error" in repo:
+        return repo
+    view = {k: v for k, v in repo.items() if k not in GIT_EXPLAINED}
+    stashes = repo.get("stashes") or {}
+    view["stashes"] = {stash_key(ref, s): Atom(s) for ref, s in stashes.items()}
+    if "uncommitted" in repo:
+        view["uncommitted"] = Atom(repo["uncommitted"])
+    return view

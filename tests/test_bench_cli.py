@@ -1,0 +1,174 @@
+"""`envsnap bench` through the real CLI, on `local` and over a real sshd, and the rerun."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import Cli
+from sshd import Sshd
+
+from envsnap import bench, snapshot
+from envsnap.capture import CaptureOptions
+from envsnap.errors import SnapshotError, UsageError
+from envsnap.inventory import parse_host_spec
+from envsnap.store import Store
+
+METRIC = r"gen throughput \(token/s\): ([0-9.]+)"
+
+# A benchmark that prints its metric between log lines; each run bumps a counter, so the
+# values differ from run to run; `base` holds the level; it fails on the run FAIL_AT asks.
+SCRIPT = """\
+import pathlib, sys
+here = pathlib.Path(sys.argv[0]).parent
+counter = here / "counter"
+n = int(counter.read_text()) if counter.exists() else 0
+counter.write_text(str(n + 1))
+base = float((here / "base").read_text()) if (here / "base").exists() else 91.0
+print("loading model shards ...")
+if (here / "fail_at").exists() and int((here / "fail_at").read_text()) == n + 1:
+    print("RuntimeError: CUDA error: an illegal memory access", file=sys.stderr)
+    sys.exit(2)
+print("gen throughput (token/s): %.1f" % (base + (n % 5) * 0.7))
+print("shutting down")
+"""
+
+
+def write_bench(folder: Path) -> str:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "bench_one.py").write_text(SCRIPT)
+    return f"{sys.executable} {folder / 'bench_one.py'}"
+
+
+def saved(cli: Cli) -> list[Path]:
+    return sorted(Path(cli.env["ENVSNAP_STORE"]).rglob("*.yaml"))
+
+
+def load(cli: Cli, label: str) -> dict:
+    return yaml.safe_load((Path(cli.env["ENVSNAP_STORE"]) / f"{label}.yaml").read_text())
+
+
+def test_bench_local_saves_the_runs_in_the_snapshot(cli: Cli, tmp_path: Path) -> None:
+    cmd = write_bench(tmp_path / "b")
+    result = cli("bench", "local", "--cmd", cmd, "--metric", METRIC, "--repeat", "5",
+                 "--label", "good-bench")
+    assert result.returncode == 0, result.stderr
+    document = load(cli, "good-bench")
+    record = document["bench"]
+    assert record["values"] == [91.0, 91.7, 92.4, 93.1, 93.8]
+    assert all(isinstance(value, float) for value in record["values"])
+    assert record["summary"]["median"] == 92.4 and record["summary"]["n"] == 5
+    assert record["summary"]["spread"] == pytest.approx(2.8 / 92.4)
+    assert record["command"] == cmd and record["metric"] == METRIC
+    assert record["lower_is_better"] is False and record["cwd"] == str(cli.cwd)
+    assert [run["run"] for run in record["runs"]] == [1, 2, 3, 4, 5]
+    assert all(run["seconds"] > 0 and run["exit_code"] == 0 for run in record["runs"])
+    assert record["runs"][0]["output_tail"].endswith("shutting down\n")
+    assert record["telemetry"]["available"] is False and record["telemetry"]["reason"]
+    assert record["started_at"] <= record["finished_at"]
+    # the snapshot it ran on is the same document, and it is a valid snapshot
+    assert document["meta"]["label"] == "good-bench" and "nvidia" in document["facts"]
+    assert "bench" not in document["facts"] and "bench" not in document["digests"]
+    assert cli("show", "good-bench", "--json").returncode == 0
+    lines = result.stdout.splitlines()
+    assert lines[0].split()[:3] == ["run", "value", "seconds"]
+    assert lines[3].split()[:2] == ["3", "92.4"]
+    assert "median 92.4  min 91  max 93.8  spread 3.0%" in result.stdout
+    assert "saved good-bench" in result.stdout
+
+
+def test_bench_over_ssh(ssh_cli: Cli, sshd: Sshd, tmp_path: Path) -> None:
+    cmd = write_bench(tmp_path / "b")
+    result = ssh_cli("bench", sshd.addresses[0], "--cmd", cmd, "--metric", METRIC,
+                     "--repeat", "3", "--label", "remote", "--cwd", str(tmp_path),
+                     "--lower-is-better")
+    assert result.returncode == 0, result.stderr
+    document = load(ssh_cli, "remote")
+    assert document["meta"]["address"] == sshd.addresses[0]
+    assert document["bench"]["values"] == [91.0, 91.7, 92.4]
+    assert document["bench"]["cwd"] == str(tmp_path)
+    assert document["bench"]["lower_is_better"] is True
+    assert "lower is better" in result.stdout
+
+
+def test_a_failing_run_is_one_clear_line_and_nothing_is_saved(cli: Cli, tmp_path: Path) -> None:
+    cmd = write_bench(tmp_path / "b")
+    (tmp_path / "b" / "fail_at").write_text("2")
+    result = cli("bench", "local", "--cmd", cmd, "--metric", METRIC, "--label", "x")
+    assert result.returncode == 3
+    assert result.stderr == ("envsnap: error: benchmark run 2 of 5 exited 2; last output "
+                             "line: RuntimeError: CUDA error: an illegal memory access\n")
+    assert saved(cli) == []
+    assert (tmp_path / "b" / "counter").read_text() == "2"   # the runs after it were skipped
+
+
+def test_output_without_the_metric_is_a_clear_error(cli: Cli, tmp_path: Path) -> None:
+    cmd = write_bench(tmp_path / "b")
+    result = cli("bench", "local", "--cmd", cmd, "--metric", r"tok/s=([0-9.]+)")
+    assert result.returncode == 3
+    assert "benchmark run 1 of 5: no match for --metric 'tok/s=([0-9.]+)' in its output; " \
+           "last output line: shutting down" in result.stderr
+    assert len(result.stderr.splitlines()) == 1 and saved(cli) == []
+
+
+def test_invalid_regex_is_refused_before_any_host_is_contacted(cli: Cli) -> None:
+    result = cli("bench", "root@127.0.0.1:1", "--cmd", "true", "--metric", "tok/s: ([0-9.]+")
+    assert result.returncode == 2
+    assert "invalid --metric regex 'tok/s: ([0-9.]+'" in result.stderr
+    assert "unreachable" not in result.stderr
+
+
+def test_bad_repeat_is_a_usage_error(cli: Cli) -> None:
+    result = cli("bench", "local", "--cmd", "true", "--metric", "x", "--repeat", "0")
+    assert result.returncode == 2 and "--repeat must be at least 1" in result.stderr
+
+
+def test_regex_without_a_group_uses_the_whole_match(cli: Cli, tmp_path: Path) -> None:
+    cmd = write_bench(tmp_path / "b")
+    result = cli("bench", "local", "--cmd", cmd, "--metric", r"(?m)[0-9]+\.[0-9]+$",
+                 "--repeat", "2", "--label", "whole")
+    assert result.returncode == 0, result.stderr
+    assert load(cli, "whole")["bench"]["values"] == [91.0, 91.7]
+
+
+def test_an_existing_label_is_refused_before_running(cli: Cli, tmp_path: Path) -> None:
+    cmd = write_bench(tmp_path / "b")
+    assert cli("capture", "local", "--label", "taken").returncode == 0
+    result = cli("bench", "local", "--cmd", cmd, "--metric", METRIC, "--label", "taken")
+    assert result.returncode == 2 and "already exists" in result.stderr
+    assert not (tmp_path / "b" / "counter").exists()
+    assert "bench" not in load(cli, "taken")
+
+
+def test_rerun_and_compare_gives_a_verdict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                           ) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    cmd = write_bench(tmp_path / "b")
+    store = Store(tmp_path / "store")
+    host = parse_host_spec("local")
+    spec = bench.BenchSpec(cmd=cmd, metric=METRIC, repeat=5, sample_interval=0)
+    outcome = bench.capture_and_bench(host, spec, store, CaptureOptions(label="good"))
+    document = store.load("good")
+    assert document["bench"]["values"] == outcome.record["values"]
+
+    (tmp_path / "b" / "base").write_text("60")   # the STORY: 94 tok/s became 60
+    record, verdict = bench.rerun_and_compare(document, host)
+    assert record["values"] == [60.0, 60.7, 61.4, 62.1, 62.8]
+    assert verdict["verdict"] == "regression" and verdict["p_value"] < 0.01
+
+    (tmp_path / "b" / "base").write_text("91")
+    assert bench.rerun_and_compare(document, host)[1]["verdict"] == "same"
+
+
+def test_rerun_needs_a_recorded_benchmark() -> None:
+    host = parse_host_spec("local")
+    with pytest.raises(UsageError, match="'plain' has no recorded benchmark"):
+        bench.rerun_and_compare({"meta": {"label": "plain"}, "facts": {}}, host)
+
+
+def test_snapshot_validation_checks_the_bench_section() -> None:
+    document = {"schema": 1, "meta": {}, "facts": {}, "bench": {"values": [1.0, 2]}}
+    assert snapshot.validate(document, "a.yaml") is document
+    with pytest.raises(SnapshotError, match="bench section has no valid 'values'"):
+        snapshot.validate(dict(document, bench={"values": ["fast"]}), "a.yaml")

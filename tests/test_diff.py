@@ -1,0 +1,197 @@
+"""The pairwise diff as a library, on snapshots built from the recorded H200 agent output."""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from diffdata import H200_BUS, edited, h200
+
+from envsnap import rules
+from envsnap.diff import DiffOptions, diff
+from envsnap.errors import UsageError
+from envsnap.findings import ADDED, MISSING, NOT_CAPTURED, REMOVED
+
+GOOD = h200()
+
+
+def worker(pid: int, start: float, env: dict[str, str], argv: list[str] | None = None) -> Any:
+    return {"cmdline": argv or ["python3", "-m", "sglang.launch_server", "--tp", "8"],
+            "exe": "/usr/bin/python3", "cwd": "/root", "ppid": 1, "matched": "pattern sglang",
+            "start_since_boot_s": start, "start_epoch": 1e9 + start, "env": env, "limits": {}}
+
+
+def with_workers(*workers: Any) -> Any:
+    def change(document: dict[str, Any]) -> None:
+        document["facts"]["env"]["processes"] = {str(w["pid"]): w["info"] for w in workers}
+    return change
+
+
+def test_a_snapshot_against_itself_has_no_findings() -> None:
+    report = diff(GOOD, GOOD)
+    assert report.findings == [] and not report.drift
+    assert report.same_host
+    assert report.unchanged[:6] == ["driver", "kernel module", "CUDA", "NCCL", "torch", "PCIe"]
+
+
+def test_only_sections_whose_digest_differs_are_walked() -> None:
+    # A recorded digest is trusted: a section edited behind its back is not re-read...
+    stale = h200()
+    stale["facts"]["system"]["hostname"] = "elsewhere"
+    assert diff(GOOD, stale).findings == []
+    # ...and a snapshot without digests has them computed.
+    del stale["digests"]
+    assert [f.path for f in diff(GOOD, stale).findings] == [("hostname",)]
+
+
+def test_pcie_width_drop_is_ranked_and_pcie_is_no_longer_unchanged() -> None:
+    bad = edited(GOOD, lambda d: d["facts"]["nvidia"]["gpus"][H200_BUS].update(
+        pcie_width_current=8))
+    report = diff(GOOD, bad)
+    assert [(f.path[-1], f.rank) for f in report.findings] == [("pcie_width_current",
+                                                                rules.PCIE_WIDTH)]
+    assert "PCIe" not in report.unchanged and "driver" in report.unchanged
+
+
+def test_a_failed_collector_is_not_captured_never_removed() -> None:
+    def fail(document: dict[str, Any]) -> None:
+        document["meta"]["collectors"]["nvidia"]["error"] = "timed out after 20s"
+        document["facts"]["nvidia"] = {}
+    report = diff(GOOD, edited(GOOD, fail))
+    assert [(f.section, f.kind) for f in report.findings] == [("nvidia", NOT_CAPTURED)]
+    assert report.findings[0].after == "timed out after 20s"
+    assert "driver" not in report.unchanged and "PCIe" not in report.unchanged
+
+
+def test_a_collector_failed_in_both_is_a_note_not_drift() -> None:
+    def fail(document: dict[str, Any]) -> None:
+        document["meta"]["collectors"]["git"]["error"] = "boom"
+    broken = edited(GOOD, fail)
+    report = diff(broken, broken)
+    assert not report.drift and report.notes == ["git was not captured in either snapshot (boom)"]
+
+
+def test_different_hosts_are_allowed_and_told() -> None:
+    other = edited(GOOD, lambda d: d["facts"]["system"].update(hostname="node2", boot_id="x"))
+    report = diff(GOOD, other)
+    assert not report.same_host and report.b.name == "node2"
+    boot = [f for f in report.findings if f.path == ("boot_id",)]
+    assert boot and boot[0].rank < rules.PERFORMANCE  # not "rebooted": another machine
+
+
+def test_volatile_readings_only_with_all() -> None:
+    def throttle(document: dict[str, Any]) -> None:
+        reading = document["volatile"]["nvidia"]["gpus"][H200_BUS]
+        reading.update(clock_event_reasons=["sw_power_cap"], clock_event_reasons_mask="0x4",
+                       temperature_c=80)
+    hot = edited(GOOD, throttle)
+    assert diff(GOOD, hot).findings == []
+    found = diff(GOOD, hot, DiffOptions(include_volatile=True)).findings
+    assert [f.path[-1] for f in found] == ["clock_event_reasons", "temperature_c"]
+    assert found[0].rank == rules.THROTTLED and found[0].volatile
+
+
+def test_workers_are_matched_by_command_line_not_pid() -> None:
+    env = {"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring"}
+    before = edited(GOOD, with_workers({"pid": 4000, "info": worker(4000, 10.0, env)}))
+    restarted = edited(GOOD, with_workers({"pid": 9100, "info": worker(9100, 99.0, env)}))
+    assert diff(before, restarted).findings == []
+    lost = edited(GOOD, with_workers({"pid": 9100, "info": worker(9100, 99.0,
+                                                                  {"NCCL_ALGO": "Ring"})}))
+    (finding,) = diff(before, lost).findings
+    assert finding.kind == REMOVED and finding.path[-1] == "NCCL_PROTO"
+    assert finding.detail["pid_after"] == "9100" and finding.rank == rules.WORKER_ENV
+
+
+def test_a_new_worker_lacking_the_shells_tuning_is_flagged() -> None:
+    shell = dict(GOOD["facts"]["env"]["shell"], NCCL_PROTO="LL", EDITOR="vi")
+    inherited = {k: v for k, v in shell.items() if k not in ("NCCL_PROTO", "EDITOR")}
+
+    def started(document: dict[str, Any]) -> None:
+        document["facts"]["env"]["shell"] = shell
+        with_workers({"pid": 77, "info": worker(77, 1.0, inherited)})(document)
+    before = edited(GOOD, lambda d: d["facts"]["env"].update(shell=shell))
+    missing, new = diff(before, edited(GOOD, started)).findings
+    assert (missing.kind, missing.path[-1], new.kind) == (MISSING, "NCCL_PROTO", ADDED)
+    assert missing.why == "NCCL_PROTO=LL set in the shell but missing in new worker 77"
+    assert missing.rank == rules.WORKER_ENV
+
+
+def test_workers_sharing_a_command_line_pair_up_in_start_order() -> None:
+    tp = [{"pid": 100 + i, "info": worker(100 + i, float(i), {"CUDA_VISIBLE_DEVICES": str(i)})}
+          for i in range(4)]
+    moved = [{"pid": 900 - i, "info": worker(900 - i, 50.0 + i,
+                                             {"CUDA_VISIBLE_DEVICES": str(i)})}
+             for i in range(4)]
+    assert diff(edited(GOOD, with_workers(*tp)), edited(GOOD, with_workers(*moved))).findings == []
+
+
+def test_unreadable_worker_env_is_not_captured() -> None:
+    env = {"NCCL_PROTO": "LL"}
+    before = edited(GOOD, with_workers({"pid": 1, "info": worker(1, 1.0, env)}))
+    after = edited(GOOD, with_workers({"pid": 2, "info": worker(2, 1.0,
+                                                                {"error": "permission denied"})}))
+    (finding,) = diff(before, after).findings
+    assert finding.kind == NOT_CAPTURED and finding.after == "permission denied"
+
+
+def git_facts(stashes: dict[str, Any], head: str = "a" * 40) -> Any:
+    def change(document: dict[str, Any]) -> None:
+        document["facts"]["git"] = {"repos": {"/r": {
+            "head": head, "branch": "main", "history": [], "reflog": [], "stashes": stashes,
+            "uncommitted": {"dirty": False, "digest": "0"}}}}
+    return change
+
+
+def stash(sha: str, message: str) -> dict[str, Any]:
+    return {"sha": sha * 40, "message": message, "base": "a" * 40, "has_untracked": False}
+
+
+def test_a_new_stash_renumbering_the_others_is_one_finding() -> None:
+    before = edited(GOOD, git_facts({"stash@{0}": stash("1", "On main: old")}))
+    after = edited(GOOD, git_facts({"stash@{0}": stash("2", "On main: new"),
+                                    "stash@{1}": stash("1", "On main: old")}))
+    (finding,) = diff(before, after).findings
+    assert finding.kind == ADDED and finding.why == "stash added in /r: On main: new"
+
+
+def test_an_unreadable_repo_is_not_captured() -> None:
+    before = edited(GOOD, git_facts({}))
+    after = edited(GOOD, lambda d: d["facts"].update(git={"repos": {"/r": {
+        "error": "not a git repository: /r"}}}))
+    (finding,) = diff(before, after).findings
+    assert finding.kind == NOT_CAPTURED and "not a git repository" in finding.why
+
+
+def test_head_back_where_it_was_after_moving_is_a_minor_finding() -> None:
+    def moved(document: dict[str, Any]) -> None:
+        git_facts({})(document)
+        document["facts"]["git"]["repos"]["/r"]["reflog"] = [
+            {"old": "b" * 40, "new": "a" * 40, "time": 2, "message": "checkout: back"},
+            {"old": "a" * 40, "new": "b" * 40, "time": 1, "message": "checkout: away"}]
+    (finding,) = diff(edited(GOOD, git_facts({})), edited(GOOD, moved)).findings
+    assert finding.path[-1] == "reflog" and finding.rank < rules.PERFORMANCE
+    assert "moved and came back: 2 reflog moves" in finding.why
+
+
+def test_sections_can_be_chosen_and_unknown_ones_are_refused() -> None:
+    bad = edited(GOOD, lambda d: (d["facts"]["env"]["shell"].update(NCCL_ALGO="Tree"),
+                                  d["facts"]["nvidia"].update(driver="595.1")))
+    report = diff(GOOD, bad, DiffOptions(sections=("env",)))
+    assert [f.section for f in report.findings] == ["env"] and report.sections == ["env"]
+    with pytest.raises(UsageError, match="unknown section gpu"):
+        diff(GOOD, bad, DiffOptions(sections=("gpu",)))
+
+
+def test_configured_hot_paths_come_from_the_snapshots() -> None:
+    def pulled(head: str, extra: list[dict[str, Any]]) -> Any:
+        def change(document: dict[str, Any]) -> None:
+            git_facts({}, head)(document)
+            document["meta"]["config"]["hot_paths"] = ["*/engine.py"]
+            base = {"sha": "a" * 40, "parents": [], "subject": "base", "files": []}
+            document["facts"]["git"]["repos"]["/r"]["history"] = extra + [base]
+        return change
+    tip = {"sha": "c" * 40, "parents": ["a" * 40], "subject": "Tune engine",
+           "files": ["srt/entrypoints/engine.py"]}
+    report = diff(edited(GOOD, pulled("a" * 40, [])), edited(GOOD, pulled("c" * 40, [tip])))
+    head = report.findings[0]
+    assert head.rank == rules.HOT_CONFIGURED and "configured hot path" in head.why

@@ -1,0 +1,111 @@
+"""Fleet mode: N snapshots, the facts where hosts disagree with the majority."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from conftest import Cli
+from diffdata import H200_BUS, edited, h200, save
+
+from envsnap import rules
+from envsnap.fleet import fleet
+
+ROOT = Path(__file__).resolve().parent.parent
+SLOW_BUS = "00000000:15:00.0"
+
+
+def node(name: str, change: Any = None) -> dict[str, Any]:
+    document = edited(h200(label=f"run1/{name}", host=name, gpus=8),
+                      lambda d: d["facts"]["system"].update(hostname=name, boot_id=f"b-{name}"))
+    return edited(document, change) if change else document
+
+
+def narrow_link(document: dict[str, Any]) -> None:
+    document["facts"]["nvidia"]["gpus"][SLOW_BUS].update(pcie_gen_current=4,
+                                                         pcie_width_current=8)
+
+
+def fleet_of(count: int, odd: dict[int, Any]) -> list[dict[str, Any]]:
+    return [node(f"node{i:02d}", odd.get(i)) for i in range(1, count + 1)]
+
+
+def test_one_narrow_link_on_one_node_of_32_stands_out() -> None:
+    documents = fleet_of(32, {7: narrow_link})
+    report = fleet(documents, [f"f{i}" for i in range(32)])
+    assert report.hosts[6] == "node07" and report.drift
+    paths = [d.path for d in report.disagreements]
+    assert paths == [("gpus", SLOW_BUS, "pcie_width_current"),
+                     ("gpus", SLOW_BUS, "pcie_gen_current")]
+    width = report.disagreements[0]
+    assert width.majority == 16 and len(width.majority_hosts) == 31 and width.total == 32
+    assert width.others == [(8, ["node07"])] and not width.tie
+    assert width.rank == rules.PCIE_WIDTH and "below its max x16" in width.why
+
+
+def test_host_unique_facts_are_not_disagreements() -> None:
+    documents = fleet_of(3, {})  # hostnames, boot ids and GPU uuids differ by nature
+    for index, document in enumerate(documents):
+        for gpu in document["facts"]["nvidia"]["gpus"].values():
+            gpu["uuid"] = f"GPU-{index}"
+    report = fleet([edited(d, lambda d: None) for d in documents], ["a", "b", "c"])
+    assert report.disagreements == [] and not report.drift
+
+
+def test_a_missing_gpu_is_one_disagreement_not_one_per_field() -> None:
+    documents = fleet_of(4, {2: lambda d: d["facts"]["nvidia"]["gpus"].pop(H200_BUS)})
+    report = fleet(documents, list("abcd"))
+    gone = [d for d in report.disagreements if d.path == ("gpus", H200_BUS)]
+    assert len(gone) == 1 and gone[0].others == [("(absent)", ["node02"])]
+    assert gone[0].rank == rules.VERSIONS
+    assert all(d.path[:2] != ("gpus", H200_BUS) or d.path == ("gpus", H200_BUS)
+               for d in report.disagreements)
+
+
+def test_a_different_driver_and_a_failed_collector() -> None:
+    def failed(document: dict[str, Any]) -> None:
+        document["meta"]["collectors"]["nvidia"]["error"] = "nvidia-smi hung"
+        document["facts"]["nvidia"] = {}
+    documents = fleet_of(5, {3: lambda d: d["facts"]["nvidia"].update(driver="595.1"),
+                             5: failed})
+    report = fleet(documents, list("abcde"))
+    assert [(d.path, d.others) for d in report.disagreements] == [
+        (("driver",), [("595.1", ["node03"])])]
+    assert report.not_captured == [("nvidia", "node05", "nvidia-smi hung")]
+
+
+def test_workers_compared_by_command_line_across_hosts() -> None:
+    def workers(env: dict[str, str]) -> Any:
+        def change(document: dict[str, Any]) -> None:
+            pid = str(abs(hash(json.dumps(env))) % 30000 + 1000)
+            document["facts"]["env"]["processes"] = {pid: {
+                "cmdline": ["python3", "-m", "sglang.launch_server"], "ppid": 1,
+                "start_epoch": float(pid), "env": env}}
+        return change
+    tuned = workers({"NCCL_PROTO": "LL"})
+    documents = fleet_of(3, {1: tuned, 2: tuned, 3: workers({})})
+    report = fleet(documents, list("abc"))
+    (lost,) = report.disagreements
+    assert lost.path[-1] == "NCCL_PROTO" and lost.others == [("(absent)", ["node03"])]
+
+
+def test_fleet_cli_on_files_a_folder_and_a_store_group(cli: Cli, tmp_path: Path) -> None:
+    cli.env["PYTHONPATH"] = str(ROOT)
+    group = Path(cli.env["ENVSNAP_STORE"]) / "run1"
+    group.mkdir(parents=True)
+    files = [str(save(d, group / f"{d['meta']['host']}.yaml"))
+             for d in fleet_of(4, {3: narrow_link})]
+    for args in (files, [str(group)], ["run1"]):
+        result = cli("diff", "--fleet", *args)
+        assert result.returncode == 1, result.stderr
+        assert result.stdout.startswith("fleet of 4 snapshots: 2 facts differ from the majority")
+        assert "majority 16 (3 of 4); node03: 8" in result.stdout
+    as_json = json.loads(cli("diff", "--json", "--fleet", *files).stdout)
+    assert as_json["envsnap_fleet"] == 1 and as_json["hosts"][2] == "node03"
+    assert as_json["disagreements"][0]["others"] == [{"value": 8, "hosts": ["node03"]}]
+    markdown = cli("diff", "--markdown", "--fleet", *files).stdout
+    assert "| rank | section | path | majority | differing hosts | why |" in markdown
+    same = cli("diff", "--fleet", files[0], files[1])
+    assert same.returncode == 0 and "every compared fact agrees" in same.stdout
+    alone = cli("diff", "--fleet", files[0])
+    assert alone.returncode == 2 and "at least two" in alone.stderr

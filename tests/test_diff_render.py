@@ -1,0 +1,112 @@
+"""Renderings of a diff report: verdict, human (colour only when asked), JSON, markdown."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from diffdata import H200_BUS, edited, h200
+
+from envsnap import patches, render, render_formats
+from envsnap.diff import diff
+
+GOOD = h200()
+BINARY = ("diff --git a/w.bin b/w.bin\nindex 1..2 100644\nGIT binary patch\nliteral 3\n"
+          "KcmZQzWMT#Y01f~L\n\nliteral 0\nHcmV?d00001\n\n"
+          "diff --git a/k.py b/k.py\n--- a/k.py\n+++ b/k.py\n@@ -1 +1 @@\n-x\n+```y\n")
+
+
+def many_changes(document: dict[str, Any]) -> None:
+    document["facts"]["env"]["shell"].update(NCCL_ALGO="Tree", NCCL_PROTO="Simple",
+                                             CUDA_LAUNCH_BLOCKING="1", TORCH_X="1",
+                                             NCCL_IB_DISABLE="1")
+    document["facts"]["nvidia"]["gpus"][H200_BUS]["name"] = "NVIDIA H200 NVL"  # minor
+
+
+def with_patch(text: str) -> Any:
+    def change(document: dict[str, Any]) -> None:
+        document["facts"]["git"] = {"repos": {"/r": {
+            "head": "a" * 40, "history": [], "reflog": [], "stashes": {},
+            "uncommitted": {"dirty": bool(text), "digest": text[:9], "patch": {
+                "bytes": len(text), "sha256": str(len(text)) * 4, "truncated": False,
+                "text": text}}}}}
+    return change
+
+
+CLEAN = edited(GOOD, with_patch(""))
+
+
+def test_verdict_lists_a_few_and_counts_the_rest() -> None:
+    report = diff(GOOD, edited(GOOD, many_changes))
+    verdict = render.verdict(report)
+    assert verdict.count(" in the shell ") == render.VERDICT_ITEMS
+    assert verdict.endswith("; 1 more that may affect performance; 1 minor change listed below.")
+
+
+def test_human_is_plain_unless_colour_is_asked_for() -> None:
+    report = diff(GOOD, edited(GOOD, many_changes))
+    plain, coloured = render.human(report), render.human(report, color=True)
+    assert "\033[" not in plain and render.RED in coloured
+    lines = plain.splitlines()
+    assert lines[0].startswith("envsnap diff good (vm, t) -> good (vm, t)")
+    assert lines[2] == render.verdict(report)
+    assert lines[-1] == "unchanged: driver, kernel module, CUDA, NCCL, torch, PCIe, sitecustomize"
+
+
+def test_patches_summarised_by_default_and_binary_never_dumped() -> None:
+    report = diff(CLEAN, edited(GOOD, with_patch(BINARY)))
+    short = render.human(report)
+    assert "2 files (binary)" in short and "KcmZQz" not in short
+    full = render.human(report, full=True)
+    assert "+```y" in full and "KcmZQz" not in full and "[GIT binary patch:" in full
+    assert "HcmV?d" not in full  # the reverse hunk goes too
+
+
+def test_json_envelope_summarises_unless_all() -> None:
+    report = diff(CLEAN, edited(GOOD, with_patch(BINARY)))
+    summary = json.loads(render_formats.as_json(report))
+    patch = summary["findings"][0]["after"]["patch"]
+    assert patch == {"binary": True, "bytes": len(BINARY), "files": ["w.bin", "k.py"],
+                     "sha256": patch["sha256"]}
+    full = json.loads(render_formats.as_json(report, full=True))
+    text = full["findings"][0]["after"]["patch"]["text"]
+    assert "+```y" in text and "KcmZQz" not in text
+    assert set(summary) == {"envsnap_diff", "a", "b", "same_host", "drift", "verdict",
+                            "sections", "volatile_included", "findings", "unchanged", "notes"}
+    assert set(summary["findings"][0]) == {"section", "path", "where", "kind", "rank", "why",
+                                           "before", "after", "volatile", "detail"}
+
+
+def test_markdown_fence_outlasts_backticks_in_a_patch() -> None:
+    report = diff(CLEAN, edited(GOOD, with_patch(BINARY)))
+    markdown = render_formats.markdown(report, full=True)
+    assert "````diff" in markdown and "<details>" in markdown
+    assert "| 78 | git | `repos[/r].uncommitted` |" in markdown
+
+
+def test_sitecustomize_text_change_is_shown() -> None:
+    def tweak(document: dict[str, Any]) -> None:
+        site = document["facts"]["python_env"]["customize"]["sitecustomize"]
+        site.update(content=site["content"] + "import os\nos.environ['NCCL_PROTO'] = 'LL'\n",
+                    sha256="0" * 64)
+    out = render.human(diff(GOOD, edited(GOOD, tweak)))
+    assert "+os.environ['NCCL_PROTO'] = 'LL'" in out and "sitecustomize changed" in out
+
+
+def test_pcie_finding_line_is_aligned() -> None:
+    def change(document: dict[str, Any]) -> None:
+        document["facts"]["nvidia"]["gpus"][H200_BUS]["pcie_width_current"] = 8
+        document["facts"]["env"]["shell"]["NCCL_ALGO"] = "Tree"
+    lines = render.human(diff(GOOD, edited(GOOD, change))).splitlines()
+    shell = next(line for line in lines if "shell.NCCL_ALGO" in line)
+    gpu = next(line for line in lines if "].pcie_width_current" in line)
+    assert shell.index("shell.") == gpu.index("gpus[")
+    assert shell.index("+ Tree") == gpu.index("16 -> 8")
+    why = lines[lines.index(shell) + 1]
+    assert why.index("NCCL_ALGO") == shell.index("shell.")
+
+
+def test_blob_helpers() -> None:
+    blob = {"bytes": 5, "sha256": "x", "base64": "aGVsbG8="}
+    assert patches.is_blob(blob) and patches.is_binary(blob)
+    assert patches.readable(blob) == "hello"
+    assert patches.patch_files("diff --git a/a b/a\n+1\ndiff --git a/b c b/b c\n") == ["a", "b c"]
