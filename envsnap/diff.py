@@ -76,7 +76,7 @@ def diff(a: dict[str, Any], b: dict[str, Any], options: DiffOptions | None = Non
     if side_a.label == side_b.label and sources[0] != sources[1]:
         # a copied or renamed file keeps its old label: name both by what was asked for
         side_a, side_b = replace(side_a, label=sources[0]), replace(side_b, label=sources[1])
-    same_host = side_a.name == side_b.name
+    same_host = same_machine(side_a, side_b)
     sections = sections_of(a, b, options.sections)
     patterns = hot_patterns(configured_hot_paths(a, b))
     notes: list[str] = []
@@ -89,6 +89,14 @@ def diff(a: dict[str, Any], b: dict[str, Any], options: DiffOptions | None = Non
     findings = rules.rank_all(raw, context)
     return DiffReport(side_a, side_b, findings, unchanged(a, b, sections, findings), notes,
                       same_host, sections, options.include_volatile)
+
+
+def same_machine(a: Side, b: Side) -> bool:
+    """By hostname when both snapshots recorded one; a failed system collector leaves only
+    the name the host was reached by, which is compared with its own kind."""
+    if a.hostname and b.hostname:
+        return a.hostname == b.hostname
+    return a.host == b.host
 
 
 def side_of(document: dict[str, Any], source: str) -> Side:

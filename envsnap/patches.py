@@ -44,6 +44,24 @@ def next_header(text: str, after: int) -> int:
     return found + 1 if found >= 0 else -1
 
 
+def file_sections(text: str) -> dict[str, str]:
+    """{file: its part of the patch}, split at each header at C speed."""
+    parts = ("\n" + text).split("\n" + HEADER)[1:]
+    found = {}
+    for part in parts:
+        match = DIFF_HEADER.match(HEADER + part.split("\n", 1)[0])
+        found[match.group(2) if match else part[:80]] = part
+    return found
+
+
+def file_changes(before: dict[str, Any], after: dict[str, Any]) -> dict[str, list[str]]:
+    """Which files' hunks differ between two patches: what a reader wants from a 1 MB change."""
+    old, new = file_sections(readable(before)), file_sections(readable(after))
+    return {"changed": [f for f in new if f in old and old[f] != new[f]],
+            "added": [f for f in new if f not in old],
+            "removed": [f for f in old if f not in new]}
+
+
 def count_files(text: str) -> int:
     return text.count("\n" + HEADER) + text.startswith(HEADER)
 

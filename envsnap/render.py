@@ -28,8 +28,8 @@ from .rules import PERFORMANCE
 VERDICT_ITEMS = 4       # the verdict is a paragraph, not a second list of findings
 COMMITS_SHOWN = 30      # commits listed per move unless --all
 TEXT_LINES_SHOWN = 40   # lines of a small text diff shown unless --all
-WHERE_WIDTH = 48
-KEY_WIDTH = 28          # a worker's command line as a path key: both ends kept
+WHERE_WIDTH = 64
+KEY_WIDTH = 24          # a worker's command line as a path key: both ends kept
 RED, YELLOW, DIM, BOLD, RESET = "\033[31m", "\033[33m", "\033[2m", "\033[1m", "\033[0m"
 
 
@@ -124,20 +124,36 @@ def commit_lines(commits: list[dict[str, Any]], full: bool) -> list[str]:
 
 
 def patch_blocks(f: Finding, names: tuple[str, str], full: bool) -> list[Block]:
+    """Patches inside a finding: in full with --all, else which files' hunks changed."""
+    sides = [dict(patches.blobs_in(value)) for value in (f.before, f.after)]
     found = []
-    for name, value in zip(names, (f.before, f.after)):
-        for where, blob in patches.blobs_in(value):
-            if not blob.get("bytes"):
-                continue  # "no patch" needs no block: the why says clean
-            title = f"{where} in {name}: {blob_summary(blob)}"
-            if full:
-                found.append(Block(title, patches.shown_text(blob).splitlines(), code=True))
-            else:
-                files = patches.summary(blob)["files"]
-                found.append(Block(title, [f"  {path}" for path in files[:COMMITS_SHOWN]] +
-                                   ([f"  ... {len(files) - COMMITS_SHOWN} more files"]
-                                    if len(files) > COMMITS_SHOWN else [])))
+    for where in list(sides[0]) + [w for w in sides[1] if w not in sides[0]]:
+        before, after = (side.get(where) for side in sides)
+        if full:
+            found += [Block(f"{where} in {name}: {blob_summary(blob)}",
+                            patches.shown_text(blob).splitlines(), code=True)
+                      for name, blob in zip(names, (before, after)) if blob and blob.get("bytes")]
+        elif before and after and before.get("bytes") and after.get("bytes"):
+            found.append(Block(f"{where}: {blob_summary(before)} -> {blob_summary(after)}",
+                               file_change_lines(patches.file_changes(before, after))))
+        else:
+            found += [Block(f"{where} in {name}: {blob_summary(blob)}",
+                            capped([f"  {p}" for p in patches.summary(blob)["files"]], "files"))
+                      for name, blob in zip(names, (before, after)) if blob and blob.get("bytes")]
     return found
+
+
+def file_change_lines(changes: dict[str, list[str]]) -> list[str]:
+    lines = [f"{how} {path}" for how, key in (("~", "changed"), ("+", "added"), ("-", "removed"))
+             for path in changes[key]]
+    return capped(lines, "files") or ["(same files, same hunks: only the header or hash moved)"]
+
+
+def capped(lines: list[str], what: str) -> list[str]:
+    if len(lines) <= COMMITS_SHOWN:
+        return lines
+    return lines[:COMMITS_SHOWN] + [f"  ... {len(lines) - COMMITS_SHOWN} more {what} "
+                                    "(--all shows the patches)"]
 
 
 def blob_summary(blob: dict[str, Any]) -> str:

@@ -261,3 +261,29 @@ def test_a_gpu_busy_on_pcie_is_read_between_ticks(monkeypatch: pytest.MonkeyPatc
     assert Busy.reads > ticks + 3
     rx = result["runs"][0]["gpus"]["00000000:19:00.0"]["pcie_rx_kbs"]
     assert rx["min"] > 0   # never a negative rate from a wrap
+
+
+def test_recorded_h200_runs_make_a_record() -> None:
+    """Real telemetry (tests/data/h200/bench_agent.json): idle while torch loads, then
+    5 GiB over PCIe and matmuls at the 700 W power cap."""
+    import json
+
+    from envsnap.store import dump_yaml
+
+    reported = json.loads((Path(__file__).parent / "data" / "h200" /
+                           "bench_agent.json").read_text())
+    spec = bench.BenchSpec(cmd=reported["cmd"], metric=r"\(token/s\): ([0-9.]+)", repeat=2)
+    record = bench.build_record(spec, reported, "h200")
+    assert record["values"] == [611.7, 629.1]
+    gpu = record["telemetry"]["gpus"]["00000000:00:06.0"]
+    assert gpu["name"] == "NVIDIA H200" and gpu["pcie_source"] == "counters"
+    assert gpu["sm_mhz"]["min"] == 345 and gpu["sm_mhz"]["max"] == 1980
+    assert gpu["power_w"]["max"] > 690
+    assert set(gpu["clock_event_reasons"]) == {"gpu_idle", "sw_power_cap"}
+    assert gpu["pcie_rx_kbs"]["min"] >= 0 and gpu["pcie_rx_kbs"]["max"] > 1_000_000
+    assert all(run["sampler"]["ticks"] == run["gpus"]["00000000:00:06.0"]["samples"]
+               for run in record["runs"])
+    table = bench.format_record(record)
+    assert "sw_power_cap" in table[1] and "GPU telemetry: none" not in "\n".join(table)
+    assert "median 620.4" in table[-1]
+    assert "pcie_rx_kbs" in dump_yaml({"bench": record})

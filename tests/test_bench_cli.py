@@ -112,6 +112,21 @@ def test_output_without_the_metric_is_a_clear_error(cli: Cli, tmp_path: Path) ->
     assert len(result.stderr.splitlines()) == 1 and saved(cli) == []
 
 
+def test_a_run_past_its_timeout_is_killed_and_reported(cli: Cli) -> None:
+    result = cli("bench", "local", "--cmd", "echo starting; sleep 30", "--metric", "x",
+                 "--run-timeout", "0.5", timeout=20)
+    assert result.returncode == 3
+    assert "benchmark run 1 of 5 timed out after 0.5" in result.stderr
+    assert "last output line: starting" in result.stderr and saved(cli) == []
+
+
+def test_a_missing_cwd_is_reported_and_nothing_saved(cli: Cli, tmp_path: Path) -> None:
+    result = cli("bench", "local", "--cmd", "true", "--metric", "x",
+                 "--cwd", str(tmp_path / "absent"))
+    assert result.returncode == 3 and "does not exist on the host" in result.stderr
+    assert saved(cli) == []
+
+
 def test_invalid_regex_is_refused_before_any_host_is_contacted(cli: Cli) -> None:
     result = cli("bench", "root@127.0.0.1:1", "--cmd", "true", "--metric", "tok/s: ([0-9.]+")
     assert result.returncode == 2

@@ -1,6 +1,8 @@
 """The pairwise diff as a library, on snapshots built from the recorded H200 agent output."""
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -76,6 +78,13 @@ def test_different_hosts_are_allowed_and_told() -> None:
     assert not report.same_host and report.b.name == "node2"
     boot = [f for f in report.findings if f.path == ("boot_id",)]
     assert boot and boot[0].rank < rules.PERFORMANCE  # not "rebooted": another machine
+
+
+def test_a_failed_system_collector_does_not_make_another_host() -> None:
+    def fail(document: dict[str, Any]) -> None:
+        document["meta"]["collectors"]["system"]["error"] = "boom"
+        document["facts"]["system"] = {}
+    assert diff(GOOD, edited(GOOD, fail)).same_host
 
 
 def test_volatile_readings_only_with_all() -> None:
@@ -195,3 +204,14 @@ def test_configured_hot_paths_come_from_the_snapshots() -> None:
     report = diff(edited(GOOD, pulled("a" * 40, [])), edited(GOOD, pulled("c" * 40, [tip])))
     head = report.findings[0]
     assert head.rank == rules.HOT_CONFIGURED and "configured hot path" in head.why
+
+
+def test_the_bench_pair_has_exactly_its_ten_differences() -> None:
+    """bench/bench_diff.py's documents: shifted lists, new pids and moved readings are noise."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    import bench_diff
+
+    good, bad = bench_diff.the_pair()
+    report = diff(good, bad)
+    assert len(report.findings) == bench_diff.EXPECTED == 10
+    assert report.findings[0].rank == rules.HOT and len(report.findings[0].detail["added"]) == 3

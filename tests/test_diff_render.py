@@ -110,3 +110,14 @@ def test_blob_helpers() -> None:
     assert patches.is_blob(blob) and patches.is_binary(blob)
     assert patches.readable(blob) == "hello"
     assert patches.patch_files("diff --git a/a b/a\n+1\ndiff --git a/b c b/b c\n") == ["a", "b c"]
+
+
+def test_a_changed_patch_names_the_files_whose_hunks_moved() -> None:
+    old = "diff --git a/a.py b/a.py\n+1\ndiff --git a/b.py b/b.py\n+2\n"
+    new = "diff --git a/a.py b/a.py\n+1\ndiff --git a/b.py b/b.py\n+3\ndiff --git a/c b/c\n+4\n"
+    report = diff(edited(GOOD, with_patch(old)), edited(GOOD, with_patch(new)))
+    out = render.human(report)
+    assert "~ b.py" in out and "+ c" in out and "a.py" not in out.split("patch: ")[1]
+    assert patches.file_changes({"text": new, "sha256": "", "bytes": 1},
+                                {"text": old, "sha256": "", "bytes": 1}) == {
+        "changed": ["b.py"], "added": [], "removed": ["c"]}

@@ -117,6 +117,8 @@ def run_bench(config: Dict[str, Any]) -> Dict[str, Any]:
     try:
         out["telemetry"] = sampler.info
         run_all(config, cwd, sampler, out)
+    except OSError as exc:  # sh cannot start (no permission on cwd, out of processes)
+        out["error"] = "cannot start the benchmark in %s: %s" % (cwd, exc.strerror or exc)
     finally:
         sampler.close()
     return out

@@ -1,0 +1,258 @@
+"""Bring a host back to a snapshot: plan, then apply, then verify; never lose work.
+
+    fresh capture (the rollback point, pre-restore-<time>)
+      -> plan: playbooks/restore.yml in check+diff mode (only what drifted shows up)
+      -> apply: the same playbook for real (stash, checkout, patch, untracked, sitecustomize)
+      -> verify: capture again; restorable facts must match the snapshot
+      -> what no tool can restore (driver, kernel module, PCIe, clocks, packages without
+         --pip) is reported as remaining drift with what to do about it
+      -> optionally rerun the snapshot's benchmark and give a verdict.
+
+A lock on the host and a journal in the store (restore_safety.py) guard the whole run.
+"""
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from . import bench, capture
+from .capture import CaptureOptions
+from .diff import DiffOptions, diff
+from .errors import HostError, UsageError
+from .findings import Finding
+from .inventory import Host, Inventory, resolve_hosts, with_vars
+from .playbook import load
+from .playrun import Event, RunOptions, RunResult, run_playbook
+from .restore_safety import HostLock, Journal, JournalBook, check_pending
+from .store import Store
+from .transport import Transport, open_transport
+
+RESTORE_PLAYBOOK = Path(__file__).resolve().parent.parent / "playbooks" / "restore.yml"
+ADVICE = {  # what a person does about drift that no tool can undo
+    "nvidia": "reinstall the recorded driver / kernel module, reboot; check PCIe seating and "
+              "BIOS link settings; check cooling and power limits (nvidia-smi -q -d PERFORMANCE)",
+    "cuda_nccl": "reinstall the recorded CUDA / NCCL / torch versions (or restore with --pip)",
+    "system": "kernel, boot parameters, limits and governors are set outside envsnap",
+    "env": "set these variables where the workers start (shell profile, service unit), or "
+           "persist them with the env_file task (playbooks/examples/story-host.yml)",
+    "python_env": "pin the packages back (envsnap restore --pip, or pip install NAME==VER)",
+}
+
+
+@dataclass(frozen=True)
+class RestoreOptions:
+    label: str
+    host: str | None = None
+    check: bool = False
+    force_host: bool = False
+    pip: bool = False
+    rerun: bool = False
+    capture: CaptureOptions = field(default_factory=CaptureOptions)
+
+
+@dataclass
+class RestoreReport:
+    host: str
+    plan: RunResult
+    pre_restore: str | None = None              # set once something is about to change
+    pending: str | None = None                  # "resume" / "rollback" of an interrupted run
+    applied: RunResult | None = None
+    pip_pins: list[str] = field(default_factory=list)
+    remaining: list[Finding] = field(default_factory=list)
+    mismatches: list[str] = field(default_factory=list)   # restorable facts still off
+    rerun: tuple[dict[str, Any], dict[str, Any]] | None = None
+
+    @property
+    def planned(self) -> list[Any]:
+        return [r for r in self.plan.results if r.status == "changed"]
+
+    @property
+    def drift(self) -> bool:
+        return bool(self.planned or self.pip_pins or self.remaining or self.mismatches)
+
+
+def restore(store: Store, inventory: Inventory, options: RestoreOptions,
+            confirm: Callable[[RestoreReport], bool],
+            on_event: Callable[[Event], None] | None = None) -> RestoreReport:
+    """Restore options.label onto its host. `confirm` sees the plan and says go or stop."""
+    document = store.load(options.label)
+    host = target_host(document, inventory, options)
+    book = JournalBook(store)
+    pending = check_pending(book.read(host.name), options.label)
+    transport = open_transport(host, options.capture.connect_timeout,
+                               options.capture.accept_new_host_keys)
+    try:
+        with HostLock(transport, host):
+            return locked_restore(document, host, transport, store, book, pending, options,
+                                  confirm, on_event)
+    finally:
+        transport.close()
+
+
+def target_host(document: dict[str, Any], inventory: Inventory,
+                options: RestoreOptions) -> Host:
+    """The snapshot's host (or --host), capturing what the snapshot captured."""
+    config = document["meta"].get("config") or {}
+    pattern = options.host or str(document["meta"].get("host") or "local")
+    hosts = resolve_hosts([pattern], inventory)
+    if len(hosts) != 1:
+        raise UsageError(f"--host {pattern!r} names {len(hosts)} hosts: restore one at a time")
+    wanted = {key: config.get(key) for key in ("repos", "procs", "python")}
+    return with_vars(hosts[0], wanted)
+
+
+def locked_restore(document: dict[str, Any], host: Host, transport: Transport, store: Store,
+                   book: JournalBook, pending: str | None, options: RestoreOptions,
+                   confirm: Callable[[RestoreReport], bool],
+                   on_event: Callable[[Event], None] | None) -> RestoreReport:
+    journal = book.read(host.name)
+    before = capture.snapshot_document(transport, host, "live", options.capture)
+    check_same_host(document, before, options.force_host)
+    plan = run_restore_playbook(host, store, options, check=True, on_event=None)
+    report = RestoreReport(host=host.name, plan=plan, pending=pending)
+    report.pip_pins = package_pins(document, before) if options.pip else []
+    report.remaining = remaining_drift(document, before, options.pip)
+    changes = bool(report.planned or report.pip_pins)
+    if plan.outcome != "ok" or options.check:
+        return report            # a preflight failed, or only the plan was asked for
+    if changes and not confirm(report):
+        return report            # the user said no: nothing moved
+    if not (changes or pending):
+        if options.rerun:        # nothing to restore, but the numbers may still be off
+            report.rerun = bench.rerun_and_compare(document, host, options.capture)
+        return report
+    if journal is None or pending == "rollback":
+        # The rollback point is the host as it is now; a resumed run keeps the first one.
+        report.pre_restore = save_rollback_point(store, before)
+        journal = Journal(options.label, host.name, report.pre_restore,
+                          before["meta"]["captured_at"])
+    report.pre_restore = journal.pre_restore
+    apply_changes(report, host, transport, store, book, journal, options, on_event)
+    return report
+
+
+def apply_changes(report: RestoreReport, host: Host, transport: Transport, store: Store,
+                  book: JournalBook, journal: Journal, options: RestoreOptions,
+                  on_event: Callable[[Event], None] | None) -> None:
+    journal.state = "applying"
+    book.write(journal)
+    report.applied = run_restore_playbook(host, store, options, check=False, on_event=on_event)
+    if report.applied.outcome != "ok":
+        return                   # the journal stays: the next run resumes or rolls back
+    if report.pip_pins:
+        pin_packages(transport, host, report.pip_pins)
+    journal.state = "verifying"
+    book.write(journal)
+    document = store.load(options.label)
+    after = capture.snapshot_document(transport, host, "after", options.capture)
+    report.mismatches = restorable_mismatches(document, after)
+    report.remaining = remaining_drift(document, after, options.pip)
+    book.clear(host.name)
+    if options.rerun:
+        report.rerun = bench.rerun_and_compare(document, host, options.capture)
+
+
+def check_same_host(snapshot: dict[str, Any], live: dict[str, Any], force: bool) -> None:
+    recorded = hostname(snapshot)
+    current = hostname(live)
+    if recorded and current and recorded != current and not force:
+        raise UsageError(f"snapshot {snapshot['meta'].get('label')!r} was taken on "
+                         f"{recorded}, this host is {current}: refusing (--force-host "
+                         "restores it anyway)")
+
+
+def hostname(document: dict[str, Any]) -> str | None:
+    value = (document.get("facts", {}).get("system") or {}).get("hostname")
+    return value if isinstance(value, str) else None
+
+
+def save_rollback_point(store: Store, live: dict[str, Any]) -> str:
+    """The host as it is now, stored, so `envsnap restore pre-restore-<time>` undoes this."""
+    stamp = capture.now_utc().strftime("%Y%m%d-%H%M%S")
+    label = f"pre-restore-{stamp}"
+    number = 1
+    while store.exists(label):
+        number += 1
+        label = f"pre-restore-{stamp}-{number}"
+    live["meta"]["label"] = label
+    store.save(live, label)
+    return label
+
+
+def run_restore_playbook(host: Host, store: Store, options: RestoreOptions, check: bool,
+                         on_event: Callable[[Event], None] | None) -> RunResult:
+    # The hostname check above is the real one (names differ, machines may not), so the
+    # playbook's own name check is told to stand aside.
+    extra = {"snapshot": options.label, "force_host": True}
+    run_options = RunOptions(extra_vars=extra, limit=(host.name,), check=check, diff=True,
+                             connect_timeout=options.capture.connect_timeout,
+                             accept_new_host_keys=options.capture.accept_new_host_keys,
+                             transport=lambda _host: open_transport(
+                                 host, options.capture.connect_timeout,
+                                 options.capture.accept_new_host_keys))
+    return run_playbook(load(str(RESTORE_PLAYBOOK)), Inventory(None), store, run_options,
+                        on_event)
+
+
+def restorable_mismatches(snapshot: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """What restore puts back, compared exactly: HEAD, uncommitted patch, untracked files,
+    sitecustomize. History, reflog and stashes differ after any restore, by design."""
+    problems = []
+    repos_after = (after["facts"].get("git") or {}).get("repos") or {}
+    for path, repo in ((snapshot["facts"].get("git") or {}).get("repos") or {}).items():
+        if not isinstance(repo, dict) or "head" not in repo:
+            continue
+        now = repos_after.get(path) or {}
+        for name, value in repo_fingerprint(repo).items():
+            if repo_fingerprint(now).get(name) != value:
+                problems.append(f"{path}: {name} differs from the snapshot")
+    if customize_digest(snapshot) != customize_digest(after):
+        problems.append("sitecustomize differs from the snapshot")
+    return problems
+
+
+def repo_fingerprint(repo: dict[str, Any]) -> dict[str, Any]:
+    work = repo.get("uncommitted") or {}
+    patch = work.get("patch") or {}
+    return {"HEAD": repo.get("head"), "uncommitted patch": patch.get("sha256"),
+            "untracked files": sorted(work.get("untracked") or {})}
+
+
+def customize_digest(document: dict[str, Any]) -> Any:
+    customize = (document["facts"].get("python_env") or {}).get("customize") or {}
+    site = customize.get("sitecustomize")
+    return site.get("sha256") if isinstance(site, dict) else site
+
+
+def remaining_drift(snapshot: dict[str, Any], live: dict[str, Any],
+                    pip: bool) -> list[Finding]:
+    """Drift that restore.yml does not undo, ranked, each with what to do about it."""
+    sections = ("system", "nvidia", "cuda_nccl", "env", "python_env")
+    report = diff(snapshot, live, DiffOptions(sections=sections))
+    return [finding for finding in report.findings
+            if not (finding.section == "python_env" and finding.path[:1] == ("customize",))
+            and not (pip and finding.path[:1] == ("packages",))]
+
+
+def advice_for(finding: Finding) -> str:
+    return ADVICE.get(finding.section, "change it by hand")
+
+
+def package_pins(snapshot: dict[str, Any], live: dict[str, Any]) -> list[str]:
+    """NAME==VERSION for each package whose version drifted or that went missing; packages
+    added since the snapshot are left alone (uninstalling is not restore's call)."""
+    recorded = (snapshot["facts"].get("python_env") or {}).get("packages") or {}
+    current = (live["facts"].get("python_env") or {}).get("packages") or {}
+    return [f"{name}=={version}" for name, version in sorted(recorded.items())
+            if isinstance(version, str) and current.get(name) != version]
+
+
+def pin_packages(transport: Transport, host: Host, pins: list[str]) -> None:
+    command = (f"{shlex.quote(host.python)} -m pip install --no-deps --quiet "
+               + " ".join(shlex.quote(pin) for pin in pins))
+    result = transport.run(command, timeout=1800)
+    if result.exit_code != 0:
+        last = (result.stderr.strip().splitlines() or ["?"])[-1]
+        raise HostError(f"{host.name}: pip could not pin {len(pins)} packages: {last}")

@@ -1,0 +1,205 @@
+"""`envsnap restore` through the real CLI: plan, apply, verify, rollback, lock, journal.
+
+Uses the STORY in miniature from test_playbook_restore (a good commit with a local patch,
+then a pull and new work) on real git repositories, locally and over the real sshd.
+"""
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import ROOT, Cli
+from gitrepos import Story
+from sshd import Sshd
+from test_playbook_restore import (
+    ENGINE,
+    GOOD_PATCH,
+    capture_good,
+    edit_snapshot,
+    moved_and_dirty,
+    snapshot_of_tree,
+    stash_messages,
+)
+
+
+@pytest.fixture
+def story(tmp_path: Path) -> Story:
+    return Story(tmp_path / "story")
+
+
+def store(cli: Cli) -> Path:
+    return Path(cli.env["ENVSNAP_STORE"])
+
+
+def pre_restore_labels(cli: Cli) -> list[str]:
+    return sorted(p.stem for p in store(cli).glob("pre-restore-*.yaml"))
+
+
+def test_check_shows_the_plan_and_changes_nothing(cli: Cli, story: Story) -> None:
+    capture_good(cli, story, "local")
+    moved_and_dirty(story)
+    before = snapshot_of_tree(story)
+    result = cli("restore", "good", "--check")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "plan for local (check mode: nothing changed)" in result.stdout
+    assert "stash current work" in result.stdout and "check out" in result.stdout
+    assert snapshot_of_tree(story) == before and pre_restore_labels(cli) == []
+
+
+def test_restore_stashes_work_applies_and_verifies_then_rolls_back(cli: Cli,
+                                                                   story: Story) -> None:
+    good = capture_good(cli, story, "local")
+    moved_and_dirty(story)
+    pulled = story.checkout.head()
+    result = cli("restore", "good", "--yes")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert story.checkout.head() == good
+    assert (story.checkout.path / ENGINE).read_text() == GOOD_PATCH
+    assert "verified: checkouts and sitecustomize match the snapshot" in result.stdout
+    assert stash_messages(story)[0].startswith("On main: envsnap: work saved before restoring")
+    (rollback,) = pre_restore_labels(cli)
+    assert f"rollback point: envsnap restore {rollback}" in result.stdout
+
+    again = cli("restore", "good", "--yes")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "already match the snapshot" in again.stdout
+    assert pre_restore_labels(cli) == [rollback]      # an empty plan moves nothing
+
+    back = cli("restore", rollback, "--yes")
+    assert back.returncode == 0, back.stdout + back.stderr
+    assert story.checkout.head() == pulled
+    assert "my work in progress" in (story.checkout.path / "README.md").read_text()
+
+
+def test_without_yes_and_without_a_terminal_it_refuses(cli: Cli, story: Story) -> None:
+    capture_good(cli, story, "local")
+    moved_and_dirty(story)
+    before = snapshot_of_tree(story)
+    result = cli("restore", "good")
+    assert result.returncode == 2
+    assert "pass --yes" in result.stderr.splitlines()[-1]
+    assert snapshot_of_tree(story) == before
+
+
+def test_a_patch_that_does_not_apply_stops_before_any_change(cli: Cli, story: Story) -> None:
+    capture_good(cli, story, "local")
+    moved_and_dirty(story)
+    elsewhere = story.dev.commit("Engine rework", {ENGINE: "ENGINE = 3\n"})
+    story.dev.git("push", "-q", "origin", "main")
+    story.pull()
+    edit_snapshot(cli, head=elsewhere)   # the snapshot's patch was not made on this commit
+    before = snapshot_of_tree(story)
+    result = cli("restore", "good", "--yes")
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "stopped before changing anything" in result.stdout
+    assert f"{ENGINE}: hunk #1 (@@ -1 +1 @@) does not apply" in result.stdout
+    assert snapshot_of_tree(story) == before and pre_restore_labels(cli) == []
+
+
+def test_a_snapshot_of_another_host_is_refused_unless_forced(cli: Cli, story: Story) -> None:
+    capture_good(cli, story, "local")
+    moved_and_dirty(story)
+    path = store(cli) / "good.yaml"
+    document = yaml.safe_load(path.read_text())
+    document["facts"]["system"]["hostname"] = "gpu-box-07"
+    path.write_text(yaml.safe_dump(document))
+    refused = cli("restore", "good", "--yes")
+    assert refused.returncode == 2
+    assert "taken on gpu-box-07" in refused.stderr and "--force-host" in refused.stderr
+    forced = cli("restore", "good", "--yes", "--force-host")
+    assert forced.returncode == 0, forced.stdout + forced.stderr
+
+
+def test_a_second_restore_while_one_runs_is_locked_out(cli: Cli, story: Story) -> None:
+    capture_good(cli, story, "local")
+    moved_and_dirty(story)
+    lock = Path(cli.env["HOME"]) / ".cache" / "envsnap" / "restore.lock"
+    lock.mkdir(parents=True)
+    (lock / "owner").write_text("other-controller 4242\n")
+    before = snapshot_of_tree(story)
+    result = cli("restore", "good", "--yes")
+    assert result.returncode == 3
+    assert "another restore holds the lock (other-controller 4242)" in result.stderr
+    assert snapshot_of_tree(story) == before
+    assert lock.exists()                       # someone else's lock is not ours to drop
+
+
+def test_a_restore_killed_midway_is_resumed(cli: Cli, story: Story) -> None:
+    good = capture_good(cli, story, "local")
+    moved_and_dirty(story)
+    hook = story.checkout.path / ".git" / "hooks" / "post-checkout"
+    marker = story.checkout.path.parent / "in-checkout"
+    hook.write_text(f"#!/bin/sh\ntouch {marker}\nsleep 60\n")
+    hook.chmod(0o755)
+    running = subprocess.Popen([sys.executable, "-m", "envsnap", "restore", "good", "--yes"],
+                               cwd=cli.cwd, env=cli.env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, start_new_session=True)
+    wait_for(marker)
+    running.send_signal(signal.SIGKILL)       # like a lost controller: no cleanup at all
+    running.wait()
+    subprocess.run(["pkill", "-f", "sleep 60"], check=False)
+    hook.unlink()
+    journal = json.loads(next((store(cli) / ".journal").glob("*.json")).read_text())
+    assert journal["label"] == "good" and journal["state"] == "applying"
+
+    copy = store(cli) / "another.yaml"
+    copy.write_text((store(cli) / "good.yaml").read_text())
+    other = cli("restore", "another", "--yes")
+    assert other.returncode == 2 and "interrupted restore of 'good'" in other.stderr
+
+    resumed = cli("restore", "good", "--yes")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "resuming an interrupted restore" in resumed.stdout
+    assert story.checkout.head() == good
+    assert not list((store(cli) / ".journal").glob("*.json"))
+    assert pre_restore_labels(cli) == [journal["pre_restore"]]
+
+
+def wait_for(path: Path, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+
+
+@pytest.mark.ssh
+def test_restore_over_ssh(ssh_cli: Cli, sshd: Sshd, story: Story) -> None:
+    host = sshd.addresses[0]
+    good = capture_good(ssh_cli, story, host)
+    moved_and_dirty(story)
+    result = ssh_cli("restore", "good", "--yes")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert story.checkout.head() == good
+    assert "verified" in result.stdout
+
+
+def test_restore_then_rerun_the_recorded_benchmark(cli: Cli, story: Story) -> None:
+    """The code decides the speed (speed.txt is part of the checkout's state): the pull makes
+    it slow, restore brings the good state back, and the rerun says the numbers came back.
+    Then something restore cannot touch (outside any checkout) slows it: a regression."""
+    speed = story.checkout.path / "speed.txt"
+    speed.write_text("94\n")
+    outside = story.checkout.path.parent / "clock-factor.txt"
+    outside.write_text("1.0\n")
+    bench = f"{sys.executable} {ROOT / 'tests' / 'data' / 'noisy_bench.py'} {speed} {outside}"
+    recorded = cli("bench", "local", "--cmd", bench, "--metric", r"token/s\): ([0-9.]+)",
+                   "--repeat", "6", "--label", "good", "--repo", str(story.checkout.path))
+    assert recorded.returncode == 0, recorded.stdout + recorded.stderr
+    story.upstream_moves()
+    story.pull()
+    speed.write_text("60\n")
+    result = cli("restore", "good", "--yes", "--rerun")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "benchmark rerun: same" in result.stdout
+    assert speed.read_text() == "94\n"
+
+    outside.write_text("0.6\n")              # e.g. clocks throttled: not restorable
+    again = cli("restore", "good", "--yes", "--rerun")
+    assert "benchmark rerun: regression" in again.stdout, again.stdout + again.stderr
+    assert again.returncode == 1
