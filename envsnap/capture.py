@@ -113,7 +113,9 @@ def snapshot_document(transport: Transport, host: Host, label: str,
     captured_at = now_utc().isoformat(timespec="seconds")
     output = run_agent(transport, host, config, options.collector_timeout + 30)
     return snapshot.build(output, label=label, host=host.name, address=host.address,
-                          captured_at=captured_at, config={**config, "python": host.python})
+                          captured_at=captured_at,
+                          config={**config, "python": host.python,
+                                  "hot_paths": host.list_var("hot_paths")})
 
 
 def capture_host(host: Host, label: str, store: Store, options: CaptureOptions) -> Outcome:

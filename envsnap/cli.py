@@ -40,6 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
     cap.add_argument("--python", help="interpreter on the host to run the agent with")
     cap.add_argument("--proc", action="append", default=[], metavar="PATTERN",
                      help="record env of running processes whose cmdline matches (repeatable)")
+    cap.add_argument("--hot-path", action="append", default=[], metavar="GLOB",
+                     help="code paths whose changes diff ranks first (repeatable)")
     cap.add_argument("--inventory", default=os.environ.get("ENVSNAP_INVENTORY"),
                      help="Ansible-style YAML inventory (default: $ENVSNAP_INVENTORY)")
     cap.add_argument("--force", action="store_true", help="replace an existing label")
@@ -67,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_bench_parser(commands)
     add_play_parser(commands)
     add_restore_parser(commands)
+    demo = commands.add_parser("demo", help="the STORY, live, on this machine (no SSH, no GPU)")
+    demo.add_argument("--keep", action="store_true", help="keep the demo's folder afterwards")
+    demo.set_defaults(run=cmd_demo)
     return parser
 
 
@@ -152,7 +157,8 @@ def render_outcome(outcome: Outcome, out: TextIO, err: TextIO) -> None:
 
 
 def cmd_capture(args: argparse.Namespace) -> int:
-    overrides: dict[str, Any] = {"repos": args.repo, "procs": args.proc, "python": args.python}
+    overrides: dict[str, Any] = {"repos": args.repo, "procs": args.proc, "python": args.python,
+                                 "hot_paths": args.hot_path}
     hosts = resolve_hosts(args.hosts, load_inventory(args.inventory), overrides)
     options = CaptureOptions(label=args.label, force=args.force, forks=args.forks,
                              connect_timeout=args.connect_timeout,
@@ -371,6 +377,41 @@ def restore_exit(report: Any) -> int:
     if report.applied is not None:
         return EXIT_DRIFT if report.mismatches or report.remaining else EXIT_OK
     return EXIT_DRIFT if report.drift else EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from . import demo
+
+    print("Setting up the STORY: a sglang checkout with an upstream, a venv whose "
+          "sitecustomize sets NCCL_*, a worker started with the tuned NCCL env ...")
+    scene = demo.set_up()
+    try:
+        print(f"in {scene.root}\n")
+        for step in demo.steps(scene):
+            if not run_demo_step(scene, step):
+                return EXIT_HOST
+    finally:
+        scene.stop(keep=args.keep)
+    print("That was the STORY: one diff instead of twenty commands, and the checkout is "
+          "back where the numbers were good." + (f" (kept: {scene.root})" if args.keep else ""))
+    return EXIT_OK
+
+
+def run_demo_step(scene: Any, step: Any) -> bool:
+    from . import demo
+
+    print(f"== {step.title}")
+    if step.note:
+        print(f"   ({step.note})")
+    if step.prepare:
+        step.prepare()
+    print(f"$ {step.shown}", flush=True)
+    result = demo.run_step(scene, step)
+    sys.stdout.write(result.stdout + result.stderr + "\n")
+    if result.returncode not in step.expect:
+        sys.stderr.write(f"envsnap: error: demo step failed (exit {result.returncode})\n")
+        return False
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:

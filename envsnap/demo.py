@@ -1,0 +1,195 @@
+"""`envsnap demo`: the STORY, live, in a temp folder on this machine (no SSH, no GPU).
+
+A "sglang" checkout with an upstream, a benchmark whose speed depends on the checked-out
+code, a venv with a sitecustomize that sets the NCCL env, and a worker process started with
+that env. The engineer's good state is benchmarked; a silent `git pull` brings nine commits,
+one of which slows the NCCL path; the bad state is benchmarked; then diff, restore with a
+rerun, and bisect find and undo the cause. Each step is a real `envsnap` command line, so
+what the demo prints is exactly what a user would see. Nothing here prints: cli.py does.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import venv
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PYNCCL = "python/sglang/srt/distributed/device_communicators/pynccl.py"
+PARALLEL_STATE = "python/sglang/srt/distributed/parallel_state.py"
+ENGINE = "python/sglang/srt/entrypoints/engine.py"
+NCCL_ENV = {"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring", "NCCL_P2P_LEVEL": "SYS",
+            "NCCL_MAX_NCHANNELS": "16"}
+METRIC = r"gen throughput \(token/s\): ([0-9.]+)"
+WORKER_TAG = "envsnap-demo-sglang-worker"
+
+# The verify step dominates a speculative-decoding cycle (STORY.md): ~19 ms when good,
+# ~29 ms after the pull. The benchmark turns the checked-out code's verify time into tok/s.
+BENCH_ONE = '''\
+import os, random, runpy, sys
+code = runpy.run_path(os.path.join(sys.argv[1], "PYNCCL"))
+verify_ms, draft_ms, accepted = code["VERIFY_MS"], 2.3, 2.0
+speed = 1000.0 * accepted / (verify_ms + draft_ms) * random.uniform(0.985, 1.015)
+print("EAGLE-3 2-step, verify %.1f ms" % verify_ms)
+print("gen throughput (token/s): %.2f" % speed)
+'''
+SITECUSTOMIZE = "".join(f"os.environ.setdefault({k!r}, {v!r})\n" for k, v in NCCL_ENV.items())
+
+
+@dataclass
+class Step:
+    title: str
+    argv: list[str]
+    expect: tuple[int, ...] = (0,)            # exit codes that mean the step went as told
+    prepare: Callable[[], None] | None = None  # what happens on the host before the command
+    note: str = ""
+
+    @property
+    def shown(self) -> str:
+        """The command as the user would type it (envsnap instead of python -m envsnap)."""
+        words = ["envsnap", *self.argv[3:]] if self.argv[1:3] == ["-m", "envsnap"] else self.argv
+        return " ".join(shlex.quote(word) for word in words)
+
+
+@dataclass
+class Scene:
+    """The demo's folder and what lives in it."""
+
+    root: Path
+    env: dict[str, str] = field(default_factory=dict)
+    worker: subprocess.Popen[bytes] | None = None
+
+    @property
+    def checkout(self) -> Path:
+        return self.root / "sglang"
+
+    @property
+    def python(self) -> Path:
+        return self.root / "ml-env" / "bin" / "python3"
+
+    def git(self, *args: str, cwd: Path | None = None) -> str:
+        result = subprocess.run(["git", *args], cwd=cwd or self.checkout, env=self.env,
+                                capture_output=True, text=True, check=True)
+        return result.stdout.strip()
+
+    def write(self, repo: Path, name: str, text: str) -> None:
+        path = repo / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+    def stop(self, keep: bool = False) -> None:
+        if self.worker is not None:
+            self.worker.kill()
+            self.worker.wait()
+        if not keep:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+def git_env(root: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(GIT_AUTHOR_NAME="Demo Engineer", GIT_AUTHOR_EMAIL="engineer@example.com",
+               GIT_COMMITTER_NAME="Demo Engineer", GIT_COMMITTER_EMAIL="engineer@example.com",
+               GIT_CONFIG_NOSYSTEM="1", ENVSNAP_STORE=str(root / "snapshots"))
+    return env
+
+
+def set_up(root: Path | None = None) -> Scene:
+    """The good state: a clone at the good commit with the engineer's local patch, the venv
+    with its sitecustomize, and a worker running with the tuned NCCL env."""
+    scene = Scene(root or Path(tempfile.mkdtemp(prefix="envsnap-demo-")))
+    scene.env = git_env(scene.root)
+    make_upstream(scene)
+    scene.git("clone", "-q", str(scene.root / "upstream.git"), str(scene.checkout),
+              cwd=scene.root)
+    scene.write(scene.checkout, ENGINE, "ENGINE = 1\nCUDA_GRAPH_EXTEND = False  # local tweak\n")
+    make_venv(scene)
+    (scene.root / "bench_one.py").write_text(BENCH_ONE.replace("PYNCCL", PYNCCL))
+    scene.worker = subprocess.Popen(
+        [str(scene.python), "-c", "import time; time.sleep(900)", WORKER_TAG],
+        env={**scene.env, **NCCL_ENV}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return scene
+
+
+def make_upstream(scene: Scene) -> None:
+    upstream, dev = scene.root / "upstream.git", scene.root / "dev"
+    scene.git("init", "-q", "--bare", "-b", "main", str(upstream), cwd=scene.root)
+    scene.git("clone", "-q", str(upstream), str(dev), cwd=scene.root)
+    for name, text in {PYNCCL: "VERIFY_MS = 19.0\n", PARALLEL_STATE: "WORLD = 8\n",
+                       ENGINE: "ENGINE = 1\n", "README.md": "sglang (demo)\n"}.items():
+        scene.write(dev, name, text)
+    scene.git("add", "-A", cwd=dev)
+    scene.git("commit", "-qm", "Initial sglang", cwd=dev)
+    scene.git("push", "-q", "origin", "main", cwd=dev)
+
+
+def upstream_moves(scene: Scene) -> None:
+    """Nine commits upstream; the fifth, 'Fix PCG MoE Error', slows the NCCL path."""
+    dev = scene.root / "dev"
+    for number in range(1, 10):
+        if number == 5:
+            scene.write(dev, PYNCCL, "VERIFY_MS = 29.0  # all-reduce through the PCG path\n")
+            scene.write(dev, PARALLEL_STATE, "WORLD = 8\nUSE_PCG = True\n")
+            message = "Fix PCG MoE Error"
+        else:
+            scene.write(dev, f"docs/change_{number}.md", f"change {number}\n")
+            message = f"Docs: change {number}"
+        scene.git("add", "-A", cwd=dev)
+        scene.git("commit", "-qm", message, cwd=dev)
+    scene.git("push", "-q", "origin", "main", cwd=dev)
+
+
+def make_venv(scene: Scene) -> None:
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(scene.root / "ml-env")
+    site = next((scene.root / "ml-env" / "lib").glob("python3*/site-packages"))
+    (site / "sitecustomize.py").write_text("import os\n" + SITECUSTOMIZE)
+
+
+def the_silent_pull(scene: Scene) -> None:
+    """The engineer puts the local patch away; something pulls upstream."""
+    scene.git("stash", "push", "-q", "-m", "engineer's local patches")
+    upstream_moves(scene)
+    scene.git("-c", "pull.rebase=false", "pull", "-q", "origin", "main")
+
+
+def envsnap(*args: str) -> list[str]:
+    return [sys.executable, "-m", "envsnap", *args]
+
+
+def bench_command(scene: Scene) -> str:
+    """Relative to the demo folder, where every step runs: short enough to read."""
+    return f"{scene.python.relative_to(scene.root)} bench_one.py {scene.checkout.name}"
+
+
+def bench_args(scene: Scene, label: str) -> list[str]:
+    return envsnap("bench", "local", "--label", label, "--repeat", "5",
+                   "--cmd", bench_command(scene), "--metric", METRIC,
+                   "--repo", str(scene.checkout), "--python", str(scene.python),
+                   "--proc", WORKER_TAG)
+
+
+def steps(scene: Scene) -> list[Step]:
+    return [
+        Step("1. the good state: snapshot + benchmark (EAGLE-3, verify ~19 ms)",
+             bench_args(scene, "good")),
+        Step("2. a day later, the 'same' setup: snapshot + benchmark again",
+             bench_args(scene, "bad"), prepare=lambda: the_silent_pull(scene),
+             note="meanwhile the local patch was stashed and something ran `git pull`"),
+        Step("3. what changed, ranked by what matters", envsnap("diff", "good", "bad"),
+             expect=(1,)),
+        Step("4. bring the good state back (your current work is stashed), rerun the benchmark",
+             envsnap("restore", "good", "--yes", "--rerun")),
+        Step("5. which of the nine pulled commits did it (noise-aware bisect)",
+             envsnap("bisect", "good", "bad", "--repo", str(scene.checkout),
+                     "--cmd", bench_command(scene), "--metric", METRIC, "--repeat", "5"),
+             expect=(1,)),
+    ]
+
+
+def run_step(scene: Scene, step: Step) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(step.argv, env=scene.env, cwd=scene.root, capture_output=True,
+                          text=True, timeout=300)
