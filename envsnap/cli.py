@@ -10,6 +10,8 @@ from typing import Any, Callable, TextIO
 
 from . import __version__
 from .capture import DEFAULT_COLLECTOR_TIMEOUT, DEFAULT_FORKS, CaptureOptions, Outcome, capture
+from .cli_bisect import add_bisect_parser
+from .cli_report import add_report_parser
 from .errors import EXIT_DRIFT, EXIT_HOST, EXIT_OK, EnvsnapError, UsageError
 from .inventory import load_inventory, resolve_hosts
 from .store import DEFAULT_STORE, Store, dump_yaml
@@ -69,6 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_bench_parser(commands)
     add_play_parser(commands)
     add_restore_parser(commands)
+    add_bisect_parser(commands)
+    add_report_parser(commands)
     demo = commands.add_parser("demo", help="the STORY, live, on this machine (no SSH, no GPU)")
     demo.add_argument("--keep", action="store_true", help="keep the demo's folder afterwards")
     demo.set_defaults(run=cmd_demo)

@@ -161,8 +161,8 @@ def envsnap(*args: str) -> list[str]:
 
 
 def bench_command(scene: Scene) -> str:
-    """Relative to the demo folder, where every step runs: short enough to read."""
-    return f"{scene.python.relative_to(scene.root)} bench_one.py {scene.checkout.name}"
+    # Absolute: bisect runs the benchmark from inside the checkout.
+    return f"{scene.python} {scene.root / 'bench_one.py'} {scene.checkout}"
 
 
 def bench_args(scene: Scene, label: str) -> list[str]:
