@@ -11,20 +11,15 @@ from typing import Any, Callable, TextIO
 from . import __version__
 from .capture import DEFAULT_COLLECTOR_TIMEOUT, DEFAULT_FORKS, CaptureOptions, Outcome, capture
 from .cli_bisect import add_bisect_parser
+from .cli_demo import add_demo_parser
+from .cli_options import EPILOG, add_capture_options, add_connection_options, add_store_option
 from .cli_report import add_report_parser
+from .cli_restore import add_restore_parser
 from .errors import EXIT_DRIFT, EXIT_HOST, EXIT_OK, EnvsnapError, UsageError
 from .inventory import load_inventory, resolve_hosts
-from .store import DEFAULT_STORE, Store, dump_yaml
-from .transport import DEFAULT_CONNECT_TIMEOUT
+from .store import Store, dump_yaml
 
 SNAPSHOT_SUFFIXES = (".yaml", ".yml", ".json")
-EPILOG = """exit codes: 0 ok / no drift, 1 drift or regression found, 2 usage error,
-3 host unreachable or partly failed, 4 invalid snapshot or playbook"""
-
-
-def add_store_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--store", default=os.environ.get("ENVSNAP_STORE", DEFAULT_STORE),
-                        help="snapshot folder (default: $ENVSNAP_STORE or ./snapshots)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,25 +32,15 @@ def build_parser() -> argparse.ArgumentParser:
     cap.add_argument("hosts", nargs="+", metavar="HOST",
                      help="inventory host or group, [user@]host[:port], or 'local'")
     cap.add_argument("--label", help="snapshot label (a fleet is stored as LABEL/<host>)")
-    cap.add_argument("--repo", action="append", default=[], metavar="PATH",
-                     help="git checkout to record (repeatable)")
-    cap.add_argument("--python", help="interpreter on the host to run the agent with")
-    cap.add_argument("--proc", action="append", default=[], metavar="PATTERN",
-                     help="record env of running processes whose cmdline matches (repeatable)")
+    add_capture_options(cap)
     cap.add_argument("--hot-path", action="append", default=[], metavar="GLOB",
                      help="code paths whose changes diff ranks first (repeatable)")
-    cap.add_argument("--inventory", default=os.environ.get("ENVSNAP_INVENTORY"),
-                     help="Ansible-style YAML inventory (default: $ENVSNAP_INVENTORY)")
-    cap.add_argument("--force", action="store_true", help="replace an existing label")
     cap.add_argument("--forks", type=int, default=DEFAULT_FORKS,
                      help=f"hosts captured at once (default {DEFAULT_FORKS})")
-    cap.add_argument("--accept-new-host-keys", action="store_true",
-                     help="trust and record host keys not yet in known_hosts")
-    cap.add_argument("--connect-timeout", type=float, default=DEFAULT_CONNECT_TIMEOUT)
     cap.add_argument("--collector-timeout", type=float, default=DEFAULT_COLLECTOR_TIMEOUT)
     cap.add_argument("--max-patch-bytes", type=int,
                      help="cap on each recorded git patch (default 1 MiB)")
-    add_store_option(cap)
+    add_connection_options(cap)
     cap.set_defaults(run=cmd_capture)
 
     lst = commands.add_parser("list", help="list stored snapshots")
@@ -73,9 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_restore_parser(commands)
     add_bisect_parser(commands)
     add_report_parser(commands)
-    demo = commands.add_parser("demo", help="the STORY, live, on this machine (no SSH, no GPU)")
-    demo.add_argument("--keep", action="store_true", help="keep the demo's folder afterwards")
-    demo.set_defaults(run=cmd_demo)
+    add_demo_parser(commands)
     return parser
 
 
@@ -118,18 +101,8 @@ def add_bench_parser(commands: Any) -> None:
                      metavar="S", help="GPU telemetry every S seconds during each run; 0: off")
     ben.add_argument("--run-timeout", type=float, default=DEFAULT_RUN_TIMEOUT, metavar="S",
                      help=f"kill a run after S seconds (default {DEFAULT_RUN_TIMEOUT:g})")
-    ben.add_argument("--repo", action="append", default=[], metavar="PATH",
-                     help="git checkout to record in the snapshot (repeatable)")
-    ben.add_argument("--python", help="interpreter on the host to run the agent with")
-    ben.add_argument("--proc", action="append", default=[], metavar="PATTERN",
-                     help="record env of running processes whose cmdline matches (repeatable)")
-    ben.add_argument("--inventory", default=os.environ.get("ENVSNAP_INVENTORY"),
-                     help="Ansible-style YAML inventory (default: $ENVSNAP_INVENTORY)")
-    ben.add_argument("--force", action="store_true", help="replace an existing label")
-    ben.add_argument("--accept-new-host-keys", action="store_true",
-                     help="trust and record host keys not yet in known_hosts")
-    ben.add_argument("--connect-timeout", type=float, default=DEFAULT_CONNECT_TIMEOUT)
-    add_store_option(ben)
+    add_capture_options(ben)
+    add_connection_options(ben)
     ben.set_defaults(run=cmd_bench)
 
 
@@ -283,17 +256,12 @@ def add_play_parser(commands: Any) -> None:
     play.add_argument("-l", "--limit", action="append", default=[], metavar="HOST_PATTERN",
                       help="only these hosts (inventory names or groups, [user@]host[:port], "
                            "local; repeatable or comma-separated)")
-    play.add_argument("--inventory", default=os.environ.get("ENVSNAP_INVENTORY"),
-                      help="Ansible-style YAML inventory (default: $ENVSNAP_INVENTORY)")
     play.add_argument("--check", action="store_true", help="report what would change, change "
                                                            "nothing")
     play.add_argument("--diff", action="store_true", help="show file and repo changes as diffs")
     play.add_argument("--forks", type=int, default=DEFAULT_FORKS,
                       help=f"hosts worked on at once (default {DEFAULT_FORKS})")
-    play.add_argument("--accept-new-host-keys", action="store_true",
-                      help="trust and record host keys not yet in known_hosts")
-    play.add_argument("--connect-timeout", type=float, default=DEFAULT_CONNECT_TIMEOUT)
-    add_store_option(play)
+    add_connection_options(play)
     play.set_defaults(run=cmd_play)
 
 
@@ -315,107 +283,6 @@ def cmd_play(args: argparse.Namespace) -> int:
                           Store(args.store), options, show)
     sys.stdout.write(render_recap(result, args.check))
     return PLAY_EXIT_CODES[result.outcome]
-
-
-def add_restore_parser(commands: Any) -> None:
-    res = commands.add_parser("restore", epilog=EPILOG,
-                              help="bring a host's code and env back to a snapshot")
-    res.add_argument("label", metavar="LABEL", help="the snapshot to restore")
-    res.add_argument("--host", help="where to restore (default: the snapshot's host)")
-    res.add_argument("--check", action="store_true", help="show the plan, change nothing")
-    res.add_argument("--yes", action="store_true", help="apply without asking")
-    res.add_argument("--rerun", action="store_true",
-                     help="then rerun the snapshot's benchmark and give a verdict")
-    res.add_argument("--force-host", action="store_true",
-                     help="restore a snapshot taken on another host")
-    res.add_argument("--pip", action="store_true",
-                     help="also pin drifted packages back with the host's pip")
-    res.add_argument("--inventory", default=os.environ.get("ENVSNAP_INVENTORY"))
-    res.add_argument("--accept-new-host-keys", action="store_true")
-    res.add_argument("--connect-timeout", type=float, default=DEFAULT_CONNECT_TIMEOUT)
-    add_store_option(res)
-    res.set_defaults(run=cmd_restore)
-
-
-def ask_to_apply(yes: bool) -> Callable[[Any], bool]:
-    """--yes, or a person at a terminal says so; a script without --yes is refused."""
-    def confirm(report: Any) -> bool:
-        if yes:
-            return True
-        if not sys.stdin.isatty():
-            raise UsageError(f"restore would change {report.host}: pass --yes "
-                             "(or --check to only see the plan)")
-        return input(f"apply these changes to {report.host}? [y/N] ").strip().lower() in (
-            "y", "yes")
-    return confirm
-
-
-def cmd_restore(args: argparse.Namespace) -> int:
-    from .restore import RestoreOptions, restore
-    from .restore_render import outcome_lines, plan_lines
-
-    options = RestoreOptions(label=args.label, host=args.host, check=args.check,
-                             force_host=args.force_host, pip=args.pip, rerun=args.rerun,
-                             capture=CaptureOptions(connect_timeout=args.connect_timeout,
-                                                    accept_new_host_keys=args.accept_new_host_keys))
-    confirm = ask_to_apply(args.yes)
-
-    def show_then_confirm(report: Any) -> bool:
-        print("\n".join(plan_lines(report, check=False)))
-        return confirm(report)
-
-    report = restore(Store(args.store), load_inventory(args.inventory), options,
-                     show_then_confirm)
-    if report.applied is None:
-        if args.check or report.plan.outcome != "ok" or not (report.planned or report.pip_pins):
-            print("\n".join(plan_lines(report, check=args.check)))
-    print("\n".join(outcome_lines(report)))
-    return restore_exit(report)
-
-
-def restore_exit(report: Any) -> int:
-    if report.plan.outcome != "ok" or (report.applied and report.applied.outcome != "ok"):
-        return EXIT_HOST
-    if report.rerun and report.rerun[1]["verdict"] == "regression":
-        return EXIT_DRIFT
-    if report.applied is not None:
-        return EXIT_DRIFT if report.mismatches or report.remaining else EXIT_OK
-    return EXIT_DRIFT if report.drift else EXIT_OK
-
-
-def cmd_demo(args: argparse.Namespace) -> int:
-    from . import demo
-
-    print("Setting up the STORY: a sglang checkout with an upstream, a venv whose "
-          "sitecustomize sets NCCL_*, a worker started with the tuned NCCL env ...")
-    scene = demo.set_up()
-    try:
-        print(f"in {scene.root}\n")
-        for step in demo.steps(scene):
-            if not run_demo_step(scene, step):
-                return EXIT_HOST
-    finally:
-        scene.stop(keep=args.keep)
-    print("That was the STORY: one diff instead of twenty commands, and the checkout is "
-          "back where the numbers were good." + (f" (kept: {scene.root})" if args.keep else ""))
-    return EXIT_OK
-
-
-def run_demo_step(scene: Any, step: Any) -> bool:
-    from . import demo
-
-    print(f"== {step.title}")
-    if step.note:
-        print(f"   ({step.note})")
-    if step.prepare:
-        step.prepare()
-    print(f"$ {step.shown}", flush=True)
-    result = demo.run_step(scene, step)
-    sys.stdout.write(result.stdout + result.stderr + "\n")
-    if result.returncode not in step.expect:
-        sys.stderr.write(f"envsnap: error: demo step failed (exit {result.returncode})\n")
-        return False
-    return True
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import Any
 
+from .cli_options import add_connection_options
 from .errors import EXIT_DRIFT, EXIT_OK
-from .transport import DEFAULT_CONNECT_TIMEOUT
 
 EPILOG = """exit codes: 0 no regression between GOOD and BAD (or can't tell at the endpoints),
 1 regression: first bad commit found (or narrowed down when commits were skipped or too
@@ -18,7 +17,6 @@ failure at an endpoint, 4 invalid snapshot"""
 def add_bisect_parser(commands: Any) -> None:
     from .bench import DEFAULT_REPEAT, DEFAULT_RUN_TIMEOUT
     from .bisect import DEFAULT_MAX_REPEAT
-    from .cli import add_store_option  # cli.py is loaded: it is what calls this
 
     bis = commands.add_parser("bisect", epilog=EPILOG,
                               help="find the commit between two snapshots that made the "
@@ -50,10 +48,7 @@ def add_bisect_parser(commands: Any) -> None:
                                    "here for local, the login home over SSH)")
     bis.add_argument("--run-timeout", type=float, default=DEFAULT_RUN_TIMEOUT, metavar="S",
                      help=f"kill a run after S seconds (default {DEFAULT_RUN_TIMEOUT:g})")
-    bis.add_argument("--inventory", default=os.environ.get("ENVSNAP_INVENTORY"))
-    bis.add_argument("--accept-new-host-keys", action="store_true")
-    bis.add_argument("--connect-timeout", type=float, default=DEFAULT_CONNECT_TIMEOUT)
-    add_store_option(bis)
+    add_connection_options(bis)
     bis.set_defaults(run=cmd_bisect)
 
 

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .cli_options import add_store_option
 from .errors import EXIT_OK, UsageError
 
 EPILOG = """exit codes: 0 the report was written (whatever --vs found: a report is a
@@ -16,7 +17,6 @@ SUFFIX_FORMATS = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html
 
 
 def add_report_parser(commands: Any) -> None:
-    from .cli import add_store_option  # cli.py is loaded: it is what calls this
     from .report import FORMATS
 
     rep = commands.add_parser("report", epilog=EPILOG,
