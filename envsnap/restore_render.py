@@ -40,10 +40,11 @@ def change_lines(result: TaskResult) -> list[str]:
     return lines
 
 
-def remaining_lines(report: RestoreReport) -> list[str]:
+def remaining_lines(report: RestoreReport, after: bool = False) -> list[str]:
     if not report.remaining:
         return []
-    lines = ["not restorable by envsnap (change these by hand):"]
+    lines = ["still different after the restore (change these by hand):" if after else
+             "not restorable by envsnap (change these by hand):"]
     for finding in report.remaining:
         change = f"{short(finding.before)} -> {short(finding.after)}"
         lines.append(f"  {finding.section}: {finding.where}: {change}")
@@ -67,7 +68,7 @@ def outcome_lines(report: RestoreReport) -> list[str]:
         lines += [f"NOT restored: {text}" for text in report.mismatches]
     else:
         lines.append("verified: checkouts and sitecustomize match the snapshot")
-    return lines + rerun_lines(report)
+    return lines + remaining_lines(report, after=True) + rerun_lines(report)
 
 
 def rerun_lines(report: RestoreReport) -> list[str]:

@@ -1,0 +1,62 @@
+"""`envsnap restore --pip`: drifted packages are pinned back with the host's own pip."""
+from __future__ import annotations
+
+import subprocess
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+from conftest import Cli
+
+
+def make_wheel(folder: Path, version: str) -> Path:
+    """A real, minimal wheel of `tinypkg`, built by hand (no network, no build backend)."""
+    name = f"tinypkg-{version}.dist-info"
+    path = folder / f"tinypkg-{version}-py3-none-any.whl"
+    files = {"tinypkg/__init__.py": f"VERSION = {version!r}\n",
+             f"{name}/METADATA": f"Metadata-Version: 2.1\nName: tinypkg\nVersion: {version}\n",
+             f"{name}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+                              "Tag: py3-none-any\n"}
+    with zipfile.ZipFile(path, "w") as wheel:
+        for member, text in files.items():
+            wheel.writestr(member, text)
+        wheel.writestr(f"{name}/RECORD", "".join(f"{m},,\n" for m in files) + f"{name}/RECORD,,\n")
+    return path
+
+
+@pytest.fixture
+def ml_env(tmp_path: Path) -> Path:
+    venv.EnvBuilder(with_pip=True, symlinks=True).create(tmp_path / "ml-env")  # offline
+    python = tmp_path / "ml-env" / "bin" / "python3"
+    make_wheel(tmp_path, "1.0")
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-index",
+                    "--find-links", str(tmp_path), "tinypkg==1.0"], check=True)
+    make_wheel(tmp_path, "2.0")
+    return python
+
+
+def installed_version(python: Path) -> str:
+    return subprocess.run([str(python), "-c", "import tinypkg; print(tinypkg.VERSION)"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_pip_pins_a_drifted_package_back(cli: Cli, ml_env: Path, tmp_path: Path) -> None:
+    assert cli("capture", "local", "--label", "good", "--python", str(ml_env)).returncode == 0
+    subprocess.run([str(ml_env), "-m", "pip", "install", "-q", "--no-index",
+                    "--find-links", str(tmp_path), "tinypkg==2.0"], check=True)
+    assert installed_version(ml_env) == "2.0"
+
+    without = cli("restore", "good", "--check")
+    assert without.returncode == 1
+    assert "packages.tinypkg: 1.0 -> 2.0" in without.stdout and "--pip" in without.stdout
+
+    # The host's pip installs from where the host is told to (here: a folder, no index).
+    cli.env.update(PIP_NO_INDEX="1", PIP_FIND_LINKS=str(tmp_path))
+    plan = cli("restore", "good", "--check", "--pip")
+    assert "pip install tinypkg==1.0" in plan.stdout, plan.stdout
+    assert installed_version(ml_env) == "2.0"          # --check changed nothing
+    applied = cli("restore", "good", "--yes", "--pip")
+    assert installed_version(ml_env) == "1.0", applied.stdout + applied.stderr
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert "still different" not in applied.stdout
