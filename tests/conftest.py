@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,6 +12,18 @@ import pytest
 from sshd import Sshd, start_sshd
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+@contextmanager
+def sleeping_worker(marker: str, env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
+    """A stand-in inference worker: a process whose cmdline carries `marker`, with `env`."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", marker],
+                            env={"PATH": "/usr/bin:/bin", **env})
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 @pytest.fixture(scope="session")

@@ -7,13 +7,11 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
-from conftest import Cli
+from conftest import Cli, sleeping_worker
 from diffdata import edit_file
 from gitrepos import PYNCCL, Story, git_env, init
 
@@ -29,15 +27,8 @@ def dcli(cli: Cli) -> Cli:
     return cli
 
 
-@contextmanager
-def worker(env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", MARKER],
-                            env={"PATH": "/usr/bin:/bin", **env})
-    try:
-        yield proc
-    finally:
-        proc.kill()
-        proc.wait()
+def worker(env: dict[str, str]) -> AbstractContextManager[subprocess.Popen[bytes]]:
+    return sleeping_worker(MARKER, env)
 
 
 def capture(cli: Cli, label: str, *args: str) -> Path:

@@ -8,14 +8,12 @@ import io
 import json
 import re
 import subprocess
-import sys
 import tarfile
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
-from conftest import Cli
+from conftest import Cli, sleeping_worker
 from diffdata import edit_file
 from gitrepos import Story
 
@@ -28,15 +26,8 @@ GH_TOKEN = "ghp_" + "ReportRemoteToken0123456789abcdefghij"
 PASSWORD = "s3cret-remote-passw0rd"
 
 
-@contextmanager
-def worker(env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", MARKER],
-                            env={"PATH": "/usr/bin:/bin", **env})
-    try:
-        yield proc
-    finally:
-        proc.kill()
-        proc.wait()
+def worker(env: dict[str, str]) -> AbstractContextManager[subprocess.Popen[bytes]]:
+    return sleeping_worker(MARKER, env)
 
 
 def capture(cli: Cli, label: str, *args: str, code: int = 0) -> Path:
