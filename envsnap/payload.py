@@ -80,16 +80,26 @@ def run_command(python: str, digest: str, config: dict[str, Any]) -> str:
             f"else exit {PAYLOAD_MISSING_EXIT}; fi")
 
 
+STALE_DAYS = 30   # agents of other envsnap versions unused this long are removed
+
 # Unpack into a private folder, then rename: concurrent captures of one host each unpack
-# their own upload and the first rename wins; the others find the folder in place.
+# their own upload and the first rename wins; the others find the folder in place. Old
+# agents (another envsnap version, untouched for STALE_DAYS) are cleared on the way, so the
+# cache does not grow with every upgrade. Plain syntax: any python may run this.
 UNPACK = (
-    "import os,sys,zipfile,tempfile\n"
+    "import os,sys,time,shutil,zipfile,tempfile\n"
     "z,d=sys.argv[1],sys.argv[2]\n"
     "t=tempfile.mkdtemp(dir=os.path.dirname(d))\n"
     "zipfile.ZipFile(z).extractall(t)\n"
     "try:\n os.rename(t,d)\n"
-    "except OSError:\n import shutil; shutil.rmtree(t, True)\n"
+    "except OSError:\n shutil.rmtree(t, True)\n"
     "os.remove(z)\n"
+    "p=os.path.dirname(d)\n"
+    "for n in os.listdir(p):\n"
+    " f=os.path.join(p,n)\n"
+    f" if n.startswith('agent-') and os.path.isdir(f) and f!=d and "
+    f"time.time()-os.path.getmtime(f)>{STALE_DAYS}*86400:\n"
+    "  shutil.rmtree(f, True)\n"
 )
 
 

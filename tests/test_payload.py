@@ -1,8 +1,10 @@
 from __future__ import annotations
 
 import io
+import os
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -43,3 +45,21 @@ def test_missing_payload_asks_to_be_shipped(tmp_path: Path) -> None:
     command = payload.run_command(sys.executable, "0" * 16, {})
     result = subprocess.run(["sh", "-c", command], env={"HOME": str(tmp_path)})
     assert result.returncode == payload.PAYLOAD_MISSING_EXIT
+
+
+def test_installing_clears_agents_unused_for_a_month(tmp_path: Path) -> None:
+    data, digest = payload.build_payload()
+    cache = tmp_path / payload.CACHE_DIR
+    old, recent = cache / "agent-0000000000000000", cache / "agent-1111111111111111"
+    for folder in (old, recent):
+        (folder / "envsnap").mkdir(parents=True)
+    month_ago = time.time() - 31 * 86400
+    os.utime(old, (month_ago, month_ago))
+    uploaded = payload.zip_path(digest)
+    (tmp_path / uploaded).write_bytes(data)
+    command = payload.install_and_run_command(sys.executable, digest, uploaded,
+                                              {"collectors": ["system"]})
+    result = subprocess.run(["sh", "-c", command], env={"HOME": str(tmp_path)},
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert not old.exists() and recent.exists()

@@ -6,6 +6,7 @@ then a pull and new work) on real git repositories, locally and over the real ss
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -141,9 +142,9 @@ def test_a_restore_killed_midway_is_resumed(cli: Cli, story: Story) -> None:
                                cwd=cli.cwd, env=cli.env, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL, start_new_session=True)
     wait_for(marker)
-    running.send_signal(signal.SIGKILL)       # like a lost controller: no cleanup at all
+    # Like a lost controller: no cleanup at all (git and its hook go down with it).
+    os.killpg(running.pid, signal.SIGKILL)
     running.wait()
-    subprocess.run(["pkill", "-f", "sleep 60"], check=False)
     hook.unlink()
     journal = json.loads(next((store(cli) / ".journal").glob("*.json")).read_text())
     assert journal["label"] == "good" and journal["state"] == "applying"
