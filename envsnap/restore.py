@@ -27,7 +27,7 @@ from .playbook import load
 from .playrun import Event, RunOptions, RunResult, run_playbook
 from .restore_safety import HostLock, Journal, JournalBook, check_pending
 from .store import Store
-from .transport import Transport, open_transport
+from .transport import Result, Transport, open_transport
 
 RESTORE_PLAYBOOK = Path(__file__).resolve().parent.parent / "playbooks" / "restore.yml"
 ADVICE = {  # what a person does about drift that no tool can undo
@@ -85,8 +85,8 @@ def restore(store: Store, inventory: Inventory, options: RestoreOptions,
                                options.capture.accept_new_host_keys)
     try:
         with HostLock(transport, host):
-            return locked_restore(document, host, transport, store, book, pending, options,
-                                  confirm, on_event)
+            run = RestoreRun(document, host, transport, store, book, options, on_event)
+            return run.restore(pending, confirm)
     finally:
         transport.close()
 
@@ -103,55 +103,74 @@ def target_host(document: dict[str, Any], inventory: Inventory,
     return with_vars(hosts[0], wanted)
 
 
-def locked_restore(document: dict[str, Any], host: Host, transport: Transport, store: Store,
-                   book: JournalBook, pending: str | None, options: RestoreOptions,
-                   confirm: Callable[[RestoreReport], bool],
-                   on_event: Callable[[Event], None] | None) -> RestoreReport:
-    journal = book.read(host.name)
-    before = capture.snapshot_document(transport, host, "live", options.capture)
-    check_same_host(document, before, options.force_host)
-    plan = run_restore_playbook(host, store, options, check=True, on_event=None)
-    report = RestoreReport(host=host.name, plan=plan, pending=pending)
-    report.pip_pins = package_pins(document, before) if options.pip else []
-    report.remaining = remaining_drift(document, before, options.pip)
-    changes = bool(report.planned or report.pip_pins)
-    if plan.outcome != "ok" or options.check:
-        return report            # a preflight failed, or only the plan was asked for
-    if changes and not confirm(report):
-        return report            # the user said no: nothing moved
-    if not (changes or pending):
-        if options.rerun:        # nothing to restore, but the numbers may still be off
-            report.rerun = bench.rerun_and_compare(document, host, options.capture)
+@dataclass
+class RestoreRun:
+    """One restore of one snapshot onto one host, inside the host's lock."""
+
+    document: dict[str, Any]
+    host: Host
+    transport: Transport
+    store: Store
+    book: JournalBook
+    options: RestoreOptions
+    on_event: Callable[[Event], None] | None = None
+
+    def restore(self, pending: str | None,
+                confirm: Callable[[RestoreReport], bool]) -> RestoreReport:
+        journal = self.book.read(self.host.name)
+        before = self.capture("live")
+        check_same_host(self.document, before, self.options.force_host)
+        report = self.plan(before, pending)
+        changes = bool(report.planned or report.pip_pins)
+        if report.plan.outcome != "ok" or self.options.check:
+            return report        # a preflight failed, or only the plan was asked for
+        if changes and not confirm(report):
+            return report        # the user said no: nothing moved
+        if not (changes or pending):
+            if self.options.rerun:  # nothing to restore, but the numbers may still be off
+                report.rerun = self.rerun()
+            return report
+        if journal is None or pending == "rollback":
+            # The rollback point is the host as it is now; a resumed run keeps the first one.
+            journal = Journal(self.options.label, self.host.name,
+                              save_rollback_point(self.store, before),
+                              before["meta"]["captured_at"])
+        report.pre_restore = journal.pre_restore
+        self.apply(report, journal)
         return report
-    if journal is None or pending == "rollback":
-        # The rollback point is the host as it is now; a resumed run keeps the first one.
-        report.pre_restore = save_rollback_point(store, before)
-        journal = Journal(options.label, host.name, report.pre_restore,
-                          before["meta"]["captured_at"])
-    report.pre_restore = journal.pre_restore
-    apply_changes(report, host, transport, store, book, journal, options, on_event)
-    return report
 
+    def plan(self, before: dict[str, Any], pending: str | None) -> RestoreReport:
+        plan = self.playbook(check=True)
+        pins = package_pins(self.document, before) if self.options.pip else []
+        return RestoreReport(host=self.host.name, plan=plan, pending=pending, pip_pins=pins,
+                             remaining=remaining_drift(self.document, before, self.options.pip))
 
-def apply_changes(report: RestoreReport, host: Host, transport: Transport, store: Store,
-                  book: JournalBook, journal: Journal, options: RestoreOptions,
-                  on_event: Callable[[Event], None] | None) -> None:
-    journal.state = "applying"
-    book.write(journal)
-    report.applied = run_restore_playbook(host, store, options, check=False, on_event=on_event)
-    if report.applied.outcome != "ok":
-        return                   # the journal stays: the next run resumes or rolls back
-    if report.pip_pins:
-        pin_packages(transport, host, report.pip_pins)
-    journal.state = "verifying"
-    book.write(journal)
-    document = store.load(options.label)
-    after = capture.snapshot_document(transport, host, "after", options.capture)
-    report.mismatches = restorable_mismatches(document, after)
-    report.remaining = remaining_drift(document, after, options.pip)
-    book.clear(host.name)
-    if options.rerun:
-        report.rerun = bench.rerun_and_compare(document, host, options.capture)
+    def apply(self, report: RestoreReport, journal: Journal) -> None:
+        journal.state = "applying"
+        self.book.write(journal)
+        report.applied = self.playbook(check=False)
+        if report.applied.outcome != "ok":
+            return               # the journal stays: the next run resumes or rolls back
+        if report.pip_pins:
+            pin_packages(self.transport, self.host, report.pip_pins)
+        journal.state = "verifying"
+        self.book.write(journal)
+        after = self.capture("after")
+        report.mismatches = restorable_mismatches(self.document, after)
+        report.remaining = remaining_drift(self.document, after, self.options.pip)
+        self.book.clear(self.host.name)
+        if self.options.rerun:
+            report.rerun = self.rerun()
+
+    def capture(self, label: str) -> dict[str, Any]:
+        return capture.snapshot_document(self.transport, self.host, label, self.options.capture)
+
+    def rerun(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        return bench.rerun_and_compare(self.document, self.host, self.options.capture)
+
+    def playbook(self, check: bool) -> RunResult:
+        return run_restore_playbook(self.host, self.transport, self.store, self.options,
+                                    check, None if check else self.on_event)
 
 
 def check_same_host(snapshot: dict[str, Any], live: dict[str, Any], force: bool) -> None:
@@ -181,17 +200,31 @@ def save_rollback_point(store: Store, live: dict[str, Any]) -> str:
     return label
 
 
-def run_restore_playbook(host: Host, store: Store, options: RestoreOptions, check: bool,
+class Lent:
+    """The restore's own connection, lent to the playbook engine (which closes what it is
+    given): one SSH connection serves the whole restore."""
+
+    def __init__(self, transport: Transport) -> None:
+        self.transport = transport
+
+    def run(self, command: str, timeout: float) -> Result:
+        return self.transport.run(command, timeout)
+
+    def put(self, data: bytes, path: str) -> None:
+        self.transport.put(data, path)
+
+    def close(self) -> None:
+        pass
+
+
+def run_restore_playbook(host: Host, transport: Transport, store: Store,
+                         options: RestoreOptions, check: bool,
                          on_event: Callable[[Event], None] | None) -> RunResult:
     # The hostname check above is the real one (names differ, machines may not), so the
     # playbook's own name check is told to stand aside.
     extra = {"snapshot": options.label, "force_host": True}
     run_options = RunOptions(extra_vars=extra, limit=(host.name,), check=check, diff=True,
-                             connect_timeout=options.capture.connect_timeout,
-                             accept_new_host_keys=options.capture.accept_new_host_keys,
-                             transport=lambda _host: open_transport(
-                                 host, options.capture.connect_timeout,
-                                 options.capture.accept_new_host_keys))
+                             transport=lambda _host: Lent(transport))
     return run_playbook(load(str(RESTORE_PLAYBOOK)), Inventory(None), store, run_options,
                         on_event)
 
