@@ -247,9 +247,16 @@ def rerun_and_compare(document: dict[str, Any], host: Host,
 
 # ---- what `envsnap bench` shows (lines, printed by cli.py) ---------------------------------
 
+def under_load(summary: dict[str, Any]) -> dict[str, Any]:
+    """A GPU's readings while it was busy when there were any: idle readings lie."""
+    busy = summary.get("busy")
+    return busy if isinstance(busy, dict) else summary
+
+
 def sm_clock_text(gpus: dict[str, Any]) -> str:
-    """The run's median SM clock: one number, or the range over GPUs that disagree."""
-    medians = sorted(s["sm_mhz"]["median"] for s in gpus.values() if s.get("sm_mhz"))
+    """The run's median SM clock under load: one number, or the range over GPUs."""
+    medians = sorted(under_load(s)["sm_mhz"]["median"] for s in gpus.values()
+                     if under_load(s).get("sm_mhz"))
     if not medians:
         return "-"
     low, high = f"{medians[0]:g}", f"{medians[-1]:g}"
@@ -257,7 +264,7 @@ def sm_clock_text(gpus: dict[str, Any]) -> str:
 
 
 def reasons_text(gpus: dict[str, Any]) -> str:
-    counts = add_counts([s.get("clock_event_reasons") or {} for s in gpus.values()])
+    counts = add_counts([under_load(s).get("clock_event_reasons") or {} for s in gpus.values()])
     return ",".join(sorted(counts, key=lambda name: (-counts[name], name))) or "-"
 
 

@@ -287,3 +287,22 @@ def test_recorded_h200_runs_make_a_record() -> None:
     assert "sw_power_cap" in table[1] and "GPU telemetry: none" not in "\n".join(table)
     assert "median 620.4" in table[-1]
     assert "pcie_rx_kbs" in dump_yaml({"bench": record})
+
+
+def test_busy_samples_are_summarised_apart_from_idle_ones() -> None:
+    """A benchmark that spends most of its run importing: the idle samples must not hide
+    the clocks and the power cap of the part that is measured (seen on the H200)."""
+    from envsnap.agent.benchsample import summarise
+    from envsnap.bench import reasons_text, sm_clock_text
+
+    columns = {"t": [0.0, 0.2, 0.4, 0.6, 0.8], "sm_mhz": [345, 345, 345, 1980, 1965],
+               "util_gpu_pct": [0, 0, 0, 100, 99], "reasons_mask": [1, 1, 1, 4, 4],
+               "power_w": [70.0, 70.0, 71.0, 690.0, 695.0]}
+    summary = summarise(columns, {})
+    assert summary["sm_mhz"]["median"] == 345
+    assert summary["busy"]["samples"] == 2
+    assert summary["busy"]["sm_mhz"]["median"] == 1972.5
+    assert sm_clock_text({"bus": summary}) == "1972.5"
+    assert reasons_text({"bus": summary}) == "sw_power_cap"
+    idle = summarise({"t": [0.0], "sm_mhz": [345], "util_gpu_pct": [0]}, {})
+    assert idle["busy"] is None and sm_clock_text({"bus": idle}) == "345"

@@ -237,8 +237,30 @@ def summarise(columns: Dict[str, List[Any]], errors: Dict[str, str]) -> Dict[str
     for name in SUMMARISED:
         summary[name] = spread_of(columns.get(name, []))
     summary["clock_event_reasons"] = reason_counts(columns.get("reasons_mask", []))
+    summary["busy"] = busy_summary(columns)
     if errors:
         summary["errors"] = dict(errors)
+    return summary
+
+
+BUSY_UTIL_PCT = 50
+
+
+def busy_summary(columns: Dict[str, List[Any]]) -> Optional[Dict[str, Any]]:
+    """The same readings over the samples where the GPU was busy. A benchmark spends much of
+    its time starting up (imports, loading): its idle samples would hide the clocks and
+    throttling of the part that is measured. None when no sample was busy."""
+    util = columns.get("util_gpu_pct", [])
+    busy = [i for i, value in enumerate(util) if isinstance(value, (int, float))
+            and value >= BUSY_UTIL_PCT]
+    if not busy:
+        return None
+    picked = {name: [values[i] for i in busy if i < len(values)]
+              for name, values in columns.items()}
+    summary: Dict[str, Any] = {"samples": len(busy)}
+    for name in ("sm_mhz", "mem_mhz", "power_w", "temp_c"):
+        summary[name] = spread_of(picked.get(name, []))
+    summary["clock_event_reasons"] = reason_counts(picked.get("reasons_mask", []))
     return summary
 
 
