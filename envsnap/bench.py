@@ -164,7 +164,20 @@ def telemetry_over_runs(gpus: dict[str, Any], runs: list[dict[str, Any]]) -> dic
         entry["clock_event_reasons"] = add_counts(
             [summary.get("clock_event_reasons") or {} for summary in per_run])
         entry["samples"] = sum(summary.get("samples", 0) for summary in per_run)
+        entry["busy"] = busy_over_runs([summary.get("busy") for summary in per_run])
         combined[bus] = entry
+    return combined
+
+
+def busy_over_runs(busy: list[dict[str, Any] | None]) -> dict[str, Any] | None:
+    present = [summary for summary in busy if summary]
+    if not present:
+        return None
+    combined: dict[str, Any] = {"samples": sum(s.get("samples", 0) for s in present)}
+    for name in ("sm_mhz", "mem_mhz", "power_w", "temp_c"):
+        combined[name] = spread_over([summary.get(name) for summary in present])
+    combined["clock_event_reasons"] = add_counts(
+        [summary.get("clock_event_reasons") or {} for summary in present])
     return combined
 
 

@@ -138,7 +138,9 @@ def telemetry_facts(telemetry: dict[str, Any]) -> list[Fact]:
         return [Fact("GPU telemetry", f"none ({telemetry.get('reason') or 'not sampled'})")]
     gpus = telemetry.get("gpus") or {}
     reasons = reasons_text(gpus) if reasons_text(gpus) != "-" else "none"
-    return [Fact("GPU telemetry", f"SM clock median {sm_clock_text(gpus)} MHz over "
+    busy = any(isinstance(gpu.get("busy"), dict) for gpu in gpus.values())
+    when = "while busy" if busy else "over the runs (the GPU was never busy)"
+    return [Fact("GPU telemetry", f"SM clock median {sm_clock_text(gpus)} MHz {when}, "
                                   f"{len(gpus)} GPUs; clock event reasons seen: {reasons}")]
 
 
