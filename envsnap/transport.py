@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     import paramiko
 
 DEFAULT_CONNECT_TIMEOUT = 10.0
+KEEPALIVE_S = 30
 # paramiko's words for a peer that took the TCP connection and then said nothing
 HANDSHAKE_LOST = re.compile(r"banner|No existing session|not open", re.IGNORECASE)
 
@@ -135,12 +136,17 @@ class SSHTransport:
         return f"{self.connection.user}@{self.connection.host}:{port}"
 
     def open(self) -> None:
+        if self.connection.is_connected:
+            return
         try:
             self.connection.open()
         except HostError:
             raise
         except Exception as exc:
             raise HostError(describe_connect_error(self.host.name, self.where, exc)) from None
+        # A benchmark can run silently for many minutes; keepalives stop NAT boxes and
+        # firewalls from dropping the idle connection under it.
+        self.connection.transport.set_keepalive(KEEPALIVE_S)
 
     def run(self, command: str, timeout: float) -> Result:
         from invoke.exceptions import CommandTimedOut

@@ -188,3 +188,18 @@ def test_unknown_label_and_corrupt_snapshot_for_show(cli: Cli, tmp_path: Path) -
     (tmp_path / "future.yaml").write_text("schema: 99\nmeta: {}\nfacts: {}\n")
     future = cli("show", str(tmp_path / "future.yaml"))
     assert future.returncode == 4 and "newer than this envsnap" in one_error_line(future)
+
+
+def test_ssh_connections_send_keepalives(sshd: Sshd, tmp_path: Path, monkeypatch) -> None:
+    from envsnap.inventory import parse_host_spec
+    from envsnap.transport import KEEPALIVE_S, SSHTransport
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    sshd.write_home(tmp_path)
+    transport = SSHTransport(parse_host_spec(sshd.addresses[0]))
+    try:
+        assert transport.run("echo hi", timeout=30).stdout.strip() == "hi"
+        assert transport.connection.transport.packetizer._Packetizer__keepalive_interval \
+            == KEEPALIVE_S
+    finally:
+        transport.close()
