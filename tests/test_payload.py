@@ -22,15 +22,22 @@ def test_payload_is_deterministic_and_complete() -> None:
     assert "pynvml.py" in names      # vendored from nvidia-ml-py
 
 
-def test_shipped_agent_runs_from_its_unpacked_folder(tmp_path: Path) -> None:
+def install_and_run(home: Path) -> tuple[subprocess.CompletedProcess[str], str, str]:
+    """Upload the payload into `home` as SFTP would, then unpack and run it as the host does:
+    (the result, the payload's digest, the uploaded zip's path)."""
     data, digest = payload.build_payload()
-    (tmp_path / payload.CACHE_DIR).mkdir(parents=True)
+    (home / payload.CACHE_DIR).mkdir(parents=True, exist_ok=True)
     uploaded = payload.zip_path(digest)
-    (tmp_path / uploaded).write_bytes(data)
+    (home / uploaded).write_bytes(data)
     command = payload.install_and_run_command(sys.executable, digest, uploaded,
                                               {"collectors": ["system"]})
-    result = subprocess.run(["sh", "-c", command], env={"HOME": str(tmp_path)},
+    result = subprocess.run(["sh", "-c", command], env={"HOME": str(home)},
                             capture_output=True, text=True, timeout=60)
+    return result, digest, uploaded
+
+
+def test_shipped_agent_runs_from_its_unpacked_folder(tmp_path: Path) -> None:
+    result, digest, uploaded = install_and_run(tmp_path)
     assert result.returncode == 0, result.stderr
     assert '"system"' in result.stdout
     assert (tmp_path / payload.agent_dir(digest) / "__main__.py").exists()
@@ -48,18 +55,12 @@ def test_missing_payload_asks_to_be_shipped(tmp_path: Path) -> None:
 
 
 def test_installing_clears_agents_unused_for_a_month(tmp_path: Path) -> None:
-    data, digest = payload.build_payload()
     cache = tmp_path / payload.CACHE_DIR
     old, recent = cache / "agent-0000000000000000", cache / "agent-1111111111111111"
     for folder in (old, recent):
         (folder / "envsnap").mkdir(parents=True)
     month_ago = time.time() - 31 * 86400
     os.utime(old, (month_ago, month_ago))
-    uploaded = payload.zip_path(digest)
-    (tmp_path / uploaded).write_bytes(data)
-    command = payload.install_and_run_command(sys.executable, digest, uploaded,
-                                              {"collectors": ["system"]})
-    result = subprocess.run(["sh", "-c", command], env={"HOME": str(tmp_path)},
-                            capture_output=True, text=True, timeout=60)
+    result, _, _ = install_and_run(tmp_path)
     assert result.returncode == 0, result.stderr
     assert not old.exists() and recent.exists()

@@ -108,13 +108,18 @@ def test_restore_a_dirty_tree_that_moved_over_ssh(ssh_cli: Cli, sshd: Sshd, stor
     assert_work_recovered(story)
 
 
-def test_a_patch_that_does_not_apply_stops_before_any_change(cli: Cli, story: Story) -> None:
+def patch_that_no_longer_applies(cli: Cli, story: Story) -> None:
+    """A good snapshot whose HEAD points at a commit its patch was not made on."""
     capture_good(cli, story, "local")
     moved_and_dirty(story)
     elsewhere = story.dev.commit("Engine rework", {ENGINE: "ENGINE = 3\n"})
     story.dev.git("push", "-q", "origin", "main")
     story.pull()
-    edit_snapshot(cli, head=elsewhere)   # the snapshot's patch was not made on this commit
+    edit_snapshot(cli, head=elsewhere)
+
+
+def test_a_patch_that_does_not_apply_stops_before_any_change(cli: Cli, story: Story) -> None:
+    patch_that_no_longer_applies(cli, story)
     before = snapshot_of_tree(story)
     result = cli("play", RESTORE, "-e", "snapshot=good", "-l", "local")
     assert result.returncode == 3, result.stdout + result.stderr

@@ -22,8 +22,8 @@ from test_playbook_restore import (
     ENGINE,
     GOOD_PATCH,
     capture_good,
-    edit_snapshot,
     moved_and_dirty,
+    patch_that_no_longer_applies,
     snapshot_of_tree,
     stash_messages,
 )
@@ -89,12 +89,7 @@ def test_without_yes_and_without_a_terminal_it_refuses(cli: Cli, story: Story) -
 
 
 def test_a_patch_that_does_not_apply_stops_before_any_change(cli: Cli, story: Story) -> None:
-    capture_good(cli, story, "local")
-    moved_and_dirty(story)
-    elsewhere = story.dev.commit("Engine rework", {ENGINE: "ENGINE = 3\n"})
-    story.dev.git("push", "-q", "origin", "main")
-    story.pull()
-    edit_snapshot(cli, head=elsewhere)   # the snapshot's patch was not made on this commit
+    patch_that_no_longer_applies(cli, story)
     before = snapshot_of_tree(story)
     result = cli("restore", "good", "--yes")
     assert result.returncode == 3, result.stdout + result.stderr
