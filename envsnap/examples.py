@@ -61,14 +61,14 @@ def system_collector(at: int) -> dict[str, Any]:
                    "nofile": {"hard": 1048576, "soft": 1048576}},
         "memory": {"hugepage_size_kib": 2048, "hugepages_total": 0, "swap_total_kib": 0,
                    "total_kib": 1584842752},
-        "numa": {"0": {"cpulist": "0-63,128-191", "mem_total_kib": 792421376},
-                 "1": {"cpulist": "64-127,192-255", "mem_total_kib": 792421376}},
+        "numa": {"0": {"cpulist": "0-63,128-191"}, "1": {"cpulist": "64-127,192-255"}},
         "os_release": {"ID": "debian", "NAME": "Debian GNU/Linux",
                        "PRETTY_NAME": "Debian GNU/Linux 12 (bookworm)", "VERSION_ID": "12"},
         "transparent_hugepage": {"defrag": "madvise", "enabled": "always"},
     }
     volatile = {"loadavg": {"15m": 9.12, "1m": 9.87, "5m": 9.41},
-                "mem_available_kib": 1301127168, "uptime_seconds": float(at - BOOT)}
+                "mem_available_kib": 1301127168, "uptime_seconds": float(at - BOOT),
+                "numa_mem_total_kib": {"0": 792421376, "1": 792421376}}
     return {"facts": facts, "volatile": volatile, "error": None, "seconds": 0.0913}
 
 

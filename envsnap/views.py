@@ -32,9 +32,17 @@ class Atom:
     __hash__ = None  # type: ignore[assignment]
 
 
+def worker_name(pid: str, info: dict[str, Any]) -> str:
+    """The command line, with the worker's RANK where a launcher (torchrun) set one."""
+    base = " ".join(str(arg) for arg in info.get("cmdline") or []) or f"pid {pid}"
+    env = info.get("env")
+    rank = env.get("RANK") if isinstance(env, dict) else None
+    return f"{base} [rank {rank}]" if rank is not None else base
+
+
 def worker_keys(processes: dict[str, Any]) -> dict[str, str]:
-    """{pid: key}: the command line, numbered in start order when several workers share one
-    (eight tensor-parallel workers often do)."""
+    """{pid: key}: the command line (and rank), numbered in start order when several workers
+    still share one (eight tensor-parallel workers without a RANK often do)."""
     def started(pid: str) -> tuple[float, int]:
         info = processes[pid] if isinstance(processes[pid], dict) else {}
         start = info.get("start_since_boot_s")
@@ -45,7 +53,7 @@ def worker_keys(processes: dict[str, Any]) -> dict[str, str]:
     seen: dict[str, int] = {}
     for pid in sorted(processes, key=started):
         info = processes[pid] if isinstance(processes[pid], dict) else {}
-        base = " ".join(str(arg) for arg in info.get("cmdline") or []) or f"pid {pid}"
+        base = worker_name(pid, info)
         seen[base] = seen.get(base, 0) + 1
         keys[pid] = base if seen[base] == 1 else f"{base} #{seen[base]}"
     return keys

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import stat
 import sys
 import time
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from smicheck import NOT_IN_SMI, crosscheck
 
 from envsnap.agent import nvidia, nvidia_driver, nvml_reader, runner, smi, util
 
@@ -169,49 +169,15 @@ def test_recorded_nvml_under_load_shows_the_power_cap() -> None:
     assert reading["utilization_gpu_pct"] == 100
 
 
-def comparable(value: Any) -> Any:
-    """"700.00 W", "16x", "1980 MHz" and 700.0, 16, 1980 compare as numbers."""
-    match = re.match(r"^([\d.]+)\s*(W|MHz|MiB|x)?$", str(value))
-    return float(match.group(1)) if match else str(value)
-
-
-def xml_values(gpu: ElementTree.Element, paths: dict[str, str]) -> dict[str, Any]:
-    return {name: comparable(gpu.findtext(path)) for name, path in paths.items()}
-
-
 def test_recorded_nvml_facts_agree_with_nvidia_smi_q() -> None:
-    root = ElementTree.fromstring(text("smi_q.xml"))
-    gpu_xml = root.find("gpu")
-    assert gpu_xml is not None and gpu_xml.get("id") == H200_BUS
     facts, volatile = nvidia.parse_nvml(load_json("nvml_raw.json"))
-    gpu = facts["gpus"][H200_BUS]
-    expected = xml_values(gpu_xml, {
-        "name": "product_name", "uuid": "uuid", "vbios": "vbios_version",
-        "inforom_image": "inforom_version/img_version",
-        "persistence_mode": "persistence_mode", "compute_mode": "compute_mode",
-        "ecc_mode_current": "ecc_mode/current_ecc", "ecc_mode_pending": "ecc_mode/pending_ecc",
-        "mig_mode_current": "mig_mode/current_mig", "mig_mode_pending": "mig_mode/pending_mig",
-        "pcie_gen_max": "pci/pci_gpu_link_info/pcie_gen/max_link_gen",
-        "pcie_gen_current": "pci/pci_gpu_link_info/pcie_gen/current_link_gen",
-        "pcie_gen_gpu_max": "pci/pci_gpu_link_info/pcie_gen/max_device_link_gen",
-        "pcie_width_max": "pci/pci_gpu_link_info/link_widths/max_link_width",
-        "pcie_width_current": "pci/pci_gpu_link_info/link_widths/current_link_width",
-        "memory_total_mib": "fb_memory_usage/total",
-        "power_limit_w": "gpu_power_readings/current_power_limit",
-        "power_default_limit_w": "gpu_power_readings/default_power_limit",
-        "power_min_limit_w": "gpu_power_readings/min_power_limit",
-        "power_max_limit_w": "gpu_power_readings/max_power_limit",
-        "clock_max_graphics_mhz": "max_clocks/graphics_clock",
-        "clock_max_sm_mhz": "max_clocks/sm_clock", "clock_max_mem_mhz": "max_clocks/mem_clock",
-        "clock_max_video_mhz": "max_clocks/video_clock",
-        "clock_app_graphics_mhz": "applications_clocks/graphics_clock",
-        "clock_app_mem_mhz": "applications_clocks/mem_clock",
-        "clock_default_app_graphics_mhz": "default_applications_clocks/graphics_clock",
-        "clock_default_app_mem_mhz": "default_applications_clocks/mem_clock",
-    })
-    assert {name: comparable(gpu[name]) for name in expected} == expected
-    assert (facts["driver"], facts["cuda_driver"]) == \
-        (root.findtext("driver_version"), root.findtext("cuda_version"))
+    query = smi.parse_query(text("smi_query.csv"), load_json("smi_query_fields.json"))
+    report = crosscheck(facts, text("smi_q.xml"), smi.parse_topology(text("smi_topo_m.txt")),
+                        query, nvlink_status="")
+    assert report["mismatches"] == [] and report["gpus"] == 1
+    assert set(report["unchecked"]) <= set(NOT_IN_SMI)
+    gpu_xml = ElementTree.fromstring(text("smi_q.xml")).find("gpu")
+    assert gpu_xml is not None
     active = sorted(node.tag.replace("clocks_event_reason_", "") for node in
                     gpu_xml.findall("clocks_event_reasons/*") if node.text == "Active")
     assert volatile["gpus"][H200_BUS]["clock_event_reasons"] == active

@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from conftest import Cli
+
 from envsnap.agent import python_env as pe
 from envsnap.agent.redact import redact_code
 
@@ -160,3 +162,19 @@ def test_collect_on_this_interpreter() -> None:
     assert pe.AGENT_ROOT not in facts["sys_path"]
     assert set(facts["customize"]) == {"sitecustomize", "usercustomize"}
     assert all(name == pe.normalise_name(name) for name in facts["packages"])
+
+
+def test_sys_path_does_not_depend_on_where_the_capture_runs(cli: Cli, tmp_path: Path) -> None:
+    # The first capture unpacks the agent from $HOME, the next runs it from the caller's
+    # folder; a folder on PYTHONPATH that is also the caller's must be recorded both times.
+    job = tmp_path / "job"
+    job.mkdir()
+    cli.env["PYTHONPATH"] += os.pathsep + str(job)
+    cli.cwd = job
+    paths = []
+    for label in ("first", "cached"):
+        assert cli("capture", "local", "--label", label).returncode == 0
+        result = cli("show", label, "--json")
+        paths.append(json.loads(result.stdout)["facts"]["python_env"]["sys_path"])
+    assert str(job) in paths[0] and paths[0] == paths[1]
+    assert not any(entry.startswith(cli.env["HOME"]) for entry in paths[0])

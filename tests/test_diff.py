@@ -94,8 +94,10 @@ def test_volatile_readings_only_with_all() -> None:
                        temperature_c=80)
     hot = edited(GOOD, throttle)
     assert diff(GOOD, hot).findings == []
-    found = diff(GOOD, hot, DiffOptions(include_volatile=True)).findings
+    readings = diff(GOOD, hot, DiffOptions(include_volatile=True))
+    found = readings.findings
     assert [f.path[-1] for f in found] == ["clock_event_reasons", "temperature_c"]
+    assert not readings.drift, "readings are shown, but they are not drift"
     assert found[0].rank == rules.THROTTLED and found[0].volatile
 
 
@@ -132,6 +134,19 @@ def test_workers_sharing_a_command_line_pair_up_in_start_order() -> None:
                                              {"CUDA_VISIBLE_DEVICES": str(i)})}
              for i in range(4)]
     assert diff(edited(GOOD, with_workers(*tp)), edited(GOOD, with_workers(*moved))).findings == []
+
+
+def test_torchrun_workers_are_matched_by_rank_whatever_their_start_order() -> None:
+    def ranks(pids: list[int], lost: int | None = None) -> Any:
+        return with_workers(*[{"pid": pid, "info": worker(
+            pid, 7.0, {"RANK": str(rank), "NCCL_NVLS_ENABLE": "0"} if rank != lost
+            else {"RANK": str(rank)}, ["python3", "-u", "allreduce.py"])}
+            for rank, pid in enumerate(pids)])
+    before = edited(GOOD, ranks([300, 301, 302, 303]))
+    assert diff(before, edited(GOOD, ranks([812, 805, 830, 801]))).findings == []
+    (finding,) = diff(before, edited(GOOD, ranks([812, 805, 830, 801], lost=2))).findings
+    assert finding.path[-3:] == ("python3 -u allreduce.py [rank 2]", "env", "NCCL_NVLS_ENABLE")
+    assert finding.detail["pid_after"] == "830"
 
 
 def test_unreadable_worker_env_is_not_captured() -> None:

@@ -25,6 +25,8 @@ DEFAULT_PREFIXES = (
 DEFAULT_NAMES = (
     "LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH", "PATH", "VIRTUAL_ENV", "CONDA_PREFIX",
     "PYTHONHASHSEED", "TOKENIZERS_PARALLELISM",
+    # set by torchrun and friends: they tell apart workers that share one command line
+    "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
 )
 # A pattern as broad as "python" must not turn a snapshot into a process dump.
 MAX_PROCESSES = 256

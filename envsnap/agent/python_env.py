@@ -52,11 +52,14 @@ def collect(config: Dict[str, Any]) -> Dict[str, Any]:
 def target_sys_path() -> List[str]:
     """sys.path as the target's programs see it, without what is there only for the agent.
 
-    That is the agent's own checkout or payload zip, and the working folder that -m and -c
-    put first (the agent's cwd, not the job's): a stray *.egg-info there would win.
+    That is the entry Python put first for the agent itself (its payload folder, or the
+    working folder under -m), and the agent's own folder wherever else it shows. The working
+    folder is dropped only from the front: it may be on PYTHONPATH too, and where the capture
+    happens to run from must not change what is recorded.
     """
-    own = {AGENT_ROOT, os.getcwd()}
-    return [entry for entry in sys.path if entry and os.path.abspath(entry) not in own]
+    started_with_own_entry = not (sys.flags.isolated or getattr(sys.flags, "safe_path", False))
+    rest = sys.path[1:] if started_with_own_entry else sys.path
+    return [entry for entry in rest if entry and os.path.abspath(entry) != AGENT_ROOT]
 
 
 def interpreter_facts() -> Dict[str, Any]:

@@ -23,6 +23,7 @@ NODE_DIR = re.compile(r"node(\d+)$")
 def collect(config: Dict[str, Any]) -> Dict[str, Any]:
     meminfo = parse_meminfo(read_text("/proc/meminfo") or "")
     cmdline = read_first_line("/proc/cmdline")
+    numa = read_numa_nodes()
     facts = {
         "hostname": socket.gethostname(),
         "kernel": kernel_info(),
@@ -30,7 +31,7 @@ def collect(config: Dict[str, Any]) -> Dict[str, Any]:
         "boot_id": read_first_line("/proc/sys/kernel/random/boot_id"),
         "cpu": read_cpu(),
         "governors": read_governors(),
-        "numa": read_numa_nodes(),
+        "numa": {node: {"cpulist": info["cpulist"]} for node, info in numa.items()},
         "memory": memory_facts(meminfo),
         "limits": read_limits(),
         "cmdline": redact_text(cmdline) if cmdline is not None else None,
@@ -41,6 +42,9 @@ def collect(config: Dict[str, Any]) -> Dict[str, Any]:
         "uptime_seconds": parse_uptime(read_text("/proc/uptime") or ""),
         "loadavg": parse_loadavg(read_text("/proc/loadavg") or ""),
         "mem_available_kib": meminfo.get("MemAvailable"),
+        # A node's memory is a reading: VMs that hot-plug memory (the lent Firecracker H200s)
+        # grow node0 from 6 to 7 GiB under load while MemTotal stays put.
+        "numa_mem_total_kib": {node: info["mem_total_kib"] for node, info in numa.items()},
     }
     return {"facts": facts, "volatile": volatile}
 
