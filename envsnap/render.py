@@ -194,6 +194,12 @@ def header(report: DiffReport) -> str:
             f"{b.label} ({b.name}, {b.captured_at})")
 
 
+def restates_the_row(f: Finding) -> bool:
+    """The catch-all rules (a reading, an unranked fact) explain nothing the row does not
+    already show: "system loadavg.1m (reading) 0.08 -> 0.22"."""
+    return f.why.startswith(f"{f.section} {f.where}")
+
+
 def human(report: DiffReport, color: bool = False, full: bool = False) -> str:
     names = (report.a.label, report.b.label)
     out = [paint(header(report), BOLD, color), "", verdict(report), ""]
@@ -208,7 +214,8 @@ def human(report: DiffReport, color: bool = False, full: bool = False) -> str:
             volatile = " (reading)" if f.volatile else ""
             out.append(f"  {rank} {f.section:<{section_w}} {where:<{where_w}}  "
                        f"{change_text(f)}{volatile}")
-            out.append(f"{indent}{f.why}")
+            if not restates_the_row(f):
+                out.append(f"{indent}{f.why}")
             for block in blocks(f, names, full):
                 out.append(f"{indent}  {block.title}" + (":" if block.lines else ""))
                 out += [f"{indent}    {line}" for line in block.lines]

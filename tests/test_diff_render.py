@@ -7,7 +7,7 @@ from typing import Any
 from diffdata import H200_BUS, edited, h200
 
 from envsnap import patches, render, render_formats
-from envsnap.diff import diff
+from envsnap.diff import DiffOptions, diff
 
 GOOD = h200()
 BINARY = ("diff --git a/w.bin b/w.bin\nindex 1..2 100644\nGIT binary patch\nliteral 3\n"
@@ -103,6 +103,19 @@ def test_pcie_finding_line_is_aligned() -> None:
     assert shell.index("+ Tree") == gpu.index("16 -> 8")
     why = lines[lines.index(shell) + 1]
     assert why.index("NCCL_ALGO") == shell.index("shell.")
+
+
+def test_a_reading_is_one_row_and_a_ranked_finding_keeps_its_why() -> None:
+    def busy(document: dict[str, Any]) -> None:
+        document["volatile"]["nvidia"]["gpus"][H200_BUS]["utilization_gpu_pct"] = 92
+        document["facts"]["env"]["shell"]["NCCL_ALGO"] = "Tree"
+    lines = render.human(diff(GOOD, edited(GOOD, busy), DiffOptions(include_volatile=True)))
+    rows = lines.splitlines()
+    reading = next(i for i, line in enumerate(rows) if "utilization_gpu_pct" in line)
+    assert rows[reading].endswith("-> 92 (reading)")
+    assert "utilization_gpu_pct" not in rows[reading + 1], "no line restating the row"
+    shell = next(i for i, line in enumerate(rows) if "shell.NCCL_ALGO" in line)
+    assert "NCCL_ALGO" in rows[shell + 1] and "shell" in rows[shell + 1]
 
 
 def test_blob_helpers() -> None:
