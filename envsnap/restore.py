@@ -29,7 +29,17 @@ from .restore_safety import HostLock, Journal, JournalBook, check_pending
 from .store import Store
 from .transport import Result, Transport, open_transport
 
-RESTORE_PLAYBOOK = Path(__file__).resolve().parent.parent / "playbooks" / "restore.yml"
+
+def shipped_playbook(name: str) -> Path:
+    """playbooks/<name>: inside the package when installed from a wheel (pyproject.toml maps
+    it there), at the top of the checkout when run from one (editable install, PYTHONPATH)."""
+    package = Path(__file__).resolve().parent
+    inside = package / "playbooks" / name
+    return inside if inside.is_file() else package.parent / "playbooks" / name
+
+
+RESTORE_PLAYBOOK = shipped_playbook("restore.yml")
+
 ADVICE = {  # what a person does about drift that no tool can undo
     "nvidia": "reinstall the recorded driver / kernel module, reboot; check PCIe seating and "
               "BIOS link settings; check cooling and power limits (nvidia-smi -q -d PERFORMANCE)",
