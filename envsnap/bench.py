@@ -26,14 +26,12 @@ from typing import Any
 
 from . import benchstats, capture, snapshot
 from .capture import CaptureOptions, now_utc
+from .defaults import DEFAULT_REPEAT, DEFAULT_RUN_TIMEOUT, DEFAULT_SAMPLE_INTERVAL
 from .errors import BenchError, UsageError
 from .inventory import Host
 from .store import Store
 from .transport import Transport, open_transport
 
-DEFAULT_REPEAT = 5
-DEFAULT_SAMPLE_INTERVAL = 0.2
-DEFAULT_RUN_TIMEOUT = 1800.0
 DEFAULT_MAX_SAMPLES = 600
 RECORD_TAIL_CHARS = 2000   # the agent sends 64 KiB to parse; the snapshot keeps the end
 SLACK_SECONDS = 60.0

@@ -35,6 +35,7 @@ from .bisect_inputs import (
 from .bisect_search import CANT_TELL, GOOD, SKIP, Commit, Search
 from .bisect_tree import Tree, sigint_deferred
 from .capture import CaptureOptions
+from .defaults import DEFAULT_MAX_REPEAT
 from .errors import BenchError, HostError, UsageError
 from .inventory import Inventory
 from .restore_safety import HostLock
@@ -44,7 +45,6 @@ from .tasks.gitcmd import GitFailure
 from .tasks.gitpatch import Patch
 from .transport import open_transport
 
-DEFAULT_MAX_REPEAT = 20
 FOUND, ONLY_SKIPPED, UNDECIDED = "found", "skipped", "can't tell"   # the regression is real
 NO_REGRESSION, ENDS_UNDECIDED = "no regression", "can't tell at the endpoints"
 

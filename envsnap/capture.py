@@ -14,13 +14,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import payload, snapshot
+from .defaults import DEFAULT_COLLECTOR_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FORKS
 from .errors import EnvsnapError, HostError, UsageError
 from .inventory import Host
 from .store import Store, label_from_name, validate_label
-from .transport import DEFAULT_CONNECT_TIMEOUT, Transport, open_transport
-
-DEFAULT_FORKS = 5                # Ansible's default
-DEFAULT_COLLECTOR_TIMEOUT = 20.0
+from .transport import Transport, open_transport
 
 
 @dataclass(frozen=True)

@@ -6,18 +6,26 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import TYPE_CHECKING, Any, Callable, TextIO
 
 from . import __version__
-from .capture import DEFAULT_COLLECTOR_TIMEOUT, DEFAULT_FORKS, CaptureOptions, Outcome, capture
 from .cli_bisect import add_bisect_parser
 from .cli_demo import add_demo_parser
 from .cli_options import EPILOG, add_capture_options, add_connection_options, add_store_option
 from .cli_report import add_report_parser
 from .cli_restore import add_restore_parser
+from .defaults import (
+    DEFAULT_COLLECTOR_TIMEOUT,
+    DEFAULT_FORKS,
+    DEFAULT_REPEAT,
+    DEFAULT_RUN_TIMEOUT,
+    DEFAULT_SAMPLE_INTERVAL,
+)
 from .errors import EXIT_DRIFT, EXIT_HOST, EXIT_OK, EnvsnapError, UsageError
-from .inventory import load_inventory, resolve_hosts
 from .store import Store, dump_yaml
+
+if TYPE_CHECKING:  # capture and inventory load on use: `diff` and `show` need neither
+    from .capture import Outcome
 
 SNAPSHOT_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -82,8 +90,6 @@ def add_diff_parser(commands: Any) -> None:
 
 
 def add_bench_parser(commands: Any) -> None:
-    from .bench import DEFAULT_REPEAT, DEFAULT_RUN_TIMEOUT, DEFAULT_SAMPLE_INTERVAL
-
     ben = commands.add_parser("bench", epilog=EPILOG,
                               help="snapshot a host, run a benchmark N times on it, save both")
     ben.add_argument("host", metavar="HOST", help="inventory host, [user@]host[:port], or 'local'")
@@ -134,6 +140,9 @@ def render_outcome(outcome: Outcome, out: TextIO, err: TextIO) -> None:
 
 
 def cmd_capture(args: argparse.Namespace) -> int:
+    from .capture import CaptureOptions, capture
+    from .inventory import load_inventory, resolve_hosts
+
     overrides: dict[str, Any] = {"repos": args.repo, "procs": args.proc, "python": args.python,
                                  "hot_paths": args.hot_path}
     hosts = resolve_hosts(args.hosts, load_inventory(args.inventory), overrides)
@@ -225,6 +234,8 @@ def diff_fleet(args: argparse.Namespace, store: Store, sections: tuple[str, ...]
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from .bench import BenchSpec, capture_and_bench, format_record
+    from .capture import CaptureOptions
+    from .inventory import load_inventory, resolve_hosts
 
     spec = BenchSpec(cmd=args.cmd, metric=args.metric, repeat=args.repeat,
                      lower_is_better=args.lower_is_better, cwd=args.cwd,
@@ -266,6 +277,7 @@ def add_play_parser(commands: Any) -> None:
 
 
 def cmd_play(args: argparse.Namespace) -> int:
+    from .inventory import load_inventory
     from .playbook import load, parse_extra_vars
     from .playrender import render_event, render_recap
     from .playrun import PLAY_EXIT_CODES, RunOptions, run_playbook

@@ -6,6 +6,7 @@ import sys
 from typing import Any
 
 from .cli_options import add_connection_options
+from .defaults import DEFAULT_MAX_REPEAT, DEFAULT_REPEAT, DEFAULT_RUN_TIMEOUT
 from .errors import EXIT_DRIFT, EXIT_OK
 
 EPILOG = """exit codes: 0 no regression between GOOD and BAD (or can't tell at the endpoints),
@@ -15,9 +16,6 @@ failure at an endpoint, 4 invalid snapshot"""
 
 
 def add_bisect_parser(commands: Any) -> None:
-    from .bench import DEFAULT_REPEAT, DEFAULT_RUN_TIMEOUT
-    from .bisect import DEFAULT_MAX_REPEAT
-
     bis = commands.add_parser("bisect", epilog=EPILOG,
                               help="find the commit between two snapshots that made the "
                                    "benchmark slower")

@@ -4,8 +4,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from .defaults import DEFAULT_CONNECT_TIMEOUT
 from .store import DEFAULT_STORE
-from .transport import DEFAULT_CONNECT_TIMEOUT
 
 EPILOG = """exit codes: 0 ok / no drift, 1 drift or regression found, 2 usage error,
 3 host unreachable or partly failed, 4 invalid snapshot or playbook"""

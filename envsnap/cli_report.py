@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from .cli_options import add_store_option
+from .defaults import REPORT_FORMATS
 from .errors import EXIT_OK, UsageError
 
 EPILOG = """exit codes: 0 the report was written (whatever --vs found: a report is a
@@ -17,14 +18,12 @@ SUFFIX_FORMATS = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html
 
 
 def add_report_parser(commands: Any) -> None:
-    from .report import FORMATS
-
     rep = commands.add_parser("report", epilog=EPILOG,
                               help="a bug report of a snapshot (markdown, html, json), "
                                    "optionally compared with another, or a bundle")
     rep.add_argument("label", metavar="LABEL", help="a label in the store or a snapshot file")
     rep.add_argument("--vs", metavar="LABEL", help="compare with this (older, good) snapshot")
-    rep.add_argument("--format", choices=FORMATS,
+    rep.add_argument("--format", choices=REPORT_FORMATS,
                      help="md (default), html (one self-contained file) or json; "
                           "default from -o's suffix")
     rep.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")

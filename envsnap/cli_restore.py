@@ -6,11 +6,8 @@ import argparse
 import sys
 from typing import Any, Callable
 
-from .capture import CaptureOptions
 from .cli_options import EPILOG, add_connection_options
 from .errors import EXIT_DRIFT, EXIT_HOST, EXIT_OK, UsageError
-from .inventory import load_inventory
-from .store import Store
 
 
 def add_restore_parser(commands: Any) -> None:
@@ -44,8 +41,11 @@ def ask_to_apply(yes: bool) -> Callable[[Any], bool]:
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
+    from .capture import CaptureOptions
+    from .inventory import load_inventory
     from .restore import RestoreOptions, restore
     from .restore_render import outcome_lines, plan_lines
+    from .store import Store
 
     options = RestoreOptions(label=args.label, host=args.host, check=args.check,
                              force_host=args.force_host, pip=args.pip, rerun=args.rerun,

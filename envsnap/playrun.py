@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from functools import partial
 from typing import Any, Callable, Union
 
+from .defaults import DEFAULT_CONNECT_TIMEOUT, DEFAULT_FORKS
 from .errors import (
     EXIT_DRIFT,
     EXIT_HOST,
@@ -38,9 +39,8 @@ from .playcheck import check_names
 from .store import Store
 from .tasks import MODULES, ArgError, Context, ModuleResult
 from .templating import evaluate, render_string, render_text
-from .transport import DEFAULT_CONNECT_TIMEOUT, Transport, open_transport
+from .transport import Transport, open_transport
 
-DEFAULT_FORKS = 5
 # RunResult.outcome -> exit code (errors.py's table): drift is a finding, not an error.
 PLAY_EXIT_CODES = {"ok": EXIT_OK, "drift": EXIT_DRIFT, "failed": EXIT_HOST,
                    "invalid": EXIT_INVALID}

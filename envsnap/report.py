@@ -28,7 +28,6 @@ from .snapshot import problems
 from .store import atomic_write
 
 REPORT_FORMAT = 1
-FORMATS = ("md", "html", "json")
 
 
 @dataclass(frozen=True)

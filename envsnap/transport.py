@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .defaults import DEFAULT_CONNECT_TIMEOUT
 from .errors import HostError
 from .inventory import Host
 
 if TYPE_CHECKING:
     import paramiko
 
-DEFAULT_CONNECT_TIMEOUT = 10.0
 KEEPALIVE_S = 30
 # paramiko's words for a peer that took the TCP connection and then said nothing
 HANDSHAKE_LOST = re.compile(r"banner|No existing session|not open", re.IGNORECASE)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 from contextlib import AbstractContextManager
 from pathlib import Path
 
@@ -117,6 +118,27 @@ def test_self_diff_is_clean(dcli: Cli) -> None:
         result = dcli("diff", "one", other)
         assert result.returncode == 0, result.stdout + result.stderr
         assert "no drift" in verdict_of(result.stdout)
+
+
+def test_diff_loads_no_capture_bench_or_ssh_code(dcli: Cli) -> None:
+    # Building the parser happens for every command: a default read from capture, bench or
+    # bisect once made `envsnap diff` import them all, tripling its start-up time.
+    examples = ROOT / "snapshots" / "examples"
+    probe = ("import sys\nfrom envsnap import cli\n"
+             f"code = cli.main(['diff', {str(examples / 'story-good.yaml')!r}, "
+             f"{str(examples / 'story-bad.yaml')!r}])\n"
+             "sys.stderr.write(' '.join(sorted(m for m in sys.modules if m.startswith("
+             "('envsnap', 'fabric', 'paramiko', 'concurrent')))))\n"
+             "sys.exit(code)")
+    result = subprocess.run([sys.executable, "-c", probe], env=dcli.env, capture_output=True,
+                            text=True)
+    assert result.returncode == 1, result.stderr
+    loaded = set(result.stderr.split())
+    assert "envsnap.diff" in loaded
+    heavy = {"envsnap.capture", "envsnap.transport", "envsnap.payload", "envsnap.bench",
+             "envsnap.bisect", "envsnap.report", "envsnap.playrun", "fabric", "paramiko",
+             "concurrent.futures"}
+    assert loaded & heavy == set()
 
 
 def test_unknown_label_is_a_usage_error(dcli: Cli) -> None:
