@@ -3,7 +3,7 @@
 Facts are compared by path (bus id, package, env var, repo path), never by position, and
 facts that are unique to a host by nature (hostname, boot id, pids, uuids, serials, times)
 are left out: one GPU at PCIe Gen4 x8 on one node of 32 stands out, the 32 hostnames do not.
-Sections whose digests agree on every host are skipped without being read.
+Sections whose digests and values agree on every host are skipped without being walked.
 """
 from __future__ import annotations
 
@@ -94,7 +94,10 @@ def fleet(documents: list[dict[str, Any]], sources: list[str],
                 missing.append((name, host, error))
             else:
                 captured.append((host, document))
-        if len({digest(d, name) for _, d in captured}) > 1:
+        first = captured[0][1]["facts"][name] if captured else None
+        # digests first; values too, since a hand-edited snapshot keeps its old digest
+        if len({digest(d, name) for _, d in captured}) > 1 or \
+                any(d["facts"][name] != first for _, d in captured[1:]):
             found += section_disagreements(name, captured)
     return FleetReport(hosts, sorted(found, key=lambda d: -d.rank), missing)
 

@@ -35,14 +35,17 @@ def test_a_snapshot_against_itself_has_no_findings() -> None:
     assert report.unchanged[:6] == ["driver", "kernel module", "CUDA", "NCCL", "torch", "PCIe"]
 
 
-def test_only_sections_whose_digest_differs_are_walked() -> None:
-    # A recorded digest is trusted: a section edited behind its back is not re-read...
+def test_a_section_edited_behind_its_digest_is_still_compared() -> None:
     stale = h200()
     stale["facts"]["system"]["hostname"] = "elsewhere"
-    assert diff(GOOD, stale).findings == []
-    # ...and a snapshot without digests has them computed.
+    report = diff(GOOD, stale)
+    assert [f.path for f in report.findings] == [("hostname",)]
+    assert report.notes == ["system differs although both recorded digests match: a "
+                            "snapshot was edited after capture"]
+    # a snapshot without digests has them computed, and needs no such note
     del stale["digests"]
-    assert [f.path for f in diff(GOOD, stale).findings] == [("hostname",)]
+    report = diff(GOOD, stale)
+    assert [f.path for f in report.findings] == [("hostname",)] and report.notes == []
 
 
 def test_pcie_width_drop_is_ranked_and_pcie_is_no_longer_unchanged() -> None:

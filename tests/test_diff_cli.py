@@ -163,6 +163,20 @@ def test_invalid_snapshots_exit_4(dcli: Cli, tmp_path: Path, content: str, messa
     assert good.read_text() == before and bad.read_text() == content  # nothing touched
 
 
+def test_a_snapshot_edited_by_hand_is_still_compared(dcli: Cli, tmp_path: Path) -> None:
+    # Someone redacts a snapshot in an editor before attaching it: its digests go stale.
+    good = capture(dcli, "one")
+    text = good.read_text()
+    hostname = re.search(r"^    hostname: (.+)$", text, re.M)
+    assert hostname is not None
+    edited = tmp_path / "edited.yaml"
+    edited.write_text(text.replace(hostname.group(0), "    hostname: redacted-host"))
+    result = dcli("diff", "one", str(edited))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "redacted-host" in result.stdout
+    assert "system differs although both recorded digests match" in result.stdout
+
+
 def test_truncated_snapshot_exits_4(dcli: Cli, tmp_path: Path) -> None:
     good = capture(dcli, "one")
     text = good.read_text()

@@ -43,6 +43,14 @@ def test_one_narrow_link_on_one_node_of_32_stands_out() -> None:
     assert width.rank == rules.PCIE_WIDTH and "below its max x16" in width.why
 
 
+def test_a_node_edited_behind_its_digest_still_stands_out() -> None:
+    documents = fleet_of(4, {})
+    documents[2]["facts"]["nvidia"]["gpus"][SLOW_BUS]["pcie_gen_current"] = 3  # digest kept
+    report = fleet(documents, [f"f{i}" for i in range(4)])
+    (odd,) = report.disagreements
+    assert odd.path == ("gpus", SLOW_BUS, "pcie_gen_current") and odd.others == [(3, ["node03"])]
+
+
 def test_host_unique_facts_are_not_disagreements() -> None:
     documents = fleet_of(3, {})  # hostnames, boot ids and GPU uuids differ by nature
     for index, document in enumerate(documents):
