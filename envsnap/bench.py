@@ -65,9 +65,10 @@ class BenchSpec:
 def agent_config(spec: BenchSpec, host: Host) -> dict[str, Any]:
     # `local` runs where the user stands; a remote host in the login home, as ssh would.
     cwd = spec.cwd or (os.getcwd() if host.is_local else None)
+    # lifeline: the benchmark dies with this process (Ctrl-C, a dropped connection)
     return {"mode": "bench", "cmd": spec.cmd, "repeat": spec.repeat, "cwd": cwd,
             "metric": spec.metric, "sample_interval": spec.sample_interval or 0,
-            "timeout": spec.run_timeout, "max_samples": spec.max_samples}
+            "timeout": spec.run_timeout, "max_samples": spec.max_samples, "lifeline": True}
 
 
 def bench_on(transport: Transport, host: Host, spec: BenchSpec) -> dict[str, Any]:

@@ -76,14 +76,17 @@ def agent_config(host: Host, options: CaptureOptions) -> dict[str, Any]:
 
 def run_agent(transport: Transport, host: Host, config: dict[str, Any],
               timeout: float) -> dict[str, Any]:
-    """One exec when the agent is cached on the host; otherwise upload it and exec again."""
+    """One exec when the agent is cached on the host; otherwise upload it and exec again.
+    An agent told {"lifeline": true} gets stdin held open (transport.run's lifeline)."""
     data, digest = payload.build_payload()
-    result = transport.run(payload.run_command(host.python, digest, config), timeout)
+    lifeline = bool(config.get("lifeline"))
+    result = transport.run(payload.run_command(host.python, digest, config), timeout, lifeline)
     if result.exit_code == payload.PAYLOAD_MISSING_EXIT:
         uploaded = payload.zip_path(digest)
         transport.put(data, uploaded)
         result = transport.run(
-            payload.install_and_run_command(host.python, digest, uploaded, config), timeout)
+            payload.install_and_run_command(host.python, digest, uploaded, config), timeout,
+            lifeline)
     check_agent_exit(host, result.exit_code, result.stderr)
     try:
         document: dict[str, Any] = json.loads(result.stdout)

@@ -217,8 +217,8 @@ class Lent:
     def __init__(self, transport: Transport) -> None:
         self.transport = transport
 
-    def run(self, command: str, timeout: float) -> Result:
-        return self.transport.run(command, timeout)
+    def run(self, command: str, timeout: float, lifeline: bool = False) -> Result:
+        return self.transport.run(command, timeout, lifeline)
 
     def put(self, data: bytes, path: str) -> None:
         self.transport.put(data, path)
@@ -269,13 +269,19 @@ def customize_digest(document: dict[str, Any]) -> Any:
     return site.get("sha256") if isinstance(site, dict) else site
 
 
+# Which machine and which boot: checked before the restore (hostname, --force-host), never
+# something to change by hand afterwards.
+IDENTITY = (("system", ("hostname",)), ("system", ("boot_id",)))
+
+
 def remaining_drift(snapshot: dict[str, Any], live: dict[str, Any],
                     pip: bool) -> list[Finding]:
     """Drift that restore.yml does not undo, ranked, each with what to do about it."""
     sections = ("system", "nvidia", "cuda_nccl", "env", "python_env")
     report = diff(snapshot, live, DiffOptions(sections=sections))
     return [finding for finding in report.findings
-            if not (finding.section == "python_env" and finding.path[:1] == ("customize",))
+            if (finding.section, finding.path) not in IDENTITY
+            and not (finding.section == "python_env" and finding.path[:1] == ("customize",))
             and not (pip and finding.path[:1] == ("packages",))]
 
 

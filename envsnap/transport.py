@@ -12,6 +12,7 @@ import re
 import socket
 import subprocess
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,10 @@ if TYPE_CHECKING:
     import paramiko
 
 KEEPALIVE_S = 30
+READ_CHUNK = 1 << 16
+# Waiting on a remote command polls its channel: at once after output, backing off to 50 ms
+# in silence (a benchmark's minutes cost 20 wake-ups a second, a short capture no delay).
+POLL_FIRST_S, POLL_MAX_S = 0.001, 0.05
 # paramiko's words for a peer that took the TCP connection and then said nothing
 HANDSHAKE_LOST = re.compile(r"banner|No existing session|not open", re.IGNORECASE)
 
@@ -41,7 +46,10 @@ class Result:
 
 
 class Transport(Protocol):
-    def run(self, command: str, timeout: float) -> Result: ...
+    def run(self, command: str, timeout: float, lifeline: bool = False) -> Result:
+        """Run through sh on the host. With `lifeline`, the command's stdin stays open for as
+        long as this process waits for it, and reaches end of file when it stops waiting
+        (Ctrl-C, a crash, a dropped connection); otherwise stdin is at end of file at once."""
 
     def put(self, data: bytes, path: str) -> None:
         """Write `data` to `path` (relative to the login home) atomically."""
@@ -55,14 +63,32 @@ class LocalTransport:
     def __init__(self, host: Host) -> None:
         self.host = host
 
-    def run(self, command: str, timeout: float) -> Result:
+    def run(self, command: str, timeout: float, lifeline: bool = False) -> Result:
+        # With a lifeline the write end of the command's stdin stays here, and the kernel
+        # closes it should this process die.
+        stdin, held = os.pipe() if lifeline else (subprocess.DEVNULL, -1)
+        proc = subprocess.Popen(["sh", "-c", command], stdin=stdin, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        if lifeline:
+            os.close(stdin)  # the command has its copy
         try:
-            proc = subprocess.run(["sh", "-c", command], stdin=subprocess.DEVNULL,
-                                  capture_output=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise HostError(f"{self.host.name}: command timed out after {timeout:g}s") from None
-        return Result(proc.returncode, proc.stdout.decode("utf-8", "replace"),
-                      proc.stderr.decode("utf-8", "replace"))
+            out, err = proc.communicate(timeout=timeout)
+        except BaseException as exc:  # timed out, or Ctrl-C
+            if lifeline:
+                os.close(held)
+                lifeline = False
+                settle(proc)
+            proc.kill()
+            proc.communicate()
+            if isinstance(exc, subprocess.TimeoutExpired):
+                raise HostError(f"{self.host.name}: command timed out after {timeout:g}s") \
+                    from None
+            raise
+        finally:
+            if lifeline:
+                os.close(held)
+        return Result(proc.returncode, out.decode("utf-8", "replace"),
+                      err.decode("utf-8", "replace"))
 
     def put(self, data: bytes, path: str) -> None:
         target = Path.home() / path
@@ -100,6 +126,18 @@ def known_hosts_policy(accept_new: bool, known_hosts: Path) -> paramiko.MissingH
                     handle.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
 
     return AcceptNew() if accept_new else RefuseUnknown()
+
+
+LIFELINE_GRACE_S = 5.0   # for a command whose lifeline was cut to stop its work and exit
+
+
+def settle(proc: subprocess.Popen[bytes]) -> None:
+    """A moment for a command whose lifeline was cut to end its own work (an agent kills the
+    benchmark it runs in a session of its own, which killing the agent would orphan)."""
+    try:
+        proc.communicate(timeout=LIFELINE_GRACE_S)  # reading, so it never blocks writing
+    except subprocess.TimeoutExpired:
+        pass
 
 
 class SSHTransport:
@@ -148,18 +186,30 @@ class SSHTransport:
         # firewalls from dropping the idle connection under it.
         self.connection.transport.set_keepalive(KEEPALIVE_S)
 
-    def run(self, command: str, timeout: float) -> Result:
-        from invoke.exceptions import CommandTimedOut
+    def run(self, command: str, timeout: float, lifeline: bool = False) -> Result:
+        # A channel of our own rather than fabric's run: on Ctrl-C fabric waits for the
+        # remote command to finish (a benchmark: hours); closing the channel ends it here
+        # and, with a lifeline, there too.
+        import paramiko
 
         self.open()
         try:
-            result = self.connection.run(command, hide=True, warn=True, in_stream=False,
-                                         timeout=timeout)
-        except CommandTimedOut:
-            raise HostError(f"{self.host.name}: command timed out after {timeout:g}s") from None
-        except (OSError, EOFError) as exc:
+            channel = self.connection.transport.open_session()
+        except (OSError, EOFError, paramiko.SSHException) as exc:
             raise HostError(f"{self.host.name}: connection lost ({exc})") from None
-        return Result(result.exited, result.stdout, result.stderr)
+        try:
+            channel.exec_command(command)
+            if not lifeline:
+                channel.shutdown_write()
+            out, err = drain(channel, time.monotonic() + timeout)
+            if out is None:
+                raise HostError(f"{self.host.name}: command timed out after {timeout:g}s")
+            return Result(channel.recv_exit_status(), out.decode("utf-8", "replace"),
+                          err.decode("utf-8", "replace"))
+        except (OSError, EOFError, paramiko.SSHException) as exc:
+            raise HostError(f"{self.host.name}: connection lost ({exc})") from None
+        finally:
+            channel.close()
 
     def put(self, data: bytes, path: str) -> None:
         import io
@@ -180,6 +230,30 @@ class SSHTransport:
 
     def close(self) -> None:
         self.connection.close()
+
+
+def drain(channel: paramiko.Channel, deadline: float) -> tuple[Any, bytes]:
+    """(stdout, stderr) of a command once it exits, or (None, b"") past the deadline.
+
+    The server sends a command's output before its exit status, and paramiko queues
+    messages in order: once the status is in, what is buffered is all there is."""
+    out, err = bytearray(), bytearray()
+    pause = POLL_FIRST_S
+    while True:
+        finished = channel.exit_status_ready()
+        got = False
+        while channel.recv_ready():
+            out += channel.recv(READ_CHUNK)
+            got = True
+        while channel.recv_stderr_ready():
+            err += channel.recv_stderr(READ_CHUNK)
+            got = True
+        if finished:
+            return bytes(out), bytes(err)
+        if time.monotonic() > deadline:
+            return None, b""
+        pause = POLL_FIRST_S if got else min(pause * 2, POLL_MAX_S)
+        time.sleep(pause)
 
 
 def describe_connect_error(name: str, where: str, exc: Exception) -> str:

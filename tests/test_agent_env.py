@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -105,6 +106,10 @@ def start(argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
 def worker() -> Iterator[subprocess.Popen[bytes]]:
     proc = start([sys.executable, "-c", "import time; time.sleep(30)", MARKER,
                   "--api-key", "s3cret-value"])
+    cmdline = Path(f"/proc/{proc.pid}/cmdline")
+    deadline = time.monotonic() + 10
+    while MARKER.encode() not in cmdline.read_bytes() and time.monotonic() < deadline:
+        time.sleep(0.01)  # once, under load, the collector missed it: wait for its argv
     yield proc
     proc.kill()
     proc.wait()

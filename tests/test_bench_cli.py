@@ -1,8 +1,14 @@
 """`envsnap bench` through the real CLI, on `local` and over a real sshd, and the rerun."""
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import sys
+import time
+import uuid
 from pathlib import Path
+from typing import Callable
 
 import pytest
 import yaml
@@ -90,6 +96,58 @@ def test_bench_over_ssh(ssh_cli: Cli, sshd: Sshd, tmp_path: Path) -> None:
     assert document["bench"]["cwd"] == str(tmp_path)
     assert document["bench"]["lower_is_better"] is True
     assert "lower is better" in result.stdout
+
+
+def processes_with(marker: str, besides: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and int(entry.name) != besides and \
+                    marker.encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue  # it ended while we looked
+    return found
+
+
+def soon(condition: Callable[[], bool], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return condition()
+
+
+@pytest.mark.parametrize("over_ssh", [False, True], ids=["local", "ssh"])
+@pytest.mark.parametrize("stopped_by", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "kill-9"])
+def test_a_stopped_bench_leaves_no_benchmark_running(request: pytest.FixtureRequest,
+                                                     over_ssh: bool, stopped_by: int) -> None:
+    # A ten-minute benchmark on shared GPUs must not outlive the person who gave up on it:
+    # Ctrl-C ends `envsnap bench` at once, and a killed controller or dropped connection
+    # (the agent's stdin lifeline ends) stops the run on the host too.
+    cli: Cli = request.getfixturevalue("ssh_cli" if over_ssh else "cli")
+    host = request.getfixturevalue("sshd").addresses[0] if over_ssh else "local"
+    marker = f"envsnap-long-benchmark-{uuid.uuid4().hex[:8]}"
+    command = f"{sys.executable} -c 'import time; time.sleep(600)' {marker}"
+    controller = subprocess.Popen(
+        [sys.executable, "-m", "envsnap", "bench", host, "--cmd", command, "--metric", METRIC,
+         "--repeat", "3", "--sample-interval", "0"], cwd=cli.cwd, env=cli.env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert soon(lambda: bool(processes_with(marker, controller.pid)), 60), \
+            "the benchmark never started"
+        os.kill(controller.pid, stopped_by)
+        controller.wait(timeout=20)
+        if stopped_by == signal.SIGINT:
+            assert controller.returncode == 130
+        assert soon(lambda: not processes_with(marker, controller.pid), 20), \
+            "the benchmark outlived its controller"
+    finally:
+        controller.kill()
+        controller.communicate()
+        for pid in processes_with(marker, controller.pid):
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_a_failing_run_is_one_clear_line_and_nothing_is_saved(cli: Cli, tmp_path: Path) -> None:

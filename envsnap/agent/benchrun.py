@@ -5,9 +5,14 @@ daemon thread reads NVML every `sample_interval` seconds during each run. The co
 in a process group of its own: a run past its timeout is killed with everything it started,
 and what a run leaves behind is killed too, so it never overlaps the next run.
 
+A benchmark must not outlive the person who started it: with "lifeline", the controller
+holds the agent's stdin open while it waits, and end of file there (Ctrl-C, a killed
+controller, a dropped SSH connection) kills the run in progress and starts no other.
+
 Config: {"mode": "bench", "cmd": str, "repeat": int, "cwd": str|None,
          "sample_interval": float (0 or None: no sampling), "timeout": per-run seconds,
-         "metric": regex|None (stop early when a run prints no match), "max_samples": int}
+         "metric": regex|None (stop early when a run prints no match), "max_samples": int,
+         "lifeline": bool (stdin is held open by the controller)}
 """
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import threading
 import time
 from typing import Any, Dict, List, Optional
@@ -56,6 +62,23 @@ def kill_group(pgid: int) -> None:
         pass  # the group is already gone
 
 
+class Lifeline:
+    """Watches stdin in a daemon thread; its end means the controller is gone."""
+
+    def __init__(self, stream: Optional[Any]) -> None:
+        self.lost = threading.Event()
+        self.group: Optional[int] = None   # the run in progress
+        if stream is not None:
+            threading.Thread(target=self._watch, args=(stream,), daemon=True).start()
+
+    def _watch(self, stream: Any) -> None:
+        while stream.read(READ_CHUNK):
+            pass  # the controller sends nothing; anything it might is ignored
+        self.lost.set()
+        if self.group is not None:
+            kill_group(self.group)
+
+
 def wait_run(proc: subprocess.Popen, timeout: float) -> Dict[str, Any]:
     try:
         return {"exit_code": proc.wait(timeout), "timed_out": False}
@@ -64,18 +87,28 @@ def wait_run(proc: subprocess.Popen, timeout: float) -> Dict[str, Any]:
         return {"exit_code": proc.wait(), "timed_out": True}
 
 
-def run_once(cmd: str, cwd: str, timeout: float, sampler: benchsample.Sampler) -> Dict[str, Any]:
+def run_once(cmd: str, cwd: str, timeout: float, sampler: benchsample.Sampler,
+             lifeline: Lifeline) -> Dict[str, Any]:
     """One run: exit code, wall seconds, output tail, telemetry."""
     started_at = time.time()
     sampler.start()
     started = time.perf_counter()
     proc = subprocess.Popen(["sh", "-c", cmd], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True)
-    tail = Tail(proc.stdout)
-    result = wait_run(proc, timeout)
+    lifeline.group = proc.pid
+    if lifeline.lost.is_set():  # lost between the check before this run and now
+        kill_group(proc.pid)
+    try:
+        tail = Tail(proc.stdout)
+        result = wait_run(proc, timeout)
+    finally:
+        # Leftovers of this run (a server it forked) must not skew the next; and a Ctrl-C on
+        # a local controller, which reaches this agent but not the run's own session, must
+        # not leave the benchmark running.
+        kill_group(proc.pid)
+        lifeline.group = None
     seconds = time.perf_counter() - started
     telemetry = sampler.stop()
-    kill_group(proc.pid)  # leftovers of this run (a server it forked) must not skew the next
     result.update(seconds=round(seconds, 4), started_at=round(started_at, 3),
                   output_tail=tail.text(), output_bytes=tail.total)
     result.update(telemetry)
@@ -114,9 +147,10 @@ def run_bench(config: Dict[str, Any]) -> Dict[str, Any]:
     sampler = benchsample.Sampler.open(config.get("sample_interval", benchsample.DEFAULT_INTERVAL),
                                        int(config.get("max_samples",
                                                       benchsample.DEFAULT_MAX_SAMPLES)))
+    lifeline = Lifeline(sys.stdin.buffer if config.get("lifeline") else None)
     try:
         out["telemetry"] = sampler.info
-        run_all(config, cwd, sampler, out)
+        run_all(config, cwd, sampler, lifeline, out)
     except OSError as exc:  # sh cannot start (no permission on cwd, out of processes)
         out["error"] = "cannot start the benchmark in %s: %s" % (cwd, exc.strerror or exc)
     finally:
@@ -125,12 +159,15 @@ def run_bench(config: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def run_all(config: Dict[str, Any], cwd: str, sampler: benchsample.Sampler,
-            out: Dict[str, Any]) -> None:
+            lifeline: Lifeline, out: Dict[str, Any]) -> None:
     metric = compile_metric(config)
     timeout = float(config.get("timeout") or DEFAULT_RUN_TIMEOUT)
     runs: List[Dict[str, Any]] = out["runs"]
     for number in range(1, int(config.get("repeat", DEFAULT_REPEAT)) + 1):
-        run = run_once(config["cmd"], cwd, timeout, sampler)
+        if lifeline.lost.is_set():
+            out["stopped"] = "the controller went away before run %d" % number
+            return
+        run = run_once(config["cmd"], cwd, timeout, sampler, lifeline)
         run["run"] = number
         runs.append(run)
         out["stopped"] = stop_reason(run, number, metric)
