@@ -17,6 +17,7 @@ from . import rules
 from .errors import UsageError
 from .findings import ADDED, CHANGED, MISSING, NOT_CAPTURED, REMOVED, Finding
 from .gitexplain import explain, hot_patterns
+from .gpumerge import merge_alike
 from .snapshot import section_digest
 from .views import Atom, env_view, repo_view
 
@@ -87,7 +88,7 @@ def diff(a: dict[str, Any], b: dict[str, Any], options: DiffOptions | None = Non
     context = rules.Context(names=(side_a.label, side_b.label), same_host=same_host,
                             shell_after=section(b, "env").get("shell") or {},
                             gpus_after=section(b, "nvidia").get("gpus") or {})
-    findings = rules.rank_all(raw, context)
+    findings = merge_alike(rules.rank_all(raw, context), context.gpus_after)
     return DiffReport(side_a, side_b, findings, unchanged(a, b, sections, findings), notes,
                       same_host, sections, options.include_volatile)
 

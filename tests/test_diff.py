@@ -233,3 +233,43 @@ def test_the_bench_pair_has_exactly_its_ten_differences() -> None:
     report = diff(good, bad)
     assert len(report.findings) == bench_diff.EXPECTED == 10
     assert report.findings[0].rank == rules.HOT and len(report.findings[0].detail["added"]) == 3
+
+
+# ---- the same change on several GPUs ---------------------------------------------------------
+
+EIGHT = h200(gpus=8)
+
+
+def on_gpus(indexes: list[int], **values: Any) -> Any:
+    def change(document: dict[str, Any]) -> None:
+        for record in document["facts"]["nvidia"]["gpus"].values():
+            if record["index"] in indexes:
+                record.update(values)
+    return change
+
+
+def test_a_change_on_every_gpu_is_one_finding_naming_them() -> None:
+    report = diff(EIGHT, edited(EIGHT, on_gpus(list(range(8)), pcie_width_current=8)))
+    (finding,) = report.findings
+    assert finding.path == ("gpus", "0-7 (all 8)", "pcie_width_current")
+    assert finding.rank == rules.PCIE_WIDTH and finding.why.startswith("GPUs 0-7 (all 8) PCIe")
+    assert finding.detail["gpus"] == sorted(EIGHT["facts"]["nvidia"]["gpus"])
+    assert "PCIe" not in report.unchanged
+
+
+def test_some_gpus_alike_and_one_apart() -> None:
+    def change(document: dict[str, Any]) -> None:
+        on_gpus([0, 3, 4], power_limit_w=450.0)(document)
+        on_gpus([6], power_limit_w=300.0)(document)
+    found = diff(EIGHT, edited(EIGHT, change)).findings
+    assert [(f.path[1], f.after) for f in found] == [("0,3-4 (3 of 8)", 450.0),
+                                                    ("00000000:16:00.0", 300.0)]
+
+
+def test_readings_alike_on_every_gpu_are_one_row() -> None:
+    def busy(document: dict[str, Any]) -> None:
+        for reading in document["volatile"]["nvidia"]["gpus"].values():
+            reading["utilization_gpu_pct"] = 97
+    report = diff(EIGHT, edited(EIGHT, busy), DiffOptions(include_volatile=True))
+    (finding,) = report.findings
+    assert finding.path == ("gpus", "0-7 (all 8)", "utilization_gpu_pct") and finding.volatile

@@ -177,6 +177,21 @@ def test_a_snapshot_edited_by_hand_is_still_compared(dcli: Cli, tmp_path: Path) 
     assert "system differs although both recorded digests match" in result.stdout
 
 
+def test_one_change_on_eight_gpus_is_one_finding(dcli: Cli, tmp_path: Path) -> None:
+    good = ROOT / "snapshots" / "examples" / "story-good.yaml"
+
+    def narrow_links(document: dict) -> None:
+        for record in document["facts"]["nvidia"]["gpus"].values():
+            record["pcie_width_current"] = 8
+    bad = edit_file(good, narrow_links, tmp_path / "narrow.yaml")
+    result = dcli("diff", str(good), str(bad), "--json")
+    assert result.returncode == 1, result.stderr
+    (finding,) = json.loads(result.stdout)["findings"]
+    assert finding["where"] == "gpus[0-7 (all 8)].pcie_width_current"
+    assert len(finding["detail"]["gpus"]) == 8 and finding["after"] == 8
+    assert finding["why"].startswith("GPUs 0-7 (all 8) PCIe link Gen5 x8")
+
+
 def test_truncated_snapshot_exits_4(dcli: Cli, tmp_path: Path) -> None:
     good = capture(dcli, "one")
     text = good.read_text()
