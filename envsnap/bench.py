@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import statistics
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from . import benchstats, capture, snapshot
 from .capture import CaptureOptions, now_utc
@@ -32,6 +32,7 @@ from .inventory import Host
 from .store import Store
 from .transport import Transport, open_transport
 
+Progress = Callable[[str], None]   # "run 2 of 5: 61.3 s, exit 0, metric 91.7"
 DEFAULT_MAX_SAMPLES = 600
 RECORD_TAIL_CHARS = 2000   # the agent sends 64 KiB to parse; the snapshot keeps the end
 SLACK_SECONDS = 60.0
@@ -65,18 +66,24 @@ class BenchSpec:
 def agent_config(spec: BenchSpec, host: Host) -> dict[str, Any]:
     # `local` runs where the user stands; a remote host in the login home, as ssh would.
     cwd = spec.cwd or (os.getcwd() if host.is_local else None)
-    # lifeline: the benchmark dies with this process (Ctrl-C, a dropped connection)
     return {"mode": "bench", "cmd": spec.cmd, "repeat": spec.repeat, "cwd": cwd,
             "metric": spec.metric, "sample_interval": spec.sample_interval or 0,
-            "timeout": spec.run_timeout, "max_samples": spec.max_samples, "lifeline": True}
+            "timeout": spec.run_timeout, "max_samples": spec.max_samples}
 
 
-def bench_on(transport: Transport, host: Host, spec: BenchSpec) -> dict[str, Any]:
-    """Run the benchmark through an open transport; the record, or BenchError."""
+def ignore(progress: str) -> None:
+    pass
+
+
+def bench_on(transport: Transport, host: Host, spec: BenchSpec,
+             progress: Progress = ignore) -> dict[str, Any]:
+    """Run the benchmark through an open transport; the record, or BenchError. The agent
+    is followed: `progress` gets a line as each run ends, and the runs stop if this process
+    goes away (Ctrl-C, a dropped connection)."""
     spec.check()
     started_at = now_utc().isoformat(timespec="seconds")
     timeout = spec.repeat * (spec.run_timeout + 10) + SLACK_SECONDS
-    output = capture.run_agent(transport, host, agent_config(spec, host), timeout)
+    output = capture.run_agent(transport, host, agent_config(spec, host), timeout, progress)
     reported = output.get("bench")
     if not isinstance(reported, dict):
         raise BenchError(f"{host.name}: the agent did not run the benchmark "
@@ -211,8 +218,8 @@ class BenchOutcome:
         return self.document["bench"]
 
 
-def capture_and_bench(host: Host, spec: BenchSpec, store: Store,
-                      options: CaptureOptions) -> BenchOutcome:
+def capture_and_bench(host: Host, spec: BenchSpec, store: Store, options: CaptureOptions,
+                      progress: Progress = ignore) -> BenchOutcome:
     """Snapshot the host, run the benchmark on it, save both as one document.
 
     Nothing is saved unless every run succeeded: a failed benchmark leaves no half record."""
@@ -222,7 +229,7 @@ def capture_and_bench(host: Host, spec: BenchSpec, store: Store,
     transport = open_transport(host, options.connect_timeout, options.accept_new_host_keys)
     try:
         document = capture.snapshot_document(transport, host, label, options)
-        document["bench"] = bench_on(transport, host, spec)
+        document["bench"] = bench_on(transport, host, spec, progress)
     finally:
         transport.close()
     path = store.save(document, label)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import payload, snapshot
+from .agent.benchrun import PROGRESS_PREFIX
 from .defaults import DEFAULT_COLLECTOR_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FORKS
 from .errors import EnvsnapError, HostError, UsageError
 from .inventory import Host
@@ -74,19 +75,26 @@ def agent_config(host: Host, options: CaptureOptions) -> dict[str, Any]:
     return config
 
 
-def run_agent(transport: Transport, host: Host, config: dict[str, Any],
-              timeout: float) -> dict[str, Any]:
+def run_agent(transport: Transport, host: Host, config: dict[str, Any], timeout: float,
+              progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """One exec when the agent is cached on the host; otherwise upload it and exec again.
-    An agent told {"lifeline": true} gets stdin held open (transport.run's lifeline)."""
+    With `progress` (long runs: bench) the agent is followed: its progress lines reach
+    `progress` as they come, and it stops its work if this process goes away."""
     data, digest = payload.build_payload()
-    lifeline = bool(config.get("lifeline"))
-    result = transport.run(payload.run_command(host.python, digest, config), timeout, lifeline)
+    follow = None
+    if progress is not None:
+        config = {**config, "lifeline": True}
+
+        def follow(line: str) -> None:
+            if line.startswith(PROGRESS_PREFIX):
+                progress(line[len(PROGRESS_PREFIX):])
+    result = transport.run(payload.run_command(host.python, digest, config), timeout, follow)
     if result.exit_code == payload.PAYLOAD_MISSING_EXIT:
         uploaded = payload.zip_path(digest)
         transport.put(data, uploaded)
         result = transport.run(
             payload.install_and_run_command(host.python, digest, uploaded, config), timeout,
-            lifeline)
+            follow)
     check_agent_exit(host, result.exit_code, result.stderr)
     try:
         document: dict[str, Any] = json.loads(result.stdout)

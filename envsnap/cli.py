@@ -248,7 +248,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
     options = CaptureOptions(label=args.label, force=args.force,
                              connect_timeout=args.connect_timeout,
                              accept_new_host_keys=args.accept_new_host_keys)
-    outcome = capture_and_bench(hosts[0], spec, Store(args.store), options)
+    name = hosts[0].name
+
+    def progress(text: str) -> None:  # long runs: show each as it ends, on stderr
+        sys.stderr.write(f"{name}: {text}\n")
+        sys.stderr.flush()
+
+    outcome = capture_and_bench(hosts[0], spec, Store(args.store), options, progress)
     sys.stdout.write("".join(line + "\n" for line in format_record(outcome.record)))
     print(f"{hosts[0].name}: saved {outcome.label} -> {outcome.path}")
     for problem in outcome.problems:

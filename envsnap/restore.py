@@ -27,7 +27,7 @@ from .playbook import load
 from .playrun import Event, RunOptions, RunResult, run_playbook
 from .restore_safety import HostLock, Journal, JournalBook, check_pending
 from .store import Store
-from .transport import Result, Transport, open_transport
+from .transport import Follow, Result, Transport, open_transport
 
 
 def shipped_playbook(name: str) -> Path:
@@ -217,8 +217,8 @@ class Lent:
     def __init__(self, transport: Transport) -> None:
         self.transport = transport
 
-    def run(self, command: str, timeout: float, lifeline: bool = False) -> Result:
-        return self.transport.run(command, timeout, lifeline)
+    def run(self, command: str, timeout: float, follow: Follow | None = None) -> Result:
+        return self.transport.run(command, timeout, follow)
 
     def put(self, data: bytes, path: str) -> None:
         self.transport.put(data, path)

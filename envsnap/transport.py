@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import selectors
 import socket
 import subprocess
 import threading
@@ -16,7 +17,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from .defaults import DEFAULT_CONNECT_TIMEOUT
 from .errors import HostError
@@ -45,11 +46,17 @@ class Result:
     stderr: str
 
 
+# Given to Transport.run for a long command: called with each line the command writes to
+# stderr, as it comes.
+Follow = Callable[[str], None]
+
+
 class Transport(Protocol):
-    def run(self, command: str, timeout: float, lifeline: bool = False) -> Result:
-        """Run through sh on the host. With `lifeline`, the command's stdin stays open for as
-        long as this process waits for it, and reaches end of file when it stops waiting
-        (Ctrl-C, a crash, a dropped connection); otherwise stdin is at end of file at once."""
+    def run(self, command: str, timeout: float, follow: Follow | None = None) -> Result:
+        """Run through sh on the host; stdin is at end of file at once. A command that is
+        followed gets its stderr lines passed to `follow` as they come, and a lifeline for
+        stdin: open for as long as this process waits, at end of file once it stops waiting
+        (Ctrl-C, a crash, a dropped connection)."""
 
     def put(self, data: bytes, path: str) -> None:
         """Write `data` to `path` (relative to the login home) atomically."""
@@ -63,16 +70,17 @@ class LocalTransport:
     def __init__(self, host: Host) -> None:
         self.host = host
 
-    def run(self, command: str, timeout: float, lifeline: bool = False) -> Result:
-        # With a lifeline the write end of the command's stdin stays here, and the kernel
-        # closes it should this process die.
-        stdin, held = os.pipe() if lifeline else (subprocess.DEVNULL, -1)
+    def run(self, command: str, timeout: float, follow: Follow | None = None) -> Result:
+        # A lifeline's write end stays here; the kernel closes it should this process die.
+        stdin, held = os.pipe() if follow else (subprocess.DEVNULL, -1)
         proc = subprocess.Popen(["sh", "-c", command], stdin=stdin, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE)
+        lifeline = follow is not None
         if lifeline:
             os.close(stdin)  # the command has its copy
         try:
-            out, err = proc.communicate(timeout=timeout)
+            out, err = pump(proc, time.monotonic() + timeout, follow) if follow \
+                else proc.communicate(timeout=timeout)
         except BaseException as exc:  # timed out, or Ctrl-C
             if lifeline:
                 os.close(held)
@@ -131,6 +139,43 @@ def known_hosts_policy(accept_new: bool, known_hosts: Path) -> paramiko.MissingH
 LIFELINE_GRACE_S = 5.0   # for a command whose lifeline was cut to stop its work and exit
 
 
+class Lines:
+    """Bytes in, each complete line out to `follow` (decoded); all of it kept."""
+
+    def __init__(self, follow: Follow | None) -> None:
+        self.follow, self.data, self.done = follow, bytearray(), 0
+
+    def add(self, chunk: bytes) -> None:
+        self.data += chunk
+        end = self.data.rfind(b"\n") + 1
+        if self.follow is not None and end > self.done:
+            for line in bytes(self.data[self.done:end]).decode("utf-8", "replace").splitlines():
+                self.follow(line)
+        self.done = max(self.done, end)
+
+
+def pump(proc: subprocess.Popen[bytes], deadline: float,
+         follow: Follow) -> tuple[bytes, bytes]:
+    """communicate(), passing stderr lines on as they come."""
+    out, err = bytearray(), Lines(follow)
+    with selectors.DefaultSelector() as selector:
+        for stream in (proc.stdout, proc.stderr):
+            selector.register(stream, selectors.EVENT_READ)  # type: ignore[arg-type]
+        while selector.get_map():
+            if time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(proc.args, 0)
+            for key, _ in selector.select(timeout=1.0):
+                chunk = os.read(key.fd, READ_CHUNK)
+                if not chunk:
+                    selector.unregister(key.fileobj)
+                elif key.fileobj is proc.stdout:
+                    out += chunk
+                else:
+                    err.add(chunk)
+    proc.wait(max(0.0, deadline - time.monotonic()))
+    return bytes(out), bytes(err.data)
+
+
 def settle(proc: subprocess.Popen[bytes]) -> None:
     """A moment for a command whose lifeline was cut to end its own work (an agent kills the
     benchmark it runs in a session of its own, which killing the agent would orphan)."""
@@ -186,7 +231,7 @@ class SSHTransport:
         # firewalls from dropping the idle connection under it.
         self.connection.transport.set_keepalive(KEEPALIVE_S)
 
-    def run(self, command: str, timeout: float, lifeline: bool = False) -> Result:
+    def run(self, command: str, timeout: float, follow: Follow | None = None) -> Result:
         # A channel of our own rather than fabric's run: on Ctrl-C fabric waits for the
         # remote command to finish (a benchmark: hours); closing the channel ends it here
         # and, with a lifeline, there too.
@@ -199,9 +244,9 @@ class SSHTransport:
             raise HostError(f"{self.host.name}: connection lost ({exc})") from None
         try:
             channel.exec_command(command)
-            if not lifeline:
-                channel.shutdown_write()
-            out, err = drain(channel, time.monotonic() + timeout)
+            if follow is None:
+                channel.shutdown_write()  # a followed command keeps stdin as its lifeline
+            out, err = drain(channel, time.monotonic() + timeout, follow)
             if out is None:
                 raise HostError(f"{self.host.name}: command timed out after {timeout:g}s")
             return Result(channel.recv_exit_status(), out.decode("utf-8", "replace"),
@@ -232,12 +277,14 @@ class SSHTransport:
         self.connection.close()
 
 
-def drain(channel: paramiko.Channel, deadline: float) -> tuple[Any, bytes]:
-    """(stdout, stderr) of a command once it exits, or (None, b"") past the deadline.
+def drain(channel: paramiko.Channel, deadline: float,
+          follow: Follow | None) -> tuple[Any, bytes]:
+    """(stdout, stderr) of a command once it exits, or (None, b"") past the deadline;
+    stderr lines go to `follow` as they come.
 
     The server sends a command's output before its exit status, and paramiko queues
     messages in order: once the status is in, what is buffered is all there is."""
-    out, err = bytearray(), bytearray()
+    out, err = bytearray(), Lines(follow)
     pause = POLL_FIRST_S
     while True:
         finished = channel.exit_status_ready()
@@ -246,10 +293,10 @@ def drain(channel: paramiko.Channel, deadline: float) -> tuple[Any, bytes]:
             out += channel.recv(READ_CHUNK)
             got = True
         while channel.recv_stderr_ready():
-            err += channel.recv_stderr(READ_CHUNK)
+            err.add(channel.recv_stderr(READ_CHUNK))
             got = True
         if finished:
-            return bytes(out), bytes(err)
+            return bytes(out), bytes(err.data)
         if time.monotonic() > deadline:
             return None, b""
         pause = POLL_FIRST_S if got else min(pause * 2, POLL_MAX_S)

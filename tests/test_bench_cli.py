@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -150,13 +151,61 @@ def test_a_stopped_bench_leaves_no_benchmark_running(request: pytest.FixtureRequ
             os.kill(pid, signal.SIGKILL)
 
 
+# Run 1 ends at once; run 2 waits until the test, having seen run 1 reported, says go.
+WAITER = """\
+import pathlib, sys, time
+here = pathlib.Path(sys.argv[0]).parent
+counter = here / "counter"
+n = int(counter.read_text()) if counter.exists() else 0
+counter.write_text(str(n + 1))
+while n and not (here / "go").exists():
+    time.sleep(0.05)
+print("gen throughput (token/s): %d" % (90 + n))
+"""
+
+
+@pytest.mark.parametrize("over_ssh", [False, True], ids=["local", "ssh"])
+def test_each_run_is_reported_as_it_ends(request: pytest.FixtureRequest, over_ssh: bool,
+                                         tmp_path: Path) -> None:
+    cli: Cli = request.getfixturevalue("ssh_cli" if over_ssh else "cli")
+    host = request.getfixturevalue("sshd").addresses[0] if over_ssh else "local"
+    (tmp_path / "waiter.py").write_text(WAITER)
+    controller = subprocess.Popen(
+        [sys.executable, "-m", "envsnap", "bench", host, "--cmd",
+         f"{sys.executable} {tmp_path / 'waiter.py'}", "--metric", METRIC, "--repeat", "2",
+         "--sample-interval", "0"], cwd=cli.cwd, env=cli.env, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    try:
+        stream = controller.stderr
+        assert stream is not None
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.append(stream.readline()), daemon=True)
+        reader.start()
+        reader.join(30)   # the line must come while run 2 still waits
+        (tmp_path / "go").touch()
+        assert lines, "run 1 was not reported before the benchmark ended"
+        assert lines[0].startswith(f"{host}: run 1 of 2: ")
+        assert lines[0].endswith(", exit 0, metric 90\n"), lines[0]
+        out, err = controller.communicate(timeout=60)
+    finally:
+        controller.kill()
+        controller.communicate()
+    assert controller.returncode == 0, err
+    assert err.startswith(f"{host}: run 2 of 2: ") and "metric 91" in err
+    assert "median 90.5" in out
+
+
 def test_a_failing_run_is_one_clear_line_and_nothing_is_saved(cli: Cli, tmp_path: Path) -> None:
     cmd = write_bench(tmp_path / "b")
     (tmp_path / "b" / "fail_at").write_text("2")
     result = cli("bench", "local", "--cmd", cmd, "--metric", METRIC, "--label", "x")
     assert result.returncode == 3
-    assert result.stderr == ("envsnap: error: benchmark run 2 of 5 exited 2; last output "
-                             "line: RuntimeError: CUDA error: an illegal memory access\n")
+    *progress, error = result.stderr.splitlines()
+    assert error == ("envsnap: error: benchmark run 2 of 5 exited 2; last output "
+                     "line: RuntimeError: CUDA error: an illegal memory access")
+    first, second = progress  # each run reported as it ended, the error line last
+    assert first.startswith("local: run 1 of 5: ") and first.endswith(", exit 0, metric 91.0")
+    assert second.startswith("local: run 2 of 5: ") and second.endswith(", exit 2")
     assert saved(cli) == []
     assert (tmp_path / "b" / "counter").read_text() == "2"   # the runs after it were skipped
 
@@ -165,9 +214,12 @@ def test_output_without_the_metric_is_a_clear_error(cli: Cli, tmp_path: Path) ->
     cmd = write_bench(tmp_path / "b")
     result = cli("bench", "local", "--cmd", cmd, "--metric", r"tok/s=([0-9.]+)")
     assert result.returncode == 3
+    *progress, error = result.stderr.splitlines()
     assert "benchmark run 1 of 5: no match for --metric 'tok/s=([0-9.]+)' in its output; " \
-           "last output line: shutting down" in result.stderr
-    assert len(result.stderr.splitlines()) == 1 and saved(cli) == []
+           "last output line: shutting down" in error
+    (first,) = progress
+    assert first.startswith("local: run 1 of 5: ") and first.endswith(", exit 0")
+    assert saved(cli) == []
 
 
 def test_a_run_past_its_timeout_is_killed_and_reported(cli: Cli) -> None:

@@ -7,7 +7,8 @@ and what a run leaves behind is killed too, so it never overlaps the next run.
 
 A benchmark must not outlive the person who started it: with "lifeline", the controller
 holds the agent's stdin open while it waits, and end of file there (Ctrl-C, a killed
-controller, a dropped SSH connection) kills the run in progress and starts no other.
+controller, a dropped SSH connection) kills the run in progress and starts no other. Such a
+controller follows the runs too: a PROGRESS_PREFIX line on stderr after each.
 
 Config: {"mode": "bench", "cmd": str, "repeat": int, "cwd": str|None,
          "sample_interval": float (0 or None: no sampling), "timeout": per-run seconds,
@@ -27,6 +28,7 @@ from typing import Any, Dict, List, Optional
 
 from . import benchsample
 
+PROGRESS_PREFIX = "envsnap-progress: "
 TAIL_BYTES = 64 * 1024   # the metric is printed near the end; whole logs can be huge
 DEFAULT_REPEAT = 5
 DEFAULT_RUN_TIMEOUT = 1800.0
@@ -115,6 +117,17 @@ def run_once(cmd: str, cwd: str, timeout: float, sampler: benchsample.Sampler,
     return result
 
 
+def progress_line(run: Dict[str, Any], total: int, metric: Optional[Any]) -> str:
+    """"run 2 of 5: 61.3 s, exit 0, metric 91.7": what the controller shows as runs end."""
+    outcome = "timed out" if run["timed_out"] else "exit %s" % run["exit_code"]
+    line = "run %d of %d: %.1f s, %s" % (run["run"], total, run["seconds"], outcome)
+    found = metric.findall(run["output_tail"]) if metric is not None else []
+    if found:
+        last = found[-1]
+        line += ", metric %s" % (last[0] if isinstance(last, tuple) else last)
+    return line
+
+
 def stop_reason(run: Dict[str, Any], number: int, metric: Optional[Any]) -> Optional[str]:
     """Why the runs after this one would be wasted, or None to go on."""
     if run["timed_out"]:
@@ -163,13 +176,17 @@ def run_all(config: Dict[str, Any], cwd: str, sampler: benchsample.Sampler,
     metric = compile_metric(config)
     timeout = float(config.get("timeout") or DEFAULT_RUN_TIMEOUT)
     runs: List[Dict[str, Any]] = out["runs"]
-    for number in range(1, int(config.get("repeat", DEFAULT_REPEAT)) + 1):
+    total = int(config.get("repeat", DEFAULT_REPEAT))
+    for number in range(1, total + 1):
         if lifeline.lost.is_set():
             out["stopped"] = "the controller went away before run %d" % number
             return
         run = run_once(config["cmd"], cwd, timeout, sampler, lifeline)
         run["run"] = number
         runs.append(run)
+        if config.get("lifeline"):  # a controller follows: tell it as each run ends
+            sys.stderr.write(PROGRESS_PREFIX + progress_line(run, total, metric) + "\n")
+            sys.stderr.flush()
         out["stopped"] = stop_reason(run, number, metric)
         if out["stopped"]:
             return
