@@ -31,6 +31,7 @@ READ_CHUNK = 1 << 16
 # Waiting on a remote command polls its channel: at once after output, backing off to 50 ms
 # in silence (a benchmark's minutes cost 20 wake-ups a second, a short capture no delay).
 POLL_FIRST_S, POLL_MAX_S = 0.001, 0.05
+LIFELINE_GRACE_S = 5.0   # for a local command whose lifeline was cut to end its own work
 # paramiko's words for a peer that took the TCP connection and then said nothing
 HANDSHAKE_LOST = re.compile(r"banner|No existing session|not open", re.IGNORECASE)
 
@@ -72,15 +73,15 @@ class LocalTransport:
 
     def run(self, command: str, timeout: float, follow: Follow | None = None) -> Result:
         # A lifeline's write end stays here; the kernel closes it should this process die.
-        stdin, held = os.pipe() if follow else (subprocess.DEVNULL, -1)
+        lifeline = follow is not None
+        stdin, held = os.pipe() if lifeline else (subprocess.DEVNULL, -1)
         proc = subprocess.Popen(["sh", "-c", command], stdin=stdin, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE)
-        lifeline = follow is not None
         if lifeline:
             os.close(stdin)  # the command has its copy
         try:
-            out, err = pump(proc, time.monotonic() + timeout, follow) if follow \
-                else proc.communicate(timeout=timeout)
+            out, err = proc.communicate(timeout=timeout) if follow is None \
+                else pump(proc, time.monotonic() + timeout, follow)
         except BaseException as exc:  # timed out, or Ctrl-C
             if lifeline:
                 os.close(held)
@@ -134,9 +135,6 @@ def known_hosts_policy(accept_new: bool, known_hosts: Path) -> paramiko.MissingH
                     handle.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
 
     return AcceptNew() if accept_new else RefuseUnknown()
-
-
-LIFELINE_GRACE_S = 5.0   # for a command whose lifeline was cut to stop its work and exit
 
 
 class Lines:
