@@ -88,9 +88,13 @@ def diff(a: dict[str, Any], b: dict[str, Any], options: DiffOptions | None = Non
     context = rules.Context(names=(side_a.label, side_b.label), same_host=same_host,
                             shell_after=section(b, "env").get("shell") or {},
                             gpus_after=section(b, "nvidia").get("gpus") or {})
-    findings = merge_alike(rules.rank_all(raw, context), context.gpus_after)
+    findings = merge_alike(rules.rank_all(raw, context), context.gpus_after, how_it_moved)
     return DiffReport(side_a, side_b, findings, unchanged(a, b, sections, findings), notes,
                       same_host, sections, options.include_volatile)
+
+
+def how_it_moved(f: Finding) -> tuple[Any, ...]:
+    return f.kind, repr(f.before), repr(f.after), f.volatile
 
 
 def same_machine(a: Side, b: Side) -> bool:

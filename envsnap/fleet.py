@@ -16,6 +16,7 @@ from . import rules
 from .diff import SKIP_KEYS, collector_error, digest, is_mapping, section, unwrap
 from .errors import UsageError
 from .findings import ADDED, CHANGED, REMOVED, Finding
+from .gpumerge import merge_alike
 from .patches import summarise_tree
 from .views import env_view, repo_view
 
@@ -142,8 +143,14 @@ def section_disagreements(name: str, captured: list[tuple[str, dict[str, Any]]]
                           ) -> list[Disagreement]:
     views = {host: comparable(name, section(d, name)) for host, d in captured}
     gpus = {host: section(d, "nvidia").get("gpus") or {} for host, d in captured}
-    return [rate(name, path, group(values), len(values), gpus)
+    rows = [rate(name, path, group(values), len(values), gpus)
             for path, values in differing(views)]
+    return merge_alike(rows, gpus[captured[0][0]], how_hosts_split)
+
+
+def how_hosts_split(row: Disagreement) -> str:
+    return json.dumps([row.majority, row.majority_hosts, row.others], sort_keys=True,
+                      default=str)
 
 
 def group(values: dict[str, Any]) -> list[tuple[Any, list[str]]]:

@@ -1,27 +1,41 @@
 """The same change on several GPUs of a host is one finding, not eight.
 
 A driver update that lowers every power limit, or a riser that trains every link at x8,
-would otherwise fill the verdict with copies. Findings merge when they change the same GPU
-fact the same way and their rules say the same about each GPU. The merged finding stands
-at the first one's place, names the GPUs by nvidia-smi index in its path ("gpus",
-"0-7 (all 8)", "power_limit_w") and lists their bus ids in detail["gpus"].
+would otherwise fill the verdict with copies. Rows merge when they change the same GPU fact
+the same way and their rules say the same about each GPU. The merged row stands at the
+first one's place and names the GPUs by nvidia-smi index in its path ("gpus",
+"0-7 (all 8)", "power_limit_w"); a pairwise finding also lists their bus ids in
+detail["gpus"]. Used for diff findings and for fleet disagreements alike.
 """
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, Callable, Protocol, TypeVar
 
 from .findings import Finding, path_text
 
 
-def per_gpu(f: Finding) -> bool:
-    return f.section == "nvidia" and len(f.path) == 3 and f.path[0] == "gpus"
+class Row(Protocol):
+    """A diff finding or a fleet disagreement: what merging reads of either."""
+
+    @property
+    def section(self) -> str: ...
+
+    @property
+    def path(self) -> tuple[str, ...]: ...
+
+    @property
+    def rank(self) -> int: ...
+
+    @property
+    def why(self) -> str: ...
 
 
-def alike_key(f: Finding) -> tuple[Any, ...]:
-    bus = f.path[1]
-    return (f.path[2], f.kind, repr(f.before), repr(f.after), f.rank, f.volatile,
-            f.why.replace(bus, "*"))
+R = TypeVar("R", bound=Row)
+
+
+def per_gpu(row: Row) -> bool:
+    return row.section == "nvidia" and len(row.path) == 3 and row.path[0] == "gpus"
 
 
 def index_ranges(indexes: list[int]) -> str:
@@ -44,27 +58,36 @@ def gpus_key(buses: list[str], gpus: dict[str, Any]) -> str:
     return f"{names} ({share})"
 
 
-def merged(group: list[Finding], gpus: dict[str, Any]) -> Finding:
+def merged(group: list[R], gpus: dict[str, Any]) -> R:
     first = group[0]
-    buses = [f.path[1] for f in group]
+    buses = [row.path[1] for row in group]
     path = ("gpus", gpus_key(buses, gpus), first.path[2])
+    old_where = path_text(first.path)
     why = first.why.replace(f"GPU {first.path[1]}", f"GPUs {path[1]}") \
-                   .replace(first.where, path_text(path))
-    return replace(first, path=path, why=why, detail={**first.detail, "gpus": buses})
+                   .replace(old_where, path_text(path))
+    if isinstance(first, Finding):
+        return replace(first, path=path, why=why,  # type: ignore[return-value]
+                       detail={**first.detail, "gpus": buses})
+    return replace(first, path=path, why=why)  # type: ignore[type-var]
 
 
-def merge_alike(findings: list[Finding], gpus: dict[str, Any]) -> list[Finding]:
-    """Findings in their order, those alike on several GPUs merged at the first one's place.
-    `gpus`: the newer snapshot's nvidia gpus (for indexes and the count)."""
-    groups: dict[tuple[Any, ...], list[Finding]] = {}
-    for f in findings:
-        if per_gpu(f):
-            groups.setdefault(alike_key(f), []).append(f)
-    out: list[Finding] = []
-    for f in findings:
-        group = groups[alike_key(f)] if per_gpu(f) else [f]
+def merge_alike(rows: list[R], gpus: dict[str, Any],
+                moved: Callable[[R], Any]) -> list[R]:
+    """Rows in their order, those alike on several GPUs merged at the first one's place.
+    `gpus`: a snapshot's nvidia gpus (for indexes and the count); `moved`: what says how a
+    row changed (before and after, or the values and their hosts), comparable with ==."""
+    def alike(row: R) -> tuple[Any, ...]:
+        return (row.path[2], row.rank, moved(row), row.why.replace(row.path[1], "*"))
+
+    groups: dict[tuple[Any, ...], list[R]] = {}
+    for row in rows:
+        if per_gpu(row):
+            groups.setdefault(alike(row), []).append(row)
+    out: list[R] = []
+    for row in rows:
+        group = groups[alike(row)] if per_gpu(row) else [row]
         if len(group) == 1:
-            out.append(f)
-        elif group[0] is f:
+            out.append(row)
+        elif group[0] is row:
             out.append(merged(group, gpus))
     return out

@@ -30,7 +30,7 @@ def fleet_summary(report: FleetReport) -> str:
     head = f"fleet of {len(report.hosts)} snapshots: "
     if not report.drift:
         return head + "every compared fact agrees."
-    found = f"{count} fact{'s' if count != 1 else ''} differ from the majority"
+    found = f"{count} fact{'s differ' if count != 1 else ' differs'} from the majority"
     missing = f"; {len(report.not_captured)} sections not captured" if report.not_captured \
         else ""
     return head + found + missing + "."

@@ -51,6 +51,16 @@ def test_a_node_edited_behind_its_digest_still_stands_out() -> None:
     assert odd.path == ("gpus", SLOW_BUS, "pcie_gen_current") and odd.others == [(3, ["node03"])]
 
 
+def test_every_link_of_one_node_narrowed_is_one_row() -> None:
+    def all_narrow(document: dict[str, Any]) -> None:
+        for record in document["facts"]["nvidia"]["gpus"].values():
+            record["pcie_width_current"] = 8
+    report = fleet(fleet_of(6, {4: all_narrow}), [f"f{i}" for i in range(6)])
+    (row,) = report.disagreements
+    assert row.path == ("gpus", "0-7 (all 8)", "pcie_width_current")
+    assert row.others == [(8, ["node04"])] and row.why.startswith("GPUs 0-7 (all 8) PCIe")
+
+
 def test_host_unique_facts_are_not_disagreements() -> None:
     documents = fleet_of(3, {})  # hostnames, boot ids and GPU uuids differ by nature
     for index, document in enumerate(documents):
