@@ -71,7 +71,14 @@ class Step:
     steps_left: int = 0
 
 
-Event = Union[Step, str]
+@dataclass(frozen=True)
+class RunEnded:
+    """One benchmark run at the commit under test ended: "run 2 of 5: 61.3 s, exit 0, ..."."""
+
+    text: str
+
+
+Event = Union[Step, str, RunEnded]
 
 
 @dataclass
@@ -168,7 +175,8 @@ class Bisector:
         else:
             self.report.step_invocations += 1
         spec = replace(self.spec, repeat=count)
-        values: list[float] = bench_on(self.ctx.transport, self.ctx.host, spec)["values"]
+        values: list[float] = bench_on(self.ctx.transport, self.ctx.host, spec,
+                                       lambda text: self.emit(RunEnded(text)))["values"]
         self.report.runs += len(values)
         return values
 

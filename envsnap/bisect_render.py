@@ -11,6 +11,7 @@ from .bisect import (
     ONLY_SKIPPED,
     BisectReport,
     Event,
+    RunEnded,
     Step,
 )
 
@@ -26,9 +27,12 @@ def step_name(step: Step) -> str:
 
 
 def event_line(event: Event) -> str:
-    """One line per event: a note as it is, a step with its runs, verdict and why."""
+    """One line per event: a note as it is, a run indented, a step with its runs, verdict
+    and why."""
     if isinstance(event, str):
         return event
+    if isinstance(event, RunEnded):
+        return f"  {event.text}"
     runs = f"{len(event.values)} runs, median {median_text(event.values)}" if event.values \
         else "no runs"
     line = (f"{step_name(event):<8} {event.commit.short}  {event.commit.subject[:SUBJECT_WIDTH]}"

@@ -52,7 +52,7 @@ def add_bisect_parser(commands: Any) -> None:
 
 def cmd_bisect(args: argparse.Namespace) -> int:
     from .bench import BenchSpec
-    from .bisect import BisectOptions, Event, bisect
+    from .bisect import BisectOptions, Event, RunEnded, bisect
     from .bisect_render import event_line, final_lines
     from .capture import CaptureOptions
     from .inventory import load_inventory
@@ -67,8 +67,9 @@ def cmd_bisect(args: argparse.Namespace) -> int:
                             capture=CaptureOptions(connect_timeout=args.connect_timeout,
                                                    accept_new_host_keys=args.accept_new_host_keys))
 
-    def show(event: Event) -> None:
-        print(event_line(event), flush=True)
+    def show(event: Event) -> None:  # runs as they end on stderr; the steps are the answer
+        stream = sys.stderr if isinstance(event, RunEnded) else sys.stdout
+        print(event_line(event), file=stream, flush=True)
 
     report = bisect(Store(args.store), load_inventory(args.inventory), args.good, args.bad,
                     args.host, args.repo, spec, options, show)

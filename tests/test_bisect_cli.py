@@ -99,6 +99,10 @@ def test_finds_the_commit_in_log2_steps_and_keeps_the_users_work(cli: Cli,
     assert "your work is back" in result.stdout
     assert history.state() == before
     assert history.repo.git("diff", "--cached", "--name-only") == "README.md"  # still staged
+    # every run reported as it ended, on stderr: 5 runs at each end and at each of 4 steps
+    runs = [line for line in result.stderr.splitlines() if line.startswith("  run ")]
+    assert len(runs) == (2 + 4) * 5 and runs[0].startswith("  run 1 of 5: ")
+    assert "run " not in result.stdout.replace("runs", "")
 
 
 def test_no_regression_between_the_endpoints_stops_there(cli: Cli, history: History) -> None:
