@@ -23,6 +23,7 @@ from .findings import (
     short,
 )
 from .gitexplain import CONFIGURED, verb_of
+from .views import rank_of
 
 HOT_CONFIGURED, HOT, CODE_MOVED = 100, 97, 90
 WORKER_ENV, ENV, PATCH, STARTUP_CODE = 85, 80, 78, 75
@@ -161,6 +162,9 @@ def worker_env(f: Finding, ctx: Context) -> Rating | None:
     if f.section != "env" or f.path[:1] != ("processes",) or len(f.path) < 2:
         return None
     worker = f"worker {f.detail.get('pid_after') or f.detail.get('pid_before') or f.path[1]}"
+    launcher_rank = rank_of(f.path[1])
+    if launcher_rank is not None:  # which of eight alike workers: the launcher's RANK
+        worker += f" (rank {launcher_rank})"
     if len(f.path) == 2:
         gone = f"{worker} ({short(f.path[1], 60)})"
         return Rating(WORKERS, f"{gone} not running in {ctx.names[1]}: its env is not compared"

@@ -9,6 +9,7 @@ Shared by the pairwise diff and by fleet mode.
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 # Facts about a process that change on every restart or name another pid.
@@ -32,12 +33,21 @@ class Atom:
     __hash__ = None  # type: ignore[assignment]
 
 
+RANK_MARK = re.compile(r" \[rank ([^\]]+)\]$")
+
+
 def worker_name(pid: str, info: dict[str, Any]) -> str:
     """The command line, with the worker's RANK where a launcher (torchrun) set one."""
     base = " ".join(str(arg) for arg in info.get("cmdline") or []) or f"pid {pid}"
     env = info.get("env")
     rank = env.get("RANK") if isinstance(env, dict) else None
     return f"{base} [rank {rank}]" if rank is not None else base
+
+
+def rank_of(key: str) -> str | None:
+    """The RANK that worker_name put in a worker's key, if any."""
+    match = RANK_MARK.search(key)
+    return match.group(1) if match else None
 
 
 def worker_keys(processes: dict[str, Any]) -> dict[str, str]:

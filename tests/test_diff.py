@@ -150,6 +150,7 @@ def test_torchrun_workers_are_matched_by_rank_whatever_their_start_order() -> No
     (finding,) = diff(before, edited(GOOD, ranks([812, 805, 830, 801], lost=2))).findings
     assert finding.path[-3:] == ("python3 -u allreduce.py [rank 2]", "env", "NCCL_NVLS_ENABLE")
     assert finding.detail["pid_after"] == "830"
+    assert finding.why == "NCCL_NVLS_ENABLE=0 missing in worker 830 (rank 2)"
 
 
 def test_unreadable_worker_env_is_not_captured() -> None:
