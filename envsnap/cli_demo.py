@@ -43,7 +43,7 @@ def run_demo_step(scene: Any, step: Any) -> bool:
         step.prepare()
     print(f"$ {step.shown}", flush=True)
     result = demo.run_step(scene, step)
-    sys.stdout.write(result.stdout + result.stderr + "\n")
+    sys.stdout.write(result.stdout + "\n")
     if result.returncode not in step.expect:
         sys.stderr.write(f"envsnap: error: demo step failed (exit {result.returncode})\n")
         return False

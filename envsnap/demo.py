@@ -191,5 +191,6 @@ def steps(scene: Scene) -> list[Step]:
 
 
 def run_step(scene: Scene, step: Step) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(step.argv, env=scene.env, cwd=scene.root, capture_output=True,
-                          text=True, timeout=300)
+    """A step's output as a terminal would show it: stderr (progress) in time order."""
+    return subprocess.run(step.argv, env=scene.env, cwd=scene.root, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=300)
