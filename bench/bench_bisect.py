@@ -21,11 +21,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from envsnap.bench import BenchSpec  # noqa: E402
-from envsnap.bisect import BisectOptions, bisect  # noqa: E402
-from envsnap.capture import CaptureOptions, capture  # noqa: E402
-from envsnap.inventory import Inventory, parse_host_spec, with_vars  # noqa: E402
-from envsnap.store import Store  # noqa: E402
+from envsnap.bench.run import BenchSpec  # noqa: E402
+from envsnap.bisect.run import BisectOptions, bisect  # noqa: E402
+from envsnap.hosts.capture import CaptureOptions, capture  # noqa: E402
+from envsnap.hosts.inventory import Inventory, parse_host_spec, with_vars  # noqa: E402
+from envsnap.snapshot.store import Store  # noqa: E402
 
 TARGET = 8
 BENCH = """\

@@ -29,9 +29,9 @@ from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from envsnap.diff import diff  # noqa: E402
-from envsnap.snapshot import SCHEMA, section_digest  # noqa: E402
-from envsnap.store import dump_yaml  # noqa: E402
+from envsnap.diff.compare import diff  # noqa: E402
+from envsnap.snapshot.document import SCHEMA, section_digest  # noqa: E402
+from envsnap.snapshot.store import dump_yaml  # noqa: E402
 
 REPO = "/root/sglang"
 PYNCCL = "python/sglang/srt/distributed/device_communicators/pynccl.py"

@@ -28,9 +28,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from envsnap import bench, benchstats  # noqa: E402
 from envsnap.agent import benchsample  # noqa: E402
-from envsnap.inventory import parse_host_spec  # noqa: E402
+from envsnap.bench import run as bench
+from envsnap.bench import stats as benchstats  # noqa: E402
+from envsnap.hosts.inventory import parse_host_spec  # noqa: E402
 
 # Fixed work measured from inside, so interpreter start-up noise stays out of the number.
 WORK = """\

@@ -1,5 +1,5 @@
 import sys
 
-from envsnap.cli import main
+from envsnap.cli.main import main
 
 sys.exit(main())

@@ -13,8 +13,8 @@ from typing import Any, Callable
 
 import yaml
 
-from envsnap import snapshot
-from envsnap.store import dump_yaml
+from envsnap.snapshot import document as snapshot
+from envsnap.snapshot.store import dump_yaml
 
 DATA = Path(__file__).parent / "data" / "h200"
 H200_BUS = "00000000:00:06.0"

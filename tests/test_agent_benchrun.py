@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from envsnap import bench
 from envsnap.agent import benchpcie, benchrun, benchsample, nvml_reader
+from envsnap.bench import run as bench
 
 PY = sys.executable
 
@@ -268,7 +268,7 @@ def test_recorded_h200_runs_make_a_record() -> None:
     5 GiB over PCIe and matmuls at the 700 W power cap."""
     import json
 
-    from envsnap.store import dump_yaml
+    from envsnap.snapshot.store import dump_yaml
 
     reported = json.loads((Path(__file__).parent / "data" / "h200" /
                            "bench_agent.json").read_text())
@@ -293,7 +293,7 @@ def test_busy_samples_are_summarised_apart_from_idle_ones() -> None:
     """A benchmark that spends most of its run importing: the idle samples must not hide
     the clocks and the power cap of the part that is measured (seen on the H200)."""
     from envsnap.agent.benchsample import summarise
-    from envsnap.bench import reasons_text, sm_clock_text
+    from envsnap.bench.run import reasons_text, sm_clock_text
 
     columns = {"t": [0.0, 0.2, 0.4, 0.6, 0.8], "sm_mhz": [345, 345, 345, 1980, 1965],
                "util_gpu_pct": [0, 0, 0, 100, 99], "reasons_mask": [1, 1, 1, 4, 4],

@@ -16,11 +16,12 @@ import yaml
 from conftest import Cli
 from sshd import Sshd
 
-from envsnap import bench, snapshot
-from envsnap.capture import CaptureOptions
+from envsnap.bench import run as bench
 from envsnap.errors import SnapshotError, UsageError
-from envsnap.inventory import parse_host_spec
-from envsnap.store import Store
+from envsnap.hosts.capture import CaptureOptions
+from envsnap.hosts.inventory import parse_host_spec
+from envsnap.snapshot import document as snapshot
+from envsnap.snapshot.store import Store
 
 METRIC = r"gen throughput \(token/s\): ([0-9.]+)"
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from envsnap.benchstats import (
+from envsnap.bench.stats import (
     compare,
     compile_metric,
     mann_whitney,

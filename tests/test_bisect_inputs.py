@@ -5,8 +5,8 @@ from typing import Any
 
 import pytest
 
-from envsnap.bench import BenchSpec
-from envsnap.bisect_inputs import check_options, good_patch, pick_repo, recorded_baseline
+from envsnap.bench.run import BenchSpec
+from envsnap.bisect.inputs import check_options, good_patch, pick_repo, recorded_baseline
 from envsnap.errors import UsageError
 
 PATCH = "diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-1\n+2\n"

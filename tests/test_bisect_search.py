@@ -7,7 +7,7 @@ from collections.abc import Collection
 
 import pytest
 
-from envsnap.bisect_search import (
+from envsnap.bisect.search import (
     BAD,
     CANT_TELL,
     GOOD,

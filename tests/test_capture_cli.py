@@ -11,7 +11,7 @@ import yaml
 from conftest import Cli
 from sshd import Sshd
 
-from envsnap import payload
+from envsnap.hosts import payload
 
 SECRET = "hf_" + "S3cr3tT0kenValue" * 3
 

@@ -191,8 +191,8 @@ def test_unknown_label_and_corrupt_snapshot_for_show(cli: Cli, tmp_path: Path) -
 
 
 def test_ssh_connections_send_keepalives(sshd: Sshd, tmp_path: Path, monkeypatch) -> None:
-    from envsnap.inventory import parse_host_spec
-    from envsnap.transport import KEEPALIVE_S, SSHTransport
+    from envsnap.hosts.inventory import parse_host_spec
+    from envsnap.hosts.transport import KEEPALIVE_S, SSHTransport
 
     monkeypatch.setenv("HOME", str(tmp_path))
     sshd.write_home(tmp_path)

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import io
 
-from envsnap.capture import Outcome
-from envsnap.cli import Progress
-from envsnap.inventory import Host
+from envsnap.cli.main import Progress
+from envsnap.hosts.capture import Outcome
+from envsnap.hosts.inventory import Host
 
 
 class Terminal(io.StringIO):

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from diffdata import H200_BUS, edited, h200
 
-from envsnap import rules
-from envsnap.diff import DiffOptions, diff
+from envsnap.diff import rules
+from envsnap.diff.compare import DiffOptions, diff
+from envsnap.diff.findings import ADDED, MISSING, NOT_CAPTURED, REMOVED
 from envsnap.errors import UsageError
-from envsnap.findings import ADDED, MISSING, NOT_CAPTURED, REMOVED
 
 GOOD = h200()
 

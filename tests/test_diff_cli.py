@@ -124,7 +124,7 @@ def test_diff_loads_no_capture_bench_or_ssh_code(dcli: Cli) -> None:
     # Building the parser happens for every command: a default read from capture, bench or
     # bisect once made `envsnap diff` import them all, tripling its start-up time.
     examples = ROOT / "snapshots" / "examples"
-    probe = ("import sys\nfrom envsnap import cli\n"
+    probe = ("import sys\nfrom envsnap.cli import main as cli\n"
              f"code = cli.main(['diff', {str(examples / 'story-good.yaml')!r}, "
              f"{str(examples / 'story-bad.yaml')!r}])\n"
              "sys.stderr.write(' '.join(sorted(m for m in sys.modules if m.startswith("
@@ -134,10 +134,10 @@ def test_diff_loads_no_capture_bench_or_ssh_code(dcli: Cli) -> None:
                             text=True)
     assert result.returncode == 1, result.stderr
     loaded = set(result.stderr.split())
-    assert "envsnap.diff" in loaded
-    heavy = {"envsnap.capture", "envsnap.transport", "envsnap.payload", "envsnap.bench",
-             "envsnap.bisect", "envsnap.report", "envsnap.playrun", "fabric", "paramiko",
-             "concurrent.futures"}
+    assert "envsnap.diff.compare" in loaded
+    heavy = {"envsnap.hosts.capture", "envsnap.hosts.transport", "envsnap.hosts.payload",
+             "envsnap.bench.run", "envsnap.bisect.run", "envsnap.report.build",
+             "envsnap.playbook.run", "fabric", "paramiko", "concurrent.futures"}
     assert loaded & heavy == set()
 
 

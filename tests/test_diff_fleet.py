@@ -8,8 +8,8 @@ from typing import Any
 from conftest import Cli
 from diffdata import H200_BUS, edited, h200, save
 
-from envsnap import rules
-from envsnap.fleet import fleet
+from envsnap.diff import rules
+from envsnap.diff.fleet import fleet
 
 ROOT = Path(__file__).resolve().parent.parent
 SLOW_BUS = "00000000:15:00.0"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from envsnap import gitexplain as gx
+from envsnap.diff import gitexplain as gx
 
 
 def sha(name: str) -> str:

@@ -6,8 +6,9 @@ from typing import Any
 
 from diffdata import H200_BUS, edited, h200
 
-from envsnap import patches, render, render_formats
-from envsnap.diff import DiffOptions, diff
+from envsnap.diff import patch_summary, render_formats
+from envsnap.diff import render_text as render
+from envsnap.diff.compare import DiffOptions, diff
 
 GOOD = h200()
 BINARY = ("diff --git a/w.bin b/w.bin\nindex 1..2 100644\nGIT binary patch\nliteral 3\n"
@@ -120,9 +121,10 @@ def test_a_reading_is_one_row_and_a_ranked_finding_keeps_its_why() -> None:
 
 def test_blob_helpers() -> None:
     blob = {"bytes": 5, "sha256": "x", "base64": "aGVsbG8="}
-    assert patches.is_blob(blob) and patches.is_binary(blob)
-    assert patches.readable(blob) == "hello"
-    assert patches.patch_files("diff --git a/a b/a\n+1\ndiff --git a/b c b/b c\n") == ["a", "b c"]
+    assert patch_summary.is_blob(blob) and patch_summary.is_binary(blob)
+    assert patch_summary.readable(blob) == "hello"
+    two = "diff --git a/a b/a\n+1\ndiff --git a/b c b/b c\n"
+    assert patch_summary.patch_files(two) == ["a", "b c"]
 
 
 def test_a_changed_patch_names_the_files_whose_hunks_moved() -> None:
@@ -131,6 +133,6 @@ def test_a_changed_patch_names_the_files_whose_hunks_moved() -> None:
     report = diff(edited(GOOD, with_patch(old)), edited(GOOD, with_patch(new)))
     out = render.human(report)
     assert "~ b.py" in out and "+ c" in out and "a.py" not in out.split("patch: ")[1]
-    assert patches.file_changes({"text": new, "sha256": "", "bytes": 1},
+    assert patch_summary.file_changes({"text": new, "sha256": "", "bytes": 1},
                                 {"text": old, "sha256": "", "bytes": 1}) == {
         "changed": ["b.py"], "added": [], "removed": ["c"]}

@@ -1,9 +1,9 @@
 """Each ranking rule on its own: a finding in, a rank and a one-line why out (or a pass)."""
 from __future__ import annotations
 
-from envsnap import rules
-from envsnap.findings import ADDED, NOT_CAPTURED, REMOVED, Finding
-from envsnap.gitexplain import CONFIGURED
+from envsnap.diff import rules
+from envsnap.diff.findings import ADDED, NOT_CAPTURED, REMOVED, Finding
+from envsnap.diff.gitexplain import CONFIGURED
 
 CTX = rules.Context(names=("good", "bad"), shell_after={"NCCL_PROTO": "LL"},
                     gpus_after={"B1": {"pcie_gen_current": 5, "pcie_gen_max": 5,

@@ -14,8 +14,8 @@ import yaml
 from conftest import Cli
 from gitrepos import Story
 
-from envsnap import snapshot
-from envsnap.examples_code import BAD_HEAD, GOOD_HEAD, HOT_COMMIT
+from envsnap.demo.story_code import BAD_HEAD, GOOD_HEAD, HOT_COMMIT
+from envsnap.snapshot import document as snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "snapshots" / "examples"

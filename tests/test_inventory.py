@@ -4,7 +4,7 @@ import pytest
 import yaml
 
 from envsnap.errors import UsageError
-from envsnap.inventory import Inventory, expand_range, parse_host_spec, resolve_hosts
+from envsnap.hosts.inventory import Inventory, expand_range, parse_host_spec, resolve_hosts
 
 INVENTORY = """
 all:

@@ -8,7 +8,7 @@ import time
 import zipfile
 from pathlib import Path
 
-from envsnap import payload
+from envsnap.hosts import payload
 
 
 def test_payload_is_deterministic_and_complete() -> None:

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 
 from envsnap.errors import PlaybookError, UsageError
-from envsnap.inventory import Inventory
-from envsnap.playbook import load, parse_extra_vars
-from envsnap.playrun import Event, RunOptions, RunResult, TaskResult, run_playbook
-from envsnap.store import Store
+from envsnap.hosts.inventory import Inventory
+from envsnap.playbook.load import load, parse_extra_vars
+from envsnap.playbook.run import Event, RunOptions, RunResult, TaskResult, run_playbook
+from envsnap.snapshot.store import Store
 
 
 def write(tmp_path: Path, text: str, name: str = "play.yml") -> Path:

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from gitrepos import Story
 
-from envsnap.inventory import Host
-from envsnap.store import Store
-from envsnap.tasks import MODULES, ArgError, Context
-from envsnap.tasks.gitpatch import find_hunk
-from envsnap.transport import LocalTransport
+from envsnap.hosts.inventory import Host
+from envsnap.hosts.transport import LocalTransport
+from envsnap.playbook.tasks import MODULES, ArgError, Context
+from envsnap.playbook.tasks.gitpatch import find_hunk
+from envsnap.snapshot.store import Store
 
 ENGINE_PATH = "python/sglang/srt/entrypoints/engine.py"
 TASKS = Path(__file__).resolve().parent.parent / "envsnap" / "tasks"

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from envsnap.mask import MASKED, Masker, escape_markers, masked_document
-from envsnap.snapshot import section_digest
+from envsnap.snapshot.document import section_digest
+from envsnap.snapshot.mask import MASKED, Masker, escape_markers, masked_document
 
 UUID = "GPU-d3208dcb-53e8-24e1-bfd7-b35894626910"
 

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from envsnap import snapshot
 from envsnap.errors import SnapshotError, StoreError, UsageError
-from envsnap.store import Store, label_from_name, validate_label
+from envsnap.snapshot import document as snapshot
+from envsnap.snapshot.store import Store, label_from_name, validate_label
 
 AGENT_OUTPUT = {"agent": {"version": "1"}, "collectors": {
     "system": {"facts": {"hostname": "h"}, "volatile": {"uptime": 5}, "error": None,
@@ -76,7 +76,7 @@ def test_a_failed_write_leaves_no_partial_file(tmp_path: Path, monkeypatch) -> N
     def explode(_document: dict) -> str:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("envsnap.store.dump_yaml", explode)
+    monkeypatch.setattr("envsnap.snapshot.store.dump_yaml", explode)
     with pytest.raises(StoreError, match="No space left"):
         store.save(build(), "good")
     assert (tmp_path / "good.yaml").read_text() == before

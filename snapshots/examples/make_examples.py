@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # this checkout's envsnap
 
-from envsnap.examples import write_examples  # noqa: E402
+from envsnap.demo.snapshots import write_examples  # noqa: E402
 
 
 def main(argv: list[str]) -> int:

@@ -1,0 +1,1 @@
+"""Benchmark runs on a host, their statistics and verdicts."""

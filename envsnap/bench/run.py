@@ -1,0 +1,306 @@
+"""Benchmark runs: a command run N times on a host, its metric, statistics and GPU telemetry.
+
+The agent runs the command in its bench mode (agent/benchrun.py) in one SSH exec, sampling
+NVML while each run goes on; this module turns what it reports into a plain "bench" record.
+`envsnap bench` saves that record inside the snapshot captured just before the runs, so the
+snapshot a benchmark ran on is the same document. Library code: never prints.
+
+Record (document["bench"]):
+    command, cwd, metric, lower_is_better, repeat, host, sample_interval, run_timeout,
+    started_at, finished_at        ISO times on the controller
+    values: [float]                one per run, in run order
+    summary: {n, median, min, max, mean, stdev, spread}   spread = (max - min) / median
+    runs: [{run, value, exit_code, seconds, output_tail,
+            gpus: {bus id: {samples, sm_mhz: {min, median, max}, power_w, temp_c, ...,
+                            clock_event_reasons: {reason: samples seen}}},
+            samples: {bus id: {t: [...], sm_mhz: [...], ...}},    raw, thinned
+            sampler: {ticks, cpu_seconds} | None}]                what sampling cost
+    telemetry: {available, reason, sample_interval, gpus: {bus id: over all runs}}
+"""
+from __future__ import annotations
+
+import os
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from envsnap.bench import stats as benchstats
+from envsnap.defaults import DEFAULT_REPEAT, DEFAULT_RUN_TIMEOUT, DEFAULT_SAMPLE_INTERVAL
+from envsnap.errors import BenchError, UsageError
+from envsnap.hosts import capture
+from envsnap.hosts.capture import CaptureOptions, now_utc
+from envsnap.hosts.inventory import Host
+from envsnap.hosts.transport import Transport, open_transport
+from envsnap.snapshot import document as snapshot
+from envsnap.snapshot.store import Store
+
+Progress = Callable[[str], None]   # "run 2 of 5: 61.3 s, exit 0, metric 91.7"
+DEFAULT_MAX_SAMPLES = 600
+RECORD_TAIL_CHARS = 2000   # the agent sends 64 KiB to parse; the snapshot keeps the end
+SLACK_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class BenchSpec:
+    cmd: str
+    metric: str
+    repeat: int = DEFAULT_REPEAT
+    lower_is_better: bool = False
+    cwd: str | None = None
+    sample_interval: float | None = DEFAULT_SAMPLE_INTERVAL   # 0 or None: no sampling
+    run_timeout: float = DEFAULT_RUN_TIMEOUT
+    max_samples: int = DEFAULT_MAX_SAMPLES
+
+    def check(self) -> None:
+        """Refuse bad input before any host is contacted (exit 2)."""
+        if not self.cmd.strip():
+            raise UsageError("--cmd is empty")
+        benchstats.compile_metric(self.metric)
+        if self.repeat < 1:
+            raise UsageError(f"--repeat must be at least 1, not {self.repeat}")
+        if self.run_timeout <= 0:
+            raise UsageError(f"--run-timeout must be positive, not {self.run_timeout:g}")
+        if self.sample_interval is not None and self.sample_interval < 0:
+            raise UsageError(f"--sample-interval must be 0 (off) or more, "
+                             f"not {self.sample_interval:g}")
+
+
+def agent_config(spec: BenchSpec, host: Host) -> dict[str, Any]:
+    # `local` runs where the user stands; a remote host in the login home, as ssh would.
+    cwd = spec.cwd or (os.getcwd() if host.is_local else None)
+    return {"mode": "bench", "cmd": spec.cmd, "repeat": spec.repeat, "cwd": cwd,
+            "metric": spec.metric, "sample_interval": spec.sample_interval or 0,
+            "timeout": spec.run_timeout, "max_samples": spec.max_samples}
+
+
+def ignore(progress: str) -> None:
+    pass
+
+
+def bench_on(transport: Transport, host: Host, spec: BenchSpec,
+             progress: Progress = ignore) -> dict[str, Any]:
+    """Run the benchmark through an open transport; the record, or BenchError. The agent
+    is followed: `progress` gets a line as each run ends, and the runs stop if this process
+    goes away (Ctrl-C, a dropped connection)."""
+    spec.check()
+    started_at = now_utc().isoformat(timespec="seconds")
+    timeout = spec.repeat * (spec.run_timeout + 10) + SLACK_SECONDS
+    output = capture.run_agent(transport, host, agent_config(spec, host), timeout, progress)
+    reported = output.get("bench")
+    if not isinstance(reported, dict):
+        raise BenchError(f"{host.name}: the agent did not run the benchmark "
+                         "(an agent older than bench mode?)")
+    record = build_record(spec, reported, host.name)
+    record.update(started_at=started_at, finished_at=now_utc().isoformat(timespec="seconds"))
+    return record
+
+
+def run_bench(host: Host, spec: BenchSpec,
+              options: CaptureOptions | None = None) -> dict[str, Any]:
+    """Connect, run the benchmark, disconnect: the bench record."""
+    options = options or CaptureOptions()
+    spec.check()
+    transport = open_transport(host, options.connect_timeout, options.accept_new_host_keys)
+    try:
+        return bench_on(transport, host, spec)
+    finally:
+        transport.close()
+
+
+# ---- the agent's report -> the record (pure) ----------------------------------------------
+
+def last_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:200] if lines else "(no output)"
+
+
+def run_value(run: dict[str, Any], total: int, metric: str) -> float:
+    """The metric of one run, or BenchError naming the run and showing its last line."""
+    where = f"run {run['run']} of {total}"
+    shown = last_line(run.get("output_tail", ""))
+    if run.get("timed_out"):
+        raise BenchError(f"benchmark {where} timed out after {run['seconds']:g}s; "
+                         f"last output line: {shown}")
+    if run.get("exit_code") != 0:
+        raise BenchError(f"benchmark {where} exited {run.get('exit_code')}; "
+                         f"last output line: {shown}")
+    try:
+        value = benchstats.parse_metric(run.get("output_tail", ""), metric)
+    except ValueError as exc:
+        raise BenchError(f"benchmark {where}: {exc}; last output line: {shown}") from None
+    if value is None:
+        raise BenchError(f"benchmark {where}: no match for --metric {metric!r} in its output; "
+                         f"last output line: {shown}")
+    return value
+
+
+def build_record(spec: BenchSpec, reported: dict[str, Any], host_name: str) -> dict[str, Any]:
+    if reported.get("error"):
+        raise BenchError(f"{host_name}: {reported['error']}")
+    runs = reported.get("runs", [])
+    values = [run_value(run, spec.repeat, spec.metric) for run in runs]
+    if len(values) < spec.repeat:   # the agent stops early only after a bad run
+        raise BenchError(f"{host_name}: only {len(values)} of {spec.repeat} runs reported "
+                         f"({reported.get('stopped') or 'no reason given'})")
+    telemetry = dict(reported.get("telemetry") or {})
+    telemetry["gpus"] = telemetry_over_runs(telemetry.get("gpus") or {}, runs)
+    return {"command": spec.cmd, "cwd": reported.get("cwd"), "metric": spec.metric,
+            "lower_is_better": spec.lower_is_better, "repeat": spec.repeat, "host": host_name,
+            "sample_interval": spec.sample_interval or 0, "run_timeout": spec.run_timeout,
+            "values": values, "summary": benchstats.summarise(values),
+            "runs": [run_entry(run, value) for run, value in zip(runs, values)],
+            "telemetry": telemetry}
+
+
+def run_entry(run: dict[str, Any], value: float) -> dict[str, Any]:
+    return {"run": run["run"], "value": value, "exit_code": run["exit_code"],
+            "seconds": run["seconds"], "output_tail": run["output_tail"][-RECORD_TAIL_CHARS:],
+            "gpus": run.get("gpus", {}), "samples": run.get("samples", {}),
+            "sampler": run.get("sampler")}
+
+
+def telemetry_over_runs(gpus: dict[str, Any], runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per GPU over every run: lowest min, median of the run medians, highest max, and how
+    many samples saw each throttle reason."""
+    combined: dict[str, Any] = {}
+    for bus, described in gpus.items():
+        per_run = [run["gpus"][bus] for run in runs if bus in run.get("gpus", {})]
+        entry = dict(described)
+        for name in ("sm_mhz", "mem_mhz", "power_w", "temp_c", "util_gpu_pct",
+                     "pcie_rx_kbs", "pcie_tx_kbs"):
+            entry[name] = spread_over([summary.get(name) for summary in per_run])
+        entry["clock_event_reasons"] = add_counts(
+            [summary.get("clock_event_reasons") or {} for summary in per_run])
+        entry["samples"] = sum(summary.get("samples", 0) for summary in per_run)
+        entry["busy"] = busy_over_runs([summary.get("busy") for summary in per_run])
+        combined[bus] = entry
+    return combined
+
+
+def busy_over_runs(busy: list[dict[str, Any] | None]) -> dict[str, Any] | None:
+    present = [summary for summary in busy if summary]
+    if not present:
+        return None
+    combined: dict[str, Any] = {"samples": sum(s.get("samples", 0) for s in present)}
+    for name in ("sm_mhz", "mem_mhz", "power_w", "temp_c"):
+        combined[name] = spread_over([summary.get(name) for summary in present])
+    combined["clock_event_reasons"] = add_counts(
+        [summary.get("clock_event_reasons") or {} for summary in present])
+    return combined
+
+
+def spread_over(spreads: list[dict[str, Any] | None]) -> dict[str, Any] | None:
+    present = [s for s in spreads if s]
+    if not present:
+        return None
+    return {"min": min(s["min"] for s in present),
+            "median": statistics.median(s["median"] for s in present),
+            "max": max(s["max"] for s in present)}
+
+
+def add_counts(counts: list[dict[str, int]]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for one in counts:
+        for name, count in one.items():
+            total[name] = total.get(name, 0) + count
+    return total
+
+
+# ---- capture + bench, saved together; rerun and compare ------------------------------------
+
+@dataclass
+class BenchOutcome:
+    label: str
+    path: Any = None
+    document: dict[str, Any] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def record(self) -> dict[str, Any]:
+        return self.document["bench"]
+
+
+def capture_and_bench(host: Host, spec: BenchSpec, store: Store, options: CaptureOptions,
+                      progress: Progress = ignore) -> BenchOutcome:
+    """Snapshot the host, run the benchmark on it, save both as one document.
+
+    Nothing is saved unless every run succeeded: a failed benchmark leaves no half record."""
+    spec.check()
+    label = capture.plan_labels([host], options.label, now_utc())[host.name]
+    capture.check_before_capture({host.name: label}, store, options.force)
+    transport = open_transport(host, options.connect_timeout, options.accept_new_host_keys)
+    try:
+        document = capture.snapshot_document(transport, host, label, options)
+        document["bench"] = bench_on(transport, host, spec, progress)
+    finally:
+        transport.close()
+    path = store.save(document, label)
+    return BenchOutcome(label=label, path=path, document=document,
+                        problems=snapshot.problems(document))
+
+
+def spec_from_record(record: dict[str, Any]) -> BenchSpec:
+    """The benchmark a record ran, to run it again the same way."""
+    return BenchSpec(cmd=record["command"], metric=record["metric"],
+                     repeat=int(record.get("repeat") or len(record["values"])),
+                     lower_is_better=bool(record.get("lower_is_better")), cwd=record.get("cwd"),
+                     sample_interval=record.get("sample_interval", DEFAULT_SAMPLE_INTERVAL),
+                     run_timeout=float(record.get("run_timeout") or DEFAULT_RUN_TIMEOUT))
+
+
+def rerun_and_compare(document: dict[str, Any], host: Host,
+                      options: CaptureOptions | None = None,
+                      threshold: float = benchstats.DEFAULT_THRESHOLD,
+                      alpha: float = benchstats.DEFAULT_ALPHA
+                      ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Run a snapshot's recorded benchmark again on `host`: (the new record, the verdict)."""
+    recorded = document.get("bench")
+    if not isinstance(recorded, dict):
+        label = document.get("meta", {}).get("label", "?")
+        raise UsageError(f"snapshot {label!r} has no recorded benchmark to rerun "
+                         "(record one with envsnap bench HOST --label ...)")
+    spec = spec_from_record(recorded)
+    record = run_bench(host, spec, options)
+    verdict = benchstats.compare(recorded["values"], record["values"], spec.lower_is_better,
+                                 threshold, alpha)
+    return record, verdict
+
+
+# ---- what `envsnap bench` shows (lines, printed by cli.py) ---------------------------------
+
+def under_load(summary: dict[str, Any]) -> dict[str, Any]:
+    """A GPU's readings while it was busy when there were any: idle readings lie."""
+    busy = summary.get("busy")
+    return busy if isinstance(busy, dict) else summary
+
+
+def sm_clock_text(gpus: dict[str, Any]) -> str:
+    """The run's median SM clock under load: one number, or the range over GPUs."""
+    medians = sorted(under_load(s)["sm_mhz"]["median"] for s in gpus.values()
+                     if under_load(s).get("sm_mhz"))
+    if not medians:
+        return "-"
+    low, high = f"{medians[0]:g}", f"{medians[-1]:g}"
+    return low if low == high else f"{low}-{high}"
+
+
+def reasons_text(gpus: dict[str, Any]) -> str:
+    counts = add_counts([under_load(s).get("clock_event_reasons") or {} for s in gpus.values()])
+    return ",".join(sorted(counts, key=lambda name: (-counts[name], name))) or "-"
+
+
+def format_record(record: dict[str, Any]) -> list[str]:
+    lines = [f"{'run':>4}  {'value':>12}  {'seconds':>9}  {'SM MHz':>9}  throttle reasons"]
+    for run in record["runs"]:
+        lines.append(f"{run['run']:>4}  {run['value']:>12g}  {run['seconds']:>9.2f}  "
+                     f"{sm_clock_text(run['gpus']):>9}  {reasons_text(run['gpus'])}")
+    summary = record["summary"]
+    spread = "-" if summary["spread"] is None else f"{summary['spread']:.1%}"
+    lines.append(f"median {summary['median']:g}  min {summary['min']:g}  "
+                 f"max {summary['max']:g}  spread {spread}  stdev {summary['stdev']:.3g}  "
+                 f"({summary['n']} runs, {'lower' if record['lower_is_better'] else 'higher'}"
+                 " is better)")
+    telemetry = record.get("telemetry") or {}
+    if not telemetry.get("available"):
+        lines.append(f"GPU telemetry: none ({telemetry.get('reason') or 'not sampled'})")
+    return lines

@@ -1,0 +1,1 @@
+"""Bisection between two snapshots' commits, judged by benchmark verdicts."""

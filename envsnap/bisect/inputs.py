@@ -1,0 +1,141 @@
+"""What a bisect starts from: the snapshots' repo, commits and host, and the line between.
+
+Everything here is asked before the checkout moves: a refusal leaves the host as it was.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from envsnap.bench.run import BenchSpec
+from envsnap.bisect import search
+from envsnap.bisect.search import Commit
+from envsnap.errors import HostError, UsageError
+from envsnap.hosts.inventory import Host, Inventory, resolve_hosts, with_vars
+from envsnap.playbook.tasks.base import Context
+from envsnap.playbook.tasks.gitcmd import GitFailure, complaint, resolve_commit, run, toplevel
+from envsnap.playbook.tasks.gitpatch import Patch, patch_from
+
+# ---- from the snapshots, before the host is touched -------------------------------------------
+
+def check_options(spec: BenchSpec, max_repeat: int) -> None:
+    spec.check()
+    if max_repeat < spec.repeat:
+        raise UsageError(f"--max-repeat ({max_repeat}) must be at least --repeat "
+                         f"({spec.repeat})")
+
+
+def repos_of(document: dict[str, Any]) -> dict[str, Any]:
+    return ((document.get("facts") or {}).get("git") or {}).get("repos") or {}
+
+
+def matches(path: str, key: str, repo: Any) -> bool:
+    names = {key} | ({repo.get("toplevel"), repo.get("realpath")} if isinstance(repo, dict)
+                     else set())
+    return path.rstrip("/") in {str(name).rstrip("/") for name in names if name}
+
+
+def pick_repo(good: dict[str, Any], bad: dict[str, Any], repo: str | None,
+              labels: tuple[str, str]) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """(path on the host, good's repo facts, bad's): --repo, or the one repo both recorded."""
+    if repo is None:
+        common = sorted(set(repos_of(good)) & set(repos_of(bad)))
+        if len(common) != 1:
+            listed = ", ".join(common) or "none"
+            raise UsageError(f"snapshots {labels[0]!r} and {labels[1]!r} recorded "
+                             f"{len(common)} repos in common ({listed}): choose one with --repo")
+        repo = common[0]
+    found = []
+    for document, label in zip((good, bad), labels):
+        entry = next((value for key, value in repos_of(document).items()
+                      if matches(repo, key, value)), None)
+        if not isinstance(entry, dict) or not isinstance(entry.get("head"), str):
+            why = entry.get("error", "no commit recorded") if isinstance(entry, dict) \
+                else "not recorded"
+            raise UsageError(f"snapshot {label!r} has no HEAD for repo {repo} ({why})")
+        found.append(entry)
+    path = str(found[1].get("toplevel") or repo)
+    return path, found[0], found[1]
+
+
+def pick_host(bad: dict[str, Any], inventory: Inventory, host: str | None) -> Host:
+    """--host, else the bad snapshot's host (where it is slow), with its recorded python."""
+    pattern = host or str(bad["meta"].get("host") or "local")
+    hosts = resolve_hosts([pattern], inventory)
+    if len(hosts) != 1:
+        raise UsageError(f"--host {pattern!r} names {len(hosts)} hosts: bisect one at a time")
+    python = (bad["meta"].get("config") or {}).get("python")
+    return with_vars(hosts[0], {"python": python}) if host is None else hosts[0]
+
+
+def good_patch(repo: dict[str, Any], label: str) -> Patch:
+    blob = (repo.get("uncommitted") or {}).get("patch")
+    if blob is None:
+        raise UsageError(f"--with-patch: snapshot {label!r} recorded no uncommitted patch")
+    try:
+        return patch_from(blob)
+    except GitFailure as exc:
+        raise UsageError(f"--with-patch: {exc}") from None
+
+
+def recorded_baseline(good: dict[str, Any], spec: BenchSpec, label: str) -> list[float]:
+    record = good.get("bench")
+    if not isinstance(record, dict) or not record.get("values"):
+        raise UsageError(f"--good-from-snapshot: snapshot {label!r} has no recorded benchmark")
+    if (record.get("command"), record.get("metric")) != (spec.cmd, spec.metric):
+        raise UsageError(f"--good-from-snapshot: snapshot {label!r} recorded another benchmark "
+                         f"({record.get('command')!r}, metric {record.get('metric')!r})")
+    return [float(value) for value in record["values"]]
+
+
+# ---- the repository on the host (read only) -------------------------------------------------
+
+def find_toplevel(ctx: Context, path: str) -> str:
+    top, problem = toplevel(ctx, path)
+    if top is None:
+        raise HostError(f"{ctx.host.name}: {problem}")
+    return top
+
+
+def commit_here(ctx: Context, top: str, sha: str, label: str) -> str:
+    commit = resolve_commit(ctx, top, sha)
+    if commit is None:
+        raise UsageError(f"{top}: commit {sha[:12]} (HEAD of snapshot {label!r}) is not in "
+                         f"this checkout on {ctx.host.name}: fetch it first")
+    return commit
+
+
+def commit_line(ctx: Context, top: str, good: str, bad: str,
+                labels: tuple[str, str]) -> list[Commit]:
+    """The commits to bisect, oldest first; refused unless good is a proper ancestor of bad."""
+    if good == bad:
+        raise UsageError(f"snapshots {labels[0]!r} and {labels[1]!r} have the same HEAD "
+                         f"{good[:12]}: there is no commit between them to blame")
+    asked = run(ctx, top, "merge-base", "--is-ancestor", good, bad)
+    if asked.exit_code == 1:
+        raise UsageError(f"{good[:12]} (HEAD of {labels[0]!r}) is not an ancestor of "
+                         f"{bad[:12]} (HEAD of {labels[1]!r}): bisect needs the good commit "
+                         "in the bad one's history; nothing was changed")
+    if asked.exit_code != 0:
+        raise HostError(f"{top}: git merge-base failed: {complaint(asked)}")
+    logged = run(ctx, top, "log", "--ancestry-path", f"--format={search.LOG_FORMAT}",
+                 f"{good}..{bad}")
+    if logged.exit_code != 0:
+        raise HostError(f"{top}: git log failed: {complaint(logged)}")
+    return search.line_of_commits(search.parse_log(logged.stdout), good, bad)
+
+
+def subject_of(ctx: Context, top: str, sha: str) -> str:
+    shown = run(ctx, top, "log", "-1", "--format=%s", sha)
+    return shown.stdout.strip() if shown.exit_code == 0 else ""
+
+
+def describe_head(ctx: Context, top: str) -> str:
+    branch = run(ctx, top, "symbolic-ref", "-q", "--short", "HEAD").stdout.strip()
+    sha = (resolve_commit(ctx, top, "HEAD") or "no commit")[:12]
+    return f"{branch} at {sha}" if branch else f"{sha}, detached"
+
+
+def files_touched(ctx: Context, top: str, before: str, commit: str) -> list[str]:
+    """Against the commit before it on the line: for a merge, what the merge brought in."""
+    listed = run(ctx, top, "diff", "--name-only", "--no-renames", "-z", before, commit)
+    return [name for name in listed.stdout.split("\0") if name] if listed.exit_code == 0 else []

@@ -1,0 +1,82 @@
+"""The lines `envsnap bisect` prints: each step as it happens, then the table and the answer."""
+from __future__ import annotations
+
+import math
+import statistics
+
+from envsnap.bisect.run import (
+    ENDS_UNDECIDED,
+    FOUND,
+    NO_REGRESSION,
+    ONLY_SKIPPED,
+    BisectReport,
+    Event,
+    RunEnded,
+    Step,
+)
+
+SUBJECT_WIDTH = 40
+
+
+def median_text(values: list[float]) -> str:
+    return f"{statistics.median(values):.4g}" if values else "-"
+
+
+def step_name(step: Step) -> str:
+    return step.kind if step.kind != "step" else f"step {step.number}"
+
+
+def event_line(event: Event) -> str:
+    """One line per event: a note as it is, a run indented, a step with its runs, verdict
+    and why."""
+    if isinstance(event, str):
+        return event
+    if isinstance(event, RunEnded):
+        return f"  {event.text}"
+    runs = f"{len(event.values)} runs, median {median_text(event.values)}" if event.values \
+        else "no runs"
+    line = (f"{step_name(event):<8} {event.commit.short}  {event.commit.subject[:SUBJECT_WIDTH]}"
+            f"  [{runs}]  {event.verdict}: {event.why}")
+    if event.kind != "good" and (event.left or event.steps_left):
+        line += f"  ({event.left} left, ~{event.steps_left} steps)"
+    return line
+
+
+def table_lines(report: BisectReport) -> list[str]:
+    lines = [f"{'step':<8} {'commit':<12}  {'runs':>4}  {'median':>10}  {'verdict':<10}  subject"]
+    for step in report.steps:
+        lines.append(f"{step_name(step):<8} {step.commit.short:<12}  {len(step.values):>4}  "
+                     f"{median_text(step.values):>10}  {step.verdict:<10}  "
+                     f"{step.commit.subject[:SUBJECT_WIDTH]}")
+    return lines
+
+
+def answer_lines(report: BisectReport) -> list[str]:
+    if report.outcome == FOUND and report.first_bad is not None:
+        lines = [f"first bad commit: {report.first_bad.sha} {report.first_bad.subject}"]
+        lines += [f"  {name}" for name in report.files] or ["  (no files changed)"]
+        return lines
+    if report.outcome in (NO_REGRESSION, ENDS_UNDECIDED):
+        return [f"nothing to bisect: {report.why}"]
+    lines = [report.why + ":"]
+    lines += [f"  {commit.sha} {commit.subject}" for commit in report.suspects]
+    if report.outcome == ONLY_SKIPPED:
+        lines.append("(their benchmark failed or the patch did not apply: fix the build, "
+                     "or bisect with a benchmark that runs on them)")
+    return lines
+
+
+def count_lines(report: BisectReport) -> list[str]:
+    commits = len(report.line)
+    lines = [f"benchmark invocations: {report.endpoint_invocations} at the endpoints, "
+             f"{report.step_invocations} at {sum(s.kind == 'step' for s in report.steps)} "
+             f"steps over {commits} commits (log2 = {math.log2(commits):.1f}); "
+             f"{report.runs} runs in all"]
+    if report.leftovers:
+        lines.append(f"the benchmark changed files in the checkout {len(report.leftovers)} "
+                     f"times: kept in stashes {', '.join(s[:12] for s in report.leftovers)}")
+    return lines
+
+
+def final_lines(report: BisectReport) -> list[str]:
+    return ["", *table_lines(report), "", *answer_lines(report), *count_lines(report)]

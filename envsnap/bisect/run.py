@@ -1,0 +1,294 @@
+"""Bisect between the HEADs of two snapshots with benchmark verdicts: which commit made it slow.
+
+    snapshots -> repo, good and bad commits, host          (refused before anything moves)
+      -> host lock; good must be an ancestor of bad; the line of commits (bisect_search)
+      -> the user's work stashed, HEAD remembered           (bisect_tree.Tree)
+      -> both endpoints benchmarked: no regression between them, nothing to look for
+      -> halving: check out, re-apply the good patch if asked, run the benchmark, classify
+         against both endpoints' runs (like good / like bad / can't tell: more runs up to
+         max_repeat); a failing benchmark or a patch that won't apply skips the commit
+      -> the first bad commit with its subject and files, or the suspects, and every step
+      -> HEAD, branch and the user's work put back, whatever happened.
+
+Library code: never prints; progress reaches the CLI through `on_event`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Callable, Union
+
+from envsnap.bench.run import BenchSpec, bench_on
+from envsnap.bisect import search
+from envsnap.bisect.inputs import (
+    check_options,
+    commit_here,
+    commit_line,
+    describe_head,
+    files_touched,
+    find_toplevel,
+    good_patch,
+    pick_host,
+    pick_repo,
+    recorded_baseline,
+    subject_of,
+)
+from envsnap.bisect.search import CANT_TELL, GOOD, SKIP, Commit, Search
+from envsnap.bisect.tree import Tree, sigint_deferred
+from envsnap.defaults import DEFAULT_MAX_REPEAT
+from envsnap.errors import BenchError, HostError, UsageError
+from envsnap.hosts.capture import CaptureOptions
+from envsnap.hosts.inventory import Inventory
+from envsnap.hosts.transport import open_transport
+from envsnap.playbook.tasks.base import Context
+from envsnap.playbook.tasks.gitcmd import GitFailure
+from envsnap.playbook.tasks.gitpatch import Patch
+from envsnap.restore.safety import HostLock
+from envsnap.snapshot.store import Store
+
+FOUND, ONLY_SKIPPED, UNDECIDED = "found", "skipped", "can't tell"   # the regression is real
+NO_REGRESSION, ENDS_UNDECIDED = "no regression", "can't tell at the endpoints"
+
+
+@dataclass(frozen=True)
+class BisectOptions:
+    max_repeat: int = DEFAULT_MAX_REPEAT     # runs per commit at most, can't tell included
+    with_patch: bool = False                 # re-apply the good snapshot's uncommitted patch
+    good_from_snapshot: bool = False         # the good snapshot's recorded runs as baseline
+    keep_untracked: bool = False             # leave untracked files in place (bench scripts)
+    capture: CaptureOptions = field(default_factory=CaptureOptions)
+
+
+@dataclass
+class Step:
+    kind: str                 # "good" / "bad" (the endpoints) or "step"
+    number: int               # 1, 2, ... for steps; 0 for the endpoints
+    commit: Commit
+    position: int             # on the line: 0 is the good commit, len(line) the bad one
+    values: list[float]
+    verdict: str              # good / bad / can't tell / skip; "regression" etc. for "bad"
+    why: str
+    left: int = 0             # commits still untested in range after this step
+    steps_left: int = 0
+
+
+@dataclass(frozen=True)
+class RunEnded:
+    """One benchmark run at the commit under test ended: "run 2 of 5: 61.3 s, exit 0, ..."."""
+
+    text: str
+
+
+Event = Union[Step, str, RunEnded]
+
+
+@dataclass
+class BisectReport:
+    host: str
+    repo: str
+    good: Commit
+    bad: Commit
+    line: list[Commit] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+    outcome: str = ""
+    why: str = ""
+    first_bad: Commit | None = None
+    files: list[str] = field(default_factory=list)
+    suspects: list[Commit] = field(default_factory=list)
+    endpoint_invocations: int = 0   # benchmark invocations at the two endpoints
+    step_invocations: int = 0       # ... and at every other commit
+    runs: int = 0
+    leftovers: list[str] = field(default_factory=list)
+
+    @property
+    def regression(self) -> bool:
+        """The endpoints differ for real: the culprit was found, or narrowed down."""
+        return self.outcome in (FOUND, ONLY_SKIPPED, UNDECIDED)
+
+
+def bisect(store: Store, inventory: Inventory, good_label: str, bad_label: str,
+           host: str | None, repo: str | None, spec: BenchSpec, options: BisectOptions,
+           on_event: Callable[[Event], None] | None = None) -> BisectReport:
+    """Find the first commit between two snapshots' HEADs where the benchmark regressed."""
+    check_options(spec, options.max_repeat)
+    good_doc, bad_doc = store.load(good_label), store.load(bad_label)
+    path, good_repo, bad_repo = pick_repo(good_doc, bad_doc, repo, (good_label, bad_label))
+    target = pick_host(bad_doc, inventory, host)
+    patch = good_patch(good_repo, good_label) if options.with_patch else None
+    baseline = recorded_baseline(good_doc, spec, good_label) if options.good_from_snapshot \
+        else None
+    transport = open_transport(target, options.capture.connect_timeout,
+                               options.capture.accept_new_host_keys)
+    bisector = Bisector(spec, options, baseline, on_event or (lambda _: None))
+    try:
+        with HostLock(transport, target):
+            ctx = Context(host=target, transport=transport, store=store)
+            return locked_bisect(ctx, path, (good_repo["head"], bad_repo["head"]),
+                                 (good_label, bad_label), patch, bisector)
+    except GitFailure as exc:
+        raise HostError(str(exc)) from None
+    finally:
+        transport.close()
+
+
+def locked_bisect(ctx: Context, path: str, heads: tuple[str, str], labels: tuple[str, str],
+                  patch: Patch | None, bisector: Bisector) -> BisectReport:
+    top = find_toplevel(ctx, path)
+    good = commit_here(ctx, top, heads[0], labels[0])
+    bad = commit_here(ctx, top, heads[1], labels[1])
+    line = commit_line(ctx, top, good, bad, labels)   # refuses a non-ancestor: nothing moved
+    report = BisectReport(host=ctx.host.name, repo=top, line=line, bad=line[-1],
+                          good=Commit(good, subject_of(ctx, top, good)))
+    bisector.emit(f"bisect {top} on {ctx.host.name}: {good[:12]} ({labels[0]}) .. "
+                  f"{bad[:12]} ({labels[1]}): {len(line)} commits, about "
+                  f"{Search(len(line)).steps_left()} steps after the endpoints")
+    message = (f"envsnap: work saved before bisect {labels[0]}..{labels[1]} "
+               f"(HEAD was {describe_head(ctx, top)})")
+    with Tree(ctx, top, patch, message, bisector.emit, bisector.options.keep_untracked) as tree:
+        bisector.run(ctx, tree, report)
+    report.leftovers = tree.leftovers
+    return report
+
+
+# ---- the search -----------------------------------------------------------------------------
+
+class Bisector:
+    """Runs the benchmark where the tree stands and moves the search; `run` sets the rest."""
+
+    ctx: Context
+    tree: Tree
+    report: BisectReport
+
+    def __init__(self, spec: BenchSpec, options: BisectOptions, baseline: list[float] | None,
+                 emit: Callable[[Event], None]) -> None:
+        self.spec, self.options, self.baseline, self.emit = spec, options, baseline, emit
+        self.steps = 0
+
+    def run(self, ctx: Context, tree: Tree, report: BisectReport) -> None:
+        self.ctx, self.tree, self.report = ctx, tree, report
+        good, bad = self.endpoints()
+        if not report.outcome:
+            self.halve(good, bad)
+
+    def bench(self, count: int, endpoint: bool) -> list[float]:
+        if endpoint:
+            self.report.endpoint_invocations += 1
+        else:
+            self.report.step_invocations += 1
+        spec = replace(self.spec, repeat=count)
+        values: list[float] = bench_on(self.ctx.transport, self.ctx.host, spec,
+                                       lambda text: self.emit(RunEnded(text)))["values"]
+        self.report.runs += len(values)
+        return values
+
+    def record(self, step: Step) -> None:
+        self.report.steps.append(step)
+        self.emit(step)
+
+    # ---- endpoints ----
+
+    def endpoints(self) -> tuple[list[float], list[float]]:
+        """Runs at both ends; more on whichever side has fewer while the verdict is can't
+        tell. Stops the bisect (report.outcome) unless the regression is real."""
+        report = self.report
+        good = list(self.baseline) if self.baseline else self.measure_end("good", [])
+        bad = self.measure_end("bad", [])
+        verdict = search.endpoints_verdict(good, bad, self.spec.lower_is_better)
+        while verdict["verdict"] == CANT_TELL:
+            side = self.side_to_extend(good, bad)
+            if side is None:
+                break
+            side += self.measure_end("good" if side is good else "bad", side)
+            verdict = search.endpoints_verdict(good, bad, self.spec.lower_is_better)
+        self.record(Step("good", 0, report.good, 0, good, GOOD,
+                         "recorded in the good snapshot" if self.baseline else "measured"))
+        self.record(Step("bad", 0, report.bad, len(report.line), bad, verdict["verdict"],
+                         verdict["why"], len(report.line) - 1,
+                         Search(len(report.line)).steps_left()))
+        if verdict["verdict"] != "regression":
+            report.outcome = ENDS_UNDECIDED if verdict["verdict"] == CANT_TELL \
+                else NO_REGRESSION
+            report.why = f"good -> bad: {verdict['verdict']}: {verdict['why']}"
+        return good, bad
+
+    def side_to_extend(self, good: list[float], bad: list[float]) -> list[float] | None:
+        room = [side for side in (bad, good) if len(side) < self.options.max_repeat
+                and not (side is good and self.baseline)]
+        return min(room, key=len) if room else None
+
+    def measure_end(self, which: str, have: list[float]) -> list[float]:
+        """Runs at an endpoint: a failure here is the user's to fix, not a commit to skip."""
+        commit = self.report.good if which == "good" else self.report.bad
+        skip = self.tree.visit(commit.sha)
+        if skip:
+            raise UsageError(f"{which} commit {commit.short}: {skip}")
+        count = min(self.spec.repeat, self.options.max_repeat - len(have))
+        try:
+            return self.bench(count, endpoint=True)
+        except BenchError as exc:
+            hint = (f" (your {self.tree.untracked_stashed} untracked files are stashed while "
+                    "bisect runs: --keep-untracked leaves them, if the benchmark needs one)"
+                    if self.tree.untracked_stashed else "")
+            raise BenchError(f"the benchmark fails at the {which} commit {commit.short}: "
+                             f"{exc}{hint}") from None
+
+    # ---- halving ----
+
+    def halve(self, good: list[float], bad: list[float]) -> None:
+        report = self.report
+        state = Search(len(report.line))
+        index = state.next()
+        while index is not None:
+            step = self.try_commit(index, good, bad)
+            if step.verdict == CANT_TELL:
+                step.left, step.steps_left = len(state.untested()), state.steps_left()
+                self.record(step)
+                self.conclude(state, UNDECIDED, step)
+                return
+            state.record(index, step.verdict)
+            step.left, step.steps_left = len(state.untested()), state.steps_left()
+            self.record(step)
+            index = state.next()
+        self.conclude(state, FOUND if not state.suspects()[:-1] else ONLY_SKIPPED, None)
+
+    def try_commit(self, index: int, good: list[float], bad: list[float]) -> Step:
+        self.steps += 1
+        step = Step("step", self.steps, self.report.line[index], index + 1, [], SKIP, "")
+        skip = self.tree.visit(step.commit.sha)
+        if skip:
+            step.why = skip
+            return step
+        step.verdict = CANT_TELL
+        while step.verdict == CANT_TELL and len(step.values) < self.options.max_repeat:
+            count = min(self.spec.repeat, self.options.max_repeat - len(step.values))
+            try:
+                step.values += self.bench(count, endpoint=False)
+            except BenchError as exc:   # like `git bisect run` exit 125: choose a neighbour
+                step.verdict, step.why = SKIP, str(exc)
+                return step
+            step.verdict, step.why = search.classify(good, bad, step.values,
+                                                     self.spec.lower_is_better)
+        return step
+
+    def conclude(self, state: Search, outcome: str, undecided: Step | None) -> None:
+        report = self.report
+        report.outcome = outcome
+        if outcome == FOUND:
+            culprit = report.line[state.bad]
+            before = report.line[state.bad - 1].sha if state.bad else report.good.sha
+            with sigint_deferred():
+                report.files = files_touched(self.ctx, report.repo, before, culprit.sha)
+            report.first_bad = culprit
+            report.why = f"the first bad commit is {culprit.short} {culprit.subject}"
+            return
+        if outcome == ONLY_SKIPPED:
+            report.suspects = [report.line[i] for i in state.suspects()]
+            report.why = (f"only skipped commits are left: the first bad commit is one of "
+                          f"these {len(report.suspects)}")
+            return
+        assert undecided is not None
+        report.suspects = [report.line[i] for i in range(state.good + 1, state.bad + 1)]
+        report.why = (f"{undecided.commit.short}: can't tell after {len(undecided.values)} "
+                      f"runs (--max-repeat {self.options.max_repeat}): the noise never let a "
+                      f"verdict form; the first bad commit is one of these "
+                      f"{len(report.suspects)}")
+

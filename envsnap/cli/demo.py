@@ -1,0 +1,50 @@
+"""`envsnap demo`: the STORY's steps, each printed as the command a user types and what it
+said (part of the CLI, so it may print)."""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from envsnap.errors import EXIT_HOST, EXIT_OK
+
+
+def add_demo_parser(commands: Any) -> None:
+    demo = commands.add_parser("demo", help="the STORY, live, on this machine (no SSH, no GPU)")
+    demo.add_argument("--keep", action="store_true", help="keep the demo's folder afterwards")
+    demo.set_defaults(run=cmd_demo)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from envsnap.demo import scene as demo
+
+    print("Setting up the STORY: a sglang checkout with an upstream, a venv whose "
+          "sitecustomize sets NCCL_*, a worker started with the tuned NCCL env ...")
+    scene = demo.set_up()
+    try:
+        print(f"in {scene.root}\n")
+        for step in demo.steps(scene):
+            if not run_demo_step(scene, step):
+                return EXIT_HOST
+    finally:
+        scene.stop(keep=args.keep)
+    print("That was the STORY: one diff instead of twenty commands, and the checkout is "
+          "back where the numbers were good." + (f" (kept: {scene.root})" if args.keep else ""))
+    return EXIT_OK
+
+
+def run_demo_step(scene: Any, step: Any) -> bool:
+    from envsnap.demo import scene as demo
+
+    print(f"== {step.title}")
+    if step.note:
+        print(f"   ({step.note})")
+    if step.prepare:
+        step.prepare()
+    print(f"$ {step.shown}", flush=True)
+    result = demo.run_step(scene, step)
+    sys.stdout.write(result.stdout + "\n")
+    if result.returncode not in step.expect:
+        sys.stderr.write(f"envsnap: error: demo step failed (exit {result.returncode})\n")
+        return False
+    return True

@@ -1,0 +1,69 @@
+"""`envsnap report`: its arguments and its command (part of the CLI, so it may print)."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from envsnap.cli.options import add_store_option
+from envsnap.defaults import REPORT_FORMATS
+from envsnap.errors import EXIT_OK, UsageError
+
+EPILOG = """exit codes: 0 the report was written (whatever --vs found: a report is a
+rendering; `envsnap diff` is the check that exits 1 on drift), 2 usage error or a file that
+cannot be written, 4 invalid snapshot"""
+SUFFIX_FORMATS = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html",
+                  ".json": "json"}
+
+
+def add_report_parser(commands: Any) -> None:
+    rep = commands.add_parser("report", epilog=EPILOG,
+                              help="a bug report of a snapshot (markdown, html, json), "
+                                   "optionally compared with another, or a bundle")
+    rep.add_argument("label", metavar="LABEL", help="a label in the store or a snapshot file")
+    rep.add_argument("--vs", metavar="LABEL", help="compare with this (older, good) snapshot")
+    rep.add_argument("--format", choices=REPORT_FORMATS,
+                     help="md (default), html (one self-contained file) or json; "
+                          "default from -o's suffix")
+    rep.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+    rep.add_argument("--bundle", metavar="FILE.tar.gz",
+                     help="write a tar.gz of the snapshot(s), the report (md + html) and "
+                          "bench samples")
+    rep.add_argument("--no-mask", action="store_true",
+                     help="keep GPU UUIDs, serials, MAC-like ids and home paths (secrets stay "
+                          "redacted)")
+    rep.add_argument("--all", action="store_true", help="patches and long diff parts in full")
+    add_store_option(rep)
+    rep.set_defaults(run=cmd_report)
+
+
+def output_format(args: argparse.Namespace) -> str:
+    if args.format:
+        return str(args.format)
+    return SUFFIX_FORMATS.get(Path(args.output).suffix.lower(), "md") if args.output else "md"
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from envsnap.report.build import ReportOptions, build_report, render, save_text
+    from envsnap.report.bundle import write_bundle
+    from envsnap.snapshot.mask import Masker
+    from envsnap.snapshot.store import Store
+
+    if args.bundle and not args.bundle.endswith((".tar.gz", ".tgz")):
+        raise UsageError(f"--bundle {args.bundle!r}: name it FILE.tar.gz")
+    store = Store(args.store)
+    document = store.load(args.label)
+    vs = store.load(args.vs) if args.vs else None
+    options = ReportOptions(mask=not args.no_mask, full=args.all)
+    report = build_report(document, vs, options, (args.label, args.vs or ""))
+    if args.bundle:
+        rendered = {form: render(report, form) for form in ("md", "html")}
+        names = write_bundle(args.bundle, report.label, [document] + ([vs] if vs else []),
+                             rendered, Masker(options.mask))
+        print(f"saved {args.bundle}: " + ", ".join(name.split("/", 1)[1] for name in names))
+    if args.output:
+        print(f"saved {save_text(args.output, render(report, output_format(args)))}")
+    elif not args.bundle:
+        sys.stdout.write(render(report, output_format(args)))
+    return EXIT_OK

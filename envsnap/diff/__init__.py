@@ -1,0 +1,1 @@
+"""Two snapshots (or a fleet) -> ranked findings, and their renderers."""

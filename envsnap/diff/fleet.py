@@ -1,0 +1,175 @@
+"""N snapshots of a fleet -> the facts on which some hosts disagree with the majority.
+
+Facts are compared by path (bus id, package, env var, repo path), never by position, and
+facts that are unique to a host by nature (hostname, boot id, pids, uuids, serials, times)
+are left out: one GPU at PCIe Gen4 x8 on one node of 32 stands out, the 32 hostnames do not.
+Sections whose digests and values agree on every host are skipped without being walked.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from envsnap.diff import rules
+from envsnap.diff.compare import SKIP_KEYS, collector_error, digest, is_mapping, section, unwrap
+from envsnap.diff.findings import ADDED, CHANGED, REMOVED, Finding
+from envsnap.diff.gpumerge import merge_alike
+from envsnap.diff.keys import env_view, repo_view
+from envsnap.diff.patch_summary import summarise_tree
+from envsnap.errors import UsageError
+
+# Keys whose values differ from host to host by nature, wherever they appear.
+HOST_UNIQUE = frozenset(["hostname", "boot_id", "uuid", "serial", "board_id", "pid",
+                         "start_epoch", "start_since_boot_s", "time", "captured_at",
+                         "machine_id", "seconds"])
+ABSENT: Any = "(absent)"
+PRESENT: Any = "(present)"
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """One fact path: the majority value, and every other value with its hosts."""
+
+    section: str
+    path: tuple[str, ...]
+    majority: Any
+    majority_hosts: list[str]
+    others: list[tuple[Any, list[str]]]
+    total: int
+    rank: int = 0
+    why: str = ""
+
+    @property
+    def tie(self) -> bool:
+        """No value holds more hosts than the next: "majority" is only the first of equals."""
+        return bool(self.others) and len(self.others[0][1]) == len(self.majority_hosts)
+
+    def as_json(self) -> dict[str, Any]:
+        """Patches summarised (size, hash, files): a fleet report is read across hosts."""
+        return {"section": self.section, "path": list(self.path),
+                "where": Finding(self.section, self.path, None, None).where,
+                "majority": summarise_tree(self.majority),
+                "majority_count": len(self.majority_hosts), "total": self.total,
+                "tie": self.tie, "rank": self.rank, "why": self.why,
+                "others": [{"value": summarise_tree(value), "hosts": hosts}
+                           for value, hosts in self.others]}
+
+
+@dataclass
+class FleetReport:
+    hosts: list[str]
+    disagreements: list[Disagreement]
+    not_captured: list[tuple[str, str, str]]  # (section, host, error)
+
+    @property
+    def drift(self) -> bool:
+        return bool(self.disagreements or self.not_captured)
+
+
+def host_names(documents: list[dict[str, Any]], sources: list[str]) -> list[str]:
+    """meta.host when it tells the hosts apart (a fleet capture), else labels or files."""
+    for key in ("host", "label"):
+        names = [str((d.get("meta") or {}).get(key) or "") for d in documents]
+        if all(names) and len(set(names)) == len(names):
+            return names
+    return sources
+
+
+def fleet(documents: list[dict[str, Any]], sources: list[str],
+          sections: tuple[str, ...] = ()) -> FleetReport:
+    hosts = host_names(documents, sources)
+    names = [n for n in sorted({name for d in documents for name in d["facts"]})
+             if not sections or n in sections]
+    unknown = [n for n in sections if not any(n in d["facts"] for d in documents)]
+    if unknown:
+        raise UsageError(f"unknown section {', '.join(unknown)}")
+    found: list[Disagreement] = []
+    missing: list[tuple[str, str, str]] = []
+    for name in names:
+        captured = []
+        for host, document in zip(hosts, documents):
+            error = collector_error(document, name)
+            if error:
+                missing.append((name, host, error))
+            else:
+                captured.append((host, document))
+        first = captured[0][1]["facts"][name] if captured else None
+        # digests first; values too, since a hand-edited snapshot keeps its old digest
+        if len({digest(d, name) for _, d in captured}) > 1 or \
+                any(d["facts"][name] != first for _, d in captured[1:]):
+            found += section_disagreements(name, captured)
+    return FleetReport(hosts, sorted(found, key=lambda d: -d.rank), missing)
+
+
+# ---- one section ----------------------------------------------------------------------------
+
+def comparable(name: str, facts: dict[str, Any]) -> dict[str, Any]:
+    if name == "env":
+        return env_view(facts)[0]
+    if name == "git":
+        repos = facts.get("repos") or {}
+        return dict(facts, repos={path: repo_view(repo) for path, repo in repos.items()})
+    return facts
+
+
+def differing(values: dict[str, Any], path: tuple[str, ...] = ()
+              ) -> Iterator[tuple[tuple[str, ...], dict[str, Any]]]:
+    """(path, {host: value}) wherever hosts disagree, descending only where they do.
+
+    A subtree some hosts lack (a GPU gone from one node) is one disagreement at its root,
+    not one per field; below it, the hosts that have it are compared among themselves.
+    """
+    first = next(iter(values.values()))
+    if all(value == first for value in values.values()):
+        return
+    mappings = {host: value for host, value in values.items() if is_mapping(value)}
+    if len(mappings) < len(values):
+        yield path, {host: PRESENT if host in mappings else unwrap(value)
+                     for host, value in values.items()}
+        if len(mappings) < 2:
+            return
+    keys: dict[str, None] = {}
+    for mapping in mappings.values():
+        keys.update(dict.fromkeys(mapping))
+    for key in keys:
+        if key not in HOST_UNIQUE and key not in SKIP_KEYS:
+            yield from differing({host: mapping.get(key, ABSENT)
+                                  for host, mapping in mappings.items()}, path + (str(key),))
+
+
+def section_disagreements(name: str, captured: list[tuple[str, dict[str, Any]]]
+                          ) -> list[Disagreement]:
+    views = {host: comparable(name, section(d, name)) for host, d in captured}
+    gpus = {host: section(d, "nvidia").get("gpus") or {} for host, d in captured}
+    rows = [rate(name, path, group(values), len(values), gpus)
+            for path, values in differing(views)]
+    return merge_alike(rows, gpus[captured[0][0]], how_hosts_split)
+
+
+def how_hosts_split(row: Disagreement) -> str:
+    return json.dumps([row.majority, row.majority_hosts, row.others], sort_keys=True,
+                      default=str)
+
+
+def group(values: dict[str, Any]) -> list[tuple[Any, list[str]]]:
+    """(value, hosts) biggest group first; values that are not hashable are grouped by JSON."""
+    groups: dict[str, tuple[Any, list[str]]] = {}
+    for host, value in values.items():
+        key = json.dumps(value, sort_keys=True, default=str)
+        groups.setdefault(key, (value, []))[1].append(host)
+    return sorted(groups.values(), key=lambda g: -len(g[1]))
+
+
+def rate(name: str, path: tuple[str, ...], groups: list[tuple[Any, list[str]]], total: int,
+         gpus: dict[str, dict[str, Any]]) -> Disagreement:
+    """Ranked like a pairwise finding: the majority as before, the biggest minority as after."""
+    (majority, hosts), (other, other_hosts) = groups[0], groups[1]
+    kind = ADDED if majority is ABSENT else REMOVED if other is ABSENT else CHANGED
+    finding = Finding(name, path, None if majority is ABSENT else majority,
+                      None if other is ABSENT else other, kind)
+    context = rules.Context(names=("the majority", other_hosts[0]), same_host=False,
+                            gpus_after=gpus.get(other_hosts[0], {}))
+    rating = rules.rate(finding, context)
+    return Disagreement(name, path, majority, hosts, groups[1:], total, rating.rank, rating.why)

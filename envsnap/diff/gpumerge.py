@@ -1,0 +1,93 @@
+"""The same change on several GPUs of a host is one finding, not eight.
+
+A driver update that lowers every power limit, or a riser that trains every link at x8,
+would otherwise fill the verdict with copies. Rows merge when they change the same GPU fact
+the same way and their rules say the same about each GPU. The merged row stands at the
+first one's place and names the GPUs by nvidia-smi index in its path ("gpus",
+"0-7 (all 8)", "power_limit_w"); a pairwise finding also lists their bus ids in
+detail["gpus"]. Used for diff findings and for fleet disagreements alike.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Callable, Protocol, TypeVar
+
+from envsnap.diff.findings import Finding, path_text
+
+
+class Row(Protocol):
+    """A diff finding or a fleet disagreement: what merging reads of either."""
+
+    @property
+    def section(self) -> str: ...
+
+    @property
+    def path(self) -> tuple[str, ...]: ...
+
+    @property
+    def rank(self) -> int: ...
+
+    @property
+    def why(self) -> str: ...
+
+
+R = TypeVar("R", bound=Row)
+
+
+def per_gpu(row: Row) -> bool:
+    return row.section == "nvidia" and len(row.path) == 3 and row.path[0] == "gpus"
+
+
+def index_ranges(indexes: list[int]) -> str:
+    """[0, 1, 2, 5] -> "0-2,5"."""
+    runs: list[list[int]] = []
+    for index in sorted(indexes):
+        if runs and index == runs[-1][-1] + 1:
+            runs[-1].append(index)
+        else:
+            runs.append([index])
+    return ",".join(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]) for run in runs)
+
+
+def gpus_key(buses: list[str], gpus: dict[str, Any]) -> str:
+    """"0-7 (all 8)", "0,3 (2 of 8)": nvidia-smi's indexes where known, else bus ids."""
+    indexes = [(gpus.get(bus) or {}).get("index") for bus in buses]
+    known = [i for i in indexes if isinstance(i, int)]
+    names = index_ranges(known) if len(known) == len(buses) else ", ".join(buses)
+    share = f"all {len(gpus)}" if len(buses) == len(gpus) else f"{len(buses)} of {len(gpus)}"
+    return f"{names} ({share})"
+
+
+def merged(group: list[R], gpus: dict[str, Any]) -> R:
+    first = group[0]
+    buses = [row.path[1] for row in group]
+    path = ("gpus", gpus_key(buses, gpus), first.path[2])
+    old_where = path_text(first.path)
+    why = first.why.replace(f"GPU {first.path[1]}", f"GPUs {path[1]}") \
+                   .replace(old_where, path_text(path))
+    if isinstance(first, Finding):
+        return replace(first, path=path, why=why,  # type: ignore[return-value]
+                       detail={**first.detail, "gpus": buses})
+    return replace(first, path=path, why=why)  # type: ignore[type-var]
+
+
+def merge_alike(rows: list[R], gpus: dict[str, Any],
+                moved: Callable[[R], Any]) -> list[R]:
+    """Rows in their order, those alike on several GPUs merged at the first one's place.
+    `gpus`: a snapshot's nvidia gpus (for indexes and the count); `moved`: what says how a
+    row changed (before and after, or the values and their hosts), comparable with ==."""
+    def alike(row: R) -> tuple[Any, ...]:
+        return (row.path[2], row.rank, moved(row), row.why.replace(row.path[1], "*"))
+
+    groups: dict[tuple[Any, ...], list[R]] = {}
+    for row in rows:
+        if per_gpu(row):
+            groups.setdefault(alike(row), []).append(row)
+    out: list[R] = []
+    for row in rows:
+        group = groups[alike(row)] if per_gpu(row) else [row]
+        if len(group) == 1:
+            out.append(row)
+        elif group[0] is row:
+            out.append(merged(group, gpus))
+    return out

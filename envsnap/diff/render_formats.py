@@ -1,0 +1,80 @@
+"""Diff reports for machines (--json) and for issues (--markdown).
+
+The JSON envelope is versioned ({"envsnap_diff": 1, ...}) and its keys are sorted, so a
+consumer can rely on it; blobs are summarised there too unless --all, and binary content is
+never emitted raw.
+"""
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from envsnap.diff import patch_summary
+from envsnap.diff.compare import DiffReport
+from envsnap.diff.findings import Finding
+from envsnap.diff.render_text import Block, blocks, change_text, header, verdict
+
+DIFF_FORMAT = 1
+BACKTICKS = re.compile(r"`+")
+
+
+def dumps(document: dict[str, Any]) -> str:
+    return json.dumps(document, indent=2, sort_keys=True, default=str) + "\n"
+
+
+# ---- --json ----------------------------------------------------------------------------------
+
+def finding_json(f: Finding, full: bool) -> dict[str, Any]:
+    shown = f.as_json()
+    fit = patch_summary.safe_tree if full else patch_summary.summarise_tree
+    for key in ("before", "after", "detail"):
+        shown[key] = fit(shown[key])
+    return shown
+
+
+def as_json(report: DiffReport, full: bool = False) -> str:
+    return dumps({
+        "envsnap_diff": DIFF_FORMAT,
+        "a": report.a.as_json(), "b": report.b.as_json(),
+        "same_host": report.same_host, "drift": report.drift, "verdict": verdict(report),
+        "sections": report.sections, "volatile_included": report.include_volatile,
+        "findings": [finding_json(f, full) for f in report.findings],
+        "unchanged": report.unchanged, "notes": report.notes,
+    })
+
+
+# ---- --markdown --------------------------------------------------------------------------------
+
+def cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def fence(lines: list[str]) -> list[str]:
+    """A code fence longer than any run of backticks inside, so a patch cannot close it."""
+    runs = BACKTICKS.findall("\n".join(lines))
+    ticks = "`" * max([3] + [len(run) + 1 for run in runs])
+    return [ticks + "diff", *lines, ticks]
+
+
+def details(block: Block) -> list[str]:
+    body = fence(block.lines) if block.code else [f"    {line}" for line in block.lines]
+    return ["<details>", f"<summary>{cell(block.title)}</summary>", "", *body, "",
+            "</details>", ""]
+
+
+def markdown(report: DiffReport, full: bool = False) -> str:
+    names = (report.a.label, report.b.label)
+    out = [f"## {header(report)}", "", f"**Verdict:** {verdict(report)}", ""]
+    if report.findings:
+        out += ["| rank | section | path | change | why |", "|---:|---|---|---|---|"]
+        out += [f"| {f.rank} | {f.section} | `{cell(f.where or '(section)')}` | "
+                f"{cell(change_text(f, 30))} | {cell(f.why)} |" for f in report.findings]
+        out.append("")
+    for f in report.findings:
+        for block in blocks(f, names, full):
+            out += details(Block(f"{f.section} {f.where}: {block.title}", block.lines,
+                                 block.code))
+    if report.unchanged:
+        out.append(f"**Unchanged:** {', '.join(report.unchanged)}")
+    return "\n".join(out).rstrip("\n") + "\n"

@@ -1,0 +1,226 @@
+"""Diff reports for a person: the verdict first, findings in rank order, what was checked.
+
+Pure functions from report to text; cli.py decides where the text goes and whether it is
+coloured (only on a terminal). Long parts (commits, patches, sitecustomize) are blocks that
+the human form indents and the markdown form folds into <details>.
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Any
+
+from envsnap.diff import patch_summary
+from envsnap.diff.compare import DiffReport
+from envsnap.diff.findings import (
+    ADDED,
+    MISSING,
+    NOT_CAPTURED,
+    REMOVED,
+    Finding,
+    human_bytes,
+    path_text,
+    plural,
+    short,
+)
+from envsnap.diff.rules import PERFORMANCE
+
+VERDICT_ITEMS = 4       # the verdict is a paragraph, not a second list of findings
+COMMITS_SHOWN = 30      # commits listed per move unless --all
+TEXT_LINES_SHOWN = 40   # lines of a small text diff shown unless --all
+WHERE_WIDTH = 64
+KEY_WIDTH = 24          # a worker's command line as a path key: both ends kept
+RED, YELLOW, DIM, BOLD, RESET = "\033[31m", "\033[33m", "\033[2m", "\033[1m", "\033[0m"
+
+
+@dataclass(frozen=True)
+class Block:
+    """A long part of a finding: a title and lines, code (a patch) or prose."""
+
+    title: str
+    lines: list[str]
+    code: bool = False
+
+
+# ---- the verdict ----------------------------------------------------------------------------
+
+def verdict(report: DiffReport) -> str:
+    parts = []
+    if not report.same_host:
+        parts.append(f"different hosts: {report.a.label} is {report.a.name}, {report.b.label} "
+                     f"is {report.b.name} (host-specific facts differ by nature)")
+    important = [f for f in report.findings if f.rank >= PERFORMANCE]
+    minor = len(report.findings) - len(important)
+    parts += [f.why for f in important[:VERDICT_ITEMS]]
+    if len(important) > VERDICT_ITEMS:
+        parts.append(f"{len(important) - VERDICT_ITEMS} more that may affect performance")
+    elif important:
+        parts.append("nothing else that affects performance changed")
+    elif report.findings:
+        parts.append("nothing that affects performance changed")
+    else:
+        leftout = "" if report.include_volatile else " (volatile readings left out: --all)"
+        parts.append(f"no drift: every compared fact is the same{leftout}")
+    if minor:
+        parts.append(f"{plural(minor, 'minor change')} listed below")
+    parts += report.notes
+    return "; ".join(parts) + "."
+
+
+# ---- one finding ----------------------------------------------------------------------------
+
+def change_text(f: Finding, width: int = 40) -> str:
+    if f.kind == NOT_CAPTURED:
+        return "not captured"
+    if f.kind == ADDED:
+        return f"+ {short(f.after, width)}"
+    if f.kind == REMOVED:
+        return f"- {short(f.before, width)}"
+    if f.kind == MISSING:
+        return f"missing (shell: {short(f.before, width)})"
+    return f"{short(f.before, width)} -> {short(f.after, width)}"
+
+
+def blocks(f: Finding, names: tuple[str, str], full: bool) -> list[Block]:
+    if "relation" in f.detail:
+        return git_blocks(f.detail, names, full)
+    found = [b for b in patch_blocks(f, names, full)]
+    if f.section == "python_env" and f.path[:1] == ("customize",):
+        found += text_diff_blocks(f, names, full)
+    return found
+
+
+def git_blocks(detail: dict[str, Any], names: tuple[str, str], full: bool) -> list[Block]:
+    found = []
+    if detail["moves"]:
+        found.append(Block(f"reflog of {names[1]} since {names[0]}",
+                           [f"{m['selector']}  {m['message']}" for m in detail["moves"]]))
+    elif not detail.get("reflog_reaches"):
+        found.append(Block("reflog", [f"the reflog of {names[1]} does not reach back to "
+                                      f"{short(detail['old'])}"]))
+    for key, title in (("added", "commits now in HEAD"), ("dropped", "commits no longer in HEAD")):
+        commits = detail[key]
+        if commits:
+            hot = sum(1 for c in commits if c["hot"])
+            found.append(Block(f"{title}: {len(commits)}, {hot} on a hot path",
+                               commit_lines(commits, full)))
+    if detail.get("note"):
+        found.append(Block("history", [detail["note"]]))
+    return found
+
+
+def commit_lines(commits: list[dict[str, Any]], full: bool) -> list[str]:
+    shown = commits if full else commits[:COMMITS_SHOWN]
+    lines = []
+    for commit in shown:
+        mark = "*" if commit["hot"] else " "
+        files = commit["files"] if full or commit["hot"] else []
+        where = f"  [{'/'.join(commit['hot'])}] " if commit["hot"] else "  "
+        listed = ", ".join(files) if files else plural(len(commit["files"]), "file")
+        lines.append(f"{mark} {short(commit['sha'])} {commit['subject']}{where}{listed}")
+    if len(commits) > len(shown):
+        lines.append(f"  ... {len(commits) - len(shown)} more (--all lists them)")
+    return lines
+
+
+def patch_blocks(f: Finding, names: tuple[str, str], full: bool) -> list[Block]:
+    """Patches inside a finding: in full with --all, else which files' hunks changed."""
+    sides = [dict(patch_summary.blobs_in(value)) for value in (f.before, f.after)]
+    found = []
+    for where in list(sides[0]) + [w for w in sides[1] if w not in sides[0]]:
+        before, after = (side.get(where) for side in sides)
+        if full:
+            found += [Block(f"{where} in {name}: {blob_summary(blob)}",
+                            patch_summary.shown_text(blob).splitlines(), code=True)
+                      for name, blob in zip(names, (before, after)) if blob and blob.get("bytes")]
+        elif before and after and before.get("bytes") and after.get("bytes"):
+            found.append(Block(f"{where}: {blob_summary(before)} -> {blob_summary(after)}",
+                               file_change_lines(patch_summary.file_changes(before, after))))
+        else:
+            found += [Block(f"{where} in {name}: {blob_summary(blob)}",
+                            capped([f"  {p}" for p in patch_summary.summary(blob)["files"]],
+                                   "files"))
+                      for name, blob in zip(names, (before, after)) if blob and blob.get("bytes")]
+    return found
+
+
+def file_change_lines(changes: dict[str, list[str]]) -> list[str]:
+    lines = [f"{how} {path}" for how, key in (("~", "changed"), ("+", "added"), ("-", "removed"))
+             for path in changes[key]]
+    return capped(lines, "files") or ["(same files, same hunks: only the header or hash moved)"]
+
+
+def capped(lines: list[str], what: str) -> list[str]:
+    if len(lines) <= COMMITS_SHOWN:
+        return lines
+    return lines[:COMMITS_SHOWN] + [f"  ... {len(lines) - COMMITS_SHOWN} more {what} "
+                                    "(--all shows the patches)"]
+
+
+def blob_summary(blob: dict[str, Any]) -> str:
+    info = patch_summary.summary(blob)
+    flags = [flag for flag in ("binary", "truncated", "redacted") if info.get(flag)]
+    return (f"{human_bytes(info['bytes'])}, sha256 {str(info['sha256'])[:12]}, "
+            f"{plural(len(info['files']), 'file')}" + (f" ({', '.join(flags)})" if flags else ""))
+
+
+def text_diff_blocks(f: Finding, names: tuple[str, str], full: bool) -> list[Block]:
+    """sitecustomize and friends are short and decisive: show how their text changed."""
+    before = (f.before or {}).get("content") if isinstance(f.before, dict) else None
+    after = (f.after or {}).get("content") if isinstance(f.after, dict) else None
+    if not isinstance(before, str) and not isinstance(after, str):
+        return []
+    lines = list(difflib.unified_diff(str(before or "").splitlines(),
+                                      str(after or "").splitlines(), names[0], names[1],
+                                      lineterm=""))
+    if not full and len(lines) > TEXT_LINES_SHOWN:
+        lines = lines[:TEXT_LINES_SHOWN] + [f"... {len(lines) - TEXT_LINES_SHOWN} more lines "
+                                            "(--all shows them)"]
+    return [Block(f"{f.where} text", lines, code=True)]
+
+
+# ---- the human form ---------------------------------------------------------------------------
+
+def paint(text: str, code: str, color: bool) -> str:
+    return f"{code}{text}{RESET}" if color else text
+
+
+def rank_colour(rank: int) -> str:
+    return RED if rank >= 80 else YELLOW if rank >= PERFORMANCE else DIM
+
+
+def header(report: DiffReport) -> str:
+    a, b = report.a, report.b
+    return (f"envsnap diff {a.label} ({a.name}, {a.captured_at}) -> "
+            f"{b.label} ({b.name}, {b.captured_at})")
+
+
+def restates_the_row(f: Finding) -> bool:
+    """The catch-all rules (a reading, an unranked fact) explain nothing the row does not
+    already show: "system loadavg.1m (reading) 0.08 -> 0.22"."""
+    return f.why.startswith(f"{f.section} {f.where}")
+
+
+def human(report: DiffReport, color: bool = False, full: bool = False) -> str:
+    names = (report.a.label, report.b.label)
+    out = [paint(header(report), BOLD, color), "", verdict(report), ""]
+    if report.findings:
+        section_w = max(len(f.section) for f in report.findings)
+        wheres = [short(path_text(f.path, KEY_WIDTH), WHERE_WIDTH) or "(section)"
+                  for f in report.findings]
+        where_w = max(len(where) for where in wheres)
+        indent = " " * (7 + section_w)  # under the path column
+        for f, where in zip(report.findings, wheres):
+            rank = paint(f"{f.rank:>3}", rank_colour(f.rank), color)
+            volatile = " (reading)" if f.volatile else ""
+            out.append(f"  {rank} {f.section:<{section_w}} {where:<{where_w}}  "
+                       f"{change_text(f)}{volatile}")
+            if not restates_the_row(f):
+                out.append(f"{indent}{f.why}")
+            for block in blocks(f, names, full):
+                out.append(f"{indent}  {block.title}" + (":" if block.lines else ""))
+                out += [f"{indent}    {line}" for line in block.lines]
+        out.append("")
+    if report.unchanged:
+        out.append(f"unchanged: {', '.join(report.unchanged)}")
+    return "\n".join(out).rstrip("\n") + "\n"

@@ -1,0 +1,332 @@
+"""Ranking rules: each takes one finding and says how much it matters and why, or passes.
+
+The first rule that answers wins, so the order of RULES is the order of precedence. Ranks
+run 0-100, higher first; PERFORMANCE is the line the verdict draws: at or above it a change
+may affect performance (STORY.md: a pull touching the NCCL path outranks a temperature).
+Every rule is a pure function of (finding, context), tested on its own.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+from envsnap.diff import patch_summary
+from envsnap.diff.findings import (
+    ADDED,
+    MISSING,
+    NOT_CAPTURED,
+    REMOVED,
+    Finding,
+    Rating,
+    human_bytes,
+    plural,
+    short,
+)
+from envsnap.diff.gitexplain import CONFIGURED, verb_of
+from envsnap.diff.keys import rank_of
+
+HOT_CONFIGURED, HOT, CODE_MOVED = 100, 97, 90
+WORKER_ENV, ENV, PATCH, STARTUP_CODE = 85, 80, 78, 75
+VERSIONS, PCIE_WIDTH, PCIE_GEN, THROTTLED, GPU_SETTINGS = 70, 68, 65, 60, 55
+NOT_CAPTURED_RANK, KERNEL, SYSTEM, WORKERS, OTHER_ENV, PCIE_OTHER = 50, 50, 45, 40, 40, 40
+GPU_PACKAGES, PACKAGES, OTHER, VOLATILE = 35, 30, 10, 5
+PERFORMANCE = PACKAGES
+
+# Variables that steer NCCL, CUDA and torch, and the loader paths that pick their libraries.
+PERF_ENV_PREFIXES = ("NCCL_", "CUDA_", "TORCH_", "PYTORCH_", "NVSHMEM_", "CUBLAS_", "CUDNN_")
+PERF_ENV_NAMES = ("LD_PRELOAD", "LD_LIBRARY_PATH")
+GPU_PACKAGE_PREFIXES = ("torch", "nvidia-", "triton", "flashinfer", "sglang", "vllm",
+                        "xformers", "deepspeed", "cupy", "cuda-", "transformers", "sgl-")
+GPU_SETTING_PREFIXES = ("persistence_mode", "ecc_mode", "mig_mode", "power_", "compute_mode",
+                        "clock_app_", "clock_default_app_", "clock_max_")
+BENIGN_CLOCK_REASONS = frozenset(["gpu_idle"])
+
+
+@dataclass(frozen=True)
+class Context:
+    """What rules may know beyond the finding: the two names, and the newer snapshot's
+    shell env and GPUs (to say "still set in the shell", "below its max")."""
+
+    names: tuple[str, str] = ("A", "B")
+    same_host: bool = True
+    shell_after: dict[str, Any] = field(default_factory=dict)
+    gpus_after: dict[str, Any] = field(default_factory=dict)
+
+
+Rule = Callable[[Finding, Context], "Rating | None"]
+
+
+def moved(f: Finding, what: str) -> str:
+    """"what a -> b", "what added: b", "what removed (was a)"."""
+    if f.kind == ADDED:
+        return f"{what} added: {short(f.after)}"
+    if f.kind == REMOVED:
+        return f"{what} removed (was {short(f.before)})"
+    return f"{what} {short(f.before)} -> {short(f.after)}"
+
+
+# ---- capture problems and code --------------------------------------------------------------
+
+def not_captured(f: Finding, ctx: Context) -> Rating | None:
+    if f.kind != NOT_CAPTURED:
+        return None
+    what = f.section if not f.path else f"{f.section} {f.where}"
+    sides = [f"{name} ({error})" for name, error in zip(ctx.names, (f.before, f.after))
+             if error]
+    return Rating(NOT_CAPTURED_RANK, f"{what} not captured in {' and '.join(sides)}: "
+                                     "not compared")
+
+
+def code_moved(f: Finding, ctx: Context) -> Rating | None:
+    if f.section != "git" or f.path[-1:] != ("head",) or "relation" not in f.detail:
+        return None
+    detail, repo = f.detail, f.path[1]
+    commits = detail["added"] + detail["dropped"]
+    hot = [c for c in commits if c["hot"]]
+    rank = HOT_CONFIGURED if any(CONFIGURED in c["hot"] for c in hot) else \
+        HOT if hot else CODE_MOVED
+    return Rating(rank, "code moved: " + move_text(repo, detail) + hot_text(hot))
+
+
+def move_text(repo: str, detail: dict[str, Any]) -> str:
+    moves = detail["moves"]
+    how = f" ({moves[-1]['message']})" if len(moves) == 1 else \
+        f" ({plural(len(moves), 'reflog move')}, latest: {moves[0]['message']})" if moves else ""
+    least = "" if detail["complete"] else "at least "
+    added, dropped = len(detail["added"]), len(detail["dropped"])
+    if detail["relation"] == "forward":
+        return f"{least}{plural(added, 'commit')} {verb_of(moves)} {repo}{how}"
+    if detail["relation"] == "backward":
+        return f"HEAD of {repo} moved back, {least}{plural(dropped, 'commit')} left{how}"
+    if detail["relation"] == "diverged":
+        return (f"history of {repo} rewritten: {least}{plural(dropped, 'commit')} replaced "
+                f"by {added}{how}")
+    return (f"HEAD of {repo} {short(detail['old'])} -> {short(detail['new'])}{how}; "
+            f"{detail.get('note', 'commits between unknown')}")
+
+
+def hot_text(hot: list[dict[str, Any]]) -> str:
+    if not hot:
+        return ""
+    areas = "/".join(sorted({label for c in hot for label in c["hot"]}))
+    verb = "touches" if len(hot) == 1 else "touch"
+    first = hot[0]
+    example = f" ({short(first['sha'])} {first['subject']})" if len(hot) == 1 else ""
+    return f", {len(hot)} {verb} the {areas} path{example}"
+
+
+def uncommitted(f: Finding, ctx: Context) -> Rating | None:
+    if f.section != "git" or len(f.path) < 3:
+        return None
+    repo = f.path[1]
+    if f.path[2] == "uncommitted":
+        return Rating(PATCH, f"uncommitted changes in {repo} changed: "
+                             f"{work_text(f.before)} -> {work_text(f.after)}")
+    if f.path[2] == "reflog":
+        moves = f.detail.get("moves") or []
+        return Rating(OTHER, f"HEAD of {repo} moved and came back: "
+                             f"{plural(len(moves), 'reflog move')} since ({short(f.after)})")
+    if f.path[2] == "stashes" and len(f.path) == 4:
+        stash = f.after if f.kind == ADDED else f.before
+        message = stash.get("message") if isinstance(stash, dict) else None
+        done = {ADDED: "added", REMOVED: "dropped or popped"}.get(f.kind, "changed")
+        return Rating(PATCH, f"stash {done} in {repo}: {message or short(f.path[3])}")
+    return None
+
+
+def work_text(work: Any) -> str:
+    if not isinstance(work, dict):
+        return short(work)
+    if not work.get("dirty"):
+        return "clean"
+    patch = work.get("patch")
+    if not isinstance(patch, dict) or not patch_summary.is_blob(patch):
+        return "dirty"
+    files = patch_summary.count_files(patch_summary.readable(patch))
+    binary = ", binary" if patch_summary.is_binary(patch) else ""
+    untracked = work.get("untracked_count") or 0
+    extra = f", {plural(untracked, 'untracked file')}" if untracked else ""
+    return (f"patch {human_bytes(patch.get('bytes'))} sha256 {str(patch.get('sha256'))[:12]} "
+            f"({plural(files, 'file')}{binary}){extra}")
+
+
+# ---- environment ------------------------------------------------------------------------------
+
+def is_perf_var(name: str) -> bool:
+    """CUDA_VERSION, NCCL_VERSION and the like describe a container image; they steer nothing."""
+    return (name.startswith(PERF_ENV_PREFIXES) or name in PERF_ENV_NAMES) and \
+        not name.endswith("_VERSION")
+
+
+def worker_env(f: Finding, ctx: Context) -> Rating | None:
+    if f.section != "env" or f.path[:1] != ("processes",) or len(f.path) < 2:
+        return None
+    worker = f"worker {f.detail.get('pid_after') or f.detail.get('pid_before') or f.path[1]}"
+    launcher_rank = rank_of(f.path[1])
+    if launcher_rank is not None:  # which of eight alike workers: the launcher's RANK
+        worker += f" (rank {launcher_rank})"
+    if len(f.path) == 2:
+        gone = f"{worker} ({short(f.path[1], 60)})"
+        return Rating(WORKERS, f"{gone} not running in {ctx.names[1]}: its env is not compared"
+                      if f.kind == REMOVED else f"new {gone}")
+    if len(f.path) < 4 or f.path[2] != "env":
+        return Rating(WORKERS, moved(f, f"{worker} {f.where.split('.', 2)[-1]}"))
+    name = f.path[3]
+    rank = WORKER_ENV if is_perf_var(name) else OTHER_ENV
+    if f.kind == MISSING:
+        return Rating(rank, f"{name}={short(f.before)} set in the shell but missing in new "
+                            f"{worker}")
+    if f.kind == REMOVED:
+        still = " (still set in the shell)" if name in ctx.shell_after else ""
+        return Rating(rank, f"{name}={short(f.before)} missing in {worker}{still}")
+    if f.kind == ADDED:
+        return Rating(rank, f"{name}={short(f.after)} new in {worker}")
+    return Rating(rank, f"{name} {short(f.before)} -> {short(f.after)} in {worker}")
+
+
+def shell_env(f: Finding, ctx: Context) -> Rating | None:
+    if f.section != "env" or f.path[:1] != ("shell",) or len(f.path) != 2:
+        return None
+    rank = ENV if is_perf_var(f.path[1]) else OTHER_ENV
+    return Rating(rank, moved(f, f"{f.path[1]} in the shell"))
+
+
+def startup_code(f: Finding, ctx: Context) -> Rating | None:
+    if f.section != "python_env" or f.path[:1] not in (("customize",), ("startup_pth",)):
+        return None
+    what = f.path[1] if f.path[0] == "customize" and len(f.path) > 1 else \
+        f"startup .pth {f.path[1] if len(f.path) > 1 else ''}".strip()
+    return Rating(STARTUP_CODE, f"{what} changed: it runs in every python process and can "
+                                f"set NCCL/CUDA env ({short(f.before)} -> {short(f.after)})")
+
+
+# ---- versions and hardware ------------------------------------------------------------------
+
+VERSION_PATHS: list[tuple[str, str, str]] = [
+    ("nvidia", "driver", "NVIDIA driver"), ("nvidia", "cuda_driver", "CUDA driver API"),
+    ("nvidia", "kernel_module", "NVIDIA kernel module"),
+    ("nvidia", "userspace_library", "NVML library"), ("nvidia", "nvml_version", "NVML"),
+    ("cuda_nccl", "cuda_toolkit", "CUDA toolkit"), ("cuda_nccl", "nccl", "NCCL"),
+    ("cuda_nccl", "torch", "torch"), ("cuda_nccl", "cudnn", "cuDNN"),
+]
+
+
+def versions(f: Finding, ctx: Context) -> Rating | None:
+    if f.volatile or not f.path or f.path[:2] == ("kernel_module", "params"):
+        return None
+    for section, top, label in VERSION_PATHS:
+        if f.section == section and f.path[0] == top:
+            rest = ".".join(f.path[1:])
+            return Rating(VERSIONS, moved(f, f"{label} {rest}".strip()))
+    return None
+
+
+def gpu_of(f: Finding) -> str:
+    return f"GPU {f.path[1]}" if len(f.path) > 1 else "GPU"
+
+
+def pcie(f: Finding, ctx: Context) -> Rating | None:
+    if f.section != "nvidia" or len(f.path) != 3 or f.path[0] != "gpus" \
+            or not f.path[2].startswith("pcie_"):
+        return None
+    gpu = ctx.gpus_after.get(f.path[1]) or {}
+    width, width_max = gpu.get("pcie_width_current"), gpu.get("pcie_width_max")
+    gen, gen_max = gpu.get("pcie_gen_current"), gpu.get("pcie_gen_max")
+    link = f"{gpu_of(f)} PCIe link Gen{gen} x{width}"
+    if "width" in f.path[2] and below(width, width_max):
+        return Rating(PCIE_WIDTH, f"{link}: width below its max x{width_max} "
+                                  f"({moved(f, f.path[2])})")
+    if "gen" in f.path[2] and below(gen, gen_max):
+        return Rating(PCIE_GEN, f"{link}: speed below its max Gen{gen_max} ({moved(f, f.path[2])};"
+                                " an idle GPU may lower it to save power: check under load)")
+    return Rating(PCIE_OTHER, moved(f, f"{gpu_of(f)} {f.path[2]}"))
+
+
+def below(current: Any, maximum: Any) -> bool:
+    return isinstance(current, int) and isinstance(maximum, int) and current < maximum
+
+
+def throttled(f: Finding, ctx: Context) -> Rating | None:
+    if f.section != "nvidia" or f.path[-1:] != ("clock_event_reasons",):
+        return None
+    before, after = set(f.before or []), set(f.after or [])
+    new = sorted(after - before - BENIGN_CLOCK_REASONS)
+    was = ", ".join(sorted(before)) or "none"
+    if new:
+        return Rating(THROTTLED, f"{gpu_of(f)} clocks held back by {', '.join(new)} (was: {was})")
+    return Rating(OTHER, f"{gpu_of(f)} clock event reasons {was} -> "
+                         f"{', '.join(sorted(after)) or 'none'}")
+
+
+def gpu_settings(f: Finding, ctx: Context) -> Rating | None:
+    if f.section != "nvidia" or f.volatile or not f.path:
+        return None
+    if f.path[:2] == ("kernel_module", "params"):
+        return Rating(GPU_SETTINGS, moved(f, f"kernel module parameter {'.'.join(f.path[2:])}"))
+    if f.path[0] == "gpus" and len(f.path) == 2:
+        gone = "missing" if f.kind == REMOVED else "new" if f.kind == ADDED else "changed"
+        return Rating(VERSIONS, f"{gpu_of(f)} {gone} in {ctx.names[1]}")
+    if f.path[0] == "gpus" and len(f.path) >= 3 and f.path[2].startswith(GPU_SETTING_PREFIXES):
+        return Rating(GPU_SETTINGS, moved(f, f"{gpu_of(f)} {'.'.join(f.path[2:])}"))
+    return None
+
+
+# ---- host, python, the rest ---------------------------------------------------------------
+
+SYSTEM_PATHS: dict[str, tuple[int, str]] = {
+    "kernel": (KERNEL, "kernel"), "cmdline": (SYSTEM, "kernel command line"),
+    "governors": (SYSTEM, "CPU frequency governor"), "cpu": (SYSTEM, "CPU"),
+    "iommu": (SYSTEM, "IOMMU"), "transparent_hugepage": (GPU_PACKAGES, "transparent hugepages"),
+    "numa": (PACKAGES, "NUMA layout"), "limits": (PACKAGES, "resource limits"),
+    "memory": (PACKAGES, "memory"), "os_release": (PACKAGES, "OS release"),
+}
+
+
+def system(f: Finding, ctx: Context) -> Rating | None:
+    if f.section != "system" or f.volatile or not f.path:
+        return None
+    if f.path[0] == "boot_id":
+        return Rating(SYSTEM, "host rebooted between the snapshots") if ctx.same_host \
+            else Rating(VOLATILE, "boot id differs: different hosts")
+    if f.path[0] == "hostname":
+        return Rating(OTHER, moved(f, "hostname"))
+    rank, label = SYSTEM_PATHS.get(f.path[0], (OTHER, f.path[0]))
+    return Rating(rank, moved(f, f"{label} {'.'.join(f.path[1:])}".strip()))
+
+
+def python_env(f: Finding, ctx: Context) -> Rating | None:
+    if f.section != "python_env" or not f.path:
+        return None
+    if f.path[0] == "interpreter":
+        return Rating(KERNEL, moved(f, f"python {'.'.join(f.path[1:])}".strip()))
+    if f.path[0] == "packages" and len(f.path) == 2:
+        gpu_stack = f.path[1].lower().startswith(GPU_PACKAGE_PREFIXES)
+        return Rating(GPU_PACKAGES if gpu_stack else PACKAGES, moved(f, f"package {f.path[1]}"))
+    return Rating(PACKAGES, moved(f, f"python {f.where}"))
+
+
+def volatile(f: Finding, ctx: Context) -> Rating | None:
+    return Rating(VOLATILE, moved(f, f"{f.section} {f.where} (reading)")) if f.volatile else None
+
+
+def anything(f: Finding, ctx: Context) -> Rating | None:
+    return Rating(OTHER, moved(f, f"{f.section} {f.where}".strip()))
+
+
+RULES: list[Rule] = [not_captured, code_moved, uncommitted, worker_env, shell_env, startup_code,
+                     throttled, versions, pcie, gpu_settings, system, python_env, volatile,
+                     anything]
+
+
+def rate(f: Finding, ctx: Context) -> Rating:
+    for rule in RULES:
+        rating = rule(f, ctx)
+        if rating is not None:
+            return rating
+    raise AssertionError("the last rule always answers")
+
+
+def rank_all(findings: list[Finding], ctx: Context) -> list[Finding]:
+    """Rated, most important first; ties keep the walk's order (section, then key order)."""
+    rated = [replace(f, rank=r.rank, why=r.why) for f in findings for r in [rate(f, ctx)]]
+    return sorted(rated, key=lambda f: -f.rank)

@@ -1,0 +1,1 @@
+"""Reaching hosts: the inventory, transports (local, SSH), the agent payload, capture."""

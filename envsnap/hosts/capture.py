@@ -1,0 +1,174 @@
+"""Hosts -> snapshots: run the agent on each host, build the documents, store them.
+
+A fleet is captured by a bounded pool of workers (Ansible's `forks`); each host's outcome
+comes back as data, so one unreachable host never loses the others' snapshots.
+"""
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from envsnap.agent.benchrun import PROGRESS_PREFIX
+from envsnap.defaults import DEFAULT_COLLECTOR_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FORKS
+from envsnap.errors import EnvsnapError, HostError, UsageError
+from envsnap.hosts import payload
+from envsnap.hosts.inventory import Host
+from envsnap.hosts.transport import Transport, open_transport
+from envsnap.snapshot import document as snapshot
+from envsnap.snapshot.store import Store, label_from_name, validate_label
+
+
+@dataclass(frozen=True)
+class CaptureOptions:
+    label: str | None = None
+    force: bool = False
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    collector_timeout: float = DEFAULT_COLLECTOR_TIMEOUT
+    accept_new_host_keys: bool = False
+    forks: int = DEFAULT_FORKS
+    max_patch_bytes: int | None = None
+
+
+@dataclass
+class Outcome:
+    """What happened to one host: a saved snapshot (maybe with problems) or an error."""
+
+    host: Host
+    label: str
+    path: Path | None = None
+    problems: list[str] = field(default_factory=list)
+    error: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and not self.problems
+
+
+def now_utc() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def plan_labels(hosts: list[Host], label: str | None, when: datetime) -> dict[str, str]:
+    """host name -> label. One host takes the label as given; a fleet goes in a folder."""
+    stamp = when.strftime("%Y%m%d-%H%M%S")
+    if label is None:
+        return {host.name: f"{label_from_name(host.name)}-{stamp}" for host in hosts}
+    validate_label(label)
+    if len(hosts) == 1:
+        return {hosts[0].name: label}
+    if "/" in label:
+        raise UsageError(f"label {label!r}: a fleet capture makes {label}/<host>; "
+                         "give a label without '/'")
+    return {host.name: f"{label}/{label_from_name(host.name)}" for host in hosts}
+
+
+def agent_config(host: Host, options: CaptureOptions) -> dict[str, Any]:
+    config: dict[str, Any] = {"repos": host.list_var("repos"), "procs": host.list_var("procs"),
+                              "timeout": options.collector_timeout}
+    if options.max_patch_bytes is not None:
+        config["max_patch_bytes"] = options.max_patch_bytes
+    return config
+
+
+def run_agent(transport: Transport, host: Host, config: dict[str, Any], timeout: float,
+              progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """One exec when the agent is cached on the host; otherwise upload it and exec again.
+    With `progress` (long runs: bench) the agent is followed: its progress lines reach
+    `progress` as they come, and it stops its work if this process goes away."""
+    data, digest = payload.build_payload()
+    follow = None
+    if progress is not None:
+        config = {**config, "lifeline": True}
+
+        def follow(line: str) -> None:
+            if line.startswith(PROGRESS_PREFIX):
+                progress(line[len(PROGRESS_PREFIX):])
+    result = transport.run(payload.run_command(host.python, digest, config), timeout, follow)
+    if result.exit_code == payload.PAYLOAD_MISSING_EXIT:
+        uploaded = payload.zip_path(digest)
+        transport.put(data, uploaded)
+        result = transport.run(
+            payload.install_and_run_command(host.python, digest, uploaded, config), timeout,
+            follow)
+    check_agent_exit(host, result.exit_code, result.stderr)
+    try:
+        document: dict[str, Any] = json.loads(result.stdout)
+    except ValueError:
+        raise HostError(f"{host.name}: the agent's output is not JSON: "
+                        f"{result.stdout[:120]!r}") from None
+    return document
+
+
+def check_agent_exit(host: Host, exit_code: int, stderr: str) -> None:
+    last_line = (stderr.strip().splitlines() or [""])[-1]
+    if exit_code == 127:
+        raise HostError(f"{host.name}: python not found on the host ({host.python!r}); "
+                        "set --python or the host var python")
+    if exit_code == payload.PYTHON_TOO_OLD_EXIT:
+        raise HostError(f"{host.name}: {last_line} ({host.python}); set --python to a newer one")
+    if exit_code != 0:
+        raise HostError(f"{host.name}: agent failed (exit {exit_code}): {last_line}")
+
+
+def snapshot_document(transport: Transport, host: Host, label: str,
+                      options: CaptureOptions) -> dict[str, Any]:
+    """Capture one host through an open transport into a document, not yet saved."""
+    config = agent_config(host, options)
+    captured_at = now_utc().isoformat(timespec="seconds")
+    output = run_agent(transport, host, config, options.collector_timeout + 30)
+    return snapshot.build(output, label=label, host=host.name, address=host.address,
+                          captured_at=captured_at,
+                          config={**config, "python": host.python,
+                                  "hot_paths": host.list_var("hot_paths")})
+
+
+def capture_host(host: Host, label: str, store: Store, options: CaptureOptions) -> Outcome:
+    started = time.monotonic()
+    outcome = Outcome(host=host, label=label)
+    transport = open_transport(host, options.connect_timeout, options.accept_new_host_keys)
+    try:
+        document = snapshot_document(transport, host, label, options)
+        outcome.path = store.save(document, label)
+        outcome.problems = snapshot.problems(document)
+    except EnvsnapError as exc:
+        outcome.error = str(exc)
+    except Exception as exc:  # a surprise on one host must not lose the fleet's snapshots
+        outcome.error = f"{host.name}: {type(exc).__name__}: {exc}"
+    finally:
+        transport.close()
+    outcome.seconds = time.monotonic() - started
+    return outcome
+
+
+def check_before_capture(labels: dict[str, str], store: Store, force: bool) -> None:
+    """Refuse early, before any host is contacted: nothing is overwritten by accident."""
+    store.check_writable()
+    if force:
+        return
+    for label in labels.values():
+        if store.exists(label):
+            raise UsageError(f"snapshot {label!r} already exists in {store.root} "
+                             "(use --force to replace it, or another --label)")
+
+
+def capture(hosts: list[Host], store: Store, options: CaptureOptions,
+            on_outcome: Callable[[Outcome], None] | None = None) -> list[Outcome]:
+    """Capture every host through at most `options.forks` workers; outcomes in host order."""
+    labels = plan_labels(hosts, options.label, now_utc())
+    check_before_capture(labels, store, options.force)
+    outcomes: dict[str, Outcome] = {}
+    with ThreadPoolExecutor(max_workers=max(1, options.forks)) as pool:
+        futures = [pool.submit(capture_host, host, labels[host.name], store, options)
+                   for host in hosts]
+        for future in as_completed(futures):
+            outcome = future.result()
+            outcomes[outcome.host.name] = outcome
+            if on_outcome:
+                on_outcome(outcome)
+    return [outcomes[host.name] for host in hosts]

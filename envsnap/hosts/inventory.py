@@ -1,0 +1,159 @@
+"""Hosts: `local`, `[user@]host[:port]`, or names and groups from an Ansible-style inventory.
+
+The inventory is Ansible's YAML format as it is (`all: hosts: / children: / vars:`), with
+Ansible's own connection vars understood, so an existing inventory works unchanged. envsnap's
+own vars (`python`, `repos`, `procs`, `hot_paths`, `accept_new_host_keys`) sit beside them.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from envsnap.errors import UsageError
+
+LOCAL = "local"
+HOST_SPEC = re.compile(r"^(?:(?P<user>[^@\s]+)@)?"
+                       r"(?:\[(?P<v6>[0-9a-fA-F:.]+)\]|(?P<host>[^:@\s/\[\]]+))"
+                       r"(?::(?P<port>\d{1,5}))?$")
+HOST_RANGE = re.compile(r"\[(\d+):(\d+)\]")
+
+
+@dataclass(frozen=True)
+class Host:
+    """One host to capture and how to reach it."""
+
+    name: str                       # what the user called it; names its snapshot
+    address: str = ""               # what SSH connects to; empty for local
+    port: int | None = None      # None: ~/.ssh/config or 22
+    user: str | None = None
+    key_file: str | None = None
+    vars: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def is_local(self) -> bool:
+        return not self.address
+
+    @property
+    def python(self) -> str:
+        return str(self.vars.get("python") or self.vars.get("ansible_python_interpreter")
+                   or "python3")
+
+    def list_var(self, name: str) -> list[str]:
+        value = self.vars.get(name) or []
+        return [value] if isinstance(value, str) else [str(item) for item in value]
+
+
+def parse_host_spec(spec: str) -> Host:
+    """`local`, `host`, `user@host`, `host:2222`, `user@[::1]:2222` -> Host."""
+    if spec == LOCAL:
+        return Host(name=LOCAL)
+    match = HOST_SPEC.match(spec)
+    if not match:
+        raise UsageError(f"not a host: {spec!r} (expected [user@]host[:port], an inventory "
+                         "name, or 'local')")
+    port = int(match["port"]) if match["port"] else None
+    if port is not None and not 0 < port < 65536:
+        raise UsageError(f"port out of range in {spec!r}")
+    address = match["v6"] or match["host"]
+    return Host(name=spec, address=address, port=port, user=match["user"])
+
+
+def expand_range(name: str) -> list[str]:
+    """Ansible's `node[01:32]` host ranges, leading zeros kept."""
+    match = HOST_RANGE.search(name)
+    if not match:
+        return [name]
+    first, last = match.group(1), match.group(2)
+    width = len(first) if first.startswith("0") else 0
+    names = []
+    for number in range(int(first), int(last) + 1):
+        names += expand_range(name[:match.start()] + str(number).zfill(width) + name[match.end():])
+    return names
+
+
+class Inventory:
+    """Hosts and groups of one inventory file, with vars merged Ansible's way."""
+
+    def __init__(self, document: Any, source: str = "<inventory>") -> None:
+        self.source = source
+        self.hosts: dict[str, dict[str, Any]] = {}
+        self.groups: dict[str, set[str]] = {}
+        if document is None:
+            return
+        if not isinstance(document, dict):
+            raise UsageError(f"{source}: an inventory is a mapping of groups (like all:)")
+        for group, body in document.items():
+            self._walk(str(group), body, {})
+
+    def _walk(self, group: str, body: Any, inherited: dict[str, Any]) -> set[str]:
+        body = body or {}
+        if not isinstance(body, dict):
+            raise UsageError(f"{self.source}: group {group!r} must be a mapping")
+        merged = {**inherited, **(body.get("vars") or {})}
+        members: set[str] = set()
+        for pattern, host_vars in (body.get("hosts") or {}).items():
+            for name in expand_range(str(pattern)):
+                # A host seen in several groups keeps what each added; deeper groups win.
+                self.hosts[name] = {**self.hosts.get(name, {}), **merged, **(host_vars or {})}
+                members.add(name)
+        for child, child_body in (body.get("children") or {}).items():
+            members |= self._walk(str(child), child_body, merged)
+        self.groups[group] = self.groups.get(group, set()) | members
+        return members
+
+    def names(self, pattern: str) -> list[str]:
+        if pattern in self.hosts:
+            return [pattern]
+        return sorted(self.groups.get(pattern, set()))
+
+    def host(self, name: str) -> Host:
+        host_vars = self.hosts[name]
+        if host_vars.get("ansible_connection") == "local":
+            return Host(name=name, vars=host_vars)
+        port = host_vars.get("ansible_port")
+        return Host(name=name, address=str(host_vars.get("ansible_host") or name),
+                    port=int(port) if port else None, user=host_vars.get("ansible_user"),
+                    key_file=host_vars.get("ansible_ssh_private_key_file"), vars=host_vars)
+
+
+def load_inventory(path: str | None) -> Inventory:
+    if not path:
+        return Inventory(None)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read inventory {path}: {exc.strerror}") from None
+    try:
+        return Inventory(yaml.safe_load(text), source=path)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark else ""
+        reason = getattr(exc, "problem", exc)
+        raise UsageError(f"{path}{where}: not valid YAML ({reason})") from None
+
+
+def resolve_hosts(patterns: list[str], inventory: Inventory,
+                  overrides: dict[str, Any] | None = None) -> list[Host]:
+    """Each pattern names an inventory host or group, `local`, or an ad-hoc host spec.
+
+    `overrides` (from the command line) win over inventory vars, as Ansible's -e does.
+    """
+    hosts: dict[str, Host] = {}
+    for pattern in patterns:
+        names = inventory.names(pattern)
+        found = [inventory.host(name) for name in names] or [parse_host_spec(pattern)]
+        for host in found:
+            hosts.setdefault(host.name, with_vars(host, overrides or {}))
+    if not hosts:
+        raise UsageError("no hosts given")
+    return list(hosts.values())
+
+
+def with_vars(host: Host, overrides: dict[str, Any]) -> Host:
+    set_overrides = {key: value for key, value in overrides.items() if value not in (None, [], ())}
+    return Host(name=host.name, address=host.address, port=host.port, user=host.user,
+                key_file=host.key_file, vars={**host.vars, **set_overrides})

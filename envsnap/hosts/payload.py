@@ -1,0 +1,111 @@
+"""Pack the agent (and a vendored pynvml) into one zip, ship it once per host, run it.
+
+Like Ansible's AnsiballZ, but cached: the zip is named by its content hash and unpacked on
+the host into ~/.cache/envsnap/agent-<hash>/, so later captures cost one SSH exec, and the
+host's python keeps its bytecode cache there between runs.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import importlib.util
+import io
+import json
+import shlex
+import uuid
+import zipfile
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+AGENT_DIR = Path(__file__).parent.parent / "agent"
+CACHE_DIR = ".cache/envsnap"         # relative to the login home on the host
+PAYLOAD_MISSING_EXIT = 91            # "ship it first", from run_command below
+PYTHON_TOO_OLD_EXIT = 90             # from agent/__main__.py
+ZIP_DATE = (2020, 1, 1, 0, 0, 0)     # fixed, so equal content gives an equal hash
+
+
+def payload_files() -> dict[str, bytes]:
+    """Archive name -> content: the agent package, its entry point, and pynvml if present."""
+    files = {"envsnap/__init__.py": b"", "__main__.py": (AGENT_DIR / "__main__.py").read_bytes()}
+    for source in sorted(AGENT_DIR.rglob("*.py")):  # rglob: a sub-package travels too
+        files[f"envsnap/agent/{source.relative_to(AGENT_DIR).as_posix()}"] = source.read_bytes()
+    pynvml = vendored_pynvml()
+    if pynvml is not None:
+        files["pynvml.py"] = pynvml
+    return files
+
+
+def vendored_pynvml() -> bytes | None:
+    # find_spec locates nvidia-ml-py's single-file module without importing it.
+    spec = importlib.util.find_spec("pynvml")
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return None
+    return Path(spec.origin).read_bytes()
+
+
+@lru_cache(maxsize=1)
+def build_payload() -> tuple[bytes, str]:
+    """The zip and its content hash (first 16 hex digits of sha256), built once per process."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, content in payload_files().items():
+            info = zipfile.ZipInfo(name, date_time=ZIP_DATE)
+            info.external_attr = 0o644 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, content)
+    data = buffer.getvalue()
+    return data, hashlib.sha256(data).hexdigest()[:16]
+
+
+def agent_dir(digest: str) -> str:
+    return f"{CACHE_DIR}/agent-{digest}"
+
+
+def zip_path(digest: str) -> str:
+    """A name of its own for each upload: concurrent captures of one host (a fleet of
+    aliases, two users' runs) never unpack or delete each other's zip."""
+    return f"{CACHE_DIR}/agent-{digest}.{uuid.uuid4().hex[:12]}.zip"
+
+
+def encode_config(config: dict[str, Any]) -> str:
+    return base64.b64encode(json.dumps(config, sort_keys=True).encode()).decode()
+
+
+def run_command(python: str, digest: str, config: dict[str, Any]) -> str:
+    """Run the cached agent, or exit PAYLOAD_MISSING_EXIT so the caller ships it first."""
+    folder = f'"$HOME"/{agent_dir(digest)}'
+    return (f'mkdir -p "$HOME"/{CACHE_DIR} && if [ -f {folder}/__main__.py ]; then '
+            f"exec {shlex.quote(python)} {folder} {encode_config(config)}; "
+            f"else exit {PAYLOAD_MISSING_EXIT}; fi")
+
+
+STALE_DAYS = 30   # agents of other envsnap versions unused this long are removed
+
+# Unpack into a private folder, then rename: concurrent captures of one host each unpack
+# their own upload and the first rename wins; the others find the folder in place. Old
+# agents (another envsnap version, untouched for STALE_DAYS) are cleared on the way, so the
+# cache does not grow with every upgrade. Plain syntax: any python may run this.
+UNPACK = (
+    "import os,sys,time,shutil,zipfile,tempfile\n"
+    "z,d=sys.argv[1],sys.argv[2]\n"
+    "t=tempfile.mkdtemp(dir=os.path.dirname(d))\n"
+    "zipfile.ZipFile(z).extractall(t)\n"
+    "try:\n os.rename(t,d)\n"
+    "except OSError:\n shutil.rmtree(t, True)\n"
+    "os.remove(z)\n"
+    "p=os.path.dirname(d)\n"
+    "for n in os.listdir(p):\n"
+    " f=os.path.join(p,n)\n"
+    f" if n.startswith('agent-') and os.path.isdir(f) and f!=d and "
+    f"time.time()-os.path.getmtime(f)>{STALE_DAYS}*86400:\n"
+    "  shutil.rmtree(f, True)\n"
+)
+
+
+def install_and_run_command(python: str, digest: str, uploaded: str,
+                            config: dict[str, Any]) -> str:
+    """Unpack the zip uploaded to `uploaded` (see zip_path) and run the agent, in one exec."""
+    py = shlex.quote(python)
+    return (f'cd "$HOME" && {py} -c {shlex.quote(UNPACK)} {shlex.quote(uploaded)} '
+            f"{agent_dir(digest)} && exec {py} {agent_dir(digest)} {encode_config(config)}")

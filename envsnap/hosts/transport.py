@@ -1,0 +1,330 @@
+"""How commands reach a host: one small interface, two implementations.
+
+`LocalTransport` runs commands through `sh -c` on this machine; `SSHTransport` runs the same
+commands over SSH with fabric. Capture code never knows which one it holds, so `local` and a
+remote host go through exactly the same agent path.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import selectors
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Protocol
+
+from envsnap.defaults import DEFAULT_CONNECT_TIMEOUT
+from envsnap.errors import HostError
+from envsnap.hosts.inventory import Host
+
+if TYPE_CHECKING:
+    import paramiko
+
+KEEPALIVE_S = 30
+READ_CHUNK = 1 << 16
+# Waiting on a remote command polls its channel: at once after output, backing off to 50 ms
+# in silence (a benchmark's minutes cost 20 wake-ups a second, a short capture no delay).
+POLL_FIRST_S, POLL_MAX_S = 0.001, 0.05
+LIFELINE_GRACE_S = 5.0   # for a local command whose lifeline was cut to end its own work
+# paramiko's words for a peer that took the TCP connection and then said nothing
+HANDSHAKE_LOST = re.compile(r"banner|No existing session|not open", re.IGNORECASE)
+
+# paramiko logs tracebacks from its own threads; the error reaches the user as one line.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
+logging.getLogger("paramiko").propagate = False
+
+
+@dataclass(frozen=True)
+class Result:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+# Given to Transport.run for a long command: called with each line the command writes to
+# stderr, as it comes.
+Follow = Callable[[str], None]
+
+
+class Transport(Protocol):
+    def run(self, command: str, timeout: float, follow: Follow | None = None) -> Result:
+        """Run through sh on the host; stdin is at end of file at once. A command that is
+        followed gets its stderr lines passed to `follow` as they come, and a lifeline for
+        stdin: open for as long as this process waits, at end of file once it stops waiting
+        (Ctrl-C, a crash, a dropped connection)."""
+
+    def put(self, data: bytes, path: str) -> None:
+        """Write `data` to `path` (relative to the login home) atomically."""
+
+    def close(self) -> None: ...
+
+
+class LocalTransport:
+    """This machine, through the same shell commands a remote host would get."""
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+
+    def run(self, command: str, timeout: float, follow: Follow | None = None) -> Result:
+        # A lifeline's write end stays here; the kernel closes it should this process die.
+        lifeline = follow is not None
+        stdin, held = os.pipe() if lifeline else (subprocess.DEVNULL, -1)
+        proc = subprocess.Popen(["sh", "-c", command], stdin=stdin, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        if lifeline:
+            os.close(stdin)  # the command has its copy
+        try:
+            out, err = proc.communicate(timeout=timeout) if follow is None \
+                else pump(proc, time.monotonic() + timeout, follow)
+        except BaseException as exc:  # timed out, or Ctrl-C
+            if lifeline:
+                os.close(held)
+                lifeline = False
+                settle(proc)
+            proc.kill()
+            proc.communicate()
+            if isinstance(exc, subprocess.TimeoutExpired):
+                raise HostError(f"{self.host.name}: command timed out after {timeout:g}s") \
+                    from None
+            raise
+        finally:
+            if lifeline:
+                os.close(held)
+        return Result(proc.returncode, out.decode("utf-8", "replace"),
+                      err.decode("utf-8", "replace"))
+
+    def put(self, data: bytes, path: str) -> None:
+        target = Path.home() / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temporary = target.with_name(f"{target.name}.{uuid.uuid4().hex}.tmp")
+        temporary.write_bytes(data)
+        os.replace(temporary, target)
+
+    def close(self) -> None:
+        pass
+
+
+_known_hosts_lock = threading.Lock()
+
+
+def known_hosts_policy(accept_new: bool, known_hosts: Path) -> paramiko.MissingHostKeyPolicy:
+    """Refuse unknown host keys, or (opt-in) record them the first time, like `accept-new`.
+
+    A key that differs from the recorded one is always refused: paramiko raises
+    BadHostKeyException before any policy is asked.
+    """
+    import paramiko
+
+    class RefuseUnknown(paramiko.MissingHostKeyPolicy):
+        def missing_host_key(self, client: Any, hostname: str, key: Any) -> None:
+            raise HostError(f"{hostname}: unknown host key ({key.get_name()}); verify it and "
+                            "add it to known_hosts, or pass --accept-new-host-keys")
+
+    class AcceptNew(paramiko.MissingHostKeyPolicy):
+        def missing_host_key(self, client: Any, hostname: str, key: Any) -> None:
+            client.get_host_keys().add(hostname, key.get_name(), key)
+            with _known_hosts_lock:
+                known_hosts.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                with known_hosts.open("a", encoding="ascii") as handle:
+                    handle.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
+
+    return AcceptNew() if accept_new else RefuseUnknown()
+
+
+class Lines:
+    """Bytes in, each complete line out to `follow` (decoded); all of it kept."""
+
+    def __init__(self, follow: Follow | None) -> None:
+        self.follow, self.data, self.done = follow, bytearray(), 0
+
+    def add(self, chunk: bytes) -> None:
+        self.data += chunk
+        end = self.data.rfind(b"\n") + 1
+        if self.follow is not None and end > self.done:
+            for line in bytes(self.data[self.done:end]).decode("utf-8", "replace").splitlines():
+                self.follow(line)
+        self.done = max(self.done, end)
+
+
+def pump(proc: subprocess.Popen[bytes], deadline: float,
+         follow: Follow) -> tuple[bytes, bytes]:
+    """communicate(), passing stderr lines on as they come."""
+    out, err = bytearray(), Lines(follow)
+    with selectors.DefaultSelector() as selector:
+        for stream in (proc.stdout, proc.stderr):
+            selector.register(stream, selectors.EVENT_READ)  # type: ignore[arg-type]
+        while selector.get_map():
+            if time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(proc.args, 0)
+            for key, _ in selector.select(timeout=1.0):
+                chunk = os.read(key.fd, READ_CHUNK)
+                if not chunk:
+                    selector.unregister(key.fileobj)
+                elif key.fileobj is proc.stdout:
+                    out += chunk
+                else:
+                    err.add(chunk)
+    proc.wait(max(0.0, deadline - time.monotonic()))
+    return bytes(out), bytes(err.data)
+
+
+def settle(proc: subprocess.Popen[bytes]) -> None:
+    """A moment for a command whose lifeline was cut to end its own work (an agent kills the
+    benchmark it runs in a session of its own, which killing the agent would orphan)."""
+    try:
+        proc.communicate(timeout=LIFELINE_GRACE_S)  # reading, so it never blocks writing
+    except subprocess.TimeoutExpired:
+        pass
+
+
+class SSHTransport:
+    """A host over SSH via fabric, with known_hosts checking that fabric leaves out."""
+
+    def __init__(self, host: Host, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+                 accept_new_host_keys: bool = False) -> None:
+        from fabric import Connection  # imported here: 0.3 s that `local` never needs
+
+        self.host = host
+        connect_kwargs: dict[str, Any] = {"banner_timeout": connect_timeout,
+                                          "auth_timeout": connect_timeout}
+        if host.key_file:
+            connect_kwargs["key_filename"] = [os.path.expanduser(host.key_file)]
+        self.connection = Connection(host.address, user=host.user, port=host.port,
+                                     connect_timeout=connect_timeout,
+                                     connect_kwargs=connect_kwargs)
+        known_hosts = self._known_hosts_file()
+        client = self.connection.client
+        client.load_system_host_keys()
+        if known_hosts.exists():
+            client.load_system_host_keys(str(known_hosts))
+        accept = accept_new_host_keys or bool(host.vars.get("accept_new_host_keys"))
+        client.set_missing_host_key_policy(known_hosts_policy(accept, known_hosts))
+
+    def _known_hosts_file(self) -> Path:
+        configured = self.connection.ssh_config.get("userknownhostsfile", "")
+        first = configured.split()[0] if configured else "~/.ssh/known_hosts"
+        return Path(os.path.expanduser(first))
+
+    @property
+    def where(self) -> str:
+        port = self.connection.port
+        return f"{self.connection.user}@{self.connection.host}:{port}"
+
+    def open(self) -> None:
+        if self.connection.is_connected:
+            return
+        try:
+            self.connection.open()
+        except HostError:
+            raise
+        except Exception as exc:
+            raise HostError(describe_connect_error(self.host.name, self.where, exc)) from None
+        # A benchmark can run silently for many minutes; keepalives stop NAT boxes and
+        # firewalls from dropping the idle connection under it.
+        self.connection.transport.set_keepalive(KEEPALIVE_S)
+
+    def run(self, command: str, timeout: float, follow: Follow | None = None) -> Result:
+        # A channel of our own rather than fabric's run: on Ctrl-C fabric waits for the
+        # remote command to finish (a benchmark: hours); closing the channel ends it here
+        # and, with a lifeline, there too.
+        import paramiko
+
+        self.open()
+        try:
+            channel = self.connection.transport.open_session()
+        except (OSError, EOFError, paramiko.SSHException) as exc:
+            raise HostError(f"{self.host.name}: connection lost ({exc})") from None
+        try:
+            channel.exec_command(command)
+            if follow is None:
+                channel.shutdown_write()  # a followed command keeps stdin as its lifeline
+            out, err = drain(channel, time.monotonic() + timeout, follow)
+            if out is None:
+                raise HostError(f"{self.host.name}: command timed out after {timeout:g}s")
+            return Result(channel.recv_exit_status(), out.decode("utf-8", "replace"),
+                          err.decode("utf-8", "replace"))
+        except (OSError, EOFError, paramiko.SSHException) as exc:
+            raise HostError(f"{self.host.name}: connection lost ({exc})") from None
+        finally:
+            channel.close()
+
+    def put(self, data: bytes, path: str) -> None:
+        import io
+
+        import paramiko
+
+        self.open()
+        temporary = f"{path}.{uuid.uuid4().hex}.tmp"
+        try:
+            sftp = self.connection.sftp()
+            sftp.putfo(io.BytesIO(data), temporary)
+            sftp.posix_rename(temporary, path)
+        except paramiko.SSHException as exc:
+            raise HostError(f"{self.host.name}: cannot upload the agent: SFTP unavailable "
+                            f"({exc})") from None
+        except OSError as exc:
+            raise HostError(f"{self.host.name}: cannot upload {path}: {exc}") from None
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+def drain(channel: paramiko.Channel, deadline: float,
+          follow: Follow | None) -> tuple[Any, bytes]:
+    """(stdout, stderr) of a command once it exits, or (None, b"") past the deadline;
+    stderr lines go to `follow` as they come.
+
+    The server sends a command's output before its exit status, and paramiko queues
+    messages in order: once the status is in, what is buffered is all there is."""
+    out, err = bytearray(), Lines(follow)
+    pause = POLL_FIRST_S
+    while True:
+        finished = channel.exit_status_ready()
+        got = False
+        while channel.recv_ready():
+            out += channel.recv(READ_CHUNK)
+            got = True
+        while channel.recv_stderr_ready():
+            err.add(channel.recv_stderr(READ_CHUNK))
+            got = True
+        if finished:
+            return bytes(out), bytes(err.data)
+        if time.monotonic() > deadline:
+            return None, b""
+        pause = POLL_FIRST_S if got else min(pause * 2, POLL_MAX_S)
+        time.sleep(pause)
+
+
+def describe_connect_error(name: str, where: str, exc: Exception) -> str:
+    """One line a person can act on, from the zoo of socket and paramiko exceptions."""
+    import paramiko
+
+    if isinstance(exc, paramiko.BadHostKeyException):
+        return (f"{name}: host key CHANGED for {exc.hostname} (possible man-in-the-middle); "
+                "refusing to connect; fix known_hosts if the change is expected")
+    if isinstance(exc, paramiko.AuthenticationException):
+        return f"{name}: authentication refused for {where} ({exc})"
+    if isinstance(exc, (socket.timeout, TimeoutError)):
+        return f"{name}: unreachable: no answer from {where} (timed out)"
+    if isinstance(exc, socket.gaierror):
+        return f"{name}: unreachable: unknown host name ({exc.strerror})"
+    if isinstance(exc, paramiko.SSHException) and HANDSHAKE_LOST.search(str(exc)):
+        return f"{name}: unreachable: {where} accepted the connection but never spoke SSH"
+    if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError):
+        return f"{name}: unreachable: connection refused by {where}"
+    if isinstance(exc, OSError):
+        return f"{name}: unreachable: {where}: {exc.strerror or exc}"
+    return f"{name}: SSH failed for {where}: {exc}"
+
+
+def open_transport(host: Host, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+                   accept_new_host_keys: bool = False) -> Transport:
+    if host.is_local:
+        return LocalTransport(host)
+    return SSHTransport(host, connect_timeout, accept_new_host_keys)

@@ -1,0 +1,1 @@
+"""Ansible-style playbooks: load, check names, template, run tasks/ across hosts."""

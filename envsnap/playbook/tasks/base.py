@@ -1,0 +1,165 @@
+"""What every task module shares: its declaration, the context it runs in, its result.
+
+A module is a function `run(ctx, args) -> ModuleResult` plus the names of its arguments.
+It reaches the host only through `ctx.transport` (run a shell command, put a file), honours
+`ctx.check` (report, change nothing) and `ctx.diff` (fill `diff` with a unified diff), and
+never prints. A failure the playbook caused (a bad argument) raises ArgError; a failure on
+the host is a result with failed=True and a message a person can act on.
+"""
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from envsnap.errors import PlaybookError
+from envsnap.hosts.inventory import Host
+from envsnap.hosts.transport import Result, Transport
+from envsnap.snapshot.store import Store
+
+DEFAULT_COMMAND_TIMEOUT = 600.0
+FALSE_WORDS = {"", "0", "false", "no", "off", "n", "f"}
+TRUE_WORDS = {"1", "true", "yes", "on", "y", "t"}
+
+
+class ArgError(PlaybookError):
+    """A module was given arguments it cannot use; the engine adds the playbook's file:line."""
+
+
+@dataclass
+class ModuleResult:
+    changed: bool = False
+    failed: bool = False
+    skipped: bool = False
+    drift: bool = False      # a failure that is a finding (the host is not as expected)
+    msg: str = ""
+    diff: str = ""           # unified diff text, filled in diff mode
+    data: dict[str, Any] = field(default_factory=dict)   # what `register` exposes beside these
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.data, "changed": self.changed, "failed": self.failed,
+                "skipped": self.skipped, "drift": self.drift, "msg": self.msg,
+                "diff": self.diff}
+
+
+def failed(msg: str, **data: Any) -> ModuleResult:
+    return ModuleResult(failed=True, msg=msg, data=data)
+
+
+@dataclass
+class Context:
+    """One host, as one task sees it."""
+
+    host: Host
+    transport: Transport
+    store: Store
+    check: bool = False
+    diff: bool = False
+    base_dir: Path = Path(".")            # the playbook's folder: `src:` files are relative to it
+    timestamp: str = ""                   # the run's start, names backups and labels
+    template: Callable[[str], str] = str  # renders a template file with the task's variables
+    command_timeout: float = DEFAULT_COMMAND_TIMEOUT
+
+    def sh(self, command: str, timeout: float | None = None) -> Result:
+        return self.transport.run(command, timeout or self.command_timeout)
+
+
+@dataclass(frozen=True)
+class Module:
+    name: str
+    run: Callable[[Context, dict[str, Any]], ModuleResult]
+    required: tuple[str, ...] = ()
+    optional: tuple[str, ...] = ()
+    free_form: str | None = None     # `shell: make bench` means {cmd: "make bench"}
+    choices: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @property
+    def accepted(self) -> tuple[str, ...]:
+        return self.required + self.optional
+
+    def normalize(self, args: Any) -> dict[str, Any]:
+        """The task's (rendered) arguments as a mapping, checked against the declaration."""
+        if isinstance(args, str) and self.free_form:
+            args = {self.free_form: args}
+        if args is None:
+            args = {}
+        if not isinstance(args, Mapping):
+            raise ArgError(f"{self.name}: arguments must be a mapping, not {type(args).__name__}")
+        self.check_names(args)
+        self.check_choices(args)
+        return dict(args)
+
+    def check_names(self, args: Mapping[str, Any]) -> None:
+        unknown = sorted(str(name) for name in args if name not in self.accepted)
+        if unknown:
+            raise ArgError(f"{self.name}: unknown argument {unknown[0]!r} "
+                           f"(accepted: {', '.join(self.accepted)})")
+        missing = [name for name in self.required if name not in args]
+        if missing:
+            raise ArgError(f"{self.name}: missing argument {missing[0]!r}")
+
+    def check_choices(self, args: Mapping[str, Any]) -> None:
+        for name, allowed in self.choices.items():
+            value = args.get(name)
+            if value is not None and not _templated(value) and value not in allowed:
+                raise ArgError(f"{self.name}: {name} {value!r} is not one of "
+                               f"{', '.join(allowed)}")
+
+
+def _templated(value: Any) -> bool:
+    return isinstance(value, str) and "{{" in value
+
+
+# ---- argument helpers -----------------------------------------------------------------------
+
+def as_bool(args: Mapping[str, Any], name: str, default: bool = False) -> bool:
+    value = args.get(name, default)
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in FALSE_WORDS or value is None:
+        return False
+    if text in TRUE_WORDS:
+        return True
+    raise ArgError(f"{name} must be true or false, not {value!r}")
+
+
+def as_str(args: Mapping[str, Any], name: str, default: str | None = None) -> str:
+    value = args.get(name, default)
+    if value is None:
+        raise ArgError(f"missing argument {name!r}")
+    if isinstance(value, (dict, list)):
+        raise ArgError(f"{name} must be a string, not a {type(value).__name__}")
+    return str(value)
+
+
+def as_mapping(args: Mapping[str, Any], name: str) -> dict[str, Any]:
+    value = args.get(name) or {}
+    if not isinstance(value, Mapping):
+        raise ArgError(f"{name} must be a mapping, not {type(value).__name__}")
+    return dict(value)
+
+
+def host_path(args: Mapping[str, Any], name: str) -> str:
+    """A path on the host: absolute or ~/..., since a relative one would mean different
+    folders to a local shell (its cwd) and to SSH (the login home)."""
+    path = as_str(args, name)
+    if not (path.startswith("/") or path == "~" or path.startswith("~/")):
+        raise ArgError(f"{name} must be an absolute path or start with ~/, not {path!r}")
+    return path.rstrip("/") or "/"
+
+
+def quote_path(path: str) -> str:
+    """For the host's shell: ~ becomes $HOME, the rest is quoted."""
+    if path == "~":
+        return '"$HOME"'
+    if path.startswith("~/"):
+        return '"$HOME"/' + shlex.quote(path[2:])
+    return shlex.quote(path)
+
+
+def last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else ""

@@ -1,0 +1,114 @@
+"""`bench`: run a benchmark N times on the host (envsnap.bench: metric regex, statistics,
+GPU telemetry while it runs) and, given a baseline, a verdict: regression / same / can't tell.
+
+A regression fails the task as drift (exit 1), not as an error: the host ran fine, the
+numbers did not come back. In check mode nothing runs.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from envsnap.bench import run as bench
+from envsnap.bench import stats as benchstats
+from envsnap.errors import BenchError
+from envsnap.playbook.tasks.base import (
+    ArgError,
+    Context,
+    Module,
+    ModuleResult,
+    as_bool,
+    as_str,
+    failed,
+)
+from envsnap.playbook.tasks.facts import take_snapshot
+
+NUMBERS = ("repeat", "sample_interval", "run_timeout", "threshold")
+
+
+def spec_of(args: dict[str, Any]) -> bench.BenchSpec:
+    try:
+        numbers = {name: float(args[name]) for name in NUMBERS if args.get(name) is not None}
+    except (TypeError, ValueError) as exc:
+        raise ArgError(f"bench: {exc}") from None
+    spec = bench.BenchSpec(cmd=as_str(args, "cmd"), metric=as_str(args, "metric"),
+                           repeat=int(numbers.get("repeat", bench.DEFAULT_REPEAT)),
+                           lower_is_better=as_bool(args, "lower_is_better"),
+                           cwd=str(args["cwd"]) if args.get("cwd") else None,
+                           sample_interval=numbers.get("sample_interval",
+                                                       bench.DEFAULT_SAMPLE_INTERVAL),
+                           run_timeout=numbers.get("run_timeout", bench.DEFAULT_RUN_TIMEOUT))
+    try:
+        spec.check()
+    except Exception as exc:  # UsageError for a bad regex or count: the playbook's fault
+        raise ArgError(f"bench: {exc}") from None
+    return spec
+
+
+def baseline_values(ctx: Context, value: Any) -> list[float] | None:
+    """A snapshot (label, file or document) with a recorded bench, or a list of values."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, list):
+        return [float(v) for v in value]
+    document = value if isinstance(value, Mapping) else ctx.store.load(str(value))
+    recorded = document.get("bench")
+    if not isinstance(recorded, Mapping) or not recorded.get("values"):
+        raise ArgError("bench: the baseline snapshot has no recorded benchmark")
+    return [float(v) for v in recorded["values"]]
+
+
+def run_benchmark(ctx: Context, args: dict[str, Any]) -> ModuleResult:
+    spec = spec_of(args)
+    baseline = baseline_values(ctx, args.get("baseline"))
+    if ctx.check:
+        return ModuleResult(skipped=True, msg=f"would run {spec.cmd!r} {spec.repeat} times")
+    label = str(args.get("label") or "")
+    if label and ctx.store.exists(label) and not as_bool(args, "force"):
+        return failed(f"snapshot {label!r} already exists (force: true replaces it)")
+    try:
+        record = bench.bench_on(ctx.transport, ctx.host, spec)
+    except BenchError as exc:  # a run failed or printed no metric: the task fails, the host is fine
+        return failed(str(exc))
+    data: dict[str, Any] = {"record": record, "values": record["values"],
+                            "median": record["summary"]["median"]}
+    said = summary_text(record)
+    if args.get("label"):
+        data["label"] = save(ctx, args, record)
+        said += f"; saved as {data['label']}"
+    if baseline is None:
+        return ModuleResult(changed=True, msg=said, data=data)
+    return judged(args, spec, baseline, record, said, data)
+
+
+def summary_text(record: dict[str, Any]) -> str:
+    summary = record["summary"]
+    spread = "-" if summary["spread"] is None else f"{summary['spread']:.1%}"
+    return (f"median {summary['median']:g} over {summary['n']} runs "
+            f"(min {summary['min']:g}, max {summary['max']:g}, spread {spread})")
+
+
+def judged(args: dict[str, Any], spec: bench.BenchSpec, baseline: list[float],
+           record: dict[str, Any], said: str, data: dict[str, Any]) -> ModuleResult:
+    threshold = float(args.get("threshold") or benchstats.DEFAULT_THRESHOLD)
+    verdict = benchstats.compare(baseline, record["values"], spec.lower_is_better, threshold)
+    data["verdict"] = verdict
+    said += f"; vs baseline: {verdict['verdict']} ({verdict['why']})"
+    regressed = verdict["verdict"] == "regression" and as_bool(args, "fail_on_regression", True)
+    return ModuleResult(changed=True, failed=regressed, drift=regressed, msg=said, data=data)
+
+
+def save(ctx: Context, args: dict[str, Any], record: dict[str, Any]) -> str:
+    """As `envsnap bench --label`: the host's snapshot with the runs inside it."""
+    label = str(args["label"])
+    document = take_snapshot(ctx, args, label)
+    document["bench"] = record
+    ctx.store.save(document, label)
+    return label
+
+
+MODULE = Module(name="bench", run=run_benchmark, required=("cmd", "metric"),
+                optional=("repeat", "lower_is_better", "cwd", "sample_interval", "run_timeout",
+                          "baseline", "threshold", "fail_on_regression", "label", "force",
+                          "repos", "procs", "python"),
+                free_form=None)

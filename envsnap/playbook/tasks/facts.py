@@ -1,0 +1,148 @@
+"""`capture` (a snapshot of the host, saved in the store) and `assert_facts` (the
+pre-benchmark gate: fail when a fact is not what it must be).
+
+Both run the capture agent through the task's own transport: no second connection.
+assert_facts compares dotted paths for equality only; ranking drift is the diff's business.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from envsnap.hosts.capture import DEFAULT_COLLECTOR_TIMEOUT, CaptureOptions, snapshot_document
+from envsnap.hosts.inventory import with_vars
+from envsnap.playbook.tasks.base import (
+    ArgError,
+    Context,
+    Module,
+    ModuleResult,
+    as_bool,
+    as_mapping,
+    failed,
+)
+from envsnap.snapshot import document as snapshot
+from envsnap.snapshot.store import label_from_name, validate_label
+
+CAPTURE_ARGS = ("repos", "procs", "python", "collector_timeout")
+TOKEN = re.compile(r"""\.?(?:\[(?:"(?P<dq>[^"]*)"|'(?P<sq>[^']*)'|(?P<index>\d+))\]"""
+                   r"""|(?P<name>[^.\[\]]+))""")
+MISSING = object()
+TOP_LEVEL = ("schema", "meta", "facts", "volatile", "digests")
+
+
+def take_snapshot(ctx: Context, args: dict[str, Any], label: str) -> dict[str, Any]:
+    """The host as it is now, as a snapshot document (not saved)."""
+    host = with_vars(ctx.host, {name: args.get(name) for name in ("repos", "procs", "python")})
+    seconds = float(args.get("collector_timeout") or DEFAULT_COLLECTOR_TIMEOUT)
+    return snapshot_document(ctx.transport, host, label, CaptureOptions(collector_timeout=seconds))
+
+
+def capture(ctx: Context, args: dict[str, Any]) -> ModuleResult:
+    label = validate_label(str(args.get("label") or f"{label_from_name(ctx.host.name)}-"
+                                                    f"{ctx.timestamp}"))
+    if ctx.check:
+        return ModuleResult(changed=True, msg=f"would capture {ctx.host.name} as {label}",
+                            data={"label": label})
+    if ctx.store.exists(label) and not as_bool(args, "force"):
+        return failed(f"snapshot {label!r} already exists (force: true replaces it)")
+    document = take_snapshot(ctx, args, label)
+    path = ctx.store.save(document, label)
+    problems = snapshot.problems(document)
+    said = f"saved {label} -> {path}" + "".join(f"; problem: {p}" for p in problems)
+    return ModuleResult(changed=True, msg=said, data={"label": label, "path": str(path),
+                                                      "problems": problems,
+                                                      "snapshot": document})
+
+
+# ---- assert_facts -------------------------------------------------------------------------------
+
+def assert_facts(ctx: Context, args: dict[str, Any]) -> ModuleResult:
+    """`that: {path: value}`, and/or `same_as: SNAPSHOT` with `paths: [...]`: each path must
+    hold what it holds in that snapshot (absent in both counts as the same)."""
+    expected = expectations(ctx, args)
+    document = source_document(ctx, args)
+    found = {path: lookup(document, path) for path in expected}
+    drifted = [path for path, value in expected.items() if not same(found[path], value)]
+    shown = {path: None if value is MISSING else value for path, value in found.items()}
+    if drifted:
+        lines = [f"{path}: expected {describe(expected[path])}, found {describe(found[path])}"
+                 for path in drifted]
+        return ModuleResult(failed=True, drift=True, msg="drifted: " + "; ".join(lines),
+                            data={"facts": shown, "drifted": drifted})
+    return ModuleResult(msg=f"{len(expected)} facts as expected", data={"facts": shown})
+
+
+def expectations(ctx: Context, args: dict[str, Any]) -> dict[str, Any]:
+    expected = {str(path): value for path, value in as_mapping(args, "that").items()}
+    paths = args.get("paths") or []
+    if isinstance(paths, str) or not isinstance(paths, list):
+        raise ArgError("assert_facts: paths must be a list of dotted paths")
+    if paths:
+        if args.get("same_as") is None:
+            raise ArgError("assert_facts: paths needs same_as (the snapshot to compare with)")
+        reference = load_document(ctx, args["same_as"])
+        expected.update({str(path): lookup(reference, str(path)) for path in paths})
+    if not expected:
+        raise ArgError("assert_facts: give that: {path: value}, or same_as with paths")
+    return expected
+
+
+def source_document(ctx: Context, args: dict[str, Any]) -> Mapping[str, Any]:
+    """The facts to check: a given snapshot, or the host as it is now."""
+    if args.get("snapshot") is None:
+        return take_snapshot(ctx, args, label="assert-facts")
+    return load_document(ctx, args["snapshot"])
+
+
+def load_document(ctx: Context, source: Any) -> Mapping[str, Any]:
+    return source if isinstance(source, Mapping) else ctx.store.load(str(source))
+
+
+def split_path(path: str) -> list[str | int]:
+    """`facts.git.repos["/root/sglang"].head` -> [facts, git, repos, /root/sglang, head]"""
+    parts: list[str | int] = []
+    position = 0
+    while position < len(path):
+        match = TOKEN.match(path, position)
+        if not match or match.end() == position:
+            raise ArgError(f"assert_facts: cannot read the path {path!r} at {path[position:]!r}")
+        index = match["index"]
+        parts.append(int(index) if index is not None else
+                     next(v for v in (match["dq"], match["sq"], match["name"]) if v is not None))
+        position = match.end()
+    return parts
+
+
+def lookup(document: Mapping[str, Any], path: str) -> Any:
+    """The value at `path` from the document's root; a path not starting with a top-level
+    key (meta, facts, ...) is read under facts: `nvidia.driver` means `facts.nvidia.driver`."""
+    parts = split_path(path)
+    if parts and parts[0] not in TOP_LEVEL:
+        parts.insert(0, "facts")
+    value: Any = document
+    for part in parts:
+        if isinstance(value, Mapping) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and isinstance(part, int) and part < len(value):
+            value = value[part]
+        else:
+            return MISSING
+    return value
+
+
+def same(actual: Any, expected: Any) -> bool:
+    """Equal, or equal as text: YAML reads `2.27` as a number where a fact holds "2.27"."""
+    if actual is MISSING or expected is MISSING:
+        return actual is expected
+    return bool(actual == expected) or (
+        not isinstance(actual, (dict, list)) and str(actual) == str(expected))
+
+
+def describe(value: Any) -> str:
+    return "nothing (no such fact)" if value is MISSING else repr(value)
+
+
+CAPTURE = Module(name="capture", run=capture, optional=("label", "force", *CAPTURE_ARGS))
+ASSERT_FACTS = Module(name="assert_facts", run=assert_facts,
+                      optional=("that", "same_as", "paths", "snapshot", *CAPTURE_ARGS))

@@ -1,0 +1,281 @@
+"""The `git` task: bring a checkout on the host back to a snapshot, never losing work.
+
+Actions, in the order restore.yml runs them:
+  preflight    the commit is there (fetched from the remotes if `fetch`), the patch is whole
+               and applies to that commit: all asked before anything moves
+  stash        `git stash push --include-untracked` with a message; its sha is returned
+               (nothing to do when given sha and patch and the tree already matches them)
+  checkout     the commit (its branch when the branch still points there, else detached)
+  apply_patch  the snapshot's uncommitted patch, `git apply --check` first
+  untracked    the snapshot's untracked files whose content it kept
+  verify       HEAD is the commit and `git diff HEAD` hashes to the snapshot's patch digest
+Nothing here runs `git reset --hard` or `git clean`: the user's work is only ever stashed.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Callable
+
+from envsnap.playbook.tasks.base import (
+    ArgError,
+    Context,
+    Module,
+    ModuleResult,
+    as_bool,
+    as_str,
+    failed,
+    host_path,
+)
+from envsnap.playbook.tasks.gitcmd import (
+    GitFailure,
+    complaint,
+    current_branch,
+    head,
+    output,
+    porcelain,
+    resolve_commit,
+    run,
+    run_as_author,
+    toplevel,
+)
+from envsnap.playbook.tasks.gitpatch import (
+    Patch,
+    apply,
+    check_on_commit,
+    current_digest,
+    expected_digest,
+    patch_from,
+    remove,
+    upload,
+)
+from envsnap.playbook.tasks.untracked import restore_untracked
+
+HEX = re.compile(r"^[0-9a-f]{7,64}$")
+Action = Callable[[Context, str, dict[str, Any]], ModuleResult]
+
+
+def run_git_task(ctx: Context, args: dict[str, Any]) -> ModuleResult:
+    action = ACTIONS[as_str(args, "action")]
+    top, problem = toplevel(ctx, host_path(args, "repo"))
+    if top is None:
+        return failed(problem)
+    try:
+        result = action(ctx, top, args)
+    except GitFailure as exc:
+        return failed(str(exc), repo=top)
+    result.data.setdefault("repo", top)
+    return result
+
+
+# ---- preflight ----------------------------------------------------------------------------------
+
+def preflight(ctx: Context, top: str, args: dict[str, Any]) -> ModuleResult:
+    sha = as_str(args, "sha")
+    commit, note = ensure_commit(ctx, top, sha, as_bool(args, "fetch"))
+    patch = patch_from(args["patch"]) if args.get("patch") is not None else None
+    if commit is None:  # check mode: not fetched, so the patch cannot be tried yet
+        return ModuleResult(changed=True, msg=f"{top}: {note}; the patch is checked after")
+    if patch is not None and patch.data:
+        quoted = upload(ctx, patch)
+        try:
+            check_on_commit(ctx, top, commit, patch, quoted)
+        finally:
+            remove(ctx, quoted)
+    said = f"{top}: {commit[:12]} present" + (f" ({note})" if note else "")
+    if patch is not None and patch.data:
+        said += f"; its patch ({len(patch.files)} files) applies"
+    return ModuleResult(changed=bool(note), msg=said, data={"commit": commit})
+
+
+def ensure_commit(ctx: Context, top: str, sha: str, fetch: bool) -> tuple[str | None, str]:
+    """(full sha, what was done to get it); (None, plan) in check mode; GitFailure if absent."""
+    commit = resolve_commit(ctx, top, sha)
+    if commit:
+        return commit, ""
+    remotes = (output(ctx, top, "remote") or "").split()
+    if not fetch:
+        hint = "; fetch: true would look on " + ", ".join(remotes) if remotes else ""
+        raise GitFailure(f"{top}: commit {sha} is not in this checkout{hint}")
+    if not remotes:
+        raise GitFailure(f"{top}: commit {sha} is not in this checkout and it has no remote "
+                         "to fetch it from")
+    if ctx.check:
+        return None, f"commit {sha} is not here: would fetch it from {', '.join(remotes)}"
+    return fetch_commit(ctx, top, sha, remotes)
+
+
+def fetch_commit(ctx: Context, top: str, sha: str, remotes: list[str]) -> tuple[str, str]:
+    """Each remote's branches first (what `git fetch` does), then the sha itself, which
+    servers allow for any reachable commit under protocol v2."""
+    tried = []
+    for remote in remotes:
+        fetched = run(ctx, top, "fetch", "-q", remote)
+        if fetched.exit_code == 0 and not resolve_commit(ctx, top, sha) and HEX.match(sha):
+            run(ctx, top, "fetch", "-q", remote, sha)
+        commit = resolve_commit(ctx, top, sha)
+        if commit:
+            return commit, f"fetched from {remote}"
+        tried.append(f"{remote}: fetch failed: {complaint(fetched)}" if fetched.exit_code
+                     else f"{remote}: not there")
+    raise GitFailure(f"{top}: commit {sha} is neither here nor on the remotes "
+                     f"({'; '.join(tried)}); nothing was changed")
+
+
+# ---- stash ------------------------------------------------------------------------------------
+
+def stash(ctx: Context, top: str, args: dict[str, Any]) -> ModuleResult:
+    entries = porcelain(ctx, top)
+    if not entries:
+        return ModuleResult(msg=f"{top}: working tree clean, nothing to stash")
+    if already_there(ctx, top, args):
+        return ModuleResult(msg=f"{top}: already as in the snapshot, nothing to stash")
+    untracked = sum(entry.startswith("??") for entry in entries)
+    what = f"{len(entries) - untracked} changed and {untracked} untracked files"
+    listing = "".join(f"  {entry}\n" for entry in entries) if ctx.diff else ""
+    if ctx.check:
+        return ModuleResult(changed=True, msg=f"{top}: would stash {what}", diff=listing)
+    message = as_str(args, "message", f"envsnap: work saved at {ctx.timestamp}")
+    before = output(ctx, top, "rev-parse", "-q", "--verify", "refs/stash")
+    result = run_as_author(ctx, top, "stash", "push", "--include-untracked", "-m", message)
+    after = output(ctx, top, "rev-parse", "-q", "--verify", "refs/stash")
+    if result.exit_code != 0 or not after or after == before:
+        raise GitFailure(f"{top}: git stash failed, nothing was moved: {complaint(result)}")
+    left = porcelain(ctx, top)
+    if left:
+        raise GitFailure(f"{top}: stashed as {after[:12]}, but changes remain that git "
+                         f"cannot stash (submodules?): {', '.join(left[:5])}")
+    return ModuleResult(changed=True, diff=listing, data={"stash": after, "message": message},
+                        msg=f"{top}: stashed {what} as {after[:12]} ({message!r}); get them "
+                            f"back with: git -C {top} stash apply {after[:12]}")
+
+
+def already_there(ctx: Context, top: str, args: dict[str, Any]) -> bool:
+    """Given the snapshot's sha and patch: the tree is that state, so nothing will move and
+    a second restore does not stash the first one's result."""
+    if args.get("sha") is None or args.get("patch") is None:
+        return False
+    wanted = resolve_commit(ctx, top, str(args["sha"]))
+    return bool(wanted) and head(ctx, top) == wanted and \
+        current_digest(ctx, top) == expected_digest(args["patch"])
+
+
+# ---- checkout ---------------------------------------------------------------------------------
+
+def checkout(ctx: Context, top: str, args: dict[str, Any]) -> ModuleResult:
+    sha = as_str(args, "sha")
+    commit, note = ensure_commit(ctx, top, sha, as_bool(args, "fetch"))
+    if commit is None:
+        return ModuleResult(changed=True, msg=f"{top}: {note}, then check it out")
+    now, branch = head(ctx, top), current_branch(ctx, top)
+    target = wanted_ref(ctx, top, commit, str(args.get("branch") or ""))
+    if now == commit and target in (commit, branch):
+        return ModuleResult(msg=f"{top}: already at {commit[:12]}", data={"commit": commit})
+    diff = moving_summary(ctx, top, now, commit) if ctx.diff else ""
+    where = f"{target} ({commit[:12]})" if target != commit else f"{commit[:12]} (detached)"
+    was = f"{now[:12] if now else 'no commit'}" + (f" on {branch}" if branch else "")
+    if ctx.check:
+        return ModuleResult(changed=True, diff=diff, msg=f"{top}: would check out {where}, "
+                                                           f"HEAD is {was}")
+    result = run(ctx, top, "checkout", "-q", target)
+    if result.exit_code != 0:
+        raise GitFailure(f"{top}: git checkout {target} refused (nothing was lost): "
+                         f"{complaint(result)}")
+    return ModuleResult(changed=True, diff=diff, msg=f"{top}: checked out {where}, was {was}",
+                        data={"commit": commit, "previous": now, "previous_branch": branch})
+
+
+def wanted_ref(ctx: Context, top: str, commit: str, branch: str) -> str:
+    """The snapshot's branch if it still points at the commit; otherwise the bare commit.
+    A branch that moved on is left where it is: moving it would hide the user's commits."""
+    if branch and resolve_commit(ctx, top, f"refs/heads/{branch}") == commit:
+        return branch
+    return commit
+
+
+def moving_summary(ctx: Context, top: str, now: str | None, commit: str) -> str:
+    if not now:
+        return ""
+    leaving = output(ctx, top, "log", "--oneline", "--no-decorate", "-n", "50",
+                     f"{commit}..{now}") or ""
+    stat = run(ctx, top, "diff", "--stat=100", now, commit).stdout.rstrip()
+    lines = [f"HEAD {now[:12]} -> {commit[:12]}"]
+    if leaving:
+        lines += ["commits on HEAD that the target does not have:"]
+        lines += [f"  {line}" for line in leaving.splitlines()]
+    if stat:
+        lines += ["files that change:"] + [f"  {line}" for line in stat.splitlines()]
+    return "\n".join(lines) + "\n"
+
+
+# ---- apply_patch ------------------------------------------------------------------------------
+
+def apply_patch(ctx: Context, top: str, args: dict[str, Any]) -> ModuleResult:
+    patch = patch_from(args.get("patch"))
+    if not patch.data:
+        return ModuleResult(msg=f"{top}: the snapshot has no uncommitted changes to apply")
+    if current_digest(ctx, top) == patch.sha256:
+        return ModuleResult(msg=f"{top}: patch already applied")
+    diff = patch.text if ctx.diff else ""
+    base = str(args.get("base") or "")
+    if ctx.check:
+        return check_patch(ctx, top, patch, base, diff)
+    now = head(ctx, top)
+    if base and now != resolve_commit(ctx, top, base):
+        raise GitFailure(f"{top}: the patch was taken on {base[:12]} but HEAD is "
+                         f"{(now or 'nothing')[:12]}: check out {base[:12]} first")
+    quoted = upload(ctx, patch)
+    try:
+        apply(ctx, top, patch, quoted)
+    finally:
+        remove(ctx, quoted)
+    return ModuleResult(changed=True, diff=diff, data={"sha256": patch.sha256},
+                        msg=f"{top}: applied the snapshot's patch ({len(patch.files)} files)")
+
+
+def check_patch(ctx: Context, top: str, patch: Patch, base: str, diff: str) -> ModuleResult:
+    """Check mode: try the patch on the commit it will meet (base, else HEAD)."""
+    commit = resolve_commit(ctx, top, base or "HEAD")
+    if commit is None:
+        return ModuleResult(changed=True, diff=diff, msg=f"{top}: would apply the patch "
+                                                         f"once {base[:12]} is fetched")
+    quoted = upload(ctx, patch)
+    try:
+        check_on_commit(ctx, top, commit, patch, quoted)
+    finally:
+        remove(ctx, quoted)
+    return ModuleResult(changed=True, diff=diff, msg=f"{top}: would apply the snapshot's "
+                                                     f"patch ({len(patch.files)} files)")
+
+
+# ---- verify -----------------------------------------------------------------------------------
+
+def verify(ctx: Context, top: str, args: dict[str, Any]) -> ModuleResult:
+    if args.get("sha") is None and args.get("patch") is None:
+        raise ArgError("git: verify needs sha, patch or both")
+    drift, facts = [], {}
+    if args.get("sha") is not None:
+        wanted, now = resolve_commit(ctx, top, str(args["sha"])), head(ctx, top)
+        facts["head"] = now
+        if not now or now != wanted:
+            drift.append(f"HEAD is {(now or 'nothing')[:12]}, expected {str(args['sha'])[:12]}")
+    if args.get("patch") is not None:
+        digest, expected = current_digest(ctx, top), expected_digest(args["patch"])
+        facts["patch_sha256"] = digest
+        if digest != expected:
+            drift.append(f"uncommitted changes differ from the snapshot's (sha256 "
+                         f"{digest[:12]}, expected {expected[:12]})")
+    if drift:
+        return ModuleResult(failed=True, drift=True, msg=f"{top}: {'; '.join(drift)}",
+                            data=facts)
+    return ModuleResult(msg=f"{top}: matches the snapshot", data=facts)
+
+
+ACTIONS: Mapping[str, Action] = {
+    "preflight": preflight, "stash": stash, "checkout": checkout,
+    "apply_patch": apply_patch, "untracked": restore_untracked, "verify": verify,
+}
+
+MODULE = Module(name="git", run=run_git_task, required=("repo", "action"),
+                optional=("sha", "branch", "fetch", "patch", "base", "message", "files"),
+                choices={"action": tuple(ACTIONS)})

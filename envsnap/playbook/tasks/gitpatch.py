@@ -1,0 +1,168 @@
+"""A snapshot's uncommitted patch on the host: decode it, upload it, check it, apply it.
+
+The check runs on the *target* commit's tree in a throw-away index (GIT_INDEX_FILE), so a
+patch that will not apply is found before the user's work is stashed or HEAD moves.
+A failure names the file and the hunk, from git's own "patch failed: FILE:LINE".
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import re
+import shlex
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from envsnap.agent.git import PATCH_FLAGS
+from envsnap.playbook.tasks.base import ArgError, Context
+from envsnap.playbook.tasks.gitcmd import GitFailure, command, complaint
+
+TMP_DIR = ".cache/envsnap/tmp"          # relative to the login home, like the agent's cache
+DIFF_HEADER = re.compile(r"^diff --git a/(.*?) b/(.*)$")
+HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,\d+)? \+\d+(?:,\d+)? @@")
+FAILED_AT = re.compile(r"patch failed: (?P<file>.+):(?P<line>\d+)$", re.MULTILINE)
+SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+@dataclass(frozen=True)
+class Patch:
+    data: bytes
+    sha256: str          # of the patch as captured: what `git diff HEAD` hashed to
+
+    @property
+    def text(self) -> str:
+        return self.data.decode("utf-8", "replace")
+
+    @property
+    def files(self) -> list[str]:
+        return [m.group(2) for m in map(DIFF_HEADER.match, self.text.splitlines()) if m]
+
+
+def patch_from(value: Any) -> Patch:
+    """Plain patch text, or a snapshot blob {text | base64, sha256, truncated, redacted}."""
+    if isinstance(value, str):
+        data = value.encode("utf-8")
+        return Patch(data, hashlib.sha256(data).hexdigest())
+    if isinstance(value, Mapping) and "error" in value:
+        raise GitFailure(f"the snapshot holds no patch for this checkout: {value['error']}")
+    if not isinstance(value, Mapping) or not ("text" in value or "base64" in value):
+        raise ArgError("git: patch must be patch text or a snapshot blob ({text|base64, sha256})")
+    refuse_unfaithful(value)
+    data = blob_bytes(value)
+    digest = hashlib.sha256(data).hexdigest()
+    if value.get("sha256") and value["sha256"] != digest:
+        raise GitFailure("the snapshot's patch does not match its recorded sha256 "
+                         "(the snapshot file was edited?)")
+    return Patch(data, digest)
+
+
+def refuse_unfaithful(blob: Mapping[str, Any]) -> None:
+    if blob.get("truncated"):
+        raise GitFailure(f"the snapshot's patch was cut at capture ({blob.get('bytes')} bytes, "
+                         "not all kept): it cannot be applied; capture with a larger "
+                         "--max-patch-bytes")
+    if blob.get("redacted"):
+        raise GitFailure("the snapshot's patch had secrets masked at capture: applying it "
+                         "would write the masks into your files; redo those lines by hand")
+
+
+def blob_bytes(blob: Mapping[str, Any]) -> bytes:
+    if "text" in blob:
+        return str(blob["text"]).encode("utf-8", "surrogateescape")
+    try:
+        return base64.b64decode(str(blob["base64"]), validate=True)
+    except binascii.Error:
+        raise ArgError("git: the patch's base64 is not valid") from None
+
+
+def expected_digest(value: Any) -> str:
+    """What `git diff HEAD` must hash to: a blob's recorded sha256 (kept exact even when the
+    text was redacted), a bare sha256, or the hash of patch text."""
+    if isinstance(value, Mapping) and SHA256.match(str(value.get("sha256", ""))):
+        return str(value["sha256"])
+    if isinstance(value, str) and SHA256.match(value):
+        return value
+    return patch_from(value).sha256
+
+
+# ---- on the host ------------------------------------------------------------------------------
+
+def upload(ctx: Context, patch: Patch) -> str:
+    """Put the patch in a temp file on the host; returns it quoted for the shell."""
+    ctx.sh(f'mkdir -p "$HOME"/{TMP_DIR}')
+    name = f"{TMP_DIR}/patch-{uuid.uuid4().hex[:12]}.diff"
+    ctx.transport.put(patch.data, name)
+    return f'"$HOME"/{shlex.quote(name)}'
+
+
+def remove(ctx: Context, quoted: str) -> None:
+    ctx.sh(f"rm -f {quoted}")
+
+
+def check_on_commit(ctx: Context, top: str, commit: str, patch: Patch, quoted: str) -> None:
+    """Does the patch apply to `commit`? Asked of a private index: nothing else is touched."""
+    read_tree = command(top, "read-tree", commit)
+    apply = command(top, "apply", "--cached", "--check", "--binary")
+    result = ctx.sh(f'd=$(mktemp -d) && export GIT_INDEX_FILE="$d/index" && {read_tree} && '
+                    f'{apply} {quoted}; rc=$?; rm -rf "$d"; exit $rc')
+    if result.exit_code != 0:
+        raise GitFailure(f"{top}: the snapshot's patch does not apply to {commit[:12]}: "
+                         f"{explain(result.stderr, patch)}")
+
+
+def apply(ctx: Context, top: str, patch: Patch, quoted: str) -> None:
+    """--check first, so a failure leaves the tree as it was; --index so new files are
+    tracked again and `git diff HEAD` comes back to the captured patch."""
+    checked = ctx.sh(f"{command(top, 'apply', '--index', '--check', '--binary')} {quoted}")
+    if checked.exit_code != 0:
+        raise GitFailure(f"{top}: the snapshot's patch does not apply (nothing was changed): "
+                         f"{explain(checked.stderr, patch)}")
+    applied = ctx.sh(f"{command(top, 'apply', '--index', '--binary')} {quoted}")
+    if applied.exit_code != 0:
+        raise GitFailure(f"{top}: git apply failed after its check passed: {complaint(applied)}")
+
+
+def current_digest(ctx: Context, top: str) -> str:
+    """sha256 of `git diff HEAD`, made exactly as the capture agent makes it."""
+    diff = command(top, "diff", "HEAD", *PATCH_FLAGS, "--")
+    result = ctx.sh(f'f=$(mktemp) && {diff} > "$f"; rc=$?; sha256sum < "$f"; rm -f "$f"; '
+                    "exit $rc")
+    if result.exit_code != 0:
+        raise GitFailure(f"{top}: git diff failed: {complaint(result)}")
+    return result.stdout.split()[0]
+
+
+# ---- saying which hunk --------------------------------------------------------------------------
+
+def explain(stderr: str, patch: Patch) -> str:
+    found = FAILED_AT.search(stderr)
+    if not found:
+        return complaint_text(stderr)
+    name, line = found["file"], int(found["line"])
+    number, header = find_hunk(patch.text, name, line)
+    hunk = f"hunk #{number} ({header})" if number else f"the hunk at line {line}"
+    return f"{name}: {hunk} does not apply (git: {complaint_text(stderr)})"
+
+
+def complaint_text(stderr: str) -> str:
+    lines = [line.strip() for line in stderr.splitlines() if line.startswith("error:")]
+    return "; ".join(lines) or stderr.strip() or "git apply refused the patch"
+
+
+def find_hunk(text: str, name: str, old_start: int) -> tuple[int, str]:
+    """(number of the hunk within its file, its @@ header); (0, "") if not found."""
+    current, number = None, 0
+    for line in text.splitlines():
+        header = DIFF_HEADER.match(line)
+        if header:
+            current, number = header.group(2), 0
+            continue
+        hunk = HUNK_HEADER.match(line)
+        if hunk and current == name:
+            number += 1
+            if int(hunk.group(1)) == old_start:
+                return number, line.split(" @@")[0] + " @@"
+    return 0, ""

@@ -1,0 +1,1 @@
+"""Bug reports of a snapshot (markdown, html, json) and bundles."""

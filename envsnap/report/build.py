@@ -1,0 +1,182 @@
+"""A bug report of one snapshot, optionally compared with another: the model and its JSON.
+
+build_report gathers what a report shows (report_facts: the summary rows; report_parts: the
+folded long parts; the diff module and its own renderers for the comparison) and masks it
+(mask.py) as one last step, so every rendering (report_render: markdown and html; as_json
+here) shows the same masked text. Library code: never prints.
+
+A report is a rendering, not a check: `envsnap report --vs` exits 0 whatever drifted;
+`envsnap diff` is the command whose exit code says "drift".
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from envsnap import __version__
+from envsnap.diff.compare import DiffOptions, DiffReport, diff, side_of
+from envsnap.diff.render_formats import as_json as diff_json
+from envsnap.diff.render_formats import markdown as diff_markdown
+from envsnap.diff.render_text import blocks, change_text, verdict
+from envsnap.errors import StoreError
+from envsnap.report.facts import Fact, summary
+from envsnap.report.parts import Part, parts
+from envsnap.snapshot.document import problems
+from envsnap.snapshot.mask import Masker
+from envsnap.snapshot.store import atomic_write
+
+REPORT_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    mask: bool = True    # hardware ids and home paths; secrets are redacted regardless
+    full: bool = False   # patches and long diff parts in full
+
+
+@dataclass(frozen=True)
+class FindingRow:
+    """One diff finding as a table row, with its long parts (commits, patches)."""
+
+    rank: int
+    section: str
+    where: str
+    change: str
+    why: str
+    parts: list[Part] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The diff against an older snapshot, in the diff's own renderings."""
+
+    against: str
+    drift: bool
+    verdict: str
+    findings: list[FindingRow]
+    unchanged: list[str]
+    markdown: str              # render_formats.markdown: the same text `diff --markdown` prints
+    envelope: dict[str, Any]   # render_formats.as_json: the same document `diff --json` prints
+
+
+@dataclass(frozen=True)
+class Report:
+    label: str
+    subject: dict[str, Any]    # label, host, hostname, captured_at, source, envsnap version
+    masked: bool
+    not_captured: list[str]    # failed collectors and unreadable repos
+    summary: list[Fact]
+    bench: list[Fact]
+    comparison: Comparison | None
+    parts: list[Part]
+    generated_by: str = f"envsnap {__version__}"
+
+
+def build_report(document: dict[str, Any], vs: dict[str, Any] | None = None,
+                 options: ReportOptions | None = None,
+                 sources: tuple[str, str] = ("", "")) -> Report:
+    """sources: what the user named the snapshot and the --vs one (labels or paths)."""
+    options = options or ReportOptions()
+    masker = Masker(options.mask)
+    # Tables are laid out from masked facts, so their columns line up; the diff runs on the
+    # facts as captured (a masked id would hide a change), and its text is masked after.
+    shown = masker.tree(document)
+    side = side_of(shown, sources[0])
+    report = Report(
+        label=side.label,
+        subject=dict(side.as_json(), envsnap_version=shown["meta"].get("envsnap_version")),
+        masked=options.mask, not_captured=problems(shown), summary=summary(shown),
+        bench=bench_facts(shown.get("bench")),
+        comparison=compare(vs, document, sources[1], sources[0], options.full) if vs else None,
+        parts=parts(shown, options.full))
+    masked: Report = masker.tree(report)
+    return masked
+
+
+# ---- the comparison -------------------------------------------------------------------------
+
+def compare(older: dict[str, Any], newer: dict[str, Any], older_source: str,
+            newer_source: str, full: bool) -> Comparison:
+    result = diff(older, newer, DiffOptions(), (older_source, newer_source))
+    return Comparison(against=result.a.label, drift=result.drift, verdict=verdict(result),
+                      findings=finding_rows(result, full), unchanged=result.unchanged,
+                      markdown=diff_markdown(result, full),
+                      envelope=json.loads(diff_json(result, full)))
+
+
+def finding_rows(result: DiffReport, full: bool) -> list[FindingRow]:
+    names = (result.a.label, result.b.label)
+    return [FindingRow(f.rank, f.section, f.where or "(section)", change_text(f, 60), f.why,
+                       [Part(b.title, b.lines, b.code) for b in blocks(f, names, full)])
+            for f in result.findings]
+
+
+# ---- the benchmark ----------------------------------------------------------------------------
+
+def bench_facts(record: Any) -> list[Fact]:
+    if not isinstance(record, dict) or not isinstance(record.get("summary"), dict):
+        return []
+    s = record["summary"]
+    spread = "-" if s.get("spread") is None else f"{s['spread']:.1%}"
+    better = "lower" if record.get("lower_is_better") else "higher"
+    rows = [Fact("command", str(record.get("command"))),
+            Fact("metric", f"{record.get('metric')} ({better} is better)"),
+            Fact("runs", f"{s.get('n')} runs: " + ", ".join(f"{v:g}" for v in record["values"])),
+            Fact("median", f"{s.get('median'):g} (min {s.get('min'):g}, max {s.get('max'):g}, "
+                           f"spread {spread}, stdev {s.get('stdev', 0):.3g})"),
+            Fact("when", f"{record.get('started_at', '?')} to {record.get('finished_at', '?')}")]
+    return rows + telemetry_facts(record.get("telemetry") or {})
+
+
+def telemetry_facts(telemetry: dict[str, Any]) -> list[Fact]:
+    from envsnap.bench.run import reasons_text, sm_clock_text
+
+    if not telemetry.get("available"):
+        return [Fact("GPU telemetry", f"none ({telemetry.get('reason') or 'not sampled'})")]
+    gpus = telemetry.get("gpus") or {}
+    reasons = reasons_text(gpus) if reasons_text(gpus) != "-" else "none"
+    busy = any(isinstance(gpu.get("busy"), dict) for gpu in gpus.values())
+    when = "while busy" if busy else "over the runs (the GPU was never busy)"
+    return [Fact("GPU telemetry", f"SM clock median {sm_clock_text(gpus)} MHz {when}, "
+                                  f"{len(gpus)} GPUs; clock event reasons seen: {reasons}")]
+
+
+# ---- JSON ----------------------------------------------------------------------------------------
+
+def part_json(part: Part) -> dict[str, Any]:
+    return {"title": part.title, "lines": part.lines, "code": part.code}
+
+
+def envelope(report: Report) -> dict[str, Any]:
+    """The versioned JSON form: {"envsnap_report": 1, ...}; the comparison is the diff's own
+    envelope ({"envsnap_diff": 1, ...}), so a consumer of `diff --json` reads it as is."""
+    return {
+        "envsnap_report": REPORT_FORMAT, "generated_by": report.generated_by,
+        "label": report.label, "subject": report.subject, "masked": report.masked,
+        "not_captured": report.not_captured,
+        "summary": [{"fact": f.name, "value": f.value} for f in report.summary],
+        "bench": [{"fact": f.name, "value": f.value} for f in report.bench] or None,
+        "diff": report.comparison.envelope if report.comparison else None,
+        "details": [part_json(p) for p in report.parts],
+    }
+
+
+def as_json(report: Report) -> str:
+    return json.dumps(envelope(report), indent=2, sort_keys=True, default=str) + "\n"
+
+
+def render(report: Report, form: str) -> str:
+    from envsnap.report.render import html, markdown
+
+    return {"md": markdown, "html": html, "json": as_json}[form](report)
+
+
+def save_text(path: str | Path, text: str) -> Path:
+    target = Path(path)
+    try:
+        atomic_write(target, text)
+    except OSError as exc:
+        raise StoreError(f"cannot write {target}: {exc.strerror or exc}") from None
+    return target

@@ -1,0 +1,108 @@
+"""A bug-report bundle: one tar.gz with the report and the snapshots it was made from.
+
+    envsnap-report-<label>/report.md
+    envsnap-report-<label>/report.html
+    envsnap-report-<label>/snapshots/<label>.yaml      (and the --vs snapshot)
+    envsnap-report-<label>/bench/<label>.json          each snapshot's bench record, if any
+
+The snapshots are masked like the report (mask.masked_document: their digests recomputed,
+so they still diff). The same inputs give the same bytes: members in this fixed order, every
+time stamp the subject's capture time, owner 0, mode 0644, and a gzip header without a name
+or a time, so a bundle can be compared, cached or signed.
+"""
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from envsnap.errors import StoreError
+from envsnap.snapshot.mask import Masker, masked_document
+from envsnap.snapshot.store import dump_yaml, label_from_name
+
+
+@dataclass(frozen=True)
+class Member:
+    name: str
+    data: bytes
+
+
+def members(label: str, documents: list[dict[str, Any]], rendered: dict[str, str],
+            masker: Masker) -> list[Member]:
+    """rendered: {"md": text, "html": text}; documents: the subject first, then --vs."""
+    root = f"envsnap-report-{label_from_name(label)}"
+    found = [Member(f"{root}/report.{form}", text.encode("utf-8"))
+             for form, text in sorted(rendered.items(), key=lambda item: item[0] != "md")]
+    shown = [masked_document(document, masker) for document in documents]
+    names = unique_names(shown)
+    found += [Member(f"{root}/snapshots/{name}.yaml", dump_yaml(document).encode("utf-8"))
+              for name, document in zip(names, shown)]
+    found += [Member(f"{root}/bench/{name}.json", json_bytes(document["bench"]))
+              for name, document in zip(names, shown) if isinstance(document.get("bench"), dict)]
+    return found
+
+
+def unique_names(documents: list[dict[str, Any]]) -> list[str]:
+    """A file name per snapshot from its label; two snapshots of one label stay apart."""
+    names: list[str] = []
+    for index, document in enumerate(documents):
+        name = label_from_name(str((document.get("meta") or {}).get("label") or "snapshot"))
+        names.append(name if name not in names else f"{name}-{index + 1}")
+    return names
+
+
+def json_bytes(value: Any) -> bytes:
+    return (json.dumps(value, indent=2, sort_keys=True, default=str) + "\n").encode("utf-8")
+
+
+def epoch_of(captured_at: Any) -> int:
+    try:
+        return int(datetime.fromisoformat(str(captured_at)).timestamp())
+    except ValueError:
+        return 0
+
+
+def tar_gz(found: list[Member], mtime: int) -> bytes:
+    raw = io.BytesIO()
+    # gzip's own header carries a file name and a time: both left out for equal bytes
+    with gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as zipped:
+        with tarfile.open(fileobj=zipped, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            for member in found:
+                info = tarfile.TarInfo(member.name)
+                info.size, info.mtime, info.mode = len(member.data), mtime, 0o644
+                info.uid = info.gid = 0
+                info.uname = info.gname = ""
+                tar.addfile(info, io.BytesIO(member.data))
+    return raw.getvalue()
+
+
+def write_bundle(path: str | Path, label: str, documents: list[dict[str, Any]],
+                 rendered: dict[str, str], masker: Masker) -> list[str]:
+    """Write the bundle atomically; the names of its members, in order."""
+    found = members(label, documents, rendered, masker)
+    mtime = epoch_of((documents[0].get("meta") or {}).get("captured_at"))
+    write_bytes(Path(path), tar_gz(found, mtime))
+    return [member.name for member in found]
+
+
+def write_bytes(path: Path, data: bytes) -> None:
+    try:
+        handle, temporary = tempfile.mkstemp(dir=path.parent or Path("."),
+                                             prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except OSError as exc:
+        Path(temporary).unlink(missing_ok=True)
+        raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from None

@@ -1,0 +1,321 @@
+"""The summary of one snapshot: the facts a bug report needs, one line each.
+
+STORY.md lists what an engineer checked by hand, one command at a time; each row here is
+one of those answers. A section whose collector failed says "not captured: <error>", never
+an empty cell, so a reader can tell "not recorded" from "absent".
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Callable, Union
+
+from envsnap.diff import rules
+from envsnap.diff.compare import collector_error
+from envsnap.diff.findings import plural, short
+
+KEY_ENV_PREFIXES = ("NCCL_", "CUDA_")
+# Assignments in sitecustomize: os.environ["X"] = ..., os.environ.setdefault("X", ...)
+ENV_ASSIGNED = re.compile(r"""environ(?:\.setdefault\(\s*|\s*\[\s*)"""
+                          r"""['"]([A-Za-z_][A-Za-z0-9_]*)['"]""")
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One row of the summary: what it is, and its value in one line."""
+
+    name: str
+    value: str
+
+
+class RowValue(Exception):
+    """The whole value of a row whose facts are missing: "not captured: <error>" when a
+    collector failed, or a normal absence ("none (no NVIDIA driver)")."""
+
+
+class Facts:
+    """One snapshot's sections, each its facts or the reason it is missing."""
+
+    def __init__(self, document: dict[str, Any]) -> None:
+        self.document = document
+        self.meta: dict[str, Any] = document.get("meta") or {}
+
+    def section(self, name: str) -> dict[str, Any]:
+        error = collector_error(self.document, name)
+        if error:
+            raise RowValue(not_captured(error))
+        value = self.document["facts"].get(name)
+        return value if isinstance(value, dict) else {}
+
+    def part(self, name: str, read: Callable[[dict[str, Any]], str]) -> str:
+        """One section's part of a row that draws on several sections."""
+        try:
+            return read(self.section(name))
+        except RowValue as exc:
+            return f"{name} {exc}"
+
+
+def not_captured(error: Any) -> str:
+    return f"not captured: {error}"
+
+
+def version_of(value: Any) -> str:
+    if isinstance(value, dict):
+        return str(value.get("version") or f"none ({value.get('reason') or 'not found'})")
+    return str(value) if value not in (None, "") else "none"
+
+
+# ---- host and software ------------------------------------------------------------------------
+
+def host(f: Facts) -> str:
+    meta = f.meta
+    try:
+        name = f.section("system").get("hostname") or "?"
+    except RowValue as exc:
+        name = f"? (system {exc})"
+    return f"{name} (as {meta.get('host', '?')}), captured {meta.get('captured_at', '?')}"
+
+
+def os_kernel(f: Facts) -> str:
+    system = f.section("system")
+    release = (system.get("os_release") or {}).get("PRETTY_NAME") or "unknown OS"
+    kernel = system.get("kernel") or {}
+    return f"{release}; kernel {kernel.get('release', '?')} {kernel.get('machine', '')}".strip()
+
+
+def cpu(f: Facts) -> str:
+    info = f.section("system").get("cpu") or {}
+    sockets = info.get("sockets")
+    text = f"{sockets} x {info.get('model', '?')}" if sockets else str(info.get("model", "?"))
+    text += f", {info.get('physical_cores', '?')} cores / {info.get('logical_cpus', '?')} threads"
+    governors = f.section("system").get("governors") or {}
+    if governors:
+        text += "; governor " + ", ".join(f"{g} ({n})" for g, n in sorted(governors.items()))
+    return text
+
+
+def driver(f: Facts) -> str:
+    nvidia = f.section("nvidia")
+    if not nvidia.get("present"):
+        return f"none ({nvidia.get('reason') or 'no NVIDIA driver'})"
+    module = nvidia.get("kernel_module") or {}
+    text = f"{nvidia.get('driver') or '?'} (read through {nvidia.get('source', '?')})"
+    if module.get("version"):
+        text += (f"; {module.get('flavor', '?')} kernel module {module['version']}, built with "
+                 f"GCC {module.get('gcc') or '?'}")
+    if module.get("file_matches_loaded") is False:
+        text += "; the module file on disk is not the one loaded (rebuilt since boot)"
+    return text
+
+
+def cuda(f: Facts) -> str:
+    api = f.part("nvidia", lambda s: f"driver API {s.get('cuda_driver') or 'none'}")
+    kit = f.part("cuda_nccl", lambda s: f"toolkit {version_of(s.get('cuda_toolkit'))}")
+    return f"{api}; {kit}"
+
+
+def nccl(f: Facts) -> str:
+    info = f.section("cuda_nccl").get("nccl") or {}
+    parts = [f"torch loads {version_of(info.get('torch'))}"]
+    parts += [f"wheel {name} {version_of(v)}" for name, v in sorted((info.get("wheels") or
+                                                                     {}).items())]
+    torch_lib = str((info.get("torch") or {}).get("source") or "").split(":", 1)[-1]
+    others = [f"{version_of(v)} at {path}" for path, v in sorted((info.get("libraries") or
+                                                                  {}).items()) if path != torch_lib]
+    if others:
+        parts.append("other libnccl: " + ", ".join(others))
+    return "; ".join(parts)
+
+
+def torch(f: Facts) -> str:
+    info = f.section("cuda_nccl").get("torch") or {}
+    if not info.get("version"):
+        return version_of(info)
+    return f"{info['version']} (built for CUDA {info.get('cuda') or 'none'})"
+
+
+def python(f: Facts) -> str:
+    env = f.section("python_env")
+    interpreter = env.get("interpreter") or {}
+    text = (f"{interpreter.get('executable', '?')} {interpreter.get('version', '?')}"
+            + (" (venv)" if interpreter.get("venv") else ""))
+    editable = env.get("editable") or {}
+    if editable:
+        text += "; editable: " + ", ".join(f"{n} -> {p}" for n, p in sorted(editable.items()))
+    return text
+
+
+def sitecustomize(f: Facts) -> str:
+    customize = f.section("python_env").get("customize") or {}
+    shown = [customize_text(name, info) for name, info in sorted(customize.items()) if info]
+    return "; ".join(shown) or "none"
+
+
+def customize_text(name: str, info: dict[str, Any]) -> str:
+    if info.get("error"):
+        return f"{name} at {info.get('path')}: {info['error']}"
+    sha = str(info.get("sha256") or "?")[:12]
+    text = f"{name} present: {info.get('path')}, sha256 {sha}" + \
+        (", imported" if info.get("imported") else "")
+    assigned = sorted(set(ENV_ASSIGNED.findall(str(info.get("content") or ""))))
+    return text + (f"; sets {', '.join(assigned)}" if assigned else "")
+
+
+# ---- GPUs ---------------------------------------------------------------------------------------
+
+def gpu_records(f: Facts) -> dict[str, dict[str, Any]]:
+    nvidia = f.section("nvidia")
+    if not nvidia.get("present"):
+        raise RowValue(f"none ({nvidia.get('reason') or 'no NVIDIA driver'})")
+    gpus = nvidia.get("gpus") or {}
+    return {bus: g for bus, g in gpus.items() if isinstance(g, dict)}
+
+
+def by_index(gpus: dict[str, dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    return sorted(gpus.items(), key=lambda item: (item[1].get("index", 0), item[0]))
+
+
+def gpus(f: Facts) -> str:
+    records = gpu_records(f)
+    names = Counter(str(g.get("name") or "?") for g in records.values() if not g.get("error"))
+    text = "; ".join(f"{count} x {name}" for name, count in names.items()) or "none"
+    failed = [f"GPU {g.get('index')} {not_captured(g['error'])}" for _, g in by_index(records)
+              if g.get("error")]
+    memory = {g.get("memory_total_mib") for g in records.values() if not g.get("error")}
+    if len(memory) == 1 and None not in memory:
+        text += f", {memory.pop()} MiB each"
+    return "; ".join([text] + failed)
+
+
+def tally(records: dict[str, dict[str, Any]], show: Callable[[dict[str, Any]], str]) -> str:
+    """One value when every GPU agrees, else each value with the GPUs that have it."""
+    groups: dict[str, list[str]] = {}
+    readable = [gpu for _, gpu in by_index(records) if not gpu.get("error")]
+    for gpu in readable:
+        groups.setdefault(show(gpu), []).append(str(gpu.get("index")))
+    if len(groups) <= 1:  # a GPU that could not be read is not counted in "all"
+        value = next(iter(groups), "-")
+        return f"{value} on all {len(readable)}" if len(readable) > 1 else value
+    return "; ".join(f"{value} on GPU {','.join(ids)}" for value, ids in groups.items())
+
+
+def pcie(f: Facts) -> str:
+    def link(g: dict[str, Any]) -> str:
+        current = f"Gen{g.get('pcie_gen_current')} x{g.get('pcie_width_current')}"
+        top = f"Gen{g.get('pcie_gen_max')} x{g.get('pcie_width_max')}"
+        below = rules.below(g.get("pcie_gen_current"), g.get("pcie_gen_max")) or \
+            rules.below(g.get("pcie_width_current"), g.get("pcie_width_max"))
+        return f"{current} (max {top}{', BELOW MAX' if below else ''})"
+    return tally(gpu_records(f), link)
+
+
+def gpu_settings(f: Facts) -> str:
+    return tally(gpu_records(f), lambda g: (
+        f"persistence {g.get('persistence_mode')}, ECC {g.get('ecc_mode_current')}, "
+        f"MIG {g.get('mig_mode_current')}, power limit {g.get('power_limit_w')} W "
+        f"(default {g.get('power_default_limit_w')} W), compute {g.get('compute_mode')}"))
+
+
+def topology(f: Facts) -> str:
+    records = gpu_records(f)
+    links = f.section("nvidia").get("topology") or {}
+    seen = Counter(link for bus, peers in links.items() if bus in records
+                   for peer, link in (peers or {}).items() if peer in records)
+    if not seen:
+        return "one GPU" if len(records) <= 1 else "not recorded"
+    nvlink = sorted(link for link in seen if str(link).startswith("NV"))
+    pci = sorted(link for link in seen if not str(link).startswith("NV"))
+    text = f"NVLink between GPUs ({', '.join(nvlink)})" if nvlink else "no NVLink"
+    return text + (f"; over PCIe: {'/'.join(pci)}" if pci else "")
+
+
+# ---- code and environment --------------------------------------------------------------------
+
+def repos(f: Facts) -> list[Fact]:
+    git = f.section("git")
+    found = git.get("repos") or {}
+    if not found:
+        return [Fact("repos", "none recorded (capture with --repo PATH)")]
+    return [Fact(f"repo {path}", repo_text(repo)) for path, repo in sorted(found.items())]
+
+
+def repo_text(repo: Any) -> str:
+    if not isinstance(repo, dict) or repo.get("error"):
+        return not_captured(repo.get("error") if isinstance(repo, dict) else repo)
+    head = str(repo.get("head") or "?")
+    history = repo.get("history") or []
+    subject = next((c.get("subject") for c in history if c.get("sha") == head), None)
+    where = repo.get("branch") or "detached HEAD"
+    upstream = f" tracking {repo['upstream']}" if repo.get("upstream") else ""
+    text = f"HEAD {short(head)}" + (f" \"{subject}\"" if subject else "") + \
+        f" on {where}{upstream}; {rules.work_text(repo.get('uncommitted'))}"
+    stashes = repo.get("stashes") or {}
+    text += f"; {plural(len(stashes), 'stash', 'es')}"
+    reflog = repo.get("reflog") or []
+    return text + (f"; last move: {reflog[0].get('message')}" if reflog else "")
+
+
+def key_env(env: dict[str, Any]) -> dict[str, str]:
+    return {name: str(value) for name, value in sorted(env.items())
+            if name.startswith(KEY_ENV_PREFIXES) and rules.is_perf_var(name)}
+
+
+def env_text(env: dict[str, str]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in env.items()) or "no NCCL/CUDA variables set"
+
+
+def shell_env(f: Facts) -> str:
+    return env_text(key_env(f.section("env").get("shell") or {}))
+
+
+def workers(f: Facts) -> str:
+    env = f.section("env")
+    patterns = env.get("proc_patterns") or []
+    processes = env.get("processes") or {}
+    if not patterns:
+        return "none recorded (capture with --proc PATTERN)"
+    if not processes:
+        return f"no process matched {', '.join(patterns)}"
+    shell = key_env(env.get("shell") or {})
+    groups: dict[str, list[str]] = {}
+    for pid, info in sorted(processes.items(), key=lambda item: int(item[0])
+                            if str(item[0]).isdigit() else 0):
+        groups.setdefault(worker_env_text(info, shell), []).append(str(pid))
+    head = f"{plural(len(processes), 'process', 'es')} matching {', '.join(patterns)}"
+    return head + ": " + "; ".join(f"pid {', '.join(pids)}: {text}"
+                                   for text, pids in groups.items())
+
+
+def worker_env_text(info: Any, shell: dict[str, str]) -> str:
+    env = info.get("env") if isinstance(info, dict) else None
+    if not isinstance(env, dict) or "error" in env:
+        return not_captured(env.get("error") if isinstance(env, dict) else "no env")
+    own = key_env(env)
+    if own == shell:
+        return "same NCCL/CUDA variables as the shell"
+    missing = [name for name in shell if name not in own]
+    text = env_text(own)
+    return text + (f" (lacks {', '.join(missing)} of the shell)" if missing else "")
+
+
+Row = Callable[[Facts], Union[str, list[Fact]]]
+ROWS: list[tuple[str, Row]] = [
+    ("host", host), ("OS / kernel", os_kernel), ("CPU", cpu), ("NVIDIA driver", driver),
+    ("CUDA", cuda), ("NCCL", nccl), ("torch", torch), ("python", python), ("GPUs", gpus),
+    ("PCIe link", pcie), ("GPU settings", gpu_settings), ("GPU topology", topology),
+    ("repos", repos), ("env of the shell", shell_env), ("env of the workers", workers),
+    ("sitecustomize", sitecustomize),
+]
+
+
+def summary(document: dict[str, Any]) -> list[Fact]:
+    facts = Facts(document)
+    rows: list[Fact] = []
+    for name, read in ROWS:
+        try:
+            value = read(facts)
+        except RowValue as exc:
+            value = str(exc)
+        rows += value if isinstance(value, list) else [Fact(name, value)]
+    return rows

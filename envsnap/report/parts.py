@@ -1,0 +1,208 @@
+"""The long parts of a report, each folded away under a title: GPUs, topology, packages,
+patches, git history, environment, sitecustomize, benchmark runs.
+
+Each part is a title and lines; a failed collector gives a part that says so instead of an
+empty one. Patches are shown as text with binary hunks elided, capped unless full.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from envsnap.bench import run as bench
+from envsnap.diff import patch_summary
+from envsnap.diff.findings import human_bytes, plural, short
+from envsnap.report.facts import Facts, RowValue, by_index, gpu_records, not_captured
+
+PATCH_LINES = 400      # lines of one patch shown unless full (the bundle has it whole)
+REFLOG_SHOWN = 20
+HISTORY_SHOWN = 15
+
+
+@dataclass(frozen=True)
+class Part:
+    """A collapsible part: a title and its lines; code parts keep diff syntax."""
+
+    title: str
+    lines: list[str]
+    code: bool = False
+
+
+def table(rows: list[list[str]]) -> list[str]:
+    """Columns padded to their widest cell, for a monospaced block."""
+    if not rows:
+        return []
+    widths = [max(len(row[i]) for row in rows if i < len(row)) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+
+
+# ---- hardware --------------------------------------------------------------------------------
+
+GPU_COLUMNS: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
+    ("idx", lambda g: g.get("index")), ("name", lambda g: g.get("name")),
+    ("uuid", lambda g: g.get("uuid")),
+    ("pcie now/max", lambda g: f"Gen{g.get('pcie_gen_current')}/{g.get('pcie_gen_max')} "
+                               f"x{g.get('pcie_width_current')}/{g.get('pcie_width_max')}"),
+    ("persist", lambda g: g.get("persistence_mode")), ("ecc", lambda g: g.get("ecc_mode_current")),
+    ("mig", lambda g: g.get("mig_mode_current")), ("power W", lambda g: g.get("power_limit_w")),
+    ("max SM MHz", lambda g: g.get("clock_max_sm_mhz")), ("numa", lambda g: g.get("numa_node")),
+    ("vbios", lambda g: g.get("vbios")),
+]
+
+
+def gpu_part(f: Facts) -> Part:
+    records = gpu_records(f)
+    rows: list[list[str]] = [["bus"] + [name for name, _ in GPU_COLUMNS]]
+    for bus, gpu in by_index(records):
+        if gpu.get("error"):
+            rows.append([bus, str(gpu.get("index")), not_captured(gpu["error"])])
+            continue
+        rows.append([bus] + [str(read(gpu)) for _, read in GPU_COLUMNS])
+    return Part(f"GPUs ({len(records)})", table(rows))
+
+
+def topology_part(f: Facts) -> Part:
+    """The matrix `nvidia-smi topo -m` prints, from the links recorded by bus id."""
+    records = gpu_records(f)
+    links = f.section("nvidia").get("topology") or {}
+    order = [bus for bus, _ in by_index(records)]
+    names = {bus: f"GPU{records[bus].get('index')}" for bus in order}
+    extra = sorted({peer for bus in order for peer in links.get(bus) or {} if peer not in names})
+    columns = order + extra
+    rows = [[""] + [str(names.get(c, c)) for c in columns] + ["CPU affinity", "NUMA"]]
+    for bus in order:
+        peers = links.get(bus) or {}
+        rows.append([names[bus]] + ["X" if c == bus else str(peers.get(c, "-")) for c in columns]
+                    + [str(records[bus].get("cpu_affinity")), str(records[bus].get("numa_node"))])
+    legend = ["", "X self; NV# NVLink; PIX/PXB one or more PCIe bridges; PHB host bridge;",
+              "NODE within a NUMA node; SYS across NUMA nodes (SMP interconnect)"]
+    return Part("GPU topology", table(rows) + legend if links else ["not recorded"])
+
+
+def kernel_module_part(f: Facts) -> Part:
+    module = f.section("nvidia").get("kernel_module") or {}
+    lines = [str(module.get(k)) for k in ("nvrm_line", "gcc_line") if module.get(k)]
+    lines += [f"loaded: {name} {version}" for name, version in (module.get("loaded") or
+                                                                {}).items()]
+    lines += [f"{name}: {value}" for name, value in (module.get("params") or {}).items()]
+    return Part("NVIDIA kernel module", lines or ["not recorded"])
+
+
+# ---- python, code, environment -------------------------------------------------------------
+
+def packages_part(f: Facts) -> Part:
+    env = f.section("python_env")
+    packages = env.get("packages") or {}
+    editable, urls = env.get("editable") or {}, env.get("direct_urls") or {}
+    shadowed = env.get("shadowed") or {}
+    rows = []
+    for name, version in sorted(packages.items()):
+        note = f"editable: {editable[name]}" if name in editable else \
+            f"from {urls[name].get('url')}" if isinstance(urls.get(name), dict) else ""
+        if name in shadowed:
+            note += f" (shadows {plural(len(shadowed[name]) - 1, 'other copy', ' copies')})"
+        rows.append([name, str(version), note.strip()])
+    return Part(f"python packages ({len(packages)})", table(rows) or ["none"])
+
+
+def patch_lines(blob: dict[str, Any], full: bool) -> list[str]:
+    lines = patch_summary.shown_text(blob).splitlines()
+    if full or len(lines) <= PATCH_LINES:
+        return lines
+    return lines[:PATCH_LINES] + [f"... {len(lines) - PATCH_LINES} more lines "
+                                  "(the bundle's snapshot holds the whole patch)"]
+
+
+def blob_title(what: str, blob: dict[str, Any]) -> str:
+    info = patch_summary.summary(blob)
+    flags = [flag for flag in ("binary", "truncated", "redacted") if info.get(flag)]
+    return (f"{what}: {plural(len(info['files']), 'file')}, {human_bytes(info['bytes'])}, "
+            f"sha256 {str(info['sha256'])[:12]}" + (f" ({', '.join(flags)})" if flags else ""))
+
+
+def repo_parts(path: str, repo: Any, full: bool) -> list[Part]:
+    if not isinstance(repo, dict) or repo.get("error"):
+        error = repo.get("error") if isinstance(repo, dict) else repo
+        return [Part(f"git {path}", [not_captured(error)])]
+    found = [history_part(path, repo)]
+    work = repo.get("uncommitted") or {}
+    if patch_summary.is_blob(work.get("patch")) and work["patch"].get("bytes"):
+        found.append(Part(blob_title(f"uncommitted patch in {path}", work["patch"]),
+                          patch_lines(work["patch"], full), code=True))
+    untracked = work.get("untracked") or {}
+    if untracked:
+        found.append(Part(f"untracked files in {path} ({work.get('untracked_count')})",
+                          [f"{name}  {human_bytes(info.get('bytes'))}" for name, info in
+                           sorted(untracked.items()) if isinstance(info, dict)]))
+    for ref, stash in (repo.get("stashes") or {}).items():
+        if isinstance(stash, dict) and patch_summary.is_blob(stash.get("patch")):
+            found.append(Part(blob_title(f"{ref} in {path} ({stash.get('message')})",
+                                         stash["patch"]), patch_lines(stash["patch"], full),
+                              code=True))
+    return found
+
+
+def history_part(path: str, repo: dict[str, Any]) -> Part:
+    reflog = repo.get("reflog") or []
+    lines = [f"{e.get('selector')}  {short(e.get('new'))}  {e.get('message')}"
+             for e in reflog[:REFLOG_SHOWN]]
+    if len(reflog) > REFLOG_SHOWN:
+        lines.append(f"... {len(reflog) - REFLOG_SHOWN} more reflog entries")
+    history = repo.get("history") or []
+    lines += ["", "recent commits:"] + [f"{short(c.get('sha'))}  {c.get('subject')}"
+                                        for c in history[:HISTORY_SHOWN]]
+    remotes = repo.get("remotes") or {}
+    lines += ["", "remotes:"] + [f"{name}  {url}" for name, url in sorted(remotes.items())]
+    return Part(f"git {path}: reflog and history", lines)
+
+
+def env_part(f: Facts) -> Part:
+    env = f.section("env")
+    lines = ["shell:"] + [f"  {k}={v}" for k, v in sorted((env.get("shell") or {}).items())]
+    for pid, info in (env.get("processes") or {}).items():
+        info = info if isinstance(info, dict) else {}
+        command = " ".join(str(a) for a in info.get("cmdline") or [])
+        lines += ["", f"process {pid}: {command} ({info.get('matched', '')})"]
+        own = info.get("env")
+        if isinstance(own, dict) and "error" in own:
+            lines.append(f"  {not_captured(own['error'])}")
+        else:
+            lines += [f"  {k}={v}" for k, v in sorted((own or {}).items())]
+    return Part("environment (shell and workers)", lines)
+
+
+def customize_parts(f: Facts) -> list[Part]:
+    customize = f.section("python_env").get("customize") or {}
+    return [Part(f"{name}.py ({info.get('path')})", str(info["content"]).splitlines())
+            for name, info in sorted(customize.items())
+            if isinstance(info, dict) and isinstance(info.get("content"), str)]
+
+
+def bench_part(document: dict[str, Any]) -> list[Part]:
+    record = document.get("bench")
+    if not isinstance(record, dict) or not record.get("runs"):
+        return []
+    return [Part(f"benchmark runs ({len(record['runs'])})", bench.format_record(record))]
+
+
+# ---- all of them ----------------------------------------------------------------------------
+
+def guarded(title: str, make: Callable[[], Part | list[Part]]) -> list[Part]:
+    try:
+        made = make()
+    except RowValue as exc:
+        return [Part(title, [str(exc)])]
+    return made if isinstance(made, list) else [made]
+
+
+def parts(document: dict[str, Any], full: bool = False) -> list[Part]:
+    f = Facts(document)
+    found = guarded("GPUs", lambda: gpu_part(f))
+    found += guarded("GPU topology", lambda: topology_part(f))
+    found += guarded("NVIDIA kernel module", lambda: kernel_module_part(f))
+    found += guarded("python packages", lambda: packages_part(f))
+    found += guarded("git", lambda: [p for path, repo in sorted(
+        (f.section("git").get("repos") or {}).items()) for p in repo_parts(path, repo, full)])
+    found += guarded("environment", lambda: env_part(f))
+    found += guarded("sitecustomize", lambda: customize_parts(f))
+    return found + bench_part(document)

@@ -1,0 +1,1 @@
+"""Restore a snapshot: plan, apply with a safety net, verify, rerun."""

@@ -1,0 +1,120 @@
+"""Masking for what leaves the machine in a report or a bundle.
+
+Secrets were redacted on the host at capture (agent/redact.py). A report is meant to be
+pasted into a public issue, so it goes further: identifiers of this particular hardware and
+this particular user are masked too, by default.
+
+- GPU and MIG UUIDs: `GPU-d3208dcb-53e8-...` -> `GPU-<masked>`; any value under a key named
+  `uuid` or holding `serial` (board, chassis, module serials) -> `<masked>`.
+- MAC-like ids (six or more `aa:bb:...` octets: NIC MACs, InfiniBand GUIDs).
+- Home paths: `/home/alice/x`, `/Users/alice/x`, `/root/x` -> `~/x`.
+- Secrets again, always (even with --no-mask): credential-looking values and URL passwords
+  anywhere (a benchmark's output tail was never redacted), and values of env-style names that
+  look like credentials. Redaction is the agent's own, so both passes agree on what a secret is.
+
+Masking a string never changes a key's meaning for the reader: `/root/sglang` becomes
+`~/sglang` as a key and as a value alike, so a masked snapshot still diffs.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any
+
+from envsnap.agent.redact import REDACTED, is_secret_name, redact_text
+
+MASKED = "<masked>"
+GPU_UUID = re.compile(r"\b(GPU|MIG)-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}\b")
+# Six or more two-digit hex octets, ':'-separated (a MAC; 8 or 20 octets: GUIDs, IPoIB),
+# or a MAC written with '-'. Bus ids (0000:19:00.0) and times (12:00:00) have fewer.
+MAC_LIKE = re.compile(r"(?<![0-9A-Fa-f:-])(?:(?:[0-9A-Fa-f]{2}:){5,}[0-9A-Fa-f]{2}"
+                      r"|(?:[0-9A-Fa-f]{2}-){5}[0-9A-Fa-f]{2})(?![0-9A-Fa-f:-])")
+# A home folder at the start of a path: not inside a longer name (/srv/home/x stays).
+HOME_PATH = re.compile(r"(?<![\w.~-])(?:/home/[^/\s:'\"]+|/Users/[^/\s:'\"]+|/root)"
+                       r"(?=/|\s|$|[:'\",;)\]}])")
+ID_KEY = re.compile(r"^uuid$|serial", re.IGNORECASE)
+ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Masker:
+    """mask=False keeps hardware ids and home paths; secrets are always redacted."""
+
+    mask: bool = True
+
+    def text(self, value: str) -> str:
+        value = redact_text(value)
+        if not self.mask:
+            return value
+        value = GPU_UUID.sub(lambda m: f"{m.group(1)}-{MASKED}", value)
+        value = MAC_LIKE.sub(MASKED, value)
+        return HOME_PATH.sub("~", value)
+
+    def value_of(self, key: str, value: Any) -> Any:
+        """A value seen under its key: ids and secrets by name, the rest by content."""
+        if isinstance(value, str) and ENV_NAME.match(key) and is_secret_name(key) \
+                and value != REDACTED:
+            return REDACTED
+        if self.mask and ID_KEY.search(key) and isinstance(value, (str, int)) and value != "":
+            masked = GPU_UUID.sub(lambda m: f"{m.group(1)}-{MASKED}", str(value))
+            return masked if masked != str(value) else MASKED
+        return self.tree(value)
+
+    def tree(self, value: Any) -> Any:
+        """Every string inside a value (mapping keys too) masked; dataclasses rebuilt."""
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {self.text(k) if isinstance(k, str) else k: self.value_of(str(k), v)
+                    for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            items = [self.tree(item) for item in value]
+            return items if isinstance(value, list) else tuple(items)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            changes = {f.name: self.tree(getattr(value, f.name))
+                       for f in dataclasses.fields(value)}
+            return dataclasses.replace(value, **changes)
+        return value
+
+
+def masked_document(document: dict[str, Any], masker: Masker) -> dict[str, Any]:
+    """A snapshot fit for a bundle: masked, with its digests recomputed so that a diff of
+    two masked snapshots stays right (the diff trusts recorded digests)."""
+    from envsnap.snapshot.document import section_digest
+
+    shown: dict[str, Any] = masker.tree(document)
+    facts = shown.get("facts")
+    if isinstance(facts, dict) and isinstance(shown.get("digests"), dict):
+        shown["digests"] = {name: section_digest(section) for name, section in facts.items()}
+    return shown
+
+
+# Markers that a markdown renderer would take for an unknown HTML tag and drop.
+MARKERS = (MASKED, REDACTED)
+
+
+def escape_markers(markdown: str) -> str:
+    """`<masked>` outside code as `\\<masked\\>`, so GitHub shows it instead of eating it.
+
+    Code (fences, indented blocks, `spans`) shows text as it is, so it is left alone."""
+    out, fence = [], 0
+    for line in markdown.split("\n"):
+        stripped = line.strip()
+        ticks = len(stripped) - len(stripped.lstrip("`"))
+        if fence:  # only a bare run of at least as many backticks closes a fence
+            fence = 0 if ticks >= fence and stripped == "`" * ticks else fence
+            out.append(line)
+        elif ticks >= 3:
+            fence = ticks
+            out.append(line)
+        else:
+            out.append(line if line.startswith("    ") else escape_outside_spans(line))
+    return "\n".join(out)
+
+
+def escape_outside_spans(line: str) -> str:
+    parts = line.split("`")
+    for index in range(0, len(parts), 2):  # even parts lie outside `code spans`
+        for marker in MARKERS:
+            parts[index] = parts[index].replace(marker, "\\" + marker[:-1] + "\\>")
+    return "`".join(parts)

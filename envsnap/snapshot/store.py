@@ -1,0 +1,156 @@
+"""The snapshots folder: labels map to YAML files; writes are atomic; names are safe.
+
+A label is `name` or `group/name` (a fleet capture stores `run1/node1`, `run1/node2`, ...).
+Anything that could climb out of the store (`..`, absolute paths, odd characters) is refused.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from envsnap.errors import SnapshotError, StoreError, UsageError
+from envsnap.snapshot.document import validate
+
+DEFAULT_STORE = "snapshots"
+SUFFIX = ".yaml"
+LABEL_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+Dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _BlockDumper(Dumper):  # type: ignore[misc, valid-type]
+    """Multi-line strings (patches, sitecustomize) as readable `|` blocks."""
+
+
+def _represent_str(dumper: Any, value: str) -> Any:
+    style = "|" if "\n" in value and len(value) > 40 else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_BlockDumper.add_representer(str, _represent_str)
+
+
+def validate_label(label: str) -> str:
+    parts = label.split("/")
+    if len(parts) > 2 or not all(LABEL_PART.match(part) and ".." not in part for part in parts):
+        raise UsageError(f"invalid label {label!r}: use letters, digits, '.', '_', '-' "
+                         "(and at most one '/'), not starting with '.' or '-'")
+    return label
+
+
+def label_from_name(name: str) -> str:
+    """A safe label part from a host name such as `root@[::1]:2222`."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._-")
+    return cleaned[:100] or "host"
+
+
+def dump_yaml(document: dict[str, Any]) -> str:
+    return yaml.dump(document, Dumper=_BlockDumper, sort_keys=True, allow_unicode=True,
+                     default_flow_style=False, width=100)
+
+
+def parse_document(text: str, source: str) -> Any:
+    try:
+        if source.endswith(".json"):
+            return json.loads(text)
+        return yaml.load(text, Loader=Loader)
+    except (yaml.YAMLError, ValueError) as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark else ""
+        reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise SnapshotError(f"{source}{where}: corrupt snapshot ({reason})") from None
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write beside the target then rename: a crash never leaves half a snapshot."""
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+@dataclass(frozen=True)
+class Entry:
+    label: str
+    host: str
+    captured_at: str
+    path: Path
+
+
+class Store:
+    def __init__(self, root: str | Path = DEFAULT_STORE) -> None:
+        self.root = Path(root)
+
+    def path_for(self, label: str) -> Path:
+        return self.root / (validate_label(label) + SUFFIX)
+
+    def exists(self, label: str) -> bool:
+        return self.path_for(label).exists()
+
+    def check_writable(self) -> None:
+        """Fail before any host is contacted, not after the capture is done."""
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            probe = tempfile.NamedTemporaryFile(dir=self.root, prefix=".probe-")
+            probe.close()
+        except OSError as exc:
+            raise StoreError(f"store {self.root} is not writable: {exc.strerror}") from None
+
+    def save(self, document: dict[str, Any], label: str) -> Path:
+        path = self.path_for(label)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(path, dump_yaml(document))
+        except OSError as exc:
+            raise StoreError(f"cannot write {path}: {exc.strerror}") from None
+        return path
+
+    def resolve(self, label_or_path: str) -> Path:
+        """A label in the store, or a path to a snapshot file."""
+        candidate = Path(label_or_path)
+        if label_or_path.endswith((".yaml", ".yml", ".json")) and candidate.is_file():
+            return candidate
+        if candidate.is_file() and os.sep in label_or_path:
+            return candidate
+        try:
+            path = self.path_for(label_or_path)
+        except UsageError:
+            raise UsageError(f"no snapshot {label_or_path!r}: not a label in {self.root} "
+                             "and not a file") from None
+        if not path.is_file():
+            raise UsageError(f"no snapshot labelled {label_or_path!r} in {self.root} "
+                             "(envsnap list shows what there is)")
+        return path
+
+    def load(self, label_or_path: str) -> dict[str, Any]:
+        path = self.resolve(label_or_path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SnapshotError(f"cannot read {path}: {exc}") from None
+        return validate(parse_document(text, str(path)), str(path))
+
+    def entries(self) -> list[Entry]:
+        found = []
+        for path in sorted(self.root.rglob(f"*{SUFFIX}")):
+            label = path.relative_to(self.root).with_suffix("").as_posix()
+            try:
+                meta = self.load(str(path))["meta"]
+            except (SnapshotError, UsageError):
+                found.append(Entry(label, "?", "(unreadable)", path))
+                continue
+            found.append(Entry(label, str(meta.get("host", "?")),
+                               str(meta.get("captured_at", "?")), path))
+        return found
