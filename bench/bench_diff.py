@@ -203,13 +203,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
+    try:  # the baseline, not a dependency of envsnap: the `bench` extra installs it
+        from deepdiff import DeepDiff
+    except ImportError:
+        raise SystemExit("bench_diff.py measures envsnap against DeepDiff, which is not "
+                         "installed: pip install -e '.[bench]'") from None
     a, b = the_pair()
     report = diff(a, b)
     for finding in report.findings:
         print(f"  {finding.rank:>3} {finding.section:<10} {finding.why[:100]}")
     print(f"envsnap reports {len(report.findings)} differences (expected {EXPECTED})")
-
-    from deepdiff import DeepDiff  # imported here: it is the baseline, not part of envsnap
 
     deep = DeepDiff(a, b, ignore_order=True)
     deep_s = best(min(3, args.repeat), lambda: DeepDiff(a, b, ignore_order=True))

@@ -1,17 +1,51 @@
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from sshd import Sshd, start_sshd
+from sshd import Sshd, home_env, isolated_env, start_sshd
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def uses_sshd(item: pytest.Item) -> bool:
+    """A test that logs in through the test sshd: it asks for the fixture (directly or through
+    `ssh_cli`), or it is the `over_ssh` case of a test that picks its CLI at run time."""
+    if "sshd" in getattr(item, "fixturenames", ()):
+        return True
+    callspec = getattr(item, "callspec", None)
+    return bool(callspec is not None and callspec.params.get("over_ssh"))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # One place marks them all, so `-m "not ssh"` runs the suite where no sshd can start.
+    for item in items:
+        if uses_sshd(item):
+            item.add_marker(pytest.mark.ssh)
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path_factory: pytest.TempPathFactory,
+                  monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test's own process gets a HOME and XDG dirs of its own too: tasks run in-process
+    on `local` (a patch upload, `~` in a command) land there, never in the real home."""
+    home = tmp_path_factory.mktemp("process-home")
+    for name, value in home_env(home).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    return home
+
+
+def unique_marker(kind: str) -> str:
+    """A command-line tag for stand-in workers, unique to this run: `--proc` of a suite never
+    matches the workers (or envsnap command lines) of another suite on the same machine."""
+    return f"envsnap-{kind}-{uuid.uuid4().hex[:12]}"
 
 
 @contextmanager
@@ -35,7 +69,7 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
 
 @dataclass
 class Cli:
-    """The real `envsnap` command in a subprocess, with its own HOME and store."""
+    """The real `envsnap` command in a subprocess, with its own HOME, XDG dirs and store."""
 
     env: dict[str, str]
     cwd: Path
@@ -49,15 +83,16 @@ class Cli:
 def cli(tmp_path: Path) -> Cli:
     home = tmp_path / "home"
     home.mkdir()
-    env = {key: value for key, value in os.environ.items() if key != "SSH_AUTH_SOCK"}
+    # HOME and XDG dirs of its own: the `local` host's agent cache and restore lock, crash
+    # logs and anything else under ~ stay in this test's folder, never the real home.
+    env = isolated_env(home)
     # The checkout under test, whatever an editable install elsewhere points at.
-    env.update(HOME=str(home), ENVSNAP_STORE=str(tmp_path / "store"), PYTHONPATH=str(ROOT))
+    env.update(ENVSNAP_STORE=str(tmp_path / "store"), PYTHONPATH=str(ROOT))
     return Cli(env=env, cwd=tmp_path)
 
 
 @pytest.fixture
 def ssh_cli(cli: Cli, sshd: Sshd) -> Cli:
     """A CLI whose HOME holds an SSH config, key and known_hosts for the test sshd."""
-    cli.env.update(sshd.write_home(Path(cli.env["HOME"])))
-    cli.env["ENVSNAP_STORE"] = str(cli.cwd / "store")
+    sshd.write_home(Path(cli.env["HOME"]))  # cli.env already points HOME and XDG there
     return cli

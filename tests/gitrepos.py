@@ -80,7 +80,7 @@ def clone(source: Path, path: Path, env: dict[str, str], *options: str) -> Repo:
 
 
 class Story:
-    """STORY.md in miniature: a clone at a good commit A, then a pull of nine commits."""
+    """docs/STORY.md in miniature: a clone at a good commit A, then a pull of nine commits."""
 
     def __init__(self, root: Path) -> None:
         self.env = git_env(root / "home")

@@ -1,15 +1,41 @@
 #!/usr/bin/env bash
-# The test command (README): install what the tests need, then run them.
-# The tests start their own sshd; this only makes sure OpenSSH and the package are installed.
+# The test command (README): install what the tests need, lint, type-check, then run them.
+# The tests start their own sshd; this only makes sure OpenSSH is installed, and installs
+# the package into .venv/: a system Python may refuse `pip install` (PEP 668,
+# "externally-managed-environment", as on stock Debian/Ubuntu), a venv never does.
+# Arguments go to pytest (e.g. `bash tests/run.sh -m "not ssh"`).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+VENV=.venv
+
+as_root_apt_get() {
+  if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then
+    echo "tests/run.sh: missing $*; install it (as root: apt-get install $*)" >&2
+    return 1
+  fi
+  apt-get update -q && apt-get install -y -q "$@"
+}
 
 if ! command -v sshd >/dev/null && [ ! -x /usr/sbin/sshd ]; then
-  apt-get update -q && apt-get install -y -q openssh-server openssh-client git || exit 1
+  as_root_apt_get openssh-server openssh-client git || exit 1
 fi
-python3 -m pip install -q -e '.[test]' || exit 1
 
-python3 -m pytest -q "$@"
+# A venv with a working pip: Debian's python3 makes one only with python3-venv (ensurepip)
+# installed, and a failed attempt leaves a folder without pip behind.
+if ! "$VENV/bin/python" -m pip --version >/dev/null 2>&1; then
+  rm -rf "$VENV"
+  if ! python3 -m venv "$VENV" >/dev/null 2>&1; then
+    rm -rf "$VENV"
+    as_root_apt_get python3-venv || exit 1
+    python3 -m venv "$VENV" || exit 1
+  fi
+fi
+"$VENV/bin/python" -m pip install -q -e '.[test]' || exit 1
+
+"$VENV/bin/python" -m ruff check envsnap tests bench snapshots || exit 1
+"$VENV/bin/python" -m mypy --strict envsnap || exit 1
+
+"$VENV/bin/python" -m pytest -q "$@"
 status=$?
 if [ "$status" -eq 5 ]; then
   echo "no tests were collected: that is a failure" >&2

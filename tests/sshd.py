@@ -2,6 +2,12 @@
 
 Several "hosts" share the one daemon through 127.0.0.x addresses; each gets its own
 known_hosts entry, as separate machines would.
+
+Hermetic: a login gets the account's home from passwd (the real ~ of whoever runs the
+tests), so the daemon moves it. `SetEnv` gives every session a HOME and XDG dirs of this
+suite's own, and sftp starts there too (`internal-sftp -d`): the agent cache, the restore
+lock and patch uploads of the tests never touch the real ~/.cache/envsnap, and two suites
+(or a suite and a real restore) can share the machine.
 """
 from __future__ import annotations
 
@@ -14,6 +20,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SSHD_CANDIDATES = ("/usr/sbin/sshd", "/usr/bin/sshd", "/usr/local/sbin/sshd")
+XDG_DIRS = {"XDG_CACHE_HOME": ".cache", "XDG_STATE_HOME": ".local/state",
+            "XDG_CONFIG_HOME": ".config", "XDG_DATA_HOME": ".local/share"}
+
+
+def home_env(home: Path) -> dict[str, str]:
+    """HOME and the XDG base dirs, all inside `home`: what a process needs so that nothing
+    it does lands in the real home of the user running the tests."""
+    return {"HOME": str(home), **{name: str(home / sub) for name, sub in XDG_DIRS.items()}}
+
+
+def isolated_env(home: Path) -> dict[str, str]:
+    """This process's environment with `home` in place of the user's home and no agent."""
+    env = {key: value for key, value in os.environ.items() if key != "SSH_AUTH_SOCK"}
+    env.update(home_env(home))
+    return env
 
 
 def find_sshd() -> str:
@@ -42,6 +63,7 @@ class Sshd:
     client_key: Path
     processes: list[subprocess.Popen[bytes]]
     log: Path
+    host_home: Path             # HOME of every login (and sftp's start folder)
 
     def known_hosts_line(self, address: str) -> str:
         key_type, key = self.host_public_key.split()[:2]
@@ -60,9 +82,7 @@ class Sshd:
         if known:
             lines = [self.known_hosts_line(address) for address in self.addresses]
             (ssh / "known_hosts").write_text("\n".join(lines) + "\n")
-        env = {key: value for key, value in os.environ.items() if key != "SSH_AUTH_SOCK"}
-        env["HOME"] = str(home)
-        return env
+        return isolated_env(home)
 
     def stop(self) -> None:
         for process in self.processes:
@@ -83,25 +103,32 @@ def start_sshd(workdir: Path, aliases: int = 4) -> Sshd:
     port = free_port()
     addresses = [f"127.0.0.{n}" for n in range(1, aliases + 1)]
     log = workdir / "sshd.log"
+    host_home = workdir / "host-home"
+    host_home.mkdir()
     processes = []
     for first in range(0, aliases, MAX_LISTEN):
         group = addresses[first:first + MAX_LISTEN]
         config = workdir / f"sshd_config.{first}"
-        config.write_text(sshd_config(workdir, port, group, first))
+        config.write_text(sshd_config(workdir, port, group, first, host_home))
         processes.append(subprocess.Popen([find_sshd(), "-D", "-e", "-f", str(config)],
                                           stdout=log.open("ab"), stderr=subprocess.STDOUT))
         wait_for_port(group[-1], port, processes[-1], log)
-    return Sshd(port, addresses, host_public, workdir / "client_key", processes, log)
+    return Sshd(port, addresses, host_public, workdir / "client_key", processes, log,
+                host_home)
 
 
-def sshd_config(workdir: Path, port: int, addresses: list[str], number: int) -> str:
+def sshd_config(workdir: Path, port: int, addresses: list[str], number: int,
+                host_home: Path) -> str:
+    # SetEnv (OpenSSH >= 7.8) overrides what sshd sets from passwd, HOME included.
+    session_env = " ".join(f"{name}={value}" for name, value in home_env(host_home).items())
     lines = [f"Port {port}", *(f"ListenAddress {a}" for a in addresses),
              f"HostKey {workdir / 'host_key'}",
              f"AuthorizedKeysFile {workdir / 'authorized_keys'}",
              f"PidFile {workdir / f'sshd.{number}.pid'}", "PasswordAuthentication no",
              "KbdInteractiveAuthentication no", "UsePAM no", "StrictModes no",
              "PermitRootLogin prohibit-password", "MaxStartups 100:30:200", "MaxSessions 100",
-             "LogLevel ERROR", "Subsystem sftp internal-sftp"]
+             "LogLevel ERROR", f"SetEnv {session_env}",
+             f"Subsystem sftp internal-sftp -d {host_home}"]
     return "\n".join(lines) + "\n"
 
 

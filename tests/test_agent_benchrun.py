@@ -125,6 +125,15 @@ def test_no_metric_match_stops_the_runs() -> None:
     assert len(result["runs"]) == 1 and result["stopped"] == "run 1 printed no metric"
 
 
+@pytest.mark.parametrize("printed, why", [("n/a", "'n/a', not a number"),
+                                          ("nan", "'nan', not a finite number"),
+                                          ("-inf", "'-inf', not a finite number")])
+def test_a_metric_that_is_no_finite_number_stops_the_runs(printed: str, why: str) -> None:
+    result = run_bench(f"echo 'tok/s: {printed}'", metric=r"tok/s: (\S+)")
+    assert len(result["runs"]) == 1
+    assert result["stopped"] == f"run 1: the metric regex matched {why}"
+
+
 def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     marker = tmp_path / "survived"
     started = time.monotonic()

@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import unique_marker
 
 from envsnap.agent import env
 
 TOKEN = "hf_" + "x" * 30
-MARKER = f"envsnap-test-worker-{os.getpid()}"  # unique to this test run
+MARKER = unique_marker("test-worker")
 DEFAULT = (env.DEFAULT_PREFIXES, env.DEFAULT_NAMES)
 
 LIMITS = """Limit                     Soft Limit           Hard Limit           Units
@@ -133,8 +134,12 @@ def test_collect_reads_a_matching_worker(worker: subprocess.Popen[bytes]) -> Non
 
 
 def test_collect_follows_workers_spawned_by_a_match() -> None:
+    # The child says it runs before its pid is passed on: right after exec the kernel shows
+    # an empty command line and environment for a moment, a loaded machine makes it longer.
     code = ("import subprocess, sys, time\n"
-            "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])\n"
+            "c = subprocess.Popen([sys.executable, '-c', "
+            "'import time; print(1, flush=True); time.sleep(30)'], stdout=subprocess.PIPE)\n"
+            "c.stdout.readline()\n"
             "print(c.pid, flush=True)\n"
             "time.sleep(30)\n")
     parent = start([sys.executable, "-c", code, MARKER], stdout=subprocess.PIPE)

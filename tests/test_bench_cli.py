@@ -223,6 +223,24 @@ def test_output_without_the_metric_is_a_clear_error(cli: Cli, tmp_path: Path) ->
     assert saved(cli) == []
 
 
+@pytest.mark.parametrize("printed, why", [("n/a", "'n/a', not a number"),
+                                          ("nan", "'nan', not a finite number"),
+                                          ("inf", "'inf', not a finite number")])
+def test_a_metric_that_is_no_finite_number_fails_at_the_first_run(cli: Cli, tmp_path: Path,
+                                                                  printed: str,
+                                                                  why: str) -> None:
+    runs = tmp_path / "runs"
+    result = cli("bench", "local", "--cmd", f"echo run >> {runs}; echo 'speed: {printed}'",
+                 "--metric", r"speed: (\S+)", "--repeat", "4", "--label", "x")
+    assert result.returncode == 3, result.stderr
+    *progress, error = result.stderr.splitlines()
+    assert error == (f"envsnap: error: benchmark run 1 of 4: the metric regex matched {why}; "
+                     f"last output line: speed: {printed}")
+    assert len(progress) == 1 and progress[0].endswith(f", exit 0, metric {printed}")
+    assert runs.read_text() == "run\n"        # the three runs after it were never started
+    assert saved(cli) == []
+
+
 def test_a_run_past_its_timeout_is_killed_and_reported(cli: Cli) -> None:
     result = cli("bench", "local", "--cmd", "echo starting; sleep 30", "--metric", "x",
                  "--run-timeout", "0.5", timeout=20)
@@ -247,7 +265,8 @@ def test_invalid_regex_is_refused_before_any_host_is_contacted(cli: Cli) -> None
 
 def test_bad_repeat_is_a_usage_error(cli: Cli) -> None:
     result = cli("bench", "local", "--cmd", "true", "--metric", "x", "--repeat", "0")
-    assert result.returncode == 2 and "--repeat must be at least 1" in result.stderr
+    assert result.returncode == 2
+    assert "argument --repeat: '0' is not a whole number of at least 1" in result.stderr
 
 
 def test_regex_without_a_group_uses_the_whole_match(cli: Cli, tmp_path: Path) -> None:
@@ -296,5 +315,5 @@ def test_rerun_needs_a_recorded_benchmark() -> None:
 def test_snapshot_validation_checks_the_bench_section() -> None:
     document = {"schema": 1, "meta": {}, "facts": {}, "bench": {"values": [1.0, 2]}}
     assert snapshot.validate(document, "a.yaml") is document
-    with pytest.raises(SnapshotError, match="bench section has no valid 'values'"):
+    with pytest.raises(SnapshotError, match=r"a.yaml: bench.values\[0\]: expected a number, got a"):
         snapshot.validate(dict(document, bench={"values": ["fast"]}), "a.yaml")

@@ -48,6 +48,12 @@ def test_parse_metric_non_number_is_a_clear_value_error() -> None:
         parse_metric("throughput: n/a\n", r"throughput: (\S+)")
 
 
+@pytest.mark.parametrize("printed", ["nan", "inf", "-Infinity"])
+def test_parse_metric_refuses_values_that_are_not_finite(printed: str) -> None:
+    with pytest.raises(ValueError, match=f"'{printed}', not a finite number"):
+        parse_metric(f"throughput: {printed}\n", r"throughput: (\S+)")
+
+
 def test_parse_metric_accepts_a_compiled_pattern_and_exponents() -> None:
     assert parse_metric("loss 1.5e-3", compile_metric(r"loss (\S+)")) == 0.0015
 

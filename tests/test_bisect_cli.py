@@ -19,6 +19,10 @@ from conftest import ROOT, Cli
 from gitrepos import git_env, init
 from sshd import Sshd
 
+from envsnap.bisect.render import event_line
+from envsnap.bisect.run import RunEnded, Step
+from envsnap.bisect.search import Commit
+
 BENCH = f"{sys.executable} {ROOT / 'tests' / 'data' / 'bisect_bench.py'}"
 METRIC = r"token/s\): ([0-9.]+)"
 SLOW = "Slow down the all-reduce"
@@ -99,9 +103,13 @@ def test_finds_the_commit_in_log2_steps_and_keeps_the_users_work(cli: Cli,
     assert "your work is back" in result.stdout
     assert history.state() == before
     assert history.repo.git("diff", "--cached", "--name-only") == "README.md"  # still staged
-    # every run reported as it ended, on stderr: 5 runs at each end and at each of 4 steps
-    runs = [line for line in result.stderr.splitlines() if line.startswith("  run ")]
-    assert len(runs) == (2 + 4) * 5 and runs[0].startswith("  run 1 of 5: ")
+    # every run reported as it ended, on stderr: 5 runs at each end and at each of 4 steps,
+    # each saying where it ran (the endpoints come before any step line names a commit)
+    runs = [line for line in result.stderr.splitlines() if ": run " in line]
+    assert len(runs) == (2 + 4) * 5
+    assert runs[0].startswith(f"  good ({history.good[:12]}): run 1 of 5: ")
+    assert runs[5].startswith(f"  bad ({shas[-1][:12]}): run 1 of 5: ")
+    assert re.match(r"  step 1 \([0-9a-f]{12}\): run 1 of 5: ", runs[10])
     assert "run " not in result.stdout.replace("runs", "")
 
 
@@ -288,3 +296,12 @@ def test_bisect_over_ssh(ssh_cli: Cli, sshd: Sshd, tmp_path: Path) -> None:
     assert f"first bad commit: {shas[2]} {SLOW}" in result.stdout
     assert f"on {host}" in result.stdout.splitlines()[0]
     assert history.state() == before
+
+
+def test_run_and_step_lines_say_where_and_count_in_the_singular() -> None:
+    run = RunEnded("run 1 of 1: 0.1 s, exit 0, metric 94.00", "good (aec95928498c)")
+    assert event_line(run) == "  good (aec95928498c): run 1 of 1: 0.1 s, exit 0, metric 94.00"
+    step = Step("step", 2, Commit("48b2f8be7d7a" * 3, "Docs: change 6"), 6, [63.9], "bad",
+                "worse than good", left=1, steps_left=1)
+    assert event_line(step).endswith("[1 run, median 63.9]  bad: worse than good  "
+                                     "(1 left, ~1 step)")

@@ -8,12 +8,13 @@ import sys
 from pathlib import Path
 
 import yaml
-from conftest import Cli
+from conftest import Cli, unique_marker
 from sshd import Sshd
 
 from envsnap.hosts import payload
 
 SECRET = "hf_" + "S3cr3tT0kenValue" * 3
+WORKER_TAG = unique_marker("test-worker")
 
 
 def load(path: Path) -> dict:
@@ -52,7 +53,7 @@ def test_capture_local_then_list_and_show(cli: Cli) -> None:
     assert listed.returncode == 0 and "here" in listed.stdout
     shown = cli("show", "here", "--json")
     assert json.loads(shown.stdout)["meta"]["label"] == "here"
-    assert yaml.safe_load(cli("show", str(path)).stdout)["meta"]["label"] == "here"
+    assert yaml.safe_load(cli("show", str(path), "--yaml").stdout)["meta"]["label"] == "here"
 
 
 def test_no_nvidia_driver_is_a_normal_state(cli: Cli) -> None:
@@ -64,11 +65,11 @@ def test_no_nvidia_driver_is_a_normal_state(cli: Cli) -> None:
 def test_capture_over_ssh_with_repo_and_worker(ssh_cli: Cli, sshd: Sshd, tmp_path: Path) -> None:
     head = make_repo(tmp_path / "sglang")
     worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)",
-                               "envsnap-test-worker"],
+                               WORKER_TAG],
                               env={"NCCL_PROTO": "LL", "HF_TOKEN": SECRET, "PATH": "/usr/bin"})
     try:
         result = ssh_cli("capture", sshd.addresses[0], "--label", "good", "--repo",
-                         str(tmp_path / "sglang"), "--proc", "envsnap-test-worker")
+                         str(tmp_path / "sglang"), "--proc", WORKER_TAG)
     finally:
         worker.kill()
     assert result.returncode == 0, result.stderr
@@ -83,7 +84,7 @@ def test_capture_over_ssh_with_repo_and_worker(ssh_cli: Cli, sshd: Sshd, tmp_pat
 
 def test_second_capture_reuses_the_cached_agent(ssh_cli: Cli, sshd: Sshd) -> None:
     assert ssh_cli("capture", sshd.addresses[1], "--label", "one").returncode == 0
-    cached = list((Path.home() / ".cache" / "envsnap").glob("agent-*"))
+    cached = list((sshd.host_home / ".cache" / "envsnap").glob("agent-*"))
     stamps = {path: path.stat().st_mtime_ns for path in cached if path.is_dir()}
     assert stamps, "the agent should be unpacked in the remote user's cache"
     assert ssh_cli("capture", sshd.addresses[1], "--label", "two").returncode == 0
@@ -109,7 +110,8 @@ def test_fleet_keeps_every_snapshot_when_one_host_fails(ssh_cli: Cli, sshd: Sshd
         "hosts": {"dead": {"ansible_host": "127.0.0.1", "ansible_port": 1}}}}
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
     # No cached agent: the three captures of one machine upload and unpack it at once.
-    shutil.rmtree(Path.home() / payload.agent_dir(payload.build_payload()[1]), ignore_errors=True)
+    shutil.rmtree(sshd.host_home / payload.agent_dir(payload.build_payload()[1]),
+                  ignore_errors=True)
     result = ssh_cli("capture", "gpu", "dead", "--inventory", str(tmp_path / "hosts.yml"),
                      "--label", "run1", "--forks", "4")
     assert result.returncode == 3

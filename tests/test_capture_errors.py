@@ -172,6 +172,30 @@ def test_a_hanging_collector_times_out_and_the_rest_is_kept(cli: Cli, tmp_path: 
     assert document["facts"]["python_env"]
 
 
+def test_a_name_in_no_inventory_and_no_dns_is_called_unknown(cli: Cli, tmp_path: Path) -> None:
+    """A typo is named as one, before any connection: not a DNS error from deep inside."""
+    (tmp_path / "hosts.yml").write_text("all:\n  children:\n    gpu:\n      hosts:\n"
+                                        "        gpu-box.invalid: {ansible_host: 127.0.0.1}\n")
+    typo = cli("capture", "gpu-bx.invalid", "--inventory", "hosts.yml", "--label", "x")
+    assert typo.returncode == 2, typo.stderr
+    assert typo.stderr == ("envsnap: error: gpu-bx.invalid: not in inventory hosts.yml "
+                           "(groups: gpu, all) and not a known host\n")
+    bare = cli("bench", "root@no-such-host.invalid:2222", "--cmd", "true", "--metric", "x")
+    assert bare.returncode == 2
+    assert bare.stderr == ("envsnap: error: root@no-such-host.invalid:2222: not a known "
+                           "host\n")
+    assert stored(cli) == []
+
+
+def test_an_ssh_config_alias_is_a_known_host(ssh_cli: Cli, sshd: Sshd) -> None:
+    config = Path(ssh_cli.env["HOME"]) / ".ssh" / "config"
+    config.write_text(f"Host gpu-alias.invalid\n  HostName {sshd.addresses[0]}\n\n"
+                      + config.read_text())
+    result = ssh_cli("capture", "gpu-alias.invalid", "--label", "x")
+    assert result.returncode == 0, result.stderr
+    assert stored(ssh_cli) == ["x.yaml"]
+
+
 def test_inventory_with_a_yaml_error(cli: Cli, tmp_path: Path) -> None:
     (tmp_path / "bad.yml").write_text("all:\n  hosts:\n    a: [\n")
     result = cli("capture", "a", "--inventory", str(tmp_path / "bad.yml"))

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import io
 
-from envsnap.cli.main import Progress
+from envsnap.cli.capture import Progress
 from envsnap.hosts.capture import Outcome
 from envsnap.hosts.inventory import Host
 

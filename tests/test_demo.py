@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from conftest import Cli
+
+from envsnap.demo.scene import Scene, runnable_here
 
 
 def test_demo_tells_the_story_and_cleans_up(cli: Cli) -> None:
@@ -14,6 +17,19 @@ def test_demo_tells_the_story_and_cleans_up(cli: Cli) -> None:
     assert "verified: checkouts and sitecustomize match the snapshot" in out
     assert "benchmark rerun: same" in out
     assert re.search(r"first bad commit: [0-9a-f]{7,} Fix PCG MoE Error", out), out[-2000:]
+    first = out.split("\n\n")[0]    # the STORY and its jargon, explained before any step
+    assert first.startswith("The STORY (docs/STORY.md):") and "EAGLE-3 speculative" in first
+    assert "rollback point: envsnap restore" not in out     # its store is deleted at the end
+    assert re.search(r"rollback point: pre-restore-\S+, in the demo's store, which is deleted "
+                     r"when the demo ends \(envsnap demo --keep keeps it\)", out)
     folder = re.search(r"^in (\S+)$", out, re.MULTILINE)
     assert folder is not None
-    assert not __import__("pathlib").Path(folder.group(1)).exists()
+    assert not Path(folder.group(1)).exists()
+
+
+def test_a_kept_demo_names_the_store_its_rollback_lives_in(tmp_path: Path) -> None:
+    scene = Scene(tmp_path, env={"ENVSNAP_STORE": str(tmp_path / "snapshots")})
+    said = "verified\nrollback point: envsnap restore pre-restore-20261130-101500\nend"
+    kept = runnable_here(scene, said, keep=True).splitlines()
+    assert kept == ["verified", f"rollback point: ENVSNAP_STORE={tmp_path / 'snapshots'} "
+                    "envsnap restore pre-restore-20261130-101500", "end"]

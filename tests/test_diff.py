@@ -153,6 +153,29 @@ def test_torchrun_workers_are_matched_by_rank_whatever_their_start_order() -> No
     assert finding.why == "NCCL_NVLS_ENABLE=0 missing in worker 830 (rank 2)"
 
 
+def test_a_second_worker_of_one_rank_keeps_its_rank() -> None:
+    # Two jobs' rank-0 workers share a key, numbered "#2": the rank still reaches the why.
+    argv = ["python3", "-u", "allreduce.py"]
+    tuned = {"RANK": "0", "NCCL_NVLS_ENABLE": "0"}
+    before = edited(GOOD, with_workers({"pid": 10, "info": worker(10, 1.0, tuned, argv)},
+                                       {"pid": 20, "info": worker(20, 2.0, tuned, argv)}))
+    after = edited(GOOD, with_workers({"pid": 11, "info": worker(11, 1.0, tuned, argv)},
+                                      {"pid": 21, "info": worker(21, 2.0, {"RANK": "0"}, argv)}))
+    (finding,) = diff(before, after).findings
+    assert finding.path[1] == "python3 -u allreduce.py [rank 0] #2"
+    assert finding.detail["rank"] == "0"
+    assert finding.why == "NCCL_NVLS_ENABLE=0 missing in worker 21 (rank 0)"
+
+
+def test_a_worker_fact_is_named_after_its_key_whatever_dots_the_key_holds() -> None:
+    argv = ["python3", "-m", "sglang.launch_server", "--model-path", "/models/DeepSeek-V3.1"]
+    before = edited(GOOD, with_workers({"pid": 5, "info": worker(5, 1.0, {}, argv)}))
+    moved = worker(6, 1.0, {}, argv)
+    moved["cwd"] = "/srv"
+    (finding,) = diff(before, edited(GOOD, with_workers({"pid": 6, "info": moved}))).findings
+    assert finding.why == "worker 6 cwd /root -> /srv"
+
+
 def test_unreadable_worker_env_is_not_captured() -> None:
     env = {"NCCL_PROTO": "LL"}
     before = edited(GOOD, with_workers({"pid": 1, "info": worker(1, 1.0, env)}))

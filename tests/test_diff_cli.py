@@ -12,12 +12,12 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
-from conftest import Cli, sleeping_worker
+from conftest import Cli, sleeping_worker, unique_marker
 from diffdata import edit_file
 from gitrepos import PYNCCL, Story, git_env, init
 
 ROOT = Path(__file__).resolve().parent.parent
-MARKER = "envsnap-diff-test-worker"
+MARKER = unique_marker("diff-test-worker")
 
 
 @pytest.fixture
@@ -42,7 +42,7 @@ def verdict_of(stdout: str) -> str:
     return stdout.split("\n\n")[1]
 
 
-# ---- the STORY incident ----------------------------------------------------------------------
+# ---- the STORY incident (docs/STORY.md) ------------------------------------------------------
 
 @pytest.fixture
 def story_store(dcli: Cli, tmp_path: Path) -> tuple[Cli, Story, int]:

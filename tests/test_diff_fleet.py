@@ -127,3 +127,29 @@ def test_fleet_cli_on_files_a_folder_and_a_store_group(cli: Cli, tmp_path: Path)
     assert same.returncode == 0 and "every compared fact agrees" in same.stdout
     alone = cli("diff", "--fleet", files[0])
     assert alone.returncode == 2 and "at least two" in alone.stderr
+
+
+def test_fleet_cli_on_a_missing_folder_says_it_does_not_exist(cli: Cli, tmp_path: Path) -> None:
+    missing = tmp_path / "run9"
+    result = cli("diff", "--fleet", str(missing))
+    assert result.returncode == 2
+    assert result.stderr == (f"envsnap: error: {missing}: folder does not exist (nor a snapshot "
+                             f"file, nor a label or fleet folder in the store "
+                             f"{cli.env['ENVSNAP_STORE']})\n")
+
+
+def test_a_two_host_fleet_names_both_hosts(cli: Cli, tmp_path: Path) -> None:
+    """Two hosts have no majority: each value is shown with the host that has it."""
+    files = [str(save(d, tmp_path / f"{d['meta']['host']}.yaml"))
+             for d in fleet_of(2, {2: narrow_link})]
+    result = cli("diff", "--fleet", *files)
+    assert result.returncode == 1, result.stderr
+    assert result.stdout.startswith("fleet of 2 snapshots: 2 facts differ between node01 and "
+                                    "node02.")
+    assert "pcie_width_current: no majority: node01: 16; node02: 8" in result.stdout
+    assert "first" not in result.stdout
+    row = json.loads(cli("diff", "--json", "--fleet", *files).stdout)["disagreements"][0]
+    assert (row["tie"], row["majority_hosts"], row["others"]) == (
+        True, ["node01"], [{"value": 8, "hosts": ["node02"]}])
+    markdown = cli("diff", "--markdown", "--fleet", *files).stdout
+    assert "| no majority: node01: 16 | node02: 8 |" in markdown

@@ -120,3 +120,13 @@ def test_hot_paths_default_and_configured() -> None:
     assert gx.hot_label("srt/model_executor/cuda_graph_runner.py", patterns) == "CUDA-graph"
     assert gx.hot_label("srt/managers/scheduler.py", patterns) == "scheduler"
     assert gx.hot_label("README.md", patterns) is None
+
+
+def test_a_stash_before_a_checkout_does_not_make_it_a_reset() -> None:
+    """`git stash && git checkout main`: the stash's "reset: moving to HEAD" moved nothing."""
+    old = repo("c", commits("c", "b", "a"), BASE_LOG)
+    log = [move("c", "e", "checkout: moving from old to main", 4),
+           move("c", "c", "reset: moving to HEAD", 3)] + BASE_LOG
+    found = gx.explain(old, repo("e", commits("e", "d", "c", "b", "a"), log), PATTERNS)
+    assert found["relation"] == "forward" and len(found["moves"]) == 2
+    assert gx.verb_of(found["moves"]) == "checked out in"

@@ -119,6 +119,20 @@ def test_a_reading_is_one_row_and_a_ranked_finding_keeps_its_why() -> None:
     assert "NCCL_ALGO" in rows[shell + 1] and "shell" in rows[shell + 1]
 
 
+def test_a_not_captured_row_keeps_its_why_with_the_error() -> None:
+    # Its why starts like the row ("env processes[...].env ..."), yet it adds the error.
+    def worker_env(env: dict[str, Any]) -> Any:
+        def change(document: dict[str, Any]) -> None:
+            document["facts"]["env"]["processes"] = {"5": {"cmdline": ["python3", "x.py"],
+                                                           "env": env}}
+        return change
+    rows = render.human(diff(edited(GOOD, worker_env({"NCCL_PROTO": "LL"})),
+                             edited(GOOD, worker_env({"error": "permission denied"})))
+                        ).splitlines()
+    row = next(i for i, line in enumerate(rows) if line.endswith("  not captured"))
+    assert "(permission denied): not compared" in rows[row + 1]
+
+
 def test_blob_helpers() -> None:
     blob = {"bytes": 5, "sha256": "x", "base64": "aGVsbG8="}
     assert patch_summary.is_blob(blob) and patch_summary.is_binary(blob)

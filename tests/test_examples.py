@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import Cli
+from conftest import Cli, unique_marker
 from gitrepos import Story
 
 from envsnap.demo.story_code import BAD_HEAD, GOOD_HEAD, HOT_COMMIT
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "snapshots" / "examples"
 GOOD, BAD = EXAMPLES / "story-good.yaml", EXAMPLES / "story-bad.yaml"
 H200 = ROOT / "tests" / "data" / "h200" / "snapshot.yaml"
-MARKER = "envsnap-examples-test-worker"
+MARKER = unique_marker("examples-test-worker")
 
 
 def load(path: Path) -> dict[str, Any]:

@@ -76,7 +76,18 @@ def test_command_line_overrides_win(inventory: Inventory) -> None:
 
 def test_all_and_unknown_names(inventory: Inventory) -> None:
     assert len(resolve_hosts(["all"], inventory)) == 5
-    assert resolve_hosts(["elsewhere:2200"], inventory)[0].port == 2200
+    assert resolve_hosts(["localhost:2200"], inventory)[0].port == 2200
+
+
+def test_a_name_neither_in_the_inventory_nor_resolvable_is_refused(inventory: Inventory) -> None:
+    named = Inventory(yaml.safe_load(INVENTORY), source="hosts.yml")
+    with pytest.raises(UsageError) as refused:
+        resolve_hosts(["gpu-bx.invalid"], named)
+    assert str(refused.value) == ("gpu-bx.invalid: not in inventory hosts.yml "
+                                  "(groups: gpu, all) and not a known host")
+    with pytest.raises(UsageError) as bare:
+        resolve_hosts(["ml@gpu-bx.invalid:2222"], Inventory(None))
+    assert str(bare.value) == "ml@gpu-bx.invalid:2222: not a known host"
 
 
 def test_inventory_must_be_a_mapping() -> None:

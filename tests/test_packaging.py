@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, Cli
 from gitrepos import Story
-from test_playbook_restore import capture_good, moved_and_dirty
+from restorestory import capture_good, moved_and_dirty
 
 
 @pytest.fixture(scope="module")

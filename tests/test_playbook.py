@@ -9,6 +9,7 @@ import pytest
 from envsnap.errors import PlaybookError, UsageError
 from envsnap.hosts.inventory import Inventory
 from envsnap.playbook.load import load, parse_extra_vars
+from envsnap.playbook.location import Where
 from envsnap.playbook.run import Event, RunOptions, RunResult, TaskResult, run_playbook
 from envsnap.snapshot.store import Store
 
@@ -112,6 +113,29 @@ def test_duplicate_key_and_two_modules(tmp_path: Path) -> None:
 def test_template_syntax_error_at_load(tmp_path: Path) -> None:
     message = error_of(tmp_path, "- hosts: all\n  tasks:\n    - debug: '{{ oops '\n")
     assert message.startswith(f"{tmp_path / 'play.yml'}:3: template syntax error")
+
+
+def test_a_block_template_error_names_its_own_line(tmp_path: Path) -> None:
+    # The block's text starts on line 5; jinja finds the unclosed {{ at its 3rd line.
+    message = error_of(tmp_path, "- hosts: all\n  tasks:\n    - debug:\n        msg: |\n"
+                                 "          first\n          second {{ oops\n          third\n")
+    assert message.startswith(f"{tmp_path / 'play.yml'}:7: template syntax error")
+
+
+def test_results_keep_file_and_line_and_a_list_item_names_its_line(tmp_path: Path) -> None:
+    result = play(tmp_path, """- hosts: all
+  vars:
+    box: {a: 1}
+  tasks:
+    - debug: one
+    - debug:
+        msg:
+          - fine
+          - "{{ box.nope }}"
+""")
+    path = str(tmp_path / "play.yml")
+    assert [r.where for r in result.results] == [Where(path, 5), Where(path, 6)]
+    assert result.results[1].msg.startswith(f"{path}:9: undefined:")
 
 
 # ---- variables ---------------------------------------------------------------------------------

@@ -1,66 +1,37 @@
 """playbooks/restore.yml through the real CLI on real git repositories, locally and over sshd.
 
-The STORY in miniature: a good state (a commit plus local patches) is captured, then a pull
-moves HEAD and the user starts new work; restore must stash that work (recoverable with
-`git stash pop`), check out the good commit and re-apply the good patch. Each bad input
-(a patch that does not apply, a commit that is nowhere) stops before anything changes.
+The STORY (docs/STORY.md) in miniature: a good state (a commit plus local patches) is
+captured, then a pull moves HEAD and the user starts new work; restore must stash that work
+(recoverable with `git stash pop --index`), check out the good commit and re-apply the good
+patch. Each bad input (a patch that does not apply, a commit that is nowhere) stops before
+anything changes.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-import yaml
 from conftest import Cli
 from gitrepos import Story
+from restorestory import (
+    ENGINE,
+    GOOD_PATCH,
+    capture_good,
+    edit_snapshot,
+    moved_and_dirty,
+    patch_that_no_longer_applies,
+    snapshot_of_tree,
+    stash_messages,
+)
 from sshd import Sshd
 
 ROOT = Path(__file__).resolve().parent.parent
 RESTORE = str(ROOT / "playbooks" / "restore.yml")
-ENGINE = "python/sglang/srt/entrypoints/engine.py"
-GOOD_PATCH = "ENGINE = 2  # tuned\n"
 
 
 @pytest.fixture
 def story(tmp_path: Path) -> Story:
     return Story(tmp_path / "story")
-
-
-def capture_good(cli: Cli, story: Story, host: str) -> str:
-    """The good state: the clone's commit, a local patch, an untracked bench script."""
-    story.checkout.write(ENGINE, GOOD_PATCH)
-    story.checkout.write("bench_one.py", "print('gen throughput (token/s): 94')\n")
-    result = cli("capture", host, "--label", "good", "--repo", str(story.checkout.path))
-    assert result.returncode == 0, result.stderr
-    return story.checkout.head()
-
-
-def moved_and_dirty(story: Story) -> None:
-    """The engineer put the patches away, someone pulled, new work began."""
-    story.checkout.git("stash", "push", "--include-untracked", "-m", "engineer's own stash")
-    story.upstream_moves()
-    story.pull()
-    story.checkout.write("README.md", "sglang\nmy work in progress\n")
-    story.checkout.write("mine.txt", "new file of mine\n")
-
-
-def edit_snapshot(cli: Cli, **repo_changes: object) -> None:
-    path = Path(cli.env["ENVSNAP_STORE"]) / "good.yaml"
-    document = yaml.safe_load(path.read_text())
-    for repo in document["facts"]["git"]["repos"].values():
-        repo.update(repo_changes)
-    path.write_text(yaml.safe_dump(document))
-
-
-def stash_messages(story: Story) -> list[str]:
-    return story.checkout.git("stash", "list", "--format=%gs").splitlines()
-
-
-def snapshot_of_tree(story: Story) -> tuple[str, str, list[str], str]:
-    """What must not move when a restore refuses: HEAD, status, stashes, the user's file."""
-    readme = (story.checkout.path / "README.md").read_text()
-    return (story.checkout.head(), story.checkout.git("status", "--porcelain"),
-            stash_messages(story), readme)
 
 
 def assert_restored(story: Story, good: str, output: str) -> None:
@@ -99,23 +70,13 @@ def test_restore_a_dirty_tree_that_moved_over_ssh(ssh_cli: Cli, sshd: Sshd, stor
     moved_and_dirty(story)
     plan = ssh_cli("play", RESTORE, "-e", "snapshot=good", "-l", host, "--check", "--diff")
     assert plan.returncode == 0, plan.stdout + plan.stderr
-    assert "would stash 1 changed and 1 untracked files" in plan.stdout
+    assert "would stash 1 changed file and 1 untracked file" in plan.stdout
     assert "Fix PCG MoE Error" in plan.stdout and f"+{GOOD_PATCH}" in plan.stdout
     assert "my work" in (story.checkout.path / "README.md").read_text()
     result = ssh_cli("play", RESTORE, "-e", "snapshot=good", "-l", host)
     assert result.returncode == 0, result.stdout + result.stderr
     assert_restored(story, good, result.stdout)
     assert_work_recovered(story)
-
-
-def patch_that_no_longer_applies(cli: Cli, story: Story) -> None:
-    """A good snapshot whose HEAD points at a commit its patch was not made on."""
-    capture_good(cli, story, "local")
-    moved_and_dirty(story)
-    elsewhere = story.dev.commit("Engine rework", {ENGINE: "ENGINE = 3\n"})
-    story.dev.git("push", "-q", "origin", "main")
-    story.pull()
-    edit_snapshot(cli, head=elsewhere)
 
 
 def test_a_patch_that_does_not_apply_stops_before_any_change(cli: Cli, story: Story) -> None:

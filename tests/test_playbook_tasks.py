@@ -1,4 +1,4 @@
-"""Task modules called directly on `local`, as restore.py will call them: git, files, env_file."""
+"""Task modules (git, files, env_file, ...) called directly on `local`, without a playbook."""
 from __future__ import annotations
 
 import re

@@ -13,14 +13,14 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
-from conftest import Cli, sleeping_worker
+from conftest import Cli, sleeping_worker, unique_marker
 from diffdata import edit_file
 from gitrepos import Story
 
 ROOT = Path(__file__).resolve().parent.parent
 H200 = ROOT / "tests" / "data" / "h200" / "snapshot.yaml"
 H200_UUID = "GPU-d3208dcb-53e8-24e1-bfd7-b35894626910"
-MARKER = "envsnap-report-test-worker"
+MARKER = unique_marker("report-test-worker")
 HF_TOKEN = "hf_" + "Zq8ReportTokenValue0123456789ab"       # built up so no scanner trips on it
 GH_TOKEN = "ghp_" + "ReportRemoteToken0123456789abcdefghij"
 PASSWORD = "s3cret-remote-passw0rd"
@@ -100,6 +100,14 @@ def test_json_is_a_versioned_envelope(story: tuple[Cli, Story]) -> None:
     assert report["diff"]["envsnap_diff"] == 1
     assert report["diff"]["findings"][0]["path"][-1] == "head"
     assert any(part["title"].startswith("python packages") for part in report["details"])
+
+
+def test_nccl_row_lists_only_the_libraries_torch_does_not_load(cli: Cli) -> None:
+    # The recorded H200: torch loads the wheel's libnccl; ldconfig also finds the system one.
+    report = json.loads(ok(cli, str(H200), "--format", "json"))
+    facts = {row["fact"]: row["value"] for row in report["summary"]}
+    assert facts["NCCL"] == ("torch loads 2.28.9; wheel nvidia-nccl-cu13 2.28.9; other libnccl: "
+                             "2.28.3 at /usr/lib/x86_64-linux-gnu/libnccl.so.2.28.3")
 
 
 def test_html_is_one_self_contained_file(story: tuple[Cli, Story], tmp_path: Path) -> None:
@@ -231,7 +239,11 @@ def test_bundled_snapshots_still_diff(cli: Cli, tmp_path: Path) -> None:
     ok(cli, str(examples / "story-bad.yaml"), "--vs", str(examples / "story-good.yaml"),
        "--bundle", str(bundle))
     with tarfile.open(bundle) as tar:
-        tar.extractall(tmp_path / "x", filter="data")
+        # filter= only where tarfile has it (3.11.4+, 3.12): Debian 12's 3.11.2 has not
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(tmp_path / "x", filter="data")
+        else:
+            tar.extractall(tmp_path / "x")
     folder = tmp_path / "x" / "envsnap-report-story-bad" / "snapshots"
     result = cli("diff", str(folder / "story-good.yaml"), str(folder / "story-bad.yaml"))
     assert result.returncode == 1, result.stderr

@@ -1,7 +1,13 @@
-"""Masking for reports and bundles (envsnap/mask.py): what is masked, what is left alone."""
+"""Masking for reports and bundles (envsnap/snapshot/mask.py): what is masked, what is not."""
 from __future__ import annotations
 
+import os
+import tarfile
+from pathlib import Path
+
 import pytest
+import yaml
+from conftest import Cli
 
 from envsnap.snapshot.document import section_digest
 from envsnap.snapshot.mask import MASKED, Masker, escape_markers, masked_document
@@ -60,3 +66,50 @@ def test_markers_are_escaped_outside_code_only() -> None:
     text = "a <masked> `<masked>`\n```diff\n<masked>\n```\n    <redacted>\nb <redacted>"
     assert escape_markers(text) == ("a \\<masked\\> `<masked>`\n```diff\n<masked>\n```\n"
                                     "    <redacted>\nb \\<redacted\\>")
+
+
+@pytest.mark.parametrize("key", ["serial", "board_serial", "chassis_serial_number",
+                                 "SerialNumber", "module.serial", "uuid"])
+def test_keys_that_name_a_serial_are_masked(key: str) -> None:
+    assert Masker().tree({key: "1654922004789"}) == {key: MASKED}
+
+
+@pytest.mark.parametrize("key", ["pyserial", "ast-serialize", "serializer", "deserialize",
+                                 "uuid_utils"])
+def test_names_that_only_contain_serial_are_left_alone(key: str) -> None:
+    assert Masker().tree({key: "3.5"}) == {key: "3.5"}
+
+
+def test_package_versions_are_never_masked_as_ids() -> None:
+    packages = {"pyserial": "3.5", "ast-serialize": "0.1.0", "serial": "0.0.97", "uuid": "1.30"}
+    assert Masker().tree({"python_env": {"packages": packages}}) == {
+        "python_env": {"packages": packages}}
+
+
+def test_a_report_shows_the_versions_of_serial_packages(cli: Cli, tmp_path: Path) -> None:
+    """Through the real CLI: installed packages named like ids keep their versions in the
+    report and its bundled snapshot, while a GPU serial in the same snapshot is masked."""
+    site = tmp_path / "site"
+    for name, version in (("pyserial", "3.5"), ("ast_serialize", "0.1.0"), ("uuid", "1.30")):
+        info = site / f"{name}-{version}.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name.replace('_', '-')}"
+                                       f"\nVersion: {version}\n")
+    cli.env["PYTHONPATH"] += os.pathsep + str(site)
+    captured = cli("capture", "local", "--label", "one")
+    assert captured.returncode == 0, captured.stderr
+    path = Path(cli.env["ENVSNAP_STORE"]) / "one.yaml"
+    document = yaml.safe_load(path.read_text())
+    document["facts"]["nvidia"] = {"gpus": {"0000:19:00.0": {"serial": "1654922004789"}}}
+    path.write_text(yaml.safe_dump(document))
+    report = cli("report", "one", "--bundle", str(tmp_path / "b.tar.gz"))
+    assert report.returncode == 0, report.stderr
+    with tarfile.open(tmp_path / "b.tar.gz") as bundle:
+        member = next(m for m in bundle.getmembers() if m.name.endswith("snapshots/one.yaml"))
+        extracted = bundle.extractfile(member)
+        assert extracted is not None
+        bundled = yaml.safe_load(extracted.read())
+    packages = bundled["facts"]["python_env"]["packages"]
+    assert (packages["pyserial"], packages["ast-serialize"], packages["uuid"]) == (
+        "3.5", "0.1.0", "1.30")
+    assert bundled["facts"]["nvidia"]["gpus"]["0000:19:00.0"]["serial"] == MASKED

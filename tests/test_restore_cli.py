@@ -1,12 +1,13 @@
 """`envsnap restore` through the real CLI: plan, apply, verify, rollback, lock, journal.
 
-Uses the STORY in miniature from test_playbook_restore (a good commit with a local patch,
+Uses the STORY in miniature from restorestory.py (a good commit with a local patch,
 then a pull and new work) on real git repositories, locally and over the real sshd.
 """
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,8 +18,7 @@ import pytest
 import yaml
 from conftest import ROOT, Cli
 from gitrepos import Story
-from sshd import Sshd
-from test_playbook_restore import (
+from restorestory import (
     ENGINE,
     GOOD_PATCH,
     capture_good,
@@ -27,6 +27,7 @@ from test_playbook_restore import (
     snapshot_of_tree,
     stash_messages,
 )
+from sshd import Sshd
 
 
 @pytest.fixture
@@ -50,6 +51,7 @@ def test_check_shows_the_plan_and_changes_nothing(cli: Cli, story: Story) -> Non
     assert result.returncode == 1, result.stdout + result.stderr
     assert "plan for local (check mode: nothing changed)" in result.stdout
     assert "stash current work" in result.stdout and "check out" in result.stdout
+    assert "would stash" in result.stdout and "will " not in result.stdout
     assert snapshot_of_tree(story) == before and pre_restore_labels(cli) == []
 
 
@@ -202,3 +204,124 @@ def test_restore_then_rerun_the_recorded_benchmark(cli: Cli, story: Story) -> No
     again = cli("restore", "good", "--yes", "--rerun")
     assert "benchmark rerun: regression" in again.stdout, again.stdout + again.stderr
     assert again.returncode == 1
+
+
+def index_and_tree(story: Story) -> tuple[str, str, str]:
+    """What staging means: the staged diff, the unstaged diff, and status's XY columns."""
+    return (story.checkout.git("diff", "--cached"), story.checkout.git("diff"),
+            story.checkout.git("status", "--porcelain"))
+
+
+def test_a_rollback_keeps_staged_and_unstaged_changes_apart(cli: Cli, story: Story) -> None:
+    capture_good(cli, story, "local")
+    moved_and_dirty(story)                              # README.md edited, not staged
+    story.checkout.write(ENGINE, "ENGINE = 3  # staged\n")
+    story.checkout.write("staged_only.txt", "a new file, staged\n")
+    story.checkout.git("add", ENGINE, "staged_only.txt")
+    story.checkout.write(ENGINE, "ENGINE = 4  # staged, then edited again\n")
+    before = index_and_tree(story)
+    staged, unstaged, status = before
+    assert "README.md" in unstaged and "README.md" not in staged and f"MM {ENGINE}" in status
+
+    result = cli("restore", "good", "--yes")
+    assert result.returncode == 0, result.stdout + result.stderr
+    plan = result.stdout.split("rollback point:")[0]      # about to apply: "will", not "would"
+    assert "will stash 3 changed files and 1 untracked file" in plan and "would" not in plan
+    (rollback,) = pre_restore_labels(cli)
+    back = cli("restore", rollback, "--yes")
+    assert back.returncode == 0, back.stdout + back.stderr
+    assert index_and_tree(story) == before
+
+
+def test_check_does_not_take_the_lock_of_a_running_restore(cli: Cli, story: Story) -> None:
+    """--check only reads: beside a restore that holds the host's lock (stopped in the middle
+    of its checkout by a hook), it shows its plan, names the running restore, and leaves the
+    lock as it found it."""
+    capture_good(cli, story, "local")
+    moved_and_dirty(story)
+    hook = story.checkout.path / ".git" / "hooks" / "post-checkout"
+    marker = story.checkout.path.parent / "in-checkout"
+    hook.write_text(f"#!/bin/sh\ntouch {marker}\nsleep 60\n")
+    hook.chmod(0o755)
+    running = subprocess.Popen([sys.executable, "-m", "envsnap", "restore", "good", "--yes"],
+                               cwd=cli.cwd, env=cli.env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_for(marker)
+        lock = Path(cli.env["HOME"]) / ".cache" / "envsnap" / "restore.lock"
+        owner = (lock / "owner").read_text()
+        assert owner.split()[-1] == str(running.pid)
+        result = cli("restore", "good", "--check")
+        assert result.returncode in (0, 1), result.stdout + result.stderr
+        assert f"local: another restore holds the lock ({owner.strip()})" in result.stdout
+        assert "resuming" not in result.stdout   # the journal is the running restore's own
+        assert (lock / "owner").read_text() == owner and running.poll() is None
+    finally:
+        os.killpg(running.pid, signal.SIGKILL)
+        running.wait()
+
+
+def test_check_shows_its_plan_beside_an_interrupted_restore(cli: Cli, story: Story) -> None:
+    """A pending journal refuses a restore of another snapshot; --check, which changes
+    nothing, shows its plan and says what is pending."""
+    capture_good(cli, story, "local")
+    (store(cli) / "another.yaml").write_text((store(cli) / "good.yaml").read_text())
+    journal = store(cli) / ".journal" / "local.json"
+    journal.parent.mkdir()
+    journal.write_text(json.dumps({"label": "good", "host": "local", "state": "applying",
+                                   "pre_restore": "pre-restore-1", "started": "earlier"}))
+    refused = cli("restore", "another", "--yes")
+    assert refused.returncode == 2 and "interrupted restore of 'good'" in refused.stderr
+    checked = cli("restore", "another", "--check")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout.startswith("an interrupted restore of 'good' on local")
+    assert json.loads(journal.read_text())["state"] == "applying"
+
+
+def test_check_without_a_lock_says_nothing_about_one(cli: Cli, story: Story) -> None:
+    capture_good(cli, story, "local")
+    result = cli("restore", "good", "--check")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "lock" not in result.stdout + result.stderr
+    assert not (Path(cli.env["HOME"]) / ".cache" / "envsnap" / "restore.lock").exists()
+
+
+def test_python_comes_from_the_option_then_the_inventory_then_the_snapshot(
+        cli: Cli, story: Story, tmp_path: Path) -> None:
+    capture_good(cli, story, "local")    # recorded with the default python3, which works
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("all:\n  hosts:\n    local:\n      ansible_connection: local\n"
+                         "      python: /nonexistent/python3\n")
+    from_inventory = cli("restore", "good", "--check", "--inventory", str(inventory))
+    assert from_inventory.returncode == 3, from_inventory.stdout + from_inventory.stderr
+    assert from_inventory.stderr.strip().splitlines()[-1] == (
+        "envsnap: error: local: python not found on the host ('/nonexistent/python3'); "
+        "set --python or the host var python")
+    # the default python3 again, by path: sys.executable may be a venv's (tests/run.sh)
+    default_python = shutil.which("python3", path=cli.env["PATH"]) or "python3"
+    from_option = cli("restore", "good", "--check", "--inventory", str(inventory),
+                      "--python", default_python)
+    assert from_option.returncode == 0, from_option.stdout + from_option.stderr
+    assert "already match the snapshot" in from_option.stdout
+    recorded = cli("restore", "good", "--check")   # no inventory: the snapshot's python3
+    assert recorded.returncode == 0, recorded.stdout + recorded.stderr
+    shown = cli("restore", "--help").stdout
+    assert "--python PATH" in shown and "default: the inventory's python" in shown
+
+
+def test_a_file_added_with_intent_to_add_comes_back_so(cli: Cli, story: Story) -> None:
+    """`git add -N`: in `git diff HEAD`, not in the index's content; restore marks it again."""
+    story.checkout.write("planned.py", "PLAN = 1\n")
+    story.checkout.git("add", "--intent-to-add", "planned.py")
+    story.checkout.write("README.md", "sglang\nstaged\n")
+    story.checkout.git("add", "README.md")
+    before = index_and_tree(story)
+    assert "A planned.py" in before[2]
+    result = cli("capture", "local", "--label", "planned", "--repo", str(story.checkout.path))
+    assert result.returncode == 0, result.stderr
+    story.checkout.git("rm", "-q", "--cached", "planned.py")
+    (story.checkout.path / "planned.py").unlink()
+    story.checkout.git("reset", "-q", "--hard")           # a clean tree: nothing to stash
+    restored = cli("restore", "planned", "--yes")
+    assert restored.returncode == 0, restored.stdout + restored.stderr
+    assert index_and_tree(story) == before

@@ -1,6 +1,6 @@
 """Benchmark mode of the agent: run one command N times, sampling the GPUs while it runs.
 
-Idle GPU readings lie (STORY.md: clocks and throttle reasons only matter under load), so a
+Idle GPU readings lie (docs/STORY.md: clocks and throttle reasons only matter under load), so a
 daemon thread reads NVML every `sample_interval` seconds during each run. The command runs
 in a process group of its own: a run past its timeout is killed with everything it started,
 and what a run leaves behind is killed too, so it never overlaps the next run.
@@ -12,11 +12,13 @@ controller follows the runs too: a PROGRESS_PREFIX line on stderr after each.
 
 Config: {"mode": "bench", "cmd": str, "repeat": int, "cwd": str|None,
          "sample_interval": float (0 or None: no sampling), "timeout": per-run seconds,
-         "metric": regex|None (stop early when a run prints no match), "max_samples": int,
+         "metric": regex|None (stop early when a run prints no match, or one that is not a
+                   finite number), "max_samples": int,
          "lifeline": bool (stdin is held open by the controller)}
 """
 from __future__ import annotations
 
+import math
 import os
 import re
 import signal
@@ -81,7 +83,7 @@ class Lifeline:
             kill_group(self.group)
 
 
-def wait_run(proc: subprocess.Popen, timeout: float) -> Dict[str, Any]:
+def wait_run(proc: subprocess.Popen[bytes], timeout: float) -> Dict[str, Any]:
     try:
         return {"exit_code": proc.wait(timeout), "timed_out": False}
     except subprocess.TimeoutExpired:
@@ -121,11 +123,34 @@ def progress_line(run: Dict[str, Any], total: int, metric: Optional[Any]) -> str
     """"run 2 of 5: 61.3 s, exit 0, metric 91.7": what the controller shows as runs end."""
     outcome = "timed out" if run["timed_out"] else "exit %s" % run["exit_code"]
     line = "run %d of %d: %.1f s, %s" % (run["run"], total, run["seconds"], outcome)
-    found = metric.findall(run["output_tail"]) if metric is not None else []
-    if found:
-        last = found[-1]
-        line += ", metric %s" % (last[0] if isinstance(last, tuple) else last)
+    found = metric_text(run["output_tail"], metric) if metric is not None else None
+    if found is not None:
+        line += ", metric %s" % found
     return line
+
+
+def metric_text(text: str, metric: Any) -> Optional[str]:
+    """What the metric regex picks in a run's output: the last match (a final summary line
+    follows the warm-up lines), its first group, or the whole match for a regex without
+    groups. None when nothing matches. The controller reads values the same way
+    (bench/stats.py parse_metric calls this)."""
+    matches = list(metric.finditer(text))
+    if not matches:
+        return None
+    last = matches[-1]
+    return (last.group(1) or "") if metric.groups else last.group(0)
+
+
+def metric_number(raw: str) -> float:
+    """The picked text as a number, or ValueError saying what was matched. nan and inf are
+    refused too: one of them makes every median, spread and verdict after it meaningless."""
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError("the metric regex matched %r, not a number" % raw) from None
+    if not math.isfinite(value):
+        raise ValueError("the metric regex matched %r, not a finite number" % raw)
+    return value
 
 
 def stop_reason(run: Dict[str, Any], number: int, metric: Optional[Any]) -> Optional[str]:
@@ -134,8 +159,15 @@ def stop_reason(run: Dict[str, Any], number: int, metric: Optional[Any]) -> Opti
         return "run %d timed out" % number
     if run["exit_code"] != 0:
         return "run %d exited %s" % (number, run["exit_code"])
-    if metric is not None and not metric.search(run["output_tail"]):
+    if metric is None:
+        return None
+    found = metric_text(run["output_tail"], metric)
+    if found is None:
         return "run %d printed no metric" % number
+    try:  # a metric that is not a number now will not be one in the next runs either
+        metric_number(found)
+    except ValueError as exc:
+        return "run %d: %s" % (number, exc)
     return None
 
 

@@ -84,13 +84,14 @@ def parse_nvcc_version(text: str) -> Optional[str]:
 
 
 def parse_ldconfig(text: str, prefix: str) -> Dict[str, str]:
-    """`ldconfig -p` -> {library name: path} for names starting with prefix."""
+    """`ldconfig -p` -> {path: library name} for names starting with prefix: keyed by path,
+    since the caller wants each file once; a path listed under several names keeps the first."""
     found: Dict[str, str] = {}
     for line in text.splitlines():
         match = re.match(r"\s*(\S+)\s+\(([^)]*)\)\s+=>\s+(\S+)", line)
         if match and match.group(1).startswith(prefix):
             found.setdefault(match.group(3), match.group(1))
-    return {path: name for path, name in found.items()}
+    return found
 
 
 def version_from_file_name(path: str) -> Optional[str]:
@@ -284,16 +285,25 @@ def probe_nccl(paths: List[str], timeout: float) -> Dict[str, Any]:
         reason = "probe exit %d: %s" % (code, err.decode("utf-8", "replace")[-200:])
         return {path: reason for path in paths}
     try:
-        return json.loads(out.decode("utf-8", "replace"))
+        reasons: Dict[str, Any] = json.loads(out.decode("utf-8", "replace"))
+        return reasons
     except ValueError:
         return {path: "probe printed no JSON" for path in paths}
 
 
+def library_source(how: str, path: str) -> str:
+    """A libnccl entry's `source`, text for whoever reads the snapshot or its diff:
+    "ncclGetVersion:/usr/lib/.../libnccl.so.2". Code that needs the path takes it from the
+    key of `libraries`, not from this text (torch's entry is a copy of its library's)."""
+    return "%s:%s" % (how, path)
+
+
 def library_entry(path: str, probed: Any) -> Dict[str, Any]:
     if isinstance(probed, int):
-        return {"version": decode_nccl_version(probed), "source": "ncclGetVersion:%s" % path}
+        return {"version": decode_nccl_version(probed),
+                "source": library_source("ncclGetVersion", path)}
     return {"version": version_from_file_name(os.path.realpath(path)),
-            "source": "file name:%s" % path, "error": probed}
+            "source": library_source("file name", path), "error": probed}
 
 
 def torch_reason(folder: Optional[str]) -> str:

@@ -1,6 +1,6 @@
 """Environment variables that steer GPU jobs: of the capturing shell and of running workers.
 
-The shell's variables are not enough (STORY.md): a server may have been started from another
+The shell's variables are not enough (docs/STORY.md): a server may have been started from another
 shell, and its spawned workers may have lost or changed variables. So processes whose command
 line matches a configured pattern are read too, from /proc/PID/environ, together with their
 descendants (multiprocessing workers often carry a command line that matches nothing).

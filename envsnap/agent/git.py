@@ -105,6 +105,8 @@ def start_reads(git: Git, path: str, settings: Dict[str, Any],
         "history": pool.submit(git.run, path, history),
         "patch": pool.submit(git.stream, path, ["diff", "HEAD"] + PATCH_FLAGS + ["--"],
                              int(settings["max_patch_bytes"])),
+        "staged": pool.submit(git.stream, path, ["diff", "--cached"] + PATCH_FLAGS + ["--"],
+                              int(settings["max_patch_bytes"])),
         "remotes": pool.submit(git.run, path, ["config", "-z", "--get-regexp",
                                                r"^remote\..*\.url$"]),
         "stashes": pool.submit(git.run, path, ["stash", "list", "-z",
@@ -129,7 +131,7 @@ def read_repo(path: str, git: Git, settings: Dict[str, Any], pool: ThreadPoolExe
         repo["stashes_error"] = problem
     patches = start_stash_patches(git, where["toplevel"], stashes or {}, settings, pool)
     repo["uncommitted"] = uncommitted_facts(git, where["toplevel"], status, results["patch"],
-                                            settings)
+                                            results["staged"], settings)
     repo["stashes"] = finish_stashes(stashes or {}, patches)
     return repo
 
@@ -255,18 +257,24 @@ def blob_of_stream(stream: Stream) -> Dict[str, Any]:
 # ---- uncommitted work -------------------------------------------------------------------------
 
 def uncommitted_facts(git: Git, top: str, status: Dict[str, Any], patch: Stream,
-                      settings: Dict[str, Any]) -> Dict[str, Any]:
-    """Staged + unstaged as one patch against HEAD, and the untracked files beside it."""
+                      staged: Stream, settings: Dict[str, Any]) -> Dict[str, Any]:
+    """Staged + unstaged as one patch against HEAD, the staged part alone (so a restore puts
+    the index back as it was, not everything staged), and the untracked files beside it."""
     if status["head"] is None:  # no commit yet: everything is new relative to the empty tree
         patch = git.stream(top, ["diff", empty_tree(git, top)] + PATCH_FLAGS + ["--"],
                            int(settings["max_patch_bytes"]))
-    blob = blob_of_stream(patch) if patch.code == 0 else {"error": first_line(patch.stderr)}
+    blob = blob_or_error(patch)
     untracked_paths: List[bytes] = status["untracked"]
     untracked = untracked_facts(top, untracked_paths, settings)
     return {"dirty": bool(status["tracked"] or untracked_paths), "tracked": status["tracked"],
-            "patch": blob, "untracked": untracked, "untracked_count": len(untracked_paths),
+            "patch": blob, "staged": blob_or_error(staged), "untracked": untracked,
+            "untracked_count": len(untracked_paths),
             "untracked_truncated": len(untracked_paths) > len(untracked),
             "digest": gitparse.uncommitted_digest(blob.get("sha256", ""), untracked)}
+
+
+def blob_or_error(stream: Stream) -> Dict[str, Any]:
+    return blob_of_stream(stream) if stream.code == 0 else {"error": first_line(stream.stderr)}
 
 
 def empty_tree(git: Git, top: str) -> str:

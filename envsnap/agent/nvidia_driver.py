@@ -3,7 +3,8 @@ disk is still the one that was loaded.
 
 /proc/driver/nvidia/version says open or proprietary, version, build host and GCC; modinfo
 and /sys/module say where the module file is and its srcversion. Pure parsers first,
-reading after; the parsers are tested on a recorded H200 and on the STORY's lines.
+reading after; the parsers are tested on a recorded H200 and on the lines of the incident
+in docs/STORY.md.
 """
 from __future__ import annotations
 

@@ -66,7 +66,8 @@ FACT_QUERIES: List[Query] = [
     ("memory_affinity", "nvmlDeviceGetMemoryAffinity", (1, "NVML_AFFINITY_SCOPE_NODE")),
 ]
 
-# The readings a benchmark wants to sample again and again (bench.py may reuse this table).
+# Readings that change from moment to moment, read once per capture (benchsample.py has its
+# own table for sampling them under load during a benchmark).
 VOLATILE_QUERIES: List[Query] = [
     ("memory", "nvmlDeviceGetMemoryInfo", ()),
     ("pcie_gen_current", "nvmlDeviceGetCurrPcieLinkGeneration", ()),

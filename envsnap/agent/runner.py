@@ -60,7 +60,8 @@ def collect_all(config: Dict[str, Any]) -> Dict[str, Any]:
 def decode_config(argv: List[str]) -> Dict[str, Any]:
     if not argv:
         return {}
-    return json.loads(base64.b64decode(argv[0]).decode("utf-8"))
+    config: Dict[str, Any] = json.loads(base64.b64decode(argv[0]).decode("utf-8"))
+    return config
 
 
 def main(argv: List[str]) -> int:

@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 from envsnap.bench import stats as benchstats
 from envsnap.defaults import DEFAULT_REPEAT, DEFAULT_RUN_TIMEOUT, DEFAULT_SAMPLE_INTERVAL
+from envsnap.diff.findings import plural
 from envsnap.errors import BenchError, UsageError
 from envsnap.hosts import capture
 from envsnap.hosts.capture import CaptureOptions, now_utc
@@ -217,7 +218,8 @@ class BenchOutcome:
 
     @property
     def record(self) -> dict[str, Any]:
-        return self.document["bench"]
+        record: dict[str, Any] = self.document["bench"]
+        return record
 
 
 def capture_and_bench(host: Host, spec: BenchSpec, store: Store, options: CaptureOptions,
@@ -252,13 +254,12 @@ def rerun_and_compare(document: dict[str, Any], host: Host,
                       options: CaptureOptions | None = None,
                       threshold: float = benchstats.DEFAULT_THRESHOLD,
                       alpha: float = benchstats.DEFAULT_ALPHA
-                      ) -> tuple[dict[str, Any], dict[str, Any]]:
+                      ) -> tuple[dict[str, Any], benchstats.Comparison]:
     """Run a snapshot's recorded benchmark again on `host`: (the new record, the verdict)."""
-    recorded = document.get("bench")
-    if not isinstance(recorded, dict):
-        label = document.get("meta", {}).get("label", "?")
-        raise UsageError(f"snapshot {label!r} has no recorded benchmark to rerun "
-                         "(record one with envsnap bench HOST --label ...)")
+    recorded = snapshot.bench(document)
+    if recorded is None:
+        raise UsageError(f"snapshot {snapshot.label(document)!r} has no recorded benchmark "
+                         "to rerun (record one with envsnap bench HOST --label ...)")
     spec = spec_from_record(recorded)
     record = run_bench(host, spec, options)
     verdict = benchstats.compare(recorded["values"], record["values"], spec.lower_is_better,
@@ -266,7 +267,7 @@ def rerun_and_compare(document: dict[str, Any], host: Host,
     return record, verdict
 
 
-# ---- what `envsnap bench` shows (lines, printed by cli.py) ---------------------------------
+# ---- what `envsnap bench` shows (lines, printed by envsnap/cli/) ---------------------------------
 
 def under_load(summary: dict[str, Any]) -> dict[str, Any]:
     """A GPU's readings while it was busy when there were any: idle readings lie."""
@@ -298,8 +299,8 @@ def format_record(record: dict[str, Any]) -> list[str]:
     spread = "-" if summary["spread"] is None else f"{summary['spread']:.1%}"
     lines.append(f"median {summary['median']:g}  min {summary['min']:g}  "
                  f"max {summary['max']:g}  spread {spread}  stdev {summary['stdev']:.3g}  "
-                 f"({summary['n']} runs, {'lower' if record['lower_is_better'] else 'higher'}"
-                 " is better)")
+                 f"({plural(summary['n'], 'run')}, "
+                 f"{'lower' if record['lower_is_better'] else 'higher'} is better)")
     telemetry = record.get("telemetry") or {}
     if not telemetry.get("available"):
         lines.append(f"GPU telemetry: none ({telemetry.get('reason') or 'not sampled'})")

@@ -3,7 +3,7 @@
 The verdict is asv-style and never one number against another: a Mann-Whitney U rank test
 over every run of both sides says whether the runs differ at all, a factor threshold says
 whether the difference matters, and a Hodges-Lehmann interval of the shift says whether
-"same" is actually known or the runs are too noisy to tell (STORY.md: 84-118 tok/s in one
+"same" is actually known or the runs are too noisy to tell (docs/STORY.md: 84-118 tok/s in one
 run). Exact distributions for the small samples benchmarks have, midranks for ties.
 """
 from __future__ import annotations
@@ -12,13 +12,35 @@ import math
 import re
 import statistics
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final, Literal, TypedDict
 
 from envsnap.errors import UsageError
 
 EXACT_MAX_N = 30           # both samples together; above this the normal approximation
 DEFAULT_THRESHOLD = 0.05   # a change under 5% of the median is "same"
 DEFAULT_ALPHA = 0.05
+
+# How a new set of runs compares with a baseline; plain strings in --json and in snapshots.
+Verdict = Literal["regression", "improvement", "same", "can't tell"]
+REGRESSION: Final = "regression"
+IMPROVEMENT: Final = "improvement"
+SAME: Final = "same"
+CANT_TELL: Final = "can't tell"
+
+
+class Comparison(TypedDict):
+    """What compare() returns: a plain dict (JSON as it is), typed for mypy."""
+
+    ratio: float | None                  # new median / baseline median
+    p_value: float | None                # Mann-Whitney, two-sided
+    shift_interval: list[float] | None   # of new - baseline, as fractions of the baseline median
+    baseline: dict[str, Any]             # summarise() of each side
+    new: dict[str, Any]
+    lower_is_better: bool
+    threshold: float
+    alpha: float
+    verdict: Verdict
+    why: str
 
 
 def compile_metric(regex: str) -> re.Pattern[str]:
@@ -31,17 +53,13 @@ def compile_metric(regex: str) -> re.Pattern[str]:
 def parse_metric(text: str, pattern: str | re.Pattern[str]) -> float | None:
     """The metric in a run's output: the last match wins (a final summary line follows the
     warm-up lines), its first group, or the whole match for a regex without groups.
-    None when nothing matches; ValueError when the match is not a number."""
+    None when nothing matches; ValueError when the match is not a finite number. The agent
+    stops its runs on the same rule (agent/benchrun.py), so both read a run alike."""
+    from envsnap.agent.benchrun import metric_number, metric_text
+
     compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
-    matches = list(compiled.finditer(text))
-    if not matches:
-        return None
-    last = matches[-1]
-    raw = last.group(1) if compiled.groups else last.group(0)
-    try:
-        return float(raw)
-    except (TypeError, ValueError):
-        raise ValueError(f"the metric regex matched {raw!r}, not a number") from None
+    raw = metric_text(text, compiled)
+    return None if raw is None else metric_number(raw)
 
 
 def summarise(values: list[float]) -> dict[str, Any]:
@@ -174,12 +192,13 @@ def runs_needed(alpha: float) -> int:
 
 
 def compare(baseline: list[float], new: list[float], lower_is_better: bool = False,
-            threshold: float = DEFAULT_THRESHOLD, alpha: float = DEFAULT_ALPHA) -> dict[str, Any]:
+            threshold: float = DEFAULT_THRESHOLD, alpha: float = DEFAULT_ALPHA) -> Comparison:
     """regression | improvement | same | can't tell, with the numbers and one line of why."""
     base, fresh = summarise(baseline), summarise(new)
-    result: dict[str, Any] = {"ratio": None, "p_value": None, "shift_interval": None,
-                              "baseline": base, "new": fresh, "lower_is_better": lower_is_better,
-                              "threshold": threshold, "alpha": alpha}
+    # verdict and why are decided last; set here so the keys keep their order in --json
+    result = Comparison(ratio=None, p_value=None, shift_interval=None, baseline=base, new=fresh,
+                        lower_is_better=lower_is_better, threshold=threshold, alpha=alpha,
+                        verdict=CANT_TELL, why="")
     if base["n"] and fresh["n"]:
         result["p_value"] = mann_whitney(baseline, new).p_value
     if base["n"] and base["median"]:
@@ -191,31 +210,32 @@ def compare(baseline: list[float], new: list[float], lower_is_better: bool = Fal
     return result
 
 
-def decide(result: dict[str, Any]) -> tuple[str, str]:
+def decide(result: Comparison) -> tuple[Verdict, str]:
     n1, n2 = result["baseline"]["n"], result["new"]["n"]
     if n1 < 2 or n2 < 2 or min_p_value(n1, n2) > result["alpha"]:
-        return "can't tell", (f"too few runs ({n1} vs {n2}) for any difference to be "
-                              f"significant; use --repeat {runs_needed(result['alpha'])} or more")
-    if result["ratio"] is None:
-        return "can't tell", "the baseline median is 0: no ratio to compare"
-    change, p, threshold = result["ratio"] - 1, result["p_value"], result["threshold"]
+        return CANT_TELL, (f"too few runs ({n1} vs {n2}) for any difference to be "
+                           f"significant; use --repeat {runs_needed(result['alpha'])} or more")
+    ratio, p = result["ratio"], result["p_value"]
+    if ratio is None or p is None:   # p is set whenever both sides have runs (above)
+        return CANT_TELL, "the baseline median is 0: no ratio to compare"
+    change, threshold = ratio - 1, result["threshold"]
     interval = result["shift_interval"]
     said = (f"median {result['baseline']['median']:g} -> {result['new']['median']:g} "
             f"({change:+.1%}), p={p:.2g}")
     if p < result["alpha"] and abs(change) > threshold:
         worse = change > 0 if result["lower_is_better"] else change < 0
-        return ("regression" if worse else "improvement",
+        return (REGRESSION if worse else IMPROVEMENT,
                 f"{said}: significant and beyond the {threshold:.0%} threshold")
     bounded = interval is not None and -threshold <= interval[0] and interval[1] <= threshold
     if bounded and abs(change) <= threshold:
-        return "same", (f"{said}: any shift is within {format_interval(interval)}, "
-                        f"inside the {threshold:.0%} threshold")
+        return SAME, (f"{said}: any shift is within {format_interval(interval)}, "
+                      f"inside the {threshold:.0%} threshold")
     if p < result["alpha"]:
-        return "can't tell", (f"{said}: a real but small change that could still exceed "
-                              f"{threshold:.0%} ({format_interval(interval)}); "
-                              "more runs would tell")
-    return "can't tell", (f"{said}: too noisy to tell, the shift could be anywhere in "
-                          f"{format_interval(interval)}; more runs would tell")
+        return CANT_TELL, (f"{said}: a real but small change that could still exceed "
+                           f"{threshold:.0%} ({format_interval(interval)}); "
+                           "more runs would tell")
+    return CANT_TELL, (f"{said}: too noisy to tell, the shift could be anywhere in "
+                       f"{format_interval(interval)}; more runs would tell")
 
 
 def format_interval(interval: list[float] | None) -> str:

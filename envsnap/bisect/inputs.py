@@ -14,6 +14,7 @@ from envsnap.hosts.inventory import Host, Inventory, resolve_hosts, with_vars
 from envsnap.playbook.tasks.base import Context
 from envsnap.playbook.tasks.gitcmd import GitFailure, complaint, resolve_commit, run, toplevel
 from envsnap.playbook.tasks.gitpatch import Patch, patch_from
+from envsnap.snapshot import document as snapshot
 
 # ---- from the snapshots, before the host is touched -------------------------------------------
 
@@ -25,7 +26,7 @@ def check_options(spec: BenchSpec, max_repeat: int) -> None:
 
 
 def repos_of(document: dict[str, Any]) -> dict[str, Any]:
-    return ((document.get("facts") or {}).get("git") or {}).get("repos") or {}
+    return snapshot.repos(document)
 
 
 def matches(path: str, key: str, repo: Any) -> bool:
@@ -59,11 +60,11 @@ def pick_repo(good: dict[str, Any], bad: dict[str, Any], repo: str | None,
 
 def pick_host(bad: dict[str, Any], inventory: Inventory, host: str | None) -> Host:
     """--host, else the bad snapshot's host (where it is slow), with its recorded python."""
-    pattern = host or str(bad["meta"].get("host") or "local")
+    pattern = host or snapshot.host(bad, "local")
     hosts = resolve_hosts([pattern], inventory)
     if len(hosts) != 1:
         raise UsageError(f"--host {pattern!r} names {len(hosts)} hosts: bisect one at a time")
-    python = (bad["meta"].get("config") or {}).get("python")
+    python = snapshot.capture_config(bad).get("python")
     return with_vars(hosts[0], {"python": python}) if host is None else hosts[0]
 
 
@@ -78,8 +79,8 @@ def good_patch(repo: dict[str, Any], label: str) -> Patch:
 
 
 def recorded_baseline(good: dict[str, Any], spec: BenchSpec, label: str) -> list[float]:
-    record = good.get("bench")
-    if not isinstance(record, dict) or not record.get("values"):
+    record = snapshot.bench(good)
+    if record is None or not record.get("values"):
         raise UsageError(f"--good-from-snapshot: snapshot {label!r} has no recorded benchmark")
     if (record.get("command"), record.get("metric")) != (spec.cmd, spec.metric):
         raise UsageError(f"--good-from-snapshot: snapshot {label!r} recorded another benchmark "

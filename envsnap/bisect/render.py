@@ -14,6 +14,7 @@ from envsnap.bisect.run import (
     RunEnded,
     Step,
 )
+from envsnap.diff.findings import plural
 
 SUBJECT_WIDTH = 40
 
@@ -32,13 +33,13 @@ def event_line(event: Event) -> str:
     if isinstance(event, str):
         return event
     if isinstance(event, RunEnded):
-        return f"  {event.text}"
-    runs = f"{len(event.values)} runs, median {median_text(event.values)}" if event.values \
-        else "no runs"
+        return f"  {event.where}: {event.text}" if event.where else f"  {event.text}"
+    runs = f"{plural(len(event.values), 'run')}, median {median_text(event.values)}" \
+        if event.values else "no runs"
     line = (f"{step_name(event):<8} {event.commit.short}  {event.commit.subject[:SUBJECT_WIDTH]}"
             f"  [{runs}]  {event.verdict}: {event.why}")
     if event.kind != "good" and (event.left or event.steps_left):
-        line += f"  ({event.left} left, ~{event.steps_left} steps)"
+        line += f"  ({event.left} left, ~{plural(event.steps_left, 'step')})"
     return line
 
 
@@ -69,9 +70,10 @@ def answer_lines(report: BisectReport) -> list[str]:
 def count_lines(report: BisectReport) -> list[str]:
     commits = len(report.line)
     lines = [f"benchmark invocations: {report.endpoint_invocations} at the endpoints, "
-             f"{report.step_invocations} at {sum(s.kind == 'step' for s in report.steps)} "
-             f"steps over {commits} commits (log2 = {math.log2(commits):.1f}); "
-             f"{report.runs} runs in all"]
+             f"{report.step_invocations} at "
+             f"{plural(sum(s.kind == 'step' for s in report.steps), 'step')} "
+             f"over {plural(commits, 'commit')} (log2 = {math.log2(commits):.1f}); "
+             f"{plural(report.runs, 'run')} in all"]
     if report.leftovers:
         lines.append(f"the benchmark changed files in the checkout {len(report.leftovers)} "
                      f"times: kept in stashes {', '.join(s[:12] for s in report.leftovers)}")

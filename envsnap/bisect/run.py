@@ -1,8 +1,8 @@
 """Bisect between the HEADs of two snapshots with benchmark verdicts: which commit made it slow.
 
     snapshots -> repo, good and bad commits, host          (refused before anything moves)
-      -> host lock; good must be an ancestor of bad; the line of commits (bisect_search)
-      -> the user's work stashed, HEAD remembered           (bisect_tree.Tree)
+      -> host lock; good must be an ancestor of bad; the line of commits (search.py)
+      -> the user's work stashed, HEAD remembered           (tree.Tree)
       -> both endpoints benchmarked: no regression between them, nothing to look for
       -> halving: check out, re-apply the good patch if asked, run the benchmark, classify
          against both endpoints' runs (like good / like bad / can't tell: more runs up to
@@ -15,8 +15,9 @@ Library code: never prints; progress reaches the CLI through `on_event`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Callable, Union
+from typing import Callable, Final, Literal, Union
 
+from envsnap.bench import stats as benchstats
 from envsnap.bench.run import BenchSpec, bench_on
 from envsnap.bisect import search
 from envsnap.bisect.inputs import (
@@ -32,9 +33,10 @@ from envsnap.bisect.inputs import (
     recorded_baseline,
     subject_of,
 )
-from envsnap.bisect.search import CANT_TELL, GOOD, SKIP, Commit, Search
+from envsnap.bisect.search import CANT_TELL, GOOD, SKIP, Classification, Commit, Search
 from envsnap.bisect.tree import Tree, sigint_deferred
 from envsnap.defaults import DEFAULT_MAX_REPEAT
+from envsnap.diff.findings import plural
 from envsnap.errors import BenchError, HostError, UsageError
 from envsnap.hosts.capture import CaptureOptions
 from envsnap.hosts.inventory import Inventory
@@ -45,8 +47,14 @@ from envsnap.playbook.tasks.gitpatch import Patch
 from envsnap.restore.safety import HostLock
 from envsnap.snapshot.store import Store
 
-FOUND, ONLY_SKIPPED, UNDECIDED = "found", "skipped", "can't tell"   # the regression is real
-NO_REGRESSION, ENDS_UNDECIDED = "no regression", "can't tell at the endpoints"
+# How a bisect ended. The first three: the regression is real (BisectReport.regression).
+Outcome = Literal["found", "skipped", "can't tell", "no regression", "can't tell at the endpoints"]
+FOUND: Final = "found"
+ONLY_SKIPPED: Final = "skipped"
+UNDECIDED: Final = "can't tell"
+NO_REGRESSION: Final = "no regression"
+ENDS_UNDECIDED: Final = "can't tell at the endpoints"
+StepKind = Literal["good", "bad", "step"]    # the two endpoints, or a commit between them
 
 
 @dataclass(frozen=True)
@@ -60,12 +68,12 @@ class BisectOptions:
 
 @dataclass
 class Step:
-    kind: str                 # "good" / "bad" (the endpoints) or "step"
+    kind: StepKind
     number: int               # 1, 2, ... for steps; 0 for the endpoints
     commit: Commit
     position: int             # on the line: 0 is the good commit, len(line) the bad one
     values: list[float]
-    verdict: str              # good / bad / can't tell / skip; "regression" etc. for "bad"
+    verdict: Classification | benchstats.Verdict   # the bad endpoint's: good against bad
     why: str
     left: int = 0             # commits still untested in range after this step
     steps_left: int = 0
@@ -73,9 +81,12 @@ class Step:
 
 @dataclass(frozen=True)
 class RunEnded:
-    """One benchmark run at the commit under test ended: "run 2 of 5: 61.3 s, exit 0, ..."."""
+    """One benchmark run ended: where ("good (aec95928498c)", "step 2 (48b2f8be7d7a)": the
+    endpoints are measured before any step line says which commit is under test) and what
+    bench says of it ("run 2 of 5: 61.3 s, exit 0, ...")."""
 
     text: str
+    where: str = ""
 
 
 Event = Union[Step, str, RunEnded]
@@ -89,7 +100,7 @@ class BisectReport:
     bad: Commit
     line: list[Commit] = field(default_factory=list)
     steps: list[Step] = field(default_factory=list)
-    outcome: str = ""
+    outcome: Outcome | None = None   # None while the bisect runs
     why: str = ""
     first_bad: Commit | None = None
     files: list[str] = field(default_factory=list)
@@ -139,8 +150,8 @@ def locked_bisect(ctx: Context, path: str, heads: tuple[str, str], labels: tuple
     report = BisectReport(host=ctx.host.name, repo=top, line=line, bad=line[-1],
                           good=Commit(good, subject_of(ctx, top, good)))
     bisector.emit(f"bisect {top} on {ctx.host.name}: {good[:12]} ({labels[0]}) .. "
-                  f"{bad[:12]} ({labels[1]}): {len(line)} commits, about "
-                  f"{Search(len(line)).steps_left()} steps after the endpoints")
+                  f"{bad[:12]} ({labels[1]}): {plural(len(line), 'commit')}, about "
+                  f"{plural(Search(len(line)).steps_left(), 'step')} after the endpoints")
     message = (f"envsnap: work saved before bisect {labels[0]}..{labels[1]} "
                f"(HEAD was {describe_head(ctx, top)})")
     with Tree(ctx, top, patch, message, bisector.emit, bisector.options.keep_untracked) as tree:
@@ -169,14 +180,14 @@ class Bisector:
         if not report.outcome:
             self.halve(good, bad)
 
-    def bench(self, count: int, endpoint: bool) -> list[float]:
+    def bench(self, count: int, endpoint: bool, where: str) -> list[float]:
         if endpoint:
             self.report.endpoint_invocations += 1
         else:
             self.report.step_invocations += 1
         spec = replace(self.spec, repeat=count)
         values: list[float] = bench_on(self.ctx.transport, self.ctx.host, spec,
-                                       lambda text: self.emit(RunEnded(text)))["values"]
+                                       lambda text: self.emit(RunEnded(text, where)))["values"]
         self.report.runs += len(values)
         return values
 
@@ -193,7 +204,7 @@ class Bisector:
         good = list(self.baseline) if self.baseline else self.measure_end("good", [])
         bad = self.measure_end("bad", [])
         verdict = search.endpoints_verdict(good, bad, self.spec.lower_is_better)
-        while verdict["verdict"] == CANT_TELL:
+        while verdict["verdict"] == benchstats.CANT_TELL:
             side = self.side_to_extend(good, bad)
             if side is None:
                 break
@@ -204,8 +215,8 @@ class Bisector:
         self.record(Step("bad", 0, report.bad, len(report.line), bad, verdict["verdict"],
                          verdict["why"], len(report.line) - 1,
                          Search(len(report.line)).steps_left()))
-        if verdict["verdict"] != "regression":
-            report.outcome = ENDS_UNDECIDED if verdict["verdict"] == CANT_TELL \
+        if verdict["verdict"] != benchstats.REGRESSION:
+            report.outcome = ENDS_UNDECIDED if verdict["verdict"] == benchstats.CANT_TELL \
                 else NO_REGRESSION
             report.why = f"good -> bad: {verdict['verdict']}: {verdict['why']}"
         return good, bad
@@ -223,10 +234,11 @@ class Bisector:
             raise UsageError(f"{which} commit {commit.short}: {skip}")
         count = min(self.spec.repeat, self.options.max_repeat - len(have))
         try:
-            return self.bench(count, endpoint=True)
+            return self.bench(count, endpoint=True, where=f"{which} ({commit.short})")
         except BenchError as exc:
-            hint = (f" (your {self.tree.untracked_stashed} untracked files are stashed while "
-                    "bisect runs: --keep-untracked leaves them, if the benchmark needs one)"
+            hint = (f" (your {plural(self.tree.untracked_stashed, 'untracked file')} are "
+                    "stashed while bisect runs: --keep-untracked leaves them, if the benchmark "
+                    "needs one)"
                     if self.tree.untracked_stashed else "")
             raise BenchError(f"the benchmark fails at the {which} commit {commit.short}: "
                              f"{exc}{hint}") from None
@@ -238,38 +250,41 @@ class Bisector:
         state = Search(len(report.line))
         index = state.next()
         while index is not None:
-            step = self.try_commit(index, good, bad)
-            if step.verdict == CANT_TELL:
+            step, verdict = self.try_commit(index, good, bad)
+            if verdict == CANT_TELL:
                 step.left, step.steps_left = len(state.untested()), state.steps_left()
                 self.record(step)
                 self.conclude(state, UNDECIDED, step)
                 return
-            state.record(index, step.verdict)
+            state.record(index, verdict)
             step.left, step.steps_left = len(state.untested()), state.steps_left()
             self.record(step)
             index = state.next()
         self.conclude(state, FOUND if not state.suspects()[:-1] else ONLY_SKIPPED, None)
 
-    def try_commit(self, index: int, good: list[float], bad: list[float]) -> Step:
+    def try_commit(self, index: int, good: list[float],
+                   bad: list[float]) -> tuple[Step, Classification]:
         self.steps += 1
         step = Step("step", self.steps, self.report.line[index], index + 1, [], SKIP, "")
         skip = self.tree.visit(step.commit.sha)
         if skip:
             step.why = skip
-            return step
-        step.verdict = CANT_TELL
-        while step.verdict == CANT_TELL and len(step.values) < self.options.max_repeat:
+            return step, SKIP
+        verdict: Classification = CANT_TELL
+        while verdict == CANT_TELL and len(step.values) < self.options.max_repeat:
             count = min(self.spec.repeat, self.options.max_repeat - len(step.values))
             try:
-                step.values += self.bench(count, endpoint=False)
+                step.values += self.bench(count, endpoint=False,
+                                          where=f"step {self.steps} ({step.commit.short})")
             except BenchError as exc:   # like `git bisect run` exit 125: choose a neighbour
-                step.verdict, step.why = SKIP, str(exc)
-                return step
-            step.verdict, step.why = search.classify(good, bad, step.values,
-                                                     self.spec.lower_is_better)
-        return step
+                verdict, step.why = SKIP, str(exc)
+                break
+            verdict, step.why = search.classify(good, bad, step.values,
+                                                self.spec.lower_is_better)
+        step.verdict = verdict
+        return step, verdict
 
-    def conclude(self, state: Search, outcome: str, undecided: Step | None) -> None:
+    def conclude(self, state: Search, outcome: Outcome, undecided: Step | None) -> None:
         report = self.report
         report.outcome = outcome
         if outcome == FOUND:

@@ -2,7 +2,7 @@
 
 The line runs from the good commit (excluded) to the bad one (included), oldest first, and
 each commit on it contains the one before it: once a regression is in, it stays in, so
-halving the line is sound. On a linear history (STORY.md's fast-forward pull) that is every
+halving the line is sound. On a linear history (docs/STORY.md's fast-forward pull) that is every
 commit. Across merges it is the first-parent line (`git bisect --first-parent`): a regression
 brought in by a merged branch shows as its merge commit, whose own branch can then be
 bisected; where the good commit itself sits on a merged branch, the line takes the parent
@@ -12,11 +12,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Final, Literal
 
 from envsnap.bench import stats as benchstats
 
-GOOD, BAD, CANT_TELL, SKIP = "good", "bad", "can't tell", "skip"
+# A commit's classification: like the good endpoint, like the bad one, neither yet, or not
+# measurable there (it does not build, the benchmark fails: git bisect's exit 125).
+Classification = Literal["good", "bad", "can't tell", "skip"]
+GOOD: Final = "good"
+BAD: Final = "bad"
+CANT_TELL: Final = "can't tell"
+SKIP: Final = "skip"
 LOG_FORMAT = "%H %P%x09%s"      # what parse_log reads: sha, parents, a tab, the subject
 
 
@@ -84,7 +90,7 @@ class Search:
         middle = (self.good + self.bad) / 2
         return min(left, key=lambda index: (abs(index - middle), index))
 
-    def record(self, index: int, verdict: str) -> None:
+    def record(self, index: int, verdict: Classification) -> None:
         if verdict == GOOD:
             self.good = index
         elif verdict == BAD:
@@ -106,13 +112,13 @@ class Search:
 # ---- verdicts -----------------------------------------------------------------------------
 
 def endpoints_verdict(good: list[float], bad: list[float],
-                      lower_is_better: bool) -> dict[str, Any]:
+                      lower_is_better: bool) -> benchstats.Comparison:
     """benchstats.compare of the good endpoint against the bad one."""
     return benchstats.compare(good, bad, lower_is_better)
 
 
 def classify(good: list[float], bad: list[float], samples: list[float],
-             lower_is_better: bool) -> tuple[str, str]:
+             lower_is_better: bool) -> tuple[Classification, str]:
     """A commit's runs against both endpoints' runs: like good, like bad, or can't tell.
 
     Like bad: worse than good (a regression by the same test `envsnap bench` uses), even
@@ -120,12 +126,16 @@ def classify(good: list[float], bad: list[float], samples: list[float],
     one. Like good: better than bad and not worse than good. Neither: can't tell yet."""
     vs_good = benchstats.compare(good, samples, lower_is_better)
     vs_bad = benchstats.compare(bad, samples, lower_is_better)
-    if vs_good["verdict"] == "regression":
+    if vs_good["verdict"] == benchstats.REGRESSION:
         return BAD, f"worse than good ({change(vs_good)})"
-    if vs_bad["verdict"] == "improvement":
+    if vs_bad["verdict"] == benchstats.IMPROVEMENT:
         return GOOD, f"better than bad ({change(vs_bad)})"
     return CANT_TELL, f"vs good, {vs_good['why']}; vs bad, {vs_bad['why']}"
 
 
-def change(verdict: dict[str, Any]) -> str:
-    return f"{verdict['ratio'] - 1:+.1%}, p={verdict['p_value']:.2g}"
+def change(verdict: benchstats.Comparison) -> str:
+    """The change a regression or improvement verdict found (its ratio and p are set)."""
+    ratio, p = verdict["ratio"], verdict["p_value"]
+    if ratio is None or p is None:
+        return verdict["why"]
+    return f"{ratio - 1:+.1%}, p={p:.2g}"

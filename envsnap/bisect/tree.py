@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from types import TracebackType
 from typing import Callable
 
+from envsnap.diff.findings import plural
 from envsnap.errors import HostError
 from envsnap.playbook.tasks import git as git_task
 from envsnap.playbook.tasks.base import Context
@@ -87,10 +88,11 @@ class Tree:
         self.stash = stash_push(self.ctx, self.top, self.message, not self.keep_untracked)
         if self.stash:
             self.untracked_stashed = untracked
-            self.note(f"{self.top}: stashed {len(entries) - untracked} changed"
-                      + ("" if self.keep_untracked else f" and {untracked} untracked")
-                      + f" files as {self.stash[:12]} ({self.message!r}); put back at the end, "
-                      f"or by hand: git -C {self.top} stash apply {self.stash[:12]}")
+            changed = plural(len(entries) - untracked, "changed file")
+            kept = "" if self.keep_untracked else f" and {plural(untracked, 'untracked file')}"
+            self.note(f"{self.top}: stashed {changed}{kept} as {self.stash[:12]} "
+                      f"({self.message!r}); put back at the end, or by hand: "
+                      f"git -C {self.top} stash apply --index {self.stash[:12]}")
 
     def visit(self, sha: str) -> str | None:
         """Check `sha` out (and re-apply the patch): None when ready, else why to skip it."""
@@ -170,7 +172,7 @@ class Tree:
         ref = stash_ref(self.ctx, self.top, self.stash)
         if ref is None:
             raise GitFailure(f"stash {self.stash[:12]} with your work is gone from the stash "
-                             f"list: git -C {self.top} stash apply {self.stash[:12]}")
+                             f"list: git -C {self.top} stash apply --index {self.stash[:12]}")
         popped = run(self.ctx, self.top, "stash", "pop", "--index", "-q", ref)
         if popped.exit_code != 0:   # staged and unstaged cannot be told apart again: merge them
             popped = run(self.ctx, self.top, "stash", "pop", "-q", ref)

@@ -5,17 +5,26 @@ import argparse
 import sys
 from typing import Any
 
-from envsnap.cli.options import add_connection_options
+from envsnap.cli.options import (
+    add_connection_options,
+    exit_codes,
+    positive_int,
+    positive_seconds,
+)
 from envsnap.defaults import DEFAULT_MAX_REPEAT, DEFAULT_REPEAT, DEFAULT_RUN_TIMEOUT
-from envsnap.errors import EXIT_DRIFT, EXIT_OK
+from envsnap.errors import EXIT_DRIFT, EXIT_HOST, EXIT_INVALID, EXIT_OK, EXIT_USAGE
 
-EPILOG = """exit codes: 0 no regression between GOOD and BAD (or can't tell at the endpoints),
-1 regression: first bad commit found (or narrowed down when commits were skipped or too
-noisy), 2 usage error (GOOD not an ancestor of BAD, unknown repo), 3 host or benchmark
-failure at an endpoint, 4 invalid snapshot"""
+EPILOG = exit_codes(
+    (EXIT_OK, "no regression between GOOD and BAD (or can't tell at the endpoints)"),
+    (EXIT_DRIFT, "regression: first bad commit found (or narrowed down when commits were "
+                 "skipped or too noisy)"),
+    (EXIT_USAGE, "usage error: bad argument, GOOD not an ancestor of BAD, unknown repo"),
+    (EXIT_HOST, "host or benchmark failure at an endpoint"),
+    (EXIT_INVALID, "invalid snapshot"),
+)
 
 
-def add_bisect_parser(commands: Any) -> None:
+def register(commands: Any) -> None:
     bis = commands.add_parser("bisect", epilog=EPILOG,
                               help="find the commit between two snapshots that made the "
                                    "benchmark slower")
@@ -27,24 +36,27 @@ def add_bisect_parser(commands: Any) -> None:
     bis.add_argument("--cmd", required=True, help="the benchmark, run through sh -c")
     bis.add_argument("--metric", required=True, metavar="REGEX",
                      help="regex of the metric: first group (or whole match) of the last match")
-    bis.add_argument("--repeat", type=int, default=DEFAULT_REPEAT,
+    bis.add_argument("--repeat", type=positive_int, default=DEFAULT_REPEAT,
                      help=f"runs per commit (default {DEFAULT_REPEAT})")
-    bis.add_argument("--max-repeat", type=int, default=DEFAULT_MAX_REPEAT,
+    bis.add_argument("--max-repeat", type=positive_int, default=DEFAULT_MAX_REPEAT,
                      help="most runs at one commit while the verdict is can't tell "
                           f"(default {DEFAULT_MAX_REPEAT})")
     bis.add_argument("--lower-is-better", action="store_true",
-                     help="the metric is a time or latency, not a throughput")
+                     help="the metric is a time or latency (default: a throughput, higher "
+                          "is better)")
     bis.add_argument("--with-patch", action="store_true",
-                     help="re-apply the GOOD snapshot's uncommitted patch at every commit")
+                     help="re-apply the GOOD snapshot's uncommitted patch at every commit "
+                          "(default: the commits alone)")
     bis.add_argument("--good-from-snapshot", action="store_true",
                      help="take GOOD's recorded benchmark runs as the good baseline "
-                          "instead of measuring the good commit again")
+                          "(default: measure the good commit again)")
     bis.add_argument("--keep-untracked", action="store_true",
                      help="leave untracked files in the checkout (a benchmark script kept "
-                          "there) instead of stashing them with the rest of your work")
+                          "there) (default: stash them with the rest of your work)")
     bis.add_argument("--cwd", help="folder to run the benchmark in (default, as for bench: "
                                    "here for local, the login home over SSH)")
-    bis.add_argument("--run-timeout", type=float, default=DEFAULT_RUN_TIMEOUT, metavar="S",
+    bis.add_argument("--run-timeout", type=positive_seconds, default=DEFAULT_RUN_TIMEOUT,
+                     metavar="S",
                      help=f"kill a run after S seconds (default {DEFAULT_RUN_TIMEOUT:g})")
     add_connection_options(bis)
     bis.set_defaults(run=cmd_bisect)

@@ -6,25 +6,33 @@ import argparse
 import sys
 from typing import Any
 
-from envsnap.errors import EXIT_HOST, EXIT_OK
+from envsnap.cli.options import exit_codes
+from envsnap.errors import EXIT_HOST, EXIT_OK, EXIT_USAGE
 
 
-def add_demo_parser(commands: Any) -> None:
-    demo = commands.add_parser("demo", help="the STORY, live, on this machine (no SSH, no GPU)")
-    demo.add_argument("--keep", action="store_true", help="keep the demo's folder afterwards")
+def register(commands: Any) -> None:
+    demo = commands.add_parser(
+        "demo", help="the STORY (docs/STORY.md: a silent git pull slowed a GPU server), "
+                     "live, on this machine (no SSH, no GPU)",
+        epilog=exit_codes((EXIT_OK, "every step said what it should"),
+                          (EXIT_USAGE, "usage error: bad argument"),
+                          (EXIT_HOST, "a step failed (its output is shown)")))
+    demo.add_argument("--keep", action="store_true",
+                      help="keep the demo's folder afterwards (default: delete it)")
     demo.set_defaults(run=cmd_demo)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from envsnap.demo import scene as demo
 
+    print(demo.INTRODUCTION + "\n")
     print("Setting up the STORY: a sglang checkout with an upstream, a venv whose "
           "sitecustomize sets NCCL_*, a worker started with the tuned NCCL env ...")
     scene = demo.set_up()
     try:
         print(f"in {scene.root}\n")
         for step in demo.steps(scene):
-            if not run_demo_step(scene, step):
+            if not run_demo_step(scene, step, args.keep):
                 return EXIT_HOST
     finally:
         scene.stop(keep=args.keep)
@@ -33,7 +41,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def run_demo_step(scene: Any, step: Any) -> bool:
+def run_demo_step(scene: Any, step: Any, keep: bool) -> bool:
     from envsnap.demo import scene as demo
 
     print(f"== {step.title}")
@@ -43,7 +51,7 @@ def run_demo_step(scene: Any, step: Any) -> bool:
         step.prepare()
     print(f"$ {step.shown}", flush=True)
     result = demo.run_step(scene, step)
-    sys.stdout.write(result.stdout + "\n")
+    sys.stdout.write(demo.runnable_here(scene, result.stdout, keep) + "\n")
     if result.returncode not in step.expect:
         sys.stderr.write(f"envsnap: error: demo step failed (exit {result.returncode})\n")
         return False

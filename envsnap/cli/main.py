@@ -1,328 +1,173 @@
-"""The command line: parse, call the library, render. The only module that prints or exits."""
+"""The command line's entry point: the parser assembled from one module per command, and the
+one top-level handler that turns every way a command can end into one line and an exit code
+(the codes are defined in envsnap/errors.py). cli/ is the only package that prints or exits.
+
+Each command module imports its library code inside its command function: building the
+parser happens for every command, and `envsnap diff` must not load capture, SSH or bench."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, TextIO
+from importlib import import_module
+from typing import Any, Callable, NoReturn
 
 from envsnap import __version__
-from envsnap.cli.bisect import add_bisect_parser
-from envsnap.cli.demo import add_demo_parser
-from envsnap.cli.options import (
-    EPILOG,
-    add_capture_options,
-    add_connection_options,
-    add_store_option,
+from envsnap.cli.crash import internal_error_line
+from envsnap.cli.options import ALL_EXIT_CODES, exit_codes
+from envsnap.errors import (
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    EnvsnapError,
 )
-from envsnap.cli.report import add_report_parser
-from envsnap.cli.restore import add_restore_parser
-from envsnap.defaults import (
-    DEFAULT_COLLECTOR_TIMEOUT,
-    DEFAULT_FORKS,
-    DEFAULT_REPEAT,
-    DEFAULT_RUN_TIMEOUT,
-    DEFAULT_SAMPLE_INTERVAL,
-)
-from envsnap.errors import EXIT_DRIFT, EXIT_HOST, EXIT_OK, EnvsnapError, UsageError
-from envsnap.snapshot.store import Store, dump_yaml
 
-if TYPE_CHECKING:  # capture and inventory load on use: `diff` and `show` need neither
-    from envsnap.hosts.capture import Outcome
-
-SNAPSHOT_SUFFIXES = (".yaml", ".yml", ".json")
+Command = Callable[[argparse.Namespace], int]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="envsnap", epilog=EPILOG,
-                                     description="Capture, diff and restore GPU host environments.")
+class EnvsnapParser(argparse.ArgumentParser):
+    """argparse with envsnap's one error prefix: the usage of the (sub)command that failed,
+    then `envsnap: error: ...`, exit 2. Subcommand parsers are made of this class too."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # Epilogs list exit codes one per line: keep them as written.
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"envsnap: error: {message}\n")
+
+
+# command -> the module of envsnap/cli/ that defines it (its `register(commands)`). Only the
+# module of the command typed is imported: `envsnap diff` does not load the other eight.
+COMMAND_MODULES = {
+    "capture": "capture", "list": "show", "show": "show", "diff": "diff", "bench": "bench",
+    "play": "play", "restore": "restore", "bisect": "bisect", "report": "report",
+    "demo": "demo",
+}
+
+
+def modules_for(argv: list[str]) -> list[str]:
+    """The command modules to register: the typed command's, or all for the top-level help,
+    an unknown command, or none (the first word not an option is the command)."""
+    typed = next((word for word in argv if not word.startswith("-")), None)
+    if typed in COMMAND_MODULES:
+        return [COMMAND_MODULES[typed]]
+    return list(dict.fromkeys(COMMAND_MODULES.values()))
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    parser = EnvsnapParser(prog="envsnap", epilog=exit_codes(*ALL_EXIT_CODES),
+                           description="Capture, diff and restore GPU host environments.")
     parser.add_argument("--version", action="version", version=f"envsnap {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    cap = commands.add_parser("capture", help="snapshot one or more hosts", epilog=EPILOG)
-    cap.add_argument("hosts", nargs="+", metavar="HOST",
-                     help="inventory host or group, [user@]host[:port], or 'local'")
-    cap.add_argument("--label", help="snapshot label (a fleet is stored as LABEL/<host>)")
-    add_capture_options(cap)
-    cap.add_argument("--hot-path", action="append", default=[], metavar="GLOB",
-                     help="code paths whose changes diff ranks first (repeatable)")
-    cap.add_argument("--forks", type=int, default=DEFAULT_FORKS,
-                     help=f"hosts captured at once (default {DEFAULT_FORKS})")
-    cap.add_argument("--collector-timeout", type=float, default=DEFAULT_COLLECTOR_TIMEOUT)
-    cap.add_argument("--max-patch-bytes", type=int,
-                     help="cap on each recorded git patch (default 1 MiB)")
-    add_connection_options(cap)
-    cap.set_defaults(run=cmd_capture)
-
-    lst = commands.add_parser("list", help="list stored snapshots")
-    add_store_option(lst)
-    lst.set_defaults(run=cmd_list)
-
-    show = commands.add_parser("show", help="print one snapshot")
-    show.add_argument("label", metavar="LABEL", help="a label in the store or a snapshot file")
-    show.add_argument("--json", action="store_true", help="print JSON instead of YAML")
-    add_store_option(show)
-    show.set_defaults(run=cmd_show)
-    add_diff_parser(commands)
-    add_bench_parser(commands)
-    add_play_parser(commands)
-    add_restore_parser(commands)
-    add_bisect_parser(commands)
-    add_report_parser(commands)
-    add_demo_parser(commands)
+    # Not required: with no command, main() prints the whole help rather than one line.
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND",
+                                     help="what to do; `envsnap COMMAND -h` for its options")
+    for module in modules_for(argv or []):
+        import_module(f"envsnap.cli.{module}").register(commands)
     return parser
 
 
-def add_diff_parser(commands: Any) -> None:
-    dif = commands.add_parser("diff", help="what changed between two snapshots, ranked",
-                              epilog=EPILOG)
-    dif.add_argument("snapshots", nargs="*", metavar="SNAPSHOT",
-                     help="A B: labels in the store or snapshot files (older first)")
-    form = dif.add_mutually_exclusive_group()
-    form.add_argument("--json", action="store_true", help="versioned JSON findings")
-    form.add_argument("--markdown", action="store_true", help="markdown for an issue")
-    dif.add_argument("--all", action="store_true",
-                     help="include volatile readings, and long parts (patches) in full")
-    dif.add_argument("--section", metavar="NAMES",
-                     help="only these sections, comma-separated (e.g. git,env)")
-    dif.add_argument("--fleet", nargs="+", metavar="FILE",
-                     help="N snapshots (files, labels or folders): facts where hosts "
-                          "differ from the majority")
-    add_store_option(dif)
-    dif.set_defaults(run=cmd_diff)
+def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """command name -> its parser."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
 
 
-def add_bench_parser(commands: Any) -> None:
-    ben = commands.add_parser("bench", epilog=EPILOG,
-                              help="snapshot a host, run a benchmark N times on it, save both")
-    ben.add_argument("host", metavar="HOST", help="inventory host, [user@]host[:port], or 'local'")
-    ben.add_argument("--cmd", required=True, help="the benchmark, run through sh -c on the host")
-    ben.add_argument("--metric", required=True, metavar="REGEX",
-                     help="regex of the metric in its output: the first group (or the whole "
-                          "match) of the last match")
-    ben.add_argument("--repeat", type=int, default=DEFAULT_REPEAT,
-                     help=f"runs (default {DEFAULT_REPEAT})")
-    ben.add_argument("--lower-is-better", action="store_true",
-                     help="the metric is a time or latency, not a throughput")
-    ben.add_argument("--label", help="label of the snapshot that holds the runs")
-    ben.add_argument("--cwd", help="folder to run it in (default: here for local, else home)")
-    ben.add_argument("--sample-interval", type=float, default=DEFAULT_SAMPLE_INTERVAL,
-                     metavar="S", help="GPU telemetry every S seconds during each run; 0: off")
-    ben.add_argument("--run-timeout", type=float, default=DEFAULT_RUN_TIMEOUT, metavar="S",
-                     help=f"kill a run after S seconds (default {DEFAULT_RUN_TIMEOUT:g})")
-    add_capture_options(ben)
-    add_connection_options(ben)
-    ben.set_defaults(run=cmd_bench)
+def parse_arguments(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        # argparse reports a subcommand's unknown options from the top parser, with the top
+        # usage; the person needs the usage of the command they typed.
+        failed = subcommands(parser).get(args.command or "", parser)
+        if args.command in argv and extras[0] in argv and \
+                argv.index(extras[0]) < argv.index(args.command):
+            failed = parser   # unknown before the command: the top level's own
+        failed.error(f"unrecognized arguments: {' '.join(extras)}")
+    return args
 
 
-class Progress:
-    """A one-line counter on a terminal; a line per host otherwise (logs, CI)."""
+def quiet_paramiko_logger() -> None:
+    """paramiko logs tracebacks from its own threads; the error reaches the user as one line.
+    Set here, not in the library: a library module must not configure logging at import."""
+    import logging
 
-    def __init__(self, total: int, stream: TextIO) -> None:
-        self.total, self.done, self.failed = total, 0, 0
-        self.stream = stream
-        self.live = stream.isatty() and total > 1
-
-    def __call__(self, outcome: Outcome) -> None:
-        self.done += 1
-        self.failed += not outcome.ok
-        if self.live:
-            self.stream.write(f"\r{self.done}/{self.total} hosts, {self.failed} failed")
-            self.stream.write("\n" if self.done == self.total else "")
-            self.stream.flush()
+    logger = logging.getLogger("paramiko")
+    if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
+        logger.addHandler(logging.NullHandler())
+    logger.propagate = False
 
 
-def render_outcome(outcome: Outcome, out: TextIO, err: TextIO) -> None:
-    if outcome.error:
-        err.write(f"error: {outcome.error}\n")
-        return
-    out.write(f"{outcome.host.name}: saved {outcome.label} -> {outcome.path} "
-              f"({outcome.seconds:.2f}s)\n")
-    for problem in outcome.problems:
-        err.write(f"warning: {outcome.host.name}: {problem}\n")
+def run(argv: list[str]) -> int:
+    parser = build_parser(argv)
+    args = parse_arguments(parser, argv)
+    if args.command is None:
+        sys.stderr.write(parser.format_help() + "\nenvsnap: error: no command given\n")
+        return EXIT_USAGE
+    if getattr(args, "reaches_hosts", False):
+        quiet_paramiko_logger()
+    command: Command = args.run
+    return command(args)
 
 
-def cmd_capture(args: argparse.Namespace) -> int:
-    from envsnap.hosts.capture import CaptureOptions, capture
-    from envsnap.hosts.inventory import load_inventory, resolve_hosts
+def stdout_reader_gone() -> bool:
+    """Whether stdout is a pipe whose reader has closed it (`envsnap diff a b | head -1`)."""
+    import select
 
-    overrides: dict[str, Any] = {"repos": args.repo, "procs": args.proc, "python": args.python,
-                                 "hot_paths": args.hot_path}
-    hosts = resolve_hosts(args.hosts, load_inventory(args.inventory), overrides)
-    options = CaptureOptions(label=args.label, force=args.force, forks=args.forks,
-                             connect_timeout=args.connect_timeout,
-                             collector_timeout=args.collector_timeout,
-                             accept_new_host_keys=args.accept_new_host_keys,
-                             max_patch_bytes=args.max_patch_bytes)
-    outcomes = capture(hosts, Store(args.store), options, Progress(len(hosts), sys.stderr))
-    for outcome in outcomes:
-        render_outcome(outcome, sys.stdout, sys.stderr)
-    failed = [o for o in outcomes if not o.ok]
-    if failed and len(outcomes) > 1:
-        sys.stderr.write(f"{len(failed)} of {len(outcomes)} hosts failed or partly failed\n")
-    return EXIT_HOST if failed else EXIT_OK
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(event & select.POLLERR for _, event in poller.poll(0))
+    except (OSError, ValueError, AttributeError):   # no real descriptor: not a pipe
+        return False
 
 
-def cmd_list(args: argparse.Namespace) -> int:
-    entries = Store(args.store).entries()
-    if not entries:
-        print(f"no snapshots in {args.store}")
-        return EXIT_OK
-    width = max(len(entry.label) for entry in entries)
-    for entry in entries:
-        print(f"{entry.label:<{width}}  {entry.captured_at:<25}  {entry.host}")
-    return EXIT_OK
+def silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush has nowhere to fail."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
-def cmd_show(args: argparse.Namespace) -> int:
-    document = Store(args.store).load(args.label)
-    if args.json:
-        print(json.dumps(document, indent=2, sort_keys=True))
+def debugging() -> bool:
+    return os.environ.get("ENVSNAP_DEBUG", "") not in ("", "0")
+
+
+def internal_error(error: BaseException, argv: list[str]) -> int:
+    if debugging():
+        import traceback
+
+        traceback.print_exception(type(error), error, error.__traceback__)  # 3.9 form
     else:
-        sys.stdout.write(dump_yaml(document))
-    return EXIT_OK
-
-
-def fleet_sources(names: list[str], store: Store) -> list[str]:
-    """Files, labels, or folders (a fleet capture's LABEL/ in the store) of snapshots."""
-    found: list[str] = []
-    for name in names:
-        folder = Path(name) if Path(name).is_dir() else store.root / name
-        if folder.is_dir():
-            found += sorted(str(p) for p in folder.iterdir() if p.suffix in SNAPSHOT_SUFFIXES)
-        else:
-            found.append(name)
-    return found
-
-
-def cmd_diff(args: argparse.Namespace) -> int:
-    # Imported here, and only the form asked for: `diff` should start about as fast as
-    # python loading the two files, and other commands should not pay for it at all.
-    store = Store(args.store)
-    sections = tuple(s.strip() for s in (args.section or "").split(",") if s.strip())
-    color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
-    if args.fleet is not None:
-        return diff_fleet(args, store, sections, color)
-    if len(args.snapshots) != 2:
-        raise UsageError("diff takes two snapshots, A and B (or --fleet FILE...)")
-    from envsnap.diff.compare import DiffOptions, diff
-
-    first, second = args.snapshots
-    options = DiffOptions(include_volatile=args.all, sections=sections)
-    result = diff(store.load(first), store.load(second), options, (first, second))
-    if args.json or args.markdown:
-        from envsnap.diff.render_formats import as_json, markdown
-
-        sys.stdout.write(as_json(result, args.all) if args.json else markdown(result, args.all))
-    else:
-        from envsnap.diff.render_text import human
-
-        sys.stdout.write(human(result, color, args.all))
-    return EXIT_DRIFT if result.drift else EXIT_OK
-
-
-def diff_fleet(args: argparse.Namespace, store: Store, sections: tuple[str, ...],
-               color: bool) -> int:
-    from envsnap.diff.fleet import fleet
-    from envsnap.diff.render_fleet import fleet_human, fleet_json, fleet_markdown
-
-    sources = fleet_sources(args.snapshots + args.fleet, store)
-    if len(sources) < 2:
-        raise UsageError("--fleet needs at least two snapshots")
-    report = fleet([store.load(s) for s in sources], sources, sections)
-    sys.stdout.write(fleet_json(report) if args.json else fleet_markdown(report)
-                     if args.markdown else fleet_human(report, color))
-    return EXIT_DRIFT if report.drift else EXIT_OK
-
-
-def cmd_bench(args: argparse.Namespace) -> int:
-    from envsnap.bench.run import BenchSpec, capture_and_bench, format_record
-    from envsnap.hosts.capture import CaptureOptions
-    from envsnap.hosts.inventory import load_inventory, resolve_hosts
-
-    spec = BenchSpec(cmd=args.cmd, metric=args.metric, repeat=args.repeat,
-                     lower_is_better=args.lower_is_better, cwd=args.cwd,
-                     sample_interval=args.sample_interval, run_timeout=args.run_timeout)
-    spec.check()   # a bad regex is refused before any host is contacted
-    overrides: dict[str, Any] = {"repos": args.repo, "procs": args.proc, "python": args.python}
-    hosts = resolve_hosts([args.host], load_inventory(args.inventory), overrides)
-    if len(hosts) != 1:
-        raise UsageError(f"bench runs on one host; {args.host!r} names {len(hosts)}")
-    options = CaptureOptions(label=args.label, force=args.force,
-                             connect_timeout=args.connect_timeout,
-                             accept_new_host_keys=args.accept_new_host_keys)
-    name = hosts[0].name
-
-    def progress(text: str) -> None:  # long runs: show each as it ends, on stderr
-        sys.stderr.write(f"{name}: {text}\n")
-        sys.stderr.flush()
-
-    outcome = capture_and_bench(hosts[0], spec, Store(args.store), options, progress)
-    sys.stdout.write("".join(line + "\n" for line in format_record(outcome.record)))
-    print(f"{hosts[0].name}: saved {outcome.label} -> {outcome.path}")
-    for problem in outcome.problems:
-        sys.stderr.write(f"warning: {hosts[0].name}: {problem}\n")
-    return EXIT_HOST if outcome.problems else EXIT_OK
-
-
-def add_play_parser(commands: Any) -> None:
-    play = commands.add_parser("play", help="run an Ansible-style playbook on hosts",
-                               epilog=EPILOG + "\n(play: 1 = only assert/verify tasks found "
-                               "drift, 3 = a task or host failed)")
-    play.add_argument("playbook", metavar="PLAYBOOK", help="YAML playbook (playbooks/*.yml)")
-    play.add_argument("-e", "--extra-vars", action="append", default=[], metavar="KEY=VALUE",
-                      help="variable for every task, highest precedence; also {...} or @file "
-                           "(repeatable); -e snapshot=LABEL loads that snapshot")
-    play.add_argument("-l", "--limit", action="append", default=[], metavar="HOST_PATTERN",
-                      help="only these hosts (inventory names or groups, [user@]host[:port], "
-                           "local; repeatable or comma-separated)")
-    play.add_argument("--check", action="store_true", help="report what would change, change "
-                                                           "nothing")
-    play.add_argument("--diff", action="store_true", help="show file and repo changes as diffs")
-    play.add_argument("--forks", type=int, default=DEFAULT_FORKS,
-                      help=f"hosts worked on at once (default {DEFAULT_FORKS})")
-    add_connection_options(play)
-    play.set_defaults(run=cmd_play)
-
-
-def cmd_play(args: argparse.Namespace) -> int:
-    from envsnap.hosts.inventory import load_inventory
-    from envsnap.playbook.load import load, parse_extra_vars
-    from envsnap.playbook.render import render_event, render_recap
-    from envsnap.playbook.run import PLAY_EXIT_CODES, RunOptions, run_playbook
-
-    options = RunOptions(extra_vars=parse_extra_vars(args.extra_vars), limit=tuple(args.limit),
-                         check=args.check, diff=args.diff, forks=args.forks,
-                         connect_timeout=args.connect_timeout,
-                         accept_new_host_keys=args.accept_new_host_keys)
-
-    def show(event: Any) -> None:
-        sys.stdout.write(render_event(event, args.diff))
-        sys.stdout.flush()
-
-    result = run_playbook(load(args.playbook), load_inventory(args.inventory),
-                          Store(args.store), options, show)
-    sys.stdout.write(render_recap(result, args.check))
-    return PLAY_EXIT_CODES[result.outcome]
+        sys.stderr.write(internal_error_line(error, argv) + "\n")
+    return EXIT_INTERNAL
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    command: Callable[[argparse.Namespace], int] = args.run
+    """The one top-level handler: no traceback reaches the user, whatever happens."""
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    code = EXIT_OK   # what a command that ran to its end said, if its output pipe then closed
     try:
-        return command(args)
+        code = run(arguments)
+        sys.stdout.flush()   # a closed pipe shows here, not in the interpreter's exit
+        return code
     except EnvsnapError as exc:
         sys.stderr.write(f"envsnap: error: {exc}\n")
         return exc.exit_code
     except KeyboardInterrupt:
         sys.stderr.write("envsnap: interrupted\n")
-        return 130
-    except BrokenPipeError:
-        return EXIT_OK
-
-
+        return EXIT_INTERRUPTED
+    except BrokenPipeError as exc:
+        if not stdout_reader_gone():   # a pipe of envsnap's own (a subprocess): a bug
+            return internal_error(exc, arguments)
+        silence_stdout()
+        return code
+    except Exception as exc:   # the one place that catches everything: a bug in envsnap
+        return internal_error(exc, arguments)
 
 
 if __name__ == "__main__":

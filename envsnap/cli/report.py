@@ -6,34 +6,40 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from envsnap.cli.options import add_store_option
+from envsnap.cli.options import add_store_option, exit_codes
 from envsnap.defaults import REPORT_FORMATS
-from envsnap.errors import EXIT_OK, UsageError
+from envsnap.errors import EXIT_INVALID, EXIT_OK, EXIT_USAGE, UsageError
 
-EPILOG = """exit codes: 0 the report was written (whatever --vs found: a report is a
-rendering; `envsnap diff` is the check that exits 1 on drift), 2 usage error or a file that
-cannot be written, 4 invalid snapshot"""
+EPILOG = exit_codes(
+    (EXIT_OK, "the report was written, whatever --vs found: a report is a rendering; "
+              "`envsnap diff` is the check that exits 1 on drift"),
+    (EXIT_USAGE, "usage error: bad argument, unknown label, a file that cannot be written"),
+    (EXIT_INVALID, "invalid snapshot"),
+)
 SUFFIX_FORMATS = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html",
                   ".json": "json"}
 
 
-def add_report_parser(commands: Any) -> None:
+def register(commands: Any) -> None:
     rep = commands.add_parser("report", epilog=EPILOG,
                               help="a bug report of a snapshot (markdown, html, json), "
                                    "optionally compared with another, or a bundle")
     rep.add_argument("label", metavar="LABEL", help="a label in the store or a snapshot file")
-    rep.add_argument("--vs", metavar="LABEL", help="compare with this (older, good) snapshot")
+    rep.add_argument("--vs", metavar="LABEL",
+                     help="compare with this (older, good) snapshot (default: no comparison)")
     rep.add_argument("--format", choices=REPORT_FORMATS,
-                     help="md (default), html (one self-contained file) or json; "
-                          "default from -o's suffix")
-    rep.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+                     help="md, html (one self-contained file) or json (default: from -o's "
+                          "suffix, else md)")
+    rep.add_argument("-o", "--output", metavar="FILE",
+                     help="write here (default: stdout)")
     rep.add_argument("--bundle", metavar="FILE.tar.gz",
                      help="write a tar.gz of the snapshot(s), the report (md + html) and "
-                          "bench samples")
+                          "bench samples (default: no bundle)")
     rep.add_argument("--no-mask", action="store_true",
                      help="keep GPU UUIDs, serials, MAC-like ids and home paths (secrets stay "
-                          "redacted)")
-    rep.add_argument("--all", action="store_true", help="patches and long diff parts in full")
+                          "redacted; default: masked)")
+    rep.add_argument("--all", action="store_true",
+                     help="patches and long diff parts in full (default: shortened)")
     add_store_option(rep)
     rep.set_defaults(run=cmd_report)
 

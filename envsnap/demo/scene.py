@@ -5,11 +5,13 @@ code, a venv with a sitecustomize that sets the NCCL env, and a worker process s
 that env. The engineer's good state is benchmarked; a silent `git pull` brings nine commits,
 one of which slows the NCCL path; the bad state is benchmarked; then diff, restore with a
 rerun, and bisect find and undo the cause. Each step is a real `envsnap` command line, so
-what the demo prints is exactly what a user would see. Nothing here prints: cli.py does.
+what the demo prints is what a user would see (only the rollback hint is reworded: see
+runnable_here). Nothing here prints: envsnap/cli/demo.py does.
 """
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -20,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from envsnap.errors import EXIT_DRIFT, EXIT_OK
+
 PYNCCL = "python/sglang/srt/distributed/device_communicators/pynccl.py"
 PARALLEL_STATE = "python/sglang/srt/distributed/parallel_state.py"
 ENGINE = "python/sglang/srt/entrypoints/engine.py"
@@ -27,8 +31,16 @@ NCCL_ENV = {"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring", "NCCL_P2P_LEVEL": "SYS",
             "NCCL_MAX_NCHANNELS": "16"}
 METRIC = r"gen throughput \(token/s\): ([0-9.]+)"
 WORKER_TAG = "envsnap-demo-sglang-worker"
+# The incident in two sentences, for a reader who has not seen it (docs/STORY.md tells it).
+INTRODUCTION = (
+    "The STORY (docs/STORY.md): a GPU host served a large model with SGLang at 94 tok/s,\n"
+    "using EAGLE-3 speculative decoding (a small draft model guesses tokens, the large model\n"
+    "verifies them in one pass: ~19 ms per cycle). A day later, 'nothing changed', yet verify\n"
+    "took ~29 ms and speed fell to about 60 tok/s: a silent `git pull` had brought an NCCL\n"
+    "change.")
+ROLLBACK_HINT = re.compile(r"^rollback point: envsnap restore (\S+)$", re.MULTILINE)
 
-# The verify step dominates a speculative-decoding cycle (STORY.md): ~19 ms when good,
+# The verify step dominates a speculative-decoding cycle (docs/STORY.md): ~19 ms when good,
 # ~29 ms after the pull. The benchmark turns the checked-out code's verify time into tok/s.
 BENCH_ONE = '''\
 import os, random, runpy, sys
@@ -45,7 +57,7 @@ SITECUSTOMIZE = "".join(f"os.environ.setdefault({k!r}, {v!r})\n" for k, v in NCC
 class Step:
     title: str
     argv: list[str]
-    expect: tuple[int, ...] = (0,)            # exit codes that mean the step went as told
+    expect: tuple[int, ...] = (EXIT_OK,)      # exit codes that mean the step went as told
     prepare: Callable[[], None] | None = None  # what happens on the host before the command
     note: str = ""
 
@@ -71,6 +83,12 @@ class Scene:
     @property
     def python(self) -> Path:
         return self.root / "ml-env" / "bin" / "python3"
+
+    @property
+    def worker_tag(self) -> str:
+        # One per demo folder: a demo (or test suite) running beside this one has a worker
+        # and `envsnap --proc` command lines of its own that a shared tag would match too.
+        return f"{WORKER_TAG}-{self.root.name.rsplit('-', 1)[-1]}"
 
     def git(self, *args: str, cwd: Path | None = None) -> str:
         result = subprocess.run(["git", *args], cwd=cwd or self.checkout, env=self.env,
@@ -110,7 +128,7 @@ def set_up(root: Path | None = None) -> Scene:
     make_venv(scene)
     (scene.root / "bench_one.py").write_text(BENCH_ONE.replace("PYNCCL", PYNCCL))
     scene.worker = subprocess.Popen(
-        [str(scene.python), "-c", "import time; time.sleep(900)", WORKER_TAG],
+        [str(scene.python), "-c", "import time; time.sleep(900)", scene.worker_tag],
         env={**scene.env, **NCCL_ENV}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return scene
 
@@ -169,7 +187,7 @@ def bench_args(scene: Scene, label: str) -> list[str]:
     return envsnap("bench", "local", "--label", label, "--repeat", "5",
                    "--cmd", bench_command(scene), "--metric", METRIC,
                    "--repo", str(scene.checkout), "--python", str(scene.python),
-                   "--proc", WORKER_TAG)
+                   "--proc", scene.worker_tag)
 
 
 def steps(scene: Scene) -> list[Step]:
@@ -180,14 +198,27 @@ def steps(scene: Scene) -> list[Step]:
              bench_args(scene, "bad"), prepare=lambda: the_silent_pull(scene),
              note="meanwhile the local patch was stashed and something ran `git pull`"),
         Step("3. what changed, ranked by what matters", envsnap("diff", "good", "bad"),
-             expect=(1,)),
+             expect=(EXIT_DRIFT,)),
         Step("4. bring the good state back (your current work is stashed), rerun the benchmark",
              envsnap("restore", "good", "--yes", "--rerun")),
         Step("5. which of the nine pulled commits did it (noise-aware bisect)",
              envsnap("bisect", "good", "bad", "--repo", str(scene.checkout),
                      "--cmd", bench_command(scene), "--metric", METRIC, "--repeat", "5"),
-             expect=(1,)),
+             expect=(EXIT_DRIFT,)),
     ]
+
+
+def runnable_here(scene: Scene, output: str, keep: bool) -> str:
+    """Restore's "rollback point: envsnap restore X" names a snapshot in the demo's own store:
+    say how to reach that store from the user's shell (--keep), or that it goes with the demo."""
+    def reworded(found: re.Match[str]) -> str:
+        label = found.group(1)
+        if keep:
+            store = shlex.quote(scene.env["ENVSNAP_STORE"])
+            return f"rollback point: ENVSNAP_STORE={store} envsnap restore {label}"
+        return (f"rollback point: {label}, in the demo's store, which is deleted when the demo "
+                "ends (envsnap demo --keep keeps it)")
+    return ROLLBACK_HINT.sub(reworded, output)
 
 
 def run_step(scene: Scene, step: Step) -> subprocess.CompletedProcess[str]:

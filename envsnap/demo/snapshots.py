@@ -1,6 +1,6 @@
 """The STORY host as it was, as two snapshots: story-good (94 tok/s) and story-bad (60 tok/s).
 
-STORY.md happened on a machine we do not have, so its snapshots are built, not captured:
+docs/STORY.md happened on a machine we do not have, so its snapshots are built, not captured:
 8x RTX PRO 6000 Blackwell Server Edition on PCIe Gen5 x16 (no NVLink), driver 590.48.01
 (open kernel module built with GCC 12.2.0), CUDA 13.1, NCCL 2.27.5, torch 2.10.0+cu128,
 /root/ml-env/bin/python3, SGLang editable at /root/sglang moved from bba2fc4 to 3207427 by
@@ -174,7 +174,7 @@ def story_snapshot(name: str) -> dict[str, Any]:
     document = snapshot.build(agent_output(name), label=name, host=f"root@{HOSTNAME}",
                               address=HOSTNAME, captured_at=CAPTURED[name] + "+00:00",
                               config=config)
-    document["meta"]["envsnap_version"] = "0.1.0"  # the bytes must not move with releases
+    snapshot.set_meta(document, "envsnap_version", "0.1.0")  # the bytes must not move with releases
     document["bench"] = bench_record(name == "story-good", HOSTNAME, BUSES, GPU_NAME,
                                      epoch(CAPTURED[name]))
     return document

@@ -1,9 +1,9 @@
-"""The STORY's benchmark for examples.py: EAGLE-3 2-step decoding, 94 tok/s good, 60 bad.
+"""The STORY's benchmark for snapshots.py: EAGLE-3 2-step decoding, 94 tok/s good, 60 bad.
 
 Built as `envsnap bench` builds it: per-run GPU columns summarised by the agent's own
 benchsample.summarise, the agent's report turned into the record by bench.build_record.
-The telemetry says what STORY.md found by hand: P0 clocks near 2320 of 2430 MHz under load,
-36-38 C, no throttle reason, in both snapshots; only the code differs.
+The telemetry says what docs/STORY.md found by hand: P0 clocks near 2320 of 2430 MHz under
+load, 36-38 C, no throttle reason, in both snapshots; only the code differs.
 """
 from __future__ import annotations
 
@@ -19,6 +19,10 @@ VALUES = {True: [93.1, 94.2, 95.0, 92.8, 94.6], False: [59.8, 61.0, 60.2, 59.4, 
 VERIFY_MS = {True: [19.0, 18.8, 18.6, 19.1, 18.7], False: [29.4, 28.8, 29.1, 29.6, 28.9]}
 INTERVAL = 30.0
 TOKENS = 16 * 512
+# The benchmark's first line says what its numbers mean, for a reader of the snapshot who has
+# not seen the STORY (EAGLE-3, "2-step", "verify").
+LEGEND = ("EAGLE-3 speculative decoding: a draft model proposes 2 tokens per cycle (2-step), "
+          "the target model checks them in one verify pass\n")
 
 
 def iso(at: float) -> str:
@@ -44,7 +48,7 @@ def columns(index: int, run: int, seconds: float, good: bool) -> dict[str, list[
 def agent_run(run: int, value: float, started: float, buses: list[str],
               good: bool) -> dict[str, Any]:
     seconds = round(TOKENS / value + 1.7, 4)
-    tail = (f"requests: 16, output tokens: {TOKENS}, accept length 2.41\n"
+    tail = (LEGEND + f"requests: 16, output tokens: {TOKENS}, accept length 2.41\n"
             f"EAGLE-3 2-step: {value} tok/s (verify {VERIFY_MS[good][run - 1]} ms/cycle)\n")
     per_gpu = {bus: columns(index, run, seconds, good) for index, bus in enumerate(buses)}
     return {"exit_code": 0, "output_bytes": len(tail), "output_tail": tail, "run": run,

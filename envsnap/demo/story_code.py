@@ -1,4 +1,5 @@
-"""The STORY host's software for examples.py: python env, CUDA/NCCL, environment, git.
+"""The STORY host's software (docs/STORY.md) for snapshots.py: python env, CUDA/NCCL,
+environment, git.
 
 The SGLang checkout is the heart of the STORY: HEAD bba2fc4 in the good snapshot, then
 `git pull origin main` fast-forwards it to 3207427 over nine commits, one of them 0be30d4
@@ -169,6 +170,7 @@ def blob(text: str) -> dict[str, Any]:
 def uncommitted() -> dict[str, Any]:
     patch = blob("".join(file_diff(path, hunk) for path, hunk in sorted(HUNKS.items())))
     return {"digest": uncommitted_digest(patch["sha256"], {}), "dirty": True, "patch": patch,
+            "staged": blob(""),   # the local patches were never `git add`ed: tracked ".M"
             "tracked": {path: ".M" for path in sorted(HUNKS)}, "untracked": {},
             "untracked_count": 0, "untracked_truncated": False}
 

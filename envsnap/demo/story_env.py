@@ -1,6 +1,6 @@
-"""The STORY host's python, CUDA/NCCL stack and environment, for examples.py.
+"""The STORY host's python, CUDA/NCCL stack and environment, for snapshots.py.
 
-The NCCL tuning lives in sitecustomize.py (STORY.md), so it is in os.environ of every
+The NCCL tuning lives in sitecustomize.py (docs/STORY.md), so it is in os.environ of every
 python process that starts: the agent itself (its "shell" env), and the sglang workers that
 the server spawns after its own sitecustomize ran. The server process was exec'd from a login
 shell without them, so its /proc environ lacks them, exactly as a real capture would show.
@@ -11,6 +11,7 @@ import hashlib
 from typing import Any
 
 from envsnap.agent import env as agent_env
+from envsnap.agent.cuda_nccl import library_source
 from envsnap.demo.story_code import NCCL_TUNING, REPO, SITE, VENV, VENV_PYTHON, made_up_hex
 
 NVIDIA_WHEELS = {
@@ -85,7 +86,7 @@ def python_env_facts() -> dict[str, Any]:
 
 def cuda_nccl_facts() -> dict[str, Any]:
     nccl_lib = f"{SITE}/nvidia/nccl/lib/libnccl.so.2"
-    from_lib = {"source": f"ncclGetVersion:{nccl_lib}", "version": "2.27.5"}
+    from_lib = {"source": library_source("ncclGetVersion", nccl_lib), "version": "2.27.5"}
     return {
         "cuda_toolkit": {"source": "/usr/local/cuda/bin/nvcc --version", "version": "13.1.80"},
         "cuda_toolkits_installed": {"/usr/local/cuda-13": "13.1", "/usr/local/cuda-13.1": "13.1"},

@@ -4,7 +4,7 @@ Fast by design: the per-section digests recorded at capture time are compared fi
 sections that differ are walked. Sections are maps keyed by natural ids (bus id, package,
 env var, repo path), so the walk is a plain key-by-key descent that stops at every equal
 subtree (one C-level `==`), never a positional list diff; lists are compared whole. The few
-things whose natural id is not their key (workers, stashes) are re-keyed by views first.
+things whose natural id is not their key (workers, stashes) are re-keyed by keys.py first.
 """
 from __future__ import annotations
 
@@ -14,12 +14,30 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from envsnap.diff import rules
-from envsnap.diff.findings import ADDED, CHANGED, MISSING, NOT_CAPTURED, REMOVED, Finding
+from envsnap.diff.findings import (
+    ADDED,
+    CHANGED,
+    MISSING,
+    NOT_CAPTURED,
+    REMOVED,
+    Finding,
+    FindingKind,
+)
 from envsnap.diff.gitexplain import explain, hot_patterns
 from envsnap.diff.gpumerge import merge_alike
 from envsnap.diff.keys import Atom, env_view, repo_view
 from envsnap.errors import UsageError
-from envsnap.snapshot.document import section_digest
+from envsnap.snapshot.document import (
+    capture_config,
+    captured_at,
+    collector_error,
+    hostname,
+    section,
+    section_digest,
+    section_names,
+)
+from envsnap.snapshot.document import host as host_of
+from envsnap.snapshot.document import label as label_of
 
 SECTION_ORDER = ("system", "nvidia", "cuda_nccl", "python_env", "env", "git")
 # Raw bit masks beside their decoded name lists: one change, reported once.
@@ -106,50 +124,36 @@ def same_machine(a: Side, b: Side) -> bool:
 
 
 def side_of(document: dict[str, Any], source: str) -> Side:
-    meta = document.get("meta") or {}
-    hostname = section(document, "system").get("hostname")
-    return Side(label=str(meta.get("label") or source or "?"), host=str(meta.get("host", "?")),
-                hostname=hostname if isinstance(hostname, str) else None,
-                captured_at=str(meta.get("captured_at", "?")), source=source)
-
-
-def section(document: dict[str, Any], name: str) -> dict[str, Any]:
-    value = document["facts"].get(name)
-    return value if isinstance(value, dict) else {}
+    return Side(label=label_of(document, source or "?"), host=host_of(document),
+                hostname=hostname(document), captured_at=captured_at(document) or "?",
+                source=source)
 
 
 def sections_of(a: dict[str, Any], b: dict[str, Any], wanted: tuple[str, ...]) -> list[str]:
-    present = list(SECTION_ORDER) + sorted((set(a["facts"]) | set(b["facts"])) -
+    present = list(SECTION_ORDER) + sorted((set(section_names(a)) | set(section_names(b))) -
                                            set(SECTION_ORDER))
     unknown = [name for name in wanted if name not in present]
     if unknown:
         raise UsageError(f"unknown section {', '.join(unknown)}: choose from "
                          f"{', '.join(present)}")
-    names = [n for n in present if n in a["facts"] or n in b["facts"]]
+    names = [n for n in present if n in section_names(a) or n in section_names(b)]
     return [n for n in names if not wanted or n in wanted]
 
 
 def configured_hot_paths(*documents: dict[str, Any]) -> list[str]:
     found: list[str] = []
     for document in documents:
-        config = (document.get("meta") or {}).get("config") or {}
+        config = capture_config(document)
         found += [str(p) for p in config.get("hot_paths") or [] if str(p) not in found]
     return found
 
 
 # ---- one section -------------------------------------------------------------------------------
 
-def collector_error(document: dict[str, Any], name: str) -> str | None:
-    if name not in document["facts"]:
-        return "not in this snapshot"
-    info = (document["meta"].get("collectors") or {}).get(name)
-    return info.get("error") if isinstance(info, dict) else None
-
-
 def digest(document: dict[str, Any], name: str) -> str:
     """The digest recorded at capture; computed only for a snapshot that lacks it."""
     recorded = (document.get("digests") or {}).get(name)
-    return recorded if isinstance(recorded, str) else section_digest(document["facts"][name])
+    return recorded if isinstance(recorded, str) else section_digest(section(document, name))
 
 
 def compare_section(name: str, a: dict[str, Any], b: dict[str, Any], options: DiffOptions,
@@ -162,7 +166,7 @@ def compare_section(name: str, a: dict[str, Any], b: dict[str, Any], options: Di
             return []
         return [Finding(name, (), error_a, error_b, NOT_CAPTURED)]
     found: list[Finding] = []
-    before, after = a["facts"][name], b["facts"][name]
+    before, after = section(a, name), section(b, name)
     if digest(a, name) != digest(b, name):
         found += section_changes(name, before, after, patterns)
     elif before != after:
@@ -198,7 +202,8 @@ def unwrap(value: Any) -> Any:
     return value.value if isinstance(value, Atom) else value
 
 
-def walk(before: Any, after: Any, path: Path = ()) -> Iterator[tuple[Path, Any, Any, str]]:
+def walk(before: Any, after: Any,
+         path: Path = ()) -> Iterator[tuple[Path, Any, Any, FindingKind]]:
     if before == after:
         return
     if not (is_mapping(before) and is_mapping(after)):
@@ -225,12 +230,15 @@ def walk_findings(name: str, before: Any, after: Any, path: Path = (),
 # ---- env: workers matched by command line ------------------------------------------------------
 
 def env_changes(before: dict[str, Any], after: dict[str, Any]) -> list[Finding]:
-    view_a, pids_a = env_view(before)
-    view_b, pids_b = env_view(after)
+    view_a, known_a = env_view(before)
+    view_b, known_b = env_view(after)
     workers_a, workers_b = view_a.pop("processes"), view_b.pop("processes")
     found = walk_findings("env", view_a, view_b)
     for key in list(workers_a) + [k for k in workers_b if k not in workers_a]:
-        detail = {"worker": key, "pid_before": pids_a.get(key), "pid_after": pids_b.get(key)}
+        was, now = known_a.get(key), known_b.get(key)
+        rank = known_a[key].rank if key in known_a else known_b[key].rank   # one rank per key
+        detail = {"worker": key, "pid_before": was.pid if was else None,
+                  "pid_after": now.pid if now else None, "rank": rank}
         found += worker_changes(key, workers_a.get(key), workers_b.get(key), detail)
         if key not in workers_a:
             found += missing_in_worker(key, workers_b[key], view_b.get("shell") or {}, detail)
@@ -240,7 +248,7 @@ def env_changes(before: dict[str, Any], after: dict[str, Any]) -> list[Finding]:
 def missing_in_worker(key: str, worker: Any, shell: dict[str, Any],
                       detail: dict[str, Any]) -> list[Finding]:
     """A worker with nothing to compare against is still checked against the shell: a
-    tuning variable the shell has and the worker lacks is the STORY's first suspect."""
+    tuning variable the shell has and the worker lacks is the first suspect in docs/STORY.md."""
     env = worker.get("env") if isinstance(worker, dict) else None
     if not isinstance(env, dict) or "error" in env:
         return []
@@ -253,7 +261,7 @@ def worker_changes(key: str, before: Any, after: Any,
                    detail: dict[str, Any]) -> list[Finding]:
     path = ("processes", key)
     if before is None or after is None:
-        kind = ADDED if before is None else REMOVED
+        kind: FindingKind = ADDED if before is None else REMOVED
         return [Finding("env", path, before, after, kind, detail=detail)]
     env_a, env_b = before.get("env"), after.get("env")
     unreadable = [e for e in (env_a, env_b) if isinstance(e, dict) and "error" in e]

@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, Final, Literal, NamedTuple
 
 # The kinds of finding: how the fact moved, not how much it matters (that is rank).
 # "missing": set in the shell but absent from a worker seen for the first time.
-CHANGED, ADDED, REMOVED, NOT_CAPTURED = "changed", "added", "removed", "not_captured"
-MISSING = "missing"
+FindingKind = Literal["changed", "added", "removed", "not_captured", "missing"]
+CHANGED: Final = "changed"
+ADDED: Final = "added"
+REMOVED: Final = "removed"
+NOT_CAPTURED: Final = "not_captured"
+MISSING: Final = "missing"
 SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 PLAIN_KEY = re.compile(r"^[A-Za-z0-9_@{}:+-]+$")
 
@@ -21,6 +25,7 @@ class Rating(NamedTuple):
 
     rank: int
     why: str
+    restates: bool = False   # a catch-all's why: it says no more than the finding's own row
 
 
 @dataclass(frozen=True)
@@ -32,11 +37,12 @@ class Finding:
     path: tuple[str, ...]
     before: Any
     after: Any
-    kind: str = CHANGED
+    kind: FindingKind = CHANGED
     rank: int = 0
     why: str = ""
     volatile: bool = False
     detail: dict[str, Any] = field(default_factory=dict)
+    why_restates_row: bool = False   # from Rating.restates: the text view leaves such a why out
 
     @property
     def where(self) -> str:
@@ -97,7 +103,7 @@ def summary_of_mapping(value: dict[str, Any]) -> str:
         return f"dirty, patch {human_bytes(patch.get('bytes'))}" if value["dirty"] else "clean"
     for key in ("message", "name", "version"):
         if isinstance(value.get(key), str):
-            return value[key]
+            return str(value[key])
     return "{" + ", ".join(sorted(value)[:4]) + (", ..." if len(value) > 4 else "") + "}"
 
 

@@ -10,15 +10,18 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from envsnap.diff import rules
-from envsnap.diff.compare import SKIP_KEYS, collector_error, digest, is_mapping, section, unwrap
-from envsnap.diff.findings import ADDED, CHANGED, REMOVED, Finding
+from envsnap.diff.compare import SKIP_KEYS, digest, is_mapping, unwrap
+from envsnap.diff.findings import ADDED, CHANGED, REMOVED, Finding, FindingKind
 from envsnap.diff.gpumerge import merge_alike
 from envsnap.diff.keys import env_view, repo_view
 from envsnap.diff.patch_summary import summarise_tree
 from envsnap.errors import UsageError
+from envsnap.snapshot.document import collector_error, has_section, meta, section, section_names
+from envsnap.snapshot.store import Store
 
 # Keys whose values differ from host to host by nature, wherever they appear.
 HOST_UNIQUE = frozenset(["hostname", "boot_id", "uuid", "serial", "board_id", "pid",
@@ -51,7 +54,8 @@ class Disagreement:
         return {"section": self.section, "path": list(self.path),
                 "where": Finding(self.section, self.path, None, None).where,
                 "majority": summarise_tree(self.majority),
-                "majority_count": len(self.majority_hosts), "total": self.total,
+                "majority_count": len(self.majority_hosts),
+                "majority_hosts": self.majority_hosts, "total": self.total,
                 "tie": self.tie, "rank": self.rank, "why": self.why,
                 "others": [{"value": summarise_tree(value), "hosts": hosts}
                            for value, hosts in self.others]}
@@ -71,18 +75,46 @@ class FleetReport:
 def host_names(documents: list[dict[str, Any]], sources: list[str]) -> list[str]:
     """meta.host when it tells the hosts apart (a fleet capture), else labels or files."""
     for key in ("host", "label"):
-        names = [str((d.get("meta") or {}).get(key) or "") for d in documents]
+        names = [str(meta(d).get(key) or "") for d in documents]
         if all(names) and len(set(names)) == len(names):
             return names
     return sources
 
 
+SNAPSHOT_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def fleet_sources(names: list[str], store: Store) -> list[str]:
+    """Files, labels, or folders (a fleet capture's LABEL/ in the store) of snapshots.
+
+    A name that is none of these is refused here: a mistyped folder would otherwise count as
+    one snapshot and end as "needs at least two", or as a missing label."""
+    found: list[str] = []
+    for name in names:
+        folder = Path(name) if Path(name).is_dir() else store.root / name
+        if folder.is_dir():
+            found += sorted(str(p) for p in folder.iterdir() if p.suffix in SNAPSHOT_SUFFIXES)
+        elif Path(name).is_file() or is_label(store, name):
+            found.append(name)
+        else:
+            raise UsageError(f"{name}: folder does not exist (nor a snapshot file, nor a label "
+                             f"or fleet folder in the store {store.root})")
+    return found
+
+
+def is_label(store: Store, name: str) -> bool:
+    try:
+        return store.exists(name)
+    except UsageError:   # not even a label's shape (an absolute path, `..`)
+        return False
+
+
 def fleet(documents: list[dict[str, Any]], sources: list[str],
           sections: tuple[str, ...] = ()) -> FleetReport:
     hosts = host_names(documents, sources)
-    names = [n for n in sorted({name for d in documents for name in d["facts"]})
+    names = [n for n in sorted({name for d in documents for name in section_names(d)})
              if not sections or n in sections]
-    unknown = [n for n in sections if not any(n in d["facts"] for d in documents)]
+    unknown = [n for n in sections if not any(has_section(d, n) for d in documents)]
     if unknown:
         raise UsageError(f"unknown section {', '.join(unknown)}")
     found: list[Disagreement] = []
@@ -95,10 +127,11 @@ def fleet(documents: list[dict[str, Any]], sources: list[str],
                 missing.append((name, host, error))
             else:
                 captured.append((host, document))
-        first = captured[0][1]["facts"][name] if captured else None
+        first = section(captured[0][1], name) if captured else None
         # digests first; values too, since a hand-edited snapshot keeps its old digest
         if len({digest(d, name) for _, d in captured}) > 1 or \
-                any(d["facts"][name] != first for _, d in captured[1:]):
+                any(section(d, name) != first for _, d in captured[1:]):
+
             found += section_disagreements(name, captured)
     return FleetReport(hosts, sorted(found, key=lambda d: -d.rank), missing)
 
@@ -166,7 +199,7 @@ def rate(name: str, path: tuple[str, ...], groups: list[tuple[Any, list[str]]], 
          gpus: dict[str, dict[str, Any]]) -> Disagreement:
     """Ranked like a pairwise finding: the majority as before, the biggest minority as after."""
     (majority, hosts), (other, other_hosts) = groups[0], groups[1]
-    kind = ADDED if majority is ABSENT else REMOVED if other is ABSENT else CHANGED
+    kind: FindingKind = ADDED if majority is ABSENT else REMOVED if other is ABSENT else CHANGED
     finding = Finding(name, path, None if majority is ABSENT else majority,
                       None if other is ABSENT else other, kind)
     context = rules.Context(names=("the majority", other_hosts[0]), same_host=False,

@@ -12,6 +12,8 @@ import fnmatch
 from collections.abc import Iterable
 from typing import Any
 
+from envsnap.diff.findings import plural
+
 # (pattern, what it is): a commit touching a matching file is on a performance-hot path.
 DEFAULT_HOT_PATHS: list[tuple[str, str]] = [
     ("pynccl", "NCCL"), ("nccl", "NCCL"), ("parallel_state", "NCCL"),
@@ -184,10 +186,13 @@ def unreachable_note(new_repo: dict[str, Any]) -> str:
     elif new_repo.get("history_complete"):
         why = "the history was rewritten (the old HEAD is not an ancestor)"
     else:
-        why = f"it holds only the newest {len(history)} commits"
+        why = f"it holds only the newest {plural(len(history), 'commit')}"
     return f"the recorded history does not reach the old HEAD: {why}; commits between unknown"
 
 
 def verb_of(moves: list[dict[str, Any]]) -> str:
-    words = {str(m.get("message") or "").split(":", 1)[0].split(" ", 1)[0] for m in moves}
+    """The reflog's own word for the move. Entries that left HEAD where it was are not moves:
+    `git stash` writes "reset: moving to HEAD", which must not turn a checkout into a reset."""
+    moved = [m for m in moves if m.get("old") != m.get("new")] or moves
+    words = {str(m.get("message") or "").split(":", 1)[0].split(" ", 1)[0] for m in moved}
     return next((verb for word, verb in VERBS.items() if word in words), "new in")

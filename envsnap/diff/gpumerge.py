@@ -66,7 +66,7 @@ def merged(group: list[R], gpus: dict[str, Any]) -> R:
     why = first.why.replace(f"GPU {first.path[1]}", f"GPUs {path[1]}") \
                    .replace(old_where, path_text(path))
     if isinstance(first, Finding):
-        return replace(first, path=path, why=why,  # type: ignore[return-value]
+        return replace(first, path=path, why=why,
                        detail={**first.detail, "gpus": buses})
     return replace(first, path=path, why=why)  # type: ignore[type-var]
 

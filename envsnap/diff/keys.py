@@ -9,7 +9,7 @@ Shared by the pairwise diff and by fleet mode.
 """
 from __future__ import annotations
 
-import re
+from dataclasses import dataclass
 from typing import Any
 
 # Facts about a process that change on every restart or name another pid.
@@ -33,28 +33,32 @@ class Atom:
     __hash__ = None  # type: ignore[assignment]
 
 
-RANK_MARK = re.compile(r" \[rank ([^\]]+)\]$")
+@dataclass(frozen=True)
+class Worker:
+    """A worker process as the diff knows it: its key names it, pid and rank describe it."""
+
+    pid: str
+    rank: str | None    # the RANK a launcher (torchrun) set, also shown in the key
+
+
+def launcher_rank(info: dict[str, Any]) -> str | None:
+    env = info.get("env")
+    rank = env.get("RANK") if isinstance(env, dict) else None
+    return None if rank is None else str(rank)
 
 
 def worker_name(pid: str, info: dict[str, Any]) -> str:
     """The command line, with the worker's RANK where a launcher (torchrun) set one."""
     base = " ".join(str(arg) for arg in info.get("cmdline") or []) or f"pid {pid}"
-    env = info.get("env")
-    rank = env.get("RANK") if isinstance(env, dict) else None
+    rank = launcher_rank(info)
     return f"{base} [rank {rank}]" if rank is not None else base
-
-
-def rank_of(key: str) -> str | None:
-    """The RANK that worker_name put in a worker's key, if any."""
-    match = RANK_MARK.search(key)
-    return match.group(1) if match else None
 
 
 def worker_keys(processes: dict[str, Any]) -> dict[str, str]:
     """{pid: key}: the command line (and rank), numbered in start order when several workers
     still share one (eight tensor-parallel workers without a RANK often do)."""
     def started(pid: str) -> tuple[float, int]:
-        info = processes[pid] if isinstance(processes[pid], dict) else {}
+        info = info_of(processes[pid])
         start = info.get("start_since_boot_s")
         return (float(start) if isinstance(start, (int, float)) else 0.0,
                 int(pid) if pid.isdigit() else 0)
@@ -62,20 +66,25 @@ def worker_keys(processes: dict[str, Any]) -> dict[str, str]:
     keys: dict[str, str] = {}
     seen: dict[str, int] = {}
     for pid in sorted(processes, key=started):
-        info = processes[pid] if isinstance(processes[pid], dict) else {}
+        info = info_of(processes[pid])
         base = worker_name(pid, info)
         seen[base] = seen.get(base, 0) + 1
         keys[pid] = base if seen[base] == 1 else f"{base} #{seen[base]}"
     return keys
 
 
-def env_view(env: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-    """(the env section with workers keyed by command line, {key: pid})."""
+def env_view(env: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Worker]]:
+    """(the env section with workers keyed by command line, {key: the worker})."""
     processes = env.get("processes") or {}
     keys = worker_keys(processes)
     view = dict(env)
     view["processes"] = {key: process_view(processes[pid]) for pid, key in keys.items()}
-    return view, {key: pid for pid, key in keys.items()}
+    return view, {key: Worker(pid, launcher_rank(info_of(processes[pid])))
+                  for pid, key in keys.items()}
+
+
+def info_of(process: Any) -> dict[str, Any]:
+    return process if isinstance(process, dict) else {}
 
 
 def process_view(info: Any) -> Any:

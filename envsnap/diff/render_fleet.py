@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from envsnap.diff.findings import Finding, short
+from envsnap.diff.findings import Finding, plural, short
 from envsnap.diff.fleet import ABSENT, Disagreement, FleetReport
 from envsnap.diff.render_formats import cell, dumps
 from envsnap.diff.render_text import paint, rank_colour
@@ -16,13 +16,12 @@ def fleet_value(value: Any) -> str:
     return "(absent)" if value is ABSENT else short(value)
 
 
-def others_text(d: Disagreement, limit: int = 6) -> str:
-    parts = []
-    for value, hosts in d.others:
-        named = ", ".join(hosts[:limit]) + (f" +{len(hosts) - limit}" if len(hosts) > limit
-                                            else "")
-        parts.append(f"{named}: {fleet_value(value)}")
-    return "; ".join(parts)
+def hosts_text(hosts: list[str], limit: int = 6) -> str:
+    return ", ".join(hosts[:limit]) + (f" +{len(hosts) - limit}" if len(hosts) > limit else "")
+
+
+def others_text(d: Disagreement) -> str:
+    return "; ".join(f"{hosts_text(hosts)}: {fleet_value(value)}" for value, hosts in d.others)
 
 
 def fleet_summary(report: FleetReport) -> str:
@@ -30,15 +29,20 @@ def fleet_summary(report: FleetReport) -> str:
     head = f"fleet of {len(report.hosts)} snapshots: "
     if not report.drift:
         return head + "every compared fact agrees."
-    found = f"{count} fact{'s differ' if count != 1 else ' differs'} from the majority"
-    missing = f"; {len(report.not_captured)} sections not captured" if report.not_captured \
-        else ""
+    against = (f"between {' and '.join(report.hosts)}" if len(report.hosts) == 2
+               else "from the majority")   # two hosts have no majority: name them both
+    found = f"{count} fact{'s differ' if count != 1 else ' differs'} {against}"
+    missing = f"; {plural(len(report.not_captured), 'section')} not captured" \
+        if report.not_captured else ""
     return head + found + missing + "."
 
 
 def majority_text(d: Disagreement) -> str:
-    label = "no majority, first" if d.tie else "majority"
-    return f"{label} {fleet_value(d.majority)} ({len(d.majority_hosts)} of {d.total})"
+    """"majority 6.1 (30 of 32)"; in a tie, which hosts have the first value: no value
+    stands for the fleet, so none is shown without its hosts."""
+    if d.tie:
+        return f"no majority: {hosts_text(d.majority_hosts)}: {fleet_value(d.majority)}"
+    return f"majority {fleet_value(d.majority)} ({len(d.majority_hosts)} of {d.total})"
 
 
 def fleet_human(report: FleetReport, color: bool = False) -> str:

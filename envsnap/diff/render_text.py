@@ -1,6 +1,6 @@
 """Diff reports for a person: the verdict first, findings in rank order, what was checked.
 
-Pure functions from report to text; cli.py decides where the text goes and whether it is
+Pure functions from report to text; envsnap/cli/ decides where the text goes and whether it is
 coloured (only on a terminal). Long parts (commits, patches, sitecustomize) are blocks that
 the human form indents and the markdown form folds into <details>.
 """
@@ -197,8 +197,9 @@ def header(report: DiffReport) -> str:
 
 def restates_the_row(f: Finding) -> bool:
     """The catch-all rules (a reading, an unranked fact) explain nothing the row does not
-    already show: "system loadavg.1m (reading) 0.08 -> 0.22"."""
-    return f.why.startswith(f"{f.section} {f.where}")
+    already show: "system loadavg.1m (reading) 0.08 -> 0.22". The rule says so; the why's
+    text is not read back (a not-captured why starts the same way and holds the error)."""
+    return f.why_restates_row
 
 
 def human(report: DiffReport, color: bool = False, full: bool = False) -> str:

@@ -2,7 +2,7 @@
 
 The first rule that answers wins, so the order of RULES is the order of precedence. Ranks
 run 0-100, higher first; PERFORMANCE is the line the verdict draws: at or above it a change
-may affect performance (STORY.md: a pull touching the NCCL path outranks a temperature).
+may affect performance (docs/STORY.md: a pull touching the NCCL path outranks a temperature).
 Every rule is a pure function of (finding, context), tested on its own.
 """
 from __future__ import annotations
@@ -19,11 +19,11 @@ from envsnap.diff.findings import (
     Finding,
     Rating,
     human_bytes,
+    path_text,
     plural,
     short,
 )
 from envsnap.diff.gitexplain import CONFIGURED, verb_of
-from envsnap.diff.keys import rank_of
 
 HOT_CONFIGURED, HOT, CODE_MOVED = 100, 97, 90
 WORKER_ENV, ENV, PATCH, STARTUP_CODE = 85, 80, 78, 75
@@ -162,7 +162,7 @@ def worker_env(f: Finding, ctx: Context) -> Rating | None:
     if f.section != "env" or f.path[:1] != ("processes",) or len(f.path) < 2:
         return None
     worker = f"worker {f.detail.get('pid_after') or f.detail.get('pid_before') or f.path[1]}"
-    launcher_rank = rank_of(f.path[1])
+    launcher_rank = f.detail.get("rank")
     if launcher_rank is not None:  # which of eight alike workers: the launcher's RANK
         worker += f" (rank {launcher_rank})"
     if len(f.path) == 2:
@@ -170,7 +170,7 @@ def worker_env(f: Finding, ctx: Context) -> Rating | None:
         return Rating(WORKERS, f"{gone} not running in {ctx.names[1]}: its env is not compared"
                       if f.kind == REMOVED else f"new {gone}")
     if len(f.path) < 4 or f.path[2] != "env":
-        return Rating(WORKERS, moved(f, f"{worker} {f.where.split('.', 2)[-1]}"))
+        return Rating(WORKERS, moved(f, f"{worker} {path_text(f.path[2:])}"))
     name = f.path[3]
     rank = WORKER_ENV if is_perf_var(name) else OTHER_ENV
     if f.kind == MISSING:
@@ -306,11 +306,12 @@ def python_env(f: Finding, ctx: Context) -> Rating | None:
 
 
 def volatile(f: Finding, ctx: Context) -> Rating | None:
-    return Rating(VOLATILE, moved(f, f"{f.section} {f.where} (reading)")) if f.volatile else None
+    return Rating(VOLATILE, moved(f, f"{f.section} {f.where} (reading)"), restates=True) \
+        if f.volatile else None
 
 
 def anything(f: Finding, ctx: Context) -> Rating | None:
-    return Rating(OTHER, moved(f, f"{f.section} {f.where}".strip()))
+    return Rating(OTHER, moved(f, f"{f.section} {f.where}".strip()), restates=True)
 
 
 RULES: list[Rule] = [not_captured, code_moved, uncommitted, worker_env, shell_env, startup_code,
@@ -328,5 +329,6 @@ def rate(f: Finding, ctx: Context) -> Rating:
 
 def rank_all(findings: list[Finding], ctx: Context) -> list[Finding]:
     """Rated, most important first; ties keep the walk's order (section, then key order)."""
-    rated = [replace(f, rank=r.rank, why=r.why) for f in findings for r in [rate(f, ctx)]]
+    rated = [replace(f, rank=r.rank, why=r.why, why_restates_row=r.restates)
+             for f in findings for r in [rate(f, ctx)]]
     return sorted(rated, key=lambda f: -f.rank)

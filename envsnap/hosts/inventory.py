@@ -80,6 +80,7 @@ class Inventory:
 
     def __init__(self, document: Any, source: str = "<inventory>") -> None:
         self.source = source
+        self.given = document is not None    # False: the command was given no inventory
         self.hosts: dict[str, dict[str, Any]] = {}
         self.groups: dict[str, set[str]] = {}
         if document is None:
@@ -109,6 +110,13 @@ class Inventory:
         if pattern in self.hosts:
             return [pattern]
         return sorted(self.groups.get(pattern, set()))
+
+    def not_found_text(self) -> str:
+        """"not in inventory hosts.yml (groups: gpu, all) and ", or "" without one."""
+        if not self.given:
+            return ""
+        groups = f" (groups: {', '.join(self.groups)})" if self.groups else ""
+        return f"not in inventory {self.source}{groups} and "
 
     def host(self, name: str) -> Host:
         host_vars = self.hosts[name]
@@ -145,12 +153,36 @@ def resolve_hosts(patterns: list[str], inventory: Inventory,
     hosts: dict[str, Host] = {}
     for pattern in patterns:
         names = inventory.names(pattern)
-        found = [inventory.host(name) for name in names] or [parse_host_spec(pattern)]
+        found = [inventory.host(name) for name in names] or [ad_hoc_host(pattern, inventory)]
         for host in found:
             hosts.setdefault(host.name, with_vars(host, overrides or {}))
     if not hosts:
         raise UsageError("no hosts given")
     return list(hosts.values())
+
+
+def ad_hoc_host(pattern: str, inventory: Inventory) -> Host:
+    """A host the inventory does not name: `local`, or a spec SSH can find. A name that is
+    neither is most likely a typo, said as such before any connection is tried."""
+    # Imported here: transport imports this module (and paramiko, which `local` never needs).
+    from envsnap.hosts.transport import is_known_host
+
+    host = parse_host_spec(pattern)
+    if host.is_local or is_known_host(host.address):
+        return host
+    raise UsageError(f"{pattern}: {inventory.not_found_text()}not a known host")
+
+
+def inventory_of(host: Host) -> Inventory:
+    """An inventory of this one host, as it is (address, port, user, key, vars): for code
+    that holds a Host and hands it to the playbook engine, which finds hosts by name."""
+    if host.is_local:
+        how: dict[str, Any] = {"ansible_connection": "local"}
+    else:
+        how = {"ansible_host": host.address, "ansible_port": host.port,
+               "ansible_user": host.user, "ansible_ssh_private_key_file": host.key_file}
+    host_vars = {**host.vars, **{key: value for key, value in how.items() if value is not None}}
+    return Inventory({"all": {"hosts": {host.name: host_vars}}}, source=f"<{host.name}>")
 
 
 def with_vars(host: Host, overrides: dict[str, Any]) -> Host:

@@ -13,7 +13,7 @@
           check_mode: false               # run it for real even under --check (read-only tasks)
 
 Every error names `file:line`: a YAML syntax error, an unknown module or argument, a bad
-template or `when`, and (playrun.py) an undefined variable.
+template or `when`, and (run.py) an undefined variable.
 """
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 
 from envsnap.errors import PlaybookError, UsageError
+from envsnap.playbook.location import Where
 from envsnap.playbook.tasks import MODULES, ArgError
 from envsnap.playbook.templating import check_syntax, is_template
 
@@ -99,8 +100,13 @@ class Task:
     failed_when: str | None = None
     lines: Mapping[str, int] = field(default_factory=dict)   # task keyword -> line
 
-    def where(self, key: str | None = None) -> str:
-        return f"{self.source}:{self.lines.get(key, self.line) if key else self.line}"
+    def where(self, key: str | None = None) -> Where:
+        """The task's line, or the line of one of its keywords (`when`, `loop`, ...)."""
+        return Where(self.source, self.lines.get(key, self.line) if key else self.line)
+
+    @property
+    def args_where(self) -> Where:
+        return Where(self.source, self.args_line)
 
 
 @dataclass(frozen=True)
@@ -111,6 +117,10 @@ class Play:
     tasks: list[Task]
     line: int
     source: str
+
+    def where(self, line: int | None = None) -> Where:
+        """The play's first line, or another line of its file (a play var's)."""
+        return Where(self.source, self.line if line is None else line)
 
 
 @dataclass(frozen=True)
@@ -239,7 +249,7 @@ def check_args(module_name: str, args: Any, source: str, line: int) -> None:
 def check_keywords(task: LineDict, source: str) -> None:
     for key in EXPRESSION_KEYS:
         if key in task and not isinstance(task[key], bool):
-            check_syntax(str(task[key]), f"{source}:{task.key_lines[key]}", expression=True)
+            check_syntax(str(task[key]), Where(source, task.key_lines[key]), expression=True)
     if "loop" in task:
         check_templates(task["loop"], source, task.key_lines["loop"])
     for key in ("ignore_errors", "check_mode"):
@@ -269,7 +279,7 @@ def check_templates(value: Any, source: str, line: int) -> None:
     """Every template compiles: syntax errors surface at load, with their line."""
     for text, at in strings_with_lines(value, line):
         if is_template(text):
-            check_syntax(text, f"{source}:{at}")
+            check_syntax(text, Where(source, at))
 
 
 def strings_with_lines(value: Any, line: int) -> list[tuple[str, int]]:

@@ -13,6 +13,7 @@ from typing import Any, Callable
 from envsnap.errors import PlaybookError
 from envsnap.hosts.inventory import Host
 from envsnap.playbook.load import Play, Playbook, Task, strings_with_lines
+from envsnap.playbook.location import Where
 from envsnap.playbook.templating import ENV, HINTS, needed_names
 
 
@@ -59,14 +60,14 @@ def check_task(task: Task, known: set[str]) -> None:
 
 def check_value(value: Any, known: set[str], source: str, line: int) -> None:
     for text, at in strings_with_lines(value, line):
-        report(needed_names(text) - known, f"{source}:{at}")
+        report(needed_names(text) - known, Where(source, at))
 
 
-def check_expression(expression: str, known: set[str], where: str) -> None:
+def check_expression(expression: str, known: set[str], where: Where) -> None:
     report(needed_names(expression, expression=True) - known, where)
 
 
-def report(missing: set[str], where: str) -> None:
+def report(missing: set[str], where: Where) -> None:
     if missing:
         name = sorted(missing)[0]
         raise PlaybookError(f"{where}: undefined variable '{name}'{HINTS.get(name, '')}")

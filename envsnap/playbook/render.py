@@ -1,16 +1,23 @@
 """A playbook run as text, the way Ansible shows it: PLAY, TASK, a line per host, a RECAP.
 
-Pure functions from the engine's events to strings; cli.py writes them.
+Pure functions from the engine's events to strings; envsnap/cli/ writes them.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from envsnap.playbook.run import Event, PlayStarted, RunResult, TaskResult, TaskStarted
+from envsnap.playbook.run import (
+    Event,
+    PlayStarted,
+    RunResult,
+    TaskResult,
+    TaskStarted,
+    TaskStatus,
+)
 
 WIDTH = 79
-STATUS_WORDS = {"ok": "ok", "changed": "changed", "skipped": "skipping", "failed": "failed",
-                "unreachable": "unreachable"}
+STATUS_WORDS: dict[TaskStatus, str] = {"ok": "ok", "changed": "changed", "skipped": "skipping",
+                                       "failed": "failed", "unreachable": "unreachable"}
 
 
 def banner(title: str) -> str:
@@ -25,7 +32,7 @@ def item_label(item: Any) -> str:
 
 
 def result_line(result: TaskResult, show_diff: bool) -> str:
-    word = STATUS_WORDS.get(result.status, result.status)
+    word = STATUS_WORDS[result.status]
     if result.ignored:
         word += " (ignored)"
     item = f" => (item={item_label(result.item)})" if result.looped else ""

@@ -17,10 +17,10 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from functools import partial
-from typing import Any, Callable, Union
+from typing import Any, Callable, Literal, Union
 
 from envsnap.defaults import DEFAULT_CONNECT_TIMEOUT, DEFAULT_FORKS
 from envsnap.errors import (
@@ -36,14 +36,21 @@ from envsnap.errors import (
 from envsnap.hosts.inventory import Host, Inventory, resolve_hosts
 from envsnap.hosts.transport import Transport, open_transport
 from envsnap.playbook.load import Play, Playbook, Task
+from envsnap.playbook.location import Where
 from envsnap.playbook.names import check_names
 from envsnap.playbook.tasks import MODULES, ArgError, Context, ModuleResult
 from envsnap.playbook.templating import evaluate, render_string, render_text
 from envsnap.snapshot.store import Store
 
+# What became of one task on one host (Ansible's words; render.py says "skipping").
+TaskStatus = Literal["ok", "changed", "skipped", "failed", "unreachable"]
+FAILED: tuple[TaskStatus, ...] = ("failed", "unreachable")   # the host did not end as wanted
+# What became of the whole run: see RunResult.outcome.
+PlayOutcome = Literal["ok", "drift", "failed", "invalid"]
+
 # RunResult.outcome -> exit code (errors.py's table): drift is a finding, not an error.
-PLAY_EXIT_CODES = {"ok": EXIT_OK, "drift": EXIT_DRIFT, "failed": EXIT_HOST,
-                   "invalid": EXIT_INVALID}
+PLAY_EXIT_CODES: dict[PlayOutcome, int] = {"ok": EXIT_OK, "drift": EXIT_DRIFT,
+                                           "failed": EXIT_HOST, "invalid": EXIT_INVALID}
 
 
 @dataclass(frozen=True)
@@ -65,8 +72,8 @@ class TaskResult:
     task: int                # index of the task in its play
     name: str
     module: str
-    where: str               # file:line of the task
-    status: str              # ok | changed | skipped | failed | unreachable
+    where: Where             # the task's file and line
+    status: TaskStatus
     msg: str = ""
     diff: str = ""
     data: dict[str, Any] = field(default_factory=dict)
@@ -111,10 +118,9 @@ class RunResult:
         return counts
 
     @property
-    def outcome(self) -> str:
+    def outcome(self) -> PlayOutcome:
         """invalid (the playbook is wrong) > failed (a task or host failed) > drift > ok."""
-        counted = [r for r in self.results if r.status in ("failed", "unreachable")
-                   and not r.ignored]
+        counted = [r for r in self.results if r.status in FAILED and not r.ignored]
         if any(r.invalid for r in counted):
             return "invalid"
         if any(not r.drift for r in counted):
@@ -186,7 +192,7 @@ class Runner:
         for name, value in play.vars.items():
             if name in self.extra:
                 continue
-            where = f"{play.source}:{play.vars.key_lines[name]}"
+            where = play.where(play.vars.key_lines[name])
             rendered = render_value(value, self.variables(state), where)
             state.play_vars.update(self.with_snapshot({name: rendered}))
 
@@ -233,7 +239,7 @@ class Runner:
         except PlaybookError as exc:
             state.stopped = True
             result = TaskResult(host=state.host.name, play=index, task=-1, name="play vars",
-                                module="vars", where=f"{play.source}:{play.line}",
+                                module="vars", where=play.where(),
                                 status="failed", msg=str(exc), invalid=True)
             self.result.results.append(result)
             self.emit(result)
@@ -291,7 +297,7 @@ class Runner:
         if task.when is not None and not evaluate(task.when, variables, task.where("when")):
             return replace(base, status="skipped", msg=f"condition false: {task.when}")
         module = MODULES[task.module]
-        where = f"{task.source}:{task.args_line}"
+        where = task.args_where
         try:
             args = module.normalize(render_value(task.args, variables, where))
             outcome = module.run(self.context(task, state, variables), args)
@@ -308,7 +314,7 @@ class Runner:
 
     def context(self, task: Task, state: HostRun, variables: dict[str, Any]) -> Context:
         check = self.options.check and task.check_mode is not False
-        where = f"{task.source}:{task.args_line}"
+        where = task.args_where
         return Context(host=state.host, transport=state.transport, store=self.store,
                        check=check, diff=self.options.diff, base_dir=self.playbook.base_dir,
                        timestamp=self.timestamp,
@@ -329,13 +335,9 @@ class Runner:
         return outcome
 
 
-def replace(result: TaskResult, **changes: Any) -> TaskResult:
-    return TaskResult(**{**result.__dict__, **changes})
-
-
 def finished(base: TaskResult, outcome: ModuleResult, task: Task, seconds: float) -> TaskResult:
-    status = ("failed" if outcome.failed else "skipped" if outcome.skipped
-              else "changed" if outcome.changed else "ok")
+    status: TaskStatus = ("failed" if outcome.failed else "skipped" if outcome.skipped
+                          else "changed" if outcome.changed else "ok")
     return replace(base, status=status, msg=outcome.msg, diff=outcome.diff, data=outcome.data,
                    drift=outcome.drift, ignored=outcome.failed and task.ignore_errors,
                    seconds=seconds)
@@ -344,7 +346,7 @@ def finished(base: TaskResult, outcome: ModuleResult, task: Task, seconds: float
 def registered(task: Task, results: list[TaskResult]) -> dict[str, Any]:
     def one(result: TaskResult) -> dict[str, Any]:
         return {**result.data, "changed": result.status == "changed",
-                "failed": result.status in ("failed", "unreachable"),
+                "failed": result.status in FAILED,
                 "skipped": result.status == "skipped", "msg": result.msg, "diff": result.diff,
                 **({"item": result.item} if result.looped else {})}
     if not results[0].looped:  # no loop, or the loop itself could not be rendered
@@ -356,19 +358,17 @@ def registered(task: Task, results: list[TaskResult]) -> dict[str, Any]:
             "msg": "; ".join(r["msg"] for r in each if r["msg"])}
 
 
-def render_value(value: Any, variables: Mapping[str, Any], where: str) -> Any:
+def render_value(value: Any, variables: Mapping[str, Any], where: Where) -> Any:
     """Strings rendered, mappings and lists walked, each string reporting its own line."""
-    source = where.rpartition(":")[0]
     if isinstance(value, str):
         return render_string(value, variables, where)
     if isinstance(value, dict):
         lines = getattr(value, "key_lines", {})
-        return {key: render_value(item, variables,
-                                  f"{source}:{lines[key]}" if key in lines else where)
+        return {key: render_value(item, variables, where.at(lines[key]) if key in lines else where)
                 for key, item in value.items()}
     if isinstance(value, list):
         lines = getattr(value, "item_lines", None) or [None] * len(value)
-        return [render_value(item, variables, f"{source}:{line}" if line else where)
+        return [render_value(item, variables, where.at(line) if line else where)
                 for item, line in zip(value, lines)]
     return value
 

@@ -25,6 +25,7 @@ import yaml
 from jinja2 import meta, nodes
 
 from envsnap.errors import PlaybookError
+from envsnap.playbook.location import Where
 from envsnap.snapshot.store import label_from_name
 
 SINGLE_EXPRESSION = re.compile(r"^\{\{(?P<expr>.*)\}\}$", re.DOTALL)
@@ -108,15 +109,14 @@ def _expression(text: str) -> Any:
     return ENV.compile_expression(text, undefined_to_none=False)
 
 
-def where_line(where: str, exc: jinja2.TemplateSyntaxError) -> str:
+def where_line(where: Where, exc: jinja2.TemplateSyntaxError) -> Where:
     """A multi-line template's own line number moves the playbook line down."""
-    source, _, line = where.rpartition(":")
-    if source and line.isdigit() and exc.lineno and exc.lineno > 1:
-        return f"{source}:{int(line) + exc.lineno - 1}"
+    if exc.lineno and exc.lineno > 1:
+        return where.at(where.line + exc.lineno - 1)
     return where
 
 
-def check_syntax(text: str, where: str, expression: bool = False) -> None:
+def check_syntax(text: str, where: Where, expression: bool = False) -> None:
     """Compile now, at load time: a typo is reported before any host is touched."""
     try:
         _expression(bare_expression(text)) if expression else _template(text)
@@ -136,7 +136,7 @@ def describe(exc: Exception, text: str) -> str:
     return f"template error: {type(exc).__name__}: {exc} in {text.strip()!r}"
 
 
-def render_string(text: str, variables: Mapping[str, Any], where: str) -> Any:
+def render_string(text: str, variables: Mapping[str, Any], where: Where) -> Any:
     """A playbook string with the host's variables; see the module docstring for the type."""
     if not is_template(text):
         return text
@@ -152,7 +152,7 @@ def render_string(text: str, variables: Mapping[str, Any], where: str) -> Any:
         raise PlaybookError(f"{where}: {describe(exc, text)}") from None
 
 
-def render_text(text: str, variables: Mapping[str, Any], where: str) -> str:
+def render_text(text: str, variables: Mapping[str, Any], where: Where) -> str:
     """A template file's whole text: always a string (the native rule is for playbook values)."""
     try:
         return _template(text).render(**variables)
@@ -170,7 +170,7 @@ def defined(value: Any) -> Any:
     return value
 
 
-def evaluate(expression: str, variables: Mapping[str, Any], where: str) -> bool:
+def evaluate(expression: str, variables: Mapping[str, Any], where: Where) -> bool:
     try:
         return to_bool(_expression(bare_expression(expression))(**variables))
     except jinja2.TemplateSyntaxError as exc:

@@ -1,8 +1,8 @@
 """A bug report of one snapshot, optionally compared with another: the model and its JSON.
 
-build_report gathers what a report shows (report_facts: the summary rows; report_parts: the
+build_report gathers what a report shows (facts.py: the summary rows; parts.py: the
 folded long parts; the diff module and its own renderers for the comparison) and masks it
-(mask.py) as one last step, so every rendering (report_render: markdown and html; as_json
+(snapshot/mask.py) as one last step, so every rendering (render.py: markdown and html; as_json
 here) shows the same masked text. Library code: never prints.
 
 A report is a rendering, not a check: `envsnap report --vs` exits 0 whatever drifted;
@@ -17,12 +17,14 @@ from typing import Any
 
 from envsnap import __version__
 from envsnap.diff.compare import DiffOptions, DiffReport, diff, side_of
+from envsnap.diff.findings import plural
 from envsnap.diff.render_formats import as_json as diff_json
 from envsnap.diff.render_formats import markdown as diff_markdown
 from envsnap.diff.render_text import blocks, change_text, verdict
 from envsnap.errors import StoreError
 from envsnap.report.facts import Fact, summary
 from envsnap.report.parts import Part, parts
+from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.document import problems
 from envsnap.snapshot.mask import Masker
 from envsnap.snapshot.store import atomic_write
@@ -86,9 +88,9 @@ def build_report(document: dict[str, Any], vs: dict[str, Any] | None = None,
     side = side_of(shown, sources[0])
     report = Report(
         label=side.label,
-        subject=dict(side.as_json(), envsnap_version=shown["meta"].get("envsnap_version")),
+        subject=dict(side.as_json(), envsnap_version=snapshot.envsnap_version(shown)),
         masked=options.mask, not_captured=problems(shown), summary=summary(shown),
-        bench=bench_facts(shown.get("bench")),
+        bench=bench_facts(snapshot.bench(shown)),
         comparison=compare(vs, document, sources[1], sources[0], options.full) if vs else None,
         parts=parts(shown, options.full))
     masked: Report = masker.tree(report)
@@ -123,7 +125,8 @@ def bench_facts(record: Any) -> list[Fact]:
     better = "lower" if record.get("lower_is_better") else "higher"
     rows = [Fact("command", str(record.get("command"))),
             Fact("metric", f"{record.get('metric')} ({better} is better)"),
-            Fact("runs", f"{s.get('n')} runs: " + ", ".join(f"{v:g}" for v in record["values"])),
+            Fact("runs", f"{plural(int(s.get('n') or 0), 'run')}: "
+                         + ", ".join(f"{v:g}" for v in record["values"])),
             Fact("median", f"{s.get('median'):g} (min {s.get('min'):g}, max {s.get('max'):g}, "
                            f"spread {spread}, stdev {s.get('stdev', 0):.3g})"),
             Fact("when", f"{record.get('started_at', '?')} to {record.get('finished_at', '?')}")]
@@ -140,7 +143,8 @@ def telemetry_facts(telemetry: dict[str, Any]) -> list[Fact]:
     busy = any(isinstance(gpu.get("busy"), dict) for gpu in gpus.values())
     when = "while busy" if busy else "over the runs (the GPU was never busy)"
     return [Fact("GPU telemetry", f"SM clock median {sm_clock_text(gpus)} MHz {when}, "
-                                  f"{len(gpus)} GPUs; clock event reasons seen: {reasons}")]
+                                  f"{plural(len(gpus), 'GPU')}; "
+                                  f"clock event reasons seen: {reasons}")]
 
 
 # ---- JSON ----------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from envsnap.errors import StoreError
+from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.mask import Masker, masked_document
 from envsnap.snapshot.store import dump_yaml, label_from_name
 
@@ -53,7 +54,7 @@ def unique_names(documents: list[dict[str, Any]]) -> list[str]:
     """A file name per snapshot from its label; two snapshots of one label stay apart."""
     names: list[str] = []
     for index, document in enumerate(documents):
-        name = label_from_name(str((document.get("meta") or {}).get("label") or "snapshot"))
+        name = label_from_name(snapshot.label(document, "snapshot"))
         names.append(name if name not in names else f"{name}-{index + 1}")
     return names
 
@@ -87,7 +88,7 @@ def write_bundle(path: str | Path, label: str, documents: list[dict[str, Any]],
                  rendered: dict[str, str], masker: Masker) -> list[str]:
     """Write the bundle atomically; the names of its members, in order."""
     found = members(label, documents, rendered, masker)
-    mtime = epoch_of((documents[0].get("meta") or {}).get("captured_at"))
+    mtime = epoch_of(snapshot.captured_at(documents[0]))
     write_bytes(Path(path), tar_gz(found, mtime))
     return [member.name for member in found]
 

@@ -1,6 +1,6 @@
 """The summary of one snapshot: the facts a bug report needs, one line each.
 
-STORY.md lists what an engineer checked by hand, one command at a time; each row here is
+docs/STORY.md lists what an engineer checked by hand, one command at a time; each row here is
 one of those answers. A section whose collector failed says "not captured: <error>", never
 an empty cell, so a reader can tell "not recorded" from "absent".
 """
@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Union
 
 from envsnap.diff import rules
-from envsnap.diff.compare import collector_error
 from envsnap.diff.findings import plural, short
+from envsnap.snapshot import document as snapshot
+from envsnap.snapshot.document import collector_error
 
 KEY_ENV_PREFIXES = ("NCCL_", "CUDA_")
 # Assignments in sitecustomize: os.environ["X"] = ..., os.environ.setdefault("X", ...)
@@ -39,14 +40,13 @@ class Facts:
 
     def __init__(self, document: dict[str, Any]) -> None:
         self.document = document
-        self.meta: dict[str, Any] = document.get("meta") or {}
+        self.meta: dict[str, Any] = snapshot.meta(document)
 
     def section(self, name: str) -> dict[str, Any]:
         error = collector_error(self.document, name)
         if error:
             raise RowValue(not_captured(error))
-        value = self.document["facts"].get(name)
-        return value if isinstance(value, dict) else {}
+        return snapshot.section(self.document, name)
 
     def part(self, name: str, read: Callable[[dict[str, Any]], str]) -> str:
         """One section's part of a row that draws on several sections."""
@@ -120,12 +120,21 @@ def nccl(f: Facts) -> str:
     parts = [f"torch loads {version_of(info.get('torch'))}"]
     parts += [f"wheel {name} {version_of(v)}" for name, v in sorted((info.get("wheels") or
                                                                      {}).items())]
-    torch_lib = str((info.get("torch") or {}).get("source") or "").split(":", 1)[-1]
-    others = [f"{version_of(v)} at {path}" for path, v in sorted((info.get("libraries") or
-                                                                  {}).items()) if path != torch_lib]
+    libraries = info.get("libraries") or {}
+    used = torch_library(info.get("torch"), libraries)
+    others = [f"{version_of(v)} at {path}" for path, v in sorted(libraries.items()) if path != used]
     if others:
         parts.append("other libnccl: " + ", ".join(others))
     return "; ".join(parts)
+
+
+def torch_library(used: Any, libraries: dict[str, Any]) -> str | None:
+    """The path of the libnccl torch loads. The agent records torch's entry as a copy of that
+    library's entry in `libraries` (keyed by path), so the path is looked up, never cut out
+    of the `source` text ("ncclGetVersion:<path>"), which is there for a person to read."""
+    if not isinstance(used, dict):
+        return None
+    return next((path for path, entry in libraries.items() if entry == used), None)
 
 
 def torch(f: Facts) -> str:

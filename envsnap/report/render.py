@@ -2,7 +2,7 @@
 
 Pure functions from a (masked) Report to text. The comparison is the diff's own markdown
 (render_formats.markdown); the html lays out the same verdict, findings and blocks that
-render.py computes, so a finding reads the same everywhere. The html has inline CSS only:
+diff/render_text.py computes, so a finding reads the same everywhere. The html has inline CSS only:
 no script, no external asset, no link to fetch; every piece of text is escaped.
 """
 from __future__ import annotations

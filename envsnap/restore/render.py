@@ -1,20 +1,24 @@
-"""A restore report as text: the plan, what no tool can restore, the verdict. Pure; cli.py
+"""A restore report as text: the plan, what no tool can restore, the verdict. Pure; envsnap/cli/
 writes the lines."""
 from __future__ import annotations
 
+import re
+
 from envsnap.diff.findings import short
 from envsnap.playbook.render import item_label
-from envsnap.playbook.run import TaskResult
+from envsnap.playbook.run import FAILED, TaskResult
 from envsnap.restore.run import RestoreReport, advice_for
+
+WOULD = re.compile(r"\bwould\b")
 
 
 def plan_lines(report: RestoreReport, check: bool) -> list[str]:
-    lines = []
+    lines = list(report.notes)
     if report.pending == "resume":
         lines.append(f"resuming an interrupted restore on {report.host}")
     elif report.pending == "rollback":
         lines.append(f"rolling back an interrupted restore on {report.host}")
-    failed = [r for r in report.plan.results if r.status in ("failed", "unreachable")]
+    failed = [r for r in report.plan.results if r.status in FAILED]
     if failed:
         lines.append("restore stopped before changing anything:")
         return lines + [f"  {failure_text(result)}" for result in failed]
@@ -23,7 +27,7 @@ def plan_lines(report: RestoreReport, check: bool) -> list[str]:
     else:
         lines.append(f"plan for {report.host}" + (" (check mode: nothing changed)" if check
                                                   else "") + ":")
-        lines += [line for result in report.planned for line in change_lines(result)]
+        lines += [line for result in report.planned for line in change_lines(result, check)]
         lines += [f"  ~ pip install {pin}" for pin in report.pip_pins]
     return lines + remaining_lines(report)
 
@@ -33,9 +37,12 @@ def failure_text(result: TaskResult) -> str:
     return f"{result.name}{item}: {result.msg} ({result.where})"
 
 
-def change_lines(result: TaskResult) -> list[str]:
+def change_lines(result: TaskResult, check: bool = True) -> list[str]:
+    """The plan is made in check mode, so tasks say what they "would" do; when it is about to
+    be applied, it says what they "will" do."""
     item = f" [{item_label(result.item)}]" if result.looped else ""
-    lines = [f"  ~ {result.name}{item}" + (f": {result.msg}" if result.msg else "")]
+    msg = result.msg if check else WOULD.sub("will", result.msg)
+    lines = [f"  ~ {result.name}{item}" + (f": {msg}" if msg else "")]
     lines += [f"      {line}" for line in result.diff.splitlines()[:200]]
     return lines
 
@@ -56,7 +63,7 @@ def outcome_lines(report: RestoreReport) -> list[str]:
     if report.applied is None:
         return rerun_lines(report)
     lines = []
-    failed = [r for r in report.applied.results if r.status in ("failed", "unreachable")]
+    failed = [r for r in report.applied.results if r.status in FAILED]
     if failed:
         lines += [f"restore failed: {failure_text(result)}" for result in failed]
         lines.append(f"run `envsnap restore` again to resume, or `envsnap restore "

@@ -8,7 +8,7 @@
          --pip) is reported as remaining drift with what to do about it
       -> optionally rerun the snapshot's benchmark and give a verdict.
 
-A lock on the host and a journal in the store (restore_safety.py) guard the whole run.
+A lock on the host and a journal in the store (safety.py) guard the whole run.
 """
 from __future__ import annotations
 
@@ -19,16 +19,26 @@ from pathlib import Path
 from typing import Any, Callable
 
 from envsnap.bench import run as bench
+from envsnap.bench import stats as benchstats
 from envsnap.diff.compare import DiffOptions, diff
-from envsnap.diff.findings import Finding
+from envsnap.diff.findings import Finding, plural
 from envsnap.errors import HostError, UsageError
 from envsnap.hosts import capture
 from envsnap.hosts.capture import CaptureOptions
-from envsnap.hosts.inventory import Host, Inventory, resolve_hosts, with_vars
+from envsnap.hosts.inventory import Host, Inventory, inventory_of, resolve_hosts, with_vars
 from envsnap.hosts.transport import Follow, Result, Transport, open_transport
 from envsnap.playbook.load import load
 from envsnap.playbook.run import Event, RunOptions, RunResult, run_playbook
-from envsnap.restore.safety import HostLock, Journal, JournalBook, check_pending
+from envsnap.restore.safety import (
+    HostLock,
+    Journal,
+    JournalBook,
+    Pending,
+    check_pending,
+    owner_is_dead,
+)
+from envsnap.snapshot import document as snap
+from envsnap.snapshot.document import hostname
 from envsnap.snapshot.store import Store
 
 
@@ -59,6 +69,7 @@ class RestoreOptions:
     force_host: bool = False
     pip: bool = False
     rerun: bool = False
+    python: str | None = None          # --python: wins over the inventory and the snapshot
     capture: CaptureOptions = field(default_factory=CaptureOptions)
 
 
@@ -67,12 +78,13 @@ class RestoreReport:
     host: str
     plan: RunResult
     pre_restore: str | None = None              # set once something is about to change
-    pending: str | None = None                  # "resume" / "rollback" of an interrupted run
+    pending: Pending | None = None              # of an interrupted run
     applied: RunResult | None = None
     pip_pins: list[str] = field(default_factory=list)
     remaining: list[Finding] = field(default_factory=list)
     mismatches: list[str] = field(default_factory=list)   # restorable facts still off
-    rerun: tuple[dict[str, Any], dict[str, Any]] | None = None
+    rerun: tuple[dict[str, Any], benchstats.Comparison] | None = None
+    notes: list[str] = field(default_factory=list)        # --check: what may change the plan
 
     @property
     def planned(self) -> list[Any]:
@@ -90,26 +102,56 @@ def restore(store: Store, inventory: Inventory, options: RestoreOptions,
     document = store.load(options.label)
     host = target_host(document, inventory, options)
     book = JournalBook(store)
-    pending = check_pending(book.read(host.name), options.label)
+    notes: list[str] = []
+    try:
+        pending = check_pending(book.read(host.name), options.label)
+    except UsageError as exc:
+        if not options.check:
+            raise
+        pending, notes = None, [str(exc)]   # --check only looks: a pending restore is news
     transport = open_transport(host, options.capture.connect_timeout,
                                options.capture.accept_new_host_keys)
     try:
+        run = RestoreRun(document, host, transport, store, book, options, on_event)
+        if options.check:
+            # Read-only: no lock is taken, so a restore running now neither blocks the plan
+            # nor is disturbed by it; it is named instead, since it may change the host.
+            owner = HostLock(transport, host).holder()
+            if owner is not None and not owner_is_dead(owner):
+                pending, notes = None, []   # the journal is the running restore's own
+            report = run.restore(pending, confirm)
+            report.notes = notes + lock_notes(host.name, owner)
+            return report
         with HostLock(transport, host):
-            run = RestoreRun(document, host, transport, store, book, options, on_event)
             return run.restore(pending, confirm)
     finally:
         transport.close()
 
 
+def lock_notes(host_name: str, owner: str | None) -> list[str]:
+    """What --check says about the host's restore lock, which it never takes."""
+    if owner is None:
+        return []
+    if owner_is_dead(owner):
+        return [f"{host_name}: a stale restore lock ({owner}) is left on the host; the next "
+                "restore takes it over"]
+    return [f"{host_name}: another restore holds the lock ({owner}): the host may change "
+            "under this plan until it ends"]
+
+
 def target_host(document: dict[str, Any], inventory: Inventory,
                 options: RestoreOptions) -> Host:
     """The snapshot's host (or --host), capturing what the snapshot captured."""
-    config = document["meta"].get("config") or {}
-    pattern = options.host or str(document["meta"].get("host") or "local")
+    config = snap.capture_config(document)
+    pattern = options.host or snap.host(document, "local")
     hosts = resolve_hosts([pattern], inventory)
     if len(hosts) != 1:
         raise UsageError(f"--host {pattern!r} names {len(hosts)} hosts: restore one at a time")
-    wanted = {key: config.get(key) for key in ("repos", "procs", "python")}
+    wanted = {key: config.get(key) for key in ("repos", "procs")}
+    # The interpreter: --python, else the inventory's, else the one the snapshot ran with.
+    inventory_python = any(hosts[0].vars.get(key)
+                           for key in ("python", "ansible_python_interpreter"))
+    wanted["python"] = options.python or (None if inventory_python else config.get("python"))
     return with_vars(hosts[0], wanted)
 
 
@@ -125,7 +167,7 @@ class RestoreRun:
     options: RestoreOptions
     on_event: Callable[[Event], None] | None = None
 
-    def restore(self, pending: str | None,
+    def restore(self, pending: Pending | None,
                 confirm: Callable[[RestoreReport], bool]) -> RestoreReport:
         journal = self.book.read(self.host.name)
         before = self.capture("live")
@@ -144,12 +186,12 @@ class RestoreRun:
             # The rollback point is the host as it is now; a resumed run keeps the first one.
             journal = Journal(self.options.label, self.host.name,
                               save_rollback_point(self.store, before),
-                              before["meta"]["captured_at"])
+                              snap.captured_at(before) or "?")
         report.pre_restore = journal.pre_restore
         self.apply(report, journal)
         return report
 
-    def plan(self, before: dict[str, Any], pending: str | None) -> RestoreReport:
+    def plan(self, before: dict[str, Any], pending: Pending | None) -> RestoreReport:
         plan = self.playbook(check=True)
         pins = package_pins(self.document, before) if self.options.pip else []
         return RestoreReport(host=self.host.name, plan=plan, pending=pending, pip_pins=pins,
@@ -175,7 +217,7 @@ class RestoreRun:
     def capture(self, label: str) -> dict[str, Any]:
         return capture.snapshot_document(self.transport, self.host, label, self.options.capture)
 
-    def rerun(self) -> tuple[dict[str, Any], dict[str, Any]]:
+    def rerun(self) -> tuple[dict[str, Any], benchstats.Comparison]:
         return bench.rerun_and_compare(self.document, self.host, self.options.capture)
 
     def playbook(self, check: bool) -> RunResult:
@@ -187,14 +229,10 @@ def check_same_host(snapshot: dict[str, Any], live: dict[str, Any], force: bool)
     recorded = hostname(snapshot)
     current = hostname(live)
     if recorded and current and recorded != current and not force:
-        raise UsageError(f"snapshot {snapshot['meta'].get('label')!r} was taken on "
+        raise UsageError(f"snapshot {snap.label(snapshot)!r} was taken on "
                          f"{recorded}, this host is {current}: refusing (--force-host "
                          "restores it anyway)")
 
-
-def hostname(document: dict[str, Any]) -> str | None:
-    value = (document.get("facts", {}).get("system") or {}).get("hostname")
-    return value if isinstance(value, str) else None
 
 
 def save_rollback_point(store: Store, live: dict[str, Any]) -> str:
@@ -205,7 +243,7 @@ def save_rollback_point(store: Store, live: dict[str, Any]) -> str:
     while store.exists(label):
         number += 1
         label = f"pre-restore-{stamp}-{number}"
-    live["meta"]["label"] = label
+    snap.set_label(live, label)
     store.save(live, label)
     return label
 
@@ -235,7 +273,7 @@ def run_restore_playbook(host: Host, transport: Transport, store: Store,
     extra = {"snapshot": options.label, "force_host": True}
     run_options = RunOptions(extra_vars=extra, limit=(host.name,), check=check, diff=True,
                              transport=lambda _host: Lent(transport))
-    return run_playbook(load(str(RESTORE_PLAYBOOK)), Inventory(None), store, run_options,
+    return run_playbook(load(str(RESTORE_PLAYBOOK)), inventory_of(host), store, run_options,
                         on_event)
 
 
@@ -243,8 +281,8 @@ def restorable_mismatches(snapshot: dict[str, Any], after: dict[str, Any]) -> li
     """What restore puts back, compared exactly: HEAD, uncommitted patch, untracked files,
     sitecustomize. History, reflog and stashes differ after any restore, by design."""
     problems = []
-    repos_after = (after["facts"].get("git") or {}).get("repos") or {}
-    for path, repo in ((snapshot["facts"].get("git") or {}).get("repos") or {}).items():
+    repos_after = snap.repos(after)
+    for path, repo in snap.repos(snapshot).items():
         if not isinstance(repo, dict) or "head" not in repo:
             continue
         now = repos_after.get(path) or {}
@@ -264,7 +302,7 @@ def repo_fingerprint(repo: dict[str, Any]) -> dict[str, Any]:
 
 
 def customize_digest(document: dict[str, Any]) -> Any:
-    customize = (document["facts"].get("python_env") or {}).get("customize") or {}
+    customize = snap.section(document, "python_env").get("customize") or {}
     site = customize.get("sitecustomize")
     return site.get("sha256") if isinstance(site, dict) else site
 
@@ -292,8 +330,8 @@ def advice_for(finding: Finding) -> str:
 def package_pins(snapshot: dict[str, Any], live: dict[str, Any]) -> list[str]:
     """NAME==VERSION for each package whose version drifted or that went missing; packages
     added since the snapshot are left alone (uninstalling is not restore's call)."""
-    recorded = (snapshot["facts"].get("python_env") or {}).get("packages") or {}
-    current = (live["facts"].get("python_env") or {}).get("packages") or {}
+    recorded = snap.packages(snapshot)
+    current = snap.packages(live)
     return [f"{name}=={version}" for name, version in sorted(recorded.items())
             if isinstance(version, str) and current.get(name) != version]
 
@@ -304,4 +342,4 @@ def pin_packages(transport: Transport, host: Host, pins: list[str]) -> None:
     result = transport.run(command, timeout=1800)
     if result.exit_code != 0:
         last = (result.stderr.strip().splitlines() or ["?"])[-1]
-        raise HostError(f"{host.name}: pip could not pin {len(pins)} packages: {last}")
+        raise HostError(f"{host.name}: pip could not pin {plural(len(pins), 'package')}: {last}")

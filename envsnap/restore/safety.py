@@ -13,7 +13,7 @@ import shlex
 import socket
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from envsnap.errors import HostError, UsageError
 from envsnap.hosts.inventory import Host
@@ -22,6 +22,11 @@ from envsnap.snapshot.store import Store, atomic_write, label_from_name
 
 LOCK_DIR = ".cache/envsnap/restore.lock"
 JOURNAL_DIR = ".journal"
+
+# How a new restore relates to an interrupted one (check_pending).
+Pending = Literal["resume", "rollback"]
+# Where a restore was when its journal was last written (plain strings in the JSON).
+JournalState = Literal["planning", "applying", "verifying"]
 
 
 def owner_text() -> str:
@@ -66,6 +71,14 @@ class HostLock:
                    f"echo {shlex.quote(owner_text())} > {self.path}/owner")
         return self.transport.run(command, timeout=30).exit_code == 0
 
+    def holder(self) -> str | None:
+        """Who holds the lock now ("host pid"), only read; None when nobody does."""
+        result = self.transport.run(f"if [ -d {self.path} ]; then cat {self.path}/owner "
+                                    "2>/dev/null || true; else exit 1; fi", timeout=30)
+        if result.exit_code != 0:
+            return None
+        return result.stdout.strip() or "owner not written yet"
+
     def owner(self) -> str:
         return self.transport.run(f"cat {self.path}/owner", timeout=30).stdout.strip()
 
@@ -85,7 +98,7 @@ class Journal:
     host: str
     pre_restore: str         # the rollback point: `envsnap restore <pre_restore>`
     started: str
-    state: str = "planning"  # planning -> applying -> verifying; removed when done
+    state: JournalState = "planning"  # planning -> applying -> verifying; removed when done
 
 
 class JournalBook:
@@ -115,7 +128,7 @@ class JournalBook:
         self.path(host).unlink(missing_ok=True)
 
 
-def check_pending(journal: Journal | None, label: str) -> str | None:
+def check_pending(journal: Journal | None, label: str) -> Pending | None:
     """How a new restore relates to an interrupted one: None (none pending), "resume" (the
     same snapshot again) or "rollback" (its pre-restore point); anything else is refused."""
     if journal is None:

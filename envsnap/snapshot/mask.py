@@ -5,7 +5,8 @@ pasted into a public issue, so it goes further: identifiers of this particular h
 this particular user are masked too, by default.
 
 - GPU and MIG UUIDs: `GPU-d3208dcb-53e8-...` -> `GPU-<masked>`; any value under a key named
-  `uuid` or holding `serial` (board, chassis, module serials) -> `<masked>`.
+  `uuid` or with `serial` as a word of it (board, chassis, module serials) -> `<masked>`;
+  package names are names (`pyserial`, even `uuid`), never ids.
 - MAC-like ids (six or more `aa:bb:...` octets: NIC MACs, InfiniBand GUIDs).
 - Home paths: `/home/alice/x`, `/Users/alice/x`, `/root/x` -> `~/x`.
 - Secrets again, always (even with --no-mask): credential-looking values and URL passwords
@@ -32,7 +33,10 @@ MAC_LIKE = re.compile(r"(?<![0-9A-Fa-f:-])(?:(?:[0-9A-Fa-f]{2}:){5,}[0-9A-Fa-f]{
 # A home folder at the start of a path: not inside a longer name (/srv/home/x stays).
 HOME_PATH = re.compile(r"(?<![\w.~-])(?:/home/[^/\s:'\"]+|/Users/[^/\s:'\"]+|/root)"
                        r"(?=/|\s|$|[:'\",;)\]}])")
-ID_KEY = re.compile(r"^uuid$|serial", re.IGNORECASE)
+# A key that names a hardware id: `uuid`, or `serial` as a word of it (nvidia-smi's `serial`,
+# `board_serial`, `chassis_serial_number`, `SerialNumber`), never inside another word: the
+# package `pyserial` or `ast-serialize` is a name, not an id.
+ID_KEY = re.compile(r"^uuid$|(?:^|[_.\s])serial(?:_?number)?(?=$|[_.\s])", re.IGNORECASE)
 ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 
 
@@ -55,6 +59,10 @@ class Masker:
         if isinstance(value, str) and ENV_NAME.match(key) and is_secret_name(key) \
                 and value != REDACTED:
             return REDACTED
+        if key == "packages" and isinstance(value, dict):
+            # name -> version: PyPI has packages called `uuid` and `serial`
+            return {self.text(k) if isinstance(k, str) else k: self.tree(v)
+                    for k, v in value.items()}
         if self.mask and ID_KEY.search(key) and isinstance(value, (str, int)) and value != "":
             masked = GPU_UUID.sub(lambda m: f"{m.group(1)}-{MASKED}", str(value))
             return masked if masked != str(value) else MASKED

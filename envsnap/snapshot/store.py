@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 import yaml
 
 from envsnap.errors import SnapshotError, StoreError, UsageError
-from envsnap.snapshot.document import validate
+from envsnap.snapshot.document import captured_at, host, validate
 
 DEFAULT_STORE = "snapshots"
 SUFFIX = ".yaml"
@@ -26,7 +25,7 @@ Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 Dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
-class _BlockDumper(Dumper):  # type: ignore[misc, valid-type]
+class _BlockDumper(Dumper):  # type: ignore[misc]
     """Multi-line strings (patches, sitecustomize) as readable `|` blocks."""
 
 
@@ -71,6 +70,8 @@ def parse_document(text: str, source: str) -> Any:
 
 def atomic_write(path: Path, text: str) -> None:
     """Write beside the target then rename: a crash never leaves half a snapshot."""
+    import tempfile  # on use: reading snapshots (`envsnap diff`) never writes one
+
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
@@ -101,6 +102,8 @@ class Store:
 
     def check_writable(self) -> None:
         """Fail before any host is contacted, not after the capture is done."""
+        import tempfile
+
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             probe = tempfile.NamedTemporaryFile(dir=self.root, prefix=".probe-")
@@ -147,10 +150,9 @@ class Store:
         for path in sorted(self.root.rglob(f"*{SUFFIX}")):
             label = path.relative_to(self.root).with_suffix("").as_posix()
             try:
-                meta = self.load(str(path))["meta"]
+                document = self.load(str(path))
             except (SnapshotError, UsageError):
                 found.append(Entry(label, "?", "(unreadable)", path))
                 continue
-            found.append(Entry(label, str(meta.get("host", "?")),
-                               str(meta.get("captured_at", "?")), path))
+            found.append(Entry(label, host(document), captured_at(document) or "?", path))
         return found

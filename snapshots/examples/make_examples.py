@@ -1,9 +1,10 @@
-"""Build the STORY example snapshots: story-good.yaml and story-bad.yaml beside this file.
+"""Build the STORY (docs/STORY.md) example snapshots: story-good.yaml and story-bad.yaml
+beside this file.
 
     python3 snapshots/examples/make_examples.py [FOLDER]
     envsnap diff snapshots/examples/story-good.yaml snapshots/examples/story-bad.yaml
 
-The snapshots are built by envsnap.examples (see its docstring for what is the STORY's and
+The snapshots are built by envsnap.demo.snapshots (see its docstring for what is the STORY's and
 what is made up) and always come out byte for byte the same: tests/test_examples.py checks
 that the committed files are what this script writes.
 """

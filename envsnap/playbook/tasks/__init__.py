@@ -1,7 +1,8 @@
 """Task modules for playbooks, by name. See base.py for what a module is.
 
-restore.py can call a module's functions directly (tasks.git.stash(ctx, top, args), ...)
-or through a playbook; both get the same checks, check mode and results.
+Restore (envsnap/restore/run.py) uses them only through playbooks/restore.yml, like any
+playbook. Bisect (envsnap/bisect/tree.py) calls the git helpers in gitcmd.py and gitpatch.py
+directly, without the playbook engine.
 """
 from __future__ import annotations
 

@@ -11,6 +11,8 @@ from typing import Any
 
 from envsnap.bench import run as bench
 from envsnap.bench import stats as benchstats
+from envsnap.defaults import DEFAULT_REPEAT, DEFAULT_RUN_TIMEOUT, DEFAULT_SAMPLE_INTERVAL
+from envsnap.diff.findings import plural
 from envsnap.errors import BenchError
 from envsnap.playbook.tasks.base import (
     ArgError,
@@ -32,12 +34,12 @@ def spec_of(args: dict[str, Any]) -> bench.BenchSpec:
     except (TypeError, ValueError) as exc:
         raise ArgError(f"bench: {exc}") from None
     spec = bench.BenchSpec(cmd=as_str(args, "cmd"), metric=as_str(args, "metric"),
-                           repeat=int(numbers.get("repeat", bench.DEFAULT_REPEAT)),
+                           repeat=int(numbers.get("repeat", DEFAULT_REPEAT)),
                            lower_is_better=as_bool(args, "lower_is_better"),
                            cwd=str(args["cwd"]) if args.get("cwd") else None,
                            sample_interval=numbers.get("sample_interval",
-                                                       bench.DEFAULT_SAMPLE_INTERVAL),
-                           run_timeout=numbers.get("run_timeout", bench.DEFAULT_RUN_TIMEOUT))
+                                                       DEFAULT_SAMPLE_INTERVAL),
+                           run_timeout=numbers.get("run_timeout", DEFAULT_RUN_TIMEOUT))
     try:
         spec.check()
     except Exception as exc:  # UsageError for a bad regex or count: the playbook's fault
@@ -62,7 +64,8 @@ def run_benchmark(ctx: Context, args: dict[str, Any]) -> ModuleResult:
     spec = spec_of(args)
     baseline = baseline_values(ctx, args.get("baseline"))
     if ctx.check:
-        return ModuleResult(skipped=True, msg=f"would run {spec.cmd!r} {spec.repeat} times")
+        return ModuleResult(skipped=True,
+                            msg=f"would run {spec.cmd!r} {plural(spec.repeat, 'time')}")
     label = str(args.get("label") or "")
     if label and ctx.store.exists(label) and not as_bool(args, "force"):
         return failed(f"snapshot {label!r} already exists (force: true replaces it)")
@@ -84,7 +87,7 @@ def run_benchmark(ctx: Context, args: dict[str, Any]) -> ModuleResult:
 def summary_text(record: dict[str, Any]) -> str:
     summary = record["summary"]
     spread = "-" if summary["spread"] is None else f"{summary['spread']:.1%}"
-    return (f"median {summary['median']:g} over {summary['n']} runs "
+    return (f"median {summary['median']:g} over {plural(summary['n'], 'run')} "
             f"(min {summary['min']:g}, max {summary['max']:g}, spread {spread})")
 
 
@@ -94,7 +97,8 @@ def judged(args: dict[str, Any], spec: bench.BenchSpec, baseline: list[float],
     verdict = benchstats.compare(baseline, record["values"], spec.lower_is_better, threshold)
     data["verdict"] = verdict
     said += f"; vs baseline: {verdict['verdict']} ({verdict['why']})"
-    regressed = verdict["verdict"] == "regression" and as_bool(args, "fail_on_regression", True)
+    regressed = verdict["verdict"] == benchstats.REGRESSION and \
+        as_bool(args, "fail_on_regression", True)
     return ModuleResult(changed=True, failed=regressed, drift=regressed, msg=said, data=data)
 
 

@@ -1,6 +1,6 @@
 """`env_file`: environment variables that every future process gets, persisted on the host.
 
-As the STORY's engineer did: NCCL settings written into the interpreter's sitecustomize.py,
+As the engineer in docs/STORY.md did: NCCL settings written into the interpreter's sitecustomize.py,
 so the workers SGLang spawns get them too, whatever shell started the server. The block is
 kept between markers and replaced as a whole; the rest of the file is the user's and stays.
 Formats: `sitecustomize` (Python), `shell` (`export K=V`, for profile.d), `dotenv` (`K=V`).

@@ -10,7 +10,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from envsnap.hosts.capture import DEFAULT_COLLECTOR_TIMEOUT, CaptureOptions, snapshot_document
+from envsnap.defaults import DEFAULT_COLLECTOR_TIMEOUT
+from envsnap.diff.findings import plural
+from envsnap.hosts.capture import CaptureOptions, snapshot_document
 from envsnap.hosts.inventory import with_vars
 from envsnap.playbook.tasks.base import (
     ArgError,
@@ -70,7 +72,7 @@ def assert_facts(ctx: Context, args: dict[str, Any]) -> ModuleResult:
                  for path in drifted]
         return ModuleResult(failed=True, drift=True, msg="drifted: " + "; ".join(lines),
                             data={"facts": shown, "drifted": drifted})
-    return ModuleResult(msg=f"{len(expected)} facts as expected", data={"facts": shown})
+    return ModuleResult(msg=f"{plural(len(expected), 'fact')} as expected", data={"facts": shown})
 
 
 def expectations(ctx: Context, args: dict[str, Any]) -> dict[str, Any]:

@@ -6,7 +6,8 @@ Actions, in the order restore.yml runs them:
   stash        `git stash push --include-untracked` with a message; its sha is returned
                (nothing to do when given sha and patch and the tree already matches them)
   checkout     the commit (its branch when the branch still points there, else detached)
-  apply_patch  the snapshot's uncommitted patch, `git apply --check` first
+  apply_patch  the snapshot's uncommitted patch, `git apply --check` first; the index gets
+               the staged part alone when the snapshot recorded it
   untracked    the snapshot's untracked files whose content it kept
   verify       HEAD is the commit and `git diff HEAD` hashes to the snapshot's patch digest
 Nothing here runs `git reset --hard` or `git clean`: the user's work is only ever stashed.
@@ -17,6 +18,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Callable
 
+from envsnap.diff.findings import plural
 from envsnap.playbook.tasks.base import (
     ArgError,
     Context,
@@ -84,7 +86,7 @@ def preflight(ctx: Context, top: str, args: dict[str, Any]) -> ModuleResult:
             remove(ctx, quoted)
     said = f"{top}: {commit[:12]} present" + (f" ({note})" if note else "")
     if patch is not None and patch.data:
-        said += f"; its patch ({len(patch.files)} files) applies"
+        said += f"; its patch ({plural(len(patch.files), 'file')}) applies"
     return ModuleResult(changed=bool(note), msg=said, data={"commit": commit})
 
 
@@ -131,7 +133,8 @@ def stash(ctx: Context, top: str, args: dict[str, Any]) -> ModuleResult:
     if already_there(ctx, top, args):
         return ModuleResult(msg=f"{top}: already as in the snapshot, nothing to stash")
     untracked = sum(entry.startswith("??") for entry in entries)
-    what = f"{len(entries) - untracked} changed and {untracked} untracked files"
+    what = (f"{plural(len(entries) - untracked, 'changed file')} and "
+            f"{plural(untracked, 'untracked file')}")
     listing = "".join(f"  {entry}\n" for entry in entries) if ctx.diff else ""
     if ctx.check:
         return ModuleResult(changed=True, msg=f"{top}: would stash {what}", diff=listing)
@@ -147,7 +150,7 @@ def stash(ctx: Context, top: str, args: dict[str, Any]) -> ModuleResult:
                          f"cannot stash (submodules?): {', '.join(left[:5])}")
     return ModuleResult(changed=True, diff=listing, data={"stash": after, "message": message},
                         msg=f"{top}: stashed {what} as {after[:12]} ({message!r}); get them "
-                            f"back with: git -C {top} stash apply {after[:12]}")
+                            f"back with: git -C {top} stash apply --index {after[:12]}")
 
 
 def already_there(ctx: Context, top: str, args: dict[str, Any]) -> bool:
@@ -224,13 +227,31 @@ def apply_patch(ctx: Context, top: str, args: dict[str, Any]) -> ModuleResult:
     if base and now != resolve_commit(ctx, top, base):
         raise GitFailure(f"{top}: the patch was taken on {base[:12]} but HEAD is "
                          f"{(now or 'nothing')[:12]}: check out {base[:12]} first")
+    staged, why_not = staged_part(args.get("staged"))
     quoted = upload(ctx, patch)
+    staged_quoted = upload(ctx, staged) if staged is not None and staged.data else ""
     try:
-        apply(ctx, top, patch, quoted)
+        apply(ctx, top, patch, quoted, None if staged is None else (staged, staged_quoted))
     finally:
         remove(ctx, quoted)
+        if staged_quoted:
+            remove(ctx, staged_quoted)
+    index = "staged and unstaged as at capture" if staged is not None \
+        else f"all of it staged: {why_not}"
     return ModuleResult(changed=True, diff=diff, data={"sha256": patch.sha256},
-                        msg=f"{top}: applied the snapshot's patch ({len(patch.files)} files)")
+                        msg=f"{top}: applied the snapshot's patch "
+                            f"({plural(len(patch.files), 'file')}; {index})")
+
+
+def staged_part(value: Any) -> tuple[Patch | None, str]:
+    """The snapshot's staged patch (`git diff --cached` at capture), or None and why the index
+    cannot be put back as it was (then the whole patch is staged, as before)."""
+    if value is None:
+        return None, "the snapshot did not record the index"
+    try:
+        return patch_from(value), ""
+    except GitFailure as exc:
+        return None, str(exc)
 
 
 def check_patch(ctx: Context, top: str, patch: Patch, base: str, diff: str) -> ModuleResult:
@@ -245,7 +266,7 @@ def check_patch(ctx: Context, top: str, patch: Patch, base: str, diff: str) -> M
     finally:
         remove(ctx, quoted)
     return ModuleResult(changed=True, diff=diff, msg=f"{top}: would apply the snapshot's "
-                                                     f"patch ({len(patch.files)} files)")
+                                                     f"patch ({plural(len(patch.files), 'file')})")
 
 
 # ---- verify -----------------------------------------------------------------------------------
@@ -277,5 +298,5 @@ ACTIONS: Mapping[str, Action] = {
 }
 
 MODULE = Module(name="git", run=run_git_task, required=("repo", "action"),
-                optional=("sha", "branch", "fetch", "patch", "base", "message", "files"),
+                optional=("sha", "branch", "fetch", "patch", "staged", "base", "message", "files"),
                 choices={"action": tuple(ACTIONS)})

@@ -40,6 +40,18 @@ class Patch:
     def files(self) -> list[str]:
         return [m.group(2) for m in map(DIFF_HEADER.match, self.text.splitlines()) if m]
 
+    @property
+    def new_files(self) -> list[str]:
+        """The files the patch creates (a "new file mode" line right under their header)."""
+        found, current = [], None
+        for line in self.text.splitlines():
+            header = DIFF_HEADER.match(line)
+            if header:
+                current = header.group(2)
+            elif current and line.startswith("new file mode "):
+                found.append(current)
+        return found
+
 
 def patch_from(value: Any) -> Patch:
     """Plain patch text, or a snapshot blob {text | base64, sha256, truncated, redacted}."""
@@ -113,16 +125,43 @@ def check_on_commit(ctx: Context, top: str, commit: str, patch: Patch, quoted: s
                          f"{explain(result.stderr, patch)}")
 
 
-def apply(ctx: Context, top: str, patch: Patch, quoted: str) -> None:
-    """--check first, so a failure leaves the tree as it was; --index so new files are
-    tracked again and `git diff HEAD` comes back to the captured patch."""
-    checked = ctx.sh(f"{command(top, 'apply', '--index', '--check', '--binary')} {quoted}")
-    if checked.exit_code != 0:
-        raise GitFailure(f"{top}: the snapshot's patch does not apply (nothing was changed): "
-                         f"{explain(checked.stderr, patch)}")
-    applied = ctx.sh(f"{command(top, 'apply', '--index', '--binary')} {quoted}")
-    if applied.exit_code != 0:
-        raise GitFailure(f"{top}: git apply failed after its check passed: {complaint(applied)}")
+def apply(ctx: Context, top: str, patch: Patch, quoted: str,
+          staged: tuple[Patch, str] | None = None) -> None:
+    """Every step is checked before the first one runs, so a failure leaves the tree as it was.
+
+    Without the staged part (bisect's patch, an older snapshot): `--index`, so new files are
+    tracked again and `git diff HEAD` comes back to the captured patch, all of it staged.
+    With it (the staged patch and its quoted path): the index gets the staged part and the
+    working tree the whole patch, so what was unstaged at capture is unstaged again."""
+    steps: list[tuple[tuple[str, ...], Patch, str]] = [(("--index",), patch, quoted)]
+    if staged is not None:
+        steps = [((), patch, quoted)]   # the working tree only
+        if staged[0].data:              # git apply refuses an empty patch
+            steps.insert(0, (("--cached",), staged[0], staged[1]))
+    for flags, part, path in steps:
+        checked = ctx.sh(f"{command(top, 'apply', *flags, '--check', '--binary')} {path}")
+        if checked.exit_code != 0:
+            raise GitFailure(f"{top}: the snapshot's patch does not apply (nothing was "
+                             f"changed): {explain(checked.stderr, part)}")
+    for flags, _, path in steps:
+        applied = ctx.sh(f"{command(top, 'apply', *flags, '--binary')} {path}")
+        if applied.exit_code != 0:
+            raise GitFailure(f"{top}: git apply failed after its check passed: "
+                             f"{complaint(applied)}")
+    if staged is not None:
+        keep_intent_to_add(ctx, top, patch, staged[0])
+
+
+def keep_intent_to_add(ctx: Context, top: str, patch: Patch, staged: Patch) -> None:
+    """A new file in `git diff HEAD` that the index did not hold was `git add -N`'d: mark it so
+    again, or it would be untracked and missing from the patch."""
+    in_index = set(staged.new_files)
+    intended = [name for name in patch.new_files if name not in in_index]
+    if not intended:
+        return
+    added = ctx.sh(command(top, "add", "--intent-to-add", "--", *intended))
+    if added.exit_code != 0:
+        raise GitFailure(f"{top}: git add --intent-to-add failed: {complaint(added)}")
 
 
 def current_digest(ctx: Context, top: str) -> str:

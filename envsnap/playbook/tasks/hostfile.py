@@ -13,6 +13,7 @@ import difflib
 import shlex
 import uuid
 from dataclasses import dataclass
+from typing import Literal
 
 from envsnap.errors import HostError
 from envsnap.playbook.tasks.base import Context, ModuleResult, failed, last_line, quote_path
@@ -48,7 +49,7 @@ printf '%s' "$b"
 
 @dataclass(frozen=True)
 class FileState:
-    kind: str                 # "file", "absent" or "other" (a directory, a device)
+    kind: Literal["file", "absent", "other"]   # other: a directory, a device
     data: bytes = b""
     mode: str = ""
 
@@ -64,7 +65,7 @@ def read_file(ctx: Context, path: str) -> FileState:
     header, _, body = result.stdout.partition("\n")
     kind, _, mode = header.partition(" ")
     if kind != "file":
-        return FileState(kind if kind in ("other", "absent") else "other")
+        return FileState("absent" if kind == "absent" else "other")
     try:
         return FileState("file", base64.b64decode(body), mode.strip())
     except binascii.Error:

@@ -1,0 +1,85 @@
+"""`envsnap bench`: its arguments and its command (part of the CLI, so it may print).
+Bench, capture and the inventory load when the command runs, not when the parser is built."""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from envsnap.cli.options import (
+    add_capture_options,
+    add_connection_options,
+    exit_codes,
+    non_negative_seconds,
+    positive_int,
+    positive_seconds,
+)
+from envsnap.defaults import DEFAULT_REPEAT, DEFAULT_RUN_TIMEOUT, DEFAULT_SAMPLE_INTERVAL
+from envsnap.errors import EXIT_HOST, EXIT_OK, EXIT_USAGE, UsageError
+
+EPILOG = exit_codes(
+    (EXIT_OK, "every run printed the metric; the snapshot and the runs are saved"),
+    (EXIT_USAGE, "usage error: bad argument, bad --metric regex, existing label, a name "
+                 "that is not one host"),
+    (EXIT_HOST, "host unreachable or partly failed; a run exited non-zero, timed out or "
+                "printed no metric (nothing saved)"),
+)
+
+
+def register(commands: Any) -> None:
+    ben = commands.add_parser("bench", epilog=EPILOG,
+                              help="snapshot a host, run a benchmark N times on it, save both")
+    ben.add_argument("host", metavar="HOST", help="inventory host, [user@]host[:port], or 'local'")
+    ben.add_argument("--cmd", required=True, help="the benchmark, run through sh -c on the host")
+    ben.add_argument("--metric", required=True, metavar="REGEX",
+                     help="regex of the metric in its output: the first group (or the whole "
+                          "match) of the last match")
+    ben.add_argument("--repeat", type=positive_int, default=DEFAULT_REPEAT,
+                     help=f"runs (default {DEFAULT_REPEAT})")
+    ben.add_argument("--lower-is-better", action="store_true",
+                     help="the metric is a time or latency (default: a throughput, higher "
+                          "is better)")
+    ben.add_argument("--label", help="label of the snapshot that holds the runs (default: the "
+                                     "host and the time of capture)")
+    ben.add_argument("--cwd", help="folder to run it in (default: here for local, else home)")
+    ben.add_argument("--sample-interval", type=non_negative_seconds,
+                     default=DEFAULT_SAMPLE_INTERVAL, metavar="S",
+                     help="GPU telemetry every S seconds during each run; 0: off "
+                          f"(default {DEFAULT_SAMPLE_INTERVAL:g})")
+    ben.add_argument("--run-timeout", type=positive_seconds, default=DEFAULT_RUN_TIMEOUT,
+                     metavar="S",
+                     help=f"kill a run after S seconds (default {DEFAULT_RUN_TIMEOUT:g})")
+    add_capture_options(ben)
+    add_connection_options(ben)
+    ben.set_defaults(run=cmd_bench)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from envsnap.bench.run import BenchSpec, capture_and_bench, format_record
+    from envsnap.hosts.capture import CaptureOptions
+    from envsnap.hosts.inventory import load_inventory, resolve_hosts
+    from envsnap.snapshot.store import Store
+
+    spec = BenchSpec(cmd=args.cmd, metric=args.metric, repeat=args.repeat,
+                     lower_is_better=args.lower_is_better, cwd=args.cwd,
+                     sample_interval=args.sample_interval, run_timeout=args.run_timeout)
+    spec.check()   # a bad regex is refused before any host is contacted
+    overrides: dict[str, Any] = {"repos": args.repo, "procs": args.proc, "python": args.python}
+    hosts = resolve_hosts([args.host], load_inventory(args.inventory), overrides)
+    if len(hosts) != 1:
+        raise UsageError(f"bench runs on one host; {args.host!r} names {len(hosts)}")
+    options = CaptureOptions(label=args.label, force=args.force,
+                             connect_timeout=args.connect_timeout,
+                             accept_new_host_keys=args.accept_new_host_keys)
+    name = hosts[0].name
+
+    def progress(text: str) -> None:  # long runs: show each as it ends, on stderr
+        sys.stderr.write(f"{name}: {text}\n")
+        sys.stderr.flush()
+
+    outcome = capture_and_bench(hosts[0], spec, Store(args.store), options, progress)
+    sys.stdout.write("".join(line + "\n" for line in format_record(outcome.record)))
+    print(f"{name}: saved {outcome.label} -> {outcome.path}")
+    for problem in outcome.problems:
+        sys.stderr.write(f"warning: {name}: {problem}\n")
+    return EXIT_HOST if outcome.problems else EXIT_OK

@@ -1,0 +1,101 @@
+"""`envsnap capture`: its arguments, the progress line and each host's outcome (part of the
+CLI, so it may print). Capture and the inventory load when the command runs: building the
+parser must not load them."""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING, Any, TextIO
+
+from envsnap.cli.options import (
+    add_capture_options,
+    add_connection_options,
+    exit_codes,
+    non_negative_int,
+    positive_int,
+    positive_seconds,
+)
+from envsnap.defaults import DEFAULT_COLLECTOR_TIMEOUT, DEFAULT_FORKS
+from envsnap.errors import EXIT_HOST, EXIT_OK, EXIT_USAGE
+
+if TYPE_CHECKING:
+    from envsnap.hosts.capture import Outcome
+
+EPILOG = exit_codes(
+    (EXIT_OK, "every host captured in full"),
+    (EXIT_USAGE, "usage error: bad argument, unknown host or group, existing label, store not "
+                 "writable, bad inventory"),
+    (EXIT_HOST, "a host unreachable, refused, or partly failed (a collector or repo failed: "
+                "its snapshot is still saved)"),
+)
+
+
+def register(commands: Any) -> None:
+    cap = commands.add_parser("capture", help="snapshot one or more hosts", epilog=EPILOG)
+    cap.add_argument("hosts", nargs="+", metavar="HOST",
+                     help="inventory host or group, [user@]host[:port], or 'local'")
+    cap.add_argument("--label", help="snapshot label; a fleet is stored as LABEL/<host> "
+                                     "(default: the host and the time of capture)")
+    add_capture_options(cap)
+    cap.add_argument("--hot-path", action="append", default=[], metavar="GLOB",
+                     help="code paths whose changes diff ranks first (repeatable; default: "
+                          "the inventory's hot_paths, else none)")
+    cap.add_argument("--forks", type=positive_int, default=DEFAULT_FORKS,
+                     help=f"hosts captured at once (default {DEFAULT_FORKS})")
+    cap.add_argument("--collector-timeout", type=positive_seconds,
+                     default=DEFAULT_COLLECTOR_TIMEOUT, metavar="S",
+                     help=f"seconds each collector may take on the host (default "
+                          f"{DEFAULT_COLLECTOR_TIMEOUT:g})")
+    cap.add_argument("--max-patch-bytes", type=non_negative_int, metavar="BYTES",
+                     help="cap on each recorded git patch (default 1 MiB)")
+    add_connection_options(cap)
+    cap.set_defaults(run=cmd_capture)
+
+
+class Progress:
+    """A one-line counter on a terminal; a line per host otherwise (logs, CI)."""
+
+    def __init__(self, total: int, stream: TextIO) -> None:
+        self.total, self.done, self.failed = total, 0, 0
+        self.stream = stream
+        self.live = stream.isatty() and total > 1
+
+    def __call__(self, outcome: Outcome) -> None:
+        self.done += 1
+        self.failed += not outcome.ok
+        if self.live:
+            self.stream.write(f"\r{self.done}/{self.total} hosts, {self.failed} failed")
+            self.stream.write("\n" if self.done == self.total else "")
+            self.stream.flush()
+
+
+def render_outcome(outcome: Outcome, out: TextIO, err: TextIO) -> None:
+    if outcome.error:
+        err.write(f"envsnap: error: {outcome.error}\n")
+        return
+    out.write(f"{outcome.host.name}: saved {outcome.label} -> {outcome.path} "
+              f"({outcome.seconds:.2f}s)\n")
+    for problem in outcome.problems:
+        err.write(f"warning: {outcome.host.name}: {problem}\n")
+
+
+def cmd_capture(args: argparse.Namespace) -> int:
+    from envsnap.hosts.capture import CaptureOptions, capture
+    from envsnap.hosts.inventory import load_inventory, resolve_hosts
+    from envsnap.snapshot.store import Store
+
+    overrides: dict[str, Any] = {"repos": args.repo, "procs": args.proc, "python": args.python,
+                                 "hot_paths": args.hot_path}
+    hosts = resolve_hosts(args.hosts, load_inventory(args.inventory), overrides)
+    options = CaptureOptions(label=args.label, force=args.force, forks=args.forks,
+                             connect_timeout=args.connect_timeout,
+                             collector_timeout=args.collector_timeout,
+                             accept_new_host_keys=args.accept_new_host_keys,
+                             max_patch_bytes=args.max_patch_bytes)
+    outcomes = capture(hosts, Store(args.store), options, Progress(len(hosts), sys.stderr))
+    for outcome in outcomes:
+        render_outcome(outcome, sys.stdout, sys.stderr)
+    failed = [o for o in outcomes if not o.ok]
+    if failed and len(outcomes) > 1:
+        sys.stderr.write(f"{len(failed)} of {len(outcomes)} hosts failed or partly failed\n")
+    return EXIT_HOST if failed else EXIT_OK

@@ -1,0 +1,86 @@
+"""`envsnap diff`: its arguments and its command (part of the CLI, so it may print).
+
+Start-up matters here: `diff` should start about as fast as python loading the two files, so
+this module imports nothing heavy, and the command imports only the renderer asked for."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+from envsnap.cli.options import add_store_option, exit_codes
+from envsnap.errors import EXIT_DRIFT, EXIT_INVALID, EXIT_OK, EXIT_USAGE, UsageError
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.store import Store
+
+EPILOG = exit_codes(
+    (EXIT_OK, "no drift"),
+    (EXIT_DRIFT, "drift found (a result, not an error)"),
+    (EXIT_USAGE, "usage error: bad argument, unknown label or section, fewer than two "
+                 "snapshots"),
+    (EXIT_INVALID, "invalid snapshot (corrupt, not a snapshot, newer schema)"),
+)
+
+
+def register(commands: Any) -> None:
+    dif = commands.add_parser("diff", help="what changed between two snapshots, ranked",
+                              epilog=EPILOG)
+    dif.add_argument("snapshots", nargs="*", metavar="SNAPSHOT",
+                     help="A B: labels in the store or snapshot files (older first)")
+    form = dif.add_mutually_exclusive_group()
+    form.add_argument("--json", action="store_true",
+                      help="versioned JSON findings (default: text for a person)")
+    form.add_argument("--markdown", action="store_true",
+                      help="markdown for an issue (default: text for a person)")
+    dif.add_argument("--all", action="store_true",
+                     help="include volatile readings, and long parts (patches) in full "
+                          "(default: leave them out, long parts shortened)")
+    dif.add_argument("--section", metavar="NAMES",
+                     help="only these sections, comma-separated, e.g. git,env (default: all)")
+    dif.add_argument("--fleet", nargs="+", metavar="FILE",
+                     help="N snapshots (files, labels or folders): facts where hosts "
+                          "differ from the majority")
+    add_store_option(dif)
+    dif.set_defaults(run=cmd_diff)
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from envsnap.snapshot.store import Store
+
+    store = Store(args.store)
+    sections = tuple(s.strip() for s in (args.section or "").split(",") if s.strip())
+    color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    if args.fleet is not None:
+        return diff_fleet(args, store, sections, color)
+    if len(args.snapshots) != 2:
+        raise UsageError("diff takes two snapshots, A and B (or --fleet FILE...)")
+    from envsnap.diff.compare import DiffOptions, diff
+
+    first, second = args.snapshots
+    options = DiffOptions(include_volatile=args.all, sections=sections)
+    result = diff(store.load(first), store.load(second), options, (first, second))
+    if args.json or args.markdown:
+        from envsnap.diff.render_formats import as_json, markdown
+
+        sys.stdout.write(as_json(result, args.all) if args.json else markdown(result, args.all))
+    else:
+        from envsnap.diff.render_text import human
+
+        sys.stdout.write(human(result, color, args.all))
+    return EXIT_DRIFT if result.drift else EXIT_OK
+
+
+def diff_fleet(args: argparse.Namespace, store: Store, sections: tuple[str, ...],
+               color: bool) -> int:
+    from envsnap.diff.fleet import fleet, fleet_sources
+    from envsnap.diff.render_fleet import fleet_human, fleet_json, fleet_markdown
+
+    sources = fleet_sources(args.snapshots + args.fleet, store)
+    if len(sources) < 2:
+        raise UsageError("--fleet needs at least two snapshots")
+    report = fleet([store.load(s) for s in sources], sources, sections)
+    sys.stdout.write(fleet_json(report) if args.json else fleet_markdown(report)
+                     if args.markdown else fleet_human(report, color))
+    return EXIT_DRIFT if report.drift else EXIT_OK

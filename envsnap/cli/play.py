@@ -1,0 +1,63 @@
+"""`envsnap play`: its arguments and its command (part of the CLI, so it may print). The
+playbook code and the inventory load when the command runs, not when the parser is built."""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from envsnap.cli.options import add_connection_options, exit_codes, positive_int
+from envsnap.defaults import DEFAULT_FORKS
+from envsnap.errors import EXIT_DRIFT, EXIT_HOST, EXIT_INVALID, EXIT_OK, EXIT_USAGE
+
+EPILOG = exit_codes(
+    (EXIT_OK, "every task ok or changed"),
+    (EXIT_DRIFT, "only assert/verify tasks found drift (assert_facts, git verify, a bench "
+                 "regression)"),
+    (EXIT_USAGE, "usage error: bad argument, bad -e value, bad inventory"),
+    (EXIT_HOST, "a task or a host failed"),
+    (EXIT_INVALID, "invalid playbook (YAML error, unknown module or argument, undefined "
+                   "variable: one line, file:line:) or snapshot"),
+)
+
+
+def register(commands: Any) -> None:
+    play = commands.add_parser("play", help="run an Ansible-style playbook on hosts",
+                               epilog=EPILOG)
+    play.add_argument("playbook", metavar="PLAYBOOK", help="YAML playbook (playbooks/*.yml)")
+    play.add_argument("-e", "--extra-vars", action="append", default=[], metavar="KEY=VALUE",
+                      help="variable for every task, highest precedence; also {...} or @file "
+                           "(repeatable); -e snapshot=LABEL loads that snapshot")
+    play.add_argument("-l", "--limit", action="append", default=[], metavar="HOST_PATTERN",
+                      help="only these hosts (inventory names or groups, [user@]host[:port], "
+                           "local; repeatable or comma-separated; default: the play's hosts)")
+    play.add_argument("--check", action="store_true",
+                      help="report what would change, change nothing (default: apply)")
+    play.add_argument("--diff", action="store_true",
+                      help="show file and repo changes as diffs (default: one line each)")
+    play.add_argument("--forks", type=positive_int, default=DEFAULT_FORKS,
+                      help=f"hosts worked on at once (default {DEFAULT_FORKS})")
+    add_connection_options(play)
+    play.set_defaults(run=cmd_play)
+
+
+def cmd_play(args: argparse.Namespace) -> int:
+    from envsnap.hosts.inventory import load_inventory
+    from envsnap.playbook.load import load, parse_extra_vars
+    from envsnap.playbook.render import render_event, render_recap
+    from envsnap.playbook.run import PLAY_EXIT_CODES, RunOptions, run_playbook
+    from envsnap.snapshot.store import Store
+
+    options = RunOptions(extra_vars=parse_extra_vars(args.extra_vars), limit=tuple(args.limit),
+                         check=args.check, diff=args.diff, forks=args.forks,
+                         connect_timeout=args.connect_timeout,
+                         accept_new_host_keys=args.accept_new_host_keys)
+
+    def show(event: Any) -> None:
+        sys.stdout.write(render_event(event, args.diff))
+        sys.stdout.flush()
+
+    result = run_playbook(load(args.playbook), load_inventory(args.inventory),
+                          Store(args.store), options, show)
+    sys.stdout.write(render_recap(result, args.check))
+    return PLAY_EXIT_CODES[result.outcome]

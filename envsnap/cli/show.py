@@ -1,0 +1,107 @@
+"""`envsnap list` and `envsnap show`: what the store holds, and one snapshot on one screen
+(part of the CLI, so it may print). The summary rows are the report's own (report/facts.py),
+so `show` and a bug report describe a host in the same words."""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import textwrap
+from typing import Any
+
+from envsnap.cli.options import add_store_option, exit_codes
+from envsnap.errors import EXIT_INVALID, EXIT_OK, EXIT_USAGE
+
+NAME_COLUMN_MAX = 24     # a longer row name (a repo's path) pushes its value, not the column
+FALLBACK_COLUMNS = 100   # not a terminal: wrap for a wide pager or an issue
+
+
+def add_list_parser(commands: Any) -> None:
+    lst = commands.add_parser("list", help="list stored snapshots", epilog=exit_codes(
+        (EXIT_OK, "listed (an empty store too)"),
+        (EXIT_USAGE, "usage error: bad argument")))
+    add_store_option(lst)
+    lst.set_defaults(run=cmd_list)
+
+
+def add_show_parser(commands: Any) -> None:
+    show = commands.add_parser(
+        "show", help="one snapshot on one screen: host, versions, GPUs, repos, env, problems",
+        epilog=exit_codes((EXIT_OK, "shown"),
+                          (EXIT_USAGE, "usage error: bad argument, no such label"),
+                          (EXIT_INVALID, "invalid snapshot (corrupt, not a snapshot, newer "
+                                         "schema)")))
+    show.add_argument("label", metavar="LABEL", help="a label in the store or a snapshot file")
+    form = show.add_mutually_exclusive_group()
+    form.add_argument("--yaml", action="store_true",
+                      help="print the whole document as YAML (default: the summary)")
+    form.add_argument("--json", action="store_true",
+                      help="print the whole document as JSON (default: the summary)")
+    add_store_option(show)
+    show.set_defaults(run=cmd_show)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from envsnap.snapshot.store import Store
+
+    entries = Store(args.store).entries()
+    if not entries:
+        print(f"no snapshots in {args.store}")
+        return EXIT_OK
+    width = max(len(entry.label) for entry in entries)
+    for entry in entries:
+        print(f"{entry.label:<{width}}  {entry.captured_at:<25}  {entry.host}")
+    return EXIT_OK
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from envsnap.snapshot.store import Store, dump_yaml
+
+    store = Store(args.store)
+    document = store.load(args.label)
+    if args.json:
+        print(json.dumps(document, indent=2, sort_keys=True))
+    elif args.yaml:
+        sys.stdout.write(dump_yaml(document))
+    else:
+        columns = shutil.get_terminal_size((FALLBACK_COLUMNS, 24)).columns
+        path = str(store.resolve(args.label))
+        sys.stdout.write("".join(line + "\n" for line in
+                                 summary_lines(document, args.label, path, columns)))
+    return EXIT_OK
+
+
+def summary_lines(document: dict[str, Any], label: str, path: str, columns: int) -> list[str]:
+    from envsnap.diff.compare import side_of
+    from envsnap.report.build import bench_facts
+    from envsnap.report.facts import summary
+    from envsnap.snapshot.document import problems
+
+    # The report's "host" row says where and when it was captured.
+    rows = [("snapshot", f"{side_of(document, label).label} ({path})")]
+    rows += [(fact.name, fact.value) for fact in summary(document)]
+    bench = {fact.name: fact.value for fact in bench_facts(document.get("bench"))}
+    if bench:
+        rows += [("benchmark", f"median {bench['median']}; metric {bench['metric']}")]
+    found = problems(document)
+    rows += [("problems", "; ".join(found) if found else "none: every collector ran")]
+    return (aligned(rows, columns)
+            + ["", f"the whole document: envsnap show {label} --yaml (or --json)"])
+
+
+def aligned(rows: list[tuple[str, str]], columns: int) -> list[str]:
+    """Name, then value, in two columns; a long value wraps under its own column."""
+    width = min(max(len(name) for name, _ in rows), NAME_COLUMN_MAX)
+    indent = " " * (width + 2)
+    lines: list[str] = []
+    for name, value in rows:
+        lines += textwrap.wrap(value, max(columns, 40) - 1, initial_indent=f"{name:<{width}}  ",
+                               subsequent_indent=indent, break_on_hyphens=False,
+                               break_long_words=False) or [name]
+    return lines
+
+
+def register(commands: Any) -> None:
+    add_list_parser(commands)
+    add_show_parser(commands)

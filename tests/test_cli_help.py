@@ -1,0 +1,128 @@
+"""The command line's help and argument errors: every option explained with its default,
+every command's exit codes, one error prefix, the usage of the command that failed."""
+from __future__ import annotations
+
+import argparse
+import re
+
+import pytest
+from conftest import Cli
+
+from envsnap.cli.main import build_parser, subcommands
+from envsnap.errors import (
+    EXIT_DRIFT,
+    EXIT_HOST,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_INVALID,
+    EXIT_OK,
+    EXIT_USAGE,
+)
+
+KNOWN_CODES = {EXIT_OK, EXIT_DRIFT, EXIT_USAGE, EXIT_HOST, EXIT_INVALID, EXIT_INTERNAL,
+               EXIT_INTERRUPTED}
+NO_DEFAULT = (None, False, [], argparse.SUPPRESS)
+
+
+def options() -> list[tuple[str, argparse.Action]]:
+    return [(name, action) for name, sub in subcommands(build_parser()).items()
+            for action in sub._actions if not isinstance(action, argparse._HelpAction)]
+
+
+def listed_codes(help_text: str) -> list[int]:
+    """The codes of the `exit codes:` block that ends a help text."""
+    block = help_text.rstrip().split("\nexit codes:\n")[-1]
+    return [int(line.split()[0]) for line in block.splitlines() if re.match(r"  \d", line)]
+
+
+def test_every_command_is_there() -> None:
+    assert set(subcommands(build_parser())) == {
+        "capture", "list", "show", "diff", "bench", "play", "restore", "bisect", "report",
+        "demo"}
+
+
+@pytest.mark.parametrize("command, action", options(),
+                         ids=[f"{c}:{a.dest}" for c, a in options()])
+def test_every_option_has_help_that_states_its_default(command: str,
+                                                       action: argparse.Action) -> None:
+    assert action.help and action.help != argparse.SUPPRESS, f"{command} {action.dest}"
+    if action.default not in NO_DEFAULT and action.option_strings:
+        assert "default" in action.help, f"{command} {action.option_strings}: {action.help}"
+
+
+def test_every_command_help_ends_with_its_exit_codes() -> None:
+    for name, sub in subcommands(build_parser()).items():
+        codes = listed_codes(sub.format_help())
+        assert codes[0] == EXIT_OK and codes[-2:] == [EXIT_INTERNAL, EXIT_INTERRUPTED], name
+        assert set(codes) <= KNOWN_CODES and codes == sorted(codes), name
+
+
+def test_diff_help_through_the_cli_lists_only_its_codes(cli: Cli) -> None:
+    result = cli("diff", "--help")
+    assert result.returncode == 0
+    assert listed_codes(result.stdout) == [0, 1, 2, 4, 70, 130]
+    assert "--section NAMES" in result.stdout and "(default: all)" in result.stdout
+    assert listed_codes(cli("report", "-h").stdout) == [0, 2, 4, 70, 130]
+    assert listed_codes(cli("bench", "-h").stdout) == [0, 2, 3, 70, 130]
+
+
+def test_no_command_prints_the_whole_help_and_is_a_usage_error(cli: Cli) -> None:
+    result = cli()
+    assert result.returncode == EXIT_USAGE and result.stdout == ""
+    for command in subcommands(build_parser()):
+        assert f"    {command} " in result.stderr
+    assert listed_codes(result.stderr.split("\nenvsnap: error:")[0]) == sorted(KNOWN_CODES)
+    assert result.stderr.endswith("\nenvsnap: error: no command given\n")
+
+
+def test_an_unknown_option_shows_the_usage_of_its_command(cli: Cli) -> None:
+    result = cli("diff", "a", "b", "--colour")
+    assert result.returncode == EXIT_USAGE and result.stdout == ""
+    assert result.stderr.startswith("usage: envsnap diff ")
+    assert result.stderr.splitlines()[-1] == "envsnap: error: unrecognized arguments: --colour"
+    before = cli("--colour", "diff", "a", "b")
+    assert before.returncode == EXIT_USAGE
+    assert before.stderr.startswith("usage: envsnap [-h]")
+
+
+def test_argparse_errors_carry_the_one_prefix(cli: Cli) -> None:
+    result = cli("bench", "local")
+    assert result.returncode == EXIT_USAGE
+    assert result.stderr.startswith("usage: envsnap bench ")
+    assert result.stderr.splitlines()[-1] == \
+        "envsnap: error: the following arguments are required: --cmd, --metric"
+    unknown = cli("frobnicate")
+    assert unknown.returncode == EXIT_USAGE
+    assert unknown.stderr.splitlines()[-1].startswith(
+        "envsnap: error: argument COMMAND: invalid choice: 'frobnicate'")
+
+
+@pytest.mark.parametrize("args, refused", [
+    (["capture", "local", "--forks", "0"], "--forks: '0' is not a whole number of at least 1"),
+    (["play", "x.yml", "--forks", "-2"], "--forks: '-2' is not a whole number of at least 1"),
+    (["capture", "local", "--connect-timeout", "-1"],
+     "--connect-timeout: '-1' is not a number of seconds above 0"),
+    (["capture", "local", "--collector-timeout", "0"],
+     "--collector-timeout: '0' is not a number of seconds above 0"),
+    (["capture", "local", "--max-patch-bytes", "-1"],
+     "--max-patch-bytes: '-1' is not a whole number of at least 0"),
+    (["bench", "local", "--cmd", "true", "--metric", "x", "--repeat", "0"],
+     "--repeat: '0' is not a whole number of at least 1"),
+    (["bench", "local", "--cmd", "true", "--metric", "x", "--run-timeout", "nan"],
+     "--run-timeout: 'nan' is not a number of seconds above 0"),
+    (["bench", "local", "--cmd", "true", "--metric", "x", "--sample-interval", "-0.5"],
+     "--sample-interval: '-0.5' is not a number of seconds of at least 0"),
+    (["bisect", "a", "b", "--cmd", "true", "--metric", "x", "--max-repeat", "0"],
+     "--max-repeat: '0' is not a whole number of at least 1"),
+    (["restore", "good", "--connect-timeout", "0"],
+     "--connect-timeout: '0' is not a number of seconds above 0"),
+    (["capture", "local", "--forks", "two"], "--forks: 'two' is not a whole number"),
+])
+def test_bad_numbers_are_refused_before_anything_runs(cli: Cli, args: list[str],
+                                                      refused: str) -> None:
+    result = cli(*args)
+    assert result.returncode == EXIT_USAGE and result.stdout == ""
+    assert result.stderr.startswith(f"usage: envsnap {args[0]} ")
+    last = result.stderr.splitlines()[-1]
+    assert last.startswith(f"envsnap: error: argument {refused}"), last
+    assert not (cli.cwd / "store").exists()   # nothing was captured
