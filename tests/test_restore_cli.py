@@ -134,18 +134,11 @@ def test_a_second_restore_while_one_runs_is_locked_out(cli: Cli, story: Story) -
 def test_a_restore_killed_midway_is_resumed(cli: Cli, story: Story) -> None:
     good = capture_good(cli, story, "local")
     moved_and_dirty(story)
-    hook = story.checkout.path / ".git" / "hooks" / "post-checkout"
-    marker = story.checkout.path.parent / "in-checkout"
-    hook.write_text(f"#!/bin/sh\ntouch {marker}\nsleep 60\n")
-    hook.chmod(0o755)
-    running = subprocess.Popen([sys.executable, "-m", "envsnap", "restore", "good", "--yes"],
-                               cwd=cli.cwd, env=cli.env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, start_new_session=True)
-    wait_for(marker)
+    running = restore_stopped_in_checkout(cli, story)
     # Like a lost controller: no cleanup at all (git and its hook go down with it).
     os.killpg(running.pid, signal.SIGKILL)
     running.wait()
-    hook.unlink()
+    (story.checkout.path / ".git" / "hooks" / "post-checkout").unlink()
     journal = json.loads(next((store(cli) / ".journal").glob("*.json")).read_text())
     assert journal["label"] == "good" and journal["state"] == "applying"
 
@@ -160,6 +153,20 @@ def test_a_restore_killed_midway_is_resumed(cli: Cli, story: Story) -> None:
     assert story.checkout.head() == good
     assert not list((store(cli) / ".journal").glob("*.json"))
     assert pre_restore_labels(cli) == [journal["pre_restore"]]
+
+
+def restore_stopped_in_checkout(cli: Cli, story: Story) -> subprocess.Popen[bytes]:
+    """`restore good --yes` in its own process group, held inside its checkout (a
+    post-checkout hook sleeps) with the host lock and the journal taken."""
+    hook = story.checkout.path / ".git" / "hooks" / "post-checkout"
+    marker = story.checkout.path.parent / "in-checkout"
+    hook.write_text(f"#!/bin/sh\ntouch {marker}\nsleep 60\n")
+    hook.chmod(0o755)
+    running = subprocess.Popen([sys.executable, "-m", "envsnap", "restore", "good", "--yes"],
+                               cwd=cli.cwd, env=cli.env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, start_new_session=True)
+    wait_for(marker)
+    return running
 
 
 def wait_for(path: Path, seconds: float = 60) -> None:
@@ -239,15 +246,8 @@ def test_check_does_not_take_the_lock_of_a_running_restore(cli: Cli, story: Stor
     lock as it found it."""
     capture_good(cli, story, "local")
     moved_and_dirty(story)
-    hook = story.checkout.path / ".git" / "hooks" / "post-checkout"
-    marker = story.checkout.path.parent / "in-checkout"
-    hook.write_text(f"#!/bin/sh\ntouch {marker}\nsleep 60\n")
-    hook.chmod(0o755)
-    running = subprocess.Popen([sys.executable, "-m", "envsnap", "restore", "good", "--yes"],
-                               cwd=cli.cwd, env=cli.env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, start_new_session=True)
+    running = restore_stopped_in_checkout(cli, story)
     try:
-        wait_for(marker)
         lock = Path(cli.env["HOME"]) / ".cache" / "envsnap" / "restore.lock"
         owner = (lock / "owner").read_text()
         assert owner.split()[-1] == str(running.pid)

@@ -218,7 +218,8 @@ class BenchOutcome:
 
     @property
     def record(self) -> dict[str, Any]:
-        record: dict[str, Any] = self.document["bench"]
+        record = snapshot.bench(self.document)
+        assert record is not None, "a BenchOutcome is made with its record"
         return record
 
 
@@ -233,7 +234,7 @@ def capture_and_bench(host: Host, spec: BenchSpec, store: Store, options: Captur
     transport = open_transport(host, options.connect_timeout, options.accept_new_host_keys)
     try:
         document = capture.snapshot_document(transport, host, label, options)
-        document["bench"] = bench_on(transport, host, spec, progress)
+        snapshot.set_bench(document, bench_on(transport, host, spec, progress))
     finally:
         transport.close()
     path = store.save(document, label)

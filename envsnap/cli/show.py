@@ -76,14 +76,14 @@ def summary_lines(document: dict[str, Any], label: str, path: str, columns: int)
     from envsnap.diff.compare import side_of
     from envsnap.report.build import bench_facts
     from envsnap.report.facts import summary
-    from envsnap.snapshot.document import problems
+    from envsnap.snapshot.document import bench, problems
 
     # The report's "host" row says where and when it was captured.
     rows = [("snapshot", f"{side_of(document, label).label} ({path})")]
     rows += [(fact.name, fact.value) for fact in summary(document)]
-    bench = {fact.name: fact.value for fact in bench_facts(document.get("bench"))}
-    if bench:
-        rows += [("benchmark", f"median {bench['median']}; metric {bench['metric']}")]
+    measured = {fact.name: fact.value for fact in bench_facts(bench(document))}
+    if measured:
+        rows += [("benchmark", f"median {measured['median']}; metric {measured['metric']}")]
     found = problems(document)
     rows += [("problems", "; ".join(found) if found else "none: every collector ran")]
     return (aligned(rows, columns)

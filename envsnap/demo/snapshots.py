@@ -175,8 +175,8 @@ def story_snapshot(name: str) -> dict[str, Any]:
                               address=HOSTNAME, captured_at=CAPTURED[name] + "+00:00",
                               config=config)
     snapshot.set_meta(document, "envsnap_version", "0.1.0")  # the bytes must not move with releases
-    document["bench"] = bench_record(name == "story-good", HOSTNAME, BUSES, GPU_NAME,
-                                     epoch(CAPTURED[name]))
+    snapshot.set_bench(document, bench_record(name == "story-good", HOSTNAME, BUSES, GPU_NAME,
+                                              epoch(CAPTURED[name])))
     return document
 
 

@@ -45,8 +45,9 @@ def members(label: str, documents: list[dict[str, Any]], rendered: dict[str, str
     names = unique_names(shown)
     found += [Member(f"{root}/snapshots/{name}.yaml", dump_yaml(document).encode("utf-8"))
               for name, document in zip(names, shown)]
-    found += [Member(f"{root}/bench/{name}.json", json_bytes(document["bench"]))
-              for name, document in zip(names, shown) if isinstance(document.get("bench"), dict)]
+    records = [(name, snapshot.bench(document)) for name, document in zip(names, shown)]
+    found += [Member(f"{root}/bench/{name}.json", json_bytes(record))
+              for name, record in records if record is not None]
     return found
 
 

@@ -13,6 +13,7 @@ from envsnap.bench import run as bench
 from envsnap.diff import patch_summary
 from envsnap.diff.findings import human_bytes, plural, short
 from envsnap.report.facts import Facts, RowValue, by_index, gpu_records, not_captured
+from envsnap.snapshot import document as snapshot
 
 PATCH_LINES = 400      # lines of one patch shown unless full (the bundle has it whole)
 REFLOG_SHOWN = 20
@@ -179,8 +180,8 @@ def customize_parts(f: Facts) -> list[Part]:
 
 
 def bench_part(document: dict[str, Any]) -> list[Part]:
-    record = document.get("bench")
-    if not isinstance(record, dict) or not record.get("runs"):
+    record = snapshot.bench(document)
+    if record is None or not record.get("runs"):
         return []
     return [Part(f"benchmark runs ({len(record['runs'])})", bench.format_record(record))]
 

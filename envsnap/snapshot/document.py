@@ -164,10 +164,14 @@ def set_label(document: dict[str, Any], new_label: str) -> None:
 
 
 def bench(document: dict[str, Any]) -> dict[str, Any] | None:
-
     """`envsnap bench`'s record, or None when the snapshot has none."""
     value = document.get("bench")
     return value if isinstance(value, dict) else None
+
+
+def set_bench(document: dict[str, Any], record: dict[str, Any]) -> None:
+    """Attach the runs measured on the state the document holds (not a fact: never drift)."""
+    document["bench"] = record
 
 
 # ---- loading ---------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from envsnap.playbook.tasks.base import (
     failed,
 )
 from envsnap.playbook.tasks.facts import take_snapshot
+from envsnap.snapshot import document as snapshot
 
 NUMBERS = ("repeat", "sample_interval", "run_timeout", "threshold")
 
@@ -54,8 +55,8 @@ def baseline_values(ctx: Context, value: Any) -> list[float] | None:
     if isinstance(value, list):
         return [float(v) for v in value]
     document = value if isinstance(value, Mapping) else ctx.store.load(str(value))
-    recorded = document.get("bench")
-    if not isinstance(recorded, Mapping) or not recorded.get("values"):
+    recorded = snapshot.bench(dict(document))
+    if recorded is None or not recorded.get("values"):
         raise ArgError("bench: the baseline snapshot has no recorded benchmark")
     return [float(v) for v in recorded["values"]]
 
@@ -106,7 +107,7 @@ def save(ctx: Context, args: dict[str, Any], record: dict[str, Any]) -> str:
     """As `envsnap bench --label`: the host's snapshot with the runs inside it."""
     label = str(args["label"])
     document = take_snapshot(ctx, args, label)
-    document["bench"] = record
+    snapshot.set_bench(document, record)
     ctx.store.save(document, label)
     return label
 
