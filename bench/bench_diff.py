@@ -190,6 +190,16 @@ def best(repeat: int, work: Callable[[], Any]) -> float:
     return statistics.median(times)
 
 
+def cli_env(pycache: str) -> dict[str, str]:
+    """The environment of a timed interpreter: the checkout's envsnap, with bytecode cached
+    in `pycache` as an installed envsnap has it (pip compiles at install time). Without it,
+    PYTHONDONTWRITEBYTECODE (set on some machines) makes every start compile every module,
+    and start-up measures the compiler."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONPYCACHEPREFIX=pycache)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
 def run_quiet(argv: list[str], env: dict[str, str], ok: tuple[int, ...]) -> float:
     started = time.perf_counter()
     result = subprocess.run(argv, env=env, capture_output=True, text=True)
@@ -226,7 +236,7 @@ def main() -> int:
         paths = [str(Path(folder) / name) for name in ("good.yaml", "bad.yaml")]
         for path, doc in zip(paths, (a, b)):
             Path(path).write_text(dump_yaml(doc), encoding="utf-8")
-        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        env = cli_env(folder)
         load = ("import sys, yaml\nfor p in sys.argv[1:]:\n"
                 "    yaml.load(open(p, encoding='utf-8').read(), Loader=yaml.CSafeLoader)")
         cli = [sys.executable, "-m", "envsnap", "diff", *paths]

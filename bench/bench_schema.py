@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import copy
 import importlib.util
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -32,7 +31,16 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from bench_diff import best, document, facts, history, reflog, run_quiet, the_pair  # noqa: E402
+from bench_diff import (  # noqa: E402
+    best,
+    cli_env,
+    document,
+    facts,
+    history,
+    reflog,
+    run_quiet,
+    the_pair,
+)
 
 from envsnap.snapshot.document import check_document  # noqa: E402
 from envsnap.snapshot.schema import exported  # noqa: E402
@@ -69,10 +77,10 @@ def bench_record() -> dict[str, Any]:
             "repeat": 5, "runs": runs}
 
 
-def import_cost(module: str, repeat: int) -> float:
+def import_cost(module: str, repeat: int, pycache: str) -> float:
     """Seconds `import module` adds to what loading a snapshot imports anyway (the store and
     yaml), in a fresh interpreter: the median of runs with it minus the median without."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = cli_env(pycache)
 
     def timed(code: str) -> float:
         return best(repeat, lambda: run_quiet([sys.executable, "-c", code], env, (0,)))
@@ -80,13 +88,14 @@ def import_cost(module: str, repeat: int) -> float:
     return timed(f"{base}; import {module}") - timed(base)
 
 
-def cli_ratio(paths: list[str], repeat: int) -> tuple[float, float]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+def cli_ratio(paths: list[str], repeat: int, pycache: str) -> tuple[float, float]:
+    env = cli_env(pycache)
     load = ("import sys, yaml\nfor p in sys.argv[1:]:\n"
             "    yaml.load(open(p, encoding='utf-8').read(), Loader=yaml.CSafeLoader)")
     cli = [sys.executable, "-m", "envsnap", "diff", *paths]
     base = [sys.executable, "-c", load, *paths]
-    run_quiet(cli, env, (0, 1))  # the page cache warm for both
+    run_quiet(cli, env, (0, 1))  # the page cache and the bytecode cache warm for both
+    run_quiet(base, env, (0,))
     return (best(repeat, lambda: run_quiet(cli, env, (0, 1))),
             best(repeat, lambda: run_quiet(base, env, (0,))))
 
@@ -123,19 +132,19 @@ def main() -> int:
     print(f"validate / yaml-load     {ours / load_s:9.3f} x")
 
     compare_jsonschema(loaded, ours, args.repeat)
-    for module in ("envsnap.snapshot.schema", "jsonschema", "pydantic"):
-        if importlib.util.find_spec(module) is None:
-            print(f"import {module:<24} (not installed)")
-            continue
-        print(f"import {module:<24} {import_cost(module, args.repeat) * 1000:6.1f} ms")
-
     failed = ours > 0.050
     with tempfile.TemporaryDirectory() as folder:
+        for module in ("envsnap.snapshot.schema", "jsonschema", "pydantic"):
+            if importlib.util.find_spec(module) is None:
+                print(f"import {module:<24} (not installed)")
+                continue
+            cost = import_cost(module, args.repeat, folder)
+            print(f"import {module:<24} {cost * 1000:6.1f} ms")
         pair = [str(Path(folder) / name) for name in ("good.yaml", "bad.yaml")]
         for path, doc in zip(pair, the_pair()):
             Path(path).write_text(dump_yaml(doc), encoding="utf-8")
         for name, paths in (("h200 pair", [str(p) for p in H200_PAIR]), ("large pair", pair)):
-            cli_s, base_s = cli_ratio(paths, args.repeat)
+            cli_s, base_s = cli_ratio(paths, args.repeat, folder)
             size = sum(Path(p).stat().st_size for p in paths) / 1e6
             print(f"{name}: yaml load {base_s * 1000:.0f} ms, envsnap diff {cli_s * 1000:.0f} ms"
                   f" ({size:.1f} MB)")

@@ -13,7 +13,6 @@ from importlib import import_module
 from typing import Any, Callable, NoReturn
 
 from envsnap import __version__
-from envsnap.cli.crash import internal_error_line
 from envsnap.cli.options import ALL_EXIT_CODES, exit_codes
 from envsnap.errors import (
     EXIT_INTERNAL,
@@ -143,6 +142,8 @@ def internal_error(error: BaseException, argv: list[str]) -> int:
 
         traceback.print_exception(type(error), error, error.__traceback__)  # 3.9 form
     else:
+        from envsnap.cli.crash import internal_error_line  # only a bug pays for it
+
         sys.stderr.write(internal_error_line(error, argv) + "\n")
     return EXIT_INTERNAL
 

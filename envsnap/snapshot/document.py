@@ -14,7 +14,6 @@ reports); this module is the one place that knows its shape:
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 from typing import Any, Callable
 
@@ -29,6 +28,9 @@ MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
 
 
 def section_digest(section: Any) -> str:
+    # hashlib on use: it loads OpenSSL (~2 ms), and `envsnap diff` reads the recorded digests
+    import hashlib
+
     canonical = json.dumps(section, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
