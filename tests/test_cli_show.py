@@ -77,3 +77,22 @@ def test_show_lists_what_failed_during_capture(scli: Cli, tmp_path: Path) -> Non
     assert rows["snapshot"] == f"story-good ({store / 'broken.yaml'})"
     assert rows["GPUs"] == "not captured: nvidia-smi: command not found"
     assert rows["problems"] == "nvidia: nvidia-smi: command not found"
+
+
+def test_a_snapshot_file_without_a_suffix_is_read_as_typed(scli: Cli) -> None:
+    """A name that is no label in the store but a file here is that file: a good snapshot
+    shows, anything else is an invalid snapshot (exit 4), not "no such label"."""
+    shutil.copy(EXAMPLE, scli.cwd / "good-snapshot")
+    (scli.cwd / "notes").write_text("x\n")
+    shown = scli("show", "good-snapshot")
+    assert shown.returncode == 0 and shown.stdout.startswith("snapshot "), shown.stderr
+    bad = scli("diff", "notes", "good-snapshot")
+    assert bad.returncode == 4, bad.stderr
+    assert bad.stderr.startswith("envsnap: error: notes") and "Traceback" not in bad.stderr
+
+
+def test_list_refuses_a_store_that_is_a_file(scli: Cli) -> None:
+    Path(scli.env["ENVSNAP_STORE"]).write_text("not a folder\n")
+    result = scli("list")
+    assert result.returncode == 2
+    assert result.stderr == f"envsnap: error: store {scli.env['ENVSNAP_STORE']} is not a folder\n"

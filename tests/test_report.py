@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
+import stat
 import subprocess
 import tarfile
 from contextlib import AbstractContextManager
@@ -257,6 +259,22 @@ def test_bad_bundle_name_and_unwritable_output(cli: Cli, tmp_path: Path) -> None
     result = cli("report", "one", "-o", str(tmp_path / "missing" / "r.md"))
     assert result.returncode == 2 and "cannot write" in result.stderr
     assert cli("report", "nope").returncode == 2
+
+
+def test_output_to_a_device_or_pipe_is_written_there_not_replaced(cli: Cli,
+                                                                  tmp_path: Path) -> None:
+    """-o /dev/stdout (or a FIFO, a device) is written in place: a write beside it and a
+    rename, as for a file, would put a regular file where the device was."""
+    result = cli("report", str(H200), "-o", "/dev/stdout")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("# envsnap report") and Path("/dev/stdout").exists()
+    fifo = tmp_path / "pipe.md"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE, text=True)
+    result = cli("report", str(H200), "-o", str(fifo))
+    received, _ = reader.communicate(timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert received.startswith("# envsnap report") and stat.S_ISFIFO(fifo.stat().st_mode)
 
 
 def test_tar_members_are_plain_files_owned_by_nobody(cli: Cli, tmp_path: Path) -> None:

@@ -15,9 +15,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
-import os
 import tarfile
-import tempfile
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -26,7 +24,7 @@ from typing import Any
 from envsnap.errors import StoreError
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.mask import Masker, masked_document
-from envsnap.snapshot.store import dump_yaml, label_from_name
+from envsnap.snapshot.store import atomic_write, dump_yaml, label_from_name
 
 
 @dataclass(frozen=True)
@@ -96,15 +94,6 @@ def write_bundle(path: str | Path, label: str, documents: list[dict[str, Any]],
 
 def write_bytes(path: Path, data: bytes) -> None:
     try:
-        handle, temporary = tempfile.mkstemp(dir=path.parent or Path("."),
-                                             prefix=f".{path.name}.", suffix=".tmp")
+        atomic_write(path, data, mode=0o644)   # a bundle is made to be handed on
     except OSError as exc:
-        raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(data)
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    except OSError as exc:
-        Path(temporary).unlink(missing_ok=True)
         raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from None

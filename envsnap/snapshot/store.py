@@ -68,14 +68,24 @@ def parse_document(text: str, source: str) -> Any:
         raise SnapshotError(f"{source}{where}: corrupt snapshot ({reason})") from None
 
 
-def atomic_write(path: Path, text: str) -> None:
-    """Write beside the target then rename: a crash never leaves half a snapshot."""
+def atomic_write(path: Path, content: str | bytes, mode: int | None = None) -> None:
+    """Write beside the target then rename: a crash never leaves half a file (a new file is
+    0600 unless `mode` says otherwise). A target that exists and is no regular file (a
+    device, a FIFO, /dev/stdout) is written in place: a rename would put a file where the
+    device was."""
     import tempfile  # on use: reading snapshots (`envsnap diff`) never writes one
 
+    data = content.encode("utf-8") if isinstance(content, str) else content
+    if path.exists() and not path.is_file():
+        with path.open("wb") as out:
+            out.write(data)
+        return
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+        if mode is not None:
+            os.chmod(temporary, mode)
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
@@ -132,10 +142,12 @@ class Store:
         except UsageError:
             raise UsageError(f"no snapshot {label_or_path!r}: not a label in {self.root} "
                              "and not a file") from None
-        if not path.is_file():
-            raise UsageError(f"no snapshot labelled {label_or_path!r} in {self.root} "
-                             "(envsnap list shows what there is)")
-        return path
+        if path.is_file():
+            return path
+        if candidate.is_file():   # no such label: a file of that name here, as typed
+            return candidate
+        raise UsageError(f"no snapshot labelled {label_or_path!r} in {self.root} "
+                         "(envsnap list shows what there is)")
 
     def load(self, label_or_path: str) -> dict[str, Any]:
         path = self.resolve(label_or_path)
@@ -146,6 +158,8 @@ class Store:
         return validate(parse_document(text, str(path)), str(path))
 
     def entries(self) -> list[Entry]:
+        if self.root.exists() and not self.root.is_dir():
+            raise StoreError(f"store {self.root} is not a folder")
         found = []
         for path in sorted(self.root.rglob(f"*{SUFFIX}")):
             label = path.relative_to(self.root).with_suffix("").as_posix()
