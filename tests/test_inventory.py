@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from conftest import Cli
 
 from envsnap.errors import UsageError
 from envsnap.hosts.inventory import Inventory, expand_range, parse_host_spec, resolve_hosts
@@ -93,3 +94,33 @@ def test_a_name_neither_in_the_inventory_nor_resolvable_is_refused(inventory: In
 def test_inventory_must_be_a_mapping() -> None:
     with pytest.raises(UsageError, match="mapping of groups"):
         Inventory(["a", "b"])
+
+
+BAD_INVENTORIES = [
+    ("all:\n  hosts: 5\n", "hosts of group 'all' must be a mapping, not int '5'"),
+    ("all:\n  vars: [a]\n", "vars of group 'all' must be a mapping"),
+    ("all:\n  children:\n    gpu: 7\n", "group 'gpu' must be a mapping"),
+    ("all:\n  hosts:\n    a: [1]\n", "host 'a' must be a mapping"),
+    ("all:\n  hosts:\n    'node[01:x]': {}\n",
+     "group 'all': 'node[01:x]' is not a host name, nor a range like node[01:32]"),
+    ("all:\n  hosts:\n    'n[1:99999999]': {}\n", "a range of more than 10000 hosts"),
+    ("all:\n  hosts:\n    a: {ansible_port: abc}\n",
+     "host 'a': ansible_port 'abc' is not a port number (1-65535)"),
+    ("all:\n  hosts:\n    a: {ansible_port: 70000}\n", "ansible_port 70000 is not a port"),
+    ("all:\n  hosts:\n    a: {ansible_host: 'x:y@z'}\n", "ansible_host 'x:y@z' is not a host"),
+]
+
+
+@pytest.mark.parametrize(("text", "message"), BAD_INVENTORIES)
+def test_a_malformed_inventory_is_one_line_and_exit_2(cli: Cli, text: str, message: str) -> None:
+    (cli.cwd / "hosts.yml").write_text(text)
+    result = cli("capture", "all", "--inventory", "hosts.yml", "--label", "x")
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("envsnap: error: hosts.yml: ") and message in result.stderr
+    assert len(result.stderr.splitlines()) == 1 and not (cli.cwd / "store").exists()
+
+
+def test_an_ipv6_ansible_host_is_an_address() -> None:
+    inventory = Inventory({"all": {"hosts": {"v6": {"ansible_host": "::1", "ansible_port": 22}}}})
+    host = inventory.host("v6")
+    assert (host.address, host.port) == ("::1", 22)

@@ -20,6 +20,8 @@ HOST_SPEC = re.compile(r"^(?:(?P<user>[^@\s]+)@)?"
                        r"(?:\[(?P<v6>[0-9a-fA-F:.]+)\]|(?P<host>[^:@\s/\[\]]+))"
                        r"(?::(?P<port>\d{1,5}))?$")
 HOST_RANGE = re.compile(r"\[(\d+):(\d+)\]")
+HOST_NAME = re.compile(r"^[^:@\s/\[\]]+$")   # what HOST_SPEC's host part accepts
+MAX_RANGE_HOSTS = 10_000                      # one typo (node[1:99999999]) must not eat memory
 
 
 @dataclass(frozen=True)
@@ -66,8 +68,12 @@ def expand_range(name: str) -> list[str]:
     """Ansible's `node[01:32]` host ranges, leading zeros kept."""
     match = HOST_RANGE.search(name)
     if not match:
+        if not HOST_NAME.match(name):
+            raise UsageError(f"{name!r} is not a host name, nor a range like node[01:32]")
         return [name]
     first, last = match.group(1), match.group(2)
+    if int(last) - int(first) >= MAX_RANGE_HOSTS:
+        raise UsageError(f"{name!r}: a range of more than {MAX_RANGE_HOSTS} hosts")
     width = len(first) if first.startswith("0") else 0
     names = []
     for number in range(int(first), int(last) + 1):
@@ -91,20 +97,34 @@ class Inventory:
             self._walk(str(group), body, {})
 
     def _walk(self, group: str, body: Any, inherited: dict[str, Any]) -> set[str]:
-        body = body or {}
-        if not isinstance(body, dict):
-            raise UsageError(f"{self.source}: group {group!r} must be a mapping")
-        merged = {**inherited, **(body.get("vars") or {})}
+        body = self._mapping(body, f"group {group!r}")
+        merged = {**inherited, **self._mapping(body.get("vars"), f"vars of group {group!r}")}
         members: set[str] = set()
-        for pattern, host_vars in (body.get("hosts") or {}).items():
-            for name in expand_range(str(pattern)):
+        for pattern, host_vars in self._mapping(body.get("hosts"),
+                                                f"hosts of group {group!r}").items():
+            host_vars = self._mapping(host_vars, f"host {pattern!r}")
+            try:
+                names = expand_range(str(pattern))
+            except UsageError as exc:
+                raise UsageError(f"{self.source}: group {group!r}: {exc}") from None
+            for name in names:
                 # A host seen in several groups keeps what each added; deeper groups win.
-                self.hosts[name] = {**self.hosts.get(name, {}), **merged, **(host_vars or {})}
+                self.hosts[name] = {**self.hosts.get(name, {}), **merged, **host_vars}
                 members.add(name)
-        for child, child_body in (body.get("children") or {}).items():
+        for child, child_body in self._mapping(body.get("children"),
+                                               f"children of group {group!r}").items():
             members |= self._walk(str(child), child_body, merged)
         self.groups[group] = self.groups.get(group, set()) | members
         return members
+
+    def _mapping(self, value: Any, what: str) -> dict[str, Any]:
+        """An optional mapping of the inventory (None or empty is {}), else one clear line."""
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise UsageError(f"{self.source}: {what} must be a mapping, not "
+                             f"{type(value).__name__} {str(value)[:40]!r}")
+        return value
 
     def names(self, pattern: str) -> list[str]:
         if pattern in self.hosts:
@@ -122,10 +142,33 @@ class Inventory:
         host_vars = self.hosts[name]
         if host_vars.get("ansible_connection") == "local":
             return Host(name=name, vars=host_vars)
-        port = host_vars.get("ansible_port")
-        return Host(name=name, address=str(host_vars.get("ansible_host") or name),
-                    port=int(port) if port else None, user=host_vars.get("ansible_user"),
+        address = str(host_vars.get("ansible_host") or name)
+        if not (HOST_NAME.match(address) or is_ip_address(address)):
+            raise UsageError(f"{self.source}: host {name!r}: ansible_host {address!r} is not "
+                             "a host name or address")
+        return Host(name=name, address=address, port=self._port(name, host_vars),
+                    user=host_vars.get("ansible_user"),
                     key_file=host_vars.get("ansible_ssh_private_key_file"), vars=host_vars)
+
+    def _port(self, name: str, host_vars: dict[str, Any]) -> int | None:
+        port = host_vars.get("ansible_port")
+        if port is None or port == "":
+            return None
+        if isinstance(port, bool) or not str(port).isdigit() or not 0 < int(port) < 65536:
+            raise UsageError(f"{self.source}: host {name!r}: ansible_port {port!r} is not a "
+                             "port number (1-65535)")
+        return int(port)
+
+
+def is_ip_address(text: str) -> bool:
+    """An IPv4 or IPv6 address (`::1` has colons a host name may not have)."""
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def load_inventory(path: str | None) -> Inventory:
