@@ -317,3 +317,23 @@ def test_snapshot_validation_checks_the_bench_section() -> None:
     assert snapshot.validate(document, "a.yaml") is document
     with pytest.raises(SnapshotError, match=r"a.yaml: bench.values\[0\]: expected a number, got a"):
         snapshot.validate(dict(document, bench={"values": ["fast"]}), "a.yaml")
+
+
+@pytest.mark.parametrize(("option", "value"), [("--cmd", "echo \udcff 1"), ("--cwd", "/\udcff")])
+def test_a_command_or_folder_that_is_not_utf8_is_refused_before_any_run(
+        cli: Cli, option: str, value: str) -> None:
+    # The runs went ahead and the snapshot's YAML then failed on it: an internal error.
+    args = {"--cmd": "echo 1", "--metric": "(1)", "--repeat": "1", option: value}
+    result = cli("bench", "local", *[word for pair in args.items() for word in pair])
+    assert result.returncode == 2
+    assert result.stderr.endswith(f"envsnap: error: argument {option}: {value!r} is not "
+                                  "UTF-8 text\n")
+    assert not (cli.cwd / "store").exists()
+
+
+def test_a_metric_regex_that_python_cannot_compile_is_a_usage_error(cli: Cli) -> None:
+    # re.compile raises OverflowError, not re.error, for a repetition this large: exit 70 once.
+    result = cli("bench", "local", "--cmd", "echo 1", "--metric", r"\d{99999999999}")
+    assert result.returncode == 2
+    assert result.stderr.endswith("envsnap: error: invalid --metric regex '\\\\d{99999999999}': "
+                                  "the repetition number is too large\n")

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from conftest import Cli, unique_marker
 from sshd import Sshd
@@ -120,3 +121,16 @@ def test_fleet_keeps_every_snapshot_when_one_host_fails(ssh_cli: Cli, sshd: Sshd
         "node0.yaml", "node1.yaml", "node2.yaml"]
     assert "dead: unreachable" in result.stderr
     assert "1 of 4 hosts failed" in result.stderr
+
+
+NOT_UTF8 = "/tmp/\udcff"   # what Python makes of the argv byte 0xff; subprocess sends 0xff
+
+
+@pytest.mark.parametrize("option", ["--repo", "--proc", "--hot-path", "--python"])
+def test_an_option_that_is_not_utf8_is_refused_before_the_capture(cli: Cli, option: str) -> None:
+    # It went into the agent's JSON config or the snapshot's YAML, and failed there.
+    result = cli("capture", "local", option, NOT_UTF8, "--label", "x")
+    assert result.returncode == 2
+    assert result.stderr.endswith(f"envsnap: error: argument {option}: "
+                                  "'/tmp/\\udcff' is not UTF-8 text\n")
+    assert not (cli.cwd / "store").exists()

@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import Cli
 from diffdata import H200_BUS, edited, h200, save
 
@@ -153,3 +155,17 @@ def test_a_two_host_fleet_names_both_hosts(cli: Cli, tmp_path: Path) -> None:
         True, ["node01"], [{"value": 8, "hosts": ["node02"]}])
     markdown = cli("diff", "--markdown", "--fleet", *files).stdout
     assert "| no majority: node01: 16 | node02: 8 |" in markdown
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root lists a folder of mode 000 all the same")
+def test_fleet_of_a_folder_that_cannot_be_listed_is_one_line(cli: Cli) -> None:
+    folder = cli.cwd / "run1"
+    folder.mkdir()
+    folder.chmod(0)
+    try:
+        result = cli("diff", "--fleet", str(folder))
+    finally:
+        folder.chmod(0o700)
+    assert result.returncode == 2
+    assert result.stderr == (f"envsnap: error: --fleet {folder}: cannot list the folder: "
+                             "Permission denied\n")

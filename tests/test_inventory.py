@@ -108,6 +108,10 @@ BAD_INVENTORIES = [
      "host 'a': ansible_port 'abc' is not a port number (1-65535)"),
     ("all:\n  hosts:\n    a: {ansible_port: 70000}\n", "ansible_port 70000 is not a port"),
     ("all:\n  hosts:\n    a: {ansible_host: 'x:y@z'}\n", "ansible_host 'x:y@z' is not a host"),
+    ("all:\n  hosts:\n    a: {repos: 5}\n",
+     "host 'a': repos must be a string or a list of strings, not 5"),
+    ("all:\n  hosts:\n    a: {procs: [[x]]}\n", "host 'a': procs must be a string or a list"),
+    ("all: " + "[" * 3000 + "]" * 3000 + "\n", "not valid YAML (nested too deeply)"),
 ]
 
 
@@ -118,6 +122,13 @@ def test_a_malformed_inventory_is_one_line_and_exit_2(cli: Cli, text: str, messa
     assert result.returncode == 2, result.stderr
     assert result.stderr.startswith("envsnap: error: hosts.yml: ") and message in result.stderr
     assert len(result.stderr.splitlines()) == 1 and not (cli.cwd / "store").exists()
+
+
+def test_an_inventory_that_is_not_utf8_is_one_line_and_exit_2(cli: Cli) -> None:
+    (cli.cwd / "hosts.yml").write_bytes(b"all:\n  hosts: {\xff: {}}\n")
+    result = cli("capture", "all", "--inventory", "hosts.yml", "--label", "x")
+    assert result.returncode == 2
+    assert result.stderr == "envsnap: error: cannot read inventory hosts.yml: not UTF-8 text\n"
 
 
 def test_an_ipv6_ansible_host_is_an_address() -> None:

@@ -5,6 +5,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import Cli
 
 from envsnap.errors import PlaybookError, UsageError
 from envsnap.hosts.inventory import Inventory
@@ -426,3 +427,71 @@ def test_an_unreachable_host_stops_alone(tmp_path: Path) -> None:
     assert ("127.0.0.1:1", "unreachable") in statuses and ("local", "ok") in statuses
     assert "unreachable" in result.results[1].msg and result.outcome == "failed"
     assert result.recap()["127.0.0.1:1"]["unreachable"] == 1
+
+
+# ---- malformed playbooks and -e values through the real CLI: one line, never exit 70 ----------
+
+DEEP = "[" * 3000 + "]" * 3000   # a few KB of YAML that recursion alone cannot parse
+
+MALFORMED_PLAYBOOKS = [
+    ("- hosts:\n  tasks: []\n", "pb.yml:1: hosts is empty"),
+    ("- hosts: [1, {a: 1}]\n  tasks: []\n", "pb.yml:1: hosts must be a name"),
+    ("- hosts: local\n  tasks:\n    - shell: echo\n      when: [false]\n",
+     "pb.yml:4: when must be one expression (a string, e.g. x > 1), not a list"),
+    ("- hosts: local\n  tasks:\n    - shell: echo\n      failed_when: {a: 1}\n",
+     "pb.yml:4: failed_when must be one expression (a string, e.g. x > 1), not a dict"),
+    ("- hosts: local\n  tasks:\n    - shell: [1, 2]\n",
+     "pb.yml:3: shell: arguments must be a mapping, not list"),
+    ("- ? [a, b]\n  : 1\n  hosts: local\n", "pb.yml:1: YAML error: a key must be a plain value"),
+    ("- hosts: local\n  tasks:\n    - debug: {msg: '{{ 10 ** 10000 }}'}\n",
+     "pb.yml:3: template error: ValueError: Exceeds the limit"),
+    (f"- hosts: local\n  vars: {{x: {DEEP}}}\n", "pb.yml:1: YAML error: nested too deeply"),
+]
+
+
+@pytest.mark.parametrize(("text", "message"), MALFORMED_PLAYBOOKS)
+def test_a_malformed_playbook_is_one_line_and_exit_4(cli: Cli, text: str, message: str) -> None:
+    (cli.cwd / "pb.yml").write_text(text)
+    result = cli("play", "pb.yml")
+    assert result.returncode == 4, result.stderr
+    assert result.stderr.startswith(f"envsnap: error: {message}"), result.stderr
+    assert len(result.stderr.splitlines()) == 1 and result.stdout == ""
+
+
+def test_a_play_without_tasks_runs(cli: Cli) -> None:
+    # `tasks: []` and no `tasks:` at all once ended in an internal error (an empty task list
+    # made by the loader had no line numbers).
+    (cli.cwd / "pb.yml").write_text("- hosts: local\n  vars: {a: 1}\n  tasks: []\n"
+                                    "- hosts: local\n")
+    result = cli("play", "pb.yml")
+    assert result.returncode == 0, result.stderr
+    assert "local : ok=0  changed=0" in result.stdout
+
+
+def test_a_playbook_that_is_not_utf8_is_invalid(cli: Cli) -> None:
+    (cli.cwd / "pb.yml").write_bytes(b"\xff\xfe- hosts: local\n")
+    result = cli("play", "pb.yml")
+    assert result.returncode == 4
+    assert result.stderr == "envsnap: error: pb.yml: not a playbook: not UTF-8 text (byte 0)\n"
+
+
+def test_an_extra_var_that_is_not_utf8_is_refused(cli: Cli) -> None:
+    # It reached the task (a copy's dest, a shell command) and failed there as a Python error.
+    (cli.cwd / "pb.yml").write_text("- hosts: local\n  tasks:\n    - debug: {msg: '{{ x }}'}\n")
+    result = cli("play", "pb.yml", "-e", "x=\udcff")
+    assert result.returncode == 2
+    assert result.stderr == "envsnap: error: -e 'x=\\udcff': not UTF-8 text\n"
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (b"\xff\xfe", "-e @vars.yml: not UTF-8 text"),
+    (f"a: {DEEP}\n".encode(), "-e @vars.yml: not valid YAML (nested too deeply)"),
+    (b"- 1\n- 2\n", "-e @vars.yml: expected a mapping of variables"),
+])
+def test_a_bad_extra_vars_file_is_one_line_and_exit_2(cli: Cli, content: bytes,
+                                                      message: str) -> None:
+    (cli.cwd / "pb.yml").write_text("- hosts: local\n  tasks: []\n")
+    (cli.cwd / "vars.yml").write_bytes(content)
+    result = cli("play", "pb.yml", "-e", "@vars.yml")
+    assert result.returncode == 2
+    assert result.stderr == f"envsnap: error: {message}\n"

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import Cli
 from gitrepos import Story
 
 from envsnap.hosts.inventory import Host
@@ -142,3 +143,31 @@ def test_shell_creates_and_check_mode(tmp_path: Path) -> None:
     assert shell.run(context(tmp_path), args).changed and marker.exists()
     again = shell.run(context(tmp_path), {**args, "creates": str(marker)})
     assert again.skipped and "exists" in again.msg
+
+
+# ---- arguments of the wrong type, through the real CLI: a failed task that names file:line
+# and the argument, never a Python exception's name (those were bugs shown as task failures)
+
+BAD_ARGUMENTS = [
+    ("shell: {cmd: echo, timeout: .nan}", "timeout must be a number, not nan"),
+    ("shell: {cmd: echo, timeout: -1}", "shell: timeout must be more than 0 seconds, not -1"),
+    ("bench: {cmd: echo 1, metric: '(1)', repeat: abc}", "repeat must be a number, not 'abc'"),
+    ("bench: {cmd: echo 1, metric: '(1)', run_timeout: .inf}",
+     "run_timeout must be a number, not inf"),
+    ("bench: {cmd: echo 1, metric: '(1)', baseline: [a, 2]}",
+     "bench: baseline must be a snapshot or a list of numbers, not ['a', 2]"),
+    ("capture: {label: c, repos: 5}", "repos must be a string or a list of strings, not 5"),
+    ("capture: {label: c, procs: {a: 1}}", "procs must be a string or a list of strings"),
+    ("capture: {label: c, collector_timeout: -1}",
+     "collector_timeout must be more than 0 seconds, not -1"),
+]
+
+
+@pytest.mark.parametrize(("task", "message"), BAD_ARGUMENTS)
+def test_a_bad_argument_fails_its_task_with_file_line(cli: Cli, task: str, message: str) -> None:
+    (cli.cwd / "pb.yml").write_text(f"- hosts: local\n  tasks:\n    - {task}\n")
+    result = cli("play", "pb.yml")
+    assert result.returncode == 4, result.stdout + result.stderr
+    assert f"failed: [local]: pb.yml:3: {message}" in result.stdout
+    assert not re.search(r"\w+Error: ", result.stdout + result.stderr)
+    assert not (cli.cwd / "store").exists()

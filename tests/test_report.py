@@ -277,6 +277,19 @@ def test_output_to_a_device_or_pipe_is_written_there_not_replaced(cli: Cli,
     assert received.startswith("# envsnap report") and stat.S_ISFIFO(fifo.stat().st_mode)
 
 
+def test_a_report_never_overwrites_a_snapshot(cli: Cli) -> None:
+    snapshot = capture(cli, "one")
+    before = snapshot.read_bytes()
+    for form in ("md", "json"):
+        result = cli("report", "one", "--format", form, "-o", str(snapshot))
+        assert result.returncode == 2, result.stderr
+        assert result.stderr == (f"envsnap: error: {snapshot} holds a snapshot: write the "
+                                 "report elsewhere\n")
+    assert snapshot.read_bytes() == before
+    again = cli("report", "one", "--format", "json", "-o", "one.json")
+    assert again.returncode == 0 and cli("report", "one", "-o", "one.json").returncode == 0
+
+
 def test_tar_members_are_plain_files_owned_by_nobody(cli: Cli, tmp_path: Path) -> None:
     capture(cli, "one")
     bundle = tmp_path / "one.tar.gz"

@@ -278,6 +278,17 @@ def test_check_shows_its_plan_beside_an_interrupted_restore(cli: Cli, story: Sto
     assert json.loads(journal.read_text())["state"] == "applying"
 
 
+def test_a_journal_that_cannot_be_read_is_one_line(cli: Cli, story: Story) -> None:
+    capture_good(cli, story, "local")
+    journal = store(cli) / ".journal" / "local.json"
+    journal.mkdir(parents=True)   # a folder where the journal file goes: was exit 70
+    for args in (("--check",), ("--yes",)):
+        result = cli("restore", "good", *args)
+        assert result.returncode == 2
+        assert result.stderr == (f"envsnap: error: restore journal {journal} is unreadable "
+                                 "(Is a directory); look at it, then delete it\n")
+
+
 def test_check_without_a_lock_says_nothing_about_one(cli: Cli, story: Story) -> None:
     capture_good(cli, story, "local")
     result = cli("restore", "good", "--check")

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from conftest import Cli
 
 from envsnap.errors import SnapshotError, StoreError, UsageError
 from envsnap.snapshot import document as snapshot
@@ -81,3 +83,36 @@ def test_a_failed_write_leaves_no_partial_file(tmp_path: Path, monkeypatch) -> N
         store.save(build(), "good")
     assert (tmp_path / "good.yaml").read_text() == before
     assert [p.name for p in tmp_path.iterdir()] == ["good.yaml"]
+
+
+# ---- a store or snapshot that cannot be read: one line, never an internal error ----------------
+
+def test_a_name_too_long_for_the_filesystem_is_one_line(cli: Cli) -> None:
+    # Path.is_file() lets ENAMETOOLONG (and EACCES) through, unlike a missing file.
+    result = cli("show", "a" * 300)
+    assert result.returncode == 2
+    assert result.stderr.startswith("envsnap: error: cannot read ")
+    assert result.stderr.endswith(": File name too long\n")
+
+
+def test_a_snapshot_nested_too_deeply_is_invalid(cli: Cli) -> None:
+    (cli.cwd / "deep.json").write_text('{"schema": ' + "[" * 3000 + "]" * 3000 + "}")
+    result = cli("show", "deep.json")
+    assert result.returncode == 4
+    assert result.stderr == "envsnap: error: deep.json: corrupt snapshot (nested too deeply)\n"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a folder of mode 000 all the same")
+def test_a_store_that_cannot_be_read_is_said_not_taken_for_empty(cli: Cli) -> None:
+    store = cli.cwd / "store"
+    store.mkdir()
+    (store / "a.yaml").write_text("schema: 1\n")
+    store.chmod(0)
+    try:
+        listed, shown = cli("list"), cli("show", "a")
+    finally:
+        store.chmod(0o700)
+    assert (listed.returncode, listed.stderr) == \
+        (2, f"envsnap: error: cannot list store {store}: Permission denied\n")
+    assert (shown.returncode, shown.stderr) == \
+        (2, f"envsnap: error: cannot read {store / 'a.yaml'}: Permission denied\n")

@@ -46,7 +46,7 @@ class Comparison(TypedDict):
 def compile_metric(regex: str) -> re.Pattern[str]:
     try:
         return re.compile(regex)
-    except re.error as exc:
+    except (re.error, OverflowError, RecursionError) as exc:   # `\d{99999999999}`, `((((...`
         raise UsageError(f"invalid --metric regex {regex!r}: {exc}") from None
 
 

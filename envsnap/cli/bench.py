@@ -13,6 +13,7 @@ from envsnap.cli.options import (
     non_negative_seconds,
     positive_int,
     positive_seconds,
+    utf8_text,
 )
 from envsnap.defaults import DEFAULT_REPEAT, DEFAULT_RUN_TIMEOUT, DEFAULT_SAMPLE_INTERVAL
 from envsnap.errors import EXIT_HOST, EXIT_OK, EXIT_USAGE, UsageError
@@ -30,8 +31,9 @@ def register(commands: Any) -> None:
     ben = commands.add_parser("bench", epilog=EPILOG,
                               help="snapshot a host, run a benchmark N times on it, save both")
     ben.add_argument("host", metavar="HOST", help="inventory host, [user@]host[:port], or 'local'")
-    ben.add_argument("--cmd", required=True, help="the benchmark, run through sh -c on the host")
-    ben.add_argument("--metric", required=True, metavar="REGEX",
+    ben.add_argument("--cmd", required=True, type=utf8_text,
+                     help="the benchmark, run through sh -c on the host")
+    ben.add_argument("--metric", required=True, metavar="REGEX", type=utf8_text,
                      help="regex of the metric in its output: the first group (or the whole "
                           "match) of the last match")
     ben.add_argument("--repeat", type=positive_int, default=DEFAULT_REPEAT,
@@ -41,7 +43,8 @@ def register(commands: Any) -> None:
                           "is better)")
     ben.add_argument("--label", help="label of the snapshot that holds the runs (default: the "
                                      "host and the time of capture)")
-    ben.add_argument("--cwd", help="folder to run it in (default: here for local, else home)")
+    ben.add_argument("--cwd", type=utf8_text,
+                     help="folder to run it in (default: here for local, else home)")
     ben.add_argument("--sample-interval", type=non_negative_seconds,
                      default=DEFAULT_SAMPLE_INTERVAL, metavar="S",
                      help="GPU telemetry every S seconds during each run; 0: off "

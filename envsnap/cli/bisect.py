@@ -10,6 +10,7 @@ from envsnap.cli.options import (
     exit_codes,
     positive_int,
     positive_seconds,
+    utf8_text,
 )
 from envsnap.defaults import DEFAULT_MAX_REPEAT, DEFAULT_REPEAT, DEFAULT_RUN_TIMEOUT
 from envsnap.errors import EXIT_DRIFT, EXIT_HOST, EXIT_INVALID, EXIT_OK, EXIT_USAGE
@@ -31,10 +32,11 @@ def register(commands: Any) -> None:
     bis.add_argument("good", metavar="GOOD", help="snapshot whose HEAD was fast")
     bis.add_argument("bad", metavar="BAD", help="snapshot whose HEAD is slow")
     bis.add_argument("--host", help="where to run (default: the BAD snapshot's host)")
-    bis.add_argument("--repo", metavar="PATH",
+    bis.add_argument("--repo", metavar="PATH", type=utf8_text,
                      help="the checkout (default: the one repo both snapshots recorded)")
-    bis.add_argument("--cmd", required=True, help="the benchmark, run through sh -c")
-    bis.add_argument("--metric", required=True, metavar="REGEX",
+    bis.add_argument("--cmd", required=True, type=utf8_text,
+                     help="the benchmark, run through sh -c")
+    bis.add_argument("--metric", required=True, metavar="REGEX", type=utf8_text,
                      help="regex of the metric: first group (or whole match) of the last match")
     bis.add_argument("--repeat", type=positive_int, default=DEFAULT_REPEAT,
                      help=f"runs per commit (default {DEFAULT_REPEAT})")
@@ -53,8 +55,9 @@ def register(commands: Any) -> None:
     bis.add_argument("--keep-untracked", action="store_true",
                      help="leave untracked files in the checkout (a benchmark script kept "
                           "there) (default: stash them with the rest of your work)")
-    bis.add_argument("--cwd", help="folder to run the benchmark in (default, as for bench: "
-                                   "here for local, the login home over SSH)")
+    bis.add_argument("--cwd", type=utf8_text,
+                     help="folder to run the benchmark in (default, as for bench: here for "
+                          "local, the login home over SSH)")
     bis.add_argument("--run-timeout", type=positive_seconds, default=DEFAULT_RUN_TIMEOUT,
                      metavar="S",
                      help=f"kill a run after S seconds (default {DEFAULT_RUN_TIMEOUT:g})")

@@ -14,6 +14,7 @@ from envsnap.cli.options import (
     non_negative_int,
     positive_int,
     positive_seconds,
+    utf8_text,
 )
 from envsnap.defaults import DEFAULT_COLLECTOR_TIMEOUT, DEFAULT_FORKS
 from envsnap.errors import EXIT_HOST, EXIT_OK, EXIT_USAGE
@@ -37,7 +38,7 @@ def register(commands: Any) -> None:
     cap.add_argument("--label", help="snapshot label; a fleet is stored as LABEL/<host> "
                                      "(default: the host and the time of capture)")
     add_capture_options(cap)
-    cap.add_argument("--hot-path", action="append", default=[], metavar="GLOB",
+    cap.add_argument("--hot-path", action="append", default=[], metavar="GLOB", type=utf8_text,
                      help="code paths whose changes diff ranks first (repeatable; default: "
                           "the inventory's hot_paths, else none)")
     cap.add_argument("--forks", type=positive_int, default=DEFAULT_FORKS,

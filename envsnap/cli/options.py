@@ -63,6 +63,18 @@ def number_type(convert: Callable[[str], float], minimum: float, inclusive: bool
     return parse
 
 
+def utf8_text(text: str) -> str:
+    """A value that travels to the host or into a snapshot (JSON, YAML): bytes that are not
+    UTF-8 reach Python as surrogates, which neither can encode, after the work is done."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not UTF-8 text") from None
+    return text
+
+
+utf8_text.__name__ = "UTF-8 text"   # argparse names the type in some messages
+
 positive_int = number_type(int, 0, False, "a whole number of at least 1")
 non_negative_int = number_type(int, 0, True, "a whole number of at least 0")
 positive_seconds = number_type(float, 0, False, "a number of seconds above 0")
@@ -96,13 +108,14 @@ def add_connection_options(parser: argparse.ArgumentParser) -> None:
 
 def add_capture_options(parser: argparse.ArgumentParser) -> None:
     """What a snapshot records beyond the defaults: checkouts, interpreter, workers."""
-    parser.add_argument("--repo", action="append", default=[], metavar="PATH",
+    parser.add_argument("--repo", action="append", default=[], metavar="PATH", type=utf8_text,
                         help="git checkout to record (repeatable; default: the inventory's "
                              "repos, else none)")
-    parser.add_argument("--python",
+    parser.add_argument("--python", type=utf8_text,
                         help="interpreter on the host to run the agent with (default: the "
                              "inventory's python, else python3 on the host's PATH)")
     parser.add_argument("--proc", action="append", default=[], metavar="PATTERN",
+                        type=utf8_text,
                         help="record env of running processes whose cmdline matches "
                              "(repeatable; default: the inventory's procs, else none)")
     parser.add_argument("--force", action="store_true",

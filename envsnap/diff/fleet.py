@@ -93,13 +93,20 @@ def fleet_sources(names: list[str], store: Store) -> list[str]:
     for name in names:
         folder = Path(name) if Path(name).is_dir() else store.root / name
         if folder.is_dir():
-            found += sorted(str(p) for p in folder.iterdir() if p.suffix in SNAPSHOT_SUFFIXES)
+            found += snapshots_in(folder)
         elif Path(name).is_file() or is_label(store, name):
             found.append(name)
         else:
             raise UsageError(f"{name}: folder does not exist (nor a snapshot file, nor a label "
                              f"or fleet folder in the store {store.root})")
     return found
+
+
+def snapshots_in(folder: Path) -> list[str]:
+    try:
+        return sorted(str(p) for p in folder.iterdir() if p.suffix in SNAPSHOT_SUFFIXES)
+    except OSError as exc:   # a folder we may see but not list (mode 000, not our own)
+        raise UsageError(f"--fleet {folder}: cannot list the folder: {exc.strerror}") from None
 
 
 def is_label(store: Store, name: str) -> bool:

@@ -45,8 +45,23 @@ class Host:
                    or "python3")
 
     def list_var(self, name: str) -> list[str]:
-        value = self.vars.get(name) or []
-        return [value] if isinstance(value, str) else [str(item) for item in value]
+        return name_list(self.vars.get(name), f"{self.name}: {name}")
+
+
+LIST_VARS = ("repos", "procs", "hot_paths")
+
+
+def name_list(value: Any, what: str) -> list[str]:
+    """A host var that is one string or a list of them (paths, patterns). It comes from an
+    inventory or a playbook task's args, so any YAML value can arrive here."""
+    if not value:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, (list, tuple)) or \
+            not all(isinstance(item, (str, int, float)) for item in value):
+        raise UsageError(f"{what} must be a string or a list of strings, not {value!r}")
+    return [str(item) for item in value]
 
 
 def parse_host_spec(spec: str) -> Host:
@@ -140,6 +155,8 @@ class Inventory:
 
     def host(self, name: str) -> Host:
         host_vars = self.hosts[name]
+        for listed in LIST_VARS:   # refused here, before any host is contacted
+            name_list(host_vars.get(listed), f"{self.source}: host {name!r}: {listed}")
         if host_vars.get("ansible_connection") == "local":
             return Host(name=name, vars=host_vars)
         address = str(host_vars.get("ansible_host") or name)
@@ -178,8 +195,12 @@ def load_inventory(path: str | None) -> Inventory:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"cannot read inventory {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"cannot read inventory {path}: not UTF-8 text") from None
     try:
         return Inventory(yaml.safe_load(text), source=path)
+    except RecursionError:   # `[[[[...]]]]` a few thousand deep
+        raise UsageError(f"{path}: not valid YAML (nested too deeply)") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark else ""

@@ -27,6 +27,7 @@ import yaml
 from envsnap.errors import PlaybookError, UsageError
 from envsnap.playbook.location import Where
 from envsnap.playbook.tasks import MODULES, ArgError
+from envsnap.playbook.tasks.base import yaml_kind
 from envsnap.playbook.templating import check_syntax, is_template
 
 PLAY_KEYS = ("name", "hosts", "vars", "tasks")
@@ -41,10 +42,18 @@ class LineDict(dict):  # type: ignore[type-arg]
     line: int = 0
     key_lines: dict[Any, int]
 
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.key_lines = {}   # an empty one made for a missing `vars:` has no lines either
+
 
 class LineList(list):  # type: ignore[type-arg]
     line: int = 0
     item_lines: list[int]
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.item_lines = []   # `tasks: []` and a missing `tasks:` share the empty one
 
 
 def value_line(node: yaml.Node) -> int:
@@ -63,8 +72,9 @@ def _mapping(loader: _Loader, node: yaml.MappingNode) -> LineDict:
     result.line, result.key_lines = node.start_mark.line + 1, {}
     for key_node, value_node in node.value:
         key = loader.construct_object(key_node, deep=True)
-        if not isinstance(key, (str, int, float, bool)) or key in result:
-            problem = "duplicate key" if key in result else "a key must be a plain value"
+        plain = isinstance(key, (str, int, float, bool))   # `? [a, b]` is not even hashable
+        if not plain or key in result:
+            problem = "duplicate key" if plain else "a key must be a plain value"
             raise yaml.constructor.ConstructorError(None, None, f"{problem} {key!r}",
                                                     key_node.start_mark)
         result[key] = loader.construct_object(value_node, deep=True)
@@ -138,8 +148,10 @@ def load(path: str | Path) -> Playbook:
     source = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read playbook {source}: {getattr(exc, 'strerror', exc)}") \
+    except OSError as exc:
+        raise UsageError(f"cannot read playbook {source}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise PlaybookError(f"{source}: not a playbook: not UTF-8 text (byte {exc.start})") \
             from None
     return parse(text, source, Path(path))
 
@@ -156,6 +168,8 @@ def parse(text: str, source: str, path: Path | None = None) -> Playbook:
 def parse_yaml(text: str, source: str) -> Any:
     try:
         return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+    except RecursionError:   # `[[[[...]]]]` a few thousand deep
+        raise PlaybookError(f"{source}:1: YAML error: nested too deeply") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark else 1
@@ -184,7 +198,11 @@ def parse_play(play: Any, source: str, line: int) -> Play:
 
 
 def host_patterns(value: Any, where: str) -> list[str]:
-    patterns = value if isinstance(value, list) else str(value).split(",")
+    patterns = value if isinstance(value, list) else str(value or "").split(",")
+    if isinstance(value, (dict, bool)) or not all(isinstance(pattern, (str, int))
+                                                  for pattern in patterns):
+        raise PlaybookError(f"{where}: hosts must be a name, names separated by commas, "
+                            f"or a list of names, not {value!r}")
     cleaned = [str(pattern).strip() for pattern in patterns if str(pattern).strip()]
     if not cleaned:
         raise PlaybookError(f"{where}: hosts is empty")
@@ -248,6 +266,10 @@ def check_args(module_name: str, args: Any, source: str, line: int) -> None:
 
 def check_keywords(task: LineDict, source: str) -> None:
     for key in EXPRESSION_KEYS:
+        if isinstance(task.get(key), (list, dict)):
+            # str() of a list is a non-empty list literal: `when: [false]` would be true.
+            raise PlaybookError(f"{source}:{task.key_lines[key]}: {key} must be one expression "
+                                f"(a string, e.g. x > 1), not a {yaml_kind(task[key])}")
         if key in task and not isinstance(task[key], bool):
             check_syntax(str(task[key]), Where(source, task.key_lines[key]), expression=True)
     if "loop" in task:
@@ -309,7 +331,13 @@ def parse_extra_var(value: str) -> dict[str, Any]:
             text = Path(value[1:]).read_text(encoding="utf-8")
         except OSError as exc:
             raise UsageError(f"-e {value}: {exc.strerror}") from None
+        except UnicodeDecodeError:
+            raise UsageError(f"-e {value}: not UTF-8 text") from None
         return mapping_of(text, value)
+    try:   # argv bytes that are not UTF-8 arrive as surrogates: no host, file or YAML takes them
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError(f"-e {value!r}: not UTF-8 text") from None
     if value.lstrip().startswith("{"):
         return mapping_of(value, value)
     key, sep, text = value.partition("=")
@@ -321,6 +349,8 @@ def parse_extra_var(value: str) -> dict[str, Any]:
 def mapping_of(text: str, what: str) -> dict[str, Any]:
     try:
         loaded = yaml.safe_load(text)
+    except RecursionError:
+        raise UsageError(f"-e {what}: not valid YAML (nested too deeply)") from None
     except yaml.YAMLError as exc:
         raise UsageError(f"-e {what}: not valid YAML ({getattr(exc, 'problem', exc)})") \
             from None

@@ -123,6 +123,8 @@ def check_syntax(text: str, where: Where, expression: bool = False) -> None:
     except jinja2.TemplateSyntaxError as exc:
         what = "bad expression" if expression else "template syntax error"
         raise PlaybookError(f"{where_line(where, exc)}: {what}: {exc.message}") from None
+    except Exception as exc:  # compiling folds constants: `10 ** 10000` fails in str(int)
+        raise PlaybookError(f"{where}: {describe(exc, text)}") from None
 
 
 def describe(exc: Exception, text: str) -> str:

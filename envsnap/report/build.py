@@ -21,13 +21,13 @@ from envsnap.diff.findings import plural
 from envsnap.diff.render_formats import as_json as diff_json
 from envsnap.diff.render_formats import markdown as diff_markdown
 from envsnap.diff.render_text import blocks, change_text, verdict
-from envsnap.errors import StoreError
+from envsnap.errors import StoreError, UsageError
 from envsnap.report.facts import Fact, summary
 from envsnap.report.parts import Part, parts
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.document import problems
 from envsnap.snapshot.mask import Masker
-from envsnap.snapshot.store import atomic_write
+from envsnap.snapshot.store import atomic_write, holds_snapshot
 
 REPORT_FORMAT = 1
 
@@ -179,6 +179,8 @@ def render(report: Report, form: str) -> str:
 
 def save_text(path: str | Path, text: str) -> Path:
     target = Path(path)
+    if holds_snapshot(target):   # a report written over a snapshot would lose it for good
+        raise UsageError(f"{target} holds a snapshot: write the report elsewhere")
     try:
         atomic_write(target, text)
     except OSError as exc:

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from envsnap.errors import HostError, UsageError
+from envsnap.errors import HostError, StoreError, UsageError
 from envsnap.hosts.inventory import Host
 from envsnap.hosts.transport import Transport
 from envsnap.snapshot.store import Store, atomic_write, label_from_name
@@ -116,13 +116,20 @@ class JournalBook:
             return Journal(**data)
         except FileNotFoundError:
             return None
+        except OSError as exc:   # a folder of that name, or one we may not read
+            raise UsageError(f"restore journal {self.path(host)} is unreadable "
+                             f"({exc.strerror}); look at it, then delete it") from None
         except (ValueError, TypeError) as exc:
             raise UsageError(f"restore journal {self.path(host)} is unreadable ({exc}); "
                              "look at it, then delete it") from None
 
     def write(self, journal: Journal) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        atomic_write(self.path(journal.host), json.dumps(asdict(journal), indent=2) + "\n")
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            atomic_write(self.path(journal.host), json.dumps(asdict(journal), indent=2) + "\n")
+        except OSError as exc:
+            raise StoreError(f"cannot write restore journal {self.path(journal.host)}: "
+                             f"{exc.strerror}") from None
 
     def clear(self, host: str) -> None:
         self.path(host).unlink(missing_ok=True)

@@ -61,11 +61,25 @@ def parse_document(text: str, source: str) -> Any:
         if source.endswith(".json"):
             return json.loads(text)
         return yaml.load(text, Loader=Loader)
+    except RecursionError:   # `[[[[...]]]]` a few thousand deep: small, and no snapshot
+        raise SnapshotError(f"{source}: corrupt snapshot (nested too deeply)") from None
     except (yaml.YAMLError, ValueError) as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark else ""
         reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise SnapshotError(f"{source}{where}: corrupt snapshot ({reason})") from None
+
+
+def holds_snapshot(path: Path) -> bool:
+    """Whether an existing regular file is a snapshot (a mapping with schema, meta and facts at
+    the top): what an output option (`report -o`) must never overwrite."""
+    if not path.is_file():
+        return False
+    try:
+        document = parse_document(path.read_text(encoding="utf-8"), str(path))
+    except (OSError, UnicodeDecodeError, SnapshotError):
+        return False
+    return isinstance(document, dict) and {"schema", "meta", "facts"} <= document.keys()
 
 
 def atomic_write(path: Path, content: str | bytes, mode: int | None = None) -> None:
@@ -90,6 +104,15 @@ def atomic_write(path: Path, content: str | bytes, mode: int | None = None) -> N
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def is_file(path: Path) -> bool:
+    """Path.is_file, but a folder on the way that may not be searched (mode 000, another
+    user's) or a name too long is said in one line, not taken for "no such snapshot"."""
+    try:
+        return path.is_file()
+    except OSError as exc:
+        raise StoreError(f"cannot read {path}: {exc.strerror}") from None
 
 
 @dataclass(frozen=True)
@@ -133,18 +156,18 @@ class Store:
     def resolve(self, label_or_path: str) -> Path:
         """A label in the store, or a path to a snapshot file."""
         candidate = Path(label_or_path)
-        if label_or_path.endswith((".yaml", ".yml", ".json")) and candidate.is_file():
+        if label_or_path.endswith((".yaml", ".yml", ".json")) and is_file(candidate):
             return candidate
-        if candidate.is_file() and os.sep in label_or_path:
+        if is_file(candidate) and os.sep in label_or_path:
             return candidate
         try:
             path = self.path_for(label_or_path)
         except UsageError:
             raise UsageError(f"no snapshot {label_or_path!r}: not a label in {self.root} "
                              "and not a file") from None
-        if path.is_file():
+        if is_file(path):
             return path
-        if candidate.is_file():   # no such label: a file of that name here, as typed
+        if is_file(candidate):   # no such label: a file of that name here, as typed
             return candidate
         raise UsageError(f"no snapshot labelled {label_or_path!r} in {self.root} "
                          "(envsnap list shows what there is)")
@@ -160,6 +183,11 @@ class Store:
     def entries(self) -> list[Entry]:
         if self.root.exists() and not self.root.is_dir():
             raise StoreError(f"store {self.root} is not a folder")
+        if self.root.is_dir():
+            try:   # rglob skips a folder it cannot list: "no snapshots" would be a lie
+                os.scandir(self.root).close()
+            except OSError as exc:
+                raise StoreError(f"cannot list store {self.root}: {exc.strerror}") from None
         found = []
         for path in sorted(self.root.rglob(f"*{SUFFIX}")):
             label = path.relative_to(self.root).with_suffix("").as_posix()

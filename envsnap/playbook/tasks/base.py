@@ -8,6 +8,7 @@ the host is a result with failed=True and a message a person can act on.
 """
 from __future__ import annotations
 
+import math
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -86,7 +87,7 @@ class Module:
         if args is None:
             args = {}
         if not isinstance(args, Mapping):
-            raise ArgError(f"{self.name}: arguments must be a mapping, not {type(args).__name__}")
+            raise ArgError(f"{self.name}: arguments must be a mapping, not {yaml_kind(args)}")
         self.check_names(args)
         self.check_choices(args)
         return dict(args)
@@ -106,6 +107,14 @@ class Module:
             if value is not None and not _templated(value) and value not in allowed:
                 raise ArgError(f"{self.name}: {name} {value!r} is not one of "
                                f"{', '.join(allowed)}")
+
+
+def yaml_kind(value: Any) -> str:
+    """A value's type in the playbook's words: the loader's LineList is a `list` to its writer."""
+    for kind in (list, dict):
+        if isinstance(value, kind):
+            return kind.__name__
+    return type(value).__name__
 
 
 def _templated(value: Any) -> bool:
@@ -133,6 +142,28 @@ def as_str(args: Mapping[str, Any], name: str, default: str | None = None) -> st
     if isinstance(value, (dict, list)):
         raise ArgError(f"{name} must be a string, not a {type(value).__name__}")
     return str(value)
+
+
+def finite_number(value: Any) -> float | None:
+    """The value as a finite number, or None: NaN or infinity would reach int() or a timer
+    and fail there; `true` is no number either."""
+    if isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def as_number(args: Mapping[str, Any], name: str, default: float) -> float:
+    value = args.get(name)
+    if value is None:
+        return default
+    number = finite_number(value)
+    if number is None:
+        raise ArgError(f"{name} must be a number, not {value!r}")
+    return number
 
 
 def as_mapping(args: Mapping[str, Any], name: str) -> dict[str, Any]:

@@ -20,8 +20,10 @@ from envsnap.playbook.tasks.base import (
     Module,
     ModuleResult,
     as_bool,
+    as_number,
     as_str,
     failed,
+    finite_number,
 )
 from envsnap.playbook.tasks.facts import take_snapshot
 from envsnap.snapshot import document as snapshot
@@ -30,10 +32,7 @@ NUMBERS = ("repeat", "sample_interval", "run_timeout", "threshold")
 
 
 def spec_of(args: dict[str, Any]) -> bench.BenchSpec:
-    try:
-        numbers = {name: float(args[name]) for name in NUMBERS if args.get(name) is not None}
-    except (TypeError, ValueError) as exc:
-        raise ArgError(f"bench: {exc}") from None
+    numbers = {name: as_number(args, name, 0.0) for name in NUMBERS if args.get(name) is not None}
     spec = bench.BenchSpec(cmd=as_str(args, "cmd"), metric=as_str(args, "metric"),
                            repeat=int(numbers.get("repeat", DEFAULT_REPEAT)),
                            lower_is_better=as_bool(args, "lower_is_better"),
@@ -53,7 +52,11 @@ def baseline_values(ctx: Context, value: Any) -> list[float] | None:
     if value is None or value == "":
         return None
     if isinstance(value, list):
-        return [float(v) for v in value]
+        numbers = [finite_number(item) for item in value]
+        if None in numbers:
+            raise ArgError(f"bench: baseline must be a snapshot or a list of numbers, "
+                           f"not {value!r}")
+        return [number for number in numbers if number is not None]
     document = value if isinstance(value, Mapping) else ctx.store.load(str(value))
     recorded = snapshot.bench(dict(document))
     if recorded is None or not recorded.get("values"):

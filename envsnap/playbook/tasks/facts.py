@@ -12,8 +12,9 @@ from typing import Any
 
 from envsnap.defaults import DEFAULT_COLLECTOR_TIMEOUT
 from envsnap.diff.findings import plural
+from envsnap.errors import UsageError
 from envsnap.hosts.capture import CaptureOptions, snapshot_document
-from envsnap.hosts.inventory import with_vars
+from envsnap.hosts.inventory import name_list, with_vars
 from envsnap.playbook.tasks.base import (
     ArgError,
     Context,
@@ -21,6 +22,7 @@ from envsnap.playbook.tasks.base import (
     ModuleResult,
     as_bool,
     as_mapping,
+    as_number,
     failed,
 )
 from envsnap.snapshot import document as snapshot
@@ -35,8 +37,15 @@ TOP_LEVEL = ("schema", "meta", "facts", "volatile", "digests")
 
 def take_snapshot(ctx: Context, args: dict[str, Any], label: str) -> dict[str, Any]:
     """The host as it is now, as a snapshot document (not saved)."""
+    for listed in ("repos", "procs"):
+        try:
+            name_list(args.get(listed), listed)
+        except UsageError as exc:   # the task's args, not the host: the playbook's fault
+            raise ArgError(str(exc)) from None
     host = with_vars(ctx.host, {name: args.get(name) for name in ("repos", "procs", "python")})
-    seconds = float(args.get("collector_timeout") or DEFAULT_COLLECTOR_TIMEOUT)
+    seconds = as_number(args, "collector_timeout", 0.0) or DEFAULT_COLLECTOR_TIMEOUT
+    if seconds < 0:
+        raise ArgError(f"collector_timeout must be more than 0 seconds, not {seconds:g}")
     return snapshot_document(ctx.transport, host, label, CaptureOptions(collector_timeout=seconds))
 
 

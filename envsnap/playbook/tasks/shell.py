@@ -11,6 +11,7 @@ from envsnap.playbook.tasks.base import (
     Module,
     ModuleResult,
     as_mapping,
+    as_number,
     as_str,
     last_line,
     quote_path,
@@ -51,10 +52,10 @@ def full_command(cmd: str, args: dict[str, Any]) -> str:
 def timeout_of(args: dict[str, Any]) -> float | None:
     if args.get("timeout") is None:
         return None
-    try:
-        return float(args["timeout"])
-    except (TypeError, ValueError):
-        raise ArgError(f"shell: timeout must be seconds, not {args['timeout']!r}") from None
+    seconds = as_number(args, "timeout", 0.0)
+    if seconds <= 0:
+        raise ArgError(f"shell: timeout must be more than 0 seconds, not {args['timeout']!r}")
+    return seconds
 
 
 MODULE = Module(name="shell", run=shell, required=("cmd",),
