@@ -74,6 +74,16 @@ def test_a_bug_is_one_line_and_a_crash_log(cli: Cli, state: Path) -> None:
     assert log.stat().st_mode & 0o777 == 0o600
 
 
+def test_the_crash_log_masks_secrets_in_the_command_line(cli: Cli, state: Path) -> None:
+    # `--` makes the flag-like word the label: it reaches the (broken) store as typed
+    result = run_with_broken_library(cli, "ZeroDivisionError('boom')", "show", "--",
+                                     "--token=hunter2-s3cret-value")
+    assert result.returncode == EXIT_INTERNAL, result.stderr
+    (log,) = state.glob("crash-*.log")
+    text = log.read_text()
+    assert "argv: ['show', '--', '--token=" in text and "hunter2-s3cret-value" not in text
+
+
 def test_without_xdg_state_home_the_crash_log_is_under_home(cli: Cli) -> None:
     cli.env.pop("XDG_STATE_HOME", None)
     result = run_with_broken_library(cli, "ZeroDivisionError('boom in the store')",

@@ -34,13 +34,15 @@ def write_crash_log(error: BaseException, argv: list[str]) -> Path:
     """The traceback and what ran, in a new file named by the time; raises OSError."""
     import traceback  # only a crash pays for it
 
+    from envsnap.agent.redact import redact_argv  # a crash log may be attached to a bug report
+
     folder = state_dir()
     folder.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
     path = folder / f"crash-{stamp}-{os.getpid()}.log"
     trace = traceback.format_exception(type(error), error, error.__traceback__)  # 3.9 form
     text = (f"envsnap {__version__}, python {sys.version.split()[0]}, {sys.platform}\n"
-            f"argv: {argv!r}\n\n" + "".join(trace))
+            f"argv: {redact_argv(argv)!r}\n\n" + "".join(trace))
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, CRASH_LOG_MODE)
     with os.fdopen(descriptor, "w", encoding="utf-8") as log:
         log.write(text)
