@@ -286,8 +286,9 @@ def test_some_gpus_alike_and_one_apart() -> None:
         on_gpus([0, 3, 4], power_limit_w=450.0)(document)
         on_gpus([6], power_limit_w=300.0)(document)
     found = diff(EIGHT, edited(EIGHT, change)).findings
-    assert [(f.path[1], f.after) for f in found] == [("0,3-4 (3 of 8)", 450.0),
-                                                    ("00000000:16:00.0", 300.0)]
+    assert [(f.path[1], f.after) for f in found] == [("0,3-4 (3 of 8)", 450.0), ("6", 300.0)]
+    assert found[1].detail["gpus"] == ["00000000:16:00.0"], "the bus id stays in detail"
+    assert found[1].why.startswith("GPU 6 ") and found[1].where == "gpus[6].power_limit_w"
 
 
 def test_readings_alike_on_every_gpu_are_one_row() -> None:

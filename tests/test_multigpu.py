@@ -17,7 +17,8 @@ from smicheck import NOT_IN_SMI, check_links, crosscheck
 
 from envsnap.agent import nvidia, smi
 
-RECORDINGS = sorted((Path(__file__).parent / "data").glob("h200x*"))
+RECORDINGS = sorted(folder for folder in (Path(__file__).parent / "data").glob("h200x*")
+                    if (folder / "smi_L.txt").exists())  # not h200x2-story/: that is a story
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
                  "NVSHMEM_DISABLE_NVLS": "1"}
 
@@ -136,3 +137,48 @@ def test_before_and_during_the_all_reduce_differ_in_readings_only(recording: Pat
             if f["path"][-1] == "utilization_gpu_pct"}
     assert len(busy) == gpu_count(recording) and min(busy.values()) > 50, \
         "the second capture was taken while every GPU all-reduced"
+
+
+# ---- on several GPUs: pairs, NVLink counts, merged rows named by index ------------------------
+
+MULTI = [folder for folder in RECORDINGS if gpu_count(folder) > 1]
+
+
+@pytest.mark.parametrize("folder", MULTI, ids=lambda folder: folder.name)
+def test_each_nvlink_pair_is_the_links_both_gpus_have_up(folder: Path) -> None:
+    """topo -m's NV<n> between two GPUs, NVML's pair view and nvlink -s's count agree."""
+    facts = snapshot(folder, "before")["facts"]["nvidia"]
+    links = smi.parse_topology((folder / "smi_topo_m.txt").read_text())["links"]
+    pairs = [(bus, peer, link) for bus, peers in facts["topology"].items()
+             for peer, link in peers.items()]
+    assert len(pairs) == gpu_count(folder) * (gpu_count(folder) - 1)
+    by_index = {f"GPU{gpu['index']}": bus for bus, gpu in facts["gpus"].items()}
+    for index, peers in links.items():
+        for peer, link in peers.items():
+            assert facts["topology"][by_index[index]][by_index[peer]] == link
+    if gpu_count(folder) == 2:  # a direct pair: every active link joins the two
+        (first, second, link) = pairs[0]
+        assert link.startswith("NV")
+        assert facts["gpus"][first]["nvlink_active"] == int(link[2:]) == \
+            facts["gpus"][second]["nvlink_active"]
+
+
+@pytest.mark.parametrize("folder", MULTI, ids=lambda folder: folder.name)
+def test_a_real_multi_gpu_diff_merges_alike_rows_and_names_gpus_by_index(folder: Path,
+                                                                        cli: Cli) -> None:
+    before, during = (str(folder / "snapshots" / f"{label}.yaml") for label in ("before", "during"))
+    shown = cli("diff", before, during, "--all", "--json")
+    findings = json.loads(shown.stdout)["findings"]
+    gpus = snapshot(folder, "before")["facts"]["nvidia"]["gpus"]
+    everyone = f"0-{gpu_count(folder) - 1} (all {gpu_count(folder)})"
+    per_gpu = [f for f in findings if f["section"] == "nvidia" and f["path"][0] == "gpus"]
+    assert any(f["path"][1] == everyone for f in per_gpu), "clocks rose alike on every GPU"
+    names = {f["path"][1] for f in per_gpu}
+    assert not names & set(gpus), "no row is named by bus id"
+    for finding in per_gpu:
+        named = finding["path"][1]
+        if named != everyone:
+            (bus,) = finding["detail"]["gpus"]
+            assert str(gpus[bus]["index"]) == named, "the bus id is kept in detail"
+    text = cli("diff", before, during, "--all").stdout
+    assert f"gpus[{everyone}].clock_sm_mhz" in text and "gpus[1].power_draw_w" in text

@@ -56,3 +56,22 @@ def test_restore_from_an_installed_wheel_finds_its_playbook(wheel: Path, cli: Cl
     result = cli("restore", "good", "--check")
     assert result.returncode == 1, result.stdout + result.stderr
     assert "plan for local (check mode: nothing changed)" in result.stdout
+
+
+def test_restore_from_a_checkout_that_is_not_installed(cli: Cli, tmp_path: Path) -> None:
+    """`python -m envsnap` from a bare checkout (as on a GPU host one has only copied it to):
+    no package envsnap.playbooks exists there, and restore reads the checkout's folder."""
+    checkout = tmp_path / "checkout"
+    for name in ("envsnap", "playbooks"):
+        shutil.copytree(ROOT / name, checkout / name,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    site_packages = next(p for p in map(Path, sys.path) if p.name == "site-packages")
+    # -S: no .pth files, so the editable install of the checkout under test is not seen
+    cli.env["PYTHONPATH"] = f"{checkout}:{site_packages}"
+    story = Story(tmp_path / "story")
+    capture_good(cli, story, "local")
+    moved_and_dirty(story)
+    result = subprocess.run([sys.executable, "-S", "-m", "envsnap", "restore", "good", "--check"],
+                            env=cli.env, cwd=cli.cwd, capture_output=True, text=True)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "plan for local (check mode: nothing changed)" in result.stdout

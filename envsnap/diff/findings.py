@@ -64,7 +64,7 @@ def path_text(path: tuple[str, ...], key_width: int = 0) -> str:
         if key_width and len(key) > key_width:
             half = (key_width - 3) // 2
             key = f"{key[:half]}...{key[-half:]}"
-        if PLAIN_KEY.match(key):
+        if PLAIN_KEY.match(key) and not key.isdigit():  # gpus[3], as an index reads
             text += ("." if text else "") + key
         else:
             text += f"[{key}]"

@@ -1,11 +1,14 @@
-"""The same change on several GPUs of a host is one finding, not eight.
+"""The same change on several GPUs of a host is one finding, not eight; every GPU is named
+by its nvidia-smi index.
 
 A driver update that lowers every power limit, or a riser that trains every link at x8,
 would otherwise fill the verdict with copies. Rows merge when they change the same GPU fact
 the same way and their rules say the same about each GPU. The merged row stands at the
 first one's place and names the GPUs by nvidia-smi index in its path ("gpus",
-"0-7 (all 8)", "power_limit_w"); a pairwise finding also lists their bus ids in
-detail["gpus"]. Used for diff findings and for fleet disagreements alike.
+"0-7 (all 8)", "power_limit_w"); a row of one GPU is named the same way ("gpus", "3",
+"power_draw_w"), so one diff never names a GPU by index in one row and by bus id in the
+next. A pairwise finding keeps the bus ids in detail["gpus"]. Used for diff findings and
+for fleet disagreements alike.
 """
 from __future__ import annotations
 
@@ -38,6 +41,11 @@ def per_gpu(row: Row) -> bool:
     return row.section == "nvidia" and len(row.path) == 3 and row.path[0] == "gpus"
 
 
+def names_a_gpu(row: Row) -> bool:
+    """A per-GPU fact, or a whole GPU that appeared or went missing ("gpus", bus id)."""
+    return row.section == "nvidia" and len(row.path) in (2, 3) and row.path[0] == "gpus"
+
+
 def index_ranges(indexes: list[int]) -> str:
     """[0, 1, 2, 5] -> "0-2,5"."""
     runs: list[list[int]] = []
@@ -50,9 +58,12 @@ def index_ranges(indexes: list[int]) -> str:
 
 
 def gpus_key(buses: list[str], gpus: dict[str, Any]) -> str:
-    """"0-7 (all 8)", "0,3 (2 of 8)": nvidia-smi's indexes where known, else bus ids."""
+    """"0-7 (all 8)", "0,3 (2 of 8)", "3" for one GPU: nvidia-smi's indexes where known,
+    else bus ids."""
     indexes = [(gpus.get(bus) or {}).get("index") for bus in buses]
     known = [i for i in indexes if isinstance(i, int)]
+    if len(buses) == 1:
+        return str(known[0]) if known else buses[0]
     names = index_ranges(known) if len(known) == len(buses) else ", ".join(buses)
     share = f"all {len(gpus)}" if len(buses) == len(gpus) else f"{len(buses)} of {len(gpus)}"
     return f"{names} ({share})"
@@ -61,9 +72,10 @@ def gpus_key(buses: list[str], gpus: dict[str, Any]) -> str:
 def merged(group: list[R], gpus: dict[str, Any]) -> R:
     first = group[0]
     buses = [row.path[1] for row in group]
-    path = ("gpus", gpus_key(buses, gpus), first.path[2])
+    path = ("gpus", gpus_key(buses, gpus), *first.path[2:])
     old_where = path_text(first.path)
-    why = first.why.replace(f"GPU {first.path[1]}", f"GPUs {path[1]}") \
+    named = f"GPUs {path[1]}" if len(group) > 1 else f"GPU {path[1]}"
+    why = first.why.replace(f"GPU {first.path[1]}", named) \
                    .replace(old_where, path_text(path))
     if isinstance(first, Finding):
         return replace(first, path=path, why=why,
@@ -87,7 +99,7 @@ def merge_alike(rows: list[R], gpus: dict[str, Any],
     for row in rows:
         group = groups[alike(row)] if per_gpu(row) else [row]
         if len(group) == 1:
-            out.append(row)
+            out.append(merged(group, gpus) if names_a_gpu(row) else row)
         elif group[0] is row:
             out.append(merged(group, gpus))
     return out

@@ -44,8 +44,13 @@ from envsnap.snapshot.store import Store
 
 def shipped_playbook(name: str) -> Path:
     """playbooks/<name>, the package envsnap.playbooks: the checkout's folder in an editable
-    install, the copy inside the package when installed from a wheel."""
-    return Path(str(resources.files("envsnap.playbooks") / name))
+    install, the copy inside the package when installed from a wheel, and the checkout's
+    folder again where envsnap runs from a checkout without being installed."""
+    try:
+        folder = resources.files("envsnap.playbooks")
+    except ModuleNotFoundError:  # a checkout run as `python -m envsnap`, not installed
+        return Path(__file__).resolve().parents[2] / "playbooks" / name
+    return Path(str(folder / name))
 
 
 RESTORE_PLAYBOOK = shipped_playbook("restore.yml")
