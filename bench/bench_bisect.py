@@ -7,7 +7,7 @@ K. Counted: benchmark invocations beyond the two endpoints' (one invocation = --
 of the command), against log2(64) = 6 (what any halving needs) and 63 (a linear scan).
 Target: at most 8.
 
-Usage: PYTHONPATH=. python3 bench/bench_bisect.py [--commits 64] [--repeat 5] [--at 1,17,...]
+Usage: PYTHONPATH=. python3 bench/bench_bisect.py [--commits 64] [--repeat 3] [--at 1,17,...]
 """
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from envsnap.bench.run import BenchSpec  # noqa: E402
 from envsnap.bisect.run import BisectOptions, bisect  # noqa: E402
+from envsnap.defaults import DEFAULT_BISECT_REPEAT  # noqa: E402
 from envsnap.hosts.capture import CaptureOptions, capture  # noqa: E402
 from envsnap.hosts.inventory import Inventory, parse_host_spec, with_vars  # noqa: E402
 from envsnap.snapshot.store import Store  # noqa: E402
@@ -74,13 +75,14 @@ def run_case(root: Path, commits: int, slow_at: int, repeat: int, script: Path) 
     report = bisect(store, Inventory(None), "good", "bad", "local", None, spec, BisectOptions())
     seconds = time.monotonic() - started
     found = report.first_bad is not None and report.first_bad.subject == "Slow down"
-    return report.step_invocations, report.endpoint_invocations, found, seconds
+    return report.step_invocations, report.endpoint_invocations, report.runs, found, seconds
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--commits", type=int, default=64)
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=DEFAULT_BISECT_REPEAT,
+                        help="runs per commit to start with (bisect's own default)")
     parser.add_argument("--at", default="1,17,32,33,50,64",
                         help="commits that bring the regression, comma-separated")
     args = parser.parse_args()
@@ -89,12 +91,13 @@ def main() -> int:
         script = Path(folder) / "bench_speed.py"
         script.write_text(BENCH)
         worst = 0
-        print(f"{'K':>4}  {'steps':>5}  {'endpoints':>9}  {'found':>5}  seconds")
+        print(f"{'K':>4}  {'steps':>5}  {'endpoints':>9}  {'runs':>5}  {'found':>5}  seconds")
         for slow_at in (int(k) for k in args.at.split(",")):
-            steps, ends, found, seconds = run_case(Path(folder) / f"k{slow_at}", args.commits,
+            steps, ends, runs, found, seconds = run_case(Path(folder) / f"k{slow_at}", args.commits,
                                                    slow_at, args.repeat, script)
             worst = max(worst, steps)
-            print(f"{slow_at:>4}  {steps:>5}  {ends:>9}  {str(found):>5}  {seconds:.1f}")
+            print(f"{slow_at:>4}  {steps:>5}  {ends:>9}  {runs:>5}  {str(found):>5}  "
+                  f"{seconds:.1f}")
     log2 = math.log2(args.commits)
     print(f"benchmark invocations beyond the endpoints: at most {worst} "
           f"(log2({args.commits}) = {log2:g}; a linear scan: {args.commits - 1}; "

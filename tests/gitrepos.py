@@ -108,3 +108,61 @@ class Story:
 
     def pull(self) -> None:
         self.checkout.git("-c", "pull.rebase=false", "pull", "origin", "main")
+
+    def big_pull_upstream(self, total: int = 121, hot: int = 13) -> list[str]:
+        """`total` commits upstream; the `hot` oldest touch the NCCL path, so a window of the
+        newest commits holds none of them. The hot shas, newest first."""
+        hot_shas = []
+        for number in range(1, total + 1):
+            if number <= hot:
+                hot_shas.insert(0, self.dev.commit(f"NCCL tweak {number}", {
+                    PYNCCL: f"def all_reduce(x):\n    return x * {number}\n"}))
+            else:
+                self.dev.commit(f"Change {number}", {f"docs/change_{number}.md": f"{number}\n"})
+        self.dev.git("push", "-q", "origin", "main")
+        return hot_shas
+
+
+# ---- shapes of real histories (issue 13) ------------------------------------------------------
+
+def count(repo: Repo, rev_range: str) -> int:
+    """What `git rev-list --count` says: the truth every count envsnap prints is checked on."""
+    return int(repo.git("rev-list", "--count", rev_range))
+
+
+def changed_files(repo: Repo, rev_range: str) -> list[str]:
+    return repo.git("diff", "--name-only", rev_range).split("\n")
+
+
+class ShallowMerge:
+    """A depth-3 clone of main, then a pull at depth 3 of a merge whose 19-commit side branch
+    forked below the clone's shallow edge: the fetch stops two commits into the side branch."""
+
+    SIDE = 19
+
+    def __init__(self, root: Path) -> None:
+        self.env = git_env(root / "home")
+        (root / "home").mkdir(parents=True)
+        self.upstream = init(root / "upstream.git", self.env, bare=True).path
+        self.dev = clone(self.upstream, root / "dev", self.env)
+        self.dev.commit("base", {PYNCCL: "def all_reduce(x):\n    return x\n",
+                                 "README.md": "sglang\n", "src/engine.py": "E = 0\n"})
+        for number in range(1, 5):
+            self.dev.commit(f"main {number}", {f"docs/main_{number}.md": f"{number}\n"})
+        self.dev.git("checkout", "-q", "-b", "side", "HEAD~3")
+        for number in range(1, self.SIDE + 1):
+            # The commit the depth-3 fetch cuts at changes README.md and one source file only.
+            files = {"README.md": "sglang, side\n", "src/engine.py": "E = 18\n"} \
+                if number == self.SIDE - 1 else {f"docs/side_{number}.md": f"{number}\n"}
+            self.dev.commit(f"side {number}", files)
+        self.dev.git("checkout", "-q", "main")
+        self.dev.git("push", "-q", "origin", "main")
+        self.checkout = clone(self.upstream, root / "shallow", self.env, "--depth", "3")
+        self.old = self.checkout.head()
+
+    def merge_and_pull(self) -> str:
+        self.dev.git("merge", "-q", "--no-ff", "side", "-m", "Merge side branch")
+        self.dev.git("push", "-q", "origin", "main")
+        self.checkout.git("-c", "pull.rebase=false", "pull", "-q", "--depth", "3",
+                          "origin", "main")
+        return self.checkout.head()

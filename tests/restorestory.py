@@ -8,6 +8,8 @@ import yaml
 from conftest import Cli
 from gitrepos import Story
 
+from envsnap.snapshot.provenance import signed, user_key
+
 ENGINE = "python/sglang/srt/entrypoints/engine.py"
 GOOD_PATCH = "ENGINE = 2  # tuned\n"
 
@@ -31,11 +33,13 @@ def moved_and_dirty(story: Story) -> None:
 
 
 def edit_snapshot(cli: Cli, **repo_changes: object) -> None:
+    """The user's own snapshot in another state (its HEAD elsewhere): signed again with the
+    CLI user's key, as if envsnap had captured it so (a hand edit alone makes it foreign)."""
     path = Path(cli.env["ENVSNAP_STORE"]) / "good.yaml"
     document = yaml.safe_load(path.read_text())
     for repo in document["facts"]["git"]["repos"].values():
         repo.update(repo_changes)
-    path.write_text(yaml.safe_dump(document))
+    path.write_text(yaml.safe_dump(signed(document, user_key(cli.env))))
 
 
 def stash_messages(story: Story) -> list[str]:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command (README): install what the tests need, lint, type-check, then run them.
-# The tests start their own sshd; this only makes sure OpenSSH is installed, and installs
+# The tests start their own sshd; this only makes sure OpenSSH (and Chromium, for the report's
+# browser test) is installed, and installs
 # the package into .venv/: a system Python may refuse `pip install` (PEP 668,
 # "externally-managed-environment", as on stock Debian/Ubuntu), a venv never does.
 # Arguments go to pytest (e.g. `bash tests/run.sh -m "not ssh"`).
@@ -18,6 +19,10 @@ as_root_apt_get() {
 
 if ! command -v sshd >/dev/null && [ ! -x /usr/sbin/sshd ]; then
   as_root_apt_get openssh-server openssh-client git || exit 1
+fi
+# tests/test_report_browser.py renders the html report in headless Chromium (Debian's package)
+if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null; then
+  as_root_apt_get chromium || exit 1
 fi
 
 # A venv with a working pip: Debian's python3 makes one only with python3-venv (ensurepip)

@@ -93,11 +93,16 @@ class Sshd:
 MAX_LISTEN = 16   # sshd's MAX_LISTEN_SOCKS: more aliases get more daemons on the same port
 
 
-def start_sshd(workdir: Path, aliases: int = 4) -> Sshd:
+def start_sshd(workdir: Path, aliases: int = 4, log_level: str = "ERROR",
+               also_authorized: Path | None = None) -> Sshd:
+    """`also_authorized`: the client key of another daemon, let in here too."""
     workdir.mkdir(parents=True, exist_ok=True)
     host_public = keygen(workdir / "host_key")
     client_public = keygen(workdir / "client_key")
-    (workdir / "authorized_keys").write_text(client_public + "\n")
+    authorized = [client_public]
+    if also_authorized is not None:
+        authorized.append(also_authorized.with_suffix(".pub").read_text().strip())
+    (workdir / "authorized_keys").write_text("\n".join(authorized) + "\n")
     os.chmod(workdir / "authorized_keys", 0o600)
     Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege separation folder
     port = free_port()
@@ -109,7 +114,7 @@ def start_sshd(workdir: Path, aliases: int = 4) -> Sshd:
     for first in range(0, aliases, MAX_LISTEN):
         group = addresses[first:first + MAX_LISTEN]
         config = workdir / f"sshd_config.{first}"
-        config.write_text(sshd_config(workdir, port, group, first, host_home))
+        config.write_text(sshd_config(workdir, port, group, first, host_home, log_level))
         processes.append(subprocess.Popen([find_sshd(), "-D", "-e", "-f", str(config)],
                                           stdout=log.open("ab"), stderr=subprocess.STDOUT))
         wait_for_port(group[-1], port, processes[-1], log)
@@ -118,7 +123,7 @@ def start_sshd(workdir: Path, aliases: int = 4) -> Sshd:
 
 
 def sshd_config(workdir: Path, port: int, addresses: list[str], number: int,
-                host_home: Path) -> str:
+                host_home: Path, log_level: str = "ERROR") -> str:
     # SetEnv (OpenSSH >= 7.8) overrides what sshd sets from passwd, HOME included.
     session_env = " ".join(f"{name}={value}" for name, value in home_env(host_home).items())
     lines = [f"Port {port}", *(f"ListenAddress {a}" for a in addresses),
@@ -127,9 +132,22 @@ def sshd_config(workdir: Path, port: int, addresses: list[str], number: int,
              f"PidFile {workdir / f'sshd.{number}.pid'}", "PasswordAuthentication no",
              "KbdInteractiveAuthentication no", "UsePAM no", "StrictModes no",
              "PermitRootLogin prohibit-password", "MaxStartups 100:30:200", "MaxSessions 100",
-             "LogLevel ERROR", f"SetEnv {session_env}",
+             f"LogLevel {log_level}", f"SetEnv {session_env}",
              f"Subsystem sftp internal-sftp -d {host_home}"]
     return "\n".join(lines) + "\n"
+
+
+def start_bastion(workdir: Path, target: Sshd) -> Sshd:
+    """A second daemon, with a host key of its own, as the ProxyJump bastion in front of
+    `target`: it lets in `target`'s client key and forwards to it (direct-tcpip, as a real
+    jump host does); two addresses, for a chain of two hops. DEBUG1 logs each forward, so
+    a test can tell that a jump went through it."""
+    return start_sshd(workdir, aliases=2, log_level="DEBUG1", also_authorized=target.client_key)
+
+
+def forwards_through(bastion: Sshd) -> int:
+    """How many direct-tcpip forwards the bastion has opened so far."""
+    return bastion.log.read_text(errors="replace").count("server_request_direct_tcpip")
 
 
 def wait_for_port(address: str, port: int, process: subprocess.Popen[bytes], log: Path) -> None:

@@ -314,4 +314,47 @@ def test_busy_samples_are_summarised_apart_from_idle_ones() -> None:
     assert sm_clock_text({"bus": summary}) == "1972.5"
     assert reasons_text({"bus": summary}) == "sw_power_cap"
     idle = summarise({"t": [0.0], "sm_mhz": [345], "util_gpu_pct": [0]}, {})
-    assert idle["busy"] is None and sm_clock_text({"bus": idle}) == "345"
+    assert idle["busy"] is None and sm_clock_text({"bus": idle}) == "idle", \
+        "idle clocks are not shown as the benchmark's"
+
+
+def power_buffer(t: list[float], watts: list[float]) -> Any:
+    from envsnap.agent.benchsample import PowerBuffer
+
+    power = PowerBuffer(power_limit_w=700.0)   # margin 70 W
+    power.t, power.watts = t, watts
+    return power
+
+
+def test_a_phase_shorter_than_the_polling_is_found_in_the_buffered_power() -> None:
+    """The H200 case: a 0.2 s burst between two polls at 0.2 s reads 0% utilization both
+    times, while the driver's 20 ms power samples show it."""
+    from envsnap.agent.benchsample import busy_phases, summarise
+    from envsnap.bench.run import sm_clock_text, telemetry_notes
+
+    t = [round(0.02 * i, 2) for i in range(60)]
+    watts = [80.0 if not 0.31 <= when <= 0.49 else 520.0 for when in t]
+    assert busy_phases(t, watts, 70.0) == [(0.31, 0.49)]
+    polled = {"t": [0.0, 0.2, 0.6, 0.8], "sm_mhz": [345, 345, 345, 345],
+              "util_gpu_pct": [0, 0, 0, 0]}
+    summary = summarise(polled, {}, power_buffer(t, watts))
+    assert summary["busy"] is None and summary["power_busy"]["phases"] == 1
+    assert sm_clock_text({"bus": summary}) == "short"
+    runs = [{"run": 1, "gpus": {"bus": summary}}]
+    (note,) = telemetry_notes(runs, 0.2)
+    assert "GPU busy for less than the sampling interval (0.2 s)" in note
+    # the adaptive ticks put readings inside the phase: they are the busy ones
+    polled = {"t": [0.0, 0.2, 0.35, 0.4, 0.45, 0.6], "sm_mhz": [345, 345, 1980, 1980, 1975, 345],
+              "util_gpu_pct": [0, 0, 0, 0, 0, 0]}
+    summary = summarise(polled, {}, power_buffer(t, watts))
+    assert summary["busy"]["samples"] == 3 and sm_clock_text({"bus": summary}) == "1980"
+
+
+def test_a_context_coming_up_is_not_a_busy_phase() -> None:
+    """An H200 holding a fresh CUDA context draws ~40 W over idle: under the 70 W margin."""
+    from envsnap.agent.benchsample import summarise
+
+    t = [round(0.02 * i, 2) for i in range(50)]
+    watts = [80.0] * 10 + [122.0] * 40
+    summary = summarise({"t": [0.0, 0.2], "util_gpu_pct": [0, 0]}, {}, power_buffer(t, watts))
+    assert summary["power_busy"]["phases"] == 0 and summary["busy"] is None

@@ -29,15 +29,15 @@ def test_select_env_keeps_prefixes_and_names_and_masks_secrets() -> None:
     environ = {"NCCL_PROTO": "LL", "HF_TOKEN": TOKEN, "PATH": "/usr/bin", "HOME": "/root",
                "NCCLX": "no", "MASTER_ADDR": "10.0.0.1", "HF_HOME": "/data/hf"}
     assert env.select_env(environ, DEFAULT) == {
-        "NCCL_PROTO": "LL", "HF_TOKEN": "<redacted>", "PATH": "/usr/bin",
+        "NCCL_PROTO": "LL", "HF_TOKEN": "<secret>", "PATH": "/usr/bin",
         "MASTER_ADDR": "10.0.0.1", "HF_HOME": "/data/hf"}
 
 
 def test_select_env_masks_secret_values_under_innocent_names() -> None:
     environ = {"HF_ENDPOINT": "https://user:pw@hub.example", "CUDA_X": "ghp_" + "a" * 30}
     selected = env.select_env(environ, DEFAULT)
-    assert selected == {"HF_ENDPOINT": "https://user:<redacted>@hub.example",
-                        "CUDA_X": "<redacted>"}
+    assert selected == {"HF_ENDPOINT": "https://user:<secret>@hub.example",
+                        "CUDA_X": "<secret>"}
 
 
 def test_parse_environ_handles_equals_and_undecodable_bytes() -> None:
@@ -124,8 +124,8 @@ def test_collect_reads_a_matching_worker(worker: subprocess.Popen[bytes]) -> Non
     assert facts["proc_patterns"] == [MARKER]
     assert list(facts["processes"]) == [str(worker.pid)]
     info = facts["processes"][str(worker.pid)]
-    assert info["env"] == {"NCCL_PROTO": "LL", "HF_TOKEN": "<redacted>"}
-    assert info["cmdline"][-1] == "<redacted>" and MARKER in info["cmdline"]
+    assert info["env"] == {"NCCL_PROTO": "LL", "HF_TOKEN": "<secret>"}
+    assert info["cmdline"][-1] == "<secret>" and MARKER in info["cmdline"]
     assert info["ppid"] == os.getpid()
     assert os.path.realpath(info["exe"]) == os.path.realpath(sys.executable)
     assert abs(info["start_epoch"] - time.time()) < 60

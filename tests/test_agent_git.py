@@ -207,7 +207,9 @@ def test_shallow_clone_has_incomplete_history(story: Story, tmp_path: Path) -> N
 def test_limits_on_history_and_reflog(story: Story) -> None:
     story.upstream_moves()
     story.pull()
-    repo = snap(story.checkout.path, history=4, reflog=1)
+    # The pull's 9 commits would be recorded whole: the budget is what bounds the depth.
+    assert len(snap(story.checkout.path, history=4)["history"]) == 10
+    repo = snap(story.checkout.path, history=4, history_budget=4, reflog=1)
     assert len(repo["history"]) == 4 and repo["history_complete"] is False
     assert [e["selector"] for e in repo["reflog"]] == ["HEAD@{0}"]
     assert repo["reflog_truncated"] is True
@@ -299,9 +301,9 @@ def test_tokens_are_redacted_everywhere(story: Story) -> None:
     result = git.collect({"repos": [str(co.path)]})
     assert TOKEN not in json.dumps(result) and "hf_xxxxxxxx" not in json.dumps(result)
     repo = result["facts"]["repos"][str(co.path)]
-    assert repo["remotes"]["fork"] == "https://ada:<redacted>@github.com/ada/sglang.git"
-    assert repo["remotes"]["mirror"] == "https://<redacted>@github.com/ada/sglang.git"
-    assert repo["reflog"][0]["message"] == "clone: from https://ada:<redacted>@github.com/x"
+    assert repo["remotes"]["fork"] == "https://ada:<secret>@github.com/ada/sglang.git"
+    assert repo["remotes"]["mirror"] == "https://<secret>@github.com/ada/sglang.git"
+    assert repo["reflog"][0]["message"] == "clone: from https://ada:<secret>@github.com/x"
     assert repo["uncommitted"]["patch"]["redacted"] is True
     assert repo["uncommitted"]["untracked"]["secrets.txt"]["redacted"] is True
 
@@ -384,3 +386,16 @@ def test_collector_runs_under_the_agent_runner_contract(story: Story) -> None:
     assert str(story.checkout.path) in result["volatile"]["seconds"]
     assert shutil.which("git") == result["facts"]["git"]["path"]
 
+
+
+def test_an_untracked_file_over_the_hash_budget_still_shows_it_was_rewritten(
+        story: Story) -> None:
+    checkout = story.checkout
+    big = checkout.write("weights.bin", b"a" * 4096)
+    first = snap(checkout.path, max_patch_bytes=16, max_hash_bytes=1024)["uncommitted"]
+    assert first["untracked"]["weights.bin"]["hash_skipped"] == "over max_hash_bytes"
+    big.write_bytes(b"b" * 4096)  # same size, other bytes, a later mtime
+    os.utime(big, ns=(first["untracked"]["weights.bin"]["mtime_ns"] + 10**9,) * 2)
+    second = snap(checkout.path, max_patch_bytes=16, max_hash_bytes=1024)["uncommitted"]
+    assert second["digest"] != first["digest"]
+    assert second["untracked"]["weights.bin"] != first["untracked"]["weights.bin"]

@@ -54,7 +54,7 @@ def test_history_files_merges_and_odd_names() -> None:
 
 def test_history_subject_with_token_is_redacted() -> None:
     entry = gitparse.parse_history(commit(SHA_A, "", "use ghp_" + "x" * 36))[0]
-    assert entry["subject"] == "use <redacted>"
+    assert entry["subject"] == "use <secret>"
 
 
 def test_reflog_lines_newest_first_with_selectors() -> None:
@@ -71,8 +71,10 @@ def test_reflog_lines_newest_first_with_selectors() -> None:
 
 def test_detached_state_at_and_from() -> None:
     reflog = [{"message": "checkout: moving from main to v1.2", "new": SHA_A}]
-    assert gitparse.detached_state(SHA_A, reflog) == {"detached_at": "v1.2"}
-    assert gitparse.detached_state(SHA_B, reflog) == {"detached_from": "v1.2"}
+    assert gitparse.detached_state(SHA_A, reflog) == {"detached_at": SHA_A,
+                                                      "detached_at_name": "v1.2"}
+    assert gitparse.detached_state(SHA_B, reflog) == {"detached_from": SHA_A,
+                                                      "detached_from_name": "v1.2"}
     assert gitparse.detached_state(SHA_A, []) == {}
 
 
@@ -85,7 +87,7 @@ def test_stash_list_and_remotes() -> None:
     assert stashes["stash@{1}"]["has_untracked"] is False
     remotes = gitparse.parse_remotes(b"remote.origin.url\nhttps://github.com/x/y\0"
                                      b"remote.my.fork.url\nhttps://u:secret@h/z\0")
-    assert remotes == {"origin": "https://github.com/x/y", "my.fork": "https://u:<redacted>@h/z"}
+    assert remotes == {"origin": "https://github.com/x/y", "my.fork": "https://u:<secret>@h/z"}
 
 
 def test_blob_text_base64_and_truncated_character() -> None:

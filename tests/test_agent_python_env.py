@@ -43,7 +43,7 @@ def test_parse_direct_url_editable_vcs_and_archive() -> None:
     vcs = json.dumps({"url": f"https://oauth2:{TOKEN}@github.com/x/y.git",
                       "vcs_info": {"vcs": "git", "commit_id": "bba2fc4"}})
     parsed = pe.parse_direct_url(vcs)
-    assert parsed == {"url": "https://oauth2:<redacted>@github.com/x/y.git", "vcs": "git",
+    assert parsed == {"url": "https://oauth2:<secret>@github.com/x/y.git", "vcs": "git",
                       "commit": "bba2fc4"}
     assert pe.parse_direct_url('{"url": "https://h/x.whl", "archive_info": {}}') == {
         "url": "https://h/x.whl"}
@@ -83,7 +83,7 @@ def test_redact_code_masks_values_on_secret_lines() -> None:
     source = ('import os\nos.environ["HF_TOKEN"] = "weak-one"\n'
               f"os.environ.setdefault('NCCL_PROTO', 'LL')\nx = '{TOKEN}'\n")
     shown = redact_code(source)
-    assert 'os.environ["HF_TOKEN"] = "<redacted>"' in shown
+    assert 'os.environ["HF_TOKEN"] = "<secret>"' in shown
     assert "'NCCL_PROTO', 'LL'" in shown
     assert "weak-one" not in shown and TOKEN not in shown
 

@@ -113,6 +113,23 @@ def test_finds_the_commit_in_log2_steps_and_keeps_the_users_work(cli: Cli,
     assert "run " not in result.stdout.replace("runs", "")
 
 
+def test_a_large_gap_is_found_with_3_runs_per_commit_by_default(cli: Cli,
+                                                                 history: History) -> None:
+    """94 -> 60 with 2% noise: 3 runs at each commit tell it (issue 14: no more runs than
+    the gap needs), and the total is reported."""
+    shas = history.commits(regression_at(6, 8), slow_at=6)
+    history.capture(cli, "bad")
+    result = cli("bisect", "good", "bad", "--cmd", BENCH, "--metric", METRIC,
+                 "--cwd", str(history.repo.path), timeout=180)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert f"first bad commit: {shas[5]} {SLOW}" in result.stdout
+    rows = step_rows(result.stdout)
+    assert len(rows) == 3 and all(re.search(r"\s3\s+[0-9.]+\s+(good|bad)\s", row)
+                                  for row in rows), rows
+    assert "benchmark invocations: 2 at the endpoints, 3 at 3 steps over 8 commits " \
+           "(log2 = 3.0); 15 runs in all" in result.stdout
+
+
 def test_no_regression_between_the_endpoints_stops_there(cli: Cli, history: History) -> None:
     history.commits(["94"] * 5)
     history.capture(cli, "bad")
@@ -279,7 +296,7 @@ def test_ctrl_c_puts_the_checkout_and_the_work_back(cli: Cli, history: History) 
     assert "envsnap: interrupted" in err
     assert "HEAD back to main at" in said and "your work is back" in said
     assert history.state() == before
-    assert not (Path(cli.env["HOME"]) / ".cache" / "envsnap" / "restore.lock").exists()
+    assert not list((Path(cli.env["HOME"]) / ".cache" / "envsnap").glob("locks/*.lock"))
 
 
 @pytest.mark.ssh

@@ -105,4 +105,11 @@ def test_classify_cannot_tell_from_wide_noise_or_too_few_runs() -> None:
     good, bad = noisy(94, 5, 1), noisy(60, 5, 2)
     verdict, why = classify(good, bad, [10, 150, 77, 40, 115] * 3, False)
     assert verdict == CANT_TELL and "too noisy to tell" in why
-    assert classify(good, bad, noisy(94, 2, 3), False)[0] == CANT_TELL
+    verdict, why = classify(good, bad, noisy(94, 1, 3), False)
+    assert verdict == CANT_TELL and "too few runs (5 vs 1)" in why
+
+
+def test_classify_needs_only_two_runs_when_the_gap_dwarfs_the_noise() -> None:
+    good, bad = noisy(94, 3, 1), noisy(60, 3, 2)
+    assert classify(good, bad, noisy(94, 2, 3), False)[0] == GOOD
+    assert classify(good, bad, noisy(60, 2, 4), False)[0] == BAD

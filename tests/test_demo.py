@@ -14,8 +14,15 @@ def test_demo_tells_the_story_and_cleans_up(cli: Cli) -> None:
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     out = result.stdout
     assert re.search(r"code moved: 9 commits pulled into .*Fix PCG MoE Error", out)
+    # the diff leads with the benchmark both snapshots ran, then the pull that explains it
+    assert re.search(r"\$ envsnap diff good bad\nenvsnap diff good .*\n\n"
+                     r"benchmark: gen throughput \(token/s\) [0-9.]+ -> [0-9.]+ "
+                     r"\(-3\d%, regression, 5 vs 5 runs\)\ncode moved: 9 commits pulled", out)
+    assert "nothing else that affects performance changed" not in out
     assert "verified: checkouts and sitecustomize match the snapshot" in out
-    assert "benchmark rerun: same" in out
+    # the rerun placed between both benchmarks the demo recorded (issue 14)
+    assert re.search(r"benchmark rerun: back to good: [0-9.]+ vs good [0-9.]+, bad [0-9.]+ "
+                     r"\(5 runs vs 5 and 5\)\n  vs good: same: ", out), out[-3000:]
     assert re.search(r"first bad commit: [0-9a-f]{7,} Fix PCG MoE Error", out), out[-2000:]
     first = out.split("\n\n")[0]    # the STORY and its jargon, explained before any step
     assert first.startswith("The STORY (docs/STORY.md):") and "EAGLE-3 speculative" in first

@@ -75,7 +75,7 @@ def test_history_that_does_not_reach_says_so() -> None:
     found = gx.explain(old, new, PATTERNS)
     assert found["relation"] == "unknown" and not found["added"]
     assert "does not reach the old HEAD" in found["note"]
-    assert "only the newest 3 commits" in found["note"]
+    assert "not among the newest 3 commits recorded (capture with --history N" in found["note"]
     assert found["reflog_reaches"] is False
 
 

@@ -71,8 +71,12 @@ def test_json_envelope_summarises_unless_all() -> None:
     full = json.loads(render_formats.as_json(report, full=True))
     text = full["findings"][0]["after"]["patch"]["text"]
     assert "+```y" in text and "KcmZQz" not in text
+    # still version 1: keys are only ever added (benchmark, regression: issue 14)
+    assert summary["envsnap_diff"] == 1
     assert set(summary) == {"envsnap_diff", "a", "b", "same_host", "drift", "verdict",
-                            "sections", "volatile_included", "findings", "unchanged", "notes"}
+                            "sections", "volatile_included", "findings", "unchanged", "notes",
+                            "benchmark", "regression"}
+    assert summary["benchmark"] is None and summary["regression"] is False   # no runs here
     assert set(summary["findings"][0]) == {"section", "path", "where", "kind", "rank", "why",
                                            "before", "after", "volatile", "detail"}
 

@@ -23,7 +23,7 @@ UUID = "GPU-d3208dcb-53e8-24e1-bfd7-b35894626910"
     ("PATH=/root/.local/bin:/home/alice/bin:/usr/bin", "PATH=~/.local/bin:~/bin:/usr/bin"),
     ("/Users/alice/work", "~/work"),
     ("mac 0c:42:a1:5e:7b:90 guid 98:03:9b:03:00:aa:bb:cc", f"mac {MASKED} guid {MASKED}"),
-    ("https://ada:hunter22@example.com/x.git", "https://ada:<redacted>@example.com/x.git"),
+    ("https://ada:hunter22@example.com/x.git", "https://ada:<secret>@example.com/x.git"),
 ])
 def test_masked(text: str, shown: str) -> None:
     assert Masker().text(text) == shown
@@ -41,7 +41,7 @@ def test_keys_name_ids_and_secrets() -> None:
     tree = Masker().tree({"uuid": "abc", "board_serial": 1234, "serial": "", "author": "Ada",
                           "HF_TOKEN": "plain", "/root/r": {"uuid": UUID}})
     assert tree == {"uuid": MASKED, "board_serial": MASKED, "serial": "", "author": "Ada",
-                    "HF_TOKEN": "<redacted>", "~/r": {"uuid": "GPU-<masked>"}}
+                    "HF_TOKEN": "<secret>", "~/r": {"uuid": "GPU-<masked>"}}
 
 
 def test_no_mask_keeps_ids_but_never_secrets() -> None:
@@ -49,7 +49,7 @@ def test_no_mask_keeps_ids_but_never_secrets() -> None:
     assert keep.text(f"{UUID} /root/x") == f"{UUID} /root/x"
     token = "hf_" + "a" * 30
     assert keep.tree({"HF_TOKEN": "plain", "out": f"token {token}"}) == {
-        "HF_TOKEN": "<redacted>", "out": "token <redacted>"}
+        "HF_TOKEN": "<secret>", "out": "token <secret>"}
 
 
 def test_a_masked_document_has_its_digests_recomputed() -> None:

@@ -5,8 +5,10 @@ then a pull and new work) on real git repositories, locally and over the real ss
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -108,25 +110,38 @@ def test_a_snapshot_of_another_host_is_refused_unless_forced(cli: Cli, story: St
     document["facts"]["system"]["hostname"] = "gpu-box-07"
     document["facts"]["system"]["boot_id"] = "a-boot-before-a-reboot"
     path.write_text(yaml.safe_dump(document))  # by hand: the digests are left stale
-    refused = cli("restore", "good", "--yes")
+    # edited: foreign, so its checkout is restored only when named
+    named = ("--trust-foreign", "--repo", str(story.checkout.path))
+    refused = cli("restore", "good", "--yes", "--host", "local", *named)
     assert refused.returncode == 2
     assert "taken on gpu-box-07" in refused.stderr and "--force-host" in refused.stderr
-    forced = cli("restore", "good", "--yes", "--force-host")
+    # forced, but onto the snapshot's own host: that is no host the user named
+    unnamed = cli("restore", "good", "--yes", "--force-host", *named)
+    assert unnamed.returncode == 2 and "--host" in unnamed.stderr, unnamed.stderr
+    forced = cli("restore", "good", "--yes", "--force-host", "--host", "local", *named)
     # which machine and which boot are no drift left to fix by hand
     assert forced.returncode == 0, forced.stdout + forced.stderr
     assert "still different" not in forced.stdout
 
 
+def checkout_lock(cli: Cli, checkout: Path) -> Path:
+    """The lock folder of one checkout on the `local` host (safety.CheckoutLocks)."""
+    real = str(checkout.resolve())
+    name = f"{checkout.name}-{hashlib.sha256(real.encode()).hexdigest()[:16]}.lock"
+    return Path(cli.env["HOME"]) / ".cache" / "envsnap" / "locks" / name
+
+
 def test_a_second_restore_while_one_runs_is_locked_out(cli: Cli, story: Story) -> None:
     capture_good(cli, story, "local")
     moved_and_dirty(story)
-    lock = Path(cli.env["HOME"]) / ".cache" / "envsnap" / "restore.lock"
+    lock = checkout_lock(cli, story.checkout.path)
     lock.mkdir(parents=True)
-    (lock / "owner").write_text("other-controller 4242\n")
+    (lock / "owner").write_text("other-controller 4242\n")   # as envsnap wrote it before
     before = snapshot_of_tree(story)
     result = cli("restore", "good", "--yes")
     assert result.returncode == 3
-    assert "another restore holds the lock (other-controller 4242)" in result.stderr
+    assert (f"another restore holds the lock on {story.checkout.path} "
+            "(pid 4242 on other-controller)") in result.stderr
     assert snapshot_of_tree(story) == before
     assert lock.exists()                       # someone else's lock is not ours to drop
 
@@ -139,7 +154,7 @@ def test_a_restore_killed_midway_is_resumed(cli: Cli, story: Story) -> None:
     os.killpg(running.pid, signal.SIGKILL)
     running.wait()
     (story.checkout.path / ".git" / "hooks" / "post-checkout").unlink()
-    journal = json.loads(next((store(cli) / ".journal").glob("*.json")).read_text())
+    journal = json.loads(next((store(cli) / ".journal").rglob("*.json")).read_text())
     assert journal["label"] == "good" and journal["state"] == "applying"
 
     copy = store(cli) / "another.yaml"
@@ -151,7 +166,7 @@ def test_a_restore_killed_midway_is_resumed(cli: Cli, story: Story) -> None:
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "resuming an interrupted restore" in resumed.stdout
     assert story.checkout.head() == good
-    assert not list((store(cli) / ".journal").glob("*.json"))
+    assert not list((store(cli) / ".journal").rglob("*.json"))
     assert pre_restore_labels(cli) == [journal["pre_restore"]]
 
 
@@ -213,6 +228,44 @@ def test_restore_then_rerun_the_recorded_benchmark(cli: Cli, story: Story) -> No
     assert again.returncode == 1
 
 
+@pytest.mark.parametrize("outside_factor,landed", [
+    ("1.0", "back to good"),      # the pull made it slow: restore fixes it
+    ("0.64", "still bad"),        # something outside the checkout did too: 94 * 0.64 = 60
+])
+def test_rerun_is_compared_with_good_and_with_the_bad_state_restored_from(
+        cli: Cli, story: Story, outside_factor: str, landed: str) -> None:
+    """Issue 14: `bench good`, a pull makes it slow, `bench bad`, `restore good --rerun`:
+    3 runs a side are enough for a 94 -> 60 gap, and the rerun is placed between both."""
+    speed = story.checkout.path / "speed.txt"
+    speed.write_text("94\n")
+    outside = story.checkout.path.parent / "clock-factor.txt"
+    outside.write_text("1.0\n")
+    bench = f"{sys.executable} {ROOT / 'tests' / 'data' / 'noisy_bench.py'} {speed} {outside}"
+    for label in ("good", "bad"):
+        if label == "bad":
+            story.upstream_moves()
+            story.pull()
+            speed.write_text("60\n")
+        recorded = cli("bench", "local", "--cmd", bench, "--metric", r"token/s\): ([0-9.]+)",
+                       "--repeat", "3", "--label", label, "--repo", str(story.checkout.path))
+        assert recorded.returncode == 0, recorded.stdout + recorded.stderr
+    outside.write_text(f"{outside_factor}\n")
+    result = cli("restore", "good", "--yes", "--rerun")
+    lines = result.stdout.splitlines()
+    (headline,) = [line for line in lines if line.startswith("benchmark rerun:")]
+    assert headline.startswith(f"benchmark rerun: {landed}: "), result.stdout
+    assert re.search(r": [0-9.]+ vs good 9[0-9.]+, bad [56][0-9.]+ \(3 runs vs 3 and 3\)$",
+                     headline), headline
+    (vs_good,) = [line for line in lines if line.startswith("  vs good: ")]
+    (vs_bad,) = [line for line in lines if line.startswith("  vs bad (bad): ")]
+    if landed == "back to good":
+        assert vs_good.startswith("  vs good: same: ") and result.returncode == 0
+        assert vs_bad.startswith("  vs bad (bad): improvement: median ")
+    else:
+        assert vs_good.startswith("  vs good: regression: ") and result.returncode == 1
+        assert not vs_bad.startswith("  vs bad (bad): improvement")
+
+
 def index_and_tree(story: Story) -> tuple[str, str, str]:
     """What staging means: the staged diff, the unstaged diff, and status's XY columns."""
     return (story.checkout.git("diff", "--cached"), story.checkout.git("diff"),
@@ -248,12 +301,15 @@ def test_check_does_not_take_the_lock_of_a_running_restore(cli: Cli, story: Stor
     moved_and_dirty(story)
     running = restore_stopped_in_checkout(cli, story)
     try:
-        lock = Path(cli.env["HOME"]) / ".cache" / "envsnap" / "restore.lock"
+        lock = checkout_lock(cli, story.checkout.path)
         owner = (lock / "owner").read_text()
-        assert owner.split()[-1] == str(running.pid)
+        holder = json.loads(owner)
+        assert holder["pid"] == running.pid and holder["command"] == "envsnap restore good --yes"
         result = cli("restore", "good", "--check")
         assert result.returncode in (0, 1), result.stdout + result.stderr
-        assert f"local: another restore holds the lock ({owner.strip()})" in result.stdout
+        assert (f"local: another restore holds the lock on {story.checkout.path} (pid "
+                f"{running.pid} on {holder['controller']}, 'envsnap restore good --yes', since "
+                f"{holder['started']})") in result.stdout
         assert "resuming" not in result.stdout   # the journal is the running restore's own
         assert (lock / "owner").read_text() == owner and running.poll() is None
     finally:
@@ -294,7 +350,7 @@ def test_check_without_a_lock_says_nothing_about_one(cli: Cli, story: Story) -> 
     result = cli("restore", "good", "--check")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "lock" not in result.stdout + result.stderr
-    assert not (Path(cli.env["HOME"]) / ".cache" / "envsnap" / "restore.lock").exists()
+    assert not (Path(cli.env["HOME"]) / ".cache" / "envsnap" / "locks").exists()
 
 
 def test_python_comes_from_the_option_then_the_inventory_then_the_snapshot(

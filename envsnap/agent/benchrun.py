@@ -29,6 +29,7 @@ import time
 from typing import Any, Dict, List, Optional
 
 from . import benchsample
+from .patterns import PatternRefused, PatternTimeout, checked, last_match
 
 PROGRESS_PREFIX = "envsnap-progress: "
 TAIL_BYTES = 64 * 1024   # the metric is printed near the end; whole logs can be huge
@@ -123,7 +124,10 @@ def progress_line(run: Dict[str, Any], total: int, metric: Optional[Any]) -> str
     """"run 2 of 5: 61.3 s, exit 0, metric 91.7": what the controller shows as runs end."""
     outcome = "timed out" if run["timed_out"] else "exit %s" % run["exit_code"]
     line = "run %d of %d: %.1f s, %s" % (run["run"], total, run["seconds"], outcome)
-    found = metric_text(run["output_tail"], metric) if metric is not None else None
+    try:
+        found = metric_text(run["output_tail"], metric) if metric is not None else None
+    except PatternTimeout:   # stop_reason says so, and stops the runs
+        found = None
     if found is not None:
         line += ", metric %s" % found
     return line
@@ -132,13 +136,10 @@ def progress_line(run: Dict[str, Any], total: int, metric: Optional[Any]) -> str
 def metric_text(text: str, metric: Any) -> Optional[str]:
     """What the metric regex picks in a run's output: the last match (a final summary line
     follows the warm-up lines), its first group, or the whole match for a regex without
-    groups. None when nothing matches. The controller reads values the same way
-    (bench/stats.py parse_metric calls this)."""
-    matches = list(metric.finditer(text))
-    if not matches:
-        return None
-    last = matches[-1]
-    return (last.group(1) or "") if metric.groups else last.group(0)
+    groups. None when nothing matches; PatternTimeout when the regex backtracks past the
+    time budget (patterns.py). The controller reads values the same way (bench/stats.py
+    parse_metric calls this)."""
+    return last_match(metric, text)
 
 
 def metric_number(raw: str) -> float:
@@ -161,7 +162,10 @@ def stop_reason(run: Dict[str, Any], number: int, metric: Optional[Any]) -> Opti
         return "run %d exited %s" % (number, run["exit_code"])
     if metric is None:
         return None
-    found = metric_text(run["output_tail"], metric)
+    try:
+        found = metric_text(run["output_tail"], metric)
+    except PatternTimeout as exc:
+        return "run %d: the metric regex %s on its output" % (number, exc)
     if found is None:
         return "run %d printed no metric" % number
     try:  # a metric that is not a number now will not be one in the next runs either
@@ -172,9 +176,11 @@ def stop_reason(run: Dict[str, Any], number: int, metric: Optional[Any]) -> Opti
 
 
 def compile_metric(config: Dict[str, Any]) -> Optional[Any]:
+    """The metric regex; PatternRefused for one that could backtrack catastrophically (the
+    controller refuses it first; this host refuses it too, whoever sent it)."""
     try:
-        return re.compile(config["metric"]) if config.get("metric") else None
-    except re.error:
+        return checked(config["metric"]) if config.get("metric") else None
+    except (re.error, OverflowError, RecursionError):
         return None  # the controller validated it; a host python that disagrees runs all
 
 
@@ -186,6 +192,11 @@ def run_bench(config: Dict[str, Any]) -> Dict[str, Any]:
     cwd = resolve_cwd(config)
     out: Dict[str, Any] = {"cmd": config["cmd"], "cwd": cwd, "runs": [], "stopped": None,
                            "error": None}
+    try:
+        compile_metric(config)
+    except PatternRefused as exc:
+        out["error"] = "the metric regex %r is refused: %s" % (config["metric"], exc)
+        return out
     if not os.path.isdir(cwd):
         out["error"] = "working directory %s does not exist on the host" % cwd
         return out

@@ -5,6 +5,14 @@ comes from byte counters (benchpcie.py); only where those are unsupported is the
 nvmlDeviceGetPcieThroughput used, for one GPU per tick. The thread measures its own CPU
 time, so every run says what sampling cost it. No NVML (no driver, sampling off) is a
 normal state: no samples, a reason.
+
+Polling every 0.2 s misses a GPU phase shorter than that (an all-reduce, a burst of
+matmuls): both utilization readings around it read 0. The driver itself buffers total
+power every ~20 ms (nvmlDeviceGetSamples; on the H200, utilization only every ~200 ms and
+no processor-clock samples), so each tick also drains that buffer. A GPU whose power stands
+well above the run's floor is busy: such samples mark busy phases, polled readings inside
+them count as busy, and while a phase lasts the sampler ticks every BUSY_INTERVAL to read
+its clocks.
 """
 from __future__ import annotations
 
@@ -17,6 +25,12 @@ from . import benchpcie, nvidia, nvml_reader
 
 DEFAULT_INTERVAL = 0.2
 DEFAULT_MAX_SAMPLES = 600   # raw samples kept per GPU per run; summaries use all of them
+BUSY_INTERVAL = 0.05        # ticks while a GPU's buffered power says it is busy
+# Busy: power this far above the run's lowest reading. An idle H200 holding a CUDA context
+# draws ~80-125 W, an all-reduce ~270 W, a matmul burst 500 W and more; the margin is 10% of
+# the power limit, at least BUSY_MARGIN_MIN_W, so a context coming up is not a busy phase.
+BUSY_MARGIN_MIN_W = 50.0
+BUSY_MARGIN_SHARE = 0.10
 
 # column -> (pynvml function(s), constant args); "|" lists older pynvml names.
 READINGS: List[Tuple[str, str, Tuple[str, ...]]] = [
@@ -46,22 +60,76 @@ def convert(name: str, value: Any) -> Any:
 class Gpu:
     """One GPU's columns for the current run, and its PCIe byte counter."""
 
-    def __init__(self, handle: Any, index: int, counters: bool) -> None:
+    def __init__(self, handle: Any, index: int, counters: bool,
+                 power_limit_w: Optional[float] = None) -> None:
         self.handle, self.index, self.counters = handle, index, counters
         self.columns: Dict[str, List[Any]] = {}
         self.errors: Dict[str, str] = {}
         self.pcie = benchpcie.Counter()
+        self.power = PowerBuffer(power_limit_w)
 
     def reset(self) -> None:
         self.columns = {name: [] for name in COLUMNS}
         self.errors = {}
         self.pcie.reset()
+        self.power.reset()
 
     def add(self, name: str, value: Any) -> None:
         if nvml_reader.failed(value):
             self.errors.setdefault(name, value["error"])  # the first is enough to say why
             value = None
         self.columns[name].append(value)
+
+
+class PowerBuffer:
+    """One GPU's buffered power samples of the current run, as (seconds since start, W)."""
+
+    def __init__(self, power_limit_w: Optional[float]) -> None:
+        self.margin_w = max(BUSY_MARGIN_MIN_W, BUSY_MARGIN_SHARE * (power_limit_w or 0.0))
+        self.supported = True
+        self.reset()
+
+    def reset(self) -> None:
+        self.t: List[float] = []
+        self.watts: List[float] = []
+        self.last_seen = 0          # the driver's timestamp (us) of the newest sample read
+
+    def mark_start(self, nvml: Any, handle: Any) -> None:
+        """Everything buffered so far is from before the run: skip past it."""
+        if self.supported:
+            self.last_seen = max((ts for ts, _ in self.fetch(nvml, handle, 0)), default=0)
+
+    def fetch(self, nvml: Any, handle: Any, since: int) -> List[Tuple[int, float]]:
+        """(driver timestamp in us, watts) newer than `since`; none when the buffer holds no
+        newer sample or the driver keeps none (then never asked again)."""
+        try:
+            kind, samples = nvml.nvmlDeviceGetSamples(handle, nvml.NVML_TOTAL_POWER_SAMPLES,
+                                                      since)
+        except Exception as exc:
+            if "Not Found" not in str(exc):   # NotFound: nothing newer yet
+                self.supported = False
+            return []
+        return [(int(sample.timeStamp), sample_value(sample, kind) / 1000.0)
+                for sample in samples if int(sample.timeStamp) > since]
+
+    def read(self, nvml: Any, handle: Any, started_wall: float) -> None:
+        if not self.supported:
+            return
+        for stamp, watts in self.fetch(nvml, handle, self.last_seen):
+            self.last_seen = max(self.last_seen, stamp)
+            self.t.append(round(stamp / 1e6 - started_wall, 3))
+            self.watts.append(round(watts, 1))
+
+    def busy_now(self) -> bool:
+        """The newest sample stands above the run's floor by the margin."""
+        return bool(self.watts) and self.watts[-1] >= min(self.watts) + self.margin_w
+
+
+def sample_value(sample: Any, kind: int) -> float:
+    """nvmlSample_t's value is a union; the call's value type says which member holds it."""
+    member = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal",
+              6: "usVal"}.get(kind, "uiVal")
+    return float(getattr(sample.sampleValue, member))
 
 
 class Sampler:
@@ -73,6 +141,7 @@ class Sampler:
         self.info = info
         self.tick = 0
         self.started = 0.0
+        self.started_wall = 0.0
         self.cpu_seconds = 0.0
         self.done = threading.Event()
         self.thread: Optional[threading.Thread] = None
@@ -101,6 +170,9 @@ class Sampler:
             gpu.reset()
         self.tick = 0
         self.started = time.perf_counter()
+        self.started_wall = time.time()   # the driver stamps its buffered samples in epoch us
+        for gpu in self.gpus.values():
+            gpu.power.mark_start(self.nvml, gpu.handle)
         self.done.clear()
         self.thread = threading.Thread(target=self._loop, daemon=True)
         self.thread.start()
@@ -120,8 +192,11 @@ class Sampler:
             now = time.perf_counter()
             if now >= tick_at:
                 self.sample()
+                step = self.interval
+                if any(gpu.power.busy_now() for gpu in self.gpus.values()):
+                    step = min(step, BUSY_INTERVAL)   # a busy phase: read its clocks often
                 while tick_at <= now:   # behind schedule: skip ticks rather than burst
-                    tick_at += self.interval
+                    tick_at += step
             else:
                 self.read_hot()
             wake = tick_at
@@ -146,6 +221,7 @@ class Sampler:
             rx, tx = self.pcie(gpu, position, now)
             gpu.add("pcie_rx_kbs", rx)
             gpu.add("pcie_tx_kbs", tx)
+            gpu.power.read(self.nvml, gpu.handle, self.started_wall)
 
     def add_reading(self, gpu: Gpu, name: str, value: Any) -> None:
         if not nvml_reader.failed(value):
@@ -176,10 +252,18 @@ class Sampler:
         self.done.set()
         self.thread.join()
         self.thread = None
-        return {"gpus": {bus: summarise(gpu.columns, gpu.errors) for bus, gpu in self.gpus.items()},
-                "samples": {bus: thin(gpu.columns, self.max_samples)
-                            for bus, gpu in self.gpus.items()},
-                "sampler": {"ticks": self.tick, "cpu_seconds": round(self.cpu_seconds, 6)}}
+        for gpu in self.gpus.values():
+            gpu.power.read(self.nvml, gpu.handle, self.started_wall)
+        out = {"gpus": {bus: summarise(gpu.columns, gpu.errors, gpu.power)
+                        for bus, gpu in self.gpus.items()},
+               "samples": {bus: thin(gpu.columns, self.max_samples)
+                           for bus, gpu in self.gpus.items()},
+               "sampler": {"ticks": self.tick, "cpu_seconds": round(self.cpu_seconds, 6)}}
+        buffered = {bus: thin({"t": gpu.power.t, "power_w": gpu.power.watts}, self.max_samples)
+                    for bus, gpu in self.gpus.items() if gpu.power.t}
+        if buffered:
+            out["buffered"] = buffered
+        return out
 
     def close(self) -> None:
         if self.thread is not None:
@@ -205,7 +289,9 @@ def discover(nvml: Any) -> Tuple[Dict[str, Gpu], Dict[str, Any]]:
         bus = nvidia.bus_id_of(str(index), {"pci": pci})
         name = nvml_reader.call(nvml, "nvmlDeviceGetName", handle)
         counters = benchpcie.read_counters(nvml, handle) is not None
-        gpus[bus] = Gpu(handle, index, counters)
+        limit = nvml_reader.call(nvml, "nvmlDeviceGetEnforcedPowerLimit", handle)
+        gpus[bus] = Gpu(handle, index, counters,
+                        None if nvml_reader.failed(limit) else limit / 1000.0)
         described[bus] = {"index": index, "name": None if nvml_reader.failed(name) else name,
                           "pcie_source": "counters" if counters else "throughput"}
     available = bool(gpus)
@@ -232,27 +318,62 @@ def reason_counts(masks: List[Any]) -> Dict[str, int]:
     return counts
 
 
-def summarise(columns: Dict[str, List[Any]], errors: Dict[str, str]) -> Dict[str, Any]:
+def summarise(columns: Dict[str, List[Any]], errors: Dict[str, str],
+              power: Optional[PowerBuffer] = None) -> Dict[str, Any]:
     summary: Dict[str, Any] = {"samples": len(columns.get("t", []))}
     for name in SUMMARISED:
         summary[name] = spread_of(columns.get(name, []))
     summary["clock_event_reasons"] = reason_counts(columns.get("reasons_mask", []))
-    summary["busy"] = busy_summary(columns)
+    phases = busy_phases(power.t, power.watts, power.margin_w) if power and power.t else []
+    summary["busy"] = busy_summary(columns, phases)
+    if power is not None and power.t:
+        summary["power_busy"] = {"phases": len(phases),
+                                 "seconds": round(sum(b - a for a, b in phases), 3),
+                                 "threshold_w": round(min(power.watts) + power.margin_w, 1),
+                                 "buffered": len(power.t)}
     if errors:
         summary["errors"] = dict(errors)
     return summary
 
 
 BUSY_UTIL_PCT = 50
+SAMPLE_SPACING_S = 0.02   # the driver buffers power about this often
 
 
-def busy_summary(columns: Dict[str, List[Any]]) -> Optional[Dict[str, Any]]:
-    """The same readings over the samples where the GPU was busy. A benchmark spends much of
-    its time starting up (imports, loading): its idle samples would hide the clocks and
-    throttling of the part that is measured. None when no sample was busy."""
+def busy_phases(t: List[float], watts: List[float], margin_w: float
+                ) -> List[Tuple[float, float]]:
+    """(from, to) seconds where buffered power stood `margin_w` above the run's floor; each
+    busy sample stands for the spacing around it, so one sample is a short phase, not none."""
+    if not watts:
+        return []
+    threshold = min(watts) + margin_w
+    phases: List[Tuple[float, float]] = []
+    for when, value in zip(t, watts):
+        if value < threshold:
+            continue
+        start, end = when - SAMPLE_SPACING_S / 2, when + SAMPLE_SPACING_S / 2
+        if phases and start <= phases[-1][1] + SAMPLE_SPACING_S:
+            phases[-1] = (phases[-1][0], end)
+        else:
+            phases.append((start, end))
+    return phases
+
+
+def in_phase(when: Any, phases: List[Tuple[float, float]]) -> bool:
+    return isinstance(when, (int, float)) and any(a <= when <= b for a, b in phases)
+
+
+def busy_summary(columns: Dict[str, List[Any]], phases: Optional[List[Tuple[float, float]]]
+                 = None) -> Optional[Dict[str, Any]]:
+    """The same readings over the samples where the GPU was busy: utilization high, or taken
+    inside a busy phase of the buffered power. A benchmark spends much of its time starting
+    up (imports, loading): its idle samples would hide the clocks and throttling of the part
+    that is measured. None when no sample was busy."""
     util = columns.get("util_gpu_pct", [])
-    busy = [i for i, value in enumerate(util) if isinstance(value, (int, float))
-            and value >= BUSY_UTIL_PCT]
+    times = columns.get("t", [])
+    busy = [i for i, value in enumerate(util)
+            if (isinstance(value, (int, float)) and value >= BUSY_UTIL_PCT)
+            or (phases and i < len(times) and in_phase(times[i], phases))]
     if not busy:
         return None
     picked = {name: [values[i] for i in busy if i < len(values)]

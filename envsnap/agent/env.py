@@ -14,6 +14,7 @@ import os
 import re
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Pattern, Set, Tuple
 
+from .patterns import PatternRefused, PatternTimeout, problem, search_lines
 from .redact import redact_argv, redact_env_value
 from .util import decode_path, read_text
 
@@ -104,21 +105,41 @@ def parse_limits(text: str) -> Dict[str, Dict[str, Any]]:
 
 
 def compile_patterns(patterns: Iterable[str]) -> List[Matcher]:
+    """Each pattern with its regex; None for one that is no regex (a substring then).
+    A pattern that could backtrack catastrophically is refused (PatternRefused, a
+    ValueError): a stranger's snapshot may carry one, and restore --check captures with it."""
     matchers: List[Matcher] = []
     for pattern in patterns:
         try:
-            matchers.append((pattern, re.compile(pattern)))
-        except re.error:  # not a regex: it still works as a substring
+            compiled = re.compile(pattern)
+        except (re.error, OverflowError, RecursionError):  # not a regex: still a substring
             matchers.append((pattern, None))
+            continue
+        why = problem(pattern)
+        if why is not None:
+            raise PatternRefused("--proc pattern %r refused: %s" % (pattern, why))
+        matchers.append((pattern, compiled))
     return matchers
 
 
+def first_matches(lines: List[str], matchers: List[Matcher]) -> List[Optional[str]]:
+    """For each line, the first pattern found in it (as a substring or as a regex), or
+    None. Regexes that repeat are matched under a time budget (patterns.py): PatternTimeout
+    rather than a spin when one backtracks on a long command line."""
+    regexes = [regex for _, regex in matchers if regex is not None]
+    try:
+        regex_hits = iter(search_lines(regexes, lines))
+    except PatternTimeout as exc:
+        raise PatternTimeout("--proc %s: matching the command lines %s"
+                             % (" ".join(repr(r.pattern) for r in regexes), exc)) from None
+    hits = [set(next(regex_hits)) if regex is not None else set() for _, regex in matchers]
+    return [next((pattern for (pattern, _), found in zip(matchers, hits)
+                  if pattern in line or number in found), None)
+            for number, line in enumerate(lines)]
+
+
 def matching_pattern(argv: List[str], matchers: List[Matcher]) -> Optional[str]:
-    line = " ".join(argv)
-    for pattern, regex in matchers:
-        if pattern in line or (regex is not None and regex.search(line)):
-            return pattern
-    return None
+    return first_matches([" ".join(argv)], matchers)[0]
 
 
 class ProcTable:
@@ -166,9 +187,10 @@ def select_processes(table: ProcTable, matchers: List[Matcher]) -> Dict[int, str
     """
     skip = table.ancestors(os.getpid()) | {os.getpid(), os.getppid()}
     chosen: Dict[int, str] = {}
-    for pid in sorted(table.argv):
-        pattern = matching_pattern(table.argv[pid], matchers)
-        if pattern is not None and pid not in skip:
+    pids = [pid for pid in sorted(table.argv) if pid not in skip]
+    for pid, pattern in zip(pids, first_matches([" ".join(table.argv[pid]) for pid in pids],
+                                                matchers)):
+        if pattern is not None:
             chosen[pid] = "pattern %s" % pattern
     tree = table.children()
     queue = list(chosen)

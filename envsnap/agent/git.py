@@ -10,7 +10,7 @@ import hashlib
 import os
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple, TypeVar
 
 from . import gitparse
 from .gitrun import Git, Stream
@@ -18,7 +18,8 @@ from .util import CollectorError, decode_path, sha256_file, which
 
 DEFAULTS: Dict[str, Any] = {
     "max_patch_bytes": 1 << 20,   # kept bytes per patch, and for untracked file contents
-    "history": 200,               # commits of history
+    "history": 200,               # commits of history, at least (unless the budget is less)
+    "history_budget": 5000,       # at most, when more moved since the reflog's oldest entry
     "reflog": 100,                # HEAD reflog entries
     "max_untracked": 1000,        # untracked files listed (a venv inside the repo has 100k)
     "max_hash_bytes": 512 << 20,  # untracked bytes hashed in all; checkpoints can be 100 GB
@@ -39,7 +40,12 @@ class RepoError(CollectorError):
 # ---- the collector ----------------------------------------------------------------------------
 
 def collect(config: Dict[str, Any]) -> Dict[str, Any]:
-    paths: List[str] = list(config.get("repos") or [])
+    # Stored absolute, resolved here on the host: a relative path (from the login home over
+    # SSH) means nothing to the controller, nor to a restore run from elsewhere. The path as
+    # given is kept beside it, so an inventory naming `sglang` still names this checkout.
+    given = {os.path.abspath(os.path.expanduser(str(path))): str(path)
+             for path in config.get("repos") or []}
+    paths: List[str] = list(given)
     if not paths:
         return {"facts": {}, "volatile": {}}
     settings = dict(DEFAULTS, **{k: config[k] for k in DEFAULTS if k in config})
@@ -51,6 +57,8 @@ def collect(config: Dict[str, Any]) -> Dict[str, Any]:
         for path in paths:
             started = time.monotonic()
             repos[path] = collect_repo(path, git, settings, pool)
+            if given[path] != path:
+                repos[path]["given_path"] = given[path]
             seconds[path] = round(time.monotonic() - started, 4)
     facts: Dict[str, Any] = {"repos": repos}
     if git is not None:
@@ -95,18 +103,17 @@ def path_problem(path: str, git: Optional[Git]) -> Optional[str]:
 def start_reads(git: Git, path: str, settings: Dict[str, Any],
                 pool: ThreadPoolExecutor) -> Dict[str, "Future[Any]"]:
     """The independent reads, started together: the slowest one sets the repo's time."""
-    history = ["log", "-n", str(int(settings["history"])), "-z", "--no-renames", "--name-only",
-               "--no-ext-diff", "--format=" + gitparse.HISTORY_FORMAT, "HEAD", "--"]
+    where = pool.submit(git.run, path, ["rev-parse", "--git-dir", "--git-common-dir",
+                                        "--show-toplevel"])
     return {
-        "where": pool.submit(git.run, path, ["rev-parse", "--git-dir", "--git-common-dir",
-                                             "--show-toplevel"]),
+        "where": where,
         "status": pool.submit(git.run, path, ["status", "--porcelain=v2", "--branch", "-z",
                                               "--untracked-files=all"]),
-        "history": pool.submit(git.run, path, history),
+        "history": pool.submit(read_history, git, path, settings, where),
         "patch": pool.submit(git.stream, path, ["diff", "HEAD"] + PATCH_FLAGS + ["--"],
-                             int(settings["max_patch_bytes"])),
+                             int(settings["max_patch_bytes"]), True),
         "staged": pool.submit(git.stream, path, ["diff", "--cached"] + PATCH_FLAGS + ["--"],
-                              int(settings["max_patch_bytes"])),
+                              int(settings["max_patch_bytes"]), True),
         "remotes": pool.submit(git.run, path, ["config", "-z", "--get-regexp",
                                                r"^remote\..*\.url$"]),
         "stashes": pool.submit(git.run, path, ["stash", "list", "-z",
@@ -120,18 +127,28 @@ def read_repo(path: str, git: Git, settings: Dict[str, Any], pool: ThreadPoolExe
     where = locate(path, results["where"])
     status = gitparse.parse_status(checked(results["status"], "status"))
     reflog, older = read_reflog(where["git_dir"], int(settings["reflog"]))
-    shallow = os.path.exists(os.path.join(where["common_dir"], "shallow"))
+    boundary = read_shallow(where["common_dir"])
+    shallow = boundary is not None
     repo: Dict[str, Any] = {"realpath": os.path.realpath(path), "toplevel": where["toplevel"],
                             "shallow": shallow, "reflog": reflog, "reflog_truncated": older}
+    if boundary is not None:
+        repo["shallow_boundary"] = sorted(boundary)
     repo.update(head_facts(status, reflog))
+    operation = read_operation(where["git_dir"], status["conflicted"])
+    if operation is not None:
+        repo["in_progress"] = operation
     repo["remotes"] = gitparse.parse_remotes(results["remotes"][1])
     repo.update(history_facts(results["history"], status["head"], shallow, settings))
+    gitparse.mark_boundary(repo["history"], boundary or set())
     stashes, problem = parsed(results["stashes"], gitparse.parse_stash_list)
     if problem:
         repo["stashes_error"] = problem
     patches = start_stash_patches(git, where["toplevel"], stashes or {}, settings, pool)
     repo["uncommitted"] = uncommitted_facts(git, where["toplevel"], status, results["patch"],
                                             results["staged"], settings)
+    submodules = submodule_facts(git, where["toplevel"], status["submodules"])
+    if submodules:
+        repo["submodules"] = submodules
     repo["stashes"] = finish_stashes(stashes or {}, patches)
     return repo
 
@@ -176,15 +193,125 @@ def head_facts(status: Dict[str, Any], reflog: List[Dict[str, Any]]) -> Dict[str
     return facts
 
 
-def history_facts(result: Tuple[int, bytes, bytes], head: Optional[str], shallow: bool,
-                  settings: Dict[str, Any]) -> Dict[str, Any]:
-    """Newest first; complete means it reaches the root: not shallow and not cut by the limit."""
-    limit = int(settings["history"])
+def read_history(git: Git, path: str, settings: Dict[str, Any],
+                 where: "Future[Tuple[int, bytes, bytes]]") -> Tuple[Tuple[int, bytes, bytes], int]:
+    """`git log` of HEAD, as deep as what moved: (git's answer, the depth asked for)."""
+    depth = history_depth(git, path, settings, where.result())
+    args = ["log", "-n", str(depth), "-z", "-m", "--no-renames", "--name-only", "--no-ext-diff",
+            "--format=" + gitparse.HISTORY_FORMAT, "HEAD", "--"]
+    return git.run(path, args), depth
+
+
+# Commits recorded beyond the count that moved: a date-ordered log may list a few commits
+# of a side branch before the last of them.
+HISTORY_MARGIN = 20
+
+
+def history_depth(git: Git, path: str, settings: Dict[str, Any],
+                  where: Tuple[int, bytes, bytes]) -> int:
+    """At least `history` commits, and as many as HEAD gained since the oldest position in the
+    recorded reflog, up to `history_budget`: a 500-commit pull is recorded whole, so a diff
+    against the snapshot taken before it counts every commit, not "at least 200"."""
+    budget = int(settings["history_budget"])
+    limit = min(int(settings["history"]), budget)
+    try:
+        git_dir = locate(path, where)["git_dir"]
+        lines, _ = tail_lines(os.path.join(git_dir, "logs", "HEAD"), int(settings["reflog"]))
+    except (CollectorError, OSError, ValueError):
+        return limit
+    oldest = gitparse.oldest_position(gitparse.parse_reflog(lines[:1]))
+    if oldest is None:
+        return limit
+    code, out, _ = git.run(path, ["rev-list", "--count", "--ignore-missing", "HEAD", "--not",
+                                  oldest, "--"])
+    moved = gitparse.text(out).strip()
+    if code != 0 or not moved.isdigit():
+        return limit
+    return min(budget, max(limit, int(moved) + HISTORY_MARGIN))
+
+
+def history_facts(read: Tuple[Tuple[int, bytes, bytes], int], head: Optional[str],
+                  shallow: bool, settings: Dict[str, Any]) -> Dict[str, Any]:
+    """Newest first; complete means it reaches the root: not shallow and not cut by the depth
+    (which is the depth asked for, `history` or more when more moved)."""
+    result, limit = read
     commits, problem = parsed(result, gitparse.parse_history) if head else ([], "")
     facts = {"history": commits or [], "history_limit": limit,
              "history_complete": not problem and not shallow and len(commits or []) < limit}
     if problem:
         facts["history_error"] = problem
+    return facts
+
+
+# What each marker's files say, read as the first line of a file in the git dir.
+OPERATION_DETAILS = {"onto": ["rebase-merge/onto", "rebase-apply/onto"],
+                     "branch": ["rebase-merge/head-name", "rebase-apply/head-name",
+                                "BISECT_START"],
+                     "merge_head": ["MERGE_HEAD"], "cherry_pick_head": ["CHERRY_PICK_HEAD"],
+                     "revert_head": ["REVERT_HEAD"]}
+
+
+def read_operation(git_dir: str, conflicted: List[str]) -> Optional[Dict[str, Any]]:
+    """A rebase, merge, cherry-pick, revert or bisect stopped half-way, with the files left
+    conflicted (status's unmerged entries); None when none is in progress."""
+    markers = [name for name, _ in gitparse.OPERATION_MARKERS + [("rebase-apply/applying", "")]
+               if os.path.exists(os.path.join(git_dir, name))]
+    present = [name.replace("rebase-apply/", "") for name in markers]
+    details = {key: first_line_of(git_dir, files) for key, files in OPERATION_DETAILS.items()}
+    return gitparse.operation_in_progress(present, conflicted, details)
+
+
+def first_line_of(git_dir: str, names: List[str]) -> str:
+    for name in names:
+        try:
+            with open(os.path.join(git_dir, name), "rb") as handle:
+                return gitparse.text(handle.readline()).strip()
+        except OSError:
+            continue
+    return ""
+
+
+def read_shallow(common_dir: str) -> Optional[Set[str]]:
+    """The shallow edge (.git/shallow: one sha a line): commits whose parents were not fetched.
+    None: not a shallow clone."""
+    try:
+        with open(os.path.join(common_dir, "shallow"), "rb") as handle:
+            return {gitparse.text(line).strip() for line in handle if line.strip()}
+    except FileNotFoundError:
+        return None
+    except OSError:  # unreadable: shallow all the same, edge unknown
+        return set()
+
+
+# ---- submodules -------------------------------------------------------------------------------
+
+MAX_SUBMODULES = 200
+
+
+def submodule_facts(git: Git, top: str, flags: Dict[str, str]) -> Dict[str, Dict[str, Any]]:
+    """Each submodule: the commit the superproject records for it, the one checked out in
+    it, and whether its own tree is dirty. The superproject's patch shows only a pointer."""
+    if not os.path.exists(os.path.join(top, ".gitmodules")):
+        return {}  # the usual case costs one stat
+    code, out, _ = git.run(top, ["config", "-z", "-f", ".gitmodules", "--get-regexp",
+                                 r"^submodule\..*\.path$"])
+    paths = [gitparse.text(record).partition("\n")[2] for record in gitparse.split_nul(out)]
+    paths = [path for path in paths if path][:MAX_SUBMODULES] if code == 0 else []
+    if not paths:
+        return {}
+    code, out, _ = git.run(top, ["ls-files", "-s", "-z", "--"] + paths)
+    recorded = gitparse.parse_gitlinks(out) if code == 0 else {}
+    facts = {}
+    for path in paths:
+        state = flags.get(path, "S...")
+        checked_out = None
+        if os.path.exists(os.path.join(top, path, ".git")):
+            code, out, _ = git.run(os.path.join(top, path), ["rev-parse", "-q", "--verify",
+                                                             "HEAD"])
+            checked_out = gitparse.text(out).strip() if code == 0 else None
+        facts[path] = {"recorded": recorded.get(path), "checked_out": checked_out,
+                       "initialized": checked_out is not None,
+                       "modified": state[2:3] == "M", "untracked": state[3:4] == "U"}
     return facts
 
 
@@ -231,7 +358,8 @@ def start_stash_patches(git: Git, top: str, stashes: Dict[str, Dict[str, Any]],
         revs = [stash["sha"]] + ([stash["sha"] + "^3"] if stash["has_untracked"] else [])
         args = ["log", "--no-walk=unsorted", "-m", "--first-parent", "--root", "-p",
                 "--format="] + PATCH_FLAGS + revs + ["--"]
-        futures[ref] = pool.submit(git.stream, top, args, int(settings["max_patch_bytes"]))
+        futures[ref] = pool.submit(git.stream, top, args, int(settings["max_patch_bytes"]),
+                                   True)
     return futures
 
 
@@ -250,8 +378,13 @@ def finish_stashes(stashes: Dict[str, Dict[str, Any]],
 
 
 def blob_of_stream(stream: Stream) -> Dict[str, Any]:
+    """The kept text, and for a patch its files measured over the whole stream, which stay
+    true when the text is cut at the cap."""
     truncated = stream.size > len(stream.head)
-    return gitparse.encode_blob(stream.head, stream.size, stream.sha256, truncated)
+    blob = gitparse.encode_blob(stream.head, stream.size, stream.sha256, truncated)
+    if stream.files and stream.files["files_total"]:  # an empty patch stays as it always was
+        blob.update(stream.files)
+    return blob
 
 
 # ---- uncommitted work -------------------------------------------------------------------------
@@ -262,7 +395,7 @@ def uncommitted_facts(git: Git, top: str, status: Dict[str, Any], patch: Stream,
     the index back as it was, not everything staged), and the untracked files beside it."""
     if status["head"] is None:  # no commit yet: everything is new relative to the empty tree
         patch = git.stream(top, ["diff", empty_tree(git, top)] + PATCH_FLAGS + ["--"],
-                           int(settings["max_patch_bytes"]))
+                           int(settings["max_patch_bytes"]), True)
     blob = blob_or_error(patch)
     untracked_paths: List[bytes] = status["untracked"]
     untracked = untracked_facts(top, untracked_paths, settings)
@@ -314,9 +447,10 @@ def file_facts(path: bytes, budget: Budget) -> Dict[str, Any]:
     if info.st_size <= budget.hashing:
         budget.hashing -= info.st_size
         facts["sha256"] = sha256_file(os.fsdecode(path))
-    else:
+    else:  # too big to hash within the budget: its mtime at least shows it was rewritten
         facts["sha256"] = None
         facts["hash_skipped"] = "over max_hash_bytes"
+        facts["mtime_ns"] = info.st_mtime_ns
     return facts
 
 
@@ -331,7 +465,7 @@ def small_file_facts(path: bytes, budget: Budget) -> Dict[str, Any]:
         facts["content_skipped"] = "binary"
         return facts
     budget.content -= len(data)
-    blob = gitparse.blob_of(data)
+    blob = gitparse.blob_of(data, decode_path(path))
     facts["content"] = blob["text"]
     if blob.get("redacted"):
         facts["redacted"] = True

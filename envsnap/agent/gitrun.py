@@ -6,8 +6,9 @@ import os
 import subprocess
 import tempfile
 import threading
-from typing import IO, Dict, List, NamedTuple, Optional, Tuple
+from typing import IO, Any, Dict, List, NamedTuple, Optional, Tuple
 
+from .gitparse import PatchFiles
 from .util import CollectorError, run
 
 # Reads must not depend on the user's taste (quoting, prefixes, signatures, colours), and a
@@ -27,6 +28,7 @@ class Stream(NamedTuple):
     size: int
     sha256: str
     stderr: bytes
+    files: Optional[Dict[str, Any]] = None   # a patch's files: PatchFiles.finish()
 
 
 class Git:
@@ -50,8 +52,9 @@ class Git:
         except CollectorError:  # util's message spells out every -c flag: say it shorter
             raise CollectorError(timed_out(args, self.timeout)) from None
 
-    def stream(self, cwd: str, args: List[str], cap: int) -> Stream:
-        stream = run_capped(self.argv(cwd, args), cap, self.timeout, self.env)
+    def stream(self, cwd: str, args: List[str], cap: int, patch: bool = False) -> Stream:
+        """stdout kept up to `cap`; with patch=True, each file's part is measured too."""
+        stream = run_capped(self.argv(cwd, args), cap, self.timeout, self.env, patch)
         if stream is None:
             raise CollectorError(timed_out(args, self.timeout))
         return stream
@@ -61,8 +64,8 @@ def timed_out(args: List[str], timeout: float) -> str:
     return "git %s timed out after %gs" % (args[0] if args else "", timeout)
 
 
-def run_capped(argv: List[str], cap: int, timeout: float,
-               env: Dict[str, str]) -> Optional[Stream]:
+def run_capped(argv: List[str], cap: int, timeout: float, env: Dict[str, str],
+               patch: bool = False) -> Optional[Stream]:
     """Like util.run, but a 5 GB staged file costs a hash, not 5 GB of memory; None: timed out."""
     expired = threading.Event()
     with tempfile.TemporaryFile() as errors:
@@ -71,7 +74,8 @@ def run_capped(argv: List[str], cap: int, timeout: float,
         timer = threading.Timer(timeout, expire, (proc, expired))
         timer.start()
         try:
-            head, size, digest = drain(proc.stdout, cap)  # type: ignore[arg-type]
+            sections = PatchFiles() if patch else None
+            head, size, digest = drain(proc.stdout, cap, sections)  # type: ignore[arg-type]
             code = proc.wait()
         finally:
             timer.cancel()
@@ -80,7 +84,8 @@ def run_capped(argv: List[str], cap: int, timeout: float,
         stderr = errors.read()
     if expired.is_set():
         return None
-    return Stream(code, head, size, digest, stderr)
+    return Stream(code, head, size, digest, stderr,
+                  sections.finish() if sections is not None else None)
 
 
 def expire(proc: "subprocess.Popen[bytes]", expired: threading.Event) -> None:
@@ -88,12 +93,15 @@ def expire(proc: "subprocess.Popen[bytes]", expired: threading.Event) -> None:
     proc.kill()
 
 
-def drain(stream: IO[bytes], cap: int) -> Tuple[bytes, int, str]:
+def drain(stream: IO[bytes], cap: int,
+          sections: Optional[PatchFiles] = None) -> Tuple[bytes, int, str]:
     digest = hashlib.sha256()
     head = bytearray()
     size = 0
     for block in iter(lambda: stream.read(READ_BLOCK), b""):
         digest.update(block)
+        if sections is not None:
+            sections.feed(block)
         size += len(block)
         if len(head) < cap:
             head += block[:cap - len(head)]

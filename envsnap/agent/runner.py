@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List
 
-from . import benchrun, cuda_nccl, env, git, nvidia, python_env, system
+from . import benchrun, cuda_nccl, env, git, nvidia, python_env, redact, system
 
 AGENT_VERSION = "1"
 DEFAULT_TIMEOUT = 20.0
@@ -66,6 +66,7 @@ def decode_config(argv: List[str]) -> Dict[str, Any]:
 
 def main(argv: List[str]) -> int:
     config = decode_config(argv)
+    redact.emit_digests()   # the controller rekeys them under the user's masking key
     document: Dict[str, Any] = {
         "agent": {"version": AGENT_VERSION, "python": sys.executable,
                   "python_version": "%d.%d.%d" % sys.version_info[:3], "pid": os.getpid()},
@@ -74,7 +75,11 @@ def main(argv: List[str]) -> int:
         document["bench"] = benchrun.run_bench(config)
     else:
         document["collectors"] = collect_all(config)
-    sys.stdout.write(json.dumps(document, sort_keys=True, default=str))
+    # The last pass: every string leaves this host masked, whatever channel carried it
+    # (an error message, a benchmark's command line and output, a variable's name).
+    document = redact.redact_document(document)
+    sys.stdout.write(json.dumps(document, sort_keys=True,
+                                default=lambda odd: redact.redact_text(str(odd))))
     sys.stdout.flush()
     # Abandoned collector threads may still be blocked; leave without waiting for them.
     os._exit(0)

@@ -21,19 +21,22 @@ from __future__ import annotations
 
 import os
 import statistics
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Callable
 
+from envsnap.agent.redact import holds_marker, redact_text
 from envsnap.bench import stats as benchstats
 from envsnap.defaults import DEFAULT_REPEAT, DEFAULT_RUN_TIMEOUT, DEFAULT_SAMPLE_INTERVAL
 from envsnap.diff.findings import plural
-from envsnap.errors import BenchError, UsageError
+from envsnap.errors import BenchError, StoreError, UsageError
 from envsnap.hosts import capture
 from envsnap.hosts.capture import CaptureOptions, now_utc
 from envsnap.hosts.inventory import Host
 from envsnap.hosts.transport import Transport, open_transport
 from envsnap.snapshot import document as snapshot
-from envsnap.snapshot.store import Store
+from envsnap.snapshot.store import SUFFIX, Store, atomic_write, dump_yaml
 
 Progress = Callable[[str], None]   # "run 2 of 5: 61.3 s, exit 0, metric 91.7"
 DEFAULT_MAX_SAMPLES = 600
@@ -145,7 +148,10 @@ def build_record(spec: BenchSpec, reported: dict[str, Any], host_name: str) -> d
                          f"({reported.get('stopped') or 'no reason given'})")
     telemetry = dict(reported.get("telemetry") or {})
     telemetry["gpus"] = telemetry_over_runs(telemetry.get("gpus") or {}, runs)
-    return {"command": spec.cmd, "cwd": reported.get("cwd"), "metric": spec.metric,
+    # the command as the agent returned it: a secret on it was masked there
+    command = reported.get("cmd") if isinstance(reported.get("cmd"), str) else \
+        redact_text(spec.cmd)
+    return {"command": command, "cwd": reported.get("cwd"), "metric": spec.metric,
             "lower_is_better": spec.lower_is_better, "repeat": spec.repeat, "host": host_name,
             "sample_interval": spec.sample_interval or 0, "run_timeout": spec.run_timeout,
             "values": values, "summary": benchstats.summarise(values),
@@ -157,7 +163,7 @@ def run_entry(run: dict[str, Any], value: float) -> dict[str, Any]:
     return {"run": run["run"], "value": value, "exit_code": run["exit_code"],
             "seconds": run["seconds"], "output_tail": run["output_tail"][-RECORD_TAIL_CHARS:],
             "gpus": run.get("gpus", {}), "samples": run.get("samples", {}),
-            "sampler": run.get("sampler")}
+            "buffered": run.get("buffered", {}), "sampler": run.get("sampler")}
 
 
 def telemetry_over_runs(gpus: dict[str, Any], runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -174,6 +180,13 @@ def telemetry_over_runs(gpus: dict[str, Any], runs: list[dict[str, Any]]) -> dic
             [summary.get("clock_event_reasons") or {} for summary in per_run])
         entry["samples"] = sum(summary.get("samples", 0) for summary in per_run)
         entry["busy"] = busy_over_runs([summary.get("busy") for summary in per_run])
+        power_busy = [summary["power_busy"] for summary in per_run if summary.get("power_busy")]
+        if power_busy:
+            entry["power_busy"] = {
+                "phases": sum(p["phases"] for p in power_busy),
+                "seconds": round(sum(p["seconds"] for p in power_busy), 3),
+                "threshold_w": max(p["threshold_w"] for p in power_busy),
+                "buffered": sum(p["buffered"] for p in power_busy)}
         combined[bus] = entry
     return combined
 
@@ -215,6 +228,8 @@ class BenchOutcome:
     path: Any = None
     document: dict[str, Any] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    not_saved: str | None = None   # why the store refused the record; `path` is then its
+                                   # fallback copy (keep_unsaved)
 
     @property
     def record(self) -> dict[str, Any]:
@@ -224,22 +239,76 @@ class BenchOutcome:
 
 
 def capture_and_bench(host: Host, spec: BenchSpec, store: Store, options: CaptureOptions,
-                      progress: Progress = ignore) -> BenchOutcome:
+                      progress: Progress = ignore,
+                      fallbacks: Sequence[Path] = ()) -> BenchOutcome:
     """Snapshot the host, run the benchmark on it, save both as one document.
 
-    Nothing is saved unless every run succeeded: a failed benchmark leaves no half record."""
+    Nothing is saved unless every run succeeded: a failed benchmark leaves no half record.
+    The store must take a file and have room for the record before the first run; if it
+    still refuses the record at the end (moved, unmounted, filled by something else), the
+    record goes to the first of `fallbacks` that takes it: runs that took hours are not
+    thrown away."""
     spec.check()
     label = capture.plan_labels([host], options.label, now_utc())[host.name]
     capture.check_before_capture({host.name: label}, store, options.force)
     transport = open_transport(host, options.connect_timeout, options.accept_new_host_keys)
     try:
         document = capture.snapshot_document(transport, host, label, options)
+        check_room(store, len(dump_yaml(document)) + spec.repeat * RUN_RECORD_BOUND)
         snapshot.set_bench(document, bench_on(transport, host, spec, progress))
     finally:
         transport.close()
-    path = store.save(document, label)
-    return BenchOutcome(label=label, path=path, document=document,
-                        problems=snapshot.problems(document))
+    outcome = BenchOutcome(label=label, document=document, problems=snapshot.problems(document))
+    try:
+        outcome.path = store.save(document, label)
+    except StoreError as exc:
+        outcome.not_saved = str(exc)
+        outcome.path = keep_unsaved(document, label, fallbacks, exc)
+    return outcome
+
+
+# What one run can add to a record at most: its output tail and its thinned GPU samples
+# (DEFAULT_MAX_SAMPLES per GPU, eight GPUs, a few bytes of YAML per number).
+RUN_RECORD_BOUND = 512 * 1024
+
+
+def check_room(store: Store, needed: int) -> None:
+    """Refuse before the first run a store without room for the record (free blocks as a
+    user sees them: root's reserve is not counted on)."""
+    try:
+        stats = os.statvfs(store.root)
+    except OSError:
+        return        # check_writable has just written there: nothing more to learn
+    if stats.f_blocks == 0:
+        return        # a filesystem that reports no sizes (some network mounts)
+    free = stats.f_bavail * stats.f_frsize
+    if free < needed:
+        raise StoreError(f"store {store.root} has {free // 1024} KiB free; the snapshot and "
+                         f"its runs need up to {needed // 1024} KiB: free some space or "
+                         "choose another --store")
+
+
+def keep_unsaved(document: dict[str, Any], label: str, fallbacks: Sequence[Path],
+                 refused: StoreError) -> Path:
+    """The record the store refused, written to the first folder of `fallbacks` that takes
+    it, under a name not yet used; StoreError (naming each try) when none does."""
+    name = label.replace("/", "-")
+    text = dump_yaml(document)
+    tried = [str(refused)]
+    for folder in fallbacks:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / f"{name}{SUFFIX}"
+            number = 1
+            while path.exists():
+                number += 1
+                path = folder / f"{name}-{number}{SUFFIX}"
+            atomic_write(path, text)
+            return path
+        except OSError as exc:
+            tried.append(f"{folder}: {exc.strerror}")
+    raise StoreError(f"the benchmark ran but its record could not be saved anywhere "
+                     f"({'; '.join(tried)})")
 
 
 def spec_from_record(record: dict[str, Any]) -> BenchSpec:
@@ -254,14 +323,21 @@ def spec_from_record(record: dict[str, Any]) -> BenchSpec:
 def rerun_and_compare(document: dict[str, Any], host: Host,
                       options: CaptureOptions | None = None,
                       threshold: float = benchstats.DEFAULT_THRESHOLD,
-                      alpha: float = benchstats.DEFAULT_ALPHA
+                      alpha: float = benchstats.DEFAULT_ALPHA, *,
+                      command: str | None = None
                       ) -> tuple[dict[str, Any], benchstats.Comparison]:
-    """Run a snapshot's recorded benchmark again on `host`: (the new record, the verdict)."""
+    """Run a snapshot's recorded benchmark again on `host`: (the new record, the verdict).
+    `command`, the user's own, runs instead of the recorded one (restore --rerun-cmd)."""
     recorded = snapshot.bench(document)
     if recorded is None:
         raise UsageError(f"snapshot {snapshot.label(document)!r} has no recorded benchmark "
                          "to rerun (record one with envsnap bench HOST --label ...)")
     spec = spec_from_record(recorded)
+    if command is not None:
+        spec = replace(spec, cmd=command)
+    elif holds_marker(spec.cmd):
+        raise UsageError(f"the recorded benchmark command {spec.cmd!r} had a secret masked "
+                         "at capture: give the command to run")
     record = run_bench(host, spec, options)
     verdict = benchstats.compare(recorded["values"], record["values"], spec.lower_is_better,
                                  threshold, alpha)
@@ -271,17 +347,28 @@ def rerun_and_compare(document: dict[str, Any], host: Host,
 # ---- what `envsnap bench` shows (lines, printed by envsnap/cli/) ---------------------------------
 
 def under_load(summary: dict[str, Any]) -> dict[str, Any]:
-    """A GPU's readings while it was busy when there were any: idle readings lie."""
+    """A GPU's readings while it was busy; {} when no reading was: idle readings lie about
+    the part that is measured."""
+    if "busy" not in summary:
+        return summary   # recorded by an agent that did not yet tell busy readings apart
     busy = summary.get("busy")
-    return busy if isinstance(busy, dict) else summary
+    return busy if isinstance(busy, dict) else {}
+
+
+def busy_unread(summary: dict[str, Any]) -> bool:
+    """The driver's buffered power saw the GPU busy, yet no polled reading fell inside."""
+    return not summary.get("busy") and bool((summary.get("power_busy") or {}).get("phases"))
 
 
 def sm_clock_text(gpus: dict[str, Any]) -> str:
-    """The run's median SM clock under load: one number, or the range over GPUs."""
+    """The run's median SM clock under load: one number, or the range over GPUs; "short"
+    when the GPU was busy for less than the sampling interval, "idle" when never busy."""
     medians = sorted(under_load(s)["sm_mhz"]["median"] for s in gpus.values()
                      if under_load(s).get("sm_mhz"))
     if not medians:
-        return "-"
+        if any(busy_unread(s) for s in gpus.values()):
+            return "short"
+        return "idle" if gpus else "-"
     low, high = f"{medians[0]:g}", f"{medians[-1]:g}"
     return low if low == high else f"{low}-{high}"
 
@@ -289,6 +376,20 @@ def sm_clock_text(gpus: dict[str, Any]) -> str:
 def reasons_text(gpus: dict[str, Any]) -> str:
     counts = add_counts([under_load(s).get("clock_event_reasons") or {} for s in gpus.values()])
     return ",".join(sorted(counts, key=lambda name: (-counts[name], name))) or "-"
+
+
+def telemetry_notes(runs: list[dict[str, Any]], interval: float) -> list[str]:
+    """What the SM MHz column's words mean, said once under the table."""
+    short = [str(run["run"]) for run in runs if sm_clock_text(run.get("gpus") or {}) == "short"]
+    idle = [str(run["run"]) for run in runs if sm_clock_text(run.get("gpus") or {}) == "idle"]
+    notes = []
+    if short:
+        notes.append(f"run {', '.join(short)}: GPU busy for less than the sampling interval "
+                     f"({interval:g} s): its clocks under load were not read "
+                     f"(busy phases seen in the driver's power samples)")
+    if idle:
+        notes.append(f"run {', '.join(idle)}: no GPU was busy while the benchmark ran")
+    return notes
 
 
 def format_record(record: dict[str, Any]) -> list[str]:
@@ -305,4 +406,6 @@ def format_record(record: dict[str, Any]) -> list[str]:
     telemetry = record.get("telemetry") or {}
     if not telemetry.get("available"):
         lines.append(f"GPU telemetry: none ({telemetry.get('reason') or 'not sampled'})")
+    else:
+        lines += telemetry_notes(record["runs"], record.get("sample_interval") or 0)
     return lines

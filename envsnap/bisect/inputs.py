@@ -136,6 +136,18 @@ def describe_head(ctx: Context, top: str) -> str:
     return f"{branch} at {sha}" if branch else f"{sha}, detached"
 
 
+def merged_by(ctx: Context, top: str, merge: Commit) -> list[Commit]:
+    """The commits a merge brought into its first parent's line, newest first: when the
+    first bad commit is a merge, one of them is the change to read."""
+    if len(merge.parents) < 2:
+        return []
+    logged = run(ctx, top, "log", f"--format={search.LOG_FORMAT}", merge.sha,
+                 f"^{merge.parents[0]}")
+    if logged.exit_code != 0:
+        return []
+    return [c for c in search.parse_log(logged.stdout) if c.sha != merge.sha]
+
+
 def files_touched(ctx: Context, top: str, before: str, commit: str) -> list[str]:
     """Against the commit before it on the line: for a merge, what the merge brought in."""
     listed = run(ctx, top, "diff", "--name-only", "--no-renames", "-z", before, commit)

@@ -52,10 +52,20 @@ def table_lines(report: BisectReport) -> list[str]:
     return lines
 
 
+MERGED_SHOWN = 30   # commits of a first bad merge listed; the rest are counted
+
+
 def answer_lines(report: BisectReport) -> list[str]:
     if report.outcome == FOUND and report.first_bad is not None:
         lines = [f"first bad commit: {report.first_bad.sha} {report.first_bad.subject}"]
         lines += [f"  {name}" for name in report.files] or ["  (no files changed)"]
+        if report.merged:  # the line bisected is first parents: the merge hides its commits
+            lines.append(f"a merge: it brought in {plural(len(report.merged), 'commit')}:")
+            lines += [f"  {c.sha} {c.subject}" for c in report.merged[:MERGED_SHOWN]]
+            if len(report.merged) > MERGED_SHOWN:
+                lines.append(f"  ... {len(report.merged) - MERGED_SHOWN} more "
+                             f"(git log {report.first_bad.parents[0][:12]}.."
+                             f"{report.first_bad.short})")
         return lines
     if report.outcome in (NO_REGRESSION, ENDS_UNDECIDED):
         return [f"nothing to bisect: {report.why}"]
@@ -78,6 +88,15 @@ def count_lines(report: BisectReport) -> list[str]:
         lines.append(f"the benchmark changed files in the checkout {len(report.leftovers)} "
                      f"times: kept in stashes {', '.join(s[:12] for s in report.leftovers)}")
     return lines
+
+
+def medians_line(report: BisectReport) -> str:
+    """The median at each tested commit in commit order, at a glance: "▇▇▇▁▁ 60.2 .. 94.1"."""
+    from envsnap.report.charts import values_at_a_glance
+
+    tested = sorted((step for step in report.steps if step.values), key=lambda s: s.position)
+    medians = [statistics.median(step.values) for step in tested]
+    return f"medians in commit order: {values_at_a_glance(medians, 'commit')}"
 
 
 def final_lines(report: BisectReport) -> list[str]:

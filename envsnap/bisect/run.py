@@ -28,6 +28,7 @@ from envsnap.bisect.inputs import (
     files_touched,
     find_toplevel,
     good_patch,
+    merged_by,
     pick_host,
     pick_repo,
     recorded_baseline,
@@ -44,7 +45,7 @@ from envsnap.hosts.transport import open_transport
 from envsnap.playbook.tasks.base import Context
 from envsnap.playbook.tasks.gitcmd import GitFailure
 from envsnap.playbook.tasks.gitpatch import Patch
-from envsnap.restore.safety import HostLock
+from envsnap.restore.safety import CheckoutLocks
 from envsnap.snapshot.store import Store
 
 # How a bisect ended. The first three: the regression is real (BisectReport.regression).
@@ -104,6 +105,7 @@ class BisectReport:
     why: str = ""
     first_bad: Commit | None = None
     files: list[str] = field(default_factory=list)
+    merged: list[Commit] = field(default_factory=list)   # what a first bad merge brought in
     suspects: list[Commit] = field(default_factory=list)
     endpoint_invocations: int = 0   # benchmark invocations at the two endpoints
     step_invocations: int = 0       # ... and at every other commit
@@ -131,7 +133,7 @@ def bisect(store: Store, inventory: Inventory, good_label: str, bad_label: str,
                                options.capture.accept_new_host_keys)
     bisector = Bisector(spec, options, baseline, on_event or (lambda _: None))
     try:
-        with HostLock(transport, target):
+        with CheckoutLocks(transport, target, [path]):   # the checkout it walks
             ctx = Context(host=target, transport=transport, store=store)
             return locked_bisect(ctx, path, (good_repo["head"], bad_repo["head"]),
                                  (good_label, bad_label), patch, bisector)
@@ -292,6 +294,7 @@ class Bisector:
             before = report.line[state.bad - 1].sha if state.bad else report.good.sha
             with sigint_deferred():
                 report.files = files_touched(self.ctx, report.repo, before, culprit.sha)
+                report.merged = merged_by(self.ctx, report.repo, culprit)
             report.first_bad = culprit
             report.why = f"the first bad commit is {culprit.short} {culprit.subject}"
             return

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from envsnap.cli.options import (
@@ -21,7 +22,10 @@ from envsnap.errors import EXIT_HOST, EXIT_OK, EXIT_USAGE, UsageError
 EPILOG = exit_codes(
     (EXIT_OK, "every run printed the metric; the snapshot and the runs are saved"),
     (EXIT_USAGE, "usage error: bad argument, bad --metric regex, existing label, a name "
-                 "that is not one host"),
+                 "that is not one host; a store not writable or without room for the "
+                 "record (checked before the first run); a store that refused the record "
+                 "after the runs (it is kept under $XDG_STATE_HOME/envsnap/unsaved, else "
+                 "here, and the line says where)"),
     (EXIT_HOST, "host unreachable or partly failed; a run exited non-zero, timed out or "
                 "printed no metric (nothing saved)"),
 )
@@ -59,8 +63,11 @@ def register(commands: Any) -> None:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from envsnap.bench.run import BenchSpec, capture_and_bench, format_record
+    from envsnap.cli.crash import state_dir
+    from envsnap.cli.progress import StatusLine
     from envsnap.hosts.capture import CaptureOptions
     from envsnap.hosts.inventory import load_inventory, resolve_hosts
+    from envsnap.report.charts import values_at_a_glance
     from envsnap.snapshot.store import Store
 
     spec = BenchSpec(cmd=args.cmd, metric=args.metric, repeat=args.repeat,
@@ -75,13 +82,20 @@ def cmd_bench(args: argparse.Namespace) -> int:
                              connect_timeout=args.connect_timeout,
                              accept_new_host_keys=args.accept_new_host_keys)
     name = hosts[0].name
-
-    def progress(text: str) -> None:  # long runs: show each as it ends, on stderr
-        sys.stderr.write(f"{name}: {text}\n")
-        sys.stderr.flush()
-
-    outcome = capture_and_bench(hosts[0], spec, Store(args.store), options, progress)
+    # Where a record goes if the store refuses it after the runs: the user's state dir,
+    # else here.
+    fallbacks = [state_dir() / "unsaved", Path.cwd()]
+    # long runs: each shown as it ends, on stderr, under a live status line on a terminal
+    with StatusLine(sys.stderr, f"{name}: ", spec.repeat) as status:
+        outcome = capture_and_bench(hosts[0], spec, Store(args.store), options,
+                                    lambda text: status.run_ended(f"{name}: {text}"),
+                                    fallbacks)
     sys.stdout.write("".join(line + "\n" for line in format_record(outcome.record)))
+    print(f"runs: {values_at_a_glance(outcome.record.get('values') or [])}")
+    if outcome.not_saved:
+        sys.stderr.write(f"envsnap: error: {outcome.not_saved}; the record is kept in "
+                         f"{outcome.path} (envsnap show {outcome.path})\n")
+        return EXIT_USAGE
     print(f"{name}: saved {outcome.label} -> {outcome.path}")
     for problem in outcome.problems:
         sys.stderr.write(f"warning: {name}: {problem}\n")

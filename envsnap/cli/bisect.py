@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from envsnap.cli.options import (
     add_connection_options,
@@ -12,14 +14,18 @@ from envsnap.cli.options import (
     positive_seconds,
     utf8_text,
 )
-from envsnap.defaults import DEFAULT_MAX_REPEAT, DEFAULT_REPEAT, DEFAULT_RUN_TIMEOUT
-from envsnap.errors import EXIT_DRIFT, EXIT_HOST, EXIT_INVALID, EXIT_OK, EXIT_USAGE
+from envsnap.defaults import DEFAULT_BISECT_REPEAT, DEFAULT_MAX_REPEAT, DEFAULT_RUN_TIMEOUT
+from envsnap.errors import EXIT_DRIFT, EXIT_HOST, EXIT_INVALID, EXIT_OK, EXIT_USAGE, UsageError
+
+if TYPE_CHECKING:   # bisect's modules load when the command runs, not for the parser
+    from envsnap.bisect.run import BisectReport
 
 EPILOG = exit_codes(
     (EXIT_OK, "no regression between GOOD and BAD (or can't tell at the endpoints)"),
     (EXIT_DRIFT, "regression: first bad commit found (or narrowed down when commits were "
                  "skipped or too noisy)"),
-    (EXIT_USAGE, "usage error: bad argument, GOOD not an ancestor of BAD, unknown repo"),
+    (EXIT_USAGE, "usage error: bad argument, GOOD not an ancestor of BAD, unknown repo; "
+                 "a --plot file that cannot be written (after the answer is printed)"),
     (EXIT_HOST, "host or benchmark failure at an endpoint"),
     (EXIT_INVALID, "invalid snapshot"),
 )
@@ -38,8 +44,9 @@ def register(commands: Any) -> None:
                      help="the benchmark, run through sh -c")
     bis.add_argument("--metric", required=True, metavar="REGEX", type=utf8_text,
                      help="regex of the metric: first group (or whole match) of the last match")
-    bis.add_argument("--repeat", type=positive_int, default=DEFAULT_REPEAT,
-                     help=f"runs per commit (default {DEFAULT_REPEAT})")
+    bis.add_argument("--repeat", type=positive_int, default=DEFAULT_BISECT_REPEAT,
+                     help=f"runs per commit to start with (default {DEFAULT_BISECT_REPEAT}); "
+                          "as many more each time the verdict is can't tell")
     bis.add_argument("--max-repeat", type=positive_int, default=DEFAULT_MAX_REPEAT,
                      help="most runs at one commit while the verdict is can't tell "
                           f"(default {DEFAULT_MAX_REPEAT})")
@@ -61,14 +68,31 @@ def register(commands: Any) -> None:
     bis.add_argument("--run-timeout", type=positive_seconds, default=DEFAULT_RUN_TIMEOUT,
                      metavar="S",
                      help=f"kill a run after S seconds (default {DEFAULT_RUN_TIMEOUT:g})")
+    bis.add_argument("--plot", metavar="FILE.svg",
+                     help="also draw the metric at each tested commit, in commit order, the "
+                          "first bad commit marked, as an SVG file (default: no plot)")
     add_connection_options(bis)
     bis.set_defaults(run=cmd_bisect)
 
 
+def check_plot(path: str | None) -> Path | None:
+    """Refused before the bisect starts: a bisect can take hours to reach its plot."""
+    if path is None:
+        return None
+    target = Path(path)
+    if target.suffix.lower() != ".svg":
+        raise UsageError(f"--plot {path!r}: name it FILE.svg")
+    folder = target.parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK):
+        raise UsageError(f"--plot {path!r}: {folder} is not a folder this user can write to")
+    return target
+
+
 def cmd_bisect(args: argparse.Namespace) -> int:
     from envsnap.bench.run import BenchSpec
-    from envsnap.bisect.render import event_line, final_lines
-    from envsnap.bisect.run import BisectOptions, Event, RunEnded, bisect
+    from envsnap.bisect.render import event_line, final_lines, medians_line
+    from envsnap.bisect.run import BisectOptions, Event, RunEnded, Step, bisect
+    from envsnap.cli.progress import StatusLine
     from envsnap.hosts.capture import CaptureOptions
     from envsnap.hosts.inventory import load_inventory
     from envsnap.snapshot.store import Store
@@ -82,11 +106,36 @@ def cmd_bisect(args: argparse.Namespace) -> int:
                             capture=CaptureOptions(connect_timeout=args.connect_timeout,
                                                    accept_new_host_keys=args.accept_new_host_keys))
 
-    def show(event: Event) -> None:  # runs as they end on stderr; the steps are the answer
-        stream = sys.stderr if isinstance(event, RunEnded) else sys.stdout
-        print(event_line(event), file=stream, flush=True)
+    plot = check_plot(args.plot)
 
-    report = bisect(Store(args.store), load_inventory(args.inventory), args.good, args.bad,
-                    args.host, args.repo, spec, options, show)
+    def show(event: Event) -> None:  # runs as they end on stderr; the steps are the answer
+        if isinstance(event, RunEnded):
+            status.run_ended(event_line(event))
+            return
+        if isinstance(event, Step) and event.kind != "good":   # the steps still to come
+            status.expect(status.done + event.steps_left * args.repeat, estimated=True)
+        status.say(event_line(event), sys.stdout)
+
+    with StatusLine(sys.stderr, "bisect: ", None) as status:
+        report = bisect(Store(args.store), load_inventory(args.inventory), args.good,
+                        args.bad, args.host, args.repo, spec, options, show)
     sys.stdout.write("".join(line + "\n" for line in final_lines(report)))
+    print(medians_line(report))
+    if plot is not None:
+        write_plot(plot, report, args)
     return EXIT_DRIFT if report.regression else EXIT_OK
+
+
+def write_plot(target: Path, report: BisectReport, args: argparse.Namespace) -> None:
+    from envsnap.errors import StoreError
+    from envsnap.report.charts import svg_file
+    from envsnap.report.figures import bisect_chart
+    from envsnap.snapshot.store import atomic_write
+
+    first_bad = report.first_bad.sha if report.first_bad is not None else None
+    chart = bisect_chart(report.steps, first_bad, args.metric, args.lower_is_better)
+    try:
+        atomic_write(target, svg_file(chart), mode=0o644)
+    except OSError as exc:
+        raise StoreError(f"cannot write --plot {target}: {exc.strerror or exc}") from None
+    print(f"plot: {target}")

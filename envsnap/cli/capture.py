@@ -49,6 +49,10 @@ def register(commands: Any) -> None:
                           f"{DEFAULT_COLLECTOR_TIMEOUT:g})")
     cap.add_argument("--max-patch-bytes", type=non_negative_int, metavar="BYTES",
                      help="cap on each recorded git patch (default 1 MiB)")
+    cap.add_argument("--history", type=positive_int, metavar="N",
+                     help="most commits of git history recorded per repository (default "
+                          "5000): the newest 200, and all that HEAD gained since the oldest "
+                          "reflog entry recorded, up to N")
     add_connection_options(cap)
     cap.set_defaults(run=cmd_capture)
 
@@ -92,7 +96,7 @@ def cmd_capture(args: argparse.Namespace) -> int:
                              connect_timeout=args.connect_timeout,
                              collector_timeout=args.collector_timeout,
                              accept_new_host_keys=args.accept_new_host_keys,
-                             max_patch_bytes=args.max_patch_bytes)
+                             max_patch_bytes=args.max_patch_bytes, history=args.history)
     outcomes = capture(hosts, Store(args.store), options, Progress(len(hosts), sys.stderr))
     for outcome in outcomes:
         render_outcome(outcome, sys.stdout, sys.stderr)

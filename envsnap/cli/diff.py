@@ -15,9 +15,14 @@ from envsnap.errors import EXIT_DRIFT, EXIT_INVALID, EXIT_OK, EXIT_USAGE, UsageE
 if TYPE_CHECKING:
     from envsnap.snapshot.store import Store
 
+DRIFT, REGRESSION = "drift", "regression"
+FAIL_ON = (DRIFT, REGRESSION)
+
 EPILOG = exit_codes(
-    (EXIT_OK, "no drift"),
-    (EXIT_DRIFT, "drift found (a result, not an error)"),
+    (EXIT_OK, "no drift; with --fail-on regression: no benchmark regression, whatever "
+              "drifted"),
+    (EXIT_DRIFT, "drift found (a result, not an error); with --fail-on regression: the "
+                 "benchmark both snapshots ran is a regression (with --fleet: on some host)"),
     (EXIT_USAGE, "usage error: bad argument, unknown label or section, fewer than two "
                  "snapshots"),
     (EXIT_INVALID, "invalid snapshot (corrupt, not a snapshot, newer schema)"),
@@ -42,6 +47,10 @@ def register(commands: Any) -> None:
     dif.add_argument("--fleet", nargs="+", metavar="FILE",
                      help="N snapshots (files, labels or folders): facts where hosts "
                           "differ from the majority")
+    dif.add_argument("--fail-on", choices=FAIL_ON, default=DRIFT,
+                     help="what exits 1: drift (any fact changed) or regression (only a "
+                          "benchmark regression verdict, for CI; drift alone exits 0) "
+                          f"(default: {DRIFT})")
     add_store_option(dif)
     dif.set_defaults(run=cmd_diff)
 
@@ -69,7 +78,16 @@ def cmd_diff(args: argparse.Namespace) -> int:
         from envsnap.diff.render_text import human
 
         sys.stdout.write(human(result, color, args.all))
+    if args.fail_on == REGRESSION:
+        if result.benchmark is None or not result.benchmark.compared:
+            warn_nothing_to_regress("the two snapshots do not hold runs of one benchmark")
+        return EXIT_DRIFT if result.regression else EXIT_OK
     return EXIT_DRIFT if result.drift else EXIT_OK
+
+
+def warn_nothing_to_regress(why: str) -> None:
+    """CI asked to fail on a regression that cannot happen: say so rather than pass quietly."""
+    sys.stderr.write(f"warning: --fail-on regression: {why}; nothing can regress (exit 0)\n")
 
 
 def diff_fleet(args: argparse.Namespace, store: Store, sections: tuple[str, ...],
@@ -83,4 +101,8 @@ def diff_fleet(args: argparse.Namespace, store: Store, sections: tuple[str, ...]
     report = fleet([store.load(s) for s in sources], sources, sections)
     sys.stdout.write(fleet_json(report) if args.json else fleet_markdown(report)
                      if args.markdown else fleet_human(report, color))
+    if args.fail_on == REGRESSION:
+        if report.benchmark is None or report.benchmark.different:
+            warn_nothing_to_regress("the hosts do not hold runs of one benchmark")
+        return EXIT_DRIFT if report.regression else EXIT_OK
     return EXIT_DRIFT if report.drift else EXIT_OK

@@ -40,11 +40,11 @@ class EnvsnapParser(argparse.ArgumentParser):
 
 
 # command -> the module of envsnap/cli/ that defines it (its `register(commands)`). Only the
-# module of the command typed is imported: `envsnap diff` does not load the other eight.
+# module of the command typed is imported: `envsnap diff` does not load the other nine.
 COMMAND_MODULES = {
     "capture": "capture", "list": "show", "show": "show", "diff": "diff", "bench": "bench",
     "play": "play", "restore": "restore", "bisect": "bisect", "report": "report",
-    "demo": "demo",
+    "demo": "demo", "trust": "trust",
 }
 
 

@@ -28,8 +28,9 @@ ALWAYS: tuple[ExitCode, ...] = (
 )
 # The whole contract, for `envsnap --help`; each command's help lists only its own codes.
 ALL_EXIT_CODES: tuple[ExitCode, ...] = (
-    (EXIT_OK, "ok / no drift"),
-    (EXIT_DRIFT, "drift or regression found"),
+    (EXIT_OK, "ok / no drift (diff --fail-on regression: no benchmark regression)"),
+    (EXIT_DRIFT, "drift or regression found (diff --fail-on regression: only a benchmark "
+                 "regression)"),
     (EXIT_USAGE, "usage error (no command, bad argument, unknown label, bad inventory)"),
     (EXIT_HOST, "host unreachable or partly failed, or a benchmark run failed"),
     (EXIT_INVALID, "invalid snapshot or playbook"),
@@ -120,3 +121,21 @@ def add_capture_options(parser: argparse.ArgumentParser) -> None:
                              "(repeatable; default: the inventory's procs, else none)")
     parser.add_argument("--force", action="store_true",
                         help="replace an existing label (default: refuse)")
+
+
+def ask(question: str) -> str | None:
+    """A person's answer at the terminal; None when nobody is there to ask (no terminal on
+    stdin) or they end the input (Ctrl-D): no answer is never a yes."""
+    import sys
+
+    if not sys.stdin.isatty():
+        return None
+    try:
+        return input(question).strip()
+    except EOFError:
+        sys.stdout.write("\n")
+        return None
+
+
+def said_yes(answer: str | None) -> bool:
+    return answer is not None and answer.lower() in ("y", "yes")

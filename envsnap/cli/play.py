@@ -14,7 +14,8 @@ EPILOG = exit_codes(
     (EXIT_OK, "every task ok or changed"),
     (EXIT_DRIFT, "only assert/verify tasks found drift (assert_facts, git verify, a bench "
                  "regression)"),
-    (EXIT_USAGE, "usage error: bad argument, bad -e value, bad inventory"),
+    (EXIT_USAGE, "usage error: bad argument, bad -e value, bad inventory, a foreign -e "
+                 "snapshot= without --check or --trust-foreign"),
     (EXIT_HOST, "a task or a host failed"),
     (EXIT_INVALID, "invalid playbook (YAML error, unknown module or argument, undefined "
                    "variable: one line, file:line:) or snapshot"),
@@ -35,6 +36,9 @@ def register(commands: Any) -> None:
                       help="report what would change, change nothing (default: apply)")
     play.add_argument("--diff", action="store_true",
                       help="show file and repo changes as diffs (default: one line each)")
+    play.add_argument("--trust-foreign", action="store_true",
+                      help="apply a -e snapshot= that this user's envsnap did not sign "
+                           "(default: refuse it unless --check)")
     play.add_argument("--forks", type=positive_int, default=DEFAULT_FORKS,
                       help=f"hosts worked on at once (default {DEFAULT_FORKS})")
     add_connection_options(play)
@@ -51,7 +55,8 @@ def cmd_play(args: argparse.Namespace) -> int:
     options = RunOptions(extra_vars=parse_extra_vars(args.extra_vars), limit=tuple(args.limit),
                          check=args.check, diff=args.diff, forks=args.forks,
                          connect_timeout=args.connect_timeout,
-                         accept_new_host_keys=args.accept_new_host_keys)
+                         accept_new_host_keys=args.accept_new_host_keys,
+                         trust_foreign=args.trust_foreign)
 
     def show(event: Any) -> None:
         sys.stdout.write(render_event(event, args.diff))

@@ -33,11 +33,12 @@ def register(commands: Any) -> None:
     rep.add_argument("-o", "--output", metavar="FILE",
                      help="write here (default: stdout)")
     rep.add_argument("--bundle", metavar="FILE.tar.gz",
-                     help="write a tar.gz of the snapshot(s), the report (md + html) and "
-                          "bench samples (default: no bundle)")
+                     help="write a tar.gz of the snapshot(s), the report (md + html), "
+                          "bench samples and the charts as SVG (default: no bundle)")
     rep.add_argument("--no-mask", action="store_true",
-                     help="keep GPU UUIDs, serials, MAC-like ids and home paths (secrets stay "
-                          "redacted; default: masked)")
+                     help="keep GPU UUIDs, serials, MAC-like ids and home paths; never "
+                          "shows a secret: those were masked on the host at capture "
+                          "(default: masked)")
     rep.add_argument("--all", action="store_true",
                      help="patches and long diff parts in full (default: shortened)")
     add_store_option(rep)
@@ -66,7 +67,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.bundle:
         rendered = {form: render(report, form) for form in ("md", "html")}
         names = write_bundle(args.bundle, report.label, [document] + ([vs] if vs else []),
-                             rendered, Masker(options.mask))
+                             rendered, Masker(options.mask), report.charts)
         print(f"saved {args.bundle}: " + ", ".join(name.split("/", 1)[1] for name in names))
     if args.output:
         print(f"saved {save_text(args.output, render(report, output_format(args)))}")

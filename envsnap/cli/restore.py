@@ -6,7 +6,14 @@ import argparse
 import sys
 from typing import Any, Callable
 
-from envsnap.cli.options import add_connection_options, exit_codes
+from envsnap.cli.options import (
+    add_connection_options,
+    ask,
+    exit_codes,
+    non_negative_seconds,
+    said_yes,
+    utf8_text,
+)
 from envsnap.errors import (
     EXIT_DRIFT,
     EXIT_HOST,
@@ -17,14 +24,17 @@ from envsnap.errors import (
 )
 
 EPILOG = exit_codes(
-    (EXIT_OK, "nothing to do, or restored and verified"),
+    (EXIT_OK, "nothing to do, or restored and verified; --abort: rolled back (or its "
+              "journal cleared), or no restore was pending"),
     (EXIT_DRIFT, "--check found drift, something still differs after restoring, or the "
                  "rerun is a regression"),
     (EXIT_USAGE, "usage error: bad argument, a snapshot of another host without "
                  "--force-host, no --yes without a terminal, another restore's journal "
-                 "pending"),
-    (EXIT_HOST, "a check failed before any change, the host is locked by another restore, "
-                "or a step failed (the journal keeps it resumable)"),
+                 "pending, a foreign snapshot without --trust-foreign (nothing changed)"),
+    (EXIT_HOST, "a check failed before any change (a commit neither here nor on a remote, "
+                "a patch that does not apply: no journal is written), a checkout is locked "
+                "by another restore (after --wait), or a step failed (the journal keeps it "
+                "resumable; `envsnap restore --abort` rolls it back)"),
     (EXIT_INVALID, "invalid snapshot"),
 )
 
@@ -32,15 +42,38 @@ EPILOG = exit_codes(
 def register(commands: Any) -> None:
     res = commands.add_parser("restore", epilog=EPILOG,
                               help="bring a host's code and env back to a snapshot")
-    res.add_argument("label", metavar="LABEL", help="the snapshot to restore")
+    res.add_argument("label", metavar="LABEL", nargs="?",
+                     help="the snapshot to restore (with --abort: the snapshot of the "
+                          "restore to abort, when several are pending)")
+    res.add_argument("--abort", action="store_true",
+                     help="give up an interrupted or failed restore: roll its checkouts back "
+                          "to its rollback point (pre-restore-<time>), or clear its journal "
+                          "when that point is gone; --host names the host (default: the "
+                          "only restore pending)")
     res.add_argument("--host", help="where to restore (default: the snapshot's host)")
     res.add_argument("--check", action="store_true",
                      help="show the plan, change nothing (default: plan, ask, apply)")
     res.add_argument("--yes", action="store_true",
                      help="apply without asking (default: ask at a terminal, else refuse)")
     res.add_argument("--rerun", action="store_true",
-                     help="then rerun the snapshot's benchmark and give a verdict "
-                          "(default: no rerun)")
+                     help="then rerun the snapshot's benchmark and give a verdict: its "
+                          "recorded command is shown and runs only with --yes or a yes at a "
+                          "terminal (default: no rerun)")
+    res.add_argument("--rerun-cmd", metavar="CMD", type=utf8_text,
+                     help="rerun with this command instead of the recorded one (implies "
+                          "--rerun; the recorded metric, repeats and folder are kept)")
+    res.add_argument("--repo", action="append", default=[], metavar="PATH", type=utf8_text,
+                     help="a checkout to restore, as the snapshot records it (repeatable; "
+                          "default: the inventory's repos, else those of a snapshot of your "
+                          "own; a foreign snapshot restores only checkouts named so)")
+    res.add_argument("--trust-foreign", action="store_true",
+                     help="restore a snapshot not signed with your key (a colleague's, a bug "
+                          "report's, one edited by hand) after showing all it would write and "
+                          "run (default: show that and refuse, or ask to type its label at a "
+                          "terminal)")
+    res.add_argument("--wait", type=non_negative_seconds, default=0.0, metavar="SECONDS",
+                     help="wait up to SECONDS for another restore of the same checkout to "
+                          "end (default 0: refuse at once, naming it)")
     res.add_argument("--force-host", action="store_true",
                      help="restore a snapshot taken on another host (default: refuse)")
     res.add_argument("--pip", action="store_true",
@@ -48,7 +81,8 @@ def register(commands: Any) -> None:
                           "report them only)")
     res.add_argument("--python", metavar="PATH",
                      help="interpreter on the host to run the agent with (default: the "
-                          "inventory's python, else the one the snapshot was captured with)")
+                          "inventory's python, else the one a snapshot of your own was "
+                          "captured with, else python3)")
     add_connection_options(res)
     res.set_defaults(run=cmd_restore)
 
@@ -61,12 +95,31 @@ def ask_to_apply(yes: bool) -> Callable[[Any], bool]:
         if not sys.stdin.isatty():
             raise UsageError(f"restore would change {report.host}: pass --yes "
                              "(or --check to only see the plan)")
-        try:
-            answer = input(f"apply these changes to {report.host}? [y/N] ")
-        except EOFError:   # Ctrl-D: no answer is "no", as [y/N] says
-            sys.stdout.write("\n")
-            return False
-        return answer.strip().lower() in ("y", "yes")
+        return said_yes(ask(f"apply these changes to {report.host}? [y/N] "))
+    return confirm
+
+
+def review_foreign(plan: Any) -> bool:
+    """Show everything a foreign snapshot would do; when that is all that stands in the way,
+    a person at a terminal may trust it by typing its label (a script passes --trust-foreign)."""
+    from envsnap.restore.render import foreign_lines
+
+    print("\n".join(foreign_lines(plan)))
+    if not plan.needs_consent:
+        return False
+    return bool(ask(f"type the label ({plan.label}) to trust this snapshot: ") == plan.label)
+
+
+def ask_to_rerun(yes: bool) -> Callable[[Any], bool]:
+    """The snapshot's recorded benchmark command is shown, then run only with --yes or a
+    yes at a terminal: a snapshot is data, its command someone else's."""
+    def confirm(recorded: Any) -> bool:
+        if not (yes or sys.stdin.isatty()):
+            return False   # the one line that says so names the command
+        where = f" (in {recorded.cwd})" if recorded.cwd else ""
+        print(f"--rerun: the snapshot {recorded.label!r} records the benchmark command "
+              f"{recorded.command!r}{where}")
+        return yes or said_yes(ask("run this command after the restore? [y/N] "))
     return confirm
 
 
@@ -77,9 +130,16 @@ def cmd_restore(args: argparse.Namespace) -> int:
     from envsnap.restore.run import RestoreOptions, restore
     from envsnap.snapshot.store import Store
 
+    if args.abort:
+        return cmd_abort(args)
+    if args.label is None:
+        raise UsageError("restore needs the LABEL of a snapshot (or --abort)")
     options = RestoreOptions(label=args.label, host=args.host, check=args.check,
-                             force_host=args.force_host, pip=args.pip, rerun=args.rerun,
-                             python=args.python,
+                             force_host=args.force_host, pip=args.pip,
+                             rerun=args.rerun or args.rerun_cmd is not None,
+                             rerun_command=args.rerun_cmd, repos=tuple(args.repo),
+                             python=args.python, trust_foreign=args.trust_foreign,
+                             wait=args.wait,
                              capture=CaptureOptions(connect_timeout=args.connect_timeout,
                                                     accept_new_host_keys=args.accept_new_host_keys))
     confirm = ask_to_apply(args.yes)
@@ -89,12 +149,44 @@ def cmd_restore(args: argparse.Namespace) -> int:
         return confirm(report)
 
     report = restore(Store(args.store), load_inventory(args.inventory), options,
-                     show_then_confirm)
+                     show_then_confirm, review_foreign=review_foreign,
+                     confirm_rerun=ask_to_rerun(args.yes))
     if report.applied is None:
         if args.check or report.plan.outcome != "ok" or not (report.planned or report.pip_pins):
             print("\n".join(plan_lines(report, check=args.check)))
     print("\n".join(outcome_lines(report)))
     return restore_exit(report)
+
+
+def cmd_abort(args: argparse.Namespace) -> int:
+    """`restore --abort`: one line saying what was done (the failed rollback's own lines
+    when it fails)."""
+    from envsnap.hosts.capture import CaptureOptions
+    from envsnap.hosts.inventory import load_inventory
+    from envsnap.restore.abort import abort
+    from envsnap.restore.render import abort_lines
+    from envsnap.restore.run import RestoreOptions
+    from envsnap.snapshot.store import Store
+
+    if args.check or args.rerun or args.rerun_cmd is not None or args.pip or args.repo:
+        raise UsageError("--abort rolls back an interrupted restore: it takes only --host, "
+                         "LABEL and the connection options")
+    options = RestoreOptions(label=args.label or "", wait=args.wait, python=args.python,
+                             capture=CaptureOptions(connect_timeout=args.connect_timeout,
+                                                    accept_new_host_keys=args.accept_new_host_keys))
+    done = abort(Store(args.store), load_inventory(args.inventory), args.host, args.label,
+                 options, review_foreign=review_foreign)
+    print("\n".join(abort_lines(done, args.host)))
+    return abort_exit(done.report)
+
+
+def abort_exit(report: Any) -> int:
+    """0 once the checkouts are back (drift that no restore undoes is not the abort's)."""
+    if report is None:
+        return EXIT_OK
+    if report.plan.outcome != "ok" or (report.applied and report.applied.outcome != "ok"):
+        return EXIT_HOST
+    return EXIT_DRIFT if report.mismatches else EXIT_OK
 
 
 def restore_exit(report: Any) -> int:

@@ -51,7 +51,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         return EXIT_OK
     width = max(len(entry.label) for entry in entries)
     for entry in entries:
-        print(f"{entry.label:<{width}}  {entry.captured_at:<25}  {entry.host}")
+        print(f"{entry.label:<{width}}  {entry.captured_at:<25}  {entry.host_shown}")
     return EXIT_OK
 
 
@@ -77,6 +77,7 @@ def summary_lines(document: dict[str, Any], label: str, path: str, columns: int)
     from envsnap.report.build import bench_facts
     from envsnap.report.facts import summary
     from envsnap.snapshot.document import bench, problems
+    from envsnap.snapshot.provenance import verify_as_user
 
     # The report's "host" row says where and when it was captured.
     rows = [("snapshot", f"{side_of(document, label).label} ({path})")]
@@ -86,6 +87,8 @@ def summary_lines(document: dict[str, Any], label: str, path: str, columns: int)
         rows += [("benchmark", f"median {measured['median']}; metric {measured['metric']}")]
     found = problems(document)
     rows += [("problems", "; ".join(found) if found else "none: every collector ran")]
+    # foreign: restore will show all it would do and ask first (snapshot/provenance.py)
+    rows += [("provenance", verify_as_user(document).describe())]
     return (aligned(rows, columns)
             + ["", f"the whole document: envsnap show {label} --yaml (or --json)"])
 

@@ -13,7 +13,7 @@ import hashlib
 from datetime import datetime, timezone
 from typing import Any
 
-from envsnap.agent.gitparse import uncommitted_digest
+from envsnap.agent.gitparse import PatchFiles, uncommitted_digest
 
 REPO = "/root/sglang"
 VENV = "/root/ml-env"
@@ -162,9 +162,14 @@ def file_diff(path: str, hunk: list[str]) -> str:
 
 
 def blob(text: str) -> dict[str, Any]:
+    """A patch as the agent records it: the text, and each file's part measured."""
     data = text.encode("utf-8")
-    return {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(), "text": text,
-            "truncated": False}
+    recorded = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(), "text": text,
+                "truncated": False}
+    measured = PatchFiles()
+    measured.feed(data)
+    files = measured.finish()
+    return dict(recorded, **files) if files["files_total"] else recorded
 
 
 def uncommitted() -> dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from envsnap.diff import rules
 from envsnap.diff.findings import (
@@ -23,10 +23,11 @@ from envsnap.diff.findings import (
     Finding,
     FindingKind,
 )
-from envsnap.diff.gitexplain import explain, hot_patterns
+from envsnap.diff.gitexplain import explain, hot_patterns, moves_since
 from envsnap.diff.gpumerge import merge_alike
 from envsnap.diff.keys import Atom, env_view, repo_view
 from envsnap.errors import UsageError
+from envsnap.snapshot.document import bench as bench_of
 from envsnap.snapshot.document import (
     capture_config,
     captured_at,
@@ -38,6 +39,9 @@ from envsnap.snapshot.document import (
 )
 from envsnap.snapshot.document import host as host_of
 from envsnap.snapshot.document import label as label_of
+
+if TYPE_CHECKING:
+    from envsnap.diff.benchmark import Benchmark
 
 SECTION_ORDER = ("system", "nvidia", "cuda_nccl", "python_env", "env", "git")
 # Raw bit masks beside their decoded name lists: one change, reported once.
@@ -80,11 +84,19 @@ class DiffReport:
     same_host: bool
     sections: list[str]
     include_volatile: bool
+    # Both sides' benchmark runs compared (None unless both hold runs): no fact, never drift,
+    # but what a reader came for, so every rendering leads with it.
+    benchmark: Benchmark | None = None
 
     @property
     def drift(self) -> bool:
         """A fact changed; readings shown by --all (clocks, load) are not drift."""
         return any(not f.volatile for f in self.findings)
+
+    @property
+    def regression(self) -> bool:
+        """The benchmark's verdict is a regression (`diff --fail-on regression`)."""
+        return self.benchmark is not None and self.benchmark.regression
 
 
 # ---- the entry point -------------------------------------------------------------------------
@@ -108,7 +120,18 @@ def diff(a: dict[str, Any], b: dict[str, Any], options: DiffOptions | None = Non
                             gpus_after=section(b, "nvidia").get("gpus") or {})
     findings = merge_alike(rules.rank_all(raw, context), context.gpus_after, how_it_moved)
     return DiffReport(side_a, side_b, findings, unchanged(a, b, sections, findings), notes,
-                      same_host, sections, options.include_volatile)
+                      same_host, sections, options.include_volatile,
+                      benchmark_of(a, b, (side_a.label, side_b.label)))
+
+
+def benchmark_of(a: dict[str, Any], b: dict[str, Any],
+                 labels: tuple[str, str]) -> Benchmark | None:
+    """Both sides' runs compared; the module loads only when both hold runs (start-up)."""
+    if bench_of(a) is None or bench_of(b) is None:
+        return None
+    from envsnap.diff.benchmark import compare_benchmarks
+
+    return compare_benchmarks(a, b, labels)
 
 
 def how_it_moved(f: Finding) -> tuple[Any, ...]:
@@ -325,13 +348,11 @@ def reflog_top(repo: dict[str, Any]) -> Any:
 def reflog_finding(where: Path, before: dict[str, Any], after: dict[str, Any]) -> Finding:
     """HEAD is back where it was, but it moved in between (a checkout and back, a reset)."""
     old_top = reflog_top(before)
-    entries = []
-    for entry in after.get("reflog") or []:
-        if old_top is not None and entry == old_top:
-            break
-        entries.append(entry)
+    # Matched by what an entry says, not by its HEAD@{n} name, which shifts with every move.
+    entries, reaches = moves_since(before, after)
     return Finding("git", where + ("reflog",), (old_top or {}).get("message"),
-                   (reflog_top(after) or {}).get("message"), detail={"moves": entries})
+                   (reflog_top(after) or {}).get("message"),
+                   detail={"moves": entries, "reflog_reaches": reaches})
 
 
 # ---- what was checked and found equal -----------------------------------------------------------

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from envsnap.diff import rules
-from envsnap.diff.compare import SKIP_KEYS, digest, is_mapping, unwrap
+from envsnap.diff.benchmark import FleetBenchmark, fleet_benchmark
+from envsnap.diff.compare import SKIP_KEYS, configured_hot_paths, digest, is_mapping, unwrap
 from envsnap.diff.findings import ADDED, CHANGED, REMOVED, Finding, FindingKind
+from envsnap.diff.gitexplain import explain, hot_patterns
 from envsnap.diff.gpumerge import merge_alike
 from envsnap.diff.keys import env_view, repo_view
 from envsnap.diff.patch_summary import summarise_tree
@@ -43,6 +45,8 @@ class Disagreement:
     total: int
     rank: int = 0
     why: str = ""
+    # a HEAD that differs: the pairwise diff's explanation, the majority's repo -> this one's
+    detail: dict[str, Any] = field(default_factory=dict)
 
     @property
     def tie(self) -> bool:
@@ -58,7 +62,8 @@ class Disagreement:
                 "majority_hosts": self.majority_hosts, "total": self.total,
                 "tie": self.tie, "rank": self.rank, "why": self.why,
                 "others": [{"value": summarise_tree(value), "hosts": hosts}
-                           for value, hosts in self.others]}
+                           for value, hosts in self.others],
+                **({"detail": self.detail} if self.detail else {})}
 
 
 @dataclass
@@ -66,10 +71,17 @@ class FleetReport:
     hosts: list[str]
     disagreements: list[Disagreement]
     not_captured: list[tuple[str, str, str]]  # (section, host, error)
+    # each host's benchmark runs against the others' (None unless two hosts hold runs)
+    benchmark: FleetBenchmark | None = None
 
     @property
     def drift(self) -> bool:
         return bool(self.disagreements or self.not_captured)
+
+    @property
+    def regression(self) -> bool:
+        """Some host's runs are a regression against the others' (--fail-on regression)."""
+        return self.benchmark is not None and self.benchmark.regression
 
 
 def host_names(documents: list[dict[str, Any]], sources: list[str]) -> list[str]:
@@ -140,7 +152,8 @@ def fleet(documents: list[dict[str, Any]], sources: list[str],
                 any(section(d, name) != first for _, d in captured[1:]):
 
             found += section_disagreements(name, captured)
-    return FleetReport(hosts, sorted(found, key=lambda d: -d.rank), missing)
+    return FleetReport(hosts, sorted(found, key=lambda d: -d.rank), missing,
+                       fleet_benchmark(documents, hosts))
 
 
 # ---- one section ----------------------------------------------------------------------------
@@ -183,7 +196,7 @@ def section_disagreements(name: str, captured: list[tuple[str, dict[str, Any]]]
                           ) -> list[Disagreement]:
     views = {host: comparable(name, section(d, name)) for host, d in captured}
     gpus = {host: section(d, "nvidia").get("gpus") or {} for host, d in captured}
-    rows = [rate(name, path, group(values), len(values), gpus)
+    rows = [rate(name, path, group(values), len(values), gpus, captured)
             for path, values in differing(views)]
     return merge_alike(rows, gpus[captured[0][0]], how_hosts_split)
 
@@ -203,13 +216,32 @@ def group(values: dict[str, Any]) -> list[tuple[Any, list[str]]]:
 
 
 def rate(name: str, path: tuple[str, ...], groups: list[tuple[Any, list[str]]], total: int,
-         gpus: dict[str, dict[str, Any]]) -> Disagreement:
+         gpus: dict[str, dict[str, Any]],
+         captured: list[tuple[str, dict[str, Any]]]) -> Disagreement:
     """Ranked like a pairwise finding: the majority as before, the biggest minority as after."""
     (majority, hosts), (other, other_hosts) = groups[0], groups[1]
     kind: FindingKind = ADDED if majority is ABSENT else REMOVED if other is ABSENT else CHANGED
+    detail = head_explained(path, hosts[0], other_hosts[0], dict(captured)) \
+        if name == "git" and kind == CHANGED else {}
     finding = Finding(name, path, None if majority is ABSENT else majority,
-                      None if other is ABSENT else other, kind)
+                      None if other is ABSENT else other, kind, detail=detail)
     context = rules.Context(names=("the majority", other_hosts[0]), same_host=False,
                             gpus_after=gpus.get(other_hosts[0], {}))
     rating = rules.rate(finding, context)
-    return Disagreement(name, path, majority, hosts, groups[1:], total, rating.rank, rating.why)
+    return Disagreement(name, path, majority, hosts, groups[1:], total, rating.rank, rating.why,
+                        detail)
+
+
+def head_explained(path: tuple[str, ...], majority_host: str, other_host: str,
+                   documents: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A node on another commit is explained as `diff` explains it, from a host of the
+    majority to the first of the others: same commits, same rank, same words."""
+    if len(path) != 3 or path[0] != "repos" or path[2] != "head":
+        return {}
+    before, after = documents.get(majority_host), documents.get(other_host)
+    if before is None or after is None:
+        return {}
+    old, new = ((section(d, "git").get("repos") or {}).get(path[1]) for d in (before, after))
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return {}
+    return explain(old, new, hot_patterns(configured_hot_paths(before, after)))

@@ -56,10 +56,13 @@ def annotate(commit: dict[str, Any], patterns: list[tuple[str, str]]) -> dict[st
         label = hot_label(str(path), patterns)
         if label:
             hot[str(path)] = label
-    return {"sha": commit.get("sha"), "subject": commit.get("subject"),
-            "author": commit.get("author"), "time": commit.get("time"),
-            "files": list(commit.get("files") or []), "hot_files": hot,
-            "hot": sorted(set(hot.values()))}
+    annotated = {"sha": commit.get("sha"), "subject": commit.get("subject"),
+                 "author": commit.get("author"), "time": commit.get("time"),
+                 "files": list(commit.get("files") or []), "hot_files": hot,
+                 "hot": sorted(set(hot.values()))}
+    if commit.get("shallow_boundary"):
+        annotated["shallow_boundary"] = True
+    return annotated
 
 
 # ---- the commit graph of one recorded history ------------------------------------------------
@@ -152,8 +155,15 @@ def moves_since(old_repo: dict[str, Any], new_repo: dict[str, Any]) -> tuple[lis
                 return new_log[:index], True
     for index, entry in enumerate(new_log):
         if entry.get("old") == old_repo.get("head"):
-            return new_log[:index + 1], True
+            return [e for e in new_log[:index + 1] if not older_than(e, old_log)], True
     return [], False
+
+
+def older_than(entry: dict[str, Any], old_log: list[Any]) -> bool:
+    """Made before the older snapshot's newest entry: not a move since that snapshot."""
+    if not old_log or not isinstance(old_log[0].get("time"), int):
+        return False
+    return isinstance(entry.get("time"), int) and int(entry["time"]) < int(old_log[0]["time"])
 
 
 # ---- the explanation --------------------------------------------------------------------------
@@ -163,9 +173,13 @@ def explain(old_repo: dict[str, Any], new_repo: dict[str, Any],
     """A JSON-ready account of a HEAD move: relation, reflog moves, commits with hot files."""
     found = between(old_repo, new_repo)
     moves, reflog_reaches = moves_since(old_repo, new_repo)
+    # A commit on the shallow edge was logged without its parents: the walk stops there
+    # although history goes on, so every count that holds one is a lower bound.
+    edge = [str(c["sha"]) for c in found["added"] + found["dropped"]
+            if c.get("shallow_boundary")]
     explanation = {
         "old": old_repo.get("head"), "new": new_repo.get("head"),
-        "relation": found["relation"], "complete": found["complete"],
+        "relation": found["relation"], "complete": found["complete"] and not edge,
         "moves": [{k: e.get(k) for k in ("selector", "old", "new", "time", "message")}
                   for e in moves],
         "reflog_reaches": reflog_reaches,
@@ -174,19 +188,46 @@ def explain(old_repo: dict[str, Any], new_repo: dict[str, Any],
     }
     if "base" in found:
         explanation["base"] = found["base"]
+    rebased = rebased_pairs(found["dropped"], found["added"])
+    if found["relation"] == "diverged" and rebased:
+        explanation["rebased"] = rebased
+    if edge:
+        explanation["shallow_boundary"] = edge
     if found["relation"] == "unknown":
-        explanation["note"] = unreachable_note(new_repo)
+        explanation["note"] = unreachable_note(new_repo, moves)
     return explanation
 
 
-def unreachable_note(new_repo: dict[str, Any]) -> str:
+def rebased_pairs(dropped: list[dict[str, Any]],
+                  added: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """[{old, new}] when every commit that left HEAD came back as a copy (a rebase, `pull
+    --rebase`): a copy keeps its author, author time and subject. [] when one did not."""
+    copies = {(c.get("author"), c.get("time"), c.get("subject")): str(c["sha"]) for c in added}
+    pairs = []
+    for commit in dropped:
+        copy = copies.get((commit.get("author"), commit.get("time"), commit.get("subject")))
+        if copy is None:
+            return []
+        pairs.append({"old": str(commit["sha"]), "new": copy})
+    return pairs
+
+
+def unreachable_note(new_repo: dict[str, Any], moves: list[dict[str, Any]]) -> str:
+    """The real reason the two HEADs could not be related, not a guess at one."""
     history = new_repo.get("history") or []
+    switched = [m for m in moves if str(m.get("message") or "").startswith("checkout: moving")]
     if new_repo.get("shallow"):
         why = "the clone is shallow"
     elif new_repo.get("history_complete"):
-        why = "the history was rewritten (the old HEAD is not an ancestor)"
+        why = ("HEAD was switched to a branch that does not contain it "
+               f"({switched[0]['message']})" if switched else
+               "the history was rewritten (the old HEAD is not an ancestor)")
     else:
-        why = f"it holds only the newest {plural(len(history), 'commit')}"
+        limit = new_repo.get("history_limit") or len(history)
+        why = (f"it is not among the newest {plural(len(history), 'commit')} recorded "
+               f"(capture with --history N, N above {limit}, to record more)")
+        if switched:
+            why += f"; HEAD was switched ({switched[0]['message']})"
     return f"the recorded history does not reach the old HEAD: {why}; commits between unknown"
 
 

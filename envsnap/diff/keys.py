@@ -16,7 +16,7 @@ from typing import Any
 PROCESS_NOISE = frozenset(["ppid", "start_since_boot_s", "start_epoch", "matched", "cmdline"])
 # Repository facts that gitexplain reads instead of the walk: as lists they would shift.
 GIT_EXPLAINED = frozenset(["history", "reflog", "history_limit", "history_complete",
-                           "reflog_truncated", "history_error"])
+                           "reflog_truncated", "history_error", "shallow_boundary"])
 
 
 class Atom:
@@ -106,4 +106,9 @@ def repo_view(repo: Any) -> Any:
     view["stashes"] = {stash_key(ref, s): Atom(s) for ref, s in stashes.items()}
     if "uncommitted" in repo:
         view["uncommitted"] = Atom(repo["uncommitted"])
+    if "in_progress" in repo:  # one finding for a stopped rebase, not one per field
+        view["in_progress"] = Atom(repo["in_progress"])
+    submodules = repo.get("submodules")
+    if isinstance(submodules, dict):  # one finding per submodule: its commit and its tree
+        view["submodules"] = {path: Atom(sub) for path, sub in submodules.items()}
     return view

@@ -54,9 +54,30 @@ def file_sections(text: str) -> dict[str, str]:
     return found
 
 
+def measured_files(blob: dict[str, Any]) -> dict[str, Any] | None:
+    """{file: {bytes, sha256}} measured at capture over the whole patch, or None: a snapshot
+    older than that, where only the kept text can tell."""
+    files = blob.get("files")
+    return files if isinstance(files, dict) else None
+
+
 def file_changes(before: dict[str, Any], after: dict[str, Any]) -> dict[str, list[str]]:
-    """Which files' hunks differ between two patches: what a reader wants from a 1 MB change."""
+    """Which files' hunks differ between two patches: what a reader wants from a 1 MB change.
+
+    By the per-file hashes the agent took over the whole patch; when a side has none, by the
+    text kept, where a file cut off by the cap is unknown, never "no longer changed"."""
+    measured = measured_files(before), measured_files(after)
+    if measured[0] is not None and measured[1] is not None:
+        old_hash = {f: str(v.get("sha256")) for f, v in measured[0].items()}
+        new_hash = {f: str(v.get("sha256")) for f, v in measured[1].items()}
+        return {"changed": [f for f in new_hash if f in old_hash and old_hash[f] != new_hash[f]],
+                "added": [f for f in new_hash if f not in old_hash],
+                "removed": [f for f in old_hash if f not in new_hash]}
     old, new = file_sections(readable(before)), file_sections(readable(after))
+    if before.get("truncated") or after.get("truncated"):
+        return {"changed": [f for f in new if f in old and old[f] != new[f]],
+                "added": [f for f in new if f not in old and not before.get("truncated")],
+                "removed": [f for f in old if f not in new and not after.get("truncated")]}
     return {"changed": [f for f in new if f in old and old[f] != new[f]],
             "added": [f for f in new if f not in old],
             "removed": [f for f in old if f not in new]}
@@ -64,6 +85,12 @@ def file_changes(before: dict[str, Any], after: dict[str, Any]) -> dict[str, lis
 
 def count_files(text: str) -> int:
     return text.count("\n" + HEADER) + text.startswith(HEADER)
+
+
+def files_in(blob: dict[str, Any]) -> int:
+    """How many files a patch touches: measured over the whole patch, else in the text kept."""
+    total = blob.get("files_total")
+    return total if isinstance(total, int) else count_files(readable(blob))
 
 
 def is_binary(blob: dict[str, Any]) -> bool:
@@ -88,8 +115,12 @@ def summary(blob: Any) -> Any:
     if not is_blob(blob):
         return blob
     text = readable(blob)
+    measured = measured_files(blob)
     out = {"bytes": blob.get("bytes"), "sha256": blob.get("sha256"),
-           "files": patch_files(text), "binary": is_binary(blob)}
+           "files": list(measured) if measured is not None else patch_files(text),
+           "binary": is_binary(blob)}
+    if isinstance(blob.get("files_total"), int) and blob["files_total"] > len(out["files"]):
+        out["files_total"] = blob["files_total"]
     for flag in ("truncated", "redacted"):
         if blob.get(flag):
             out[flag] = True

@@ -7,7 +7,7 @@ from typing import Any
 from envsnap.diff.findings import Finding, plural, short
 from envsnap.diff.fleet import ABSENT, Disagreement, FleetReport
 from envsnap.diff.render_formats import cell, dumps
-from envsnap.diff.render_text import paint, rank_colour
+from envsnap.diff.render_text import git_blocks, paint, rank_colour
 
 FLEET_FORMAT = 1
 
@@ -45,20 +45,32 @@ def majority_text(d: Disagreement) -> str:
     return f"majority {fleet_value(d.majority)} ({len(d.majority_hosts)} of {d.total})"
 
 
+def benchmark_lines(report: FleetReport) -> list[str]:
+    """The benchmark first: each host's runs against the others', when two hosts ran one."""
+    return report.benchmark.lines() if report.benchmark else []
+
+
 def fleet_human(report: FleetReport, color: bool = False) -> str:
-    out = [fleet_summary(report), ""]
+    out = benchmark_lines(report) + [fleet_summary(report), ""]
     for d in report.disagreements:
         where = Finding(d.section, d.path, None, None).where or "(section)"
         rank = paint(f"{d.rank:>3}", rank_colour(d.rank), color)
         out.append(f"  {rank} {d.section} {where}: {majority_text(d)}; {others_text(d)}")
         out.append(f"      {d.why}")
+        if d.detail:  # a node on another commit: the commits, as the pairwise diff lists them
+            for block in git_blocks(d.detail, ("the majority", d.others[0][1][0]), False):
+                out.append(f"        {block.title}" + (":" if block.lines else ""))
+                out += [f"          {line}" for line in block.lines]
     for name, host, error in report.not_captured:
         out.append(f"  not captured: {name} on {host} ({error})")
     return "\n".join(out).rstrip("\n") + "\n"
 
 
 def fleet_json(report: FleetReport) -> str:
+    # `benchmark` and `regression` were added within version 1: keys are added, never changed
     return dumps({"envsnap_fleet": FLEET_FORMAT, "hosts": report.hosts, "drift": report.drift,
+                  "benchmark": report.benchmark.as_json() if report.benchmark else None,
+                  "regression": report.regression,
                   "disagreements": [d.as_json() for d in report.disagreements],
                   "not_captured": [{"section": s, "host": h, "error": e}
                                    for s, h, e in report.not_captured]})
@@ -66,6 +78,10 @@ def fleet_json(report: FleetReport) -> str:
 
 def fleet_markdown(report: FleetReport) -> str:
     out = [f"## {fleet_summary(report)}", ""]
+    lines = benchmark_lines(report)
+    if lines:   # under the title, before the facts: the numbers are what was asked
+        out += [f"**{cell(lines[0])}**", ""]
+        out += [f"- {cell(line.strip())}" for line in lines[1:]] + ([""] if lines[1:] else [])
     if report.disagreements:
         out += ["| rank | section | path | majority | differing hosts | why |",
                 "|---:|---|---|---|---|---|"]

@@ -1,8 +1,9 @@
 """Diff reports for machines (--json) and for issues (--markdown).
 
 The JSON envelope is versioned ({"envsnap_diff": 1, ...}) and its keys are sorted, so a
-consumer can rely on it; blobs are summarised there too unless --all, and binary content is
-never emitted raw.
+consumer can rely on it: a version adds keys (`benchmark` and `regression` came in version 1)
+but never drops one or changes what it means. Blobs are summarised there too unless --all,
+and binary content is never emitted raw.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 from envsnap.diff import patch_summary
 from envsnap.diff.compare import DiffReport
 from envsnap.diff.findings import Finding
-from envsnap.diff.render_text import Block, blocks, change_text, header, verdict
+from envsnap.diff.render_text import Block, blocks, change_text, header, verdict, verdict_lines
 
 DIFF_FORMAT = 1
 BACKTICKS = re.compile(r"`+")
@@ -41,6 +42,10 @@ def as_json(report: DiffReport, full: bool = False) -> str:
         "sections": report.sections, "volatile_included": report.include_volatile,
         "findings": [finding_json(f, full) for f in report.findings],
         "unchanged": report.unchanged, "notes": report.notes,
+        # null unless both sides hold runs; {"compared": false, "reason": ...} when they ran
+        # different benchmarks
+        "benchmark": report.benchmark.as_json() if report.benchmark else None,
+        "regression": report.regression,
     })
 
 
@@ -65,7 +70,9 @@ def details(block: Block) -> list[str]:
 
 def markdown(report: DiffReport, full: bool = False) -> str:
     names = (report.a.label, report.b.label)
-    out = [f"## {header(report)}", "", f"**Verdict:** {verdict(report)}", ""]
+    first, *rest = verdict_lines(report)   # the benchmark's line, when there is one
+    out = [f"## {header(report)}", "", f"**Verdict:** {first}", ""]
+    out += [line for paragraph in rest for line in (paragraph, "")]
     if report.findings:
         out += ["| rank | section | path | change | why |", "|---:|---|---|---|---|"]
         out += [f"| {f.rank} | {f.section} | `{cell(f.where or '(section)')}` | "

@@ -44,7 +44,27 @@ class Block:
 
 # ---- the verdict ----------------------------------------------------------------------------
 
+# When the benchmark moved, "nothing else changed" would read as "nothing explains it": the
+# findings listed are the candidates, or, without any, envsnap's record does not hold the cause.
+CANDIDATES = "the benchmark moved; the findings above are the candidates"
+UNEXPLAINED = ("the benchmark moved but no recorded fact explains it{same}: look at what "
+               "envsnap does not record (other jobs on the GPUs or the network, the "
+               "benchmark's input), at the readings (diff --all) and at the runs' GPU "
+               "telemetry (envsnap report)")
+
+
 def verdict(report: DiffReport) -> str:
+    """The benchmark line first when both sides hold runs, then the environment's paragraph."""
+    return "\n".join(verdict_lines(report))
+
+
+def verdict_lines(report: DiffReport) -> list[str]:
+    lines = [report.benchmark.line()] if report.benchmark else []
+    return lines + [environment_verdict(report)]
+
+
+def environment_verdict(report: DiffReport) -> str:
+    moved = report.benchmark is not None and report.benchmark.moved
     parts = []
     if not report.same_host:
         parts.append(f"different hosts: {report.a.label} is {report.a.name}, {report.b.label} "
@@ -54,8 +74,13 @@ def verdict(report: DiffReport) -> str:
     parts += [f.why for f in important[:VERDICT_ITEMS]]
     if len(important) > VERDICT_ITEMS:
         parts.append(f"{len(important) - VERDICT_ITEMS} more that may affect performance")
+        if moved:
+            parts.append(CANDIDATES)
     elif important:
-        parts.append("nothing else that affects performance changed")
+        parts.append(CANDIDATES if moved else "nothing else that affects performance changed")
+    elif moved:
+        same = "" if report.findings else " (every compared fact is the same)"
+        parts.append(UNEXPLAINED.format(same=same))
     elif report.findings:
         parts.append("nothing that affects performance changed")
     else:
@@ -98,6 +123,8 @@ def git_blocks(detail: dict[str, Any], names: tuple[str, str], full: bool) -> li
     elif not detail.get("reflog_reaches"):
         found.append(Block("reflog", [f"the reflog of {names[1]} does not reach back to "
                                       f"{short(detail['old'])}"]))
+    if detail.get("rebased"):
+        return found + rebase_blocks(detail, full)
     for key, title in (("added", "commits now in HEAD"), ("dropped", "commits no longer in HEAD")):
         commits = detail[key]
         if commits:
@@ -109,17 +136,50 @@ def git_blocks(detail: dict[str, Any], names: tuple[str, str], full: bool) -> li
     return found
 
 
+def rebase_blocks(detail: dict[str, Any], full: bool) -> list[Block]:
+    """A rebase as the user did it: the commits pulled, and their own commits replayed on top."""
+    pairs = detail["rebased"]
+    copies = {pair["new"] for pair in pairs}
+    pulled = [c for c in detail["added"] if c["sha"] not in copies]
+    subjects = {c["sha"]: c for c in detail["added"]}
+    hot = sum(1 for c in pulled if c["hot"])
+    found = [Block(f"commits pulled: {len(pulled)}, {hot} on a hot path",
+                   commit_lines(pulled, full))] if pulled else []
+    found.append(Block(f"local commits rebased onto them: {len(pairs)}",
+                       [f"{'*' if subjects[p['new']]['hot'] else ' '} {short(p['old'])} -> "
+                        f"{short(p['new'])} {subjects[p['new']]['subject']}" for p in pairs]))
+    return found
+
+
+def commits_shown(commits: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every hot commit, whatever the total; the newest others fill what is left of the
+    window. A 121-commit pull's 13 hot commits are its oldest: they must not fold away."""
+    hot = sum(1 for c in commits if c["hot"])
+    others = max(0, COMMITS_SHOWN - hot)
+    shown = []
+    for commit in commits:
+        if commit["hot"]:
+            shown.append(commit)
+        elif others:
+            shown.append(commit)
+            others -= 1
+    return shown
+
+
 def commit_lines(commits: list[dict[str, Any]], full: bool) -> list[str]:
-    shown = commits if full else commits[:COMMITS_SHOWN]
+    shown = commits if full else commits_shown(commits)
     lines = []
     for commit in shown:
         mark = "*" if commit["hot"] else " "
         files = commit["files"] if full or commit["hot"] else []
         where = f"  [{'/'.join(commit['hot'])}] " if commit["hot"] else "  "
         listed = ", ".join(files) if files else plural(len(commit["files"]), "file")
+        if commit.get("shallow_boundary"):  # fetched without its parents: changes unknown
+            listed = "shallow boundary: its parents and files were not fetched"
         lines.append(f"{mark} {short(commit['sha'])} {commit['subject']}{where}{listed}")
     if len(commits) > len(shown):
-        lines.append(f"  ... {len(commits) - len(shown)} more (--all lists them)")
+        lines.append(f"  ... {len(commits) - len(shown)} more, none on a hot path "
+                     "(--all lists them)")
     return lines
 
 
@@ -204,7 +264,11 @@ def restates_the_row(f: Finding) -> bool:
 
 def human(report: DiffReport, color: bool = False, full: bool = False) -> str:
     names = (report.a.label, report.b.label)
-    out = [paint(header(report), BOLD, color), "", verdict(report), ""]
+    out = [paint(header(report), BOLD, color), ""]
+    if report.benchmark:
+        line = report.benchmark.line()
+        out.append(paint(line, RED, color) if report.benchmark.regression else line)
+    out += [environment_verdict(report), ""]
     if report.findings:
         section_w = max(len(f.section) for f in report.findings)
         wheres = [short(path_text(f.path, KEY_WIDTH), WHERE_WIDTH) or "(section)"

@@ -31,6 +31,7 @@ VERSIONS, PCIE_WIDTH, PCIE_GEN, THROTTLED, GPU_SETTINGS = 70, 68, 65, 60, 55
 NOT_CAPTURED_RANK, KERNEL, SYSTEM, WORKERS, OTHER_ENV, PCIE_OTHER = 50, 50, 45, 40, 40, 40
 GPU_PACKAGES, PACKAGES, OTHER, VOLATILE = 35, 30, 10, 5
 PERFORMANCE = PACKAGES
+HOT_NAMED = 3           # hot commits the verdict names; the rest are counted
 
 # Variables that steer NCCL, CUDA and torch, and the loader paths that pick their libraries.
 PERF_ENV_PREFIXES = ("NCCL_", "CUDA_", "TORCH_", "PYTORCH_", "NVSHMEM_", "CUBLAS_", "CUDNN_")
@@ -81,11 +82,14 @@ def code_moved(f: Finding, ctx: Context) -> Rating | None:
     if f.section != "git" or f.path[-1:] != ("head",) or "relation" not in f.detail:
         return None
     detail, repo = f.detail, f.path[1]
-    commits = detail["added"] + detail["dropped"]
+    copied = {pair["old"] for pair in detail.get("rebased") or []}
+    # A rebased commit is there twice, as it was and as its copy: it counts once.
+    commits = detail["added"] + [c for c in detail["dropped"] if c["sha"] not in copied]
     hot = [c for c in commits if c["hot"]]
     rank = HOT_CONFIGURED if any(CONFIGURED in c["hot"] for c in hot) else \
         HOT if hot else CODE_MOVED
-    return Rating(rank, "code moved: " + move_text(repo, detail) + hot_text(hot))
+    return Rating(rank, "code moved: " + move_text(repo, detail) + edge_text(detail)
+                  + hot_text(hot))
 
 
 def move_text(repo: str, detail: dict[str, Any]) -> str:
@@ -98,6 +102,10 @@ def move_text(repo: str, detail: dict[str, Any]) -> str:
         return f"{least}{plural(added, 'commit')} {verb_of(moves)} {repo}{how}"
     if detail["relation"] == "backward":
         return f"HEAD of {repo} moved back, {least}{plural(dropped, 'commit')} left{how}"
+    if detail.get("rebased"):
+        ours = len(detail["rebased"])
+        return (f"rebased {plural(ours, 'local commit')} onto {least}{added - ours} pulled in "
+                f"{repo}{how}")
     if detail["relation"] == "diverged":
         return (f"history of {repo} rewritten: {least}{plural(dropped, 'commit')} replaced "
                 f"by {added}{how}")
@@ -105,14 +113,27 @@ def move_text(repo: str, detail: dict[str, Any]) -> str:
             f"{detail.get('note', 'commits between unknown')}")
 
 
+def edge_text(detail: dict[str, Any]) -> str:
+    """Where a shallow clone's history stops: the count before it is only a lower bound."""
+    edge = detail.get("shallow_boundary") or []
+    if not edge:
+        return ""
+    commits = {c["sha"]: c for c in detail["added"] + detail["dropped"]}
+    named = ", ".join(f"{short(sha)} ({commits[sha]['subject']})" for sha in edge[:3])
+    more = f" and {len(edge) - 3} more" if len(edge) > 3 else ""
+    where = "boundary" if len(edge) == 1 else "boundaries"
+    return (f", history cut at the shallow {where} {named}{more} "
+            "(git fetch --unshallow fetches the rest)")
+
+
 def hot_text(hot: list[dict[str, Any]]) -> str:
     if not hot:
         return ""
     areas = "/".join(sorted({label for c in hot for label in c["hot"]}))
     verb = "touches" if len(hot) == 1 else "touch"
-    first = hot[0]
-    example = f" ({short(first['sha'])} {first['subject']})" if len(hot) == 1 else ""
-    return f", {len(hot)} {verb} the {areas} path{example}"
+    named = ", ".join(f"{short(c['sha'])} {c['subject']}" for c in hot[:HOT_NAMED])
+    rest = f" and {len(hot) - HOT_NAMED} more" if len(hot) > HOT_NAMED else ""
+    return f", {len(hot)} {verb} the {areas} path ({named}{rest})"
 
 
 def uncommitted(f: Finding, ctx: Context) -> Rating | None:
@@ -121,9 +142,17 @@ def uncommitted(f: Finding, ctx: Context) -> Rating | None:
     repo = f.path[1]
     if f.path[2] == "uncommitted":
         return Rating(PATCH, f"uncommitted changes in {repo} changed: "
-                             f"{work_text(f.before)} -> {work_text(f.after)}")
+                             f"{work_text(f.before)} -> {work_text(f.after)}"
+                             + untracked_text(f.before, f.after))
+    if f.path[2] == "in_progress":
+        return Rating(PATCH, operation_text(repo, f))
+    if f.path[2] == "submodules" and len(f.path) == 4:
+        return submodule_rating(repo, f)
     if f.path[2] == "reflog":
         moves = f.detail.get("moves") or []
+        if f.detail.get("reflog_reaches") is False:
+            return Rating(OTHER, f"HEAD of {repo} moved and came back; its reflog does not "
+                                 f"reach back to {ctx.names[0]} (latest: {short(f.after)})")
         return Rating(OTHER, f"HEAD of {repo} moved and came back: "
                              f"{plural(len(moves), 'reflog move')} since ({short(f.after)})")
     if f.path[2] == "stashes" and len(f.path) == 4:
@@ -134,6 +163,65 @@ def uncommitted(f: Finding, ctx: Context) -> Rating | None:
     return None
 
 
+def submodule_rating(repo: str, f: Finding) -> Rating:
+    """A submodule (a vendored kernel library, say) checked out at another commit is code
+    that moved, though the superproject's own patch shows only a pointer."""
+    what = f"submodule {f.path[3]} of {repo}"
+    if f.kind in (ADDED, REMOVED):
+        return Rating(CODE_MOVED, f"{what} {'added' if f.kind == ADDED else 'removed'}")
+    before = f.before if isinstance(f.before, dict) else {}
+    after = f.after if isinstance(f.after, dict) else {}
+    moved = before.get("checked_out") != after.get("checked_out")
+    return Rating(CODE_MOVED if moved else PATCH,
+                  f"{what}: {submodule_state(before)} -> {submodule_state(after)}")
+
+
+def submodule_state(sub: dict[str, Any]) -> str:
+    """"at 0b4ec65 (recorded 0eef18a), modified, untracked files"."""
+    if not sub.get("initialized"):
+        return f"not checked out (recorded {short(sub.get('recorded'))})"
+    text = f"at {short(sub.get('checked_out'))}"
+    if sub.get("recorded") != sub.get("checked_out"):
+        text += f" (recorded {short(sub.get('recorded'))})"
+    return text + "".join(f", {label}" for key, label in (("modified", "modified"),
+                                                           ("untracked", "untracked files"))
+                          if sub.get(key))
+
+
+def operation_text(repo: str, f: Finding) -> str:
+    """A stopped rebase (merge, cherry-pick...) leaves the tree half-way, conflicts and all."""
+    if f.kind == REMOVED or not isinstance(f.after, dict):
+        was = f.before.get("operation") if isinstance(f.before, dict) else None
+        return f"the {was or 'operation'} in progress in {repo} was finished or aborted"
+    return f"{in_progress_text(f.after)} in {repo}"
+
+
+def in_progress_text(state: dict[str, Any]) -> str:
+    """"rebase in progress, stopped with 1 conflicted file: README.md"."""
+    text = f"{state.get('operation')} in progress"
+    conflicted = [str(path) for path in state.get("conflicted") or []]
+    if conflicted:
+        shown = ", ".join(conflicted[:5]) + (f" and {len(conflicted) - 5} more"
+                                             if len(conflicted) > 5 else "")
+        text += f", stopped with {plural(len(conflicted), 'conflicted file')}: {shown}"
+    return text
+
+
+def untracked_text(before: Any, after: Any) -> str:
+    """The untracked files that changed, by name: "2 untracked files" on both sides says
+    nothing when one of them was rewritten."""
+    old, new = (w.get("untracked") if isinstance(w, dict) else None for w in (before, after))
+    old, new = old if isinstance(old, dict) else {}, new if isinstance(new, dict) else {}
+    parts = []
+    for label, names in (("changed", [p for p in new if p in old and old[p] != new[p]]),
+                         ("new", [p for p in new if p not in old]),
+                         ("gone", [p for p in old if p not in new])):
+        if names:
+            more = f" and {len(names) - 5} more" if len(names) > 5 else ""
+            parts.append(f"{label} {', '.join(str(n) for n in names[:5])}{more}")
+    return f"; untracked files {'; '.join(parts)}" if parts else ""
+
+
 def work_text(work: Any) -> str:
     if not isinstance(work, dict):
         return short(work)
@@ -142,7 +230,7 @@ def work_text(work: Any) -> str:
     patch = work.get("patch")
     if not isinstance(patch, dict) or not patch_summary.is_blob(patch):
         return "dirty"
-    files = patch_summary.count_files(patch_summary.readable(patch))
+    files = patch_summary.files_in(patch)
     binary = ", binary" if patch_summary.is_binary(patch) else ""
     untracked = work.get("untracked_count") or 0
     extra = f", {plural(untracked, 'untracked file')}" if untracked else ""

@@ -6,6 +6,7 @@ comes back as data, so one unreachable host never loses the others' snapshots.
 from __future__ import annotations
 
 import json
+import os
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -14,12 +15,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 from envsnap.agent.benchrun import PROGRESS_PREFIX
+from envsnap.agent.redact import redact_document, rekey
 from envsnap.defaults import DEFAULT_COLLECTOR_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FORKS
 from envsnap.errors import EnvsnapError, HostError, UsageError
 from envsnap.hosts import payload
 from envsnap.hosts.inventory import Host
 from envsnap.hosts.transport import Transport, open_transport
 from envsnap.snapshot import document as snapshot
+from envsnap.snapshot.mask import masking_key
 from envsnap.snapshot.store import Store, label_from_name, validate_label
 
 
@@ -32,6 +35,7 @@ class CaptureOptions:
     accept_new_host_keys: bool = False
     forks: int = DEFAULT_FORKS
     max_patch_bytes: int | None = None
+    history: int | None = None          # most commits of git history recorded per repo
 
 
 @dataclass
@@ -58,21 +62,40 @@ def plan_labels(hosts: list[Host], label: str | None, when: datetime) -> dict[st
     """host name -> label. One host takes the label as given; a fleet goes in a folder."""
     stamp = when.strftime("%Y%m%d-%H%M%S")
     if label is None:
-        return {host.name: f"{label_from_name(host.name)}-{stamp}" for host in hosts}
+        return distinct({host.name: f"{label_from_name(host.name)}-{stamp}" for host in hosts})
     validate_label(label)
     if len(hosts) == 1:
         return {hosts[0].name: label}
     if "/" in label:
         raise UsageError(f"label {label!r}: a fleet capture makes {label}/<host>; "
                          "give a label without '/'")
-    return {host.name: f"{label}/{label_from_name(host.name)}" for host in hosts}
+    return distinct({host.name: f"{label}/{label_from_name(host.name)}" for host in hosts})
+
+
+def distinct(labels: dict[str, str]) -> dict[str, str]:
+    """Refuse, before any host is contacted, hosts whose names clean up to one label
+    (`gpu#1` and `gpu_1` are both gpu_1): each would overwrite the other's snapshot."""
+    hosts_of: dict[str, list[str]] = {}
+    for host_name, label in labels.items():
+        hosts_of.setdefault(label, []).append(host_name)
+    for label, names in hosts_of.items():
+        if len(names) > 1:
+            raise UsageError(f"hosts {', '.join(repr(name) for name in names)} would all be "
+                             f"saved as {label!r}: capture them separately, each with its own "
+                             "--label")
+    return labels
 
 
 def agent_config(host: Host, options: CaptureOptions) -> dict[str, Any]:
-    config: dict[str, Any] = {"repos": host.list_var("repos"), "procs": host.list_var("procs"),
+    repos = host.list_var("repos")
+    if host.is_local:  # `--repo sglang` means here, not the agent's working directory ($HOME)
+        repos = [os.path.abspath(os.path.expanduser(repo)) for repo in repos]
+    config: dict[str, Any] = {"repos": repos, "procs": host.list_var("procs"),
                               "timeout": options.collector_timeout}
     if options.max_patch_bytes is not None:
         config["max_patch_bytes"] = options.max_patch_bytes
+    if options.history is not None:
+        config["history_budget"] = options.history
     return config
 
 
@@ -98,7 +121,9 @@ def run_agent(transport: Transport, host: Host, config: dict[str, Any], timeout:
             follow)
     check_agent_exit(host, result.exit_code, result.stderr)
     try:
-        document: dict[str, Any] = json.loads(result.stdout)
+        # The agent marks each secret with a digest of it; here, before anything is
+        # written, each becomes a short hash under this user's masking key.
+        document: dict[str, Any] = json.loads(rekey(result.stdout, masking_key()))
     except ValueError:
         raise HostError(f"{host.name}: the agent's output is not JSON: "
                         f"{result.stdout[:120]!r}") from None
@@ -124,8 +149,9 @@ def snapshot_document(transport: Transport, host: Host, label: str,
     output = run_agent(transport, host, config, options.collector_timeout + 30)
     return snapshot.build(output, label=label, host=host.name, address=host.address,
                           captured_at=captured_at,
-                          config={**config, "python": host.python,
-                                  "hot_paths": host.list_var("hot_paths")})
+                          # what was asked (--repo, --proc...) is written too: masked
+                          config=redact_document({**config, "python": host.python,
+                                                  "hot_paths": host.list_var("hot_paths")}))
 
 
 def capture_host(host: Host, label: str, store: Store, options: CaptureOptions) -> Outcome:

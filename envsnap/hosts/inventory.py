@@ -1,11 +1,15 @@
-"""Hosts: `local`, `[user@]host[:port]`, or names and groups from an Ansible-style inventory.
+"""Hosts: `local`, `[user@]host[:port]`, or names and groups from an Ansible inventory.
 
-The inventory is Ansible's YAML format as it is (`all: hosts: / children: / vars:`), with
-Ansible's own connection vars understood, so an existing inventory works unchanged. envsnap's
-own vars (`python`, `repos`, `procs`, `hot_paths`, `accept_new_host_keys`) sit beside them.
+The inventory is Ansible's as it is: YAML (`all: hosts: / children: / vars:`), INI
+(inventory_ini.py), the JSON of `ansible-inventory --list`, with the `host_vars/` and
+`group_vars/` folders beside it, or any other source through `ansible-inventory`
+(inventory_ansible.py); vars merge by Ansible's precedence (inventory_graph.py). Ansible's own
+connection vars are understood, so an existing inventory works unchanged. envsnap's own vars
+(`python`, `repos`, `procs`, `hot_paths`, `accept_new_host_keys`) sit beside them.
 """
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,14 +18,23 @@ from typing import Any
 import yaml
 
 from envsnap.errors import UsageError
+from envsnap.hosts import inventory_ansible
+from envsnap.hosts.inventory_graph import (
+    ALL,
+    HOST_NAME,
+    UNGROUPED,
+    InventoryGraph,
+    expand_range,
+    is_ip_address,
+)
+from envsnap.hosts.inventory_ini import looks_like_ini, parse_ini
+from envsnap.hosts.jump import inventory_jump
 
 LOCAL = "local"
 HOST_SPEC = re.compile(r"^(?:(?P<user>[^@\s]+)@)?"
                        r"(?:\[(?P<v6>[0-9a-fA-F:.]+)\]|(?P<host>[^:@\s/\[\]]+))"
                        r"(?::(?P<port>\d{1,5}))?$")
-HOST_RANGE = re.compile(r"\[(\d+):(\d+)\]")
-HOST_NAME = re.compile(r"^[^:@\s/\[\]]+$")   # what HOST_SPEC's host part accepts
-MAX_RANGE_HOSTS = 10_000                      # one typo (node[1:99999999]) must not eat memory
+__all__ = ["HOST_NAME", "expand_range", "is_ip_address"]   # here before inventory_graph.py
 
 
 @dataclass(frozen=True)
@@ -49,6 +62,23 @@ class Host:
 
 
 LIST_VARS = ("repos", "procs", "hot_paths")
+# Vars that are true or false. YAML gives `"false"` (quoted) as a string, and a non-empty
+# string is truthy in Python: each is read as a real boolean here, or refused.
+BOOL_VARS = ("accept_new_host_keys",)
+TRUE_WORDS = frozenset({"true", "yes", "on", "1"})
+FALSE_WORDS = frozenset({"false", "no", "off", "0"})
+
+
+def inventory_bool(value: Any, what: str) -> bool:
+    """A boolean var as YAML or Ansible users write it: true/false, "yes"/"no", "on"/"off",
+    "1"/"0" (any case), 1/0. Anything else is a usage error, never a guess."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in TRUE_WORDS | FALSE_WORDS:
+        return value.strip().lower() in TRUE_WORDS
+    raise UsageError(f"{what} must be true or false (or yes/no, on/off, 1/0), not {value!r}")
 
 
 def name_list(value: Any, what: str) -> list[str]:
@@ -62,6 +92,17 @@ def name_list(value: Any, what: str) -> list[str]:
             not all(isinstance(item, (str, int, float)) for item in value):
         raise UsageError(f"{what} must be a string or a list of strings, not {value!r}")
     return [str(item) for item in value]
+
+
+def check_proc_patterns(value: Any, what: str) -> None:
+    """Process patterns are regexes matched on the host: one that could backtrack
+    catastrophically (`(a+)+$`) is refused here, before any host is contacted."""
+    from envsnap.agent.patterns import proc_pattern_problem
+
+    for pattern in name_list(value, what):
+        why = proc_pattern_problem(pattern)
+        if why is not None:
+            raise UsageError(f"{what}: pattern {pattern!r} refused: {why} (README: Patterns)")
 
 
 def parse_host_spec(spec: str) -> Host:
@@ -79,27 +120,13 @@ def parse_host_spec(spec: str) -> Host:
     return Host(name=spec, address=address, port=port, user=match["user"])
 
 
-def expand_range(name: str) -> list[str]:
-    """Ansible's `node[01:32]` host ranges, leading zeros kept."""
-    match = HOST_RANGE.search(name)
-    if not match:
-        if not HOST_NAME.match(name):
-            raise UsageError(f"{name!r} is not a host name, nor a range like node[01:32]")
-        return [name]
-    first, last = match.group(1), match.group(2)
-    if int(last) - int(first) >= MAX_RANGE_HOSTS:
-        raise UsageError(f"{name!r}: a range of more than {MAX_RANGE_HOSTS} hosts")
-    width = len(first) if first.startswith("0") else 0
-    names = []
-    for number in range(int(first), int(last) + 1):
-        names += expand_range(name[:match.start()] + str(number).zfill(width) + name[match.end():])
-    return names
-
-
 class Inventory:
-    """Hosts and groups of one inventory file, with vars merged Ansible's way."""
+    """Hosts and groups of one inventory, with vars merged Ansible's way."""
 
-    def __init__(self, document: Any, source: str = "<inventory>") -> None:
+    def __init__(self, document: Any, source: str = "<inventory>",
+                 folders: Path | None = None) -> None:
+        """`document`: a YAML inventory as loaded (None: the command was given none);
+        `folders`: where its host_vars/ and group_vars/ are."""
         self.source = source
         self.given = document is not None    # False: the command was given no inventory
         self.hosts: dict[str, dict[str, Any]] = {}
@@ -108,13 +135,38 @@ class Inventory:
             return
         if not isinstance(document, dict):
             raise UsageError(f"{source}: an inventory is a mapping of groups (like all:)")
+        graph = InventoryGraph()
         for group, body in document.items():
-            self._walk(str(group), body, {})
+            self._walk(graph, str(group), body, None)
+        self.adopt(graph, folders)
 
-    def _walk(self, group: str, body: Any, inherited: dict[str, Any]) -> set[str]:
+    @classmethod
+    def of_graph(cls, graph: InventoryGraph, source: str, folders: Path | None) -> Inventory:
+        """An inventory read into a graph; `folders`: where host_vars/ and group_vars/ are."""
+        inventory = cls({}, source)
+        inventory.adopt(graph, folders)
+        return inventory
+
+    def adopt(self, graph: InventoryGraph, folders: Path | None = None) -> None:
+        try:
+            graph.reconcile()
+            groups = inventory_ansible.folder_vars(folders, list(graph.group_hosts),
+                                                   "group_vars")
+            hosts = inventory_ansible.folder_vars(folders, list(graph.host_vars), "host_vars")
+            self.hosts = graph.merged_vars(groups, hosts)
+            self.groups = graph.members()
+        except UsageError as exc:
+            raise UsageError(f"{self.source}: {exc}") from None
+        except RecursionError:   # children of children, a thousand deep
+            raise UsageError(f"{self.source}: groups nested too deeply") from None
+
+    def _walk(self, graph: InventoryGraph, group: str, body: Any, parent: str | None) -> None:
         body = self._mapping(body, f"group {group!r}")
-        merged = {**inherited, **self._mapping(body.get("vars"), f"vars of group {group!r}")}
-        members: set[str] = set()
+        graph.add_group(group)
+        if parent is not None:
+            graph.add_child(parent, group)
+        graph.group_vars[group].update(self._mapping(body.get("vars"),
+                                                     f"vars of group {group!r}"))
         for pattern, host_vars in self._mapping(body.get("hosts"),
                                                 f"hosts of group {group!r}").items():
             host_vars = self._mapping(host_vars, f"host {pattern!r}")
@@ -123,14 +175,10 @@ class Inventory:
             except UsageError as exc:
                 raise UsageError(f"{self.source}: group {group!r}: {exc}") from None
             for name in names:
-                # A host seen in several groups keeps what each added; deeper groups win.
-                self.hosts[name] = {**self.hosts.get(name, {}), **merged, **host_vars}
-                members.add(name)
+                graph.add_host(name, group, host_vars)
         for child, child_body in self._mapping(body.get("children"),
                                                f"children of group {group!r}").items():
-            members |= self._walk(str(child), child_body, merged)
-        self.groups[group] = self.groups.get(group, set()) | members
-        return members
+            self._walk(graph, str(child), child_body, group)
 
     def _mapping(self, value: Any, what: str) -> dict[str, Any]:
         """An optional mapping of the inventory (None or empty is {}), else one clear line."""
@@ -150,13 +198,21 @@ class Inventory:
         """"not in inventory hosts.yml (groups: gpu, all) and ", or "" without one."""
         if not self.given:
             return ""
-        groups = f" (groups: {', '.join(self.groups)})" if self.groups else ""
+        # the groups the inventory names, then `all`; the implicit `ungrouped` is left out
+        named = [group for group in self.groups if group not in (ALL, UNGROUPED)]
+        groups = f" (groups: {', '.join([*named, ALL])})" if self.hosts or named else \
+            " (it has no hosts)"
         return f"not in inventory {self.source}{groups} and "
 
     def host(self, name: str) -> Host:
         host_vars = self.hosts[name]
         for listed in LIST_VARS:   # refused here, before any host is contacted
             name_list(host_vars.get(listed), f"{self.source}: host {name!r}: {listed}")
+        check_proc_patterns(host_vars.get("procs"), f"{self.source}: host {name!r}: procs")
+        host_vars = {**host_vars, **{flag: inventory_bool(host_vars[flag],
+                                                          f"{self.source}: host {name!r}: {flag}")
+                                     for flag in BOOL_VARS if host_vars.get(flag) is not None}}
+        inventory_jump(host_vars, f"{self.source}: host {name!r}")   # its bastion, refused here too
         if host_vars.get("ansible_connection") == "local":
             return Host(name=name, vars=host_vars)
         address = str(host_vars.get("ansible_host") or name)
@@ -177,35 +233,67 @@ class Inventory:
         return int(port)
 
 
-def is_ip_address(text: str) -> bool:
-    """An IPv4 or IPv6 address (`::1` has colons a host name may not have)."""
-    import ipaddress
-
-    try:
-        ipaddress.ip_address(text)
-    except ValueError:
-        return False
-    return True
-
-
 def load_inventory(path: str | None) -> Inventory:
+    """An inventory in any of Ansible's forms, told apart by content (a `.ini` name is INI):
+    JSON, INI `[sections]`, a YAML mapping, host lines alone (INI's `ungrouped`), or a
+    source only Ansible reads (a script, a plugin config, a folder) through ansible-inventory."""
     if not path:
         return Inventory(None)
+    source = Path(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        head = b"" if source.is_dir() else source.read_bytes()
     except OSError as exc:
         raise UsageError(f"cannot read inventory {path}: {exc.strerror}") from None
+    if inventory_ansible.needs_ansible(source, head[:2048]):
+        return through_ansible(path)
+    try:
+        text = head.decode("utf-8")
     except UnicodeDecodeError:
         raise UsageError(f"cannot read inventory {path}: not UTF-8 text") from None
+    folders = source.parent
+    if source.suffix == ".ini" or looks_like_ini(text):
+        return Inventory.of_graph(parse_ini(text, path), path, folders)
+    document = load_json(text) if text.lstrip().startswith("{") else None
+    if isinstance(document, dict) and inventory_ansible.is_ansible_json(document):
+        # JSON only (a YAML inventory has the shape of Ansible's yaml plugin), taken as it
+        # is: ansible-inventory has applied the host_vars/ and group_vars/ it found already
+        return Inventory.of_graph(inventory_ansible.json_graph(document, path), path, None)
+    if document is None:
+        document = load_yaml(text, path)
+    if inventory_ansible.is_plugin_config(document):
+        return through_ansible(path)
+    if document is None or isinstance(document, str):   # host lines alone, or nothing
+        return Inventory.of_graph(parse_ini(text, path), path, folders)
+    return Inventory(document, source=path, folders=folders)
+
+
+def through_ansible(path: str) -> Inventory:
+    """A source Ansible reads: its view as `ansible-inventory --list` prints it, with the
+    host_vars/ and group_vars/ beside the source already applied by Ansible."""
+    document = inventory_ansible.run_ansible_inventory(path)
+    return Inventory.of_graph(inventory_ansible.json_graph(document, path), path, None)
+
+
+def load_json(text: str) -> Any:
+    """JSON (a YAML flow mapping that is not JSON is None here, and read as YAML)."""
     try:
-        return Inventory(yaml.safe_load(text), source=path)
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+
+
+def load_yaml(text: str, path: str) -> Any:
+    try:
+        return inventory_ansible.ansible_yaml(text)
     except RecursionError:   # `[[[[...]]]]` a few thousand deep
         raise UsageError(f"{path}: not valid YAML (nested too deeply)") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark else ""
         reason = getattr(exc, "problem", exc)
-        raise UsageError(f"{path}{where}: not valid YAML ({reason})") from None
+        raise UsageError(f"{path}{where}: not valid YAML ({reason}); an inventory is YAML, "
+                         "INI ([group] sections) or the JSON of ansible-inventory --list"
+                         ) from None
 
 
 def resolve_hosts(patterns: list[str], inventory: Inventory,
@@ -251,5 +339,6 @@ def inventory_of(host: Host) -> Inventory:
 
 def with_vars(host: Host, overrides: dict[str, Any]) -> Host:
     set_overrides = {key: value for key, value in overrides.items() if value not in (None, [], ())}
+    check_proc_patterns(set_overrides.get("procs"), "--proc/procs")
     return Host(name=host.name, address=host.address, port=host.port, user=host.user,
                 key_file=host.key_file, vars={**host.vars, **set_overrides})

@@ -21,9 +21,11 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 from envsnap.defaults import DEFAULT_CONNECT_TIMEOUT
 from envsnap.errors import HostError
 from envsnap.hosts.inventory import Host
+from envsnap.hosts.jump import Jump, inventory_jump, proxy_jump_hops
 
 if TYPE_CHECKING:
     import paramiko
+    from fabric import Connection
 
 KEEPALIVE_S = 30
 READ_CHUNK = 1 << 16
@@ -190,39 +192,49 @@ class SSHTransport:
                                           "auth_timeout": connect_timeout}
         if host.key_file:
             connect_kwargs["key_filename"] = [os.path.expanduser(host.key_file)]
+        # gateway=False: fabric would build the bastions of a ProxyJump itself, trusting any
+        # key they show; Route builds them, checked like this host (in open()).
         self.connection = Connection(host.address, user=host.user, port=host.port,
                                      connect_timeout=connect_timeout,
-                                     connect_kwargs=connect_kwargs)
-        known_hosts = self._known_hosts_file()
-        client = self.connection.client
-        client.load_system_host_keys()
-        if known_hosts.exists():
-            client.load_system_host_keys(str(known_hosts))
+                                     connect_kwargs=connect_kwargs, gateway=False)
         accept = accept_new_host_keys or bool(host.vars.get("accept_new_host_keys"))
-        client.set_missing_host_key_policy(known_hosts_policy(accept, known_hosts))
-
-    def _known_hosts_file(self) -> Path:
-        configured = self.connection.ssh_config.get("userknownhostsfile", "")
-        first = configured.split()[0] if configured else "~/.ssh/known_hosts"
-        return Path(os.path.expanduser(first))
+        check_host_keys(self.connection, accept)
+        self.route = Route(accept, connect_timeout)
+        self.bastions: list[Connection] | None = None   # first hop first, once routed
 
     @property
     def where(self) -> str:
-        port = self.connection.port
-        return f"{self.connection.user}@{self.connection.host}:{port}"
+        return where(self.connection)
 
     def open(self) -> None:
         if self.connection.is_connected:
             return
+        if self.bastions is None:
+            given = inventory_jump(self.host.vars, self.host.name)
+            try:
+                self.bastions = self.route.bastions(self.connection, given)
+            except HostError as exc:
+                raise HostError(f"{self.host.name}: {exc}") from None
+        for bastion in self.bastions:   # each opened alone, so a refusal names the bastion
+            self._connect(bastion, f"{self.host.name}: bastion {bastion.original_host}")
+        self._connect(self.connection, self.host.name)
+
+    def _connect(self, connection: Connection, name: str) -> None:
         try:
-            self.connection.open()
-        except HostError:
-            raise
+            connection.open()
+        except HostError as exc:
+            if connection is self.connection:
+                raise
+            raise HostError(f"{name}: {exc}") from None
         except Exception as exc:
-            raise HostError(describe_connect_error(self.host.name, self.where, exc)) from None
+            if isinstance(connection.gateway, str) and proxy_ended(exc):
+                raise HostError(f"{name}: unreachable: its ProxyCommand ended before SSH began "
+                                f"(it checks its bastion's host key itself; run "
+                                f"`{connection.gateway}` to see why)") from None
+            raise HostError(describe_connect_error(name, where(connection), exc)) from None
         # A benchmark can run silently for many minutes; keepalives stop NAT boxes and
         # firewalls from dropping the idle connection under it.
-        self.connection.transport.set_keepalive(KEEPALIVE_S)
+        connection.transport.set_keepalive(KEEPALIVE_S)
 
     def run(self, command: str, timeout: float, follow: Follow | None = None) -> Result:
         # A channel of our own rather than fabric's run: on Ctrl-C fabric waits for the
@@ -268,6 +280,120 @@ class SSHTransport:
 
     def close(self) -> None:
         self.connection.close()
+        for bastion in reversed(self.bastions or []):   # fabric leaves them open
+            bastion.close()
+
+
+def where(connection: Connection) -> str:
+    return f"{connection.user}@{connection.host}:{connection.port}"
+
+
+def known_hosts_file(connection: Connection) -> Path:
+    configured = connection.ssh_config.get("userknownhostsfile", "")
+    first = configured.split()[0] if configured else "~/.ssh/known_hosts"
+    return Path(os.path.expanduser(first))
+
+
+def check_host_keys(connection: Connection, accept_new: bool) -> None:
+    """known_hosts and our policy in place of fabric's AutoAddPolicy, which trusts any key."""
+    known_hosts = known_hosts_file(connection)
+    client = connection.client
+    client.load_system_host_keys()
+    if known_hosts.exists():
+        client.load_system_host_keys(str(known_hosts))
+    client.set_missing_host_key_policy(known_hosts_policy(accept_new, known_hosts))
+
+
+MAX_JUMP_DEPTH = 8   # bastions reached through bastions; past this the SSH config loops
+
+
+@dataclass(frozen=True)
+class Route:
+    """The bastions on the way to a host, each a Connection whose host key is checked against
+    known_hosts exactly like the host's own (unknown: refused or, opted in, recorded;
+    changed: refused). A ProxyCommand is left to its own process: `ssh -W` checks the keys
+    it meets with the user's own ssh settings."""
+
+    accept_new: bool
+    connect_timeout: float
+
+    def bastions(self, target: Connection, given: Jump | None) -> list[Connection]:
+        """Sets `target`'s gateway; returns the bastions to open before it, the first first.
+        `given` (the inventory's ssh args) wins over ~/.ssh/config, as on ssh's command line."""
+        return self._through(target, given, depth=0)
+
+    def _through(self, connection: Connection, given: Jump | None,
+                 depth: int) -> list[Connection]:
+        jump = given if given is not None else configured_jump(connection)
+        if jump.command:   # ~/.ssh/config's comes with %h %p %r expanded; the inventory's not
+            connection.gateway = expand_tokens(jump.command, connection) if given \
+                else jump.command
+            return []
+        if not jump.hops or names_itself(connection, jump.hops):
+            return []
+        if depth >= MAX_JUMP_DEPTH:
+            raise HostError(f"more than {MAX_JUMP_DEPTH} nested ProxyJump bastions, "
+                            f"{connection.original_host} among them (a loop in the SSH config?)")
+        chain: list[Connection] = []
+        previous: Connection | None = None
+        for hop in jump.hops:
+            bastion = self.connection(hop)
+            if previous is None:   # the first hop's own config may route it further
+                chain += self._through(bastion, None, depth + 1)
+            else:                  # a later one is reached through the hop before it
+                bastion.gateway = previous
+            chain.append(bastion)
+            previous = bastion
+        connection.gateway = previous
+        return chain
+
+    def connection(self, hop: str) -> Connection:
+        from fabric import Connection
+
+        timeouts = {"banner_timeout": self.connect_timeout, "auth_timeout": self.connect_timeout}
+        bastion = Connection(hop, connect_timeout=self.connect_timeout,
+                             connect_kwargs=timeouts, gateway=False)
+        check_host_keys(bastion, self.accept_new)
+        return bastion
+
+
+def configured_jump(connection: Connection) -> Jump:
+    """The proxy ~/.ssh/config gives this connection's host (ProxyJump first, as fabric)."""
+    config = connection.ssh_config
+    if "proxyjump" in config:
+        return Jump(hops=proxy_jump_hops(str(config["proxyjump"])))
+    command = config.get("proxycommand")   # paramiko reads `ProxyCommand none` as None
+    return Jump(command=str(command)) if command else Jump()
+
+
+def proxy_ended(exc: Exception) -> bool:
+    """A ProxyCommand that exited before the SSH banner (ssh refusing a bastion's key, say):
+    paramiko sees a stream that closed, or one it could no longer read."""
+    import paramiko
+
+    return isinstance(exc, paramiko.ProxyCommandFailure) or (
+        isinstance(exc, paramiko.SSHException) and bool(HANDSHAKE_LOST.search(str(exc))))
+
+
+def expand_tokens(command: str, connection: Connection) -> str:
+    """A ProxyCommand's %h, %p, %r (and the rest of ssh's tokens) for this connection, the
+    way paramiko expands them in ~/.ssh/config (fabric's own expansion would say port 22)."""
+    import paramiko
+
+    one_line = " ".join(command.splitlines())   # a config line, as ssh_config holds it
+    config = paramiko.SSHConfig.from_text(
+        f"Host *\n  HostName {connection.host}\n  Port {connection.port}\n"
+        f"  User {connection.user}\n  ProxyCommand {one_line}\n")
+    return str(config.lookup(connection.original_host)["proxycommand"])
+
+
+def names_itself(connection: Connection, hops: tuple[str, ...]) -> bool:
+    """A hop that is this very host: a `Host *` block's ProxyJump met by the bastion itself,
+    which reaches it directly (fabric's rule, here checked against both of its names)."""
+    from fabric.connection import derive_shorthand
+
+    names = {connection.original_host, connection.host}
+    return any(derive_shorthand(hop)["host"] in names for hop in hops)
 
 
 def drain(channel: paramiko.Channel, deadline: float,

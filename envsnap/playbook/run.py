@@ -62,6 +62,7 @@ class RunOptions:
     forks: int = DEFAULT_FORKS
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     accept_new_host_keys: bool = False
+    trust_foreign: bool = False   # apply a snapshot this user's envsnap did not sign
     transport: Callable[[Host], Transport] | None = None   # default: open_transport
 
 
@@ -172,9 +173,24 @@ class Runner:
         label = variables.get("snapshot")
         if isinstance(label, str):
             if label not in self.snapshots:
-                self.snapshots[label] = self.store.load(label)
+                self.snapshots[label] = self.checked_provenance(label, self.store.load(label))
             variables.update(snapshot=self.snapshots[label], snapshot_label=label)
         return variables
+
+    def checked_provenance(self, label: str, document: dict[str, Any]) -> dict[str, Any]:
+        """A snapshot drives writes and commands on hosts: one this user's envsnap did not
+        sign (a bug report's, a colleague's, one edited by hand) is read freely in check
+        mode and applied only when the user says they trust it, as restore does."""
+        if self.options.check or self.options.trust_foreign:
+            return document
+        from envsnap.snapshot import provenance
+
+        found = provenance.verify_as_user(document)
+        if not found.mine:
+            raise UsageError(f"snapshot {label!r} is foreign ({found.foreign}): nothing ran; "
+                             "look with --check, then pass --trust-foreign, or adopt it "
+                             f"first with `envsnap trust {label}`")
+        return document
 
     def magic(self, host: Host) -> dict[str, Any]:
         return {"inventory_hostname": host.name, "play_hosts": self.play_hosts,

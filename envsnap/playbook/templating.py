@@ -23,6 +23,8 @@ from typing import Any, Callable
 import jinja2
 import yaml
 from jinja2 import meta, nodes
+from jinja2.exceptions import SecurityError
+from jinja2.sandbox import SandboxedEnvironment
 
 from envsnap.errors import PlaybookError
 from envsnap.playbook.location import Where
@@ -74,8 +76,12 @@ FILTERS: dict[str, Callable[..., Any]] = {
 
 
 def make_environment() -> jinja2.Environment:
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-                             autoescape=False)
+    # Sandboxed: a playbook comes with a snapshot or from a colleague, and a template is no
+    # licence to run code here (`lipsum.__globals__.os`, `''.__class__.__mro__`): an
+    # underscore attribute, a function's globals, a mutating method are refused, and a
+    # refusal is one line like any template error.
+    env = SandboxedEnvironment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                               autoescape=False)
     env.filters.update(FILTERS)
     return env
 
@@ -133,6 +139,9 @@ def describe(exc: Exception, text: str) -> str:
         if match:
             return f"undefined variable '{match['name']}'{HINTS.get(match['name'], '')}"
         return f"undefined: {exc.message} in {text.strip()!r}"
+    if isinstance(exc, SecurityError):
+        reason = str(exc.message).rstrip(".")
+        return f"template refused: {reason} in {text.strip()!r} (templates run sandboxed)"
     if isinstance(exc, jinja2.TemplateError):
         return f"template error: {exc.message} in {text.strip()!r}"
     return f"template error: {type(exc).__name__}: {exc} in {text.strip()!r}"

@@ -22,7 +22,9 @@ from envsnap.diff.render_formats import as_json as diff_json
 from envsnap.diff.render_formats import markdown as diff_markdown
 from envsnap.diff.render_text import blocks, change_text, verdict
 from envsnap.errors import StoreError, UsageError
+from envsnap.report.charts import Chart
 from envsnap.report.facts import Fact, summary
+from envsnap.report.figures import report_charts
 from envsnap.report.parts import Part, parts
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.document import problems
@@ -56,7 +58,9 @@ class Comparison:
 
     against: str
     drift: bool
-    verdict: str
+    verdict: str               # the benchmark's line first when both sides hold runs
+    benchmark: str | None      # that line ("benchmark: busbw 286 -> 26.3 GB/s (...)"), which
+                               # the report leads with
     findings: list[FindingRow]
     unchanged: list[str]
     markdown: str              # render_formats.markdown: the same text `diff --markdown` prints
@@ -74,6 +78,7 @@ class Report:
     comparison: Comparison | None
     parts: list[Part]
     generated_by: str = f"envsnap {__version__}"
+    charts: list[Chart] = field(default_factory=list)   # drawn by html and the bundle
 
 
 def build_report(document: dict[str, Any], vs: dict[str, Any] | None = None,
@@ -92,7 +97,10 @@ def build_report(document: dict[str, Any], vs: dict[str, Any] | None = None,
         masked=options.mask, not_captured=problems(shown), summary=summary(shown),
         bench=bench_facts(snapshot.bench(shown)),
         comparison=compare(vs, document, sources[1], sources[0], options.full) if vs else None,
-        parts=parts(shown, options.full))
+        parts=parts(shown, options.full),
+        # from the facts as captured: the last step below masks their labels like the rest
+        charts=report_charts(document, vs,
+                             (side.label, side_of(vs, sources[1]).label if vs else "")))
     masked: Report = masker.tree(report)
     return masked
 
@@ -103,6 +111,7 @@ def compare(older: dict[str, Any], newer: dict[str, Any], older_source: str,
             newer_source: str, full: bool) -> Comparison:
     result = diff(older, newer, DiffOptions(), (older_source, newer_source))
     return Comparison(against=result.a.label, drift=result.drift, verdict=verdict(result),
+                      benchmark=result.benchmark.line() if result.benchmark else None,
                       findings=finding_rows(result, full), unchanged=result.unchanged,
                       markdown=diff_markdown(result, full),
                       envelope=json.loads(diff_json(result, full)))
@@ -140,10 +149,14 @@ def telemetry_facts(telemetry: dict[str, Any]) -> list[Fact]:
         return [Fact("GPU telemetry", f"none ({telemetry.get('reason') or 'not sampled'})")]
     gpus = telemetry.get("gpus") or {}
     reasons = reasons_text(gpus) if reasons_text(gpus) != "-" else "none"
-    busy = any(isinstance(gpu.get("busy"), dict) for gpu in gpus.values())
-    when = "while busy" if busy else "over the runs (the GPU was never busy)"
-    return [Fact("GPU telemetry", f"SM clock median {sm_clock_text(gpus)} MHz {when}, "
-                                  f"{plural(len(gpus), 'GPU')}; "
+    clocks = sm_clock_text(gpus)
+    if clocks == "short":
+        seen = "GPU busy for less than the sampling interval: its clocks under load were not read"
+    elif clocks in ("idle", "-"):
+        seen = "no GPU was busy while the benchmark ran"
+    else:
+        seen = f"SM clock median {clocks} MHz while busy"
+    return [Fact("GPU telemetry", f"{seen}, {plural(len(gpus), 'GPU')}; "
                                   f"clock event reasons seen: {reasons}")]
 
 

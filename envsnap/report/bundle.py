@@ -4,6 +4,7 @@
     envsnap-report-<label>/report.html
     envsnap-report-<label>/snapshots/<label>.yaml      (and the --vs snapshot)
     envsnap-report-<label>/bench/<label>.json          each snapshot's bench record, if any
+    envsnap-report-<label>/charts/<name>.svg           the report's charts (report/charts.py)
 
 The snapshots are masked like the report (mask.masked_document: their digests recomputed,
 so they still diff). The same inputs give the same bytes: members in this fixed order, every
@@ -16,14 +17,17 @@ import gzip
 import io
 import json
 import tarfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from envsnap.errors import StoreError
+from envsnap.report.charts import Chart, svg_file
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.mask import Masker, masked_document
+from envsnap.snapshot.provenance import unsigned
 from envsnap.snapshot.store import atomic_write, dump_yaml, label_from_name
 
 
@@ -34,18 +38,33 @@ class Member:
 
 
 def members(label: str, documents: list[dict[str, Any]], rendered: dict[str, str],
-            masker: Masker) -> list[Member]:
+            masker: Masker, charts: Sequence[Chart] = ()) -> list[Member]:
     """rendered: {"md": text, "html": text}; documents: the subject first, then --vs."""
     root = f"envsnap-report-{label_from_name(label)}"
     found = [Member(f"{root}/report.{form}", text.encode("utf-8"))
              for form, text in sorted(rendered.items(), key=lambda item: item[0] != "md")]
-    shown = [masked_document(document, masker) for document in documents]
+    # Unsigned: a bundle is handed on, so whoever unpacks it (its maker too) holds a foreign
+    # snapshot that restore shows whole before it acts on it (snapshot/provenance.py).
+    shown = [unsigned(masked_document(document, masker)) for document in documents]
     names = unique_names(shown)
     found += [Member(f"{root}/snapshots/{name}.yaml", dump_yaml(document).encode("utf-8"))
               for name, document in zip(names, shown)]
     records = [(name, snapshot.bench(document)) for name, document in zip(names, shown)]
     found += [Member(f"{root}/bench/{name}.json", json_bytes(record))
               for name, record in records if record is not None]
+    return found + chart_members(root, charts)
+
+
+def chart_members(root: str, charts: Sequence[Chart]) -> list[Member]:
+    """One .svg per chart, named after it; two charts of one name stay apart."""
+    found: list[Member] = []
+    for chart in charts:
+        name = label_from_name(chart.name)
+        taken = {member.name for member in found}
+        path = next(f"{root}/charts/{name}{suffix}.svg" for suffix in
+                    [""] + [f"-{n}" for n in range(2, len(charts) + 2)]
+                    if f"{root}/charts/{name}{suffix}.svg" not in taken)
+        found.append(Member(path, svg_file(chart).encode("utf-8")))
     return found
 
 
@@ -84,9 +103,10 @@ def tar_gz(found: list[Member], mtime: int) -> bytes:
 
 
 def write_bundle(path: str | Path, label: str, documents: list[dict[str, Any]],
-                 rendered: dict[str, str], masker: Masker) -> list[str]:
+                 rendered: dict[str, str], masker: Masker,
+                 charts: Sequence[Chart] = ()) -> list[str]:
     """Write the bundle atomically; the names of its members, in order."""
-    found = members(label, documents, rendered, masker)
+    found = members(label, documents, rendered, masker, charts)
     mtime = epoch_of(snapshot.captured_at(documents[0]))
     write_bytes(Path(path), tar_gz(found, mtime))
     return [member.name for member in found]

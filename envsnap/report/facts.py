@@ -259,6 +259,8 @@ def repo_text(repo: Any) -> str:
     upstream = f" tracking {repo['upstream']}" if repo.get("upstream") else ""
     text = f"HEAD {short(head)}" + (f" \"{subject}\"" if subject else "") + \
         f" on {where}{upstream}; {rules.work_text(repo.get('uncommitted'))}"
+    if isinstance(repo.get("in_progress"), dict):
+        text += f"; {rules.in_progress_text(repo['in_progress'])}"
     stashes = repo.get("stashes") or {}
     text += f"; {plural(len(stashes), 'stash', 'es')}"
     reflog = repo.get("reflog") or []

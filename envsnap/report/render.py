@@ -3,7 +3,8 @@
 Pure functions from a (masked) Report to text. The comparison is the diff's own markdown
 (render_formats.markdown); the html lays out the same verdict, findings and blocks that
 diff/render_text.py computes, so a finding reads the same everywhere. The html has inline CSS only:
-no script, no external asset, no link to fetch; every piece of text is escaped.
+no script, no external asset, no link to fetch; every piece of text is escaped. Its charts
+(report/charts.py) are inline <svg> elements.
 """
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from envsnap.snapshot.mask import escape_markers
 MASK_NOTE = ("Masked for sharing: GPU UUIDs and serials, MAC-like ids and home paths "
              "(`--no-mask` keeps them). Secrets were redacted when the snapshot was captured.")
 NO_MASK_NOTE = ("Not masked (`--no-mask`): GPU UUIDs, serials and home paths are shown as "
-                "captured. Secrets were redacted when the snapshot was captured.")
+                "captured. Secrets were masked on the host when the snapshot was captured, "
+                "and stay masked.")
 
 
 def title(report: Report) -> str:
@@ -28,6 +30,12 @@ def title(report: Report) -> str:
 
 def note(report: Report) -> str:
     return MASK_NOTE if report.masked else NO_MASK_NOTE
+
+
+def lead(report: Report) -> str | None:
+    """With --vs, how the benchmark moved: what the reader came for, before any table."""
+    c = report.comparison
+    return f"Compared with {c.against}: {c.benchmark}" if c and c.benchmark else None
 
 
 def byline(report: Report) -> str:
@@ -58,8 +66,11 @@ def md_parts(found: list[Part]) -> list[str]:
 
 
 def markdown(report: Report) -> str:
-    out = [f"# {title(report)}", "", md_cell(byline(report)), "",
-           f"> {note(report)}", ""]
+    out = [f"# {title(report)}", "", md_cell(byline(report)), ""]
+    headline = lead(report)
+    if headline:
+        out += [f"**{md_cell(headline)}**", ""]
+    out += [f"> {note(report)}", ""]
     if report.not_captured:
         out += ["**Not captured** (these facts are missing, not absent):", ""]
         out += [f"- {md_cell(problem)}" for problem in report.not_captured] + [""]
@@ -93,6 +104,8 @@ details{margin:.3em 0} summary{cursor:pointer;font-weight:600}
 .note{background:#ddf4ff;border-left:4px solid #54aeff;padding:6px 10px}
 .missing{background:#fff8c5;border-left:4px solid #d4a72c;padding:6px 10px}
 .verdict{font-weight:600} .muted{color:#59636e}
+.charts{display:flex;flex-wrap:wrap;gap:12px;margin:.6em 0}
+.charts figure{margin:0;border:1px solid #d0d7de;border-radius:6px;padding:4px}
 """
 
 
@@ -114,7 +127,8 @@ def html_comparison(report: Report) -> list[str]:
     c = report.comparison
     if c is None:
         return []
-    out = [f"<h2>Compared with {h(c.against)}</h2>", f"<p class=\"verdict\">{h(c.verdict)}</p>"]
+    out = [f"<h2>Compared with {h(c.against)}</h2>"]
+    out += [f"<p class=\"verdict\">{h(line)}</p>" for line in c.verdict.splitlines()]
     if c.findings:
         out.append("<table><tr><th>rank</th><th>section</th><th>path</th><th>change</th>"
                    "<th>why</th></tr>")
@@ -131,11 +145,33 @@ def html_comparison(report: Report) -> list[str]:
     return out
 
 
+def html_charts(report: Report) -> list[str]:
+    """The charts inline, as SVG elements of the page: nothing for a browser to fetch."""
+    if not report.charts:
+        return []
+    from envsnap.report.charts import RunsChart, svg
+
+    runs = [chart for chart in report.charts if isinstance(chart, RunsChart)]
+    gpus = [chart for chart in report.charts if not isinstance(chart, RunsChart)]
+    out = []
+    if runs:
+        out += ["<h2 id=\"benchmark-runs\">Benchmark runs</h2>", "<div class=\"charts\">"] + \
+            [f"<figure>{svg(chart)}</figure>" for chart in runs] + ["</div>"]
+    if gpus:
+        out += ["<h2 id=\"gpu-telemetry\">GPU telemetry over the median run</h2>",
+                "<div class=\"charts\">"] + \
+            [f"<figure>{svg(chart)}</figure>" for chart in gpus] + ["</div>"]
+    return out
+
+
 def html(report: Report) -> str:
     out = ["<!DOCTYPE html>", "<html lang=\"en\"><head><meta charset=\"utf-8\">",
            f"<title>{h(title(report))}</title>", f"<style>{CSS}</style></head><body>",
-           f"<h1>{h(title(report))}</h1>", f"<p class=\"muted\">{h(byline(report))}</p>",
-           f"<p class=\"note\">{h(note(report).replace('`', ''))}</p>"]
+           f"<h1>{h(title(report))}</h1>", f"<p class=\"muted\">{h(byline(report))}</p>"]
+    headline = lead(report)
+    if headline:
+        out.append(f"<p class=\"verdict\">{h(headline)}</p>")
+    out.append(f"<p class=\"note\">{h(note(report).replace('`', ''))}</p>")
     if report.not_captured:
         out += ["<div class=\"missing\"><b>Not captured</b> (these facts are missing, not "
                 "absent):<ul>"] + [f"<li>{h(p)}</li>" for p in report.not_captured] + \
@@ -143,6 +179,7 @@ def html(report: Report) -> str:
     out += ["<h2>Summary</h2>"] + html_table(report.summary)
     if report.bench:
         out += ["<h2>Benchmark</h2>"] + html_table(report.bench)
+    out += html_charts(report)
     out += html_comparison(report)
     out += ["<h2>Details</h2>"] + [html_part(p) for p in report.parts]
     return "\n".join(out + ["</body></html>"]) + "\n"

@@ -3,10 +3,14 @@ writes the lines."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from envsnap.diff.findings import short
 from envsnap.playbook.render import item_label
 from envsnap.playbook.run import FAILED, TaskResult
+from envsnap.restore.abort import Aborted
+from envsnap.restore.foreign import ForeignPlan, bytes_text
+from envsnap.restore.rerun import outcome as rerun_outcome
 from envsnap.restore.run import RestoreReport, advice_for
 
 WOULD = re.compile(r"\bwould\b")
@@ -66,8 +70,8 @@ def outcome_lines(report: RestoreReport) -> list[str]:
     failed = [r for r in report.applied.results if r.status in FAILED]
     if failed:
         lines += [f"restore failed: {failure_text(result)}" for result in failed]
-        lines.append(f"run `envsnap restore` again to resume, or `envsnap restore "
-                     f"{report.pre_restore}` to roll back")
+        lines.append(f"run `envsnap restore` again to resume, or `envsnap restore --abort "
+                     f"--host {report.host}` to roll back to {report.pre_restore}")
         return lines
     if report.pre_restore:
         lines.append(f"rollback point: envsnap restore {report.pre_restore}")
@@ -78,9 +82,61 @@ def outcome_lines(report: RestoreReport) -> list[str]:
     return lines + remaining_lines(report, after=True) + rerun_lines(report)
 
 
+def abort_lines(done: Aborted, host: str | None) -> list[str]:
+    """One line for `restore --abort`; a rollback that fails says what failed too."""
+    journal = done.journal
+    if journal is None:
+        where = f" on {host}" if host else ""
+        return [f"no interrupted restore is pending{where}: nothing to abort"]
+    what = f"the interrupted restore of {journal.label!r} on {journal.host}"
+    if done.cleared:
+        return [f"cleared the journal of {what}: its rollback point {done.target} is not in "
+                "the store, so the host is left as it is"]
+    report = done.report
+    if report is None or report.plan.outcome != "ok" or \
+            (report.applied is not None and report.applied.outcome != "ok"):
+        failed = plan_lines(report, check=False) if report and report.applied is None \
+            else outcome_lines(report) if report else []
+        return [f"could not roll back {what} to {done.target}:"] + failed
+    verified = "verified" if not report.mismatches else \
+        f"but {'; '.join(report.mismatches)}"
+    return [f"aborted {what}: rolled back to {done.target} ({verified})"]
+
+
 def rerun_lines(report: RestoreReport) -> list[str]:
     if report.rerun is None:
         return []
     record, verdict = report.rerun
-    return [f"benchmark rerun: {verdict['verdict']}: {verdict['why']}",
-            f"  values now: {', '.join(f'{v:g}' for v in record['values'])}"]
+    values_now = f"  values now: {', '.join(f'{v:g}' for v in record['values'])}"
+    bad = report.rerun_vs_bad
+    if bad is None:
+        return [f"benchmark rerun: {verdict['verdict']}: {verdict['why']}", values_now]
+    # Both endpoints known: where the rerun landed between them, then each verdict.
+    medians = (f"{median_text(verdict['new'])} vs good {median_text(verdict['baseline'])}, "
+               f"bad {median_text(bad.verdict['baseline'])}")
+    runs = f"{verdict['new']['n']} runs vs {verdict['baseline']['n']} and {len(bad.values)}"
+    return [f"benchmark rerun: {rerun_outcome(verdict, bad.verdict)}: {medians} ({runs})",
+            f"  vs good: {verdict['verdict']}: {verdict['why']}",
+            f"  vs bad ({bad.label}): {bad.verdict['verdict']}: {bad.verdict['why']}",
+            values_now]
+
+
+def median_text(summary: dict[str, Any]) -> str:
+    return f"{summary['median']:.4g}" if summary.get("n") else "-"
+
+
+def foreign_lines(plan: ForeignPlan) -> list[str]:
+    """All a foreign snapshot would make restore do: every write with its size, every
+    command, whether or not the host has drifted from it."""
+    lines = [f"snapshot {plan.label} is foreign ({plan.provenance.foreign}): not signed with "
+             "your key, so here is everything restoring it could do to "
+             f"{plan.host}:"]
+    lines.append(f"  files it would write ({len(plan.writes)}):")
+    lines += [f"    {write.path}  ({write.what}: {bytes_text(write.size)})"
+              for write in plan.writes] or ["    none"]
+    lines.append(f"  commands it would run ({len(plan.commands)}):")
+    lines += [f"    {command}" for command in plan.commands]
+    if plan.left_alone:
+        lines.append("  checkouts it records that nobody named (left alone; --repo PATH "
+                     f"names one): {', '.join(plan.left_alone)}")
+    return lines

@@ -13,7 +13,7 @@ A lock on the host and a journal in the store (safety.py) guard the whole run.
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any, Callable
@@ -22,23 +22,28 @@ from envsnap.bench import run as bench
 from envsnap.bench import stats as benchstats
 from envsnap.diff.compare import DiffOptions, diff
 from envsnap.diff.findings import Finding, plural
-from envsnap.errors import HostError, UsageError
+from envsnap.errors import EnvsnapError, HostError, UsageError
 from envsnap.hosts import capture
 from envsnap.hosts.capture import CaptureOptions
 from envsnap.hosts.inventory import Host, Inventory, inventory_of, resolve_hosts, with_vars
 from envsnap.hosts.transport import Follow, Result, Transport, open_transport
 from envsnap.playbook.load import load
 from envsnap.playbook.run import Event, RunOptions, RunResult, run_playbook
+from envsnap.restore import policy
+from envsnap.restore.foreign import ForeignPlan, foreign_plan, rerun_shown
+from envsnap.restore.rerun import BadSide, find_bad_side
 from envsnap.restore.safety import (
-    HostLock,
+    CheckoutLocks,
     Journal,
     JournalBook,
+    LockHolder,
     Pending,
     check_pending,
-    owner_is_dead,
+    touched_by,
+    way_out,
 )
 from envsnap.snapshot import document as snap
-from envsnap.snapshot.document import hostname
+from envsnap.snapshot import provenance
 from envsnap.snapshot.store import Store
 
 
@@ -75,6 +80,10 @@ class RestoreOptions:
     pip: bool = False
     rerun: bool = False
     python: str | None = None          # --python: wins over the inventory and the snapshot
+    wait: float = 0.0                  # --wait: seconds to wait for a checkout's lock
+    trust_foreign: bool = False        # restore a snapshot not signed by this user
+    repos: tuple[str, ...] = ()        # --repo: the checkouts the user names (policy.py)
+    rerun_command: str | None = None   # --rerun-cmd; else the recorded one, once confirmed
     capture: CaptureOptions = field(default_factory=CaptureOptions)
 
 
@@ -89,6 +98,7 @@ class RestoreReport:
     remaining: list[Finding] = field(default_factory=list)
     mismatches: list[str] = field(default_factory=list)   # restorable facts still off
     rerun: tuple[dict[str, Any], benchstats.Comparison] | None = None
+    rerun_vs_bad: BadSide | None = None    # the rerun against the state restored from
     notes: list[str] = field(default_factory=list)        # --check: what may change the plan
 
     @property
@@ -102,62 +112,98 @@ class RestoreReport:
 
 def restore(store: Store, inventory: Inventory, options: RestoreOptions,
             confirm: Callable[[RestoreReport], bool],
-            on_event: Callable[[Event], None] | None = None) -> RestoreReport:
-    """Restore options.label onto its host. `confirm` sees the plan and says go or stop."""
+            on_event: Callable[[Event], None] | None = None,
+            review_foreign: Callable[[ForeignPlan], bool] | None = None,
+            confirm_rerun: Callable[[policy.RecordedRerun], bool] | None = None
+            ) -> RestoreReport:
+    """Restore options.label onto its host. `confirm` sees the plan and says go or stop;
+    `review_foreign` sees all a foreign snapshot would do, and is asked when neither --check
+    nor trust_foreign settles it."""
     document = store.load(options.label)
     host = target_host(document, inventory, options)
+    check_provenance(document, host, options, review_foreign)
+    # The rerun's command is settled (given, or recorded and confirmed) before any change.
+    options = replace(options, rerun_command=policy.rerun_command(
+        document, options.rerun, options.rerun_command, options.check, confirm_rerun))
     book = JournalBook(store)
-    notes: list[str] = []
-    try:
-        pending = check_pending(book.read(host.name), options.label)
-    except UsageError as exc:
-        if not options.check:
-            raise
-        pending, notes = None, [str(exc)]   # --check only looks: a pending restore is news
+    touched = touched_by(document, policy.chosen_repos(host))
     transport = open_transport(host, options.capture.connect_timeout,
                                options.capture.accept_new_host_keys)
     try:
         run = RestoreRun(document, host, transport, store, book, options, on_event)
+        locks = CheckoutLocks(transport, host, touched, options.wait)
         if options.check:
             # Read-only: no lock is taken, so a restore running now neither blocks the plan
             # nor is disturbed by it; it is named instead, since it may change the host.
-            owner = HostLock(transport, host).holder()
-            if owner is not None and not owner_is_dead(owner):
+            try:
+                pending, notes = check_pending(book.read(host.name, touched), options.label), []
+            except UsageError as exc:   # --check only looks: a pending restore is news
+                pending, notes = None, [str(exc)]
+            holders = locks.holders()
+            if any(not holder.is_dead() for _, holder in holders):
                 pending, notes = None, []   # the journal is the running restore's own
             report = run.restore(pending, confirm)
-            report.notes = notes + lock_notes(host.name, owner)
+            report.notes = notes + lock_notes(host.name, holders)
             return report
-        with HostLock(transport, host):
-            return run.restore(pending, confirm)
+        # The locks first: a journal read before them may be a running restore's own.
+        with locks:
+            return run.restore(check_pending(book.read(host.name, touched), options.label),
+                               confirm)
     finally:
         transport.close()
 
 
-def lock_notes(host_name: str, owner: str | None) -> list[str]:
-    """What --check says about the host's restore lock, which it never takes."""
-    if owner is None:
-        return []
-    if owner_is_dead(owner):
-        return [f"{host_name}: a stale restore lock ({owner}) is left on the host; the next "
-                "restore takes it over"]
-    return [f"{host_name}: another restore holds the lock ({owner}): the host may change "
-            "under this plan until it ends"]
+def check_provenance(document: dict[str, Any], host: Host, options: RestoreOptions,
+                     review: Callable[[ForeignPlan], bool] | None) -> None:
+    """A snapshot this user's envsnap did not sign is shown whole, then restored only when
+    trusted; refused before the host is contacted (no lock, no journal, nothing written)."""
+    found = provenance.verify_as_user(document)
+    if found.mine:
+        return
+    needs_consent = not (options.check or options.trust_foreign)
+    plan = foreign_plan(document, options.label, host.name, found,
+                        repos=host.list_var("repos"), pip=options.pip,
+                        rerun=rerun_shown(document, options.rerun, options.rerun_command),
+                        needs_consent=needs_consent)
+    consented = review(plan) if review is not None else False
+    if needs_consent and not consented:
+        raise UsageError(f"snapshot {options.label!r} is foreign ({found.foreign}): nothing "
+                         "changed; pass --trust-foreign to restore it as planned above, or "
+                         f"adopt it first with `envsnap trust {options.label}`")
+
+
+def lock_notes(host_name: str, holders: list[tuple[str, LockHolder]]) -> list[str]:
+    """What --check says about the locks of what it would restore, which it never takes."""
+    notes = []
+    for name, holder in holders:
+        if holder.is_dead():
+            notes.append(f"{host_name}: a stale restore lock on {name} ({holder.describe()}) "
+                         "is left on the host; the next restore takes it over")
+        else:
+            notes.append(f"{host_name}: another restore holds the lock on {name} "
+                         f"({holder.describe()}): it may change under this plan until it ends")
+    return notes
 
 
 def target_host(document: dict[str, Any], inventory: Inventory,
                 options: RestoreOptions) -> Host:
-    """The snapshot's host (or --host), capturing what the snapshot captured."""
+    """--host, else the snapshot's host (policy.host_problem checks it is that machine),
+    capturing the checkouts this restore may touch (policy.choose_repos)."""
     config = snap.capture_config(document)
     pattern = options.host or snap.host(document, "local")
     hosts = resolve_hosts([pattern], inventory)
     if len(hosts) != 1:
         raise UsageError(f"--host {pattern!r} names {len(hosts)} hosts: restore one at a time")
-    wanted = {key: config.get(key) for key in ("repos", "procs")}
-    # The interpreter: --python, else the inventory's, else the one the snapshot ran with.
+    mine = provenance.verify_as_user(document).mine
+    choice = policy.choose_repos(document, hosts[0], options.repos, mine)
+    wanted: dict[str, Any] = {"procs": config.get("procs"), "repos": choice.restore}
+    # The interpreter: --python, else the inventory's, else the one the snapshot ran with,
+    # if the snapshot is the user's own: a foreign one's would be a program it picked to run.
     inventory_python = any(hosts[0].vars.get(key)
                            for key in ("python", "ansible_python_interpreter"))
-    wanted["python"] = options.python or (None if inventory_python else config.get("python"))
-    return with_vars(hosts[0], wanted)
+    recorded_python = config.get("python") if mine else None
+    wanted["python"] = options.python or (None if inventory_python else recorded_python)
+    return policy.with_repo_choice(with_vars(hosts[0], wanted), choice)
 
 
 @dataclass
@@ -171,12 +217,14 @@ class RestoreRun:
     book: JournalBook
     options: RestoreOptions
     on_event: Callable[[Event], None] | None = None
+    backup_label: str | None = None   # the rollback point whose backup folder apply fills
 
     def restore(self, pending: Pending | None,
                 confirm: Callable[[RestoreReport], bool]) -> RestoreReport:
-        journal = self.book.read(self.host.name)
+        policy.refuse_unnamed(self.host, self.options.check)
+        journal = self.book.read(self.host.name, self.touched())
         before = self.capture("live")
-        check_same_host(self.document, before, self.options.force_host)
+        check_same_host(self.document, before, self.options)
         report = self.plan(before, pending)
         changes = bool(report.planned or report.pip_pins)
         if report.plan.outcome != "ok" or self.options.check:
@@ -185,13 +233,16 @@ class RestoreRun:
             return report        # the user said no: nothing moved
         if not (changes or pending):
             if self.options.rerun:  # nothing to restore, but the numbers may still be off
-                report.rerun = self.rerun()
+                self.rerun(report)
             return report
         if journal is None or pending == "rollback":
             # The rollback point is the host as it is now; a resumed run keeps the first one.
+            replaced = journal
             journal = Journal(self.options.label, self.host.name,
                               save_rollback_point(self.store, before),
-                              snap.captured_at(before) or "?")
+                              snap.captured_at(before) or "?",
+                              touched=self.touched())
+            self.book.start(journal, replacing=replaced)
         report.pre_restore = journal.pre_restore
         self.apply(report, journal)
         return report
@@ -205,38 +256,59 @@ class RestoreRun:
     def apply(self, report: RestoreReport, journal: Journal) -> None:
         journal.state = "applying"
         self.book.write(journal)
-        report.applied = self.playbook(check=False)
-        if report.applied.outcome != "ok":
-            return               # the journal stays: the next run resumes or rolls back
-        if report.pip_pins:
-            pin_packages(self.transport, self.host, report.pip_pins)
-        journal.state = "verifying"
-        self.book.write(journal)
-        after = self.capture("after")
-        report.mismatches = restorable_mismatches(self.document, after)
+        self.backup_label = journal.pre_restore
+        try:
+            report.applied = self.playbook(check=False)
+            if report.applied.outcome != "ok":
+                return           # the journal stays: the next run resumes or rolls back
+            if report.pip_pins:
+                pin_packages(self.transport, self.host, report.pip_pins)
+            journal.state = "verifying"
+            self.book.write(journal)
+            after = self.capture("after")
+        except EnvsnapError as exc:
+            # The error line is all the user sees: it says how to get past the journal.
+            raise type(exc)(f"{exc}; the restore stays pending: {way_out(journal)}") from None
+        report.mismatches = restorable_mismatches(self.document, after,
+                                                  policy.chosen_repos(self.host))
         report.remaining = remaining_drift(self.document, after, self.options.pip)
-        self.book.clear(self.host.name)
+        self.book.clear(journal)
         if self.options.rerun:
-            report.rerun = self.rerun()
+            self.rerun(report)
+
+    def touched(self) -> list[str]:
+        """The checkouts this restore writes: its locks and journal."""
+        return touched_by(self.document, policy.chosen_repos(self.host))
 
     def capture(self, label: str) -> dict[str, Any]:
         return capture.snapshot_document(self.transport, self.host, label, self.options.capture)
 
-    def rerun(self) -> tuple[dict[str, Any], benchstats.Comparison]:
-        return bench.rerun_and_compare(self.document, self.host, self.options.capture)
+    def rerun(self, report: RestoreReport) -> None:
+        """The benchmark again: against the snapshot's runs, and against the runs of the
+        state it was restored from when the store holds some (rerun.py)."""
+        report.rerun = bench.rerun_and_compare(self.document, self.host, self.options.capture,
+                                               command=self.options.rerun_command)
+        report.rerun_vs_bad = find_bad_side(self.store, self.document, report.pre_restore,
+                                            self.host.name, report.rerun[0],
+                                            self.same_restorable_state)
+
+    def same_restorable_state(self, snapshot: dict[str, Any], live: dict[str, Any]) -> bool:
+        """Restoring `snapshot` onto `live` would change nothing (in the chosen checkouts)."""
+        chosen = policy.chosen_repos(self.host)
+        return bool(touched_by(snapshot, chosen)) and \
+            not restorable_mismatches(snapshot, live, chosen)
 
     def playbook(self, check: bool) -> RunResult:
         return run_restore_playbook(self.host, self.transport, self.store, self.options,
-                                    check, None if check else self.on_event)
+                                    check, None if check else self.on_event,
+                                    None if check else self.backup_label)
 
 
-def check_same_host(snapshot: dict[str, Any], live: dict[str, Any], force: bool) -> None:
-    recorded = hostname(snapshot)
-    current = hostname(live)
-    if recorded and current and recorded != current and not force:
-        raise UsageError(f"snapshot {snap.label(snapshot)!r} was taken on "
-                         f"{recorded}, this host is {current}: refusing (--force-host "
-                         "restores it anyway)")
+def check_same_host(snapshot: dict[str, Any], live: dict[str, Any],
+                    options: RestoreOptions) -> None:
+    problem = policy.host_problem(snapshot, live, options.host is not None, options.force_host)
+    if problem:
+        raise UsageError(problem)
 
 
 
@@ -272,23 +344,28 @@ class Lent:
 
 def run_restore_playbook(host: Host, transport: Transport, store: Store,
                          options: RestoreOptions, check: bool,
-                         on_event: Callable[[Event], None] | None) -> RunResult:
+                         on_event: Callable[[Event], None] | None,
+                         backup_label: str | None = None) -> RunResult:
     # The hostname check above is the real one (names differ, machines may not), so the
     # playbook's own name check is told to stand aside.
-    extra = {"snapshot": options.label, "force_host": True}
+    extra = {"snapshot": options.label, "force_host": True,
+             **policy.playbook_vars(host, options.label, backup_label)}
+    # check_provenance has already shown a foreign snapshot and had it trusted.
     run_options = RunOptions(extra_vars=extra, limit=(host.name,), check=check, diff=True,
-                             transport=lambda _host: Lent(transport))
+                             trust_foreign=True, transport=lambda _host: Lent(transport))
     return run_playbook(load(str(RESTORE_PLAYBOOK)), inventory_of(host), store, run_options,
                         on_event)
 
 
-def restorable_mismatches(snapshot: dict[str, Any], after: dict[str, Any]) -> list[str]:
-    """What restore puts back, compared exactly: HEAD, uncommitted patch, untracked files,
-    sitecustomize. History, reflog and stashes differ after any restore, by design."""
+def restorable_mismatches(snapshot: dict[str, Any], after: dict[str, Any],
+                          restored: list[str]) -> list[str]:
+    """What restore puts back, compared exactly: HEAD, uncommitted patch, untracked files
+    (of the checkouts it restored), sitecustomize. History, reflog and stashes differ after
+    any restore, by design."""
     problems = []
     repos_after = snap.repos(after)
     for path, repo in snap.repos(snapshot).items():
-        if not isinstance(repo, dict) or "head" not in repo:
+        if not isinstance(repo, dict) or "head" not in repo or path not in restored:
             continue
         now = repos_after.get(path) or {}
         for name, value in repo_fingerprint(repo).items():

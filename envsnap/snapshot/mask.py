@@ -9,9 +9,10 @@ this particular user are masked too, by default.
   package names are names (`pyserial`, even `uuid`), never ids.
 - MAC-like ids (six or more `aa:bb:...` octets: NIC MACs, InfiniBand GUIDs).
 - Home paths: `/home/alice/x`, `/Users/alice/x`, `/root/x` -> `~/x`.
-- Secrets again, always (even with --no-mask): credential-looking values and URL passwords
-  anywhere (a benchmark's output tail was never redacted), and values of env-style names that
-  look like credentials. Redaction is the agent's own, so both passes agree on what a secret is.
+- Secrets again, always (even with --no-mask, which never shows a secret): the agent's own
+  detector runs once more (a snapshot of an older envsnap), so both passes agree on what a
+  secret is. Markers the agent made (`<secret:4f2a09c1>`) stay as they are: their short hash,
+  keyed by `masking_key()`, lets a diff say "HF_TOKEN changed" without showing it.
 
 Masking a string never changes a key's meaning for the reader: `/root/sglang` becomes
 `~/sglang` as a key and as a value alike, so a masked snapshot still diffs.
@@ -19,10 +20,13 @@ Masking a string never changes a key's meaning for the reader: `/root/sglang` be
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import hmac
 import re
+from collections.abc import Mapping
 from typing import Any
 
-from envsnap.agent.redact import REDACTED, is_secret_name, redact_text
+from envsnap.agent.redact import MARKER, REDACTED, is_marker, is_secret_name, redact_patch
 
 MASKED = "<masked>"
 GPU_UUID = re.compile(r"\b(GPU|MIG)-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}\b")
@@ -47,7 +51,7 @@ class Masker:
     mask: bool = True
 
     def text(self, value: str) -> str:
-        value = redact_text(value)
+        value = redact_patch(value)
         if not self.mask:
             return value
         value = GPU_UUID.sub(lambda m: f"{m.group(1)}-{MASKED}", value)
@@ -57,7 +61,7 @@ class Masker:
     def value_of(self, key: str, value: Any) -> Any:
         """A value seen under its key: ids and secrets by name, the rest by content."""
         if isinstance(value, str) and ENV_NAME.match(key) and is_secret_name(key) \
-                and value != REDACTED:
+                and not is_marker(value) and value != "":
             return REDACTED
         if key == "packages" and isinstance(value, dict):
             # name -> version: PyPI has packages called `uuid` and `serial`
@@ -97,12 +101,24 @@ def masked_document(document: dict[str, Any], masker: Masker) -> dict[str, Any]:
     return shown
 
 
-# Markers that a markdown renderer would take for an unknown HTML tag and drop.
-MARKERS = (MASKED, REDACTED)
+MASKING_KEY_PURPOSE = b"envsnap masking key v1"
+
+
+def masking_key(env: Mapping[str, str] | None = None) -> bytes:
+    """The key of the short hashes in secret markers: derived from the user's own key
+    (snapshot/provenance.py, $XDG_CONFIG_HOME/envsnap/key), never that key itself, so a
+    marker tells nothing about a signature. It stays on this machine: the agent sends
+    digests, and hosts/capture.py rekeys them under this key before anything is written."""
+    from envsnap.snapshot import provenance
+
+    return hmac.new(provenance.user_key(env), MASKING_KEY_PURPOSE, hashlib.sha256).digest()
+
+
 
 
 def escape_markers(markdown: str) -> str:
-    """`<masked>` outside code as `\\<masked\\>`, so GitHub shows it instead of eating it.
+    """`<masked>` outside code as `\\<masked\\>`, so GitHub shows it instead of eating it
+    (an unknown tag is dropped; `<secret:4f2a09c1>` would be taken for a link).
 
     Code (fences, indented blocks, `spans`) shows text as it is, so it is left alone."""
     out, fence = [], 0
@@ -123,6 +139,6 @@ def escape_markers(markdown: str) -> str:
 def escape_outside_spans(line: str) -> str:
     parts = line.split("`")
     for index in range(0, len(parts), 2):  # even parts lie outside `code spans`
-        for marker in MARKERS:
-            parts[index] = parts[index].replace(marker, "\\" + marker[:-1] + "\\>")
+        parts[index] = parts[index].replace(MASKED, "\\" + MASKED[:-1] + "\\>")
+        parts[index] = MARKER.sub(lambda m: "\\" + m.group(0)[:-1] + "\\>", parts[index])
     return "`".join(parts)

@@ -18,8 +18,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from envsnap.agent.patterns import proc_pattern_problem, regex_problem
 from envsnap.snapshot.spec import (
     AnyValue,
+    CheckedText,
     ListOf,
     MapOf,
     OneOf,
@@ -169,17 +171,30 @@ ENV = record(
 
 # ---- git ------------------------------------------------------------------------------------
 BLOB = record("blob", "a text (a patch) with its size and digest; text may be truncated",
-              bytes=INT_, sha256=STR_, truncated=BOOL_, text=STR_, error=STR_)
+              bytes=INT_, sha256=STR_, truncated=BOOL_, text=STR_, error=STR_,
+              files=MapOf(record("patch_file", "one file's part of the whole patch, measured "
+                                 "past the cap", bytes=INT_, sha256=STR_), key="path"),
+              files_total=INT_)
 COMMIT = record("commit", sha=STR_, parents=STRINGS, time=INT_, author=STR_, subject=STR_,
-                files=STRINGS)
+                files=STRINGS, shallow_boundary=BOOL_)
 REFLOG = record("reflog_entry", selector=STR_, old=STR_, new=STR_, time=INT_, tz=STR_,
                 message=STR_)
 REPO = record(
     "repo", "one repository, keyed by its path; {error} when it cannot be read",
     head=STR_, branch=STR_, upstream=STR_, ahead=INT_, behind=INT_, detached=BOOL_,
-    shallow=BOOL_, realpath=STR_, toplevel=STR_, remotes=MapOf(STR_, key="remote"),
+    detached_at=STR_, detached_at_name=STR_, detached_from=STR_, detached_from_name=STR_,
+    shallow=BOOL_, shallow_boundary=STRINGS, realpath=STR_, toplevel=STR_, given_path=STR_,
+    remotes=MapOf(STR_, key="remote"),
     history=ListOf(COMMIT), history_limit=INT_, history_complete=BOOL_,
     reflog=ListOf(REFLOG), reflog_truncated=BOOL_,
+    submodules=MapOf(record("submodule", "recorded: the commit the superproject's index "
+                            "holds; checked_out: the submodule's HEAD (null: not checked out)",
+                            recorded=STR_, checked_out=STR_, initialized=BOOL_,
+                            modified=BOOL_, untracked=BOOL_), key="submodule path"),
+    in_progress=optional(record(
+        "in_progress", "a rebase, am, merge, cherry-pick, revert or bisect stopped half-way, "
+        "with its conflicted files", operation=STR_, conflicted=STRINGS, onto=STR_, branch=STR_,
+        merge_head=STR_, cherry_pick_head=STR_, revert_head=STR_)),
     stashes=MapOf(record("stash", sha=STR_, base=STR_, message=STR_, time=INT_,
                          has_untracked=BOOL_, patch=optional(BLOB)), key="stash ref"),
     uncommitted=optional(record("uncommitted", dirty=BOOL_, digest=STR_,
@@ -206,35 +221,50 @@ VOLATILE = record(
     nvidia=record("nvidia_readings", gpus=MapOf(GPU_READINGS, key="PCI bus id")),
     git=record("git_readings", seconds=MapOf(NUM_, key="repository path")))
 
+# Regexes a restore or a rerun matches again: one that could backtrack catastrophically
+# makes the snapshot invalid (agent/patterns.py; README "Patterns").
+PROC_PATTERN = CheckedText(proc_pattern_problem, "a process pattern: a regex without nested "
+                           "repetition, or a plain substring")
+METRIC = CheckedText(regex_problem, "the metric regex: without nested repetition",
+                     nullable=True)
+
 # ---- meta, bench, the document --------------------------------------------------------------
 META = record(
     "meta", "who captured what, when, how; per-collector timings and errors",
     label=STR, host=STR, address=STR_, captured_at=STR, envsnap_version=STR_,
     agent=record("agent", version=STR_, pid=INT_, python=STR_, python_version=STR_),
     config=record("capture_config", "the options the capture ran with",
-                  repos=STRINGS, procs=STRINGS, hot_paths=STRINGS, python=STR_, timeout=NUM_),
+                  repos=STRINGS, procs=ListOf(PROC_PATTERN), hot_paths=STRINGS, python=STR_,
+                  timeout=NUM_),
     collectors=MapOf(record("collector", "null error: captured; a string: why not",
-                            seconds=NUM_, error=STR_), key="section"))
+                            seconds=NUM_, error=STR_), key="section"),
+    signature=record("signature", "whose snapshot: an HMAC of every other field under the "
+                     "capturing user's key (snapshot/provenance.py); absent: foreign",
+                     algorithm=STR, key=STR, digest=STR))
 STATS = record("stats", "a reading's spread over a run's samples",
                min=NUM_, median=NUM_, max=NUM_)
 REASONS = MapOf(NUM_, key="clock event reason")
 GPU_BUSY = record("bench_gpu_busy", "the same, over the samples when the GPU was busy",
                   rest=optional(STATS), samples=INT_, clock_event_reasons=REASONS)
+POWER_BUSY = record("bench_power_busy", "busy phases seen in the driver's buffered power "
+                    "samples (about every 20 ms): power above threshold_w",
+                    phases=INT_, seconds=NUM_, threshold_w=NUM_, buffered=INT_)
 BENCH_GPU = record(
     "bench_gpu", "one GPU's telemetry while the benchmark ran", rest=optional(STATS),
     index=INT_, name=STR_, pcie_source=STR_, samples=INT_, error=STR_,
-    clock_event_reasons=REASONS, busy=optional(GPU_BUSY))
+    clock_event_reasons=REASONS, busy=optional(GPU_BUSY), power_busy=optional(POWER_BUSY))
 BENCH_RUN = record(
     "bench_run", "one run of the benchmark",
     run=INT_, value=NUM_, exit_code=INT_, seconds=NUM_, output_tail=STR_,
     gpus=MapOf(BENCH_GPU, key="PCI bus id"),
     samples=MapOf(MapOf(ListOf(NUM_), key="reading"), key="PCI bus id"),
+    buffered=MapOf(MapOf(ListOf(NUM_), key="reading"), key="PCI bus id"),
     sampler=optional(MapOf(NUM_, key="counter")))
 TELEMETRY = record("telemetry", "GPU telemetry over all runs; reason when unavailable",
                    available=BOOL_, reason=STR_, gpus=MapOf(BENCH_GPU, key="PCI bus id"))
 BENCH = record(
     "bench", "`envsnap bench`'s record: runs measured on the state this document holds",
-    required=("values",), values=ListOf(NUM), command=STR_, cwd=STR_, metric=STR_,
+    required=("values",), values=ListOf(NUM), command=STR_, cwd=STR_, metric=METRIC,
     lower_is_better=BOOL_, repeat=INT_, host=STR_, sample_interval=NUM_, run_timeout=NUM_,
     started_at=STR_, finished_at=STR_, summary=MapOf(NUM_, key="statistic"),
     runs=ListOf(BENCH_RUN), telemetry=optional(TELEMETRY))

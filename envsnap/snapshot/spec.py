@@ -79,16 +79,47 @@ class Spec:
         raise NotImplementedError
 
 
+MAX_FREE_DEPTH = 32   # a real free-form value (a direct_url.json) is 2-4 levels deep
+
+
 class AnyValue(Spec):
-    """Free-form on purpose (a user's config, a future field): any JSON value."""
+    """Free-form on purpose (a user's config, a future field): any JSON value, nested at
+    most MAX_FREE_DEPTH deep. The rest of envsnap walks values recursively (digests, diff,
+    report): a list 500 deep must be refused here, not end in a RecursionError there; and
+    what JSON cannot hold (a YAML !!set, !!binary, an unquoted date, an integer key) is no
+    snapshot value."""
 
     expected = "any value"
 
     def compile(self) -> Check:
-        return lambda value: None
+        return check_json_value
 
     def json_schema(self, defs: dict[str, Any]) -> Any:
         return True
+
+
+CONTAINERS = (dict, list)
+JSON_SCALARS = frozenset([str, int, float, bool, type(None)])
+
+
+def check_json_value(value: Any) -> None:
+    """Iterative, so a deep value cannot overflow the check itself."""
+    if type(value) not in CONTAINERS:
+        if type(value) not in JSON_SCALARS:
+            raise mismatch("a JSON value", value)
+        return
+    pending = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if depth > MAX_FREE_DEPTH:
+            raise Invalid(f"nested more than {MAX_FREE_DEPTH} levels deep")
+        if type(item) is dict and not str_keys(item):
+            check_keys(item)
+        for child in (item.values() if type(item) is dict else item):
+            if type(child) in CONTAINERS:
+                pending.append((child, depth + 1))
+            elif type(child) not in JSON_SCALARS:
+                raise mismatch("JSON values inside", child)
 
 
 class Scalar(Spec):
@@ -112,6 +143,36 @@ class Scalar(Spec):
     def json_schema(self, defs: dict[str, Any]) -> Any:
         kinds = list(self.kinds)
         return {"type": kinds[0] if len(kinds) == 1 else kinds}
+
+
+class CheckedText(Spec):
+    """A string that must also pass `problem` (None: fine; else why not): a regex envsnap
+    will run, which must not be one that backtracks catastrophically."""
+
+    def __init__(self, problem: Callable[[str], str | None], doc: str,
+                 nullable: bool = False) -> None:
+        self.problem, self.doc, self.nullable = problem, doc, nullable
+
+    @property
+    def expected(self) -> str:  # type: ignore[override]
+        return "a string or null" if self.nullable else "a string"
+
+    def compile(self) -> Check:
+        problem, nullable, expected = self.problem, self.nullable, self.expected
+
+        def check(value: Any) -> None:
+            if value is None and nullable:
+                return
+            if type(value) is not str:
+                raise mismatch(expected, value)
+            why = problem(value)
+            if why is not None:
+                raise Invalid(f"refused {value[:80]!r}: {why}")
+        return check
+
+    def json_schema(self, defs: dict[str, Any]) -> Any:
+        return {"type": ["string", "null"] if self.nullable else "string",
+                "description": self.doc}
 
 
 class OneOfValues(Spec):
@@ -243,7 +304,7 @@ class Record(Spec):
                 if checker is None:
                     if type(key) is not str:
                         check_keys(value)
-                    if free:
+                    if free and type(element) in JSON_SCALARS:
                         continue
                     checker = rest
                 try:

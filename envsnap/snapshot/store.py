@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from envsnap.errors import SnapshotError, StoreError, UsageError
-from envsnap.snapshot.document import captured_at, host, validate
+from envsnap.snapshot.document import captured_at, host, hostname, validate
 
 DEFAULT_STORE = "snapshots"
 SUFFIX = ".yaml"
@@ -23,10 +23,39 @@ LABEL_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 Dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+MAX_SNAPSHOT_MB_VARIABLE = "ENVSNAP_MAX_SNAPSHOT_MB"
+DEFAULT_MAX_SNAPSHOT_MB = 64   # a real snapshot is 0.1-5 MB; a bigger file is refused unread
+MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+class SnapshotLoader(Loader):  # type: ignore[misc]
+    """The safe loader, refusing what envsnap never writes: an alias (`*name`) or a merge
+    key (`<<`). Both let a 1 KB file stand for 10^9 values (billion laughs): they are
+    refused where they are met, before anything can walk the multiplied tree."""
+
+    def construct_object(self, node: Any, deep: bool = False) -> Any:
+        # Without aliases every node is constructed once: a second visit is an alias.
+        if node in self.constructed_objects or node in self.recursive_objects:
+            raise yaml.constructor.ConstructorError(
+                None, None, "YAML aliases (*name) are not allowed in a snapshot",
+                node.start_mark)
+        return super().construct_object(node, deep)
+
+    def flatten_mapping(self, node: Any) -> None:
+        for key_node, _ in node.value:
+            if key_node.tag == MERGE_TAG:
+                raise yaml.constructor.ConstructorError(
+                    None, None, "YAML merge keys (<<) are not allowed in a snapshot",
+                    key_node.start_mark)
+        super().flatten_mapping(node)
 
 
 class _BlockDumper(Dumper):  # type: ignore[misc]
-    """Multi-line strings (patches, sitecustomize) as readable `|` blocks."""
+    """Multi-line strings (patches, sitecustomize) as readable `|` blocks; an object met
+    twice is written twice, never as an anchor and alias (loading refuses those)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
 
 
 def _represent_str(dumper: Any, value: str) -> Any:
@@ -60,7 +89,7 @@ def parse_document(text: str, source: str) -> Any:
     try:
         if source.endswith(".json"):
             return json.loads(text)
-        return yaml.load(text, Loader=Loader)
+        return yaml.load(text, Loader=SnapshotLoader)  # noqa: S506 - a SafeLoader subclass
     except RecursionError:   # `[[[[...]]]]` a few thousand deep: small, and no snapshot
         raise SnapshotError(f"{source}: corrupt snapshot (nested too deeply)") from None
     except (yaml.YAMLError, ValueError) as exc:
@@ -70,14 +99,50 @@ def parse_document(text: str, source: str) -> Any:
         raise SnapshotError(f"{source}{where}: corrupt snapshot ({reason})") from None
 
 
+def max_snapshot_bytes() -> int:
+    """The size cap: ENVSNAP_MAX_SNAPSHOT_MB (MiB), else 64 MiB."""
+    raw = os.environ.get(MAX_SNAPSHOT_MB_VARIABLE, "").strip()
+    if not raw:
+        return DEFAULT_MAX_SNAPSHOT_MB << 20
+    try:
+        megabytes = float(raw)
+    except ValueError:
+        megabytes = -1.0
+    if not 0 < megabytes < 1 << 20:
+        raise UsageError(f"{MAX_SNAPSHOT_MB_VARIABLE}={raw!r}: expected a size in MiB "
+                         f"(default {DEFAULT_MAX_SNAPSHOT_MB})")
+    return int(megabytes * (1 << 20))
+
+
+def read_snapshot_text(path: Path) -> str:
+    """A snapshot file's text, refused unread when it is over the cap: parsing costs about
+    10x its size in memory, and a stranger's file can be any size (or a device that never
+    ends, hence the bounded read rather than a stat alone)."""
+    limit = max_snapshot_bytes()
+    try:
+        with path.open("rb") as handle:
+            known_size = os.fstat(handle.fileno()).st_size   # 0 for a pipe or a device
+            data = handle.read(limit + 1) if known_size <= limit else b""
+    except OSError as exc:
+        raise SnapshotError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if max(known_size, len(data)) > limit:
+        raise SnapshotError(f"{path}: larger than {limit / (1 << 20):g} MiB, refused unread "
+                            f"(a snapshot is a few MB; {MAX_SNAPSHOT_MB_VARIABLE} raises the "
+                            "cap)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SnapshotError(f"cannot read {path}: not UTF-8 text (byte {exc.start})") from None
+
+
 def holds_snapshot(path: Path) -> bool:
     """Whether an existing regular file is a snapshot (a mapping with schema, meta and facts at
     the top): what an output option (`report -o`) must never overwrite."""
     if not path.is_file():
         return False
     try:
-        document = parse_document(path.read_text(encoding="utf-8"), str(path))
-    except (OSError, UnicodeDecodeError, SnapshotError):
+        document = parse_document(read_snapshot_text(path), str(path))
+    except (OSError, SnapshotError):
         return False
     return isinstance(document, dict) and {"schema", "meta", "facts"} <= document.keys()
 
@@ -118,9 +183,18 @@ def is_file(path: Path) -> bool:
 @dataclass(frozen=True)
 class Entry:
     label: str
-    host: str
+    host: str             # as reached: an inventory name, user@host:port, or local
+    hostname: str | None  # the machine's own name, as it reported it
     captured_at: str
     path: Path
+
+    @property
+    def host_shown(self) -> str:
+        """The host as reached, and its own name where that says nothing: every machine
+        captures itself as `local`, so snapshots of two machines would read alike."""
+        if self.host == "local" and self.hostname:
+            return f"{self.host} ({self.hostname})"
+        return self.host
 
 
 class Store:
@@ -145,7 +219,17 @@ class Store:
             raise StoreError(f"store {self.root} is not writable: {exc.strerror}") from None
 
     def save(self, document: dict[str, Any], label: str) -> Path:
+        """Store a snapshot envsnap made for this user (a capture, a bench record, a rollback
+        point, one adopted with `envsnap trust`): signed with the user's key, so restore
+        knows it for theirs (provenance.py). Every save signs the document as it is now: an
+        edit envsnap makes (set_bench, set_label) is signed with it. The signature is stamped
+        on `document` too, so it stays what the file holds."""
+        from envsnap.snapshot import provenance
+        from envsnap.snapshot.document import set_meta
+
         path = self.path_for(label)
+        signature = provenance.signature(document, provenance.user_key())
+        set_meta(document, provenance.SIGNATURE_FIELD, dict(signature))
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(path, dump_yaml(document))
@@ -174,11 +258,7 @@ class Store:
 
     def load(self, label_or_path: str) -> dict[str, Any]:
         path = self.resolve(label_or_path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise SnapshotError(f"cannot read {path}: {exc}") from None
-        return validate(parse_document(text, str(path)), str(path))
+        return validate(parse_document(read_snapshot_text(path), str(path)), str(path))
 
     def entries(self) -> list[Entry]:
         if self.root.exists() and not self.root.is_dir():
@@ -194,7 +274,8 @@ class Store:
             try:
                 document = self.load(str(path))
             except (SnapshotError, UsageError):
-                found.append(Entry(label, "?", "(unreadable)", path))
+                found.append(Entry(label, "?", None, "(unreadable)", path))
                 continue
-            found.append(Entry(label, host(document), captured_at(document) or "?", path))
+            found.append(Entry(label, host(document), hostname(document),
+                               captured_at(document) or "?", path))
         return found

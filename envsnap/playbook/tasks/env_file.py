@@ -11,7 +11,7 @@ import re
 import shlex
 from typing import Any
 
-from envsnap.agent.redact import REDACTED
+from envsnap.agent.redact import holds_marker
 from envsnap.playbook.tasks.base import (
     ArgError,
     Context,
@@ -57,7 +57,7 @@ def checked_env(env: dict[str, Any]) -> dict[str, str]:
             raise ArgError(f"env_file: {name!r} is not a variable name")
         if value is None or isinstance(value, (dict, list)):
             raise ArgError(f"env_file: {name} needs a plain value, not {value!r}")
-        if REDACTED in str(value):
+        if holds_marker(str(value)):
             raise ArgError(f"env_file: the value of {name} was masked at capture "
                            "(it looks like a secret): give it explicitly")
     return {str(name): str(value) for name, value in env.items()}

@@ -3,22 +3,28 @@
 Actions, in the order restore.yml runs them:
   preflight    the commit is there (fetched from the remotes if `fetch`), the patch is whole
                and applies to that commit: all asked before anything moves
+  backup       untracked and ignored files the restore may replace, copied aside (gitbackup.py)
   stash        `git stash push --include-untracked` with a message; its sha is returned
                (nothing to do when given sha and patch and the tree already matches them)
   checkout     the commit (its branch when the branch still points there, else detached)
+  submodules   each submodule to the snapshot's commit, its own work stashed first and put
+               back by a rollback (gitsubmodule.py)
   apply_patch  the snapshot's uncommitted patch, `git apply --check` first; the index gets
                the staged part alone when the snapshot recorded it
   untracked    the snapshot's untracked files whose content it kept
   verify       HEAD is the commit and `git diff HEAD` hashes to the snapshot's patch digest
+  put_back     a rollback: the files an earlier restore backed up, written back
 Nothing here runs `git reset --hard` or `git clean`: the user's work is only ever stashed.
 """
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Mapping
 from typing import Any, Callable
 
 from envsnap.diff.findings import plural
+from envsnap.hosts.transport import Result
 from envsnap.playbook.tasks.base import (
     ArgError,
     Context,
@@ -29,6 +35,7 @@ from envsnap.playbook.tasks.base import (
     failed,
     host_path,
 )
+from envsnap.playbook.tasks.gitbackup import backup, put_back
 from envsnap.playbook.tasks.gitcmd import (
     GitFailure,
     complaint,
@@ -51,9 +58,11 @@ from envsnap.playbook.tasks.gitpatch import (
     remove,
     upload,
 )
+from envsnap.playbook.tasks.gitsubmodule import preflight_submodules, sync_submodules
 from envsnap.playbook.tasks.untracked import restore_untracked
 
 HEX = re.compile(r"^[0-9a-f]{7,64}$")
+FULL_SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 Action = Callable[[Context, str, dict[str, Any]], ModuleResult]
 
 
@@ -76,8 +85,6 @@ def preflight(ctx: Context, top: str, args: dict[str, Any]) -> ModuleResult:
     sha = as_str(args, "sha")
     commit, note = ensure_commit(ctx, top, sha, as_bool(args, "fetch"))
     patch = patch_from(args["patch"]) if args.get("patch") is not None else None
-    if commit is None:  # check mode: not fetched, so the patch cannot be tried yet
-        return ModuleResult(changed=True, msg=f"{top}: {note}; the patch is checked after")
     if patch is not None and patch.data:
         quoted = upload(ctx, patch)
         try:
@@ -87,11 +94,14 @@ def preflight(ctx: Context, top: str, args: dict[str, Any]) -> ModuleResult:
     said = f"{top}: {commit[:12]} present" + (f" ({note})" if note else "")
     if patch is not None and patch.data:
         said += f"; its patch ({plural(len(patch.files), 'file')}) applies"
+    said += "".join(f"; {line}" for line in preflight_submodules(
+        ctx, top, commit, args.get("submodules"), as_bool(args, "fetch"), ensure_commit))
     return ModuleResult(changed=bool(note), msg=said, data={"commit": commit})
 
 
-def ensure_commit(ctx: Context, top: str, sha: str, fetch: bool) -> tuple[str | None, str]:
-    """(full sha, what was done to get it); (None, plan) in check mode; GitFailure if absent."""
+def ensure_commit(ctx: Context, top: str, sha: str, fetch: bool) -> tuple[str, str]:
+    """(full sha, what was done to get it), fetched in check mode too (probe_commit);
+    GitFailure if it cannot be had."""
     commit = resolve_commit(ctx, top, sha)
     if commit:
         return commit, ""
@@ -103,8 +113,60 @@ def ensure_commit(ctx: Context, top: str, sha: str, fetch: bool) -> tuple[str | 
         raise GitFailure(f"{top}: commit {sha} is not in this checkout and it has no remote "
                          "to fetch it from")
     if ctx.check:
-        return None, f"commit {sha} is not here: would fetch it from {', '.join(remotes)}"
+        return probe_commit(ctx, top, sha, remotes)
     return fetch_commit(ctx, top, sha, remotes)
+
+
+PREFLIGHT_REFS = "refs/envsnap/preflight"
+
+
+def probe_commit(ctx: Context, top: str, sha: str, remotes: list[str]) -> tuple[str, str]:
+    """Check mode: prove the commit can be had, by fetching it for real into a temporary ref
+    that is deleted again. "would fetch" is no proof: a commit that no remote has passed the
+    plan, then failed half-way through the restore. Only objects are added (git gc drops
+    them later if nothing ends up using them); branches, remote-tracking refs, tags and
+    FETCH_HEAD stay as they were."""
+    namespace = f"{PREFLIGHT_REFS}/{sha}"
+    tried = []
+    try:
+        for remote in remotes:
+            fetched = fetch_into(ctx, top, remote, [f"+{sha}:{namespace}/exact"]) \
+                if FULL_SHA.match(sha) else None
+            if fetched is None or fetched.exit_code != 0:
+                # A server that refuses a bare sha (protocol v0 without allowAnySHA1InWant):
+                # its branches and tags, into the same temporary namespace.
+                fetched = fetch_into(ctx, top, remote, [f"+refs/heads/*:{namespace}/heads/*",
+                                                        f"+refs/tags/*:{namespace}/tags/*"])
+            commit = resolve_commit(ctx, top, sha)
+            if commit:
+                return commit, f"fetched from {remote} to check it (temporary ref removed)"
+            tried.append(f"{remote}: fetch failed: {complaint(fetched)}" if fetched.exit_code
+                         else f"{remote}: not there")
+    finally:
+        drop_refs(ctx, top, namespace)
+    raise GitFailure(f"{top}: commit {sha} is neither here nor on the remotes "
+                     f"({'; '.join(tried)}); nothing was changed")
+
+
+def fetch_into(ctx: Context, top: str, remote: str, refspecs: list[str]) -> Result:
+    flags = ["-q", "--no-tags", "--no-recurse-submodules", "--no-write-fetch-head"]
+    fetched = run(ctx, top, "fetch", *flags, remote, *refspecs)
+    if fetched.exit_code == 129 and "no-write-fetch-head" in fetched.stderr:
+        # git older than 2.29: FETCH_HEAD is rewritten, which nothing of the user's reads
+        # back except a `git merge FETCH_HEAD` typed right after a fetch.
+        fetched = run(ctx, top, "fetch", *flags[:-1], remote, *refspecs)
+    return fetched
+
+
+def drop_refs(ctx: Context, top: str, namespace: str) -> None:
+    """Delete every ref under the preflight's temporary namespace (and its empty folders)."""
+    listed = output(ctx, top, "for-each-ref", "--format=%(refname)", namespace) or ""
+    for ref in listed.split():
+        run(ctx, top, "update-ref", "-d", ref)
+    # git prunes the empty folders it made, all but refs/envsnap itself (only if empty).
+    folder = output(ctx, top, "rev-parse", "--git-path", "refs/envsnap")
+    if folder:
+        ctx.sh(f"cd {shlex.quote(top)} && rmdir -- {shlex.quote(folder)} 2>/dev/null; true")
 
 
 def fetch_commit(ctx: Context, top: str, sha: str, remotes: list[str]) -> tuple[str, str]:
@@ -127,9 +189,15 @@ def fetch_commit(ctx: Context, top: str, sha: str, remotes: list[str]) -> tuple[
 # ---- stash ------------------------------------------------------------------------------------
 
 def stash(ctx: Context, top: str, args: dict[str, Any]) -> ModuleResult:
-    entries = porcelain(ctx, top)
+    # Submodules are left out: `git stash` cannot take them ("No local changes to save" when
+    # a moved submodule is all that changed); the submodules step keeps their work.
+    entries = porcelain(ctx, top, submodules=False)
     if not entries:
-        return ModuleResult(msg=f"{top}: working tree clean, nothing to stash")
+        only_submodules = bool(porcelain(ctx, top))
+        return ModuleResult(msg=f"{top}: " + ("only submodules changed, nothing to stash here "
+                                              "(the submodules step keeps their work)"
+                                              if only_submodules else
+                                              "working tree clean, nothing to stash"))
     if already_there(ctx, top, args):
         return ModuleResult(msg=f"{top}: already as in the snapshot, nothing to stash")
     untracked = sum(entry.startswith("??") for entry in entries)
@@ -144,10 +212,10 @@ def stash(ctx: Context, top: str, args: dict[str, Any]) -> ModuleResult:
     after = output(ctx, top, "rev-parse", "-q", "--verify", "refs/stash")
     if result.exit_code != 0 or not after or after == before:
         raise GitFailure(f"{top}: git stash failed, nothing was moved: {complaint(result)}")
-    left = porcelain(ctx, top)
+    left = porcelain(ctx, top, submodules=False)
     if left:
         raise GitFailure(f"{top}: stashed as {after[:12]}, but changes remain that git "
-                         f"cannot stash (submodules?): {', '.join(left[:5])}")
+                         f"cannot stash: {', '.join(left[:5])}")
     return ModuleResult(changed=True, diff=listing, data={"stash": after, "message": message},
                         msg=f"{top}: stashed {what} as {after[:12]} ({message!r}); get them "
                             f"back with: git -C {top} stash apply --index {after[:12]}")
@@ -167,9 +235,7 @@ def already_there(ctx: Context, top: str, args: dict[str, Any]) -> bool:
 
 def checkout(ctx: Context, top: str, args: dict[str, Any]) -> ModuleResult:
     sha = as_str(args, "sha")
-    commit, note = ensure_commit(ctx, top, sha, as_bool(args, "fetch"))
-    if commit is None:
-        return ModuleResult(changed=True, msg=f"{top}: {note}, then check it out")
+    commit, _ = ensure_commit(ctx, top, sha, as_bool(args, "fetch"))
     now, branch = head(ctx, top), current_branch(ctx, top)
     target = wanted_ref(ctx, top, commit, str(args.get("branch") or ""))
     if now == commit and target in (commit, branch):
@@ -180,7 +246,9 @@ def checkout(ctx: Context, top: str, args: dict[str, Any]) -> ModuleResult:
     if ctx.check:
         return ModuleResult(changed=True, diff=diff, msg=f"{top}: would check out {where}, "
                                                            f"HEAD is {was}")
-    result = run(ctx, top, "checkout", "-q", target)
+    # Submodules are the next step's (their work is stashed first), whatever submodule.recurse
+    # the user has set.
+    result = run(ctx, top, "checkout", "-q", "--no-recurse-submodules", target)
     if result.exit_code != 0:
         raise GitFailure(f"{top}: git checkout {target} refused (nothing was lost): "
                          f"{complaint(result)}")
@@ -196,16 +264,25 @@ def wanted_ref(ctx: Context, top: str, commit: str, branch: str) -> str:
     return commit
 
 
+LEAVING_SHOWN = 50   # commits listed in a restore plan's move; the rest are counted
+
+
 def moving_summary(ctx: Context, top: str, now: str | None, commit: str) -> str:
     if not now:
         return ""
-    leaving = output(ctx, top, "log", "--oneline", "--no-decorate", "-n", "50",
+    leaving = output(ctx, top, "log", "--oneline", "--no-decorate", "-n", str(LEAVING_SHOWN),
                      f"{commit}..{now}") or ""
     stat = run(ctx, top, "diff", "--stat=100", now, commit).stdout.rstrip()
     lines = [f"HEAD {now[:12]} -> {commit[:12]}"]
     if leaving:
+        shown = leaving.splitlines()
         lines += ["commits on HEAD that the target does not have:"]
-        lines += [f"  {line}" for line in leaving.splitlines()]
+        lines += [f"  {line}" for line in shown]
+        if len(shown) == LEAVING_SHOWN:  # the list stops here: say how many it leaves out
+            total = output(ctx, top, "rev-list", "--count", f"{commit}..{now}") or ""
+            more = int(total) - len(shown) if total.strip().isdigit() else 0
+            if more > 0:
+                lines.append(f"  ... {more} more (git log {commit[:12]}..{now[:12]})")
     if stat:
         lines += ["files that change:"] + [f"  {line}" for line in stat.splitlines()]
     return "\n".join(lines) + "\n"
@@ -292,11 +369,17 @@ def verify(ctx: Context, top: str, args: dict[str, Any]) -> ModuleResult:
     return ModuleResult(msg=f"{top}: matches the snapshot", data=facts)
 
 
+def submodules(ctx: Context, top: str, args: dict[str, Any]) -> ModuleResult:
+    return sync_submodules(ctx, top, args, ensure_commit)
+
+
 ACTIONS: Mapping[str, Action] = {
-    "preflight": preflight, "stash": stash, "checkout": checkout,
+    "preflight": preflight, "stash": stash, "checkout": checkout, "submodules": submodules,
     "apply_patch": apply_patch, "untracked": restore_untracked, "verify": verify,
+    "backup": backup, "put_back": put_back,
 }
 
 MODULE = Module(name="git", run=run_git_task, required=("repo", "action"),
-                optional=("sha", "branch", "fetch", "patch", "staged", "base", "message", "files"),
+                optional=("sha", "branch", "fetch", "patch", "staged", "base", "message", "files",
+                          "backup", "source", "submodules"),
                 choices={"action": tuple(ACTIONS)})

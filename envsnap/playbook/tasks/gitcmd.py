@@ -28,8 +28,14 @@ class GitFailure(Exception):
     """This repository cannot be brought to the wanted state; the message says why."""
 
 
+# No fsmonitor command runs for a restore: defence in depth, should a `.git/config` naming
+# one ever reach a checkout (the write policy refuses to write under .git). The checkout's
+# own hooks do run, as for any git command the user types.
+NO_COMMANDS = ["-c", "core.fsmonitor=false"]
+
+
 def git_prefix(top: str) -> str:
-    flags = " ".join(shlex.quote(flag) for flag in CONFIG_FLAGS)
+    flags = " ".join(shlex.quote(flag) for flag in CONFIG_FLAGS + NO_COMMANDS)
     return f"git -C {shlex.quote(top)} {flags}"
 
 
@@ -85,9 +91,12 @@ def current_branch(ctx: Context, top: str) -> str | None:
     return output(ctx, top, "symbolic-ref", "-q", "--short", "HEAD")
 
 
-def porcelain(ctx: Context, top: str) -> list[str]:
-    """Changed and untracked paths, as `XY path` (ignored files are not work to save)."""
-    result = run(ctx, top, "status", "--porcelain=v1", "-z", "--untracked-files=all")
+def porcelain(ctx: Context, top: str, submodules: bool = True) -> list[str]:
+    """Changed and untracked paths, as `XY path` (ignored files are not work to save).
+    submodules=False leaves out submodules (moved, or with work of their own), as `git stash`
+    does: it neither saves nor counts them."""
+    flags = () if submodules else ("--ignore-submodules=all",)
+    result = run(ctx, top, "status", "--porcelain=v1", "-z", "--untracked-files=all", *flags)
     if result.exit_code != 0:
         raise GitFailure(f"{top}: git status failed: {complaint(result)}")
     fields = result.stdout.split("\0")

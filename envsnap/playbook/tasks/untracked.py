@@ -2,6 +2,9 @@
 
 A snapshot keeps small text files whole; binary, large, redacted files and symlinks are
 only described. Those are reported by name as not restorable, never silently dropped.
+Each write goes through the write policy (treefile.py): inside the checkout, never under
+`.git`, never through a symlink; a name the policy refuses fails the task, in the plan too.
+What a write replaces is saved in `backup` (the restore's backup folder) first.
 """
 from __future__ import annotations
 
@@ -9,32 +12,74 @@ import posixpath
 from collections.abc import Mapping
 from typing import Any
 
+from envsnap.playbook.tasks import treefile
 from envsnap.playbook.tasks.base import ArgError, Context, ModuleResult, as_mapping
 from envsnap.playbook.tasks.gitcmd import GitFailure
-from envsnap.playbook.tasks.hostfile import install
+from envsnap.playbook.tasks.gitpatch import patch_from
+from envsnap.playbook.tasks.hostfile import unified_diff
 
 
 def restore_untracked(ctx: Context, top: str, args: dict[str, Any]) -> ModuleResult:
     files = as_mapping(args, "files")
-    written, diffs, skipped = [], [], []
+    patched = patched_paths(args.get("patch"))
+    wanted: dict[str, bytes] = {}
+    skipped = []
     for name, facts in sorted(files.items()):
         reason = unrestorable(str(name), facts)
         if reason:
             skipped.append(f"{name} ({reason})")
             continue
-        result = install(ctx, posixpath.join(top, str(name)), str(facts["content"]).encode())
-        if result.failed:
-            raise GitFailure(f"{top}: {result.msg}")
-        written += [str(name)] if result.changed else []
-        diffs.append(result.diff)
-    return summary(ctx, top, written, skipped, "".join(diffs))
+        through = [folder for folder in parents(str(name)) if folder in patched]
+        if through:   # the patch makes it a file or a symlink: the plan cannot see that yet
+            raise GitFailure(f"{top}: untracked file refused: {name} would be written "
+                             f"through {through[0]}, which the snapshot's patch writes")
+        wanted[str(name)] = str(facts["content"]).encode("utf-8", "surrogateescape")
+    try:
+        written, diff = put_files(ctx, top, wanted, backup_arg(args))
+    except treefile.TreeRefused as exc:
+        raise GitFailure(f"{top}: untracked file refused: {exc}") from None
+    return summary(ctx, top, written, skipped, diff)
+
+
+def patched_paths(value: Any) -> set[str]:
+    """The paths the snapshot's patch writes (the untracked step comes after it)."""
+    if value is None:
+        return set()
+    try:
+        return set(patch_from(value).files)
+    except GitFailure:
+        return set()     # a patch that cannot apply has already stopped the restore
+
+
+def parents(name: str) -> list[str]:
+    parts = name.split("/")
+    return ["/".join(parts[:depth]) for depth in range(1, len(parts))]
+
+
+def backup_arg(args: dict[str, Any]) -> str | None:
+    value = args.get("backup")
+    return str(value) if value else None
+
+
+def put_files(ctx: Context, top: str, wanted: dict[str, bytes],
+              backup: str | None) -> tuple[list[str], str]:
+    """(the names that change, their diff): compared first, written only outside check
+    mode; one call on the host for all the reads, one for all the writes."""
+    if not wanted:
+        return [], ""
+    before = treefile.read_many(ctx, top, list(wanted))
+    changing = {name: data for name, data in wanted.items()
+                if not (before[name].exists and before[name].data == data)}
+    diff = "".join(unified_diff(posixpath.join(top, name), before[name], data)
+                   for name, data in changing.items()) if ctx.diff else ""
+    if changing and not ctx.check:
+        treefile.write_many(ctx, top, changing, backup)
+    return list(changing), diff
 
 
 def unrestorable(name: str, facts: Any) -> str:
     if not isinstance(facts, Mapping):
         raise ArgError(f"git: files: {name!r} must map to the snapshot's file facts")
-    if name.startswith("/") or ".." in name.split("/"):
-        return "outside the checkout"
     if facts.get("redacted"):
         return "secrets were masked at capture"
     if "content" not in facts:

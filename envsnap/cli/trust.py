@@ -1,0 +1,83 @@
+"""`envsnap trust FILE`: adopt a foreign snapshot (a colleague's, a bug report's, one edited
+by hand) after showing what it holds; it is then signed with your key and stored, and
+restore treats it as yours (part of the CLI, so it may print and prompt)."""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from envsnap.cli.options import add_store_option, ask, exit_codes, said_yes
+from envsnap.errors import EXIT_INVALID, EXIT_OK, EXIT_USAGE, UsageError
+
+EPILOG = exit_codes(
+    (EXIT_OK, "adopted (signed with your key and stored), or already yours"),
+    (EXIT_USAGE, "usage error: no such file or label, a label taken without --force, no "
+                 "--yes without a terminal, declined at the question (nothing stored)"),
+    (EXIT_INVALID, "invalid snapshot"),
+)
+
+
+def register(commands: Any) -> None:
+    trust = commands.add_parser(
+        "trust", epilog=EPILOG,
+        help="adopt a snapshot someone else made: show what it holds, then sign it as yours")
+    trust.add_argument("file", metavar="FILE", help="a snapshot file (or a label in the store)")
+    trust.add_argument("--label", help="store it under this label (default: the label it is "
+                                       "stored under, else the one it records)")
+    trust.add_argument("--yes", action="store_true",
+                       help="adopt without asking (default: ask at a terminal, else refuse)")
+    trust.add_argument("--force", action="store_true",
+                       help="replace another snapshot of that label (default: refuse)")
+    add_store_option(trust)
+    trust.set_defaults(run=cmd_trust)
+
+
+def summary_lines(document: dict[str, Any], source: str, found: Any) -> list[str]:
+    from envsnap.restore.foreign import foreign_plan, recorded_repos, rerun_shown
+    from envsnap.restore.render import foreign_lines
+    from envsnap.snapshot import document as snap
+
+    lines = [f"{source}: {found.describe()}",
+             f"  host: {snap.host(document)} ({snap.hostname(document) or 'hostname unknown'})",
+             f"  captured: {snap.captured_at(document) or '?'}"]
+    for path, repo in sorted(snap.repos(document).items()):
+        head = repo.get("head") if isinstance(repo, dict) else None
+        branch = repo.get("branch") if isinstance(repo, dict) else None
+        lines.append(f"  repo {path}: " + (f"{head}" + (f" ({branch})" if branch else "")
+                                           if isinstance(head, str) else "no commit"))
+    plan = foreign_plan(document, source, snap.host(document), found,
+                        repos=recorded_repos(document), pip=False,
+                        rerun=rerun_shown(document, True, None), needs_consent=True)
+    return lines + foreign_lines(plan)[1:]
+
+
+def ask_to_adopt(yes: bool, source: str) -> bool:
+    if yes:
+        return True
+    if not sys.stdin.isatty():
+        raise UsageError(f"trusting {source} signs it as yours: pass --yes (after reading "
+                         "what it holds, above)")
+    return said_yes(ask("sign this snapshot as yours? restore will then run it without "
+                        "asking [y/N] "))
+
+
+def cmd_trust(args: argparse.Namespace) -> int:
+    from envsnap.snapshot import document as snap
+    from envsnap.snapshot import provenance
+    from envsnap.snapshot.store import Store
+
+    store = Store(args.store)
+    document = store.load(args.file)
+    found = provenance.verify_as_user(document)
+    label = provenance.adoption_label(store, args.file, document, args.label, args.force)
+    if found.mine and store.resolve(args.file).resolve() == store.path_for(label).resolve():
+        print(f"{label}: already yours (signed with your key); nothing to do")
+        return EXIT_OK
+    print("\n".join(summary_lines(document, args.file, found)))
+    if not ask_to_adopt(args.yes, args.file):
+        raise UsageError(f"{args.file} not adopted: nothing stored")
+    snap.set_label(document, label)
+    path = store.save(document, label)
+    print(f"trusted: signed with your key and stored as {label} ({path})")
+    return EXIT_OK

@@ -1,0 +1,421 @@
+"""Runs on the host (`python -c <this file> REQUEST`): restore's only way to write a file.
+
+Stdlib only, Python >= 3.8, no imports from envsnap: treefile.py sends this source whole.
+
+Every path is a folder the controller vouches for (a checkout's top folder as git reports
+it, a site-packages folder as the host's python reports it) plus a relative path from a
+snapshot, which is not trusted: it must not be absolute, hold `..` or `.`, or name `.git`
+in any case, and each of its folders is opened with O_NOFOLLOW from the one above, so a
+symlink anywhere below the root (one the snapshot's own patch made, say) stops the write
+instead of leading it outside. The last step is a rename inside that opened folder.
+
+Whatever is overwritten or deleted is copied first into a backup folder with a manifest
+(one per root): the rollback's `put_back` writes those files back the same way.
+
+REQUEST is a JSON file (deleted once read); one JSON line comes back on stdout. A path the
+policy refuses is {"refused": why} with exit 0: the caller turns it into a failed task.
+"""
+from __future__ import annotations
+
+import base64
+import errno
+import hashlib
+import json
+import os
+import stat
+import subprocess
+import sys
+import uuid
+from typing import Any
+
+GIT_FLAGS = ["-c", "safe.directory=*", "-c", "core.fsmonitor=false", "-c", "core.quotepath=off"]
+GIT_LOCATING_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR",
+                    "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES")
+MANIFEST = "manifest.json"
+READ_CAP = 64 << 20
+
+
+class Refused(Exception):
+    """The policy says no; the message names the path and why."""
+
+
+def parts_of(path: str) -> list[str]:
+    if not path or "\0" in path:
+        raise Refused("an empty path")
+    if path.startswith("/"):
+        raise Refused(f"{path}: absolute, outside the folder")
+    parts = path.split("/")
+    for part in parts:
+        if part in ("", ".", ".."):
+            raise Refused(f"{path}: '{part or '//'}' in the path, not a plain path inside")
+        if part.lower() == ".git":
+            raise Refused(f"{path}: under .git (git's own files are never written)")
+    return parts
+
+
+def open_root(root: str) -> int:
+    try:
+        return os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as exc:
+        raise Refused(f"{root}: {exc.strerror}") from None
+
+
+def open_folder(parent: int, name: str, shown: str, create: bool) -> int | None:
+    """The folder `name` in `parent`, never through a symlink; None if absent (not created)."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+    try:
+        return os.open(name, flags, dir_fd=parent)
+    except FileNotFoundError:
+        if not create:
+            return None
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise Refused(f"{shown} is a symlink or a file, not a folder: nothing is written "
+                          "through it") from None
+        raise Refused(f"{shown}: {exc.strerror}") from None
+    os.mkdir(name, 0o777, dir_fd=parent)
+    return os.open(name, flags, dir_fd=parent)
+
+
+def walk(root: str, path: str, create: bool) -> tuple[int | None, str]:
+    """(fd of the folder that holds `path`, its last name); fd None when a folder is absent."""
+    parts = parts_of(path)
+    fd: int | None = open_root(root)
+    for depth, name in enumerate(parts[:-1]):
+        assert fd is not None
+        try:
+            child = open_folder(fd, name, "/".join(parts[:depth + 1]), create)
+        finally:
+            os.close(fd)
+        fd = child
+        if fd is None:
+            break
+    return fd, parts[-1]
+
+
+def lstat_in(folder: int, name: str, shown: str) -> os.stat_result | None:
+    """The entry, not followed; None if absent; refused unless a regular file."""
+    try:
+        found = os.stat(name, dir_fd=folder, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(found.st_mode):
+        raise Refused(f"{shown} is a symlink: nothing is written through it")
+    if not stat.S_ISREG(found.st_mode):
+        raise Refused(f"{shown} exists and is not a regular file")
+    return found
+
+
+def read_in(folder: int, name: str) -> bytes:
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=folder)
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read(READ_CAP + 1)
+
+
+# ---- backups ------------------------------------------------------------------------------------
+
+def backup_folder(backup: str, root: str) -> str:
+    """One folder per root under the restore's backup folder, made private."""
+    folder = os.path.join(os.path.expanduser(backup),
+                          hashlib.sha256(root.encode("utf-8", "surrogateescape")).hexdigest()[:16])
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    return folder
+
+
+def read_manifest(folder: str) -> dict[str, Any]:
+    try:
+        with open(os.path.join(folder, MANIFEST), encoding="utf-8") as handle:
+            data = json.load(handle)
+    except FileNotFoundError:
+        return {"root": "", "files": {}}
+    return data if isinstance(data, dict) and isinstance(data.get("files"), dict) \
+        else {"root": "", "files": {}}
+
+
+def write_manifest(folder: str, manifest: dict[str, Any]) -> None:
+    temporary = os.path.join(folder, f".{MANIFEST}.{uuid.uuid4().hex}")
+    with open(temporary, "w", encoding="utf-8") as handle:
+        json.dump(manifest, handle, sort_keys=True)
+    os.replace(temporary, os.path.join(folder, MANIFEST))
+
+
+def save_old(backup: str, root: str, path: str, data: bytes | None,
+             mode: int = 0o644) -> None:
+    """Record what `path` held before this restore touched it (None: it did not exist).
+    The first record wins: a resumed restore must not back up its own half-done work."""
+    folder = backup_folder(backup, root)
+    manifest = read_manifest(folder)
+    manifest["root"] = root
+    if path in manifest["files"]:
+        return
+    if data is None:
+        manifest["files"][path] = {"absent": True}
+    else:
+        name = uuid.uuid4().hex
+        with open(os.path.join(folder, name), "wb") as handle:
+            handle.write(data)
+        manifest["files"][path] = {"file": name, "mode": mode}
+    write_manifest(folder, manifest)
+
+
+# ---- operations ---------------------------------------------------------------------------------
+
+def op_read(request: dict[str, Any]) -> dict[str, Any]:
+    """What `path` holds. `follow_last` reads through a last symlink (only to compare: a
+    write never goes through one); folders above it are never followed."""
+    root, path = request["root"], request["path"]
+    folder, name = walk(root, path, create=False)
+    if folder is None:
+        return {"kind": "absent"}
+    try:
+        if request.get("follow_last"):
+            return read_followed(folder, name)
+        found = lstat_in(folder, name, path)
+        if found is None:
+            return {"kind": "absent"}
+        return {"kind": "file", "mode": stat.S_IMODE(found.st_mode),
+                "base64": base64.b64encode(read_in(folder, name)).decode("ascii")}
+    finally:
+        os.close(folder)
+
+
+def read_followed(folder: int, name: str) -> dict[str, Any]:
+    try:
+        fd = os.open(name, os.O_RDONLY, dir_fd=folder)
+    except FileNotFoundError:
+        return {"kind": "absent"}
+    with os.fdopen(fd, "rb") as handle:
+        found = os.fstat(handle.fileno())
+        if not stat.S_ISREG(found.st_mode):
+            return {"kind": "other"}
+        return {"kind": "file", "mode": stat.S_IMODE(found.st_mode),
+                "base64": base64.b64encode(handle.read(READ_CAP + 1)).decode("ascii")}
+
+
+def replace_in(folder: int, name: str, data: bytes, old: os.stat_result | None,
+               mode: int | None) -> None:
+    """A new file beside `name` in the opened folder, renamed over it: atomic, no link."""
+    temporary = f".{name}.envsnap-new-{uuid.uuid4().hex[:12]}"
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                 0o666 if mode is None else mode, dir_fd=folder)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            if mode is not None:
+                os.fchmod(handle.fileno(), mode)
+            elif old is not None:
+                os.fchmod(handle.fileno(), stat.S_IMODE(old.st_mode))
+                try:
+                    os.fchown(handle.fileno(), old.st_uid, old.st_gid)
+                except OSError:
+                    pass   # another owner's file: ours now, as with any editor's save
+        os.rename(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)
+    except BaseException:
+        try:
+            os.unlink(temporary, dir_fd=folder)
+        except OSError:
+            pass
+        raise
+
+
+def write_one(root: str, path: str, data: bytes, mode: int | None,
+              backup: str | None, record_absent: bool = False) -> str:
+    """created, updated or same. With `backup`, what is replaced is saved first; that the
+    file did not exist is saved only with `record_absent` (a sitecustomize: the rollback
+    removes it). In a checkout the rollback's own checkout and stash deal with new files, and
+    a file that is missing only because this restore's checkout removed it must not be
+    removed again from the tree the rollback brings back."""
+    folder, name = walk(root, path, create=True)
+    assert folder is not None
+    try:
+        old = lstat_in(folder, name, path)
+        if old is not None and read_in(folder, name) == data and \
+                (mode is None or stat.S_IMODE(old.st_mode) == mode):
+            return "same"
+        if backup and old is not None:
+            save_old(backup, root, path, read_in(folder, name), stat.S_IMODE(old.st_mode))
+        elif backup and record_absent:
+            save_old(backup, root, path, None)
+        replace_in(folder, name, data, old, mode)
+        return "updated" if old is not None else "created"
+    finally:
+        os.close(folder)
+
+
+def op_write(request: dict[str, Any]) -> dict[str, Any]:
+    source = os.path.expanduser(request["source"])
+    try:
+        with open(source, "rb") as handle:
+            data = handle.read()
+    finally:
+        os.unlink(source)
+    mode = request.get("mode")
+    return {"status": write_one(request["root"], request["path"], data,
+                                None if mode is None else int(mode), request.get("backup"),
+                                bool(request.get("record_absent")))}
+
+
+def op_read_many(request: dict[str, Any]) -> dict[str, Any]:
+    """op_read for each path of one root: one python start for a checkout's untracked files."""
+    return {"states": {path: op_read({"root": request["root"], "path": path})
+                       for path in request["paths"]}}
+
+
+def op_write_many(request: dict[str, Any]) -> dict[str, Any]:
+    """Each of `files` (path -> base64) written under `root`; every path is checked first,
+    so a refused one leaves the others unwritten too."""
+    root, files = request["root"], request["files"]
+    for path in files:
+        op_read({"root": root, "path": path})
+    return {"statuses": {path: write_one(root, path, base64.b64decode(data), None,
+                                         request.get("backup"))
+                         for path, data in files.items()}}
+
+
+def git_names(root: str, *args: str) -> list[str]:
+    env = {key: value for key, value in os.environ.items() if key not in GIT_LOCATING_ENV}
+    env.update(LC_ALL="C", GIT_TERMINAL_PROMPT="0")
+    done = subprocess.run(["git", "-C", root] + GIT_FLAGS + list(args), env=env,
+                          capture_output=True, check=False)
+    if done.returncode != 0:
+        raise Refused(f"{root}: git {args[0]} failed: "
+                      f"{done.stderr.decode('utf-8', 'replace').strip()[-200:]}")
+    return [name for name in done.stdout.decode("utf-8", "surrogateescape").split("\0") if name]
+
+
+def op_backup_repo(request: dict[str, Any]) -> dict[str, Any]:
+    """Before a checkout moves: every file in the tree that git does not keep safe and this
+    restore may overwrite: untracked ones (the stash takes them, a rollback could not give
+    binary ones back), and ignored ones that the target commit tracks or the snapshot's
+    patch or untracked files name (checkout and writes replace those without a word)."""
+    root, backup = request["root"], request["backup"]
+    tracked = set(git_names(root, "ls-files", "-z"))
+    wanted = set(git_names(root, "ls-files", "-z", "--others", "--exclude-standard"))
+    if request.get("sha"):
+        wanted.update(git_names(root, "ls-tree", "-r", "-z", "--name-only", request["sha"]))
+    wanted.update(str(name) for name in request.get("names") or [])
+    saved = []
+    for path in sorted(wanted - tracked):
+        try:
+            folder, name = walk(root, path, create=False)
+        except Refused:
+            continue       # never read through a link either; the write step refuses it
+        if folder is None:
+            continue
+        try:
+            found = os.stat(name, dir_fd=folder, follow_symlinks=False)
+            if stat.S_ISREG(found.st_mode):
+                save_old(backup, root, path, read_in(folder, name), stat.S_IMODE(found.st_mode))
+                saved.append(path)
+        except FileNotFoundError:
+            pass
+        finally:
+            os.close(folder)
+    return {"saved": saved}
+
+
+def op_backup_file(request: dict[str, Any]) -> dict[str, Any]:
+    """One file as it is now, or that it is absent (so a rollback deletes it again)."""
+    root, path = request["root"], request["path"]
+    state = op_read({"root": root, "path": path})
+    data = base64.b64decode(state["base64"]) if state["kind"] == "file" else None
+    save_old(request["backup"], root, path, data, int(state.get("mode") or 0o644))
+    return {"saved": [path] if data is not None else []}
+
+
+def op_note_stash(request: dict[str, Any]) -> dict[str, Any]:
+    """A submodule's work, stashed in its own repository before it moved: the stash's sha,
+    kept beside the files saved for that root so the rollback of this restore applies it.
+    The first note wins, as for files: a resumed restore must not name its own stash."""
+    root, stash = request["root"], str(request["stash"])
+    folder = backup_folder(request["backup"], root)
+    manifest = read_manifest(folder)
+    manifest["root"] = root
+    manifest.setdefault("stash", stash)
+    write_manifest(folder, manifest)
+    return {"stash": manifest["stash"]}
+
+
+def remove_one(root: str, path: str, backup: str | None) -> bool:
+    folder, name = walk(root, path, create=False)
+    if folder is None:
+        return False
+    try:
+        old = lstat_in(folder, name, path)
+        if old is None:
+            return False
+        if backup:
+            save_old(backup, root, path, read_in(folder, name), stat.S_IMODE(old.st_mode))
+        os.unlink(name, dir_fd=folder)
+        return True
+    finally:
+        os.close(folder)
+
+
+def op_put_back(request: dict[str, Any]) -> dict[str, Any]:
+    """A rollback: the files an earlier restore saved for `root`, written back exactly (and
+    the ones it created, removed), each backed up in turn into this run's own backup."""
+    root = request["root"]
+    folder = os.path.join(os.path.expanduser(request["source"]),
+                          hashlib.sha256(root.encode("utf-8", "surrogateescape")).hexdigest()[:16])
+    manifest = read_manifest(folder)
+    dry = bool(request.get("dry"))      # check mode: say what would change, change nothing
+    restored, removed = [], []
+    for path, entry in sorted(manifest["files"].items()):
+        state = op_read({"root": root, "path": path})
+        if entry.get("absent"):
+            if state["kind"] == "file" and (dry or remove_one(root, path, request.get("backup"))):
+                removed.append(path)
+            continue
+        with open(os.path.join(folder, os.path.basename(str(entry["file"]))), "rb") as handle:
+            data = handle.read()
+        mode = int(entry.get("mode") or 0o644)
+        if state["kind"] == "file" and base64.b64decode(state["base64"]) == data and \
+                state["mode"] == mode:
+            continue
+        if not dry:
+            write_one(root, path, data, mode, request.get("backup"))
+        restored.append(path)
+    return {"restored": restored, "removed": removed, "stash": manifest.get("stash")}
+
+
+def op_site_dirs(_request: dict[str, Any]) -> dict[str, Any]:
+    """The folders this python itself reads sitecustomize from (as the capture agent sees
+    them: site-packages, then the user site), and the sitecustomize it would load now."""
+    import importlib.util
+    import site
+    folders = list(getattr(site, "getsitepackages", lambda: [])())
+    if site.ENABLE_USER_SITE:
+        folders.append(site.getusersitepackages())
+    sys.path[:] = sys.path[1:]     # `-c` put the working folder first: not the target's
+    spec = importlib.util.find_spec("sitecustomize")
+    return {"site_dirs": [folder for folder in folders if os.path.isdir(folder)],
+            "sitecustomize": getattr(spec, "origin", None) if spec else None}
+
+
+OPERATIONS = {"read": op_read, "write": op_write, "read_many": op_read_many,
+              "write_many": op_write_many, "backup_repo": op_backup_repo,
+              "backup_file": op_backup_file, "put_back": op_put_back,
+              "note_stash": op_note_stash,
+              "site_dirs": op_site_dirs}
+
+
+def main(request_path: str) -> int:
+    try:
+        with open(request_path, encoding="utf-8") as handle:
+            request = json.load(handle)
+    finally:
+        os.unlink(request_path)
+    try:
+        answer = OPERATIONS[request["op"]](request)
+    except Refused as exc:
+        answer = {"refused": str(exc)}
+    except OSError as exc:
+        sys.stderr.write(f"{exc.filename or ''}: {exc.strerror}\n")
+        return 1
+    sys.stdout.write(json.dumps(answer) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

@@ -1,0 +1,207 @@
+"""Which charts a report or a bisect shows, read from snapshots' bench records and from a
+bisect's steps (charts.py draws them). Pure functions; anything missing means no chart.
+
+A report shows the runs of both snapshots side by side when both ran the same metric, and
+each GPU's telemetry over the median run of each snapshot (the run a reader would pick as
+"typical"), busy phases shaded by the rule the agent's busy summaries use
+(agent/benchsample.py): utilization >= BUSY_UTIL_PCT at a poll, or the driver's buffered
+power above the run's threshold (those samples, when recorded, are drawn as a panel of their
+own: a phase shorter than the polling shows there and nowhere else).
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from envsnap.agent.benchsample import BUSY_UTIL_PCT, busy_phases, in_phase
+from envsnap.report.charts import (
+    BisectChart,
+    Chart,
+    RunsChart,
+    RunsSide,
+    Series,
+    TelemetryChart,
+    TestedCommit,
+    merged,
+    phases,
+)
+from envsnap.snapshot import document as snapshot
+
+if TYPE_CHECKING:   # bisect's run module reaches hosts: not loaded for a report
+    from envsnap.bisect.run import Step
+
+SERIES = (("sm_mhz", "SM clock (MHz)"), ("power_w", "power (W)"),
+          ("util_gpu_pct", "GPU utilization (%)"))
+
+
+def report_charts(document: dict[str, Any], vs: dict[str, Any] | None,
+                  labels: tuple[str, str]) -> list[Chart]:
+    """labels: (the subject's, the --vs snapshot's). Runs first, then the telemetry of the
+    --vs snapshot and of the subject, GPU by GPU."""
+    record, other = valid_record(document), valid_record(vs) if vs is not None else None
+    found: list[Chart] = []
+    runs = runs_chart(record, other, labels)
+    if runs is not None:
+        found.append(runs)
+    for label, each in ((labels[1], other), (labels[0], record)):
+        if each is not None:
+            found += telemetry_charts(label, each)
+    return found
+
+
+def valid_record(document: dict[str, Any] | None) -> dict[str, Any] | None:
+    record = snapshot.bench(document) if isinstance(document, dict) else None
+    if not isinstance(record, dict) or not isinstance(record.get("runs"), list):
+        return None
+    return record
+
+
+def finite(value: Any) -> float | None:
+    """A number that can be drawn: no bool, NaN or infinity (a snapshot may hold anything)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) \
+            and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def numbers(values: Any) -> tuple[float, ...]:
+    if not isinstance(values, list):
+        return ()
+    return tuple(n for n in (finite(v) for v in values) if n is not None)
+
+
+def runs_chart(record: dict[str, Any] | None, other: dict[str, Any] | None,
+               labels: tuple[str, str]) -> RunsChart | None:
+    if record is None or not numbers(record.get("values")):
+        return None
+    sides = [RunsSide(labels[0], numbers(record.get("values")))]
+    if other is not None and other.get("metric") == record.get("metric") \
+            and numbers(other.get("values")):
+        sides.insert(0, RunsSide(labels[1], numbers(other.get("values"))))
+    return RunsChart(metric=metric_name(record), lower_is_better=bool(
+        record.get("lower_is_better")), sides=tuple(sides))
+
+
+def metric_name(record: dict[str, Any]) -> str:
+    """The metric as its regex was given, which is what the user knows it by."""
+    return str(record.get("metric") or "metric")
+
+
+def median_run(record: dict[str, Any]) -> dict[str, Any] | None:
+    """The run whose value is nearest the median (the earlier of two as near)."""
+    runs = [run for run in record.get("runs") or [] if isinstance(run, dict)
+            and finite(run.get("value")) is not None]
+    if not runs:
+        return None
+    middle = statistics.median(float(run["value"]) for run in runs)
+    return min(runs, key=lambda run: abs(float(run["value"]) - middle))
+
+
+def gpu_index(bus: str, telemetry: dict[str, Any]) -> int | None:
+    index = mapping(mapping(telemetry.get("gpus")).get(bus)).get("index")
+    return index if isinstance(index, int) and not isinstance(index, bool) else None
+
+
+def gpu_name(bus: str, telemetry: dict[str, Any]) -> str:
+    index = gpu_index(bus, telemetry)
+    return f"GPU{index} ({bus})" if index is not None else bus
+
+
+def gpu_order(bus: str, telemetry: dict[str, Any]) -> tuple[int, str]:
+    index = gpu_index(bus, telemetry)
+    return (index if index is not None else 1 << 30, bus)
+
+
+def telemetry_charts(label: str, record: dict[str, Any]) -> list[Chart]:
+    run = median_run(record)
+    samples = run.get("samples") if run is not None else None
+    if run is None or not isinstance(samples, dict):
+        return []
+    telemetry = mapping(record.get("telemetry"))
+    interval = finite(record.get("sample_interval")) or finite(
+        telemetry.get("sample_interval")) or 0.0
+    found_number = run.get("run")
+    number = found_number if isinstance(found_number, int) else 0
+    found: list[Chart] = []
+    for bus in sorted(samples, key=lambda b: gpu_order(str(b), telemetry)):
+        chart = gpu_chart(label, gpu_name(str(bus), telemetry), samples[bus], interval,
+                          (number, len(record.get("runs") or [])),
+                          power_phases(run, bus))
+        if chart is not None:
+            found.append(chart)
+    return found
+
+
+def column(columns: dict[str, Any], key: str, count: int) -> tuple[float | None, ...]:
+    values = columns.get(key)
+    values = values if isinstance(values, list) else []
+    return tuple(finite(v) for v in (values + [None] * count)[:count])
+
+
+@dataclass(frozen=True)
+class PowerBuffer:
+    """One GPU's buffered power samples over a run and the busy phases they show."""
+
+    times: tuple[float, ...]
+    watts: tuple[float, ...]
+    phases: tuple[tuple[float, float], ...]
+
+
+def power_phases(run: dict[str, Any], bus: Any) -> PowerBuffer | None:
+    """From the run's `buffered` power samples and the threshold the agent used for them."""
+    buffered = mapping(mapping(run.get("buffered")).get(bus))
+    times, watts = buffered.get("t"), buffered.get("power_w")
+    pairs = [(t, w) for t, w in zip(times if isinstance(times, list) else [],
+                                    watts if isinstance(watts, list) else [])
+             if finite(t) is not None and finite(w) is not None]
+    threshold = finite(mapping(mapping(mapping(run.get("gpus")).get(bus)).get(
+        "power_busy")).get("threshold_w"))
+    if not pairs or threshold is None:
+        return None
+    drawn_t, drawn_w = [float(t) for t, _ in pairs], [float(w) for _, w in pairs]
+    found = busy_phases(drawn_t, drawn_w, threshold - min(drawn_w))
+    return PowerBuffer(tuple(drawn_t), tuple(drawn_w),
+                       tuple((round(a, 3), round(b, 3)) for a, b in found))
+
+
+def gpu_chart(label: str, gpu: str, columns: Any, interval: float, run: tuple[int, int],
+              power: PowerBuffer | None = None) -> TelemetryChart | None:
+    if not isinstance(columns, dict):
+        return None
+    times = tuple(t for t in column(columns, "t", len(columns.get("t") or [])) if t is not None)
+    if len(times) < 2:
+        return None
+    series = tuple(Series(key, title, column(columns, key, len(times))) for key, title in SERIES
+                   if any(v is not None for v in column(columns, key, len(times))))
+    if power is not None:
+        series += (Series("power_buffered", "power, the driver's buffer (W)", power.watts,
+                          power.times),)
+    util = column(columns, "util_gpu_pct", len(times))
+    found = list(power.phases) if power is not None else []
+    # a poll is busy by the agent's rule: utilization high, or inside a buffered-power phase
+    busy = [(u is not None and u >= BUSY_UTIL_PCT) or in_phase(t, found)
+            for t, u in zip(times, util)]
+    step = interval or (times[-1] - times[0]) / (len(times) - 1)
+    return TelemetryChart(label=label, gpu=gpu, run=run[0], runs=run[1], times=times,
+                          series=series, busy=merged(phases(times, busy, step) + tuple(found)))
+
+
+# ---- bisect ----------------------------------------------------------------------------------
+
+def bisect_chart(steps: list[Step], first_bad: str | None, metric: str,
+                 lower_is_better: bool) -> BisectChart:
+    """steps: the endpoints and every step; first_bad: the first bad commit's full sha."""
+    tested = sorted(steps, key=lambda step: step.position)
+    commits = tuple(TestedCommit(position=step.position, short=step.commit.short,
+                                 subject=step.commit.subject, values=numbers(step.values),
+                                 verdict=str(step.verdict)) for step in tested)
+    short = next((step.commit.short for step in tested
+                  if first_bad is not None and step.commit.sha == first_bad), None)
+    return BisectChart(metric=metric, lower_is_better=lower_is_better, commits=commits,
+                       first_bad=short)

@@ -1,0 +1,168 @@
+"""What a restore may touch and run, decided by the user, never by the snapshot.
+
+A snapshot is data: it may be a colleague's, a bug report's, or edited by hand. So:
+
+- Checkouts. A restore touches only the checkouts the user named: `--repo PATH` on the
+  restore command line, else the inventory's `repos` for the host. A snapshot of the user's
+  own (signed with their key, snapshot/provenance.py: they named its repos when they
+  captured it) restores the checkouts it records when nothing else is named. A foreign one
+  never picks a folder by itself: its checkouts are restored only where named.
+- Files. Inside those checkouts' working trees and the host python's own sitecustomize, and
+  nowhere else (playbook/tasks/treefile.py enforces it on the host, sitecustomize.py compares
+  the recorded path with the python's own folders).
+- The host. `--host`, or the snapshot's recorded host only when the machine reached there
+  has the hostname the snapshot recorded. A snapshot with no hostname is of an unknown
+  host: like another machine, restored only with --force-host (and then only onto --host).
+- Commands. `--rerun` runs the command given with --rerun-cmd, or the snapshot's recorded
+  one only once it was shown and the user said yes (--yes, or at a terminal).
+"""
+from __future__ import annotations
+
+import os
+import posixpath
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from envsnap.agent.redact import holds_marker
+from envsnap.errors import UsageError
+from envsnap.hosts.inventory import Host
+from envsnap.playbook.tasks.treefile import backup_dir
+from envsnap.snapshot import document as snap
+
+CHOSEN_VAR = "restore_repos"            # host var: the snapshot's checkouts to restore
+UNNAMED_VAR = "restore_unnamed_repos"   # host var: the snapshot's checkouts left alone
+ROLLBACK_PREFIX = "pre-restore-"
+
+
+@dataclass(frozen=True)
+class RepoChoice:
+    restore: list[str]       # the snapshot's checkouts (as recorded) this restore may touch
+    unnamed: list[str]       # the snapshot's checkouts nobody named: left alone
+
+
+def same_path(path: str, local: bool) -> str:
+    """A path as compared: normalised; `~` expanded and a relative path made absolute where
+    the host is this machine (a capture records it so)."""
+    return posixpath.normpath(os.path.abspath(os.path.expanduser(path)) if local else path)
+
+
+def choose_repos(document: dict[str, Any], host: Host, named_on_cli: Sequence[str],
+                 mine: bool) -> RepoChoice:
+    recorded = sorted(str(path) for path in snap.repos(document))
+    named = list(named_on_cli) or host.list_var("repos")
+    if not named:
+        return RepoChoice(recorded, []) if mine else RepoChoice([], recorded)
+    wanted = {same_path(path, host.is_local) for path in named}
+    given = {path: str(repo.get("given_path") or path) if isinstance(repo, dict) else path
+             for path, repo in snap.repos(document).items()}
+    # Recorded absolute since issue 13; a path named as it was typed (`sglang`) still names it.
+    chosen = [path for path in recorded if same_path(path, host.is_local) in wanted
+              or same_path(given.get(path, path), host.is_local) in wanted]
+    return RepoChoice(chosen, [path for path in recorded if path not in chosen])
+
+
+def with_repo_choice(host: Host, choice: RepoChoice) -> Host:
+    """The choice rides on the host's vars (an empty list too, which with_vars would drop):
+    the playbook restores restore_repos and lists restore_unnamed_repos as left alone."""
+    host.vars.update({CHOSEN_VAR: list(choice.restore), UNNAMED_VAR: list(choice.unnamed)})
+    return host
+
+
+def chosen_repos(host: Host) -> list[str]:
+    return [str(path) for path in host.vars.get(CHOSEN_VAR) or []]
+
+
+def refuse_unnamed(host: Host, check: bool) -> None:
+    """Applying a snapshot none of whose checkouts was named is refused: restoring nothing
+    of it while saying "restored" would mislead, and guessing is what must not happen."""
+    unnamed = [str(path) for path in host.vars.get(UNNAMED_VAR) or []]
+    if check or not unnamed or chosen_repos(host):
+        return
+    listed = ", ".join(unnamed[:5]) + (f" and {len(unnamed) - 5} more" if len(unnamed) > 5
+                                       else "")
+    raise UsageError(f"the snapshot records checkouts that neither --repo nor the inventory "
+                     f"names ({listed}): restore touches only checkouts you name (a foreign "
+                     "snapshot picks none); pass --repo PATH for each one to restore")
+
+
+# ---- which host ---------------------------------------------------------------------------------
+
+def host_problem(snapshot: dict[str, Any], live: dict[str, Any], host_given: bool,
+                 force: bool) -> str | None:
+    """Why this restore must not go on here (one line), or None.
+
+    The recorded host picks the target only when the machine reached is the one the snapshot
+    was taken on; a snapshot without a hostname is of an unknown host, like another one."""
+    recorded, current = snap.hostname(snapshot), snap.hostname(live)
+    if recorded and current and recorded == current:
+        return None
+    label = snap.label(snapshot)
+    taken = f"was taken on {recorded}" if recorded else "records no hostname (unknown host)"
+    here = f"this host is {current}" if current else "this host's name could not be read"
+    if not host_given:
+        return (f"snapshot {label!r} {taken}, {here}: a snapshot picks the host to restore "
+                "only when its hostname matches; name the target with --host (and "
+                "--force-host to restore it there anyway)")
+    if not force:
+        return f"snapshot {label!r} {taken}, {here}: refusing (--force-host restores it anyway)"
+    return None
+
+
+# ---- which command ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RecordedRerun:
+    label: str
+    command: str
+    cwd: str | None
+
+
+def rerun_command(document: dict[str, Any], options_rerun: bool, given: str | None,
+                  check: bool, confirm: Callable[[RecordedRerun], bool] | None) -> str | None:
+    """The command `--rerun` will run: the user's own (--rerun-cmd), or the recorded one
+    once `confirm` has shown it and said yes. Asked before anything changes."""
+    if given is not None:
+        if not given.strip():
+            raise UsageError("--rerun-cmd is empty")
+        return given
+    if not options_rerun or check:
+        return None
+    record = snap.bench(document)
+    if record is None or not isinstance(record.get("command"), str):
+        raise UsageError(f"snapshot {snap.label(document)!r} has no recorded benchmark to "
+                         "rerun (record one with envsnap bench HOST --label ..., or give "
+                         "the command with --rerun-cmd)")
+    if holds_marker(record["command"]):
+        raise UsageError(f"the recorded benchmark command {record['command']!r} had a secret "
+                         "masked at capture: give the command with --rerun-cmd")
+    recorded = RecordedRerun(snap.label(document), record["command"],
+                             str(record["cwd"]) if record.get("cwd") else None)
+    if confirm is None or not confirm(recorded):
+        raise UsageError(f"--rerun would run the snapshot's recorded command "
+                         f"{recorded.command!r}: pass --yes to run it, or give your own "
+                         "with --rerun-cmd CMD; nothing was run")
+    return recorded.command
+
+
+# ---- the playbook's view ------------------------------------------------------------------------
+
+def rollback_backup_source(label: str) -> str | None:
+    """A rollback (restoring a pre-restore point by its label) puts back what the restore
+    it undoes had saved; the label is the user's (the CLI's), the folder name is ours."""
+    tail = label[len(ROLLBACK_PREFIX):]
+    if label.startswith(ROLLBACK_PREFIX) and tail.replace("-", "").isdigit():
+        return label
+    return None
+
+
+def playbook_vars(host: Host, label: str, backup_label: str | None) -> dict[str, Any]:
+    """Extra vars for restore.yml: the checkouts to restore, where to save what is replaced
+    (applying only), and, for a rollback, the backup folder of the restore it undoes."""
+    found: dict[str, Any] = {CHOSEN_VAR: chosen_repos(host)}
+    if backup_label:
+        found["backup_dir"] = backup_dir(backup_label)
+    source = rollback_backup_source(label)
+    if source:
+        found["put_back_from"] = backup_dir(source)
+    return found

@@ -1,0 +1,98 @@
+"""`restore --rerun` against both endpoints: the snapshot restored (good) and, when the store
+knows it, the state the host was restored *from* (bad), so the verdict can say "back to
+good: 297.6 vs good 296.8, bad 26.8" instead of only "same as good". Pure but for reading
+the store.
+
+The bad side is a stored snapshot that holds runs of the same benchmark on this host and
+whose restorable state (HEADs, patches, untracked files, sitecustomize: what restore puts
+back) is the state the host was in just before the restore: the rollback point itself when
+it holds runs, else the newest such snapshot (typically the `envsnap bench HOST --label bad`
+that showed the slowdown). None is guessed: without one, the rerun is compared with good
+alone, as before.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Final, Literal
+
+from envsnap.bench import stats as benchstats
+from envsnap.errors import SnapshotError, UsageError
+from envsnap.snapshot import document as snap
+from envsnap.snapshot.store import Store
+
+# Where the rerun landed between the endpoints.
+Outcome = Literal["back to good", "still bad", "part way back", "can't tell"]
+BACK_TO_GOOD: Final = "back to good"
+STILL_BAD: Final = "still bad"
+PART_WAY: Final = "part way back"
+UNCLEAR: Final = "can't tell"
+
+# Same restorable state: (a snapshot, a capture) -> whether restore would change nothing.
+SameState = Callable[[dict[str, Any], dict[str, Any]], bool]
+
+
+@dataclass(frozen=True)
+class BadSide:
+    label: str
+    values: list[float]
+    verdict: benchstats.Comparison   # the rerun against the bad side's runs
+
+
+def same_benchmark(recorded: dict[str, Any] | None, rerun: dict[str, Any]) -> bool:
+    """Runs of the same command and metric, read the same way, enough to know their noise."""
+    return (isinstance(recorded, dict) and recorded.get("command") == rerun.get("command")
+            and recorded.get("metric") == rerun.get("metric")
+            and bool(recorded.get("lower_is_better")) == bool(rerun.get("lower_is_better"))
+            and len(recorded.get("values") or []) >= benchstats.MIN_RUNS)
+
+
+def find_bad_side(store: Store, restored: dict[str, Any], rollback_label: str | None,
+                  host: str, rerun: dict[str, Any], same_state: SameState) -> BadSide | None:
+    """The bad endpoint for a rerun (module docstring), compared with it; None if unknown."""
+    if rollback_label is None:
+        return None      # nothing was restored: the host was already in the good state
+    try:
+        before = store.load(rollback_label)
+    except (SnapshotError, UsageError):
+        return None
+    candidates = [(rollback_label, before)] + newest_first(store, host, rollback_label)
+    restored_label = snap.label(restored)
+    for label, document in candidates:
+        record = snap.bench(document)
+        if label == restored_label or not same_benchmark(record, rerun):
+            continue
+        if label == rollback_label or (same_state(document, before)
+                                       and not same_state(restored, document)):
+            assert record is not None   # same_benchmark said so
+            values = [float(v) for v in record["values"]]
+            return BadSide(label, values, benchstats.compare(
+                values, rerun["values"], bool(rerun.get("lower_is_better"))))
+    return None
+
+
+def newest_first(store: Store, host: str, leave_out: str) -> list[tuple[str, dict[str, Any]]]:
+    found = []
+    for entry in store.entries():
+        if entry.host != host or entry.label == leave_out:
+            continue
+        try:
+            found.append((entry.captured_at, entry.label, store.load(str(entry.path))))
+        except (SnapshotError, UsageError):
+            continue     # unreadable: entries() listed it as such
+    return [(label, document) for _, label, document in sorted(found, reverse=True,
+                                                                 key=lambda f: f[:2])]
+
+
+def outcome(vs_good: benchstats.Comparison, vs_bad: benchstats.Comparison) -> Outcome:
+    """Back to good: not worse than good and better than bad. Still bad: worse than good
+    and the same as bad. Part way back: worse than good, better than bad."""
+    good_verdict, bad_verdict = vs_good["verdict"], vs_bad["verdict"]
+    if good_verdict in (benchstats.SAME, benchstats.IMPROVEMENT) \
+            and bad_verdict == benchstats.IMPROVEMENT:
+        return BACK_TO_GOOD
+    if good_verdict == benchstats.REGRESSION and bad_verdict == benchstats.IMPROVEMENT:
+        return PART_WAY
+    if good_verdict == benchstats.REGRESSION and bad_verdict in (benchstats.SAME,
+                                                                 benchstats.REGRESSION):
+        return STILL_BAD
+    return UNCLEAR

@@ -1,0 +1,110 @@
+"""The secret detector (envsnap/agent/redact.py): what it masks, what it must leave alone.
+
+The corpus test (test_secrets_corpus.py) checks every channel through the CLI; these pin the
+shapes one by one, so a regression names the shape it broke."""
+from __future__ import annotations
+
+import hashlib
+import hmac
+
+import pytest
+
+from envsnap.agent import redact
+from envsnap.agent.redact import (
+    REDACTED,
+    is_secret_name,
+    redact_argv,
+    redact_code,
+    redact_env_value,
+    redact_patch,
+    redact_text,
+    rekey,
+)
+
+FAKE = "Zq8" * 14   # 42 characters of no one's secret
+
+
+@pytest.mark.parametrize("text, secret", [
+    ('password = "hunter22x"', "hunter22x"),
+    ("password: correct horse battery", "correct horse battery"),
+    ('{"api_key": "abc123XYZqq"}', "abc123XYZqq"),
+    ("DB_PASSWORD=s3cr3t!x", "s3cr3t!x"),
+    ("export HF_HUB_PW=weakpw1", "weakpw1"),
+    ("[db]\npassword = letmein99", "letmein99"),
+    ("mysql -u root -p hunter2x db", "hunter2x"),
+    ("mysql -u root -phunter2x db", "hunter2x"),
+    ("./run --db-pass Xyz123 --max-tokens 512", "Xyz123"),
+    ("https://ada:pw123abc@git.example.com/x", "pw123abc"),
+    ("commit: set password=djVkm for staging", "djVkm"),
+    ("Authorization: Bearer abcdefghij1234567890", "abcdefghij1234567890"),
+    ("token glpat-AbCdEfGhIjKlMnOpQrSt", "glpat-AbCdEfGhIjKlMnOpQrSt"),
+    ("key sk_live_" + FAKE[:24], "sk_live_" + FAKE[:24]),
+    ("rk_live_" + FAKE[:24], "rk_live_" + FAKE[:24]),
+    ("AIza" + FAKE[:35], "AIza" + FAKE[:35]),
+    ("ghp_" + FAKE[:36], "ghp_" + FAKE[:36]),
+    ("github_pat_" + FAKE, "github_pat_" + FAKE),
+    ("hf_" + "AbCd" * 9, "hf_" + "AbCd" * 9),
+    ("sk-proj-" + FAKE, "sk-proj-" + FAKE),
+    ("sk-ant-api03-" + FAKE, "sk-ant-api03-" + FAKE),
+    ("AKIAIOSFODNN7EXAMPL1", "AKIAIOSFODNN7EXAMPL1"),
+    ("xoxb-123456789012-1234567890123-" + FAKE[:24], FAKE[:24]),
+    ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYzz2Kq9", "wJalrXUtnFEMI/K7MDENG"),
+    ('x = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzz2Kq9"', "wJalrXUtnFEMI/K7MDENG"),
+    ("seed: 9fQ2xK7pLm3vR8tB1nW6yZ4hJ0cD5gA2", "9fQ2xK7pLm3vR8tB1nW6yZ4hJ0cD5gA2"),
+    ("-----BEGIN RSA PRIVATE KEY-----\n" + ("Ab1+" * 16 + "\n") * 3 +
+     "-----END RSA PRIVATE KEY-----", "Ab1+Ab1+"),
+])
+def test_secrets_are_masked(text: str, secret: str) -> None:
+    assert secret not in redact_text(text)
+
+
+@pytest.mark.parametrize("text", [
+    "commit 0be30d4e6b2b0b1c1f3a9f3e2c9d0f1e2a3b4c5d", "digest: sha256:" + "ab12" * 16,
+    "uuid: GPU-d3208dcb-53e8-24e1-bfd7-b35894626910", "pyserial==3.5", "ast-serialize: 0.1.0",
+    "tokenizers==0.20.3", "keyring: 25.5.0", "TOKENIZERS_PARALLELISM=false", "max_tokens: 512",
+    "output_token_throughput: 1234.5", "HF_HUB_DISABLE_IMPLICIT_TOKEN=1", "PRIMARY_KEY=id",
+    "path: /home/ada/models/Llama-3.1-8B-Instruct/model-00001-of-00030.safetensors",
+    "model: meta-llama/Llama-3.1-8B-Instruct", "psql -h db -p 5432 prod",
+    'data = "SGVsbG8gd29ybGQsIHRoaXMgaXMgYmFzZTY0IHRleHQ="', "Basic authentication works",
+    "version=c_nvmlNvlinkSupportedBwModes_v1_t", "id: BSD-3-Clause-Open-MPI",
+])
+def test_look_alikes_are_left_alone(text: str) -> None:
+    assert redact_text(text) == text
+
+
+def test_code_keeps_variables_and_masks_literals() -> None:
+    patch = ("diff --git a/src/x.py b/src/x.py\n+token = tokenizer.encode(text)\n"
+             "+def login(password: str) -> None:\n+password = \"Hunter22x\"\n"
+             "diff --git a/.env b/.env\n+PASSWORD=hunter22y\n")
+    shown = redact_patch(patch)
+    assert "token = tokenizer.encode(text)" in shown and "password: str" in shown
+    assert "Hunter22x" not in shown and "hunter22y" not in shown
+
+
+def test_a_password_split_over_lines_in_code() -> None:
+    shown = redact_code('os.environ["DB_PASSWORD"] = (\n    "part1x"\n    "part2y"\n)\nx = "k"\n')
+    assert "part1x" not in shown and "part2y" not in shown and 'x = "k"' in shown
+
+
+def test_names_and_argv() -> None:
+    assert is_secret_name("HF_HUB_PW") and is_secret_name("--db-pass")
+    assert not is_secret_name("TOKENIZERS_PARALLELISM") and not is_secret_name("max_tokens")
+    assert not is_secret_name("PRIMARY_KEY") and is_secret_name("WANDB_API_KEY")
+    assert redact_env_value("HF_HUB_PW", "weak") == REDACTED
+    assert redact_env_value("CUDA_VISIBLE_DEVICES", "GPU-d3208dcb-53e8-24e1-bfd7-b35894626910"
+                            ) == "GPU-d3208dcb-53e8-24e1-bfd7-b35894626910"
+    assert redact_argv(["mysql", "-u", "root", "-p", "hunter2x"])[-1] == REDACTED
+    assert redact_argv(["app", "--db-pass", "X"]) == ["app", "--db-pass", REDACTED]
+    assert redact_argv(["psql", "-p", "5432"]) == ["psql", "-p", "5432"]
+
+
+def test_markers_are_digests_rekeyed_under_the_users_key(monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    monkeypatch.setattr(redact.Markers, "digests", True)
+    sent = redact_text("HF_TOKEN=weakvalue1 and HF_TOKEN=weakvalue1")
+    digest = hashlib.sha256(b"envsnap secret\0weakvalue1").hexdigest()[:32]
+    assert sent == f"HF_TOKEN=<secret:{digest}> and HF_TOKEN=<secret:{digest}>"
+    key = b"k" * 32
+    short = hmac.new(key, bytes.fromhex(digest), hashlib.sha256).hexdigest()[:8]
+    assert rekey(sent, key) == f"HF_TOKEN=<secret:{short}> and HF_TOKEN=<secret:{short}>"
+    assert rekey(sent, None) == "HF_TOKEN=<secret> and HF_TOKEN=<secret>"
