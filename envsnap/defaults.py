@@ -9,6 +9,8 @@ DEFAULT_CONNECT_TIMEOUT = 10.0     # seconds for an SSH connection
 DEFAULT_REPEAT = 5                 # benchmark runs
 DEFAULT_SAMPLE_INTERVAL = 0.2      # seconds between telemetry samples during a run
 DEFAULT_RUN_TIMEOUT = 1800.0       # seconds before one benchmark run is killed
+DEFAULT_SERVE_TIMEOUT = 300.0      # seconds a --serve server has to become ready (an
+                                   # inference server loads its weights first)
 DEFAULT_BISECT_REPEAT = 3          # bisect: runs per commit to start with (bench/stats.py
                                    # tells a large gap at 2-3 runs a side)
 DEFAULT_MAX_REPEAT = 20            # bisect: runs per commit at most, can't tell included

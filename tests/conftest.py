@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import uuid
@@ -9,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from slurm import Slurm, missing_programs, start_slurm
 from sshd import Sshd, home_env, isolated_env, start_sshd
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,6 +67,23 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
     daemon = start_sshd(tmp_path_factory.mktemp("sshd"))
     yield daemon
     daemon.stop()
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Slurm]:
+    """A one-node Slurm on loopback (tests/slurm.py), started once per session. As root (CI:
+    tests/run.sh installs slurm-wlm and munge) a missing program is a failure; a user who
+    is not root cannot run the daemons as SlurmUser=root, so there the tests skip."""
+    missing = missing_programs()
+    if os.geteuid() != 0:
+        pytest.skip("the Slurm tests run as root (the daemons run as SlurmUser=root)"
+                    + (f"; missing too: {', '.join(missing)}" if missing else ""))
+    if missing:
+        pytest.fail(f"Slurm is not installed (missing {', '.join(missing)}): bash tests/run.sh "
+                    "installs slurm-wlm and munge")
+    cluster = start_slurm(tmp_path_factory.mktemp("slurm"))
+    yield cluster
+    cluster.stop()
 
 
 @dataclass

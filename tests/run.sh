@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command (README): install what the tests need, lint, type-check, then run them.
-# The tests start their own sshd; this only makes sure OpenSSH (and Chromium, for the report's
-# browser test) is installed, and installs
+# The tests start their own sshd (and Slurm); this only makes sure OpenSSH (Chromium, for the
+# report's browser test, and as root Slurm and munge) is installed, and installs
 # the package into .venv/: a system Python may refuse `pip install` (PEP 668,
 # "externally-managed-environment", as on stock Debian/Ubuntu), a venv never does.
 # Arguments go to pytest (e.g. `bash tests/run.sh -m "not ssh"`).
@@ -23,6 +23,16 @@ fi
 # tests/test_report_browser.py renders the html report in headless Chromium (Debian's package)
 if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null; then
   as_root_apt_get chromium || exit 1
+fi
+# tests/test_slurm.py starts a one-node Slurm (slurmctld, slurmd, munged) as root; a user who
+# is not root cannot run it, so there the tests skip and nothing is installed.
+if [ "$(id -u)" -eq 0 ]; then
+  for program in munged slurmctld slurmd srun sbatch sinfo; do
+    if ! PATH="$PATH:/usr/sbin:/sbin" command -v "$program" >/dev/null; then
+      as_root_apt_get slurm-wlm munge || exit 1
+      break
+    fi
+  done
 fi
 
 # A venv with a working pip: Debian's python3 makes one only with python3-venv (ensurepip)

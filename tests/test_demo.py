@@ -19,6 +19,17 @@ def test_demo_tells_the_story_and_cleans_up(cli: Cli) -> None:
                      r"benchmark: gen throughput \(token/s\) [0-9.]+ -> [0-9.]+ "
                      r"\(-3\d%, regression, 5 vs 5 runs\)\ncode moved: 9 commits pulled", out)
     assert "nothing else that affects performance changed" not in out
+    # the second suspect: the server restarted without NCCL_PROTO, which explain clears by
+    # experiment while it names the pull, with the pull's effect alone
+    assert re.search(r"NCCL_PROTO=LL missing in worker \d+", out)
+    cause = re.search(r"^cause: \S+/sglang: 9 commits \S+, alone: ([0-9.]+) -> ([0-9.]+)$", out,
+                      re.MULTILINE)
+    assert cause is not None, out[-5000:]
+    assert float(cause.group(1)) > 90 and float(cause.group(2)) < 70
+    assert re.search(r"^no effect: NCCL_PROTO=LL missing from the benchmark env$", out,
+                     re.MULTILINE)
+    assert re.search(r"still different after the restore.*\n  env: processes\[.*NCCL_PROTO: "
+                     r"LL -> -", out)
     assert "verified: checkouts and sitecustomize match the snapshot" in out
     # the rerun placed between both benchmarks the demo recorded (issue 14)
     assert re.search(r"benchmark rerun: back to good: [0-9.]+ vs good [0-9.]+, bad [0-9.]+ "

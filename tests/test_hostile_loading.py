@@ -111,6 +111,7 @@ COMMANDS = {
     "restore --check": lambda file: ["restore", file, "--check"],
     "report": lambda file: ["report", file, "-o", "report.md"],
     "bisect": lambda file: ["bisect", file, file, "--cmd", "true", "--metric", "x"],
+    "explain": lambda file: ["explain", file, file, "--cmd", "true", "--metric", "x"],
 }
 
 

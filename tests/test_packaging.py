@@ -32,11 +32,18 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_wheel_holds_every_module_and_playbook(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
-    modules = {p.relative_to(ROOT).as_posix() for p in (ROOT / "envsnap").rglob("*.py")}
-    playbooks = {"envsnap/" + p.relative_to(ROOT).as_posix()
-                 for p in (ROOT / "playbooks").rglob("*.yml")}
+    # every file: modules, the Ansible collection's source, playbooks, the Slurm script
+    modules = {p.relative_to(ROOT).as_posix() for p in shipped(ROOT / "envsnap")}
+    playbooks = {"envsnap/" + p.relative_to(ROOT).as_posix() for p in shipped(ROOT / "playbooks")}
     assert "envsnap/playbooks/restore.yml" in playbooks
+    assert "envsnap/playbooks/slurm/capture.sbatch" in playbooks
+    assert "envsnap/ansible/collection/galaxy.yml" in modules
     assert modules - names == set() and playbooks - names == set()
+
+
+def shipped(folder: Path) -> list[Path]:
+    return [p for p in folder.rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"]
 
 
 def test_restore_from_an_installed_wheel_finds_its_playbook(wheel: Path, cli: Cli,

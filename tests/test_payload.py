@@ -6,15 +6,18 @@ import subprocess
 import sys
 import time
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+import pytest
 
 from envsnap.hosts import payload
 
 
 def test_payload_is_deterministic_and_complete() -> None:
-    payload.build_payload.cache_clear()
+    payload.zipped_agent.cache_clear()
     first, digest = payload.build_payload()
-    payload.build_payload.cache_clear()
+    payload.zipped_agent.cache_clear()
     second, again = payload.build_payload()
     assert first == second and digest == again
     names = zipfile.ZipFile(io.BytesIO(first)).namelist()
@@ -64,3 +67,20 @@ def test_installing_clears_agents_unused_for_a_month(tmp_path: Path) -> None:
     result, _, _ = install_and_run(tmp_path)
     assert result.returncode == 0, result.stderr
     assert not old.exists() and recent.exists()
+
+
+def test_workers_asking_at_once_build_the_payload_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fleet capture's workers all ask for the payload as they start: one builds it."""
+    payload.zipped_agent.cache_clear()
+    built = []
+    files = payload.payload_files
+
+    def counted() -> dict[str, bytes]:
+        built.append(1)
+        time.sleep(0.05)   # long enough for every worker to ask while the first builds
+        return files()
+    monkeypatch.setattr(payload, "payload_files", counted)
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        digests = {digest for _, digest in pool.map(lambda _: payload.build_payload(), range(8))}
+    payload.zipped_agent.cache_clear()
+    assert len(digests) == 1 and len(built) == 1

@@ -1,6 +1,7 @@
 """The playbook engine on `local`: loading with lines, variables, when/loop/register, check mode."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -307,7 +308,9 @@ def test_copy_and_template_back_up_what_they_overwrite(tmp_path: Path) -> None:
     assert len(list(dest.parent.glob("file.txt.envsnap-backup-*"))) == 1
 
 
-def test_env_file_writes_a_sitecustomize_block_and_replaces_it(tmp_path: Path) -> None:
+def test_env_file_writes_a_sitecustomize_block_and_replaces_it(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch
+                                                              ) -> None:
     site = tmp_path / "sitecustomize.py"
     site.write_text("import apport_python_hook\n")
     text = """- hosts: all
@@ -322,8 +325,12 @@ def test_env_file_writes_a_sitecustomize_block_and_replaces_it(tmp_path: Path) -
     assert content.startswith("import apport_python_hook\n# BEGIN envsnap env")
     assert "environ.setdefault('NCCL_PROTO', 'Simple')" in content
     assert "NCCL_MAX_NCHANNELS" not in content and content.count("# BEGIN") == 1
+    # the block sets variables: in a copy, or every later test's envsnap would inherit them
+    monkeypatch.setattr(os, "environ", dict(os.environ))
+    monkeypatch.delenv("NCCL_PROTO", raising=False)
     namespace: dict[str, Any] = {}
     exec(compile(content.replace("import apport_python_hook\n", ""), "site", "exec"), namespace)
+    assert os.environ["NCCL_PROTO"] == "Simple"
     assert len(list(tmp_path.glob("sitecustomize.py.envsnap-backup-*"))) >= 1
 
 

@@ -14,7 +14,10 @@ Config: {"mode": "bench", "cmd": str, "repeat": int, "cwd": str|None,
          "sample_interval": float (0 or None: no sampling), "timeout": per-run seconds,
          "metric": regex|None (stop early when a run prints no match, or one that is not a
                    finite number), "max_samples": int,
-         "lifeline": bool (stdin is held open by the controller)}
+         "lifeline": bool (stdin is held open by the controller),
+         "env": [[name, value|null]] (set / unset for the benchmark command),
+         "serve": {"cmd", "ready", "timeout", "env"} | None (a server started before the
+                  runs and stopped after them: benchserve.py)}
 """
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ import threading
 import time
 from typing import Any, Dict, List, Optional
 
-from . import benchsample
+from . import benchsample, benchserve
 from .patterns import PatternRefused, PatternTimeout, checked, last_match
 
 PROGRESS_PREFIX = "envsnap-progress: "
@@ -93,13 +96,14 @@ def wait_run(proc: subprocess.Popen[bytes], timeout: float) -> Dict[str, Any]:
 
 
 def run_once(cmd: str, cwd: str, timeout: float, sampler: benchsample.Sampler,
-             lifeline: Lifeline) -> Dict[str, Any]:
+             lifeline: Lifeline, env: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
     """One run: exit code, wall seconds, output tail, telemetry."""
     started_at = time.time()
     sampler.start()
     started = time.perf_counter()
     proc = subprocess.Popen(["sh", "-c", cmd], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True)
+                            stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True,
+                            env=env)
     lifeline.group = proc.pid
     if lifeline.lost.is_set():  # lost between the check before this run and now
         kill_group(proc.pid)
@@ -204,14 +208,38 @@ def run_bench(config: Dict[str, Any]) -> Dict[str, Any]:
                                        int(config.get("max_samples",
                                                       benchsample.DEFAULT_MAX_SAMPLES)))
     lifeline = Lifeline(sys.stdin.buffer if config.get("lifeline") else None)
+    server = benchserve.Server(config["serve"], cwd) if config.get("serve") else None
     try:
         out["telemetry"] = sampler.info
+        if server is not None:
+            out["server"] = serve(server, lifeline)
         run_all(config, cwd, sampler, lifeline, out)
+        if server is not None:
+            server.check_alive("during the runs")
+    except benchserve.ServeError as exc:
+        out["error"] = str(exc)
     except OSError as exc:  # sh cannot start (no permission on cwd, out of processes)
         out["error"] = "cannot start the benchmark in %s: %s" % (cwd, exc.strerror or exc)
     finally:
+        if server is not None:   # whatever happened: nothing it started is left running
+            stopped = server.stop()
+            if out.get("server"):
+                out["server"]["stopped"] = stopped
         sampler.close()
     return out
+
+
+def serve(server: benchserve.Server, lifeline: Lifeline) -> Dict[str, Any]:
+    """Start the server and wait until it is ready: its record (benchserve.record)."""
+    problem = benchserve.check_ready(server.ready)
+    if problem is not None:
+        raise benchserve.ServeError(problem)
+    try:
+        server.start()
+    except OSError as exc:
+        raise benchserve.ServeError("cannot start the server in %s: %s"
+                                    % (server.cwd, exc.strerror or exc)) from None
+    return benchserve.record(server, server.wait_ready(lifeline.lost))
 
 
 def run_all(config: Dict[str, Any], cwd: str, sampler: benchsample.Sampler,
@@ -220,11 +248,12 @@ def run_all(config: Dict[str, Any], cwd: str, sampler: benchsample.Sampler,
     timeout = float(config.get("timeout") or DEFAULT_RUN_TIMEOUT)
     runs: List[Dict[str, Any]] = out["runs"]
     total = int(config.get("repeat", DEFAULT_REPEAT))
+    env = benchserve.changed_env(dict(os.environ), config["env"]) if config.get("env") else None
     for number in range(1, total + 1):
         if lifeline.lost.is_set():
             out["stopped"] = "the controller went away before run %d" % number
             return
-        run = run_once(config["cmd"], cwd, timeout, sampler, lifeline)
+        run = run_once(config["cmd"], cwd, timeout, sampler, lifeline, env)
         run["run"] = number
         runs.append(run)
         if config.get("lifeline"):  # a controller follows: tell it as each run ends

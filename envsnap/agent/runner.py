@@ -65,7 +65,16 @@ def decode_config(argv: List[str]) -> Dict[str, Any]:
 
 
 def main(argv: List[str]) -> int:
-    config = decode_config(argv)
+    sys.stdout.write(agent_output(decode_config(argv)))
+    sys.stdout.flush()
+    # Abandoned collector threads may still be blocked; leave without waiting for them.
+    os._exit(0)
+
+
+def agent_output(config: Dict[str, Any]) -> str:
+    """What the agent reports, as JSON text, every string masked: printed by main, and
+    returned as it is by the Ansible collection's modules (envsnap/ansible/), so the
+    controller reads the same text whichever way it came."""
     redact.emit_digests()   # the controller rekeys them under the user's masking key
     document: Dict[str, Any] = {
         "agent": {"version": AGENT_VERSION, "python": sys.executable,
@@ -77,9 +86,5 @@ def main(argv: List[str]) -> int:
         document["collectors"] = collect_all(config)
     # The last pass: every string leaves this host masked, whatever channel carried it
     # (an error message, a benchmark's command line and output, a variable's name).
-    document = redact.redact_document(document)
-    sys.stdout.write(json.dumps(document, sort_keys=True,
-                                default=lambda odd: redact.redact_text(str(odd))))
-    sys.stdout.flush()
-    # Abandoned collector threads may still be blocked; leave without waiting for them.
-    os._exit(0)
+    return json.dumps(redact.redact_document(document), sort_keys=True,
+                      default=lambda odd: redact.redact_text(str(odd)))

@@ -16,10 +16,14 @@ Record (document["bench"]):
             samples: {bus id: {t: [...], sm_mhz: [...], ...}},    raw, thinned
             sampler: {ticks, cpu_seconds} | None}]                what sampling cost
     telemetry: {available, reason, sample_interval, gpus: {bus id: over all runs}}
+    server: {command, argv, pid, ready_after_s, env, stopped: "term"|"kill",   with --serve
+             workers: {pid: worker facts, "role": "server"}}   also added to the snapshot's
+                                                                workers by capture_and_bench
 """
 from __future__ import annotations
 
 import os
+import re
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -28,7 +32,12 @@ from typing import Any, Callable
 
 from envsnap.agent.redact import holds_marker, redact_text
 from envsnap.bench import stats as benchstats
-from envsnap.defaults import DEFAULT_REPEAT, DEFAULT_RUN_TIMEOUT, DEFAULT_SAMPLE_INTERVAL
+from envsnap.defaults import (
+    DEFAULT_REPEAT,
+    DEFAULT_RUN_TIMEOUT,
+    DEFAULT_SAMPLE_INTERVAL,
+    DEFAULT_SERVE_TIMEOUT,
+)
 from envsnap.diff.findings import plural
 from envsnap.errors import BenchError, StoreError, UsageError
 from envsnap.hosts import capture
@@ -42,6 +51,62 @@ Progress = Callable[[str], None]   # "run 2 of 5: 61.3 s, exit 0, metric 91.7"
 DEFAULT_MAX_SAMPLES = 600
 RECORD_TAIL_CHARS = 2000   # the agent sends 64 KiB to parse; the snapshot keeps the end
 SLACK_SECONDS = 60.0
+STOP_SECONDS = 30.0   # the agent's grace period to stop a server, and then some
+
+# (name, value) sets, (name, None) unsets; applied on top of the environment the agent runs in
+EnvChanges = tuple[tuple[str, "str | None"], ...]
+
+
+@dataclass(frozen=True)
+class ServeSpec:
+    """A server the agent starts before the runs and stops after them (agent/benchserve.py)."""
+
+    cmd: str                  # shell command line that starts the server (like --cmd)
+    ready: str                # a regex searched in the server's output (stdout+stderr), or an
+                              # http:// or https:// URL that must answer (any status < 500)
+    timeout: float = DEFAULT_SERVE_TIMEOUT   # seconds to become ready
+    env: EnvChanges = ()
+
+    def check(self) -> None:
+        """Refuse bad input before any host is contacted (exit 2)."""
+        if not self.cmd.strip():
+            raise UsageError("--serve is empty")
+        check_ready(self.ready)
+        if not self.timeout > 0 or self.timeout == float("inf"):
+            raise UsageError(f"--serve-timeout must be a positive number of seconds, "
+                             f"not {self.timeout:g}")
+
+    def config(self) -> dict[str, Any]:
+        return {"cmd": self.cmd, "ready": self.ready, "timeout": self.timeout,
+                "env": [list(change) for change in self.env]}
+
+
+def check_ready(ready: str) -> None:
+    """--ready: an http(s) URL with a host, or a regex the agent may match (one line, exit 2)."""
+    from urllib.parse import urlsplit
+
+    if not ready.strip():
+        raise UsageError("--ready is empty: give a regex of the server's ready line or an "
+                         "http:// URL that answers once it is up")
+    # a value that starts like a URL is one; anything else is a regex (`listening on http://`)
+    starts = re.match(r"([A-Za-z][A-Za-z0-9+.-]*)://", ready)
+    scheme = starts.group(1).lower() if starts else None
+    if scheme is None:
+        try:
+            benchstats.compile_metric(ready)
+        except UsageError as exc:
+            raise UsageError(str(exc).replace("--metric", "--ready")) from None
+        return
+    if scheme not in ("http", "https") or not ready.startswith(f"{scheme}://"):
+        raise UsageError(f"--ready {ready!r}: a URL must be http:// or https:// (lower "
+                         "case), else give a regex of the server's ready line")
+    try:
+        parts = urlsplit(ready)
+        parts.port   # noqa: B018 (raises ValueError for a port that is not a number)
+    except ValueError as exc:
+        raise UsageError(f"--ready {ready!r} is not a URL: {exc}") from None
+    if not parts.hostname:
+        raise UsageError(f"--ready {ready!r} names no host")
 
 
 @dataclass(frozen=True)
@@ -54,6 +119,8 @@ class BenchSpec:
     sample_interval: float | None = DEFAULT_SAMPLE_INTERVAL   # 0 or None: no sampling
     run_timeout: float = DEFAULT_RUN_TIMEOUT
     max_samples: int = DEFAULT_MAX_SAMPLES
+    serve: ServeSpec | None = None
+    env: EnvChanges = ()   # env changes for the benchmark command itself
 
     def check(self) -> None:
         """Refuse bad input before any host is contacted (exit 2)."""
@@ -67,6 +134,8 @@ class BenchSpec:
         if self.sample_interval is not None and self.sample_interval < 0:
             raise UsageError(f"--sample-interval must be 0 (off) or more, "
                              f"not {self.sample_interval:g}")
+        if self.serve is not None:
+            self.serve.check()
 
 
 def agent_config(spec: BenchSpec, host: Host) -> dict[str, Any]:
@@ -74,7 +143,9 @@ def agent_config(spec: BenchSpec, host: Host) -> dict[str, Any]:
     cwd = spec.cwd or (os.getcwd() if host.is_local else None)
     return {"mode": "bench", "cmd": spec.cmd, "repeat": spec.repeat, "cwd": cwd,
             "metric": spec.metric, "sample_interval": spec.sample_interval or 0,
-            "timeout": spec.run_timeout, "max_samples": spec.max_samples}
+            "timeout": spec.run_timeout, "max_samples": spec.max_samples,
+            "env": [list(change) for change in spec.env],
+            "serve": spec.serve.config() if spec.serve is not None else None}
 
 
 def ignore(progress: str) -> None:
@@ -89,6 +160,8 @@ def bench_on(transport: Transport, host: Host, spec: BenchSpec,
     spec.check()
     started_at = now_utc().isoformat(timespec="seconds")
     timeout = spec.repeat * (spec.run_timeout + 10) + SLACK_SECONDS
+    if spec.serve is not None:
+        timeout += spec.serve.timeout + STOP_SECONDS
     output = capture.run_agent(transport, host, agent_config(spec, host), timeout, progress)
     reported = output.get("bench")
     if not isinstance(reported, dict):
@@ -151,12 +224,16 @@ def build_record(spec: BenchSpec, reported: dict[str, Any], host_name: str) -> d
     # the command as the agent returned it: a secret on it was masked there
     command = reported.get("cmd") if isinstance(reported.get("cmd"), str) else \
         redact_text(spec.cmd)
-    return {"command": command, "cwd": reported.get("cwd"), "metric": spec.metric,
-            "lower_is_better": spec.lower_is_better, "repeat": spec.repeat, "host": host_name,
-            "sample_interval": spec.sample_interval or 0, "run_timeout": spec.run_timeout,
-            "values": values, "summary": benchstats.summarise(values),
-            "runs": [run_entry(run, value) for run, value in zip(runs, values)],
-            "telemetry": telemetry}
+    record = {"command": command, "cwd": reported.get("cwd"), "metric": spec.metric,
+              "lower_is_better": spec.lower_is_better, "repeat": spec.repeat,
+              "host": host_name, "sample_interval": spec.sample_interval or 0,
+              "run_timeout": spec.run_timeout, "values": values,
+              "summary": benchstats.summarise(values),
+              "runs": [run_entry(run, value) for run, value in zip(runs, values)],
+              "telemetry": telemetry}
+    if isinstance(reported.get("server"), dict):
+        record["server"] = reported["server"]
+    return record
 
 
 def run_entry(run: dict[str, Any], value: float) -> dict[str, Any]:
@@ -255,7 +332,10 @@ def capture_and_bench(host: Host, spec: BenchSpec, store: Store, options: Captur
     try:
         document = capture.snapshot_document(transport, host, label, options)
         check_room(store, len(dump_yaml(document)) + spec.repeat * RUN_RECORD_BOUND)
-        snapshot.set_bench(document, bench_on(transport, host, spec, progress))
+        record = bench_on(transport, host, spec, progress)
+        snapshot.set_bench(document, record)
+        # the server ran on the state this document holds: a worker of it like any --proc one
+        snapshot.add_workers(document, server_workers(record))
     finally:
         transport.close()
     outcome = BenchOutcome(label=label, document=document, problems=snapshot.problems(document))
@@ -265,6 +345,13 @@ def capture_and_bench(host: Host, spec: BenchSpec, store: Store, options: Captur
         outcome.not_saved = str(exc)
         outcome.path = keep_unsaved(document, label, fallbacks, exc)
     return outcome
+
+
+def server_workers(record: dict[str, Any]) -> dict[str, Any]:
+    """The managed server's processes, as workers of the snapshot ({} without --serve)."""
+    server = record.get("server")
+    workers = server.get("workers") if isinstance(server, dict) else None
+    return workers if isinstance(workers, dict) else {}
 
 
 # What one run can add to a record at most: its output tail and its thinned GPU samples
@@ -324,10 +411,11 @@ def rerun_and_compare(document: dict[str, Any], host: Host,
                       options: CaptureOptions | None = None,
                       threshold: float = benchstats.DEFAULT_THRESHOLD,
                       alpha: float = benchstats.DEFAULT_ALPHA, *,
-                      command: str | None = None
+                      command: str | None = None, serve: ServeSpec | None = None
                       ) -> tuple[dict[str, Any], benchstats.Comparison]:
     """Run a snapshot's recorded benchmark again on `host`: (the new record, the verdict).
-    `command`, the user's own, runs instead of the recorded one (restore --rerun-cmd)."""
+    `command`, the user's own, runs instead of the recorded one (restore --rerun-cmd);
+    `serve` starts a server for the runs (restore --rerun --serve)."""
     recorded = snapshot.bench(document)
     if recorded is None:
         raise UsageError(f"snapshot {snapshot.label(document)!r} has no recorded benchmark "
@@ -335,6 +423,8 @@ def rerun_and_compare(document: dict[str, Any], host: Host,
     spec = spec_from_record(recorded)
     if command is not None:
         spec = replace(spec, cmd=command)
+    if serve is not None:
+        spec = replace(spec, serve=serve)
     elif holds_marker(spec.cmd):
         raise UsageError(f"the recorded benchmark command {spec.cmd!r} had a secret masked "
                          "at capture: give the command to run")

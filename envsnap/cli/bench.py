@@ -10,10 +10,12 @@ from typing import Any
 from envsnap.cli.options import (
     add_capture_options,
     add_connection_options,
+    add_serve_options,
     exit_codes,
     non_negative_seconds,
     positive_int,
     positive_seconds,
+    serve_spec,
     utf8_text,
 )
 from envsnap.defaults import DEFAULT_REPEAT, DEFAULT_RUN_TIMEOUT, DEFAULT_SAMPLE_INTERVAL
@@ -27,7 +29,8 @@ EPILOG = exit_codes(
                  "after the runs (it is kept under $XDG_STATE_HOME/envsnap/unsaved, else "
                  "here, and the line says where)"),
     (EXIT_HOST, "host unreachable or partly failed; a run exited non-zero, timed out or "
-                "printed no metric (nothing saved)"),
+                "printed no metric; the --serve server exited or was not ready in time "
+                "(nothing saved)"),
 )
 
 
@@ -56,6 +59,7 @@ def register(commands: Any) -> None:
     ben.add_argument("--run-timeout", type=positive_seconds, default=DEFAULT_RUN_TIMEOUT,
                      metavar="S",
                      help=f"kill a run after S seconds (default {DEFAULT_RUN_TIMEOUT:g})")
+    add_serve_options(ben)
     add_capture_options(ben)
     add_connection_options(ben)
     ben.set_defaults(run=cmd_bench)
@@ -72,7 +76,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     spec = BenchSpec(cmd=args.cmd, metric=args.metric, repeat=args.repeat,
                      lower_is_better=args.lower_is_better, cwd=args.cwd,
-                     sample_interval=args.sample_interval, run_timeout=args.run_timeout)
+                     sample_interval=args.sample_interval, run_timeout=args.run_timeout,
+                     serve=serve_spec(args))
     spec.check()   # a bad regex is refused before any host is contacted
     overrides: dict[str, Any] = {"repos": args.repo, "procs": args.proc, "python": args.python}
     hosts = resolve_hosts([args.host], load_inventory(args.inventory), overrides)

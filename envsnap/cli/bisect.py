@@ -9,9 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 from envsnap.cli.options import (
     add_connection_options,
+    add_serve_options,
     exit_codes,
     positive_int,
     positive_seconds,
+    serve_spec,
     utf8_text,
 )
 from envsnap.defaults import DEFAULT_BISECT_REPEAT, DEFAULT_MAX_REPEAT, DEFAULT_RUN_TIMEOUT
@@ -71,6 +73,7 @@ def register(commands: Any) -> None:
     bis.add_argument("--plot", metavar="FILE.svg",
                      help="also draw the metric at each tested commit, in commit order, the "
                           "first bad commit marked, as an SVG file (default: no plot)")
+    add_serve_options(bis)
     add_connection_options(bis)
     bis.set_defaults(run=cmd_bisect)
 
@@ -99,7 +102,8 @@ def cmd_bisect(args: argparse.Namespace) -> int:
 
     spec = BenchSpec(cmd=args.cmd, metric=args.metric, repeat=args.repeat,
                      lower_is_better=args.lower_is_better, cwd=args.cwd,
-                     sample_interval=None, run_timeout=args.run_timeout)
+                     sample_interval=None, run_timeout=args.run_timeout,
+                     serve=serve_spec(args))
     options = BisectOptions(max_repeat=args.max_repeat, with_patch=args.with_patch,
                             good_from_snapshot=args.good_from_snapshot,
                             keep_untracked=args.keep_untracked,

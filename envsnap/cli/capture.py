@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 
 EPILOG = exit_codes(
     (EXIT_OK, "every host captured in full"),
-    (EXIT_USAGE, "usage error: bad argument, unknown host or group, existing label, store not "
+    (EXIT_USAGE, "usage error: bad argument, unknown host or group, bad label template, "
+                 "existing label (or one another capture saved meanwhile), store not "
                  "writable, bad inventory"),
     (EXIT_HOST, "a host unreachable, refused, or partly failed (a collector or repo failed: "
                 "its snapshot is still saved)"),
@@ -36,7 +37,10 @@ def register(commands: Any) -> None:
     cap.add_argument("hosts", nargs="+", metavar="HOST",
                      help="inventory host or group, [user@]host[:port], or 'local'")
     cap.add_argument("--label", help="snapshot label; a fleet is stored as LABEL/<host> "
-                                     "(default: the host and the time of capture)")
+                                     "(default: the host and the time of capture). A "
+                                     "template may hold {host} (local: the short hostname), "
+                                     "{date} and {time} (UTC), {rank} (the launcher's: "
+                                     "SLURM_PROCID, RANK, ...; else 0): 'run1/{host}'")
     add_capture_options(cap)
     cap.add_argument("--hot-path", action="append", default=[], metavar="GLOB", type=utf8_text,
                      help="code paths whose changes diff ranks first (repeatable; default: "
@@ -103,4 +107,6 @@ def cmd_capture(args: argparse.Namespace) -> int:
     failed = [o for o in outcomes if not o.ok]
     if failed and len(outcomes) > 1:
         sys.stderr.write(f"{len(failed)} of {len(outcomes)} hosts failed or partly failed\n")
+    if failed and all(outcome.exit_code == EXIT_USAGE for outcome in failed):
+        return EXIT_USAGE   # only labels other captures saved meanwhile, or the store refused
     return EXIT_HOST if failed else EXIT_OK

@@ -98,7 +98,7 @@ def diff_fleet(args: argparse.Namespace, store: Store, sections: tuple[str, ...]
     sources = fleet_sources(args.snapshots + args.fleet, store)
     if len(sources) < 2:
         raise UsageError("--fleet needs at least two snapshots")
-    report = fleet([store.load(s) for s in sources], sources, sections)
+    report = fleet(store.load_all(sources), sources, sections)
     sys.stdout.write(fleet_json(report) if args.json else fleet_markdown(report)
                      if args.markdown else fleet_human(report, color))
     if args.fail_on == REGRESSION:

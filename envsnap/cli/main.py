@@ -44,7 +44,8 @@ class EnvsnapParser(argparse.ArgumentParser):
 COMMAND_MODULES = {
     "capture": "capture", "list": "show", "show": "show", "diff": "diff", "bench": "bench",
     "play": "play", "restore": "restore", "bisect": "bisect", "report": "report",
-    "demo": "demo", "trust": "trust",
+    "demo": "demo", "trust": "trust", "ansible": "collection",
+    "explain": "explain",
 }
 
 

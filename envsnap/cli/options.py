@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import os
 import textwrap
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from envsnap.defaults import DEFAULT_CONNECT_TIMEOUT
+from envsnap.defaults import DEFAULT_CONNECT_TIMEOUT, DEFAULT_SERVE_TIMEOUT
 from envsnap.errors import (
     EXIT_DRIFT,
     EXIT_HOST,
@@ -18,6 +18,9 @@ from envsnap.errors import (
     EXIT_USAGE,
 )
 from envsnap.snapshot.store import DEFAULT_STORE
+
+if TYPE_CHECKING:   # bench loads when a command runs, not for the parser
+    from envsnap.bench.run import ServeSpec
 
 ExitCode = tuple[int, str]
 # What any command can end with, whatever it does: listed at the end of every epilog.
@@ -78,6 +81,7 @@ utf8_text.__name__ = "UTF-8 text"   # argparse names the type in some messages
 
 positive_int = number_type(int, 0, False, "a whole number of at least 1")
 non_negative_int = number_type(int, 0, True, "a whole number of at least 0")
+two_or_more = number_type(int, 1, False, "a whole number of at least 2")
 positive_seconds = number_type(float, 0, False, "a number of seconds above 0")
 non_negative_seconds = number_type(float, 0, True, "a number of seconds of at least 0")
 
@@ -121,6 +125,39 @@ def add_capture_options(parser: argparse.ArgumentParser) -> None:
                              "(repeatable; default: the inventory's procs, else none)")
     parser.add_argument("--force", action="store_true",
                         help="replace an existing label (default: refuse)")
+
+
+def add_serve_options(parser: argparse.ArgumentParser) -> None:
+    """A server started on the host before the benchmark runs and stopped after them."""
+    parser.add_argument("--serve", metavar="CMD", type=utf8_text,
+                        help="start this server (through sh -c, in its own process group) "
+                             "before the runs, stop it after them; its env and argv are "
+                             "recorded as a worker (default: no server)")
+    parser.add_argument("--ready", metavar="REGEX|URL", type=utf8_text,
+                        help="with --serve: the server is ready once its output matches "
+                             "REGEX, or once the http(s) URL answers with a status below 500")
+    parser.add_argument("--serve-timeout", type=positive_seconds, metavar="S",
+                        help="with --serve: seconds it may take to become ready (default "
+                             f"{DEFAULT_SERVE_TIMEOUT:g})")
+
+
+def serve_spec(args: argparse.Namespace) -> ServeSpec | None:
+    """--serve, --ready and --serve-timeout as one ServeSpec (None without --serve); one
+    line (exit 2) when they do not go together, before any host is contacted."""
+    from envsnap.bench.run import ServeSpec
+    from envsnap.errors import UsageError
+
+    if args.serve is None:
+        for given, flag in ((args.ready, "--ready"), (args.serve_timeout, "--serve-timeout")):
+            if given is not None:
+                raise UsageError(f"{flag} is about a --serve server: give --serve CMD too")
+        return None
+    if args.ready is None:
+        raise UsageError("--serve needs --ready REGEX|URL: how to tell the server is up")
+    spec = ServeSpec(cmd=args.serve, ready=args.ready,
+                     timeout=args.serve_timeout or DEFAULT_SERVE_TIMEOUT)
+    spec.check()
+    return spec
 
 
 def ask(question: str) -> str | None:

@@ -8,10 +8,12 @@ from typing import Any, Callable
 
 from envsnap.cli.options import (
     add_connection_options,
+    add_serve_options,
     ask,
     exit_codes,
     non_negative_seconds,
     said_yes,
+    serve_spec,
     utf8_text,
 )
 from envsnap.errors import (
@@ -83,6 +85,7 @@ def register(commands: Any) -> None:
                      help="interpreter on the host to run the agent with (default: the "
                           "inventory's python, else the one a snapshot of your own was "
                           "captured with, else python3)")
+    add_serve_options(res)
     add_connection_options(res)
     res.set_defaults(run=cmd_restore)
 
@@ -134,9 +137,13 @@ def cmd_restore(args: argparse.Namespace) -> int:
         return cmd_abort(args)
     if args.label is None:
         raise UsageError("restore needs the LABEL of a snapshot (or --abort)")
+    rerun = args.rerun or args.rerun_cmd is not None
+    serve = serve_spec(args)
+    if serve is not None and not rerun:
+        raise UsageError("--serve starts a server for the benchmark rerun: give --rerun too")
     options = RestoreOptions(label=args.label, host=args.host, check=args.check,
                              force_host=args.force_host, pip=args.pip,
-                             rerun=args.rerun or args.rerun_cmd is not None,
+                             rerun=rerun, serve=serve,
                              rerun_command=args.rerun_cmd, repos=tuple(args.repo),
                              python=args.python, trust_foreign=args.trust_foreign,
                              wait=args.wait,
@@ -168,7 +175,8 @@ def cmd_abort(args: argparse.Namespace) -> int:
     from envsnap.restore.run import RestoreOptions
     from envsnap.snapshot.store import Store
 
-    if args.check or args.rerun or args.rerun_cmd is not None or args.pip or args.repo:
+    if args.check or args.rerun or args.rerun_cmd is not None or args.pip or args.repo \
+            or args.serve is not None:
         raise UsageError("--abort rolls back an interrupted restore: it takes only --host, "
                          "LABEL and the connection options")
     options = RestoreOptions(label=args.label or "", wait=args.wait, python=args.python,

@@ -14,12 +14,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from envsnap.agent.benchrun import PROGRESS_PREFIX
 from envsnap.agent.redact import redact_document, rekey
 from envsnap.defaults import DEFAULT_COLLECTOR_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FORKS
-from envsnap.errors import EnvsnapError, HostError, UsageError
+from envsnap.errors import EXIT_HOST, EnvsnapError, HostError, UsageError
 from envsnap.hosts import payload
 from envsnap.hosts.inventory import Host
+from envsnap.hosts.labels import HOST, host_field, parse_template, shared_values
 from envsnap.hosts.transport import Transport, open_transport
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.mask import masking_key
@@ -47,6 +47,7 @@ class Outcome:
     path: Path | None = None
     problems: list[str] = field(default_factory=list)
     error: str | None = None
+    exit_code: int = EXIT_HOST     # of the error: EXIT_USAGE for a label saved meanwhile
     seconds: float = 0.0
 
     @property
@@ -59,16 +60,20 @@ def now_utc() -> datetime:
 
 
 def plan_labels(hosts: list[Host], label: str | None, when: datetime) -> dict[str, str]:
-    """host name -> label. One host takes the label as given; a fleet goes in a folder."""
+    """host name -> label. One host takes the label as given; a fleet goes in a folder,
+    unless the label is a template naming {host} (labels.py: fields rendered per host)."""
     stamp = when.strftime("%Y%m%d-%H%M%S")
     if label is None:
         return distinct({host.name: f"{label_from_name(host.name)}-{stamp}" for host in hosts})
-    validate_label(label)
-    if len(hosts) == 1:
-        return {hosts[0].name: label}
+    template = parse_template(label)
+    values = shared_values(template, when)
+    if len(hosts) == 1 or template.uses(HOST):
+        return distinct({host.name: validate_label(template.render(
+            {**values, HOST: host_field(host)})) for host in hosts})
+    label = validate_label(template.render(values))
     if "/" in label:
         raise UsageError(f"label {label!r}: a fleet capture makes {label}/<host>; "
-                         "give a label without '/'")
+                         "give a label without '/', or one with {host} in it")
     return distinct({host.name: f"{label}/{label_from_name(host.name)}" for host in hosts})
 
 
@@ -107,6 +112,9 @@ def run_agent(transport: Transport, host: Host, config: dict[str, Any], timeout:
     data, digest = payload.build_payload()
     follow = None
     if progress is not None:
+        # on use: the bench mode's module costs a capture ~70 ms of start-up to import
+        from envsnap.agent.benchrun import PROGRESS_PREFIX
+
         config = {**config, "lifeline": True}
 
         def follow(line: str) -> None:
@@ -160,10 +168,11 @@ def capture_host(host: Host, label: str, store: Store, options: CaptureOptions) 
     transport = open_transport(host, options.connect_timeout, options.accept_new_host_keys)
     try:
         document = snapshot_document(transport, host, label, options)
-        outcome.path = store.save(document, label)
+        outcome.path = store.save(document, label, replace=options.force)
         outcome.problems = snapshot.problems(document)
     except EnvsnapError as exc:
         outcome.error = str(exc)
+        outcome.exit_code = exc.exit_code
     except Exception as exc:  # a surprise on one host must not lose the fleet's snapshots
         outcome.error = f"{host.name}: {type(exc).__name__}: {exc}"
     finally:

@@ -12,6 +12,7 @@ import importlib.util
 import io
 import json
 import shlex
+import threading
 import uuid
 import zipfile
 from functools import lru_cache
@@ -44,9 +45,18 @@ def vendored_pynvml() -> bytes | None:
     return Path(spec.origin).read_bytes()
 
 
-@lru_cache(maxsize=1)
+_building = threading.Lock()
+
+
 def build_payload() -> tuple[bytes, str]:
-    """The zip and its content hash (first 16 hex digits of sha256), built once per process."""
+    """The zip and its content hash (first 16 hex digits of sha256), built once per process:
+    the workers of a fleet capture all ask at once, and the cache alone let each build it."""
+    with _building:
+        return zipped_agent()
+
+
+@lru_cache(maxsize=1)
+def zipped_agent() -> tuple[bytes, str]:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         for name, content in payload_files().items():

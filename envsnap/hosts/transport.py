@@ -298,10 +298,46 @@ def check_host_keys(connection: Connection, accept_new: bool) -> None:
     """known_hosts and our policy in place of fabric's AutoAddPolicy, which trusts any key."""
     known_hosts = known_hosts_file(connection)
     client = connection.client
-    client.load_system_host_keys()
-    if known_hosts.exists():
-        client.load_system_host_keys(str(known_hosts))
+    # What client.load_system_host_keys() would load (~/.ssh/known_hosts, then the
+    # configured file), parsed once per process and shared: paramiko only reads these (a
+    # key accepted anew goes to the client's own get_host_keys()).
+    client._system_host_keys = system_host_keys(known_hosts)
     client.set_missing_host_key_policy(known_hosts_policy(accept_new, known_hosts))
+
+
+_parsed_host_keys: dict[tuple[Any, ...], Any] = {}   # the latest files' stamp -> HostKeys
+
+
+def file_stamp(path: Path) -> tuple[int, int, int] | None:
+    try:
+        status = path.stat()
+    except OSError:
+        return None
+    return status.st_ino, status.st_mtime_ns, status.st_size
+
+
+def system_host_keys(known_hosts: Path) -> Any:
+    """~/.ssh/known_hosts (if readable) and `known_hosts` (if it exists), as one HostKeys,
+    parsed again only when a file changed (a key recorded with --accept-new-host-keys).
+    paramiko's parse checks each line against all before it: per connection, that made a
+    fleet capture's CPU grow with the square of a known_hosts that lists the fleet."""
+    import paramiko
+
+    default = Path(os.path.expanduser("~/.ssh/known_hosts"))
+    stamp = (default, file_stamp(default), known_hosts, file_stamp(known_hosts))
+    with _known_hosts_lock:
+        keys = _parsed_host_keys.get(stamp)
+        if keys is None:
+            keys = paramiko.HostKeys()
+            try:
+                keys.load(str(default))
+            except OSError:
+                pass
+            if known_hosts.exists():
+                keys.load(str(known_hosts))
+            _parsed_host_keys.clear()
+            _parsed_host_keys[stamp] = keys
+        return keys
 
 
 MAX_JUMP_DEPTH = 8   # bastions reached through bastions; past this the SSH config loops

@@ -284,7 +284,9 @@ def workers(f: Facts) -> str:
     env = f.section("env")
     patterns = env.get("proc_patterns") or []
     processes = env.get("processes") or {}
-    if not patterns:
+    served = sum(1 for info in processes.values()
+                 if isinstance(info, dict) and info.get("role") == "server")
+    if not patterns and not served:
         return "none recorded (capture with --proc PATTERN)"
     if not processes:
         return f"no process matched {', '.join(patterns)}"
@@ -293,7 +295,12 @@ def workers(f: Facts) -> str:
     for pid, info in sorted(processes.items(), key=lambda item: int(item[0])
                             if str(item[0]).isdigit() else 0):
         groups.setdefault(worker_env_text(info, shell), []).append(str(pid))
-    head = f"{plural(len(processes), 'process', 'es')} matching {', '.join(patterns)}"
+    head = plural(len(processes), 'process', 'es')
+    if patterns:
+        head += f" matching {', '.join(patterns)}"
+    if served:   # a `bench --serve` server and its children (bench/run.py)
+        head += f", {served} started by bench --serve" if patterns else \
+            " started by bench --serve"
     return head + ": " + "; ".join(f"pid {', '.join(pids)}: {text}"
                                    for text, pids in groups.items())
 

@@ -41,9 +41,10 @@ class ForeignPlan:
 
 def foreign_plan(document: Mapping[str, Any], label: str, host: str, provenance: Provenance,
                  *, repos: Sequence[str], pip: bool, rerun: str | None,
-                 needs_consent: bool) -> ForeignPlan:
+                 needs_consent: bool, serve: str | None = None) -> ForeignPlan:
     """repos: the snapshot's checkouts this restore may touch (restore/policy.py: those the
-    user named); rerun: the command --rerun would run, None without --rerun."""
+    user named); rerun: the command --rerun would run, None without --rerun; serve: the
+    server --rerun --serve would start, with the env the snapshot gives it."""
     writes: list[PlannedWrite] = []
     commands = [capture_command(repos)]
     for path, repo in sorted(snap.repos(dict(document)).items()):
@@ -61,6 +62,8 @@ def foreign_plan(document: Mapping[str, Any], label: str, host: str, provenance:
                      if isinstance(version, str)]
     if rerun:
         commands.append(f"benchmark (--rerun): {rerun}")
+    if serve:
+        commands.append(f"server (--rerun --serve): {serve}")
     left_alone = tuple(path for path in recorded_repos(document) if path not in repos)
     return ForeignPlan(label=label, host=host, provenance=provenance, writes=tuple(writes),
                        commands=tuple(commands), needs_consent=needs_consent,

@@ -12,6 +12,7 @@ from envsnap.restore.abort import Aborted
 from envsnap.restore.foreign import ForeignPlan, bytes_text
 from envsnap.restore.rerun import outcome as rerun_outcome
 from envsnap.restore.run import RestoreReport, advice_for
+from envsnap.restore.serve import changes_text
 
 WOULD = re.compile(r"\bwould\b")
 
@@ -103,6 +104,22 @@ def abort_lines(done: Aborted, host: str | None) -> list[str]:
     return [f"aborted {what}: rolled back to {done.target} ({verified})"]
 
 
+def server_lines(report: RestoreReport) -> list[str]:
+    """--serve: the server's env, put back by starting the rerun's server with it."""
+    server = report.server_env
+    if server is None:
+        return []
+    if server.worker is None:
+        return ["server env: the snapshot records no --serve server; the rerun's server "
+                "started with the host's environment as it is"]
+    lines = [f"server env put back (the rerun's server started as the snapshot's was): "
+             f"{changes_text(server)}"]
+    if server.masked:
+        lines.append(f"  not put back (masked as secrets in the snapshot): "
+                     f"{', '.join(server.masked)}")
+    return lines
+
+
 def rerun_lines(report: RestoreReport) -> list[str]:
     if report.rerun is None:
         return []
@@ -110,12 +127,14 @@ def rerun_lines(report: RestoreReport) -> list[str]:
     values_now = f"  values now: {', '.join(f'{v:g}' for v in record['values'])}"
     bad = report.rerun_vs_bad
     if bad is None:
-        return [f"benchmark rerun: {verdict['verdict']}: {verdict['why']}", values_now]
+        return server_lines(report) + [f"benchmark rerun: {verdict['verdict']}: "
+                                       f"{verdict['why']}", values_now]
     # Both endpoints known: where the rerun landed between them, then each verdict.
     medians = (f"{median_text(verdict['new'])} vs good {median_text(verdict['baseline'])}, "
                f"bad {median_text(bad.verdict['baseline'])}")
     runs = f"{verdict['new']['n']} runs vs {verdict['baseline']['n']} and {len(bad.values)}"
-    return [f"benchmark rerun: {rerun_outcome(verdict, bad.verdict)}: {medians} ({runs})",
+    return server_lines(report) + [
+            f"benchmark rerun: {rerun_outcome(verdict, bad.verdict)}: {medians} ({runs})",
             f"  vs good: {verdict['verdict']}: {verdict['why']}",
             f"  vs bad ({bad.label}): {bad.verdict['verdict']}: {bad.verdict['why']}",
             values_now]

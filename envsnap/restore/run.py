@@ -42,6 +42,7 @@ from envsnap.restore.safety import (
     touched_by,
     way_out,
 )
+from envsnap.restore.serve import ServerEnv, about_server, serve_shown, server_env
 from envsnap.snapshot import document as snap
 from envsnap.snapshot import provenance
 from envsnap.snapshot.store import Store
@@ -66,7 +67,8 @@ ADVICE = {  # what a person does about drift that no tool can undo
     "cuda_nccl": "reinstall the recorded CUDA / NCCL / torch versions (or restore with --pip)",
     "system": "kernel, boot parameters, limits and governors are set outside envsnap",
     "env": "set these variables where the workers start (shell profile, service unit), or "
-           "persist them with the env_file task (playbooks/examples/story-host.yml)",
+           "persist them with the env_file task (playbooks/examples/story-host.yml); a "
+           "server `bench --serve` recorded: `restore --rerun --serve` starts it with them",
     "python_env": "pin the packages back (envsnap restore --pip, or pip install NAME==VER)",
 }
 
@@ -84,6 +86,8 @@ class RestoreOptions:
     trust_foreign: bool = False        # restore a snapshot not signed by this user
     repos: tuple[str, ...] = ()        # --repo: the checkouts the user names (policy.py)
     rerun_command: str | None = None   # --rerun-cmd; else the recorded one, once confirmed
+    serve: bench.ServeSpec | None = None   # --serve: the rerun starts the server, with the
+                                           # snapshot's server env (serve.py)
     capture: CaptureOptions = field(default_factory=CaptureOptions)
 
 
@@ -99,6 +103,7 @@ class RestoreReport:
     mismatches: list[str] = field(default_factory=list)   # restorable facts still off
     rerun: tuple[dict[str, Any], benchstats.Comparison] | None = None
     rerun_vs_bad: BadSide | None = None    # the rerun against the state restored from
+    server_env: ServerEnv | None = None    # --serve: the env the rerun's server started with
     notes: list[str] = field(default_factory=list)        # --check: what may change the plan
 
     @property
@@ -164,7 +169,8 @@ def check_provenance(document: dict[str, Any], host: Host, options: RestoreOptio
     plan = foreign_plan(document, options.label, host.name, found,
                         repos=host.list_var("repos"), pip=options.pip,
                         rerun=rerun_shown(document, options.rerun, options.rerun_command),
-                        needs_consent=needs_consent)
+                        needs_consent=needs_consent,
+                        serve=serve_shown(document, options.serve) if options.rerun else None)
     consented = review(plan) if review is not None else False
     if needs_consent and not consented:
         raise UsageError(f"snapshot {options.label!r} is foreign ({found.foreign}): nothing "
@@ -233,7 +239,7 @@ class RestoreRun:
             return report        # the user said no: nothing moved
         if not (changes or pending):
             if self.options.rerun:  # nothing to restore, but the numbers may still be off
-                self.rerun(report)
+                self.rerun(report, before)
             return report
         if journal is None or pending == "rollback":
             # The rollback point is the host as it is now; a resumed run keeps the first one.
@@ -251,7 +257,7 @@ class RestoreRun:
         plan = self.playbook(check=True)
         pins = package_pins(self.document, before) if self.options.pip else []
         return RestoreReport(host=self.host.name, plan=plan, pending=pending, pip_pins=pins,
-                             remaining=remaining_drift(self.document, before, self.options.pip))
+                             remaining=self.remaining(before))
 
     def apply(self, report: RestoreReport, journal: Journal) -> None:
         journal.state = "applying"
@@ -271,10 +277,10 @@ class RestoreRun:
             raise type(exc)(f"{exc}; the restore stays pending: {way_out(journal)}") from None
         report.mismatches = restorable_mismatches(self.document, after,
                                                   policy.chosen_repos(self.host))
-        report.remaining = remaining_drift(self.document, after, self.options.pip)
+        report.remaining = self.remaining(after)
         self.book.clear(journal)
         if self.options.rerun:
-            self.rerun(report)
+            self.rerun(report, after)
 
     def touched(self) -> list[str]:
         """The checkouts this restore writes: its locks and journal."""
@@ -283,11 +289,26 @@ class RestoreRun:
     def capture(self, label: str) -> dict[str, Any]:
         return capture.snapshot_document(self.transport, self.host, label, self.options.capture)
 
-    def rerun(self, report: RestoreReport) -> None:
+    def remaining(self, live: dict[str, Any]) -> list[Finding]:
+        """Drift restore.yml does not undo; with --serve less the server's env, which the
+        rerun's server is started with."""
+        found = remaining_drift(self.document, live, self.options.pip)
+        if self.options.serve is None or not self.options.rerun:
+            return found
+        server = server_env(self.document, live)
+        return [finding for finding in found if not about_server(finding, server)]
+
+    def rerun(self, report: RestoreReport, live: dict[str, Any]) -> None:
         """The benchmark again: against the snapshot's runs, and against the runs of the
-        state it was restored from when the store holds some (rerun.py)."""
+        state it was restored from when the store holds some (rerun.py). With --serve the
+        server is started with the snapshot's server env (serve.py)."""
+        serve = self.options.serve
+        if serve is not None:
+            report.server_env = server_env(self.document, live)
+            serve = replace(serve, env=report.server_env.changes)
         report.rerun = bench.rerun_and_compare(self.document, self.host, self.options.capture,
-                                               command=self.options.rerun_command)
+                                               command=self.options.rerun_command,
+                                               serve=serve)
         report.rerun_vs_bad = find_bad_side(self.store, self.document, report.pre_restore,
                                             self.host.name, report.rerun[0],
                                             self.same_restorable_state)

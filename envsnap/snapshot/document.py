@@ -176,6 +176,16 @@ def set_bench(document: dict[str, Any], record: dict[str, Any]) -> None:
     document["bench"] = record
 
 
+def add_workers(document: dict[str, Any], workers: dict[str, Any]) -> None:
+    """Add processes to the env section's workers (a --serve server: envsnap started it after
+    the capture), keeping the section's digest true."""
+    if not workers:
+        return
+    env = facts(document).setdefault("env", {})
+    env["processes"] = {**(env.get("processes") or {}), **workers}
+    document.setdefault("digests", {})["env"] = section_digest(env)
+
+
 # ---- loading ---------------------------------------------------------------------------------
 
 def validate(document: Any, source: str) -> dict[str, Any]:

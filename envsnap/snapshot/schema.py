@@ -163,7 +163,8 @@ PYTHON_ENV = record(
 PROCESS = record(
     "process", "a matched process (a server, a torchrun worker), keyed by pid",
     cmdline=STRINGS, exe=STR_, cwd=STR_, ppid=INT_, matched=STR_, start_since_boot_s=NUM_,
-    start_epoch=NUM_, env=MapOf(STR_, key="variable"), limits=LIMITS, error=STR_)
+    start_epoch=NUM_, env=MapOf(STR_, key="variable"), limits=LIMITS, error=STR_,
+    role=STR_)
 ENV = record(
     "env", "the shell's and matched processes' environment (agent/env.py)",
     shell=MapOf(STR_, key="variable"), processes=MapOf(PROCESS, key="pid"),
@@ -260,6 +261,11 @@ BENCH_RUN = record(
     samples=MapOf(MapOf(ListOf(NUM_), key="reading"), key="PCI bus id"),
     buffered=MapOf(MapOf(ListOf(NUM_), key="reading"), key="PCI bus id"),
     sampler=optional(MapOf(NUM_, key="counter")))
+SERVER = record(
+    "bench_server", "the server `--serve` started for the runs and stopped after them; its "
+    "processes are also workers of the snapshot (env.processes, role server)",
+    command=STR_, argv=STRINGS, pid=INT_, ready_after_s=NUM_, env=MapOf(STR_, key="variable"),
+    stopped=STR_, workers=MapOf(PROCESS, key="pid"))
 TELEMETRY = record("telemetry", "GPU telemetry over all runs; reason when unavailable",
                    available=BOOL_, reason=STR_, gpus=MapOf(BENCH_GPU, key="PCI bus id"))
 BENCH = record(
@@ -267,7 +273,7 @@ BENCH = record(
     required=("values",), values=ListOf(NUM), command=STR_, cwd=STR_, metric=METRIC,
     lower_is_better=BOOL_, repeat=INT_, host=STR_, sample_interval=NUM_, run_timeout=NUM_,
     started_at=STR_, finished_at=STR_, summary=MapOf(NUM_, key="statistic"),
-    runs=ListOf(BENCH_RUN), telemetry=optional(TELEMETRY))
+    runs=ListOf(BENCH_RUN), telemetry=optional(TELEMETRY), server=optional(SERVER))
 DOCUMENT = record(
     "snapshot", "an envsnap snapshot: one host's environment at one moment",
     required=("schema", "meta", "facts"),

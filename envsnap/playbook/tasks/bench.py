@@ -11,7 +11,12 @@ from typing import Any
 
 from envsnap.bench import run as bench
 from envsnap.bench import stats as benchstats
-from envsnap.defaults import DEFAULT_REPEAT, DEFAULT_RUN_TIMEOUT, DEFAULT_SAMPLE_INTERVAL
+from envsnap.defaults import (
+    DEFAULT_REPEAT,
+    DEFAULT_RUN_TIMEOUT,
+    DEFAULT_SAMPLE_INTERVAL,
+    DEFAULT_SERVE_TIMEOUT,
+)
 from envsnap.diff.findings import plural
 from envsnap.errors import BenchError
 from envsnap.playbook.tasks.base import (
@@ -28,7 +33,19 @@ from envsnap.playbook.tasks.base import (
 from envsnap.playbook.tasks.facts import take_snapshot
 from envsnap.snapshot import document as snapshot
 
-NUMBERS = ("repeat", "sample_interval", "run_timeout", "threshold")
+NUMBERS = ("repeat", "sample_interval", "run_timeout", "threshold", "serve_timeout")
+
+
+def serve_of(args: dict[str, Any], numbers: dict[str, float]) -> bench.ServeSpec | None:
+    """serve/ready/serve_timeout: a server started before the runs (like --serve)."""
+    if not args.get("serve"):
+        if args.get("ready") or "serve_timeout" in numbers:
+            raise ArgError("bench: ready and serve_timeout are about a server: give serve too")
+        return None
+    if not args.get("ready"):
+        raise ArgError("bench: serve needs ready (a regex of its ready line, or a URL)")
+    return bench.ServeSpec(cmd=as_str(args, "serve"), ready=as_str(args, "ready"),
+                           timeout=numbers.get("serve_timeout", DEFAULT_SERVE_TIMEOUT))
 
 
 def spec_of(args: dict[str, Any]) -> bench.BenchSpec:
@@ -39,7 +56,8 @@ def spec_of(args: dict[str, Any]) -> bench.BenchSpec:
                            cwd=str(args["cwd"]) if args.get("cwd") else None,
                            sample_interval=numbers.get("sample_interval",
                                                        DEFAULT_SAMPLE_INTERVAL),
-                           run_timeout=numbers.get("run_timeout", DEFAULT_RUN_TIMEOUT))
+                           run_timeout=numbers.get("run_timeout", DEFAULT_RUN_TIMEOUT),
+                           serve=serve_of(args, numbers))
     try:
         spec.check()
     except Exception as exc:  # UsageError for a bad regex or count: the playbook's fault
@@ -111,6 +129,7 @@ def save(ctx: Context, args: dict[str, Any], record: dict[str, Any]) -> str:
     label = str(args["label"])
     document = take_snapshot(ctx, args, label)
     snapshot.set_bench(document, record)
+    snapshot.add_workers(document, bench.server_workers(record))
     ctx.store.save(document, label)
     return label
 
@@ -118,5 +137,5 @@ def save(ctx: Context, args: dict[str, Any], record: dict[str, Any]) -> str:
 MODULE = Module(name="bench", run=run_benchmark, required=("cmd", "metric"),
                 optional=("repeat", "lower_is_better", "cwd", "sample_interval", "run_timeout",
                           "baseline", "threshold", "fail_on_regression", "label", "force",
-                          "repos", "procs", "python"),
+                          "repos", "procs", "python", "serve", "ready", "serve_timeout"),
                 free_form=None)

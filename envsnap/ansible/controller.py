@@ -1,0 +1,308 @@
+"""The controller's half of the Ansible collection envsnap.gpu (envsnap/ansible/collection/).
+
+The collection's action plugins run inside ansible-playbook on the controller and call this
+module: it checks a task's options, plans labels as `envsnap capture` does, turns the agent's
+output (returned by the module from the host) into the same snapshot document and saves it
+in the store, and judges envsnap_assert's gates. It knows nothing of Ansible: the plugins
+hand it plain values and report its one-line errors as the task's failure message.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from envsnap.agent.redact import redact_document, rekey
+from envsnap.errors import SnapshotError, UsageError
+from envsnap.hosts.capture import CaptureOptions, agent_config, now_utc, plan_labels
+from envsnap.hosts.inventory import Host, check_proc_patterns, inventory_bool, name_list
+from envsnap.snapshot import document as snapshot
+from envsnap.snapshot.mask import masking_key
+from envsnap.snapshot.store import DEFAULT_STORE, Store
+
+STORE_VARIABLE = "ENVSNAP_STORE"
+# What the agent is asked, as `envsnap capture` asks it (its --repo, --proc, --python...).
+AGENT_OPTIONS = ("repos", "procs", "hot_paths", "python", "collector_timeout",
+                 "max_patch_bytes", "history")
+CAPTURE_OPTIONS = ("label", "store", "force", *AGENT_OPTIONS)
+GATES = ("driver", "nccl", "clocks_not_throttled", "baseline")
+ASSERT_OPTIONS = (*GATES, "store", *AGENT_OPTIONS)
+# Clock event reasons that say nothing against a benchmark: an idle GPU, clocks an admin set.
+HARMLESS_CLOCK_EVENTS = frozenset({"gpu_idle", "applications_clocks_setting",
+                                   "display_clocks_setting"})
+DRIFT_SHOWN = 5   # findings named in a failed baseline gate; the rest are counted
+
+
+@dataclass(frozen=True)
+class HostSeen:
+    """The host as Ansible knows it: its inventory name and where it connects."""
+
+    name: str
+    address: str
+    interpreter: str | None    # ansible_python_interpreter, when the inventory sets one
+
+
+@dataclass(frozen=True)
+class AgentRun:
+    """How the agent runs on one host: its config, and the python the module runs under
+    (None: Ansible's own choice of interpreter)."""
+
+    config: dict[str, Any]
+    python: str | None
+    recorded: dict[str, Any]   # what was asked, written into the snapshot's meta (masked)
+
+
+@dataclass(frozen=True)
+class CaptureRequest:
+    label: str
+    store: Store
+    force: bool
+    agent: AgentRun
+
+
+@dataclass(frozen=True)
+class AssertRequest:
+    driver: str | None
+    nccl: str | None
+    clocks_not_throttled: bool
+    baseline: dict[str, Any] | None
+    baseline_name: str | None
+    agent: AgentRun
+
+
+@dataclass(frozen=True)
+class Saved:
+    label: str
+    path: Path
+    document: dict[str, Any]
+    problems: list[str]
+
+
+def check_known(args: Mapping[str, Any], known: tuple[str, ...], module: str) -> None:
+    unknown = sorted(set(args) - set(known))
+    if unknown:
+        raise UsageError(f"{module}: unsupported option(s) {', '.join(unknown)} "
+                         f"(known: {', '.join(sorted(known))})")
+
+
+def optional_text(args: Mapping[str, Any], name: str) -> str | None:
+    value = args.get(name)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+        raise UsageError(f"{name} must be a string, not {value!r}")
+    return str(value)
+
+
+def optional_number(args: Mapping[str, Any], name: str, integer: bool) -> float | None:
+    value = args.get(name)
+    if value is None:
+        return None
+    try:
+        number = int(value) if integer else float(value)
+    except (TypeError, ValueError):
+        number = -1
+    if isinstance(value, bool) or number <= 0:
+        kind = "a whole number" if integer else "a number"
+        raise UsageError(f"{name} must be {kind} above 0, not {value!r}")
+    return number
+
+
+def agent_run(args: Mapping[str, Any], host: HostSeen) -> AgentRun:
+    """The agent's config from a task's options, built by capture's own agent_config."""
+    python = optional_text(args, "python")
+    host_vars = {"repos": name_list(args.get("repos"), "repos"),
+                 "procs": name_list(args.get("procs"), "procs"),
+                 "hot_paths": name_list(args.get("hot_paths"), "hot_paths"),
+                 "python": python or host.interpreter}
+    check_proc_patterns(host_vars["procs"], "procs")
+    timeout = optional_number(args, "collector_timeout", integer=False)
+    patch = optional_number(args, "max_patch_bytes", integer=True)
+    history = optional_number(args, "history", integer=True)
+    options = CaptureOptions(
+        collector_timeout=CaptureOptions.collector_timeout if timeout is None else timeout,
+        max_patch_bytes=None if patch is None else int(patch),
+        history=None if history is None else int(history))
+    seen = Host(name=host.name, address=host.address or host.name, vars=host_vars)
+    config = agent_config(seen, options)
+    recorded = redact_document({**config, "python": seen.python,
+                                "hot_paths": seen.list_var("hot_paths")})
+    return AgentRun(config=config, python=python, recorded=recorded)
+
+
+def store_of(args: Mapping[str, Any], environ: Mapping[str, str]) -> Store:
+    """`store`, else $ENVSNAP_STORE, else ./snapshots: where `envsnap capture` would write."""
+    return Store(optional_text(args, "store") or environ.get(STORE_VARIABLE) or DEFAULT_STORE)
+
+
+def capture_request(args: Mapping[str, Any], host: HostSeen, play_hosts: list[str],
+                    environ: Mapping[str, str]) -> CaptureRequest:
+    """A capture task's options checked, and this host's label planned as `envsnap capture`
+    plans a fleet's: LABEL for a play of one host, LABEL/<host> for a play of several."""
+    check_known(args, CAPTURE_OPTIONS, "envsnap_capture")
+    label = optional_text(args, "label")
+    hosts = [Host(name=name) for name in (play_hosts or [host.name])]
+    if host.name not in {each.name for each in hosts}:
+        hosts.append(Host(name=host.name))
+    planned = plan_labels(hosts, label, now_utc())[host.name]
+    force = inventory_bool(args.get("force", False), "force")
+    store = store_of(args, environ)
+    store.check_writable()
+    if not force and store.exists(planned):
+        raise UsageError(f"snapshot {planned!r} already exists in {store.root} "
+                         "(force: true replaces it, or another label)")
+    return CaptureRequest(label=planned, store=store, force=force,
+                          agent=agent_run(args, host))
+
+
+def document_from(agent_output: str, host: HostSeen, label: str, captured_at: str,
+                  agent: AgentRun) -> dict[str, Any]:
+    """The module's result (the agent's JSON text, as the SSH path reads it) -> a snapshot
+    document, its secrets rekeyed under this user's masking key before anything keeps it."""
+    try:
+        output: dict[str, Any] = json.loads(rekey(agent_output, masking_key()))
+    except (TypeError, ValueError):
+        raise SnapshotError(f"{host.name}: the agent's output is not JSON: "
+                            f"{str(agent_output)[:120]!r}") from None
+    return snapshot.build(output, label=label, host=host.name, address=host.address,
+                          captured_at=captured_at, config=agent.recorded)
+
+
+def save_capture(request: CaptureRequest, agent_output: str, host: HostSeen,
+                 captured_at: str) -> Saved:
+    document = document_from(agent_output, host, request.label, captured_at, request.agent)
+    path = request.store.save(document, request.label, replace=request.force)
+    return Saved(request.label, path, document, snapshot.problems(document))
+
+
+def capture_time() -> str:
+    return now_utc().isoformat(timespec="seconds")
+
+
+# ---- envsnap_assert ------------------------------------------------------------------------
+
+def assert_request(args: Mapping[str, Any], host: HostSeen,
+                   environ: Mapping[str, str]) -> AssertRequest:
+    check_known(args, ASSERT_OPTIONS, "envsnap_assert")
+    if not any(args.get(gate) not in (None, "", False) for gate in GATES):
+        raise UsageError(f"envsnap_assert: no gate given (one or more of {', '.join(GATES)})")
+    baseline_name = optional_text(args, "baseline")
+    baseline = None
+    agent_args = dict(args)
+    if baseline_name is not None:
+        baseline = store_of(args, environ).load(baseline_name)
+        agent_args = {**baseline_options(baseline), **args}
+    return AssertRequest(driver=optional_text(args, "driver"), nccl=optional_text(args, "nccl"),
+                         clocks_not_throttled=inventory_bool(
+                             args.get("clocks_not_throttled", False), "clocks_not_throttled"),
+                         baseline=baseline, baseline_name=baseline_name,
+                         agent=agent_run(agent_args, host))
+
+
+def baseline_options(baseline: dict[str, Any]) -> dict[str, Any]:
+    """The repos and processes the known-good snapshot recorded, so the host is captured as
+    it was. Only from a snapshot this user made (signed with their key): a stranger's names
+    paths and patterns that are data, not something to run on the host unasked."""
+    from envsnap.snapshot.provenance import verify_as_user
+
+    if not verify_as_user(baseline).mine:
+        return {}
+    recorded = snapshot.capture_config(baseline)
+    return {name: recorded[name] for name in ("repos", "procs") if recorded.get(name)}
+
+
+def version_matches(found: str, wanted: str) -> bool:
+    """`580` or `580.159` asks for any 580.x or 580.159.x; `580.159.04` for exactly that."""
+    return found == wanted or found.startswith(wanted + ".")
+
+
+def driver_failure(document: dict[str, Any], wanted: str) -> str | None:
+    found = snapshot.section(document, "nvidia").get("driver")
+    if not found:
+        why = snapshot.collector_error(document, "nvidia") or "no NVIDIA driver found"
+        return f"driver: {wanted} required, {why}"
+    if not version_matches(str(found), wanted):
+        return f"driver: {wanted} required, found {found}"
+    return None
+
+
+def nccl_versions(document: dict[str, Any]) -> dict[str, str]:
+    """Where an NCCL was found -> its version. PyTorch's own NCCL is the one a job loads,
+    so when it is recorded it is the only one that counts."""
+    nccl = snapshot.section(document, "cuda_nccl").get("nccl")
+    if not isinstance(nccl, dict):
+        return {}
+    torch = nccl.get("torch")
+    if isinstance(torch, dict) and torch.get("version"):
+        return {"torch": str(torch["version"])}
+    found = {}
+    for kind in ("libraries", "wheels"):
+        entries = nccl.get(kind)
+        for where, entry in (entries.items() if isinstance(entries, dict) else ()):
+            if isinstance(entry, dict) and entry.get("version"):
+                found[str(where)] = str(entry["version"])
+    return found
+
+
+def nccl_failure(document: dict[str, Any], wanted: str) -> str | None:
+    found = nccl_versions(document)
+    if not found:
+        return f"nccl: {wanted} required, no NCCL found"
+    wrong = {where: version for where, version in found.items()
+             if not version_matches(version, wanted)}
+    if wrong:
+        return f"nccl: {wanted} required, found " + ", ".join(
+            f"{version} ({where})" for where, version in sorted(wrong.items()))
+    return None
+
+
+def clocks_failure(document: dict[str, Any]) -> str | None:
+    volatile = document.get("volatile", {}).get("nvidia", {})
+    gpus = volatile.get("gpus") if isinstance(volatile, dict) else None
+    if not isinstance(gpus, dict) or not gpus:
+        why = snapshot.collector_error(document, "nvidia") or "no GPU clock readings"
+        return f"clocks_not_throttled: {why}"
+    throttled = []
+    for bus_id, gpu in sorted(gpus.items()):
+        reasons = gpu.get("clock_event_reasons") if isinstance(gpu, dict) else None
+        if not isinstance(reasons, list):
+            throttled.append(f"GPU {bus_id} reports no clock event reasons")
+            continue
+        bad = [str(reason) for reason in reasons if reason not in HARMLESS_CLOCK_EVENTS]
+        if bad:
+            throttled.append(f"GPU {bus_id} {'+'.join(bad)}")
+    return f"clocks_not_throttled: {'; '.join(throttled)}" if throttled else None
+
+
+def drift_failure(document: dict[str, Any], baseline: dict[str, Any],
+                  name: str) -> str | None:
+    """Facts that differ from the known-good snapshot, as `envsnap diff` finds them, less
+    those unique to each machine by nature (hostname, uuids, boot id: fleet.HOST_UNIQUE)."""
+    from envsnap.diff.compare import diff
+    from envsnap.diff.fleet import HOST_UNIQUE
+
+    findings = [finding for finding in diff(baseline, document, sources=(name, "")).findings
+                if not finding.volatile and not HOST_UNIQUE.intersection(finding.path)]
+    if not findings:
+        return None
+    shown = "; ".join(f"{f.section} {f.where}: {shown_value(f.before)} -> "
+                      f"{shown_value(f.after)}" for f in findings[:DRIFT_SHOWN])
+    more = f" (and {len(findings) - DRIFT_SHOWN} more)" if len(findings) > DRIFT_SHOWN else ""
+    return f"baseline: {len(findings)} fact(s) drifted from {name!r}: {shown}{more}"
+
+
+def shown_value(value: Any) -> str:
+    text = "(absent)" if value is None else str(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def gate_failures(request: AssertRequest, document: dict[str, Any]) -> list[str]:
+    """One line per gate that failed, in the order the gates are documented."""
+    checks = [driver_failure(document, request.driver) if request.driver else None,
+              nccl_failure(document, request.nccl) if request.nccl else None,
+              clocks_failure(document) if request.clocks_not_throttled else None,
+              drift_failure(document, request.baseline, request.baseline_name or "baseline")
+              if request.baseline is not None else None]
+    return [failure for failure in checks if failure is not None]

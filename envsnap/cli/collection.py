@@ -1,0 +1,39 @@
+"""`envsnap ansible DEST`: write the Ansible collection envsnap.gpu, assembled from
+its source and the agent (envsnap/ansible/build.py); part of the CLI, so it may print."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from envsnap.cli.options import exit_codes
+from envsnap.errors import EXIT_OK, EXIT_USAGE, UsageError
+
+EPILOG = exit_codes(
+    (EXIT_OK, "written: DEST/ansible_collections/envsnap/gpu (its path is printed)"),
+    (EXIT_USAGE, "DEST cannot be written"),
+)
+
+
+def register(commands: Any) -> None:
+    build = commands.add_parser(
+        "ansible", epilog=EPILOG,
+        help="write the Ansible collection envsnap.gpu (modules envsnap_capture, "
+             "envsnap_assert) for ANSIBLE_COLLECTIONS_PATH or ansible-galaxy")
+    build.add_argument("dest", metavar="DEST",
+                       help="folder to write ansible_collections/envsnap/gpu/ into (an earlier "
+                            "build there is replaced)")
+    build.set_defaults(run=cmd_collection)
+
+
+def cmd_collection(args: argparse.Namespace) -> int:
+    from envsnap.ansible.build import build
+
+    try:
+        built = build(Path(args.dest).absolute())
+    except OSError as exc:
+        raise UsageError(f"cannot write the collection into {args.dest}: "
+                         f"{exc.strerror or exc}") from None
+    sys.stdout.write(f"{built}\n")
+    return EXIT_OK

@@ -1,0 +1,134 @@
+"""`envsnap explain`: its arguments and its command (part of the CLI, so it may print)."""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING, Any
+
+from envsnap.cli.options import (
+    add_connection_options,
+    add_serve_options,
+    ask,
+    exit_codes,
+    positive_int,
+    positive_seconds,
+    said_yes,
+    serve_spec,
+    two_or_more,
+    utf8_text,
+)
+from envsnap.defaults import DEFAULT_BISECT_REPEAT, DEFAULT_RUN_TIMEOUT
+from envsnap.errors import EXIT_DRIFT, EXIT_HOST, EXIT_INVALID, EXIT_OK, EXIT_USAGE, UsageError
+
+if TYPE_CHECKING:   # explain's modules load when the command runs, not for the parser
+    from envsnap.explain.run import Plan
+
+EPILOG = exit_codes(
+    (EXIT_OK, "no regression between GOOD's state and the host now (or can't tell whether "
+              "there is one); nothing ran when not approved"),
+    (EXIT_DRIFT, "regression: its causes found (or some left undecided by the noise)"),
+    (EXIT_USAGE, "usage error: bad argument, unknown label or repo, a foreign snapshot "
+                 "without --trust-foreign, another host without --force-host, nothing that "
+                 "can be put back, no --yes without a terminal"),
+    (EXIT_HOST, "host unreachable, or the benchmark or server fails at a state"),
+    (EXIT_INVALID, "invalid snapshot"),
+)
+
+
+def register(commands: Any) -> None:
+    exp = commands.add_parser("explain", epilog=EPILOG,
+                              help="find which differences since a good snapshot make the "
+                                   "benchmark slower, by putting them back one set at a time")
+    exp.add_argument("good", metavar="GOOD", help="snapshot of the fast state")
+    exp.add_argument("bad", metavar="BAD",
+                     help="snapshot of the slow state (its workers' env; the host's own "
+                          "state is captured when explain starts)")
+    exp.add_argument("--host", help="where to run (default: the BAD snapshot's host)")
+    exp.add_argument("--repo", action="append", default=[], metavar="PATH", type=utf8_text,
+                     help="checkout to search (repeatable; default: every one both "
+                          "snapshots recorded)")
+    exp.add_argument("--cmd", required=True, type=utf8_text,
+                     help="the benchmark, run through sh -c")
+    exp.add_argument("--metric", required=True, metavar="REGEX", type=utf8_text,
+                     help="regex of the metric: first group (or whole match) of the last match")
+    exp.add_argument("--repeat", type=positive_int, default=DEFAULT_BISECT_REPEAT,
+                     help=f"runs per benchmark invocation (default {DEFAULT_BISECT_REPEAT})")
+    exp.add_argument("--max-invocations", type=two_or_more, metavar="N",
+                     help="never run the benchmark more than N times (the 2 endpoints included); "
+                          "what is still undecided then is reported so (default: 3 x the "
+                          "bound for two causes)")
+    exp.add_argument("--lower-is-better", action="store_true",
+                     help="the metric is a time or latency (default: a throughput, higher "
+                          "is better)")
+    exp.add_argument("--pip", action="store_true",
+                     help="search changed package versions too: each trial pins them with "
+                          "pip (--no-deps), pinned back at the end (default: listed, not "
+                          "searched)")
+    exp.add_argument("--keep-untracked", action="store_true",
+                     help="leave untracked files in the checkouts (a benchmark script kept "
+                          "there) (default: stash them with the rest of your work)")
+    exp.add_argument("--cwd", type=utf8_text,
+                     help="folder to run the benchmark in (default, as for bench: here for "
+                          "local, the login home over SSH)")
+    exp.add_argument("--run-timeout", type=positive_seconds, default=DEFAULT_RUN_TIMEOUT,
+                     metavar="S",
+                     help=f"kill a run after S seconds (default {DEFAULT_RUN_TIMEOUT:g})")
+    exp.add_argument("--force-host", action="store_true",
+                     help="run on a host other than GOOD's (default: refuse)")
+    exp.add_argument("--trust-foreign", action="store_true",
+                     help="put a foreign snapshot's patch and env in place (default: refuse)")
+    exp.add_argument("--yes", action="store_true",
+                     help="start without asking (default: ask at a terminal, else refuse)")
+    add_serve_options(exp)   # the workers' env differences go to it (else to --cmd)
+    add_connection_options(exp)
+    exp.set_defaults(run=cmd_explain)
+
+
+def ask_to_start(yes: bool) -> Any:
+    def confirm(plan: Plan) -> bool:
+        from envsnap.explain.render import plan_lines
+
+        sys.stdout.write("".join(line + "\n" for line in plan_lines(plan)))
+        sys.stdout.flush()
+        if yes:
+            return True
+        if not sys.stdin.isatty():
+            raise UsageError(f"explain would check out and patch checkouts on {plan.host} "
+                             "(put back at the end): pass --yes")
+        return said_yes(ask(f"run the benchmark at these states on {plan.host}? [y/N] "))
+    return confirm
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from envsnap.bench.run import BenchSpec
+    from envsnap.bisect.run import RunEnded
+    from envsnap.explain.render import event_line, final_lines
+    from envsnap.explain.run import Event, ExplainOptions, explain_run
+    from envsnap.hosts.capture import CaptureOptions
+    from envsnap.hosts.inventory import load_inventory
+    from envsnap.snapshot.store import Store
+
+    spec = BenchSpec(cmd=args.cmd, metric=args.metric, repeat=args.repeat,
+                     lower_is_better=args.lower_is_better, cwd=args.cwd,
+                     sample_interval=None, run_timeout=args.run_timeout, serve=serve_spec(args))
+    options = ExplainOptions(repos=tuple(args.repo), force_host=args.force_host,
+                             trust_foreign=args.trust_foreign,
+                             keep_untracked=args.keep_untracked, pip=args.pip,
+                             max_invocations=args.max_invocations,
+                             capture=CaptureOptions(connect_timeout=args.connect_timeout,
+                                                    accept_new_host_keys=args.accept_new_host_keys))
+    items: list[Any] = []
+
+    def confirm(plan: Plan) -> bool:
+        items.extend(plan.differences.items)
+        return bool(ask_to_start(args.yes)(plan))
+
+    def show(event: Event) -> None:   # runs on stderr as they end; each state on stdout
+        stream = sys.stderr if isinstance(event, RunEnded) else sys.stdout
+        stream.write(event_line(event, items) + "\n")
+        stream.flush()
+
+    report = explain_run(Store(args.store), load_inventory(args.inventory),
+                         (args.good, args.bad), args.host, spec, options, confirm, show)
+    sys.stdout.write("".join(line + "\n" for line in final_lines(report)))
+    return EXIT_DRIFT if report.regression else EXIT_OK

@@ -1,0 +1,198 @@
+"""A chosen set of differences in place: GOOD's state plus those differences from the host now.
+
+Checkouts move through bisect's Tree (tree.py): the user's work is stashed on entry, HEAD and
+branch remembered, and all of it put back on exit whatever happened (an error, Ctrl-C). The
+patch in place at a state is GOOD's or the current one, applied with restore's git tasks and
+taken back out before the next checkout. Env variables change no file: they travel with the
+benchmark (BenchSpec.env) or the server's start (ServeSpec.env). sitecustomize is written by
+restore's sitecustomize task (its write policy; what was there saved in a backup folder on the
+first write) and put back from that backup on exit.
+"""
+from __future__ import annotations
+
+import shlex
+import uuid
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Callable
+
+from envsnap.bench.run import EnvChanges
+from envsnap.bisect.tree import Tree, sigint_deferred
+from envsnap.diff.findings import plural
+from envsnap.errors import HostError
+from envsnap.explain.differences import Differences
+from envsnap.playbook.tasks import git as git_task
+from envsnap.playbook.tasks import sitecustomize
+from envsnap.playbook.tasks.base import Context
+from envsnap.playbook.tasks.gitpatch import Patch, apply, remove, upload
+from envsnap.playbook.tasks.treefile import backup_dir
+from envsnap.restore.run import pin_packages
+
+
+@dataclass(frozen=True)
+class RepoState:
+    path: str
+    head: str
+    patch: Patch | None
+
+
+@dataclass(frozen=True)
+class SiteState:
+    path: str
+    content: str | None      # None: no sitecustomize (an empty one stands for it)
+
+
+@dataclass(frozen=True)
+class State:
+    repos: tuple[RepoState, ...]
+    benchmark_env: EnvChanges
+    server_env: EnvChanges
+    site: SiteState | None = None   # None: sitecustomize is not a difference
+    packages: tuple[tuple[str, str], ...] = ()   # name, version wanted (with --pip)
+
+
+def state_for(found: Differences, applied: frozenset[int]) -> State:
+    """GOOD's state, with the differences at `applied` (indexes into found.items) taken from
+    the host now. A commit range joined with its patch (run.join_inseparable) brings both."""
+    taken = [item for index, item in enumerate(found.items) if index in applied]
+    moved = {item.name for item in taken if item.kind == "commits"}
+    patched = {item.name for item in taken if item.kind == "patch"} | \
+        {item.name for item in taken if item.kind == "commits" and item.with_patch}
+    repos = tuple(RepoState(ends.path,
+                            ends.current_head if ends.path in moved else ends.good_head,
+                            ends.current_patch if ends.path in patched else ends.good_patch)
+                  for ends in found.repos)
+    env: dict[str, list[tuple[str, str | None]]] = {"benchmark": [], "server": []}
+    site, packages = None, []
+    for index, item in enumerate(found.items):
+        if item.kind == "package":
+            packages.append((item.name, str(item.current if index in applied else item.good)))
+        if item.kind == "env":
+            env[item.target].append((item.name, item.current if index in applied else item.good))
+        if item.kind == "sitecustomize" and found.site is not None:
+            site = SiteState(found.site.path, found.site.current if index in applied
+                             else found.site.good)
+    return State(repos, tuple(env["benchmark"]), tuple(env["server"]), site, tuple(packages))
+
+
+class PipPins:
+    """`with PipPins(ctx, installed, note) as pins:` ... `pins.put(state)` ...: packages
+    pinned to a state's versions with restore's pip pinning; on exit, each one changed is
+    pinned back to the version found, whatever happened."""
+
+    def __init__(self, ctx: Context, installed: dict[str, str],
+                 note: Callable[[str], None]) -> None:
+        self.ctx, self.note = ctx, note
+        self.found = dict(installed)     # name -> version when explain started
+        self.now = dict(installed)       # name -> version pinned last
+
+    def __enter__(self) -> PipPins:
+        return self
+
+    def put(self, wanted: tuple[tuple[str, str], ...]) -> None:
+        self.pin({name: version for name, version in wanted if self.now.get(name) != version})
+
+    def pin(self, versions: dict[str, str]) -> None:
+        if not versions:
+            return
+        with sigint_deferred():   # a pip killed half way leaves a package half installed
+            for name in versions:
+                self.now[name] = "?"   # until pip says it is done
+            pin_packages(self.ctx.transport, self.ctx.host,
+                         [f"{name}=={version}" for name, version in sorted(versions.items())])
+            self.now.update(versions)
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        back = {name: version for name, version in self.found.items()
+                if self.now.get(name) != version}
+        if not back:
+            return
+        try:
+            self.pin(back)
+        except HostError as exc:
+            pins = " ".join(f"{name}=={version}" for name, version in sorted(back.items()))
+            raise HostError(f"{exc}; pin them back by hand: {self.ctx.host.python} -m pip "
+                            f"install --no-deps {pins}") from error
+        self.note(f"{self.ctx.host.name}: {plural(len(back), 'package')} pinned back: "
+                  + ", ".join(f"{name}=={version}" for name, version in sorted(back.items())))
+
+
+class SiteFile:
+    """`with SiteFile(ctx, note) as site:` ... `site.put(state)` ...: sitecustomize switched
+    between states; on exit, what was there before the first write is put back (or the file
+    removed when there was none), whatever happened."""
+
+    def __init__(self, ctx: Context, note: Callable[[str], None]) -> None:
+        self.ctx, self.note = ctx, note
+        self.backup = backup_dir(f"explain-{uuid.uuid4().hex[:12]}")
+        self.written = False
+        self.content: str | None = None
+
+    def __enter__(self) -> SiteFile:
+        return self
+
+    def put(self, site: SiteState) -> None:
+        if self.written and self.content == site.content:
+            return
+        with sigint_deferred():
+            self.written = True   # a write that fails half way is put back too
+            result = sitecustomize.write(self.ctx, {"content": site.content or "",
+                                                    "path": site.path, "backup": self.backup})
+            if result.failed:
+                raise HostError(f"{self.ctx.host.name}: {result.msg}")
+            self.content = site.content
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        if not self.written:
+            return
+        with sigint_deferred():
+            result = sitecustomize.put_back(self.ctx, {"source": self.backup})
+            if result.failed:
+                raise HostError(f"{self.ctx.host.name}: sitecustomize could not be put back "
+                                f"({result.msg}); what was there is kept in {self.backup}") \
+                    from error
+            self.ctx.sh(f'rm -rf "$HOME"/{shlex.quote(self.backup.removeprefix("~/"))}')
+        self.note(f"{self.ctx.host.name}: sitecustomize put back as it was")
+
+
+class StateTree(Tree):
+    """A bisect Tree whose patch changes from state to state: GOOD's, the current one, none.
+    Each patch is uploaded once; all are removed from the host on exit."""
+
+    def __init__(self, ctx: Context, top: str, message: str, note: Callable[[str], None],
+                 keep_untracked: bool = False) -> None:
+        super().__init__(ctx, top, None, message, note, keep_untracked)
+        self.uploaded: dict[str, str] = {}   # patch sha256 -> its temp file, quoted
+        self.patch_at: str | None = None     # sha256 of the patch in place
+
+    def put(self, head: str, patch: Patch | None) -> None:
+        """Check `head` out with `patch` on top; GitFailure if it does not apply there."""
+        wanted = patch.sha256 if patch is not None else None
+        if self.at == head and self.patch_at == wanted:
+            return
+        with sigint_deferred():
+            self.put_away()          # the patch in place comes out first
+            self.patch_at = None
+            git_task.checkout(self.ctx, self.top, {"sha": head})
+            self.at = head
+            if patch is None:
+                return
+            if patch.sha256 not in self.uploaded:
+                self.uploaded[patch.sha256] = upload(self.ctx, patch)
+            self.patch, self.quoted = patch, self.uploaded[patch.sha256]
+            apply(self.ctx, self.top, patch, self.quoted)   # checked first: all or nothing
+            self.applied, self.patch_at = True, wanted
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        try:
+            super().__exit__(kind, error, trace)   # removes the last patch's file
+        finally:
+            for quoted in self.uploaded.values():
+                if quoted != self.quoted:
+                    try:
+                        remove(self.ctx, quoted)
+                    except HostError:
+                        pass   # a temp file under ~/.cache/envsnap/tmp: not worth failing for

@@ -1,0 +1,274 @@
+"""What differs between a good snapshot and the host now, as far as envsnap can put it back.
+
+Each difference is one factor of the search (search.py): the commit range of a checkout (one
+factor, however many commits), its uncommitted patch, each variable of the workers' env, and
+sitecustomize. What differs but is not put back here (a masked value, untracked files,
+startup .pth lines, packages) is named in `not_searched`, never silently dropped.
+
+Pure: the documents in, typed data out; run.py asks git what this cannot know.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from envsnap.agent.redact import holds_marker
+from envsnap.diff.findings import plural
+from envsnap.errors import UsageError
+from envsnap.playbook.tasks.gitcmd import GitFailure
+from envsnap.playbook.tasks.gitpatch import Patch, patch_from
+from envsnap.restore.run import customize_digest, package_pins
+from envsnap.snapshot import document as snap
+
+DifferenceKind = Literal["commits", "patch", "env", "sitecustomize", "package"]
+# Where an env variable is put back: the server's start (--serve) or the benchmark command's.
+EnvTarget = Literal["server", "benchmark"]
+EnvSource = Literal["server worker", "--proc worker", "shell"]
+
+
+@dataclass(frozen=True)
+class Difference:
+    kind: DifferenceKind
+    name: str                 # the checkout's path, or the variable's name
+    good: str | None          # commit, patch digest, or value (None: unset / no patch)
+    current: str | None
+    commits: int = 0          # "commits": how many the range holds
+    target: EnvTarget = "benchmark"   # "env": where it is set
+    with_patch: bool = False  # "commits": the current patch comes too (it needs them)
+
+    def describe(self) -> str:
+        if self.kind == "commits":
+            joined = " with the uncommitted patch made on them" if self.with_patch else ""
+            return (f"{self.name}: {plural(self.commits, 'commit')} "
+                    f"{short(self.good)}..{short(self.current)}{joined}")
+        if self.kind == "package":
+            return f"package {self.name} {self.good} -> {self.current}"
+        if self.kind == "sitecustomize":
+            change = ("added" if self.good is None else "removed" if self.current is None
+                      else "changed")
+            return f"sitecustomize {change} ({self.name})"
+        if self.kind == "patch":
+            change = ("the uncommitted patch added" if self.good is None else
+                      "the uncommitted patch removed" if self.current is None else
+                      "the uncommitted patch changed")
+            return f"{self.name}: {change}"
+        where = "the server env" if self.target == "server" else "the benchmark env"
+        if self.current is None:
+            return f"{self.name}={self.good} missing from {where}"
+        if self.good is None:
+            return f"{self.name}={self.current} added to {where}"
+        return f"{self.name}={self.current} in {where} (was {self.good})"
+
+
+def short(sha: str | None) -> str:
+    return (sha or "?")[:12]
+
+
+@dataclass(frozen=True)
+class RepoEnds:
+    """One checkout at both ends: GOOD's HEAD and patch, and the host's now."""
+
+    path: str
+    good_head: str
+    current_head: str
+    good_patch: Patch | None      # None: no uncommitted change
+    current_patch: Patch | None
+
+
+@dataclass(frozen=True)
+class SiteEnds:
+    """sitecustomize.py at both ends: its path and content (None: there was none)."""
+
+    path: str
+    good: str | None
+    current: str | None
+
+
+@dataclass
+class Differences:
+    items: list[Difference] = field(default_factory=list)
+    repos: list[RepoEnds] = field(default_factory=list)
+    site: SiteEnds | None = None
+    env_source: EnvSource = "shell"
+    not_searched: list[str] = field(default_factory=list)   # differs, cannot be put back
+
+
+def repo_patch(repo: dict[str, Any], label: str, path: str) -> Patch | None:
+    """The recorded uncommitted patch (None when there was none); UsageError when the
+    snapshot did not keep it whole (truncated, masked): it could not be put back."""
+    blob = (repo.get("uncommitted") or {}).get("patch")
+    if blob is None:
+        return None
+    try:
+        patch = patch_from(blob)
+    except GitFailure as exc:
+        raise UsageError(f"{path}: the uncommitted patch of {label} cannot be put back "
+                         f"({exc}): nothing was changed") from None
+    return patch if patch.data else None
+
+
+def worker_env(document: dict[str, Any]) -> tuple[EnvSource, dict[str, Any]]:
+    """The env the benchmark's workers ran with: the managed server's when one was recorded,
+    else the first process --proc matched (its children carry the same), else the shell's."""
+    section = snap.section(document, "env")
+    processes = section.get("processes") or {}
+    workers = [processes[pid] for pid in sorted(processes, key=pid_order)
+               if isinstance(processes[pid], dict)]
+    for worker in workers:
+        if worker.get("role") == "server" and isinstance(worker.get("env"), dict):
+            return "server worker", worker["env"]
+    for worker in workers:
+        matched = str(worker.get("matched") or "")
+        if matched and not matched.startswith("child of") and isinstance(worker.get("env"),
+                                                                         dict):
+            return "--proc worker", worker["env"]
+    return "shell", section.get("shell") or {}
+
+
+def pid_order(pid: str) -> tuple[int, str]:
+    return (int(pid), pid) if pid.isdigit() else (0, pid)
+
+
+def env_differences(good: dict[str, Any], bad: dict[str, Any], target: EnvTarget,
+                    labels: tuple[str, str]) -> tuple[EnvSource, list[Difference], list[str]]:
+    """Each variable whose value differs between GOOD's and BAD's workers."""
+    good_source, good_env = worker_env(good)
+    bad_source, bad_env = worker_env(bad)
+    if "error" in good_env or "error" in bad_env:
+        failed = labels[0] if "error" in good_env else labels[1]
+        return bad_source, [], [f"worker env: {failed} could not read it"]
+    found, skipped = [], []
+    for name in sorted(set(good_env) | set(bad_env)):
+        was, now = good_env.get(name), bad_env.get(name)
+        if was == now:
+            continue
+        if any(isinstance(v, str) and holds_marker(v) for v in (was, now)):
+            skipped.append(f"{name}: differs, but its value was masked in the snapshot")
+            continue
+        found.append(Difference("env", name, text_or_none(was), text_or_none(now),
+                                target=target))
+    if good_source != bad_source:
+        skipped.append(f"worker env: {labels[0]} recorded the {good_source}'s, {labels[1]} "
+                       f"the {bad_source}'s")
+    return bad_source, found, skipped
+
+
+def untracked(repo: dict[str, Any]) -> dict[str, Any]:
+    """Each untracked file's digest (its name when none was recorded)."""
+    files = (repo.get("uncommitted") or {}).get("untracked") or {}
+    return {name: facts.get("sha256") if isinstance(facts, dict) else facts
+            for name, facts in files.items()}
+
+
+def interpreter(document: dict[str, Any]) -> str:
+    """Which python (its sys.prefix: a venv is one of its own) the facts of python_env are
+    of: another one's sitecustomize and packages are no difference to put back."""
+    found = snap.section(document, "python_env").get("interpreter") or {}
+    return str(found.get("prefix") or found.get("executable") or "?")
+
+
+def startup_pth(document: dict[str, Any]) -> Any:
+    return snap.section(document, "python_env").get("startup_pth")
+
+
+def recorded_site(document: dict[str, Any]) -> Any:
+    return (snap.section(document, "python_env").get("customize") or {}).get("sitecustomize")
+
+
+def digest(document: dict[str, Any]) -> str | None:
+    site = recorded_site(document)
+    return str(site.get("sha256")) if isinstance(site, dict) else None
+
+
+def recorded_whole(site: Any) -> bool:
+    """None (there was no file), or recorded with all its content."""
+    return site is None or (isinstance(site, dict) and isinstance(site.get("content"), str)
+                            and not site.get("redacted") and not site.get("truncated"))
+
+
+def content(site: Any) -> str | None:
+    return str(site["content"]) if isinstance(site, dict) else None
+
+
+def site_ends(good: dict[str, Any], live: dict[str, Any]) -> SiteEnds | str:
+    """Both ends' sitecustomize, or why it cannot be put back (not recorded whole)."""
+    was, now = recorded_site(good), recorded_site(live)
+    if not (recorded_whole(was) and recorded_whole(now)):
+        return ("sitecustomize differs, but was not recorded whole (masked or cut): "
+                "explain cannot put it back")
+    path = str((now if isinstance(now, dict) else was)["path"])
+    return SiteEnds(path, content(was), content(now))
+
+
+def text_or_none(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def find_differences(good: dict[str, Any], bad: dict[str, Any], live: dict[str, Any],
+                     paths: list[str], commit_counts: dict[str, int], serve: bool,
+                     labels: tuple[str, str], pip: bool = False) -> Differences:
+    """GOOD against the host now (`live`: checkouts, sitecustomize, packages) and BAD's
+    workers (a worker's env is only known from a snapshot taken while it ran)."""
+    found = Differences()
+    good_repos, live_repos = snap.repos(good), snap.repos(live)
+    for path in paths:
+        was, now = good_repos.get(path) or {}, live_repos.get(path) or {}
+        if not isinstance(was.get("head"), str) or not isinstance(now.get("head"), str):
+            raise UsageError(f"{path}: no HEAD recorded in {labels[0]!r} or on the host now")
+        ends = RepoEnds(path, was["head"], now["head"], repo_patch(was, labels[0], path),
+                        repo_patch(now, "the checkout now", path))
+        found.repos.append(ends)
+        if ends.good_head != ends.current_head:
+            found.items.append(Difference("commits", path, ends.good_head, ends.current_head,
+                                          commits=commit_counts.get(path, 0)))
+        digests = [p.sha256 if p else None for p in (ends.good_patch, ends.current_patch)]
+        if digests[0] != digests[1]:
+            found.items.append(Difference("patch", path, digests[0], digests[1]))
+        if untracked(was) != untracked(now):
+            found.not_searched.append(f"{path}: untracked files differ (explain does not "
+                                      "write them: `envsnap restore` does)")
+    target: EnvTarget = "server" if serve else "benchmark"
+    found.env_source, env, skipped = env_differences(good, bad, target, labels)
+    found.items += env
+    found.not_searched += skipped
+    if interpreter(good) != interpreter(live):
+        found.not_searched.append(f"sitecustomize, .pth lines and packages: {labels[0]!r} "
+                                  f"recorded the python at {interpreter(good)}, the host's "
+                                  f"now is {interpreter(live)}: not compared")
+        return found
+    if customize_digest(good) != customize_digest(live):
+        site = site_ends(good, live)
+        if isinstance(site, str):
+            found.not_searched.append(site)
+        else:
+            found.site = site
+            found.items.append(Difference("sitecustomize", site.path, digest(good),
+                                          digest(live)))
+    if startup_pth(good) != startup_pth(live):
+        found.not_searched.append("the .pth lines site.py runs at startup differ (explain "
+                                  "does not put them back: change them by hand)")
+    searched, left = package_differences(good, live) if pip else ([], package_pins(good, live))
+    found.items += searched
+    if left:
+        how = ("installed or removed since, not pinned by explain" if pip else
+               "searched with --pip, which pins them with pip and back at the end")
+        found.not_searched.append(f"{plural(len(left), 'package')} differ ({how}): "
+                                  + ", ".join(left))
+    return found
+
+
+def package_differences(good: dict[str, Any],
+                        live: dict[str, Any]) -> tuple[list[Difference], list[str]]:
+    """Each package both have in another version (pip pins either way); and the ones only
+    one side has (uninstalling is not explain's call, nor restore's)."""
+    was, now = snap.packages(good), snap.packages(live)
+    searched, left = [], []
+    for name in sorted(set(was) | set(now)):
+        if was.get(name) == now.get(name):
+            continue
+        if isinstance(was.get(name), str) and isinstance(now.get(name), str):
+            searched.append(Difference("package", name, was[name], now[name]))
+        else:
+            left.append(name)
+    return searched, left
+

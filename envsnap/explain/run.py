@@ -1,0 +1,321 @@
+"""Which differences between a good snapshot and the host now make the benchmark slower.
+
+    snapshots, host, checkouts            (refused before anything changes: unknown labels,
+                                           a foreign snapshot without --trust-foreign)
+      -> the checkouts' restore locks; the host captured now; another host refused unless
+         --force-host (restore's rule); GOOD's commits must be in the checkouts
+      -> the differences envsnap can put back (differences.py), a patch that only applies
+         on the new commits joined to them; nothing to put back: refused
+      -> the plan and the worst-case number of benchmark invocations, approved by the user
+      -> the search (search.py): each trial puts a set of differences in place (apply.py:
+         GOOD's state plus those) and runs the benchmark there (bench.run.bench_on, with
+         the env differences in BenchSpec.env or ServeSpec.env)
+      -> causes, interactions, what had no effect, what the noise left open
+      -> the checkouts, their branches, the user's work and stashes put back, whatever
+         happened (tree.Tree), the locks released.
+
+Library code: never prints; progress reaches the CLI through `on_event`.
+"""
+from __future__ import annotations
+
+from contextlib import ExitStack
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Union
+
+from envsnap.bench import stats as benchstats
+from envsnap.bench.run import BenchSpec, bench_on
+from envsnap.bisect.inputs import commit_here, describe_head, find_toplevel, matches, pick_host
+from envsnap.bisect.run import BisectOptions, Bisector, BisectReport, RunEnded, Step, locked_bisect
+from envsnap.diff.findings import plural
+from envsnap.errors import BenchError, HostError, UsageError
+from envsnap.explain.apply import PipPins, SiteFile, State, StateTree, state_for
+from envsnap.explain.differences import Difference, Differences, find_differences
+from envsnap.explain.search import (
+    MAX_REMEASURES,
+    Explanation,
+    explain,
+    worst_case_invocations,
+)
+from envsnap.hosts import capture
+from envsnap.hosts.capture import CaptureOptions
+from envsnap.hosts.inventory import Host, Inventory, with_vars
+from envsnap.hosts.transport import open_transport
+from envsnap.playbook.tasks.base import Context
+from envsnap.playbook.tasks.gitcmd import GitFailure, run
+from envsnap.playbook.tasks.gitpatch import Patch, check_on_commit, remove, upload
+from envsnap.restore import policy
+from envsnap.restore.safety import CheckoutLocks
+from envsnap.snapshot import document as snap
+from envsnap.snapshot import provenance
+from envsnap.snapshot.store import Store
+
+
+@dataclass(frozen=True)
+class ExplainOptions:
+    repos: tuple[str, ...] = ()       # --repo: the checkouts (default: all GOOD and BAD share)
+    force_host: bool = False
+    trust_foreign: bool = False
+    keep_untracked: bool = False      # leave untracked files in the checkouts (bench scripts)
+    pip: bool = False                 # search changed package versions too (pip pins them)
+    max_invocations: int | None = None   # the ceiling (default: default_ceiling(n))
+    capture: CaptureOptions = field(default_factory=CaptureOptions)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the user approves before anything changes."""
+
+    host: str
+    labels: tuple[str, str]
+    differences: Differences
+    worst_case: int                   # benchmark invocations for one cause
+    worst_case_two: int               # ... and for two
+    ceiling: int                      # never more, whatever the noise: the rest undecided
+    repeat: int                       # runs per invocation
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One benchmark invocation ended at a state: the differences in place, its values."""
+
+    applied: frozenset[int]
+    values: list[float]
+
+
+Event = Union[str, RunEnded, Measured, Step]   # Step: bisect narrowing a commit range
+
+
+@dataclass
+class ExplainReport:
+    plan: Plan
+    explanation: Explanation | None = None   # None: the user said no, nothing ran
+    endpoints: benchstats.Comparison | None = None
+    leftovers: list[str] = field(default_factory=list)
+    narrowed: BisectReport | None = None     # a commit range that is a cause, bisected
+
+    @property
+    def regression(self) -> bool:
+        """GOOD's state is better than the host now for real (whether explained or not)."""
+        return self.endpoints is not None and \
+            self.endpoints["verdict"] == benchstats.REGRESSION
+
+
+def explain_run(store: Store, inventory: Inventory, labels: tuple[str, str], host: str | None,
+                spec: BenchSpec, options: ExplainOptions, confirm: Callable[[Plan], bool],
+                on_event: Callable[[Event], None] | None = None) -> ExplainReport:
+    """Find the smallest sets of differences that turn GOOD's state into the slow one."""
+    spec.check()
+    emit = on_event or (lambda _: None)
+    good, bad = store.load(labels[0]), store.load(labels[1])
+    for document, label in zip((good, bad), labels):
+        check_trusted(document, label, options.trust_foreign)
+    paths = pick_repos(good, bad, options.repos, labels)
+    target = pick_host(bad, inventory, host)
+    transport = open_transport(target, options.capture.connect_timeout,
+                               options.capture.accept_new_host_keys)
+    try:
+        with CheckoutLocks(transport, target, paths):
+            ctx = Context(host=target, transport=transport, store=store)
+            return Explainer(ctx, spec, labels, emit).run(good, bad, paths, host is not None,
+                                                          options, confirm)
+    except GitFailure as exc:
+        raise HostError(str(exc)) from None
+    finally:
+        transport.close()
+
+
+def default_ceiling(n: int) -> int:
+    """Two causes with every trial measured as often as the noise may ask: a budget the user
+    can plan for, even when endpoints that differ by chance send the search hunting."""
+    return (1 + MAX_REMEASURES) * worst_case_invocations(n, min(2, n))
+
+
+def check_trusted(document: dict[str, Any], label: str, trust_foreign: bool) -> None:
+    """A foreign snapshot's patch and env would run on this host: like restore, only when
+    the user trusts it (--trust-foreign) or adopted it (`envsnap trust`)."""
+    found = provenance.verify_as_user(document)
+    if not found.mine and not trust_foreign:
+        raise UsageError(f"snapshot {label!r} is foreign ({found.foreign}): its patch and env "
+                         "would be put in place; nothing changed: pass --trust-foreign, or "
+                         f"adopt it first with `envsnap trust {label}`")
+
+
+def pick_repos(good: dict[str, Any], bad: dict[str, Any], wanted: tuple[str, ...],
+               labels: tuple[str, str]) -> list[str]:
+    """The checkouts, as GOOD recorded them: --repo, else every one both snapshots hold
+    (none: only the env and the python's differences are searched)."""
+    recorded = {key: repo for key, repo in snap.repos(good).items()
+                if isinstance(repo, dict) and isinstance(repo.get("head"), str)}
+    if not wanted:
+        return sorted(set(recorded) & set(snap.repos(bad)))
+    paths = []
+    for path in wanted:
+        key = next((key for key, repo in recorded.items() if matches(path, key, repo)), None)
+        if key is None:
+            raise UsageError(f"--repo {path}: snapshot {labels[0]!r} recorded no HEAD there")
+        paths.append(key)
+    return sorted(set(paths))
+
+
+class Explainer:
+    """One explain on one host, inside its checkouts' locks."""
+
+    def __init__(self, ctx: Context, spec: BenchSpec, labels: tuple[str, str],
+                 emit: Callable[[Event], None]) -> None:
+        self.ctx, self.spec, self.labels, self.emit = ctx, spec, labels, emit
+
+    def run(self, good: dict[str, Any], bad: dict[str, Any], paths: list[str],
+            host_given: bool, options: ExplainOptions,
+            confirm: Callable[[Plan], bool]) -> ExplainReport:
+        live = self.capture_now(paths, options.capture)
+        problem = policy.host_problem(good, live, host_given, options.force_host)
+        if problem:
+            raise UsageError(problem.replace("restore", "explain"))
+        tops = {path: find_toplevel(self.ctx, path) for path in paths}
+        counts = {path: self.commits_between(tops[path], good, path) for path in paths}
+        found = find_differences(good, bad, live, paths, counts, self.spec.serve is not None,
+                                 self.labels, options.pip)
+        self.join_inseparable(found, tops)
+        if not found.items:
+            left = f" ({'; '.join(found.not_searched)})" if found.not_searched else ""
+            raise UsageError(f"nothing that explain can put back differs between "
+                             f"{self.labels[0]!r} and {self.ctx.host.name} now{left}")
+        n = len(found.items)
+        plan = Plan(self.ctx.host.name, self.labels, found, worst_case_invocations(n, 1),
+                    worst_case_invocations(n, min(2, n)),
+                    options.max_invocations or default_ceiling(n), self.spec.repeat)
+        report = ExplainReport(plan)
+        if not confirm(plan):
+            return report
+        with ExitStack() as stack:
+            trees = [StateTree(self.ctx, tops[ends.path], self.stash_message(tops[ends.path]),
+                               self.emit, options.keep_untracked) for ends in found.repos]
+            for tree in trees:
+                stack.enter_context(tree)
+            site = stack.enter_context(SiteFile(self.ctx, self.emit))
+            pins = stack.enter_context(PipPins(self.ctx, installed(found), self.emit))
+            report.explanation = explain(
+                n, lambda applied: self.measure(found, trees, (site, pins), applied),
+                self.spec.lower_is_better, plan.ceiling)
+        report.leftovers = [stash for tree in trees for stash in tree.leftovers]
+        explanation = report.explanation
+        report.endpoints = benchstats.compare(explanation.good, explanation.bad,
+                                              self.spec.lower_is_better)
+        report.narrowed = self.narrow(found, explanation, tops, options.keep_untracked)
+        if report.narrowed is not None:
+            report.leftovers += report.narrowed.leftovers
+        return report
+
+    def narrow(self, found: Differences, explanation: Explanation, tops: dict[str, str],
+               keep_untracked: bool) -> BisectReport | None:
+        """A commit range that alone is a cause, of more than one commit, bisected at GOOD's
+        state otherwise (its patch, its env), GOOD's runs the baseline: which commit. Only
+        with one checkout (bisect moves one) and a patch that does not need the range."""
+        ranges = [found.items[index] for cause in explanation.causes if len(cause) == 1
+                  for index in cause if found.items[index].kind == "commits"]
+        if not ranges or len(found.repos) != 1 or ranges[0].with_patch \
+                or ranges[0].commits < 2:
+            return None
+        ends = found.repos[0]
+        good = state_for(found, frozenset())
+        spec = self.spec_at(good)
+        bisector = Bisector(spec, BisectOptions(keep_untracked=keep_untracked),
+                            list(explanation.good), self.emit)
+        self.emit(f"{ends.path}: bisect the {ranges[0].commits} commits at GOOD's state")
+        try:
+            with SiteFile(self.ctx, self.emit) as site, \
+                    PipPins(self.ctx, installed(found), self.emit) as pins:
+                put_python(good, site, pins)
+                return locked_bisect(self.ctx, tops[ends.path],
+                                     (ends.good_head, ends.current_head), self.labels,
+                                     ends.good_patch, bisector)
+        except UsageError as exc:   # not a line of commits: nothing moved
+            self.emit(f"{ends.path}: not bisected: {exc}")
+            return None
+
+    def capture_now(self, paths: list[str], options: CaptureOptions) -> dict[str, Any]:
+        host: Host = with_vars(self.ctx.host, {"repos": paths})
+        return capture.snapshot_document(self.ctx.transport, host, "explain-now", options)
+
+    def commits_between(self, top: str, good: dict[str, Any], path: str) -> int:
+        """Commits on either side between GOOD's HEAD and the checkout's now; GOOD's must be
+        in the checkout (it is checked out at every trial)."""
+        sha = commit_here(self.ctx, top, snap.repos(good)[path]["head"], self.labels[0])
+        counted = run(self.ctx, top, "rev-list", "--count", f"{sha}...HEAD")
+        return int(counted.stdout.strip()) if counted.exit_code == 0 else 0
+
+    def stash_message(self, top: str) -> str:
+        return (f"envsnap: work saved before explain {self.labels[0]} {self.labels[1]} "
+                f"(HEAD was {describe_head(self.ctx, top)})")
+
+    def join_inseparable(self, found: Differences, tops: dict[str, str]) -> None:
+        """A patch that applies only on the new commits (or GOOD's only on the old ones)
+        cannot be tried apart from them: the two become one factor. Asked of a private
+        index, nothing in the checkout moves."""
+        for ends in found.repos:
+            kinds = {item.kind: item for item in found.items if item.name == ends.path
+                     and item.kind in ("commits", "patch")}
+            if set(kinds) != {"commits", "patch"}:
+                continue
+            crossed = [(ends.good_head, ends.current_patch), (ends.current_head, ends.good_patch)]
+            if all(self.applies(tops[ends.path], head, patch) for head, patch in crossed):
+                continue
+            joined = replace(kinds["commits"], with_patch=True)
+            found.items = [joined if item is kinds["commits"] else item
+                           for item in found.items if item is not kinds["patch"]]
+
+    def applies(self, top: str, head: str, patch: Patch | None) -> bool:
+        if patch is None:
+            return True
+        quoted = upload(self.ctx, patch)
+        try:
+            check_on_commit(self.ctx, top, head, patch, quoted)
+            return True
+        except GitFailure:
+            return False
+        finally:
+            remove(self.ctx, quoted)
+
+    def measure(self, found: Differences, trees: list[StateTree],
+                python: tuple[SiteFile, PipPins], applied: frozenset[int]) -> list[float]:
+        """The benchmark at GOOD's state plus the differences at `applied`."""
+        state = state_for(found, applied)
+        for tree, repo in zip(trees, state.repos):
+            tree.put(repo.head, repo.patch)
+        put_python(state, *python)
+        spec = self.spec_at(state)
+        where = state_name(found.items, applied)
+        try:
+            values: list[float] = bench_on(self.ctx.transport, self.ctx.host, spec,
+                                           lambda text: self.emit(RunEnded(text, where)))["values"]
+        except BenchError as exc:
+            raise BenchError(f"the benchmark fails at {where}: {exc}") from None
+        self.emit(Measured(applied, values))
+        return values
+
+    def spec_at(self, state: State) -> BenchSpec:
+        """The benchmark with a state's env: the server's start, the command's own."""
+        serve = self.spec.serve
+        return replace(self.spec, env=state.benchmark_env,
+                       serve=replace(serve, env=state.server_env) if serve else None)
+
+
+def installed(found: Differences) -> dict[str, str]:
+    """The versions of the searched packages when explain started."""
+    return {item.name: str(item.current) for item in found.items if item.kind == "package"}
+
+
+def put_python(state: State, site: SiteFile, pins: PipPins) -> None:
+    """A state's sitecustomize and package versions, where they are differences."""
+    if state.site is not None:
+        site.put(state.site)
+    pins.put(state.packages)
+
+
+def state_name(items: list[Difference], applied: frozenset[int]) -> str:
+    if not applied:
+        return "GOOD's state"
+    if len(applied) == len(items):
+        return "the state now"
+    return f"GOOD's state + {plural(len(applied), 'difference')} " \
+           f"({', '.join(str(i + 1) for i in sorted(applied))})"
