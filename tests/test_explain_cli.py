@@ -378,3 +378,55 @@ def test_the_ceiling_is_printed_first_and_never_passed(cli: Cli, tmp_path: Path)
     assert "the ceiling stopped the search (raise --max-invocations)" in out
     assert "cause:" not in out
     assert toy.fingerprint() == before
+
+
+def site_fingerprint(folder: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file under a site folder, with its content and mode."""
+    return {str(path.relative_to(folder)): (path.read_bytes(), path.stat().st_mode)
+            for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+@BOTH
+def test_a_single_cause_in_the_startup_lines_of_a_pth_file(request: pytest.FixtureRequest,
+                                                           over_ssh: bool,
+                                                           tmp_path: Path) -> None:
+    """A .pth line that site.py runs at startup sets a variable in the server's own process
+    (no env collector records it). Between good and bad it was dropped from the file, whose
+    sys.path line stays: explain puts GOOD's line back beside it for the trials that need it;
+    a .pth added since (startup lines only) is removed for GOOD's state. Then both files are
+    byte for byte as found (mode too), and no backup of explain's is left. Over SSH the
+    inventory names the venv's python as the host's."""
+    cli, host = where(request, over_ssh)
+    venv = tmp_path / "venv"   # a python of its own: the suite's venv is shared
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    folder = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path("
+                                  "'purelib'))"], capture_output=True, text=True,
+                                 check=True).stdout.strip())
+    pth = folder / "toy_tuning.pth"
+    toy = Toy(tmp_path / "toy", python)
+    toy.repo.commit("Read the tuning", {"toy_speed.py": speed('env.get("TOY_TUNED") != "1"')})
+    pth.write_text(f"{tmp_path}/toy-extra\nimport os; os.environ.setdefault('TOY_TUNED', '1')\n")
+    toy.bench(cli, "good", {}, "--python", python)
+    pth.write_text(f"# the toy's own folder\n{tmp_path}/toy-extra")   # the startup line gone
+    pth.chmod(0o600)
+    added = folder / "toy_noise.pth"
+    added.write_text("import os\n")
+    toy.pull(slow_at_second=None)
+    toy.bench(cli, "bad", {}, "--python", python)
+    before, site_before = toy.fingerprint(), site_fingerprint(folder)
+    extra: tuple[str, ...] = ()
+    if over_ssh:
+        inventory = tmp_path / "inventory.yml"
+        inventory.write_text(yaml.safe_dump({"all": {"hosts": {host: {"python": python}}}}))
+        extra = ("--inventory", str(inventory))
+    result = explain(cli, toy, host, *extra)
+    assert result.returncode == 1, result.stdout + result.stderr
+    out = result.stdout
+    assert f"cause: startup lines of {pth} (1 line changed), alone: " in out, out
+    assert f"no effect: {toy.repo.path}: 3 commits" in out
+    assert f"no effect: startup lines of {added} (1 line changed)" in out
+    assert f"{host}: 2 .pth files put back as found" in out
+    assert site_fingerprint(folder) == site_before and toy.fingerprint() == before
+    backups = Path(cli.env["HOME"]) / ".cache" / "envsnap" / "restore-backup"
+    assert not list(backups.glob("explain-*"))

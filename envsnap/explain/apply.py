@@ -6,25 +6,30 @@ patch in place at a state is GOOD's or the current one, applied with restore's g
 taken back out before the next checkout. Env variables change no file: they travel with the
 benchmark (BenchSpec.env) or the server's start (ServeSpec.env). sitecustomize is written by
 restore's sitecustomize task (its write policy; what was there saved in a backup folder on the
-first write) and put back from that backup on exit.
+first write) and put back from that backup on exit. A .pth file gets GOOD's startup lines in
+place of its own (its sys.path lines kept) through the same write policy (treefile.py), and is
+put back byte for byte from its backup on exit.
 """
 from __future__ import annotations
 
+import posixpath
 import shlex
 import uuid
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Callable
 
+from envsnap.agent.python_env import startup_lines
 from envsnap.bench.run import EnvChanges
 from envsnap.bisect.tree import Tree, sigint_deferred
 from envsnap.diff.findings import plural
 from envsnap.errors import HostError
 from envsnap.explain.differences import Differences
 from envsnap.playbook.tasks import git as git_task
-from envsnap.playbook.tasks import sitecustomize
+from envsnap.playbook.tasks import sitecustomize, treefile
 from envsnap.playbook.tasks.base import Context
 from envsnap.playbook.tasks.gitpatch import Patch, apply, remove, upload
+from envsnap.playbook.tasks.hostfile import FileState
 from envsnap.playbook.tasks.treefile import backup_dir
 from envsnap.restore.run import pin_packages
 
@@ -43,12 +48,19 @@ class SiteState:
 
 
 @dataclass(frozen=True)
+class PthState:
+    path: str
+    lines: tuple[str, ...] | None   # the startup lines wanted; None: the file as found
+
+
+@dataclass(frozen=True)
 class State:
     repos: tuple[RepoState, ...]
     benchmark_env: EnvChanges
     server_env: EnvChanges
     site: SiteState | None = None   # None: sitecustomize is not a difference
     packages: tuple[tuple[str, str], ...] = ()   # name, version wanted (with --pip)
+    pth: tuple[PthState, ...] = ()   # the .pth files that are differences
 
 
 def state_for(found: Differences, applied: frozenset[int]) -> State:
@@ -63,7 +75,7 @@ def state_for(found: Differences, applied: frozenset[int]) -> State:
                             ends.current_patch if ends.path in patched else ends.good_patch)
                   for ends in found.repos)
     env: dict[str, list[tuple[str, str | None]]] = {"benchmark": [], "server": []}
-    site, packages = None, []
+    site, packages, pth = None, [], []
     for index, item in enumerate(found.items):
         if item.kind == "package":
             packages.append((item.name, str(item.current if index in applied else item.good)))
@@ -72,7 +84,11 @@ def state_for(found: Differences, applied: frozenset[int]) -> State:
         if item.kind == "sitecustomize" and found.site is not None:
             site = SiteState(found.site.path, found.site.current if index in applied
                              else found.site.good)
-    return State(repos, tuple(env["benchmark"]), tuple(env["server"]), site, tuple(packages))
+        if item.kind == "pth":
+            pth.append(PthState(item.name, None if index in applied
+                                else found.pth[item.name].good))
+    return State(repos, tuple(env["benchmark"]), tuple(env["server"]), site, tuple(packages),
+                 tuple(pth))
 
 
 class PipPins:
@@ -155,6 +171,80 @@ class SiteFile:
                     from error
             self.ctx.sh(f'rm -rf "$HOME"/{shlex.quote(self.backup.removeprefix("~/"))}')
         self.note(f"{self.ctx.host.name}: sitecustomize put back as it was")
+
+
+def with_startup_lines(found: FileState, lines: tuple[str, ...]) -> bytes | None:
+    """The file as found with its startup lines replaced by `lines` (after its sys.path
+    lines: site.py adds those whatever the order); None when nothing would be left."""
+    text = found.data.decode("utf-8", "surrogateescape") if found.exists else ""
+    kept = [line for line in text.splitlines(keepends=True) if not startup_lines(line)]
+    if kept and not kept[-1].endswith(("\n", "\r")):
+        kept[-1] += "\n"
+    result = "".join(kept + [f"{line}\n" for line in lines])
+    return result.encode("utf-8", "surrogateescape") if result.strip() else None
+
+
+class StartupFiles:
+    """`with StartupFiles(ctx, note) as pth:` ... `pth.put(state.pth)` ...: .pth files switched
+    between GOOD's startup lines and the host's; on exit, each one written is put back from
+    the backup taken before its first write, byte for byte and mode too (one that did not
+    exist removed again), whatever happened."""
+
+    def __init__(self, ctx: Context, note: Callable[[str], None]) -> None:
+        self.ctx, self.note = ctx, note
+        self.backup = backup_dir(f"explain-{uuid.uuid4().hex[:12]}")
+        self.found: dict[str, FileState] = {}       # path -> as explain found it
+        self.now: dict[str, bytes | None] = {}      # path -> what it holds (None: no file)
+        self.written: set[str] = set()              # the paths written (or removed)
+
+    def __enter__(self) -> StartupFiles:
+        return self
+
+    def put(self, files: tuple[PthState, ...]) -> None:
+        for wanted in files:
+            folder, name = posixpath.split(wanted.path)
+            if wanted.path not in self.found:
+                found = self.read(folder, name)
+                self.found[wanted.path] = found
+                self.now[wanted.path] = found.data if found.exists else None
+            found = self.found[wanted.path]
+            data = (found.data if found.exists else None) if wanted.lines is None \
+                else with_startup_lines(found, wanted.lines)
+            if data == self.now[wanted.path]:
+                continue
+            with sigint_deferred():
+                self.written.add(wanted.path)   # one failing half way is put back too
+                try:
+                    if data is None:
+                        treefile.remove(self.ctx, folder, name, self.backup)
+                    else:
+                        treefile.write(self.ctx, folder, name, data, self.backup,
+                                       record_absent=True)
+                except treefile.TreeRefused as exc:
+                    raise HostError(f"{self.ctx.host.name}: {wanted.path} refused: {exc}") \
+                        from None
+                self.now[wanted.path] = data
+
+    def read(self, folder: str, name: str) -> FileState:
+        try:
+            return treefile.read(self.ctx, folder, name)
+        except treefile.TreeRefused as exc:
+            raise HostError(f"{self.ctx.host.name}: {folder}/{name} refused: {exc}") from None
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        if not self.written:
+            return
+        with sigint_deferred():
+            try:
+                for folder in sorted({posixpath.dirname(path) for path in self.written}):
+                    treefile.put_back(self.ctx, folder, self.backup, None)
+            except (HostError, treefile.TreeRefused) as exc:
+                raise HostError(f"{self.ctx.host.name}: .pth files could not be put back "
+                                f"({exc}); what was there is kept in {self.backup}") from error
+            self.ctx.sh(f'rm -rf "$HOME"/{shlex.quote(self.backup.removeprefix("~/"))}')
+        self.note(f"{self.ctx.host.name}: {plural(len(self.written), '.pth file')} put back as "
+                  "found")
 
 
 class StateTree(Tree):

@@ -2,16 +2,19 @@
 
 Each difference is one factor of the search (search.py): the commit range of a checkout (one
 factor, however many commits), its uncommitted patch, each variable of the workers' env, and
-sitecustomize. What differs but is not put back here (a masked value, untracked files,
-startup .pth lines, packages) is named in `not_searched`, never silently dropped.
+sitecustomize, the startup lines of each .pth file. What differs but is not put back here (a
+masked value, untracked files, packages) is named in `not_searched`, never silently dropped.
 
 Pure: the documents in, typed data out; run.py asks git what this cannot know.
 """
 from __future__ import annotations
 
+import posixpath
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from envsnap.agent.python_env import startup_lines
 from envsnap.agent.redact import holds_marker
 from envsnap.diff.findings import plural
 from envsnap.errors import UsageError
@@ -20,7 +23,7 @@ from envsnap.playbook.tasks.gitpatch import Patch, patch_from
 from envsnap.restore.run import customize_digest, package_pins
 from envsnap.snapshot import document as snap
 
-DifferenceKind = Literal["commits", "patch", "env", "sitecustomize", "package"]
+DifferenceKind = Literal["commits", "patch", "env", "sitecustomize", "pth", "package"]
 # Where an env variable is put back: the server's start (--serve) or the benchmark command's.
 EnvTarget = Literal["server", "benchmark"]
 EnvSource = Literal["server worker", "--proc worker", "shell"]
@@ -29,10 +32,11 @@ EnvSource = Literal["server worker", "--proc worker", "shell"]
 @dataclass(frozen=True)
 class Difference:
     kind: DifferenceKind
-    name: str                 # the checkout's path, or the variable's name
-    good: str | None          # commit, patch digest, or value (None: unset / no patch)
+    name: str                 # the checkout's path, the variable's name, the file's path
+    good: str | None          # commit, patch or file digest, or value (None: unset / none)
     current: str | None
     commits: int = 0          # "commits": how many the range holds
+    lines: int = 0            # "pth": how many of its startup lines changed
     target: EnvTarget = "benchmark"   # "env": where it is set
     with_patch: bool = False  # "commits": the current patch comes too (it needs them)
 
@@ -47,6 +51,8 @@ class Difference:
             change = ("added" if self.good is None else "removed" if self.current is None
                       else "changed")
             return f"sitecustomize {change} ({self.name})"
+        if self.kind == "pth":
+            return f"startup lines of {self.name} ({plural(self.lines, 'line')} changed)"
         if self.kind == "patch":
             change = ("the uncommitted patch added" if self.good is None else
                       "the uncommitted patch removed" if self.current is None else
@@ -84,11 +90,22 @@ class SiteEnds:
     current: str | None
 
 
+@dataclass(frozen=True)
+class PthEnds:
+    """The lines of a .pth file that site.py runs at startup (`import ...`), GOOD's and the
+    host's now; none: no such file, or one of sys.path entries only."""
+
+    path: str
+    good: tuple[str, ...]
+    current: tuple[str, ...]
+
+
 @dataclass
 class Differences:
     items: list[Difference] = field(default_factory=list)
     repos: list[RepoEnds] = field(default_factory=list)
     site: SiteEnds | None = None
+    pth: dict[str, PthEnds] = field(default_factory=dict)   # by path
     env_source: EnvSource = "shell"
     not_searched: list[str] = field(default_factory=list)   # differs, cannot be put back
 
@@ -244,9 +261,11 @@ def find_differences(good: dict[str, Any], bad: dict[str, Any], live: dict[str, 
             found.site = site
             found.items.append(Difference("sitecustomize", site.path, digest(good),
                                           digest(live)))
-    if startup_pth(good) != startup_pth(live):
-        found.not_searched.append("the .pth lines site.py runs at startup differ (explain "
-                                  "does not put them back: change them by hand)")
+    pth, skipped = pth_differences(good, live)
+    for startup, item in pth:
+        found.pth[startup.path] = startup
+        found.items.append(item)
+    found.not_searched += skipped
     searched, left = package_differences(good, live) if pip else ([], package_pins(good, live))
     found.items += searched
     if left:
@@ -255,6 +274,54 @@ def find_differences(good: dict[str, Any], bad: dict[str, Any], live: dict[str, 
         found.not_searched.append(f"{plural(len(left), 'package')} differ ({how}): "
                                   + ", ".join(left))
     return found
+
+
+def pth_differences(good: dict[str, Any], live: dict[str, Any]
+                    ) -> tuple[list[tuple[PthEnds, Difference]], list[str]]:
+    """Each .pth file of the host python's site folders whose startup lines differ; the
+    snapshot records only those lines (and the file's digest), so that is what is put back."""
+    was, now = recorded_pth(good), recorded_pth(live)
+    folders = snap.section(live, "python_env").get("site_dirs") or []
+    searched, skipped = [], []
+    for path in sorted(set(was) | set(now)):
+        before, after = was.get(path) or {}, now.get(path) or {}
+        if before == after:
+            continue
+        if "error" in before or "error" in after:
+            skipped.append(f"{path}: startup lines differ, but the file could not be read")
+            continue
+        lines = tuple(str(line) for line in before.get("code_lines") or [])
+        current = tuple(str(line) for line in after.get("code_lines") or [])
+        if lines == current:
+            skipped.append(f"{path}: its sys.path lines differ (explain puts back only the "
+                           "lines site.py runs)")
+            continue
+        if posixpath.dirname(path) not in folders:
+            skipped.append(f"{path}: startup lines differ, but it is not in a site folder of "
+                           "the host's python now: not put back")
+            continue
+        if any(holds_marker(line) for line in lines):
+            skipped.append(f"{path}: startup lines differ, but a secret in them was masked "
+                           "in the snapshot: explain cannot put them back")
+            continue
+        if any(startup_lines(line) != [line] for line in lines):
+            skipped.append(f"{path}: the snapshot's startup lines for it are not lines site.py "
+                           "runs: not put back")
+            continue
+        changed = sum(((Counter(lines) - Counter(current)) +
+                       (Counter(current) - Counter(lines))).values())
+        searched.append((PthEnds(path, lines, current),
+                         Difference("pth", path, text_or_none(before.get("sha256")),
+                                    text_or_none(after.get("sha256")), lines=changed)))
+    return searched, skipped
+
+
+def recorded_pth(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    found = startup_pth(document)
+    if not isinstance(found, dict):
+        return {}
+    return {str(path): facts if isinstance(facts, dict) else {"error": "unreadable"}
+            for path, facts in found.items()}
 
 
 def package_differences(good: dict[str, Any],

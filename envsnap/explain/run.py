@@ -28,7 +28,7 @@ from envsnap.bisect.inputs import commit_here, describe_head, find_toplevel, mat
 from envsnap.bisect.run import BisectOptions, Bisector, BisectReport, RunEnded, Step, locked_bisect
 from envsnap.diff.findings import plural
 from envsnap.errors import BenchError, HostError, UsageError
-from envsnap.explain.apply import PipPins, SiteFile, State, StateTree, state_for
+from envsnap.explain.apply import PipPins, SiteFile, StartupFiles, State, StateTree, state_for
 from envsnap.explain.differences import Difference, Differences, find_differences
 from envsnap.explain.search import (
     MAX_REMEASURES,
@@ -193,9 +193,10 @@ class Explainer:
             for tree in trees:
                 stack.enter_context(tree)
             site = stack.enter_context(SiteFile(self.ctx, self.emit))
+            pth = stack.enter_context(StartupFiles(self.ctx, self.emit))
             pins = stack.enter_context(PipPins(self.ctx, installed(found), self.emit))
             report.explanation = explain(
-                n, lambda applied: self.measure(found, trees, (site, pins), applied),
+                n, lambda applied: self.measure(found, trees, (site, pth, pins), applied),
                 self.spec.lower_is_better, plan.ceiling)
         report.leftovers = [stash for tree in trees for stash in tree.leftovers]
         explanation = report.explanation
@@ -224,8 +225,9 @@ class Explainer:
         self.emit(f"{ends.path}: bisect the {ranges[0].commits} commits at GOOD's state")
         try:
             with SiteFile(self.ctx, self.emit) as site, \
+                    StartupFiles(self.ctx, self.emit) as pth, \
                     PipPins(self.ctx, installed(found), self.emit) as pins:
-                put_python(good, site, pins)
+                put_python(good, site, pth, pins)
                 return locked_bisect(self.ctx, tops[ends.path],
                                      (ends.good_head, ends.current_head), self.labels,
                                      ends.good_patch, bisector)
@@ -277,7 +279,8 @@ class Explainer:
             remove(self.ctx, quoted)
 
     def measure(self, found: Differences, trees: list[StateTree],
-                python: tuple[SiteFile, PipPins], applied: frozenset[int]) -> list[float]:
+                python: tuple[SiteFile, StartupFiles, PipPins],
+                applied: frozenset[int]) -> list[float]:
         """The benchmark at GOOD's state plus the differences at `applied`."""
         state = state_for(found, applied)
         for tree, repo in zip(trees, state.repos):
@@ -305,10 +308,11 @@ def installed(found: Differences) -> dict[str, str]:
     return {item.name: str(item.current) for item in found.items if item.kind == "package"}
 
 
-def put_python(state: State, site: SiteFile, pins: PipPins) -> None:
-    """A state's sitecustomize and package versions, where they are differences."""
+def put_python(state: State, site: SiteFile, pth: StartupFiles, pins: PipPins) -> None:
+    """A state's sitecustomize, .pth files and package versions, where they are differences."""
     if state.site is not None:
         site.put(state.site)
+    pth.put(state.pth)
     pins.put(state.packages)
 
 

@@ -115,6 +115,12 @@ def write(ctx: Context, root: str, path: str, data: bytes, backup: str | None,
     return str(answer.get("status"))
 
 
+def remove(ctx: Context, root: str, path: str, backup: str | None) -> bool:
+    """root/path deleted (False: there was none); what it held saved in `backup` first."""
+    return bool(call(ctx, {"op": "remove", "root": root, "path": path,
+                           "backup": backup}).get("removed"))
+
+
 def backup_repo(ctx: Context, root: str, sha: str | None, names: list[str],
                 backup: str) -> list[str]:
     answer = call(ctx, {"op": "backup_repo", "root": root, "sha": sha, "names": names,

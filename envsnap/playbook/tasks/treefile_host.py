@@ -352,6 +352,11 @@ def remove_one(root: str, path: str, backup: str | None) -> bool:
         os.close(folder)
 
 
+def op_remove(request: dict[str, Any]) -> dict[str, Any]:
+    """One file deleted, what it held saved in `backup` first."""
+    return {"removed": remove_one(request["root"], request["path"], request.get("backup"))}
+
+
 def op_put_back(request: dict[str, Any]) -> dict[str, Any]:
     """A rollback: the files an earlier restore saved for `root`, written back exactly (and
     the ones it created, removed), each backed up in turn into this run's own backup."""
@@ -395,7 +400,7 @@ def op_site_dirs(_request: dict[str, Any]) -> dict[str, Any]:
 
 OPERATIONS = {"read": op_read, "write": op_write, "read_many": op_read_many,
               "write_many": op_write_many, "backup_repo": op_backup_repo,
-              "backup_file": op_backup_file, "put_back": op_put_back,
+              "backup_file": op_backup_file, "put_back": op_put_back, "remove": op_remove,
               "note_stash": op_note_stash,
               "site_dirs": op_site_dirs}
 
