@@ -423,6 +423,8 @@ def test_a_single_cause_in_the_startup_lines_of_a_pth_file(request: pytest.Fixtu
     result = explain(cli, toy, host, *extra)
     assert result.returncode == 1, result.stdout + result.stderr
     out = result.stdout
+    # the code that every start of that python will run is shown before anything moves
+    assert "       GOOD's: import os; os.environ.setdefault('TOY_TUNED', '1')\n" in out, out
     assert f"cause: startup lines of {pth} (1 line changed), alone: " in out, out
     assert f"no effect: {toy.repo.path}: 3 commits" in out
     assert f"no effect: startup lines of {added} (1 line changed)" in out

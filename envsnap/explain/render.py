@@ -25,7 +25,10 @@ def plan_lines(plan: Plan) -> list[str]:
     lines = [f"explain on {plan.host}: {plural(len(found.items), 'difference')} between "
              f"{plan.labels[0]} and the host now that envsnap can put back "
              f"(env from the {found.env_source}):"]
-    lines += [f"  {index}. {item.describe()}" for index, item in enumerate(found.items, 1)]
+    for index, item in enumerate(found.items, 1):
+        lines.append(f"  {index}. {item.describe()}")
+        if item.kind == "pth":   # code every python start runs: seen before it is written
+            lines += [f"       GOOD's: {line}" for line in found.pth[item.name].good or ()]
     lines += [f"  not searched: {line}" for line in found.not_searched]
     lines.append(f"at most {plan.worst_case} benchmark invocations of {plural(plan.repeat, 'run')}"
                  f" for one cause ({plan.worst_case_two} for two), more when the noise asks "
