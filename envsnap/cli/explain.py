@@ -8,17 +8,16 @@ from typing import TYPE_CHECKING, Any
 from envsnap.cli.options import (
     add_connection_options,
     add_serve_options,
-    ask,
+    approved,
     exit_codes,
     positive_int,
     positive_seconds,
-    said_yes,
     serve_spec,
     two_or_more,
     utf8_text,
 )
 from envsnap.defaults import DEFAULT_BISECT_REPEAT, DEFAULT_RUN_TIMEOUT
-from envsnap.errors import EXIT_DRIFT, EXIT_HOST, EXIT_INVALID, EXIT_OK, EXIT_USAGE, UsageError
+from envsnap.errors import EXIT_DRIFT, EXIT_HOST, EXIT_INVALID, EXIT_OK, EXIT_USAGE
 
 if TYPE_CHECKING:   # explain's modules load when the command runs, not for the parser
     from envsnap.explain.run import Plan
@@ -90,12 +89,9 @@ def ask_to_start(yes: bool) -> Any:
 
         sys.stdout.write("".join(line + "\n" for line in plan_lines(plan)))
         sys.stdout.flush()
-        if yes:
-            return True
-        if not sys.stdin.isatty():
-            raise UsageError(f"explain would check out and patch checkouts on {plan.host} "
-                             "(put back at the end): pass --yes")
-        return said_yes(ask(f"run the benchmark at these states on {plan.host}? [y/N] "))
+        return approved(yes, f"run the benchmark at these states on {plan.host}? [y/N] ",
+                        f"explain would check out and patch checkouts on {plan.host} "
+                        "(put back at the end): pass --yes")
     return confirm
 
 

@@ -176,3 +176,17 @@ def ask(question: str) -> str | None:
 
 def said_yes(answer: str | None) -> bool:
     return answer is not None and answer.lower() in ("y", "yes")
+
+
+def approved(yes: bool, question: str, without_terminal: str) -> bool:
+    """--yes, or a person at a terminal says so; a script without --yes is refused (exit 2,
+    `without_terminal` says what would have changed)."""
+    import sys
+
+    from envsnap.errors import UsageError
+
+    if yes:
+        return True
+    if not sys.stdin.isatty():
+        raise UsageError(without_terminal)
+    return said_yes(ask(question))

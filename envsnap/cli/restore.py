@@ -9,6 +9,7 @@ from typing import Any, Callable
 from envsnap.cli.options import (
     add_connection_options,
     add_serve_options,
+    approved,
     ask,
     exit_codes,
     non_negative_seconds,
@@ -93,12 +94,9 @@ def register(commands: Any) -> None:
 def ask_to_apply(yes: bool) -> Callable[[Any], bool]:
     """--yes, or a person at a terminal says so; a script without --yes is refused."""
     def confirm(report: Any) -> bool:
-        if yes:
-            return True
-        if not sys.stdin.isatty():
-            raise UsageError(f"restore would change {report.host}: pass --yes "
-                             "(or --check to only see the plan)")
-        return said_yes(ask(f"apply these changes to {report.host}? [y/N] "))
+        return approved(yes, f"apply these changes to {report.host}? [y/N] ",
+                        f"restore would change {report.host}: pass --yes "
+                        "(or --check to only see the plan)")
     return confirm
 
 
