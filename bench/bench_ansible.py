@@ -15,26 +15,16 @@ import argparse
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
+from bench_capture import timed  # noqa: E402  (beside this script)
 from sshd import start_sshd  # noqa: E402
 
 BIN = Path(sys.executable).parent   # ansible and ansible-playbook beside this python
-
-
-def timed(argv: list[str], env: dict[str, str], cwd: Path) -> float:
-    started = time.perf_counter()
-    result = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True)
-    elapsed = time.perf_counter() - started
-    if result.returncode != 0:
-        raise SystemExit(f"failed: {' '.join(argv)}\n{result.stdout[-1500:]}{result.stderr[-800:]}")
-    return elapsed
 
 
 def median_time(argv: list[str], env: dict[str, str], cwd: Path, repeat: int) -> float:

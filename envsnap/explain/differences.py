@@ -21,6 +21,7 @@ from envsnap.errors import UsageError
 from envsnap.playbook.tasks.gitcmd import GitFailure
 from envsnap.playbook.tasks.gitpatch import Patch, patch_from
 from envsnap.restore.run import customize_digest, package_pins
+from envsnap.restore.serve import main_server
 from envsnap.snapshot import document as snap
 
 DifferenceKind = Literal["commits", "patch", "env", "sitecustomize", "pth", "package"]
@@ -131,9 +132,9 @@ def worker_env(document: dict[str, Any]) -> tuple[EnvSource, dict[str, Any]]:
     processes = section.get("processes") or {}
     workers = [processes[pid] for pid in sorted(processes, key=pid_order)
                if isinstance(processes[pid], dict)]
-    for worker in workers:
-        if worker.get("role") == "server" and isinstance(worker.get("env"), dict):
-            return "server worker", worker["env"]
+    server = main_server(document)
+    if server is not None and isinstance(server[1].get("env"), dict):
+        return "server worker", server[1]["env"]
     for worker in workers:
         matched = str(worker.get("matched") or "")
         if matched and not matched.startswith("child of") and isinstance(worker.get("env"),

@@ -9,7 +9,7 @@ from envsnap.bisect.run import RunEnded, Step
 from envsnap.diff.findings import plural
 from envsnap.explain.differences import Difference
 from envsnap.explain.run import Event, ExplainReport, Measured, Plan, state_name
-from envsnap.explain.search import Explanation, Trial
+from envsnap.explain.search import Explanation
 
 
 def number(value: float) -> str:
@@ -49,13 +49,8 @@ def described(items: list[Difference], indexes: frozenset[int]) -> str:
     return "; ".join(items[i].describe() for i in sorted(indexes))
 
 
-def alone(explanation: Explanation, applied: frozenset[int]) -> Trial | None:
-    """The last trial that put exactly these differences in place."""
-    return next((t for t in reversed(explanation.trials) if t.applied == applied), None)
-
-
 def effect(explanation: Explanation, applied: frozenset[int], what: str) -> str:
-    trial = alone(explanation, applied)
+    trial = explanation.alone(applied)
     good = median_of(explanation.good)
     if trial is None:
         return f"{what}: found within a group, not measured alone (good {good})"
@@ -90,7 +85,7 @@ def final_lines(report: ExplainReport) -> list[str]:
     for index, item in enumerate(items):
         if index in causing or index in explanation.unexplained:
             continue
-        trial = alone(explanation, frozenset({index}))
+        trial = explanation.alone(frozenset({index}))
         measured = f", {median_of(explanation.good)} -> {median_of(trial.values)}" \
             if trial is not None else ""
         lines.append(f"no effect: {item.describe()}{measured}")
