@@ -8,28 +8,14 @@ from ansible_collections.envsnap.gpu.plugins.plugin_utils.envsnap_action import 
 
 
 class ActionModule(EnvsnapAction):
-    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
-        task_vars = task_vars or {}
-        super().run(tmp, task_vars)
-        controller = self.controller()
-        if controller is None:
-            return self.missing_envsnap()
-        from envsnap.errors import EnvsnapError
-
-        host = self.host_seen(controller, task_vars)
-        try:
-            request = controller.assert_request(dict(self._task.args), host, self.environ())
-        except EnvsnapError as exc:
-            return self.failed(str(exc))
+    def act(self, controller: Any, host: Any, task_vars: dict[str, Any]) -> dict[str, Any]:
+        request = controller.assert_request(dict(self._task.args), host, self.environ())
         captured_at = controller.capture_time()
         result = self.run_agent("envsnap.gpu.envsnap_assert", request.agent, task_vars)
         if result.get("failed") or "agent_output" not in result:
             return result
-        try:
-            document = controller.document_from(str(result["agent_output"]), host, "assert",
-                                                captured_at, request.agent)
-        except EnvsnapError as exc:
-            return self.failed(str(exc))
+        document = controller.document_from(str(result["agent_output"]), host, "assert",
+                                            captured_at, request.agent)
         failures = controller.gate_failures(request, document)
         if failures:
             return self.failed(f"envsnap_assert: {len(failures)} gate(s) failed on {host.name}: "

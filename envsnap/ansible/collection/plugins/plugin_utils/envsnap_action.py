@@ -13,7 +13,26 @@ MISSING_ENVSNAP = ("envsnap is not importable by the Python that runs Ansible ({
 
 
 class EnvsnapAction(ActionBase):
+    """Each plugin's `act` runs with envsnap's controller code and the host; an EnvsnapError
+    it raises (a bad option, a label taken, agent output refused) fails the host in one line."""
+
     TRANSFERS_FILES = False
+
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        task_vars = task_vars or {}
+        super().run(tmp, task_vars)
+        controller = self.controller()
+        if controller is None:
+            return self.missing_envsnap()
+        from envsnap.errors import EnvsnapError
+
+        try:
+            return self.act(controller, self.host_seen(controller, task_vars), task_vars)
+        except EnvsnapError as exc:
+            return self.failed(str(exc))
+
+    def act(self, controller: Any, host: Any, task_vars: dict[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
 
     def controller(self) -> Any:
         """envsnap.ansible.controller, or None when envsnap is not installed here."""
