@@ -8,4 +8,6 @@ value = 1.0
 for path in sys.argv[1:]:
     with open(path) as handle:
         value *= float(handle.read())
-print(f"gen throughput (token/s): {value * random.uniform(0.98, 1.02):.2f}")
+# +-1%: 3 runs a side then always bound a no-change within the 5% threshold ("same");
+# at +-2% about 7 in 100 such comparisons came out "can't tell", and a test flaked.
+print(f"gen throughput (token/s): {value * random.uniform(0.99, 1.01):.2f}")
