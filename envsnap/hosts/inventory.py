@@ -29,6 +29,7 @@ from envsnap.hosts.inventory_graph import (
 )
 from envsnap.hosts.inventory_ini import looks_like_ini, parse_ini
 from envsnap.hosts.jump import inventory_jump
+from envsnap.hosts.sshconfig import is_known_host
 
 LOCAL = "local"
 HOST_SPEC = re.compile(r"^(?:(?P<user>[^@\s]+)@)?"
@@ -316,9 +317,6 @@ def resolve_hosts(patterns: list[str], inventory: Inventory,
 def ad_hoc_host(pattern: str, inventory: Inventory) -> Host:
     """A host the inventory does not name: `local`, or a spec SSH can find. A name that is
     neither is most likely a typo, said as such before any connection is tried."""
-    # Imported here: transport imports this module (and paramiko, which `local` never needs).
-    from envsnap.hosts.transport import is_known_host
-
     host = parse_host_spec(pattern)
     if host.is_local or is_known_host(host.address):
         return host
