@@ -65,12 +65,12 @@ def ask_to_adopt(yes: bool, source: str) -> bool:
 def cmd_trust(args: argparse.Namespace) -> int:
     from envsnap.snapshot import document as snap
     from envsnap.snapshot import provenance
-    from envsnap.snapshot.store import Store
+    from envsnap.snapshot.store import Store, adoption_label
 
     store = Store(args.store)
     document = store.load(args.file)
     found = provenance.verify_as_user(document)
-    label = provenance.adoption_label(store, args.file, document, args.label, args.force)
+    label = adoption_label(store, args.file, document, args.label, args.force)
     if found.mine and store.resolve(args.file).resolve() == store.path_for(label).resolve():
         print(f"{label}: already yours (signed with your key); nothing to do")
         return EXIT_OK

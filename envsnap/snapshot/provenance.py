@@ -21,12 +21,9 @@ import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import Any, Literal, TypedDict
 
 from envsnap.errors import SnapshotError, UsageError
-
-if TYPE_CHECKING:
-    from envsnap.snapshot.store import Store
 
 ALGORITHM = "hmac-sha256"
 SIGNATURE_FIELD = "signature"   # in meta
@@ -228,42 +225,3 @@ def verify_as_user(document: Mapping[str, Any],
                    env: Mapping[str, str] | None = None) -> Provenance:
     """verify() with the user's key (read, never made: reading a snapshot writes nothing)."""
     return verify(document, read_key(env))
-
-
-# ---- adopting a foreign snapshot (`envsnap trust`) ------------------------------------------
-
-def adoption_label(store: Store, source: str, document: Mapping[str, Any],
-                   wanted: str | None, force: bool) -> str:
-    """The label a trusted snapshot is stored under: --label, else the label it is stored
-    under already (trusted in place), else the one it records. Another snapshot of that label
-    is never replaced unless forced."""
-    from envsnap.snapshot.document import label
-    from envsnap.snapshot.store import label_from_name, validate_label
-
-    path = store.resolve(source).resolve()
-    in_place = stored_label(store, path)
-    if wanted is None and in_place is not None:
-        return in_place
-    chosen = validate_label(wanted) if wanted is not None else \
-        label_from_name(label(dict(document), path.stem))
-    target = store.path_for(chosen)
-    if target.exists() and not force and target.resolve() != path:
-        raise UsageError(f"a snapshot labelled {chosen!r} is already in {store.root}: pass "
-                         "--label NEW, or --force to replace it")
-    return chosen
-
-
-def stored_label(store: Store, path: Path) -> str | None:
-    """The label of a file that is in the store, else None."""
-    from envsnap.snapshot.store import SUFFIX, validate_label
-
-    try:
-        inside = path.relative_to(store.root.resolve())
-    except ValueError:
-        return None
-    if inside.suffix != SUFFIX:
-        return None
-    try:
-        return validate_label(inside.with_suffix("").as_posix())
-    except UsageError:
-        return None

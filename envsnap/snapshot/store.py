@@ -9,6 +9,7 @@ import functools
 import json
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,9 @@ from typing import Any
 import yaml
 
 from envsnap.errors import SnapshotError, StoreError, UsageError
-from envsnap.snapshot.document import captured_at, host, hostname, validate
+from envsnap.snapshot import provenance
+from envsnap.snapshot.document import captured_at, host, hostname, set_meta, validate
+from envsnap.snapshot.document import label as recorded_label
 
 DEFAULT_STORE = "snapshots"
 SUFFIX = ".yaml"
@@ -313,9 +316,6 @@ class Store:
         edit envsnap makes (set_bench, set_label) is signed with it. The signature is stamped
         on `document` too, so it stays what the file holds. Without `replace`, a label that
         exists by now (another capture saved it meanwhile) is refused, never overwritten."""
-        from envsnap.snapshot import provenance
-        from envsnap.snapshot.document import set_meta
-
         path = self.path_for(label)
         signature = provenance.signature(document, provenance.user_key())
         set_meta(document, provenance.SIGNATURE_FIELD, dict(signature))
@@ -388,3 +388,37 @@ class Store:
             found.append(Entry(label, host(document), hostname(document),
                                captured_at(document) or "?", path))
         return found
+
+
+# ---- adopting a foreign snapshot (`envsnap trust`) ------------------------------------------
+
+def adoption_label(store: Store, source: str, document: Mapping[str, Any],
+                   wanted: str | None, force: bool) -> str:
+    """The label a trusted snapshot is stored under: --label, else the label it is stored
+    under already (trusted in place), else the one it records. Another snapshot of that label
+    is never replaced unless forced."""
+    path = store.resolve(source).resolve()
+    in_place = stored_label(store, path)
+    if wanted is None and in_place is not None:
+        return in_place
+    chosen = validate_label(wanted) if wanted is not None else \
+        label_from_name(recorded_label(dict(document), path.stem))
+    target = store.path_for(chosen)
+    if target.exists() and not force and target.resolve() != path:
+        raise UsageError(f"a snapshot labelled {chosen!r} is already in {store.root}: pass "
+                         "--label NEW, or --force to replace it")
+    return chosen
+
+
+def stored_label(store: Store, path: Path) -> str | None:
+    """The label of a file that is in the store, else None."""
+    try:
+        inside = path.relative_to(store.root.resolve())
+    except ValueError:
+        return None
+    if inside.suffix != SUFFIX:
+        return None
+    try:
+        return validate_label(inside.with_suffix("").as_posix())
+    except UsageError:
+        return None
