@@ -52,8 +52,9 @@ def output_format(args: argparse.Namespace) -> str:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from envsnap.report.build import ReportOptions, build_report, render, save_text
+    from envsnap.report.build import ReportOptions, build_report, save_text
     from envsnap.report.bundle import write_bundle
+    from envsnap.report.render import render
     from envsnap.snapshot.mask import Masker
     from envsnap.snapshot.store import Store
 

@@ -3,7 +3,7 @@
 build_report gathers what a report shows (facts.py: the summary rows; parts.py: the
 folded long parts; the diff module and its own renderers for the comparison) and masks it
 (snapshot/mask.py) as one last step, so every rendering (render.py: markdown and html; as_json
-here) shows the same masked text. Library code: never prints.
+here; render.render picks one by format) shows the same masked text. Library code: never prints.
 
 A report is a rendering, not a check: `envsnap report --vs` exits 0 whatever drifted;
 `envsnap diff` is the command whose exit code says "drift".
@@ -182,12 +182,6 @@ def envelope(report: Report) -> dict[str, Any]:
 
 def as_json(report: Report) -> str:
     return json.dumps(envelope(report), indent=2, sort_keys=True, default=str) + "\n"
-
-
-def render(report: Report, form: str) -> str:
-    from envsnap.report.render import html, markdown
-
-    return {"md": markdown, "html": html, "json": as_json}[form](report)
 
 
 def save_text(path: str | Path, text: str) -> Path:

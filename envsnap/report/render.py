@@ -12,7 +12,7 @@ from html import escape
 
 from envsnap.diff.render_formats import details
 from envsnap.diff.render_text import Block
-from envsnap.report.build import Report
+from envsnap.report.build import Report, as_json
 from envsnap.report.facts import Fact
 from envsnap.report.parts import Part
 from envsnap.snapshot.mask import escape_markers
@@ -183,3 +183,8 @@ def html(report: Report) -> str:
     out += html_comparison(report)
     out += ["<h2>Details</h2>"] + [html_part(p) for p in report.parts]
     return "\n".join(out + ["</body></html>"]) + "\n"
+
+
+def render(report: Report, form: str) -> str:
+    """The report in one of REPORT_FORMATS: md, html, or the JSON of build.py."""
+    return {"md": markdown, "html": html, "json": as_json}[form](report)
