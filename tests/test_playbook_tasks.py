@@ -11,7 +11,8 @@ from gitrepos import Story
 
 from envsnap.hosts.inventory import Host
 from envsnap.hosts.transport import LocalTransport
-from envsnap.playbook.tasks import MODULES, ArgError, Context
+from envsnap.playbook.modules import MODULES
+from envsnap.playbook.tasks.base import ArgError, Context
 from envsnap.playbook.tasks.gitpatch import find_hunk
 from envsnap.snapshot.store import Store
 

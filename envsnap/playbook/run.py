@@ -37,8 +37,9 @@ from envsnap.hosts.inventory import Host, Inventory, resolve_hosts
 from envsnap.hosts.transport import Transport, open_transport
 from envsnap.playbook.load import Play, Playbook, Task
 from envsnap.playbook.location import Where
+from envsnap.playbook.modules import MODULES
 from envsnap.playbook.names import check_names
-from envsnap.playbook.tasks import MODULES, ArgError, Context, ModuleResult
+from envsnap.playbook.tasks.base import ArgError, Context, ModuleResult
 from envsnap.playbook.templating import evaluate, render_string, render_text
 from envsnap.snapshot.store import Store
 
