@@ -21,7 +21,8 @@ from test_bench_cli import write_bench
 from test_bisect_cli import SLOW, History, bisect, regression_at
 
 from envsnap.cli.progress import Tally, status_text
-from envsnap.report.charts import phases, sparkline
+from envsnap.report.charts import phases
+from envsnap.words import sparkline
 
 STORY = ROOT / "tests" / "data" / "h200x2-story" / "snapshots"
 

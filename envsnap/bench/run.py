@@ -38,7 +38,6 @@ from envsnap.defaults import (
     DEFAULT_SAMPLE_INTERVAL,
     DEFAULT_SERVE_TIMEOUT,
 )
-from envsnap.diff.findings import plural
 from envsnap.errors import BenchError, StoreError, UsageError
 from envsnap.hosts import capture
 from envsnap.hosts.capture import CaptureOptions, now_utc
@@ -46,6 +45,7 @@ from envsnap.hosts.inventory import Host
 from envsnap.hosts.transport import Transport, open_transport
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.store import SUFFIX, Store, atomic_write, dump_yaml
+from envsnap.words import plural
 
 Progress = Callable[[str], None]   # "run 2 of 5: 61.3 s, exit 0, metric 91.7"
 DEFAULT_MAX_SAMPLES = 600

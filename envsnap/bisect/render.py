@@ -14,7 +14,7 @@ from envsnap.bisect.run import (
     RunEnded,
     Step,
 )
-from envsnap.diff.findings import plural
+from envsnap.words import plural, values_at_a_glance
 
 SUBJECT_WIDTH = 40
 
@@ -92,8 +92,6 @@ def count_lines(report: BisectReport) -> list[str]:
 
 def medians_line(report: BisectReport) -> str:
     """The median at each tested commit in commit order, at a glance: "▇▇▇▁▁ 60.2 .. 94.1"."""
-    from envsnap.report.charts import values_at_a_glance
-
     tested = sorted((step for step in report.steps if step.values), key=lambda s: s.position)
     medians = [statistics.median(step.values) for step in tested]
     return f"medians in commit order: {values_at_a_glance(medians, 'commit')}"

@@ -37,7 +37,6 @@ from envsnap.bisect.inputs import (
 from envsnap.bisect.search import CANT_TELL, GOOD, SKIP, Classification, Commit, Search
 from envsnap.bisect.tree import Tree, sigint_deferred
 from envsnap.defaults import DEFAULT_MAX_REPEAT
-from envsnap.diff.findings import plural
 from envsnap.errors import BenchError, HostError, UsageError
 from envsnap.hosts.capture import CaptureOptions
 from envsnap.hosts.inventory import Inventory
@@ -47,6 +46,7 @@ from envsnap.playbook.tasks.gitcmd import GitFailure
 from envsnap.playbook.tasks.gitpatch import Patch
 from envsnap.restore.safety import CheckoutLocks
 from envsnap.snapshot.store import Store
+from envsnap.words import plural
 
 # How a bisect ended. The first three: the regression is real (BisectReport.regression).
 Outcome = Literal["found", "skipped", "can't tell", "no regression", "can't tell at the endpoints"]

@@ -19,7 +19,6 @@ from contextlib import contextmanager
 from types import TracebackType
 from typing import Callable
 
-from envsnap.diff.findings import plural
 from envsnap.errors import HostError
 from envsnap.playbook.tasks import git as git_task
 from envsnap.playbook.tasks.base import Context
@@ -35,6 +34,7 @@ from envsnap.playbook.tasks.gitcmd import (
     run_as_author,
 )
 from envsnap.playbook.tasks.gitpatch import Patch, apply, remove, upload
+from envsnap.words import plural
 
 
 @contextmanager

@@ -16,8 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Union
 
-from envsnap.diff.findings import plural, short
+from envsnap.diff.findings import short
 from envsnap.snapshot.document import bench as bench_of
+from envsnap.words import plural
 
 if TYPE_CHECKING:
     from envsnap.bench.stats import Verdict

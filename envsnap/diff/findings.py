@@ -114,7 +114,3 @@ def human_bytes(size: Any) -> str:
         if size >= scale:
             return f"{size / scale:.1f} {unit}"
     return f"{size} bytes"
-
-
-def plural(count: int, word: str, suffix: str = "s") -> str:
-    return f"{count} {word}{'' if count == 1 else suffix}"

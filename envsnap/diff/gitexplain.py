@@ -12,7 +12,7 @@ import fnmatch
 from collections.abc import Iterable
 from typing import Any
 
-from envsnap.diff.findings import plural
+from envsnap.words import plural
 
 # (pattern, what it is): a commit touching a matching file is on a performance-hot path.
 DEFAULT_HOT_PATHS: list[tuple[str, str]] = [

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from envsnap.diff.findings import Finding, plural, short
+from envsnap.diff.findings import Finding, short
 from envsnap.diff.fleet import ABSENT, Disagreement, FleetReport
 from envsnap.diff.render_formats import cell, dumps
 from envsnap.diff.render_text import git_blocks, paint, rank_colour
+from envsnap.words import plural
 
 FLEET_FORMAT = 1
 

@@ -20,10 +20,10 @@ from envsnap.diff.findings import (
     Finding,
     human_bytes,
     path_text,
-    plural,
     short,
 )
 from envsnap.diff.rules import PERFORMANCE
+from envsnap.words import plural
 
 VERDICT_ITEMS = 4       # the verdict is a paragraph, not a second list of findings
 COMMITS_SHOWN = 30      # commits listed per move unless --all

@@ -20,10 +20,10 @@ from envsnap.diff.findings import (
     Rating,
     human_bytes,
     path_text,
-    plural,
     short,
 )
 from envsnap.diff.gitexplain import CONFIGURED, verb_of
+from envsnap.words import plural
 
 HOT_CONFIGURED, HOT, CODE_MOVED = 100, 97, 90
 WORKER_ENV, ENV, PATCH, STARTUP_CODE = 85, 80, 78, 75

@@ -22,7 +22,6 @@ from typing import Callable
 from envsnap.agent.python_env import startup_lines
 from envsnap.bench.run import EnvChanges
 from envsnap.bisect.tree import Tree, sigint_deferred
-from envsnap.diff.findings import plural
 from envsnap.errors import HostError
 from envsnap.explain.differences import Differences
 from envsnap.playbook.tasks import git as git_task
@@ -32,6 +31,7 @@ from envsnap.playbook.tasks.gitpatch import Patch, apply, remove, upload
 from envsnap.playbook.tasks.hostfile import FileState
 from envsnap.playbook.tasks.treefile import backup_dir
 from envsnap.restore.run import pin_packages
+from envsnap.words import plural
 
 
 @dataclass(frozen=True)

@@ -16,13 +16,13 @@ from typing import Any, Literal
 
 from envsnap.agent.python_env import startup_lines
 from envsnap.agent.redact import holds_marker
-from envsnap.diff.findings import plural
 from envsnap.errors import UsageError
 from envsnap.playbook.tasks.gitcmd import GitFailure
 from envsnap.playbook.tasks.gitpatch import Patch, patch_from
 from envsnap.restore.run import customize_digest, package_pins
 from envsnap.restore.serve import main_server
 from envsnap.snapshot import document as snap
+from envsnap.words import plural
 
 DifferenceKind = Literal["commits", "patch", "env", "sitecustomize", "pth", "package"]
 # Where an env variable is put back: the server's start (--serve) or the benchmark command's.

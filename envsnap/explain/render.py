@@ -6,10 +6,10 @@ import statistics
 from envsnap.bisect.render import answer_lines
 from envsnap.bisect.render import event_line as bisect_line
 from envsnap.bisect.run import RunEnded, Step
-from envsnap.diff.findings import plural
 from envsnap.explain.differences import Difference
 from envsnap.explain.run import Event, ExplainReport, Measured, Plan, state_name
 from envsnap.explain.search import Explanation
+from envsnap.words import plural
 
 
 def number(value: float) -> str:

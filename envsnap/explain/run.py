@@ -26,7 +26,6 @@ from envsnap.bench import stats as benchstats
 from envsnap.bench.run import BenchSpec, bench_on
 from envsnap.bisect.inputs import commit_here, describe_head, find_toplevel, matches, pick_host
 from envsnap.bisect.run import BisectOptions, Bisector, BisectReport, RunEnded, Step, locked_bisect
-from envsnap.diff.findings import plural
 from envsnap.errors import BenchError, HostError, UsageError
 from envsnap.explain.apply import PipPins, SiteFile, StartupFiles, State, StateTree, state_for
 from envsnap.explain.differences import Difference, Differences, find_differences
@@ -48,6 +47,7 @@ from envsnap.restore.safety import CheckoutLocks
 from envsnap.snapshot import document as snap
 from envsnap.snapshot import provenance
 from envsnap.snapshot.store import Store
+from envsnap.words import plural
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,6 @@ from typing import Any
 
 from envsnap import __version__
 from envsnap.diff.compare import DiffOptions, DiffReport, diff, side_of
-from envsnap.diff.findings import plural
 from envsnap.diff.render_formats import as_json as diff_json
 from envsnap.diff.render_formats import markdown as diff_markdown
 from envsnap.diff.render_text import blocks, change_text, verdict
@@ -30,6 +29,7 @@ from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.document import problems
 from envsnap.snapshot.mask import Masker
 from envsnap.snapshot.store import atomic_write, holds_snapshot
+from envsnap.words import plural
 
 REPORT_FORMAT = 1
 

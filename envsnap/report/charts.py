@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from html import escape
 from typing import Union
 
+from envsnap.words import number
+
 GOOD_COLOR = "#1a7f37"
 BAD_COLOR = "#cf222e"
 UNCLEAR_COLOR = "#8c959f"
@@ -149,10 +151,6 @@ def ticks(lo: float, hi: float) -> list[float]:
     first = math.ceil(lo / step) * step
     count = int(math.floor((hi - first) / step + 1e-9)) + 1
     return [round(first + i * step, 10) for i in range(max(count, 0))]
-
-
-def number(value: float) -> str:
-    return f"{value:.4g}"
 
 
 # ---- SVG pieces ------------------------------------------------------------------------------
@@ -402,27 +400,3 @@ def svg(chart: Chart) -> str:
 def svg_file(chart: Chart) -> str:
     """A chart as a standalone .svg file."""
     return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n" + svg(chart) + "\n"
-
-
-# ---- the terminal ------------------------------------------------------------------------------
-
-BARS = "▁▂▃▄▅▆▇█"
-
-
-def sparkline(values: Sequence[float]) -> str:
-    """One character per value, its height between the smallest and the largest."""
-    if not values:
-        return ""
-    lo, hi = min(values), max(values)
-    if hi == lo:
-        return BARS[3] * len(values)
-    top = len(BARS) - 1
-    return "".join(BARS[round((v - lo) / (hi - lo) * top)] for v in values)
-
-
-def values_at_a_glance(values: Sequence[float], what: str = "run") -> str:
-    """"▃▁█▅ 285.7 .. 287 (4 runs)": the values in order, scaled between their extremes."""
-    if not values:
-        return "none"
-    return (f"{sparkline(values)} {number(min(values))} .. {number(max(values))} "
-            f"({len(values)} {what}{'s' if len(values) != 1 else ''})")

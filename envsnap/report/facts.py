@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, Union
 
 from envsnap.diff import rules
-from envsnap.diff.findings import plural, short
+from envsnap.diff.findings import short
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.document import collector_error
+from envsnap.words import plural
 
 KEY_ENV_PREFIXES = ("NCCL_", "CUDA_")
 # Assignments in sitecustomize: os.environ["X"] = ..., os.environ.setdefault("X", ...)

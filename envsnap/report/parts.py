@@ -11,9 +11,10 @@ from typing import Any, Callable
 
 from envsnap.bench import run as bench
 from envsnap.diff import patch_summary
-from envsnap.diff.findings import human_bytes, plural, short
+from envsnap.diff.findings import human_bytes, short
 from envsnap.report.facts import Facts, RowValue, by_index, gpu_records, not_captured
 from envsnap.snapshot import document as snapshot
+from envsnap.words import plural
 
 PATCH_LINES = 400      # lines of one patch shown unless full (the bundle has it whole)
 REFLOG_SHOWN = 20

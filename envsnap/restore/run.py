@@ -21,7 +21,7 @@ from typing import Any, Callable
 from envsnap.bench import run as bench
 from envsnap.bench import stats as benchstats
 from envsnap.diff.compare import DiffOptions, diff
-from envsnap.diff.findings import Finding, plural
+from envsnap.diff.findings import Finding
 from envsnap.errors import EnvsnapError, HostError, UsageError
 from envsnap.hosts import capture
 from envsnap.hosts.capture import CaptureOptions
@@ -46,6 +46,7 @@ from envsnap.restore.serve import ServerEnv, about_server, serve_shown, server_e
 from envsnap.snapshot import document as snap
 from envsnap.snapshot import provenance
 from envsnap.snapshot.store import Store
+from envsnap.words import plural
 
 
 def shipped_playbook(name: str) -> Path:

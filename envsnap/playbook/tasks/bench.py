@@ -17,7 +17,6 @@ from envsnap.defaults import (
     DEFAULT_SAMPLE_INTERVAL,
     DEFAULT_SERVE_TIMEOUT,
 )
-from envsnap.diff.findings import plural
 from envsnap.errors import BenchError
 from envsnap.playbook.tasks.base import (
     ArgError,
@@ -32,6 +31,7 @@ from envsnap.playbook.tasks.base import (
 )
 from envsnap.playbook.tasks.facts import take_snapshot
 from envsnap.snapshot import document as snapshot
+from envsnap.words import plural
 
 NUMBERS = ("repeat", "sample_interval", "run_timeout", "threshold", "serve_timeout")
 

@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from envsnap.defaults import DEFAULT_COLLECTOR_TIMEOUT
-from envsnap.diff.findings import plural
 from envsnap.errors import UsageError
 from envsnap.hosts.capture import CaptureOptions, snapshot_document
 from envsnap.hosts.inventory import name_list, with_vars
@@ -27,6 +26,7 @@ from envsnap.playbook.tasks.base import (
 )
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.store import label_from_name, validate_label
+from envsnap.words import plural
 
 CAPTURE_ARGS = ("repos", "procs", "python", "collector_timeout")
 TOKEN = re.compile(r"""\.?(?:\[(?:"(?P<dq>[^"]*)"|'(?P<sq>[^']*)'|(?P<index>\d+))\]"""

@@ -23,7 +23,6 @@ import shlex
 from collections.abc import Mapping
 from typing import Any, Callable
 
-from envsnap.diff.findings import plural
 from envsnap.hosts.transport import Result
 from envsnap.playbook.tasks.base import (
     ArgError,
@@ -60,6 +59,7 @@ from envsnap.playbook.tasks.gitpatch import (
 )
 from envsnap.playbook.tasks.gitsubmodule import preflight_submodules, sync_submodules
 from envsnap.playbook.tasks.untracked import restore_untracked
+from envsnap.words import plural
 
 HEX = re.compile(r"^[0-9a-f]{7,64}$")
 FULL_SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")

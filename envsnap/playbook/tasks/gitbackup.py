@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from envsnap.diff.findings import plural
 from envsnap.playbook.tasks import treefile
 from envsnap.playbook.tasks.base import Context, ModuleResult, as_mapping, as_str
 from envsnap.playbook.tasks.gitcmd import GitFailure, resolve_commit
 from envsnap.playbook.tasks.gitpatch import patch_from
+from envsnap.words import plural
 
 
 def backup(ctx: Context, top: str, args: dict[str, Any]) -> ModuleResult:

@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from envsnap.diff.findings import plural
 from envsnap.playbook.tasks import treefile
 from envsnap.playbook.tasks.base import ArgError, Context, ModuleResult, as_bool, as_str
 from envsnap.playbook.tasks.gitcmd import (
@@ -26,6 +25,7 @@ from envsnap.playbook.tasks.gitcmd import (
     run,
     run_as_author,
 )
+from envsnap.words import plural
 
 COMMIT = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 # git.ensure_commit: (full sha, what was done to get it), fetched from the remotes if allowed.

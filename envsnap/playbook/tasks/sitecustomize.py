@@ -16,10 +16,10 @@ from __future__ import annotations
 import posixpath
 from typing import Any
 
-from envsnap.diff.findings import plural
 from envsnap.playbook.tasks import treefile
 from envsnap.playbook.tasks.base import Context, Module, ModuleResult, as_str, failed
 from envsnap.playbook.tasks.hostfile import unified_diff
+from envsnap.words import plural
 
 NAME = "sitecustomize.py"
 
