@@ -177,11 +177,8 @@ def run_bench(host: Host, spec: BenchSpec,
     """Connect, run the benchmark, disconnect: the bench record."""
     options = options or CaptureOptions()
     spec.check()
-    transport = open_transport(host, options.connect_timeout, options.accept_new_host_keys)
-    try:
+    with open_transport(host, options.connect_timeout, options.accept_new_host_keys) as transport:
         return bench_on(transport, host, spec)
-    finally:
-        transport.close()
 
 
 # ---- the agent's report -> the record (pure) ----------------------------------------------
@@ -328,16 +325,13 @@ def capture_and_bench(host: Host, spec: BenchSpec, store: Store, options: Captur
     spec.check()
     label = capture.plan_labels([host], options.label, now_utc())[host.name]
     capture.check_before_capture({host.name: label}, store, options.force)
-    transport = open_transport(host, options.connect_timeout, options.accept_new_host_keys)
-    try:
+    with open_transport(host, options.connect_timeout, options.accept_new_host_keys) as transport:
         document = capture.snapshot_document(transport, host, label, options)
         check_room(store, len(dump_yaml(document)) + spec.repeat * RUN_RECORD_BOUND)
         record = bench_on(transport, host, spec, progress)
         snapshot.set_bench(document, record)
         # the server ran on the state this document holds: a worker of it like any --proc one
         snapshot.add_workers(document, server_workers(record))
-    finally:
-        transport.close()
     outcome = BenchOutcome(label=label, document=document, problems=snapshot.problems(document))
     try:
         outcome.path = store.save(document, label)

@@ -129,18 +129,16 @@ def bisect(store: Store, inventory: Inventory, good_label: str, bad_label: str,
     patch = good_patch(good_repo, good_label) if options.with_patch else None
     baseline = recorded_baseline(good_doc, spec, good_label) if options.good_from_snapshot \
         else None
-    transport = open_transport(target, options.capture.connect_timeout,
-                               options.capture.accept_new_host_keys)
     bisector = Bisector(spec, options, baseline, on_event or (lambda _: None))
     try:
-        with CheckoutLocks(transport, target, [path]):   # the checkout it walks
+        with open_transport(target, options.capture.connect_timeout,
+                            options.capture.accept_new_host_keys) as transport, \
+                CheckoutLocks(transport, target, [path]):   # the checkout it walks
             ctx = Context(host=target, transport=transport, store=store)
             return locked_bisect(ctx, path, (good_repo["head"], bad_repo["head"]),
                                  (good_label, bad_label), patch, bisector)
     except GitFailure as exc:
         raise HostError(str(exc)) from None
-    finally:
-        transport.close()
 
 
 def locked_bisect(ctx: Context, path: str, heads: tuple[str, str], labels: tuple[str, str],

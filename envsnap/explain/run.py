@@ -111,17 +111,15 @@ def explain_run(store: Store, inventory: Inventory, labels: tuple[str, str], hos
         check_trusted(document, label, options.trust_foreign)
     paths = pick_repos(good, bad, options.repos, labels)
     target = pick_host(bad, inventory, host)
-    transport = open_transport(target, options.capture.connect_timeout,
-                               options.capture.accept_new_host_keys)
     try:
-        with CheckoutLocks(transport, target, paths):
+        with open_transport(target, options.capture.connect_timeout,
+                            options.capture.accept_new_host_keys) as transport, \
+                CheckoutLocks(transport, target, paths):
             ctx = Context(host=target, transport=transport, store=store)
             return Explainer(ctx, spec, labels, emit).run(good, bad, paths, host is not None,
                                                           options, confirm)
     except GitFailure as exc:
         raise HostError(str(exc)) from None
-    finally:
-        transport.close()
 
 
 def default_ceiling(n: int) -> int:

@@ -165,18 +165,16 @@ def snapshot_document(transport: Transport, host: Host, label: str,
 def capture_host(host: Host, label: str, store: Store, options: CaptureOptions) -> Outcome:
     started = time.monotonic()
     outcome = Outcome(host=host, label=label)
-    transport = open_transport(host, options.connect_timeout, options.accept_new_host_keys)
-    try:
-        document = snapshot_document(transport, host, label, options)
-        outcome.path = store.save(document, label, replace=options.force)
-        outcome.problems = snapshot.problems(document)
-    except EnvsnapError as exc:
-        outcome.error = str(exc)
-        outcome.exit_code = exc.exit_code
-    except Exception as exc:  # a surprise on one host must not lose the fleet's snapshots
-        outcome.error = f"{host.name}: {type(exc).__name__}: {exc}"
-    finally:
-        transport.close()
+    with open_transport(host, options.connect_timeout, options.accept_new_host_keys) as transport:
+        try:
+            document = snapshot_document(transport, host, label, options)
+            outcome.path = store.save(document, label, replace=options.force)
+            outcome.problems = snapshot.problems(document)
+        except EnvsnapError as exc:
+            outcome.error = str(exc)
+            outcome.exit_code = exc.exit_code
+        except Exception as exc:  # a surprise on one host must not lose the fleet's snapshots
+            outcome.error = f"{host.name}: {type(exc).__name__}: {exc}"
     outcome.seconds = time.monotonic() - started
     return outcome
 

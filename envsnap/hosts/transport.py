@@ -3,6 +3,9 @@
 `LocalTransport` runs commands through `sh -c` on this machine; `SSHTransport` runs the same
 commands over SSH with fabric. Capture code never knows which one it holds, so `local` and a
 remote host go through exactly the same agent path.
+
+Both are context managers: `with open_transport(host) as transport:` closes the connection
+(and the bastions it went through) when the block ends, however it ends.
 """
 from __future__ import annotations
 
@@ -14,9 +17,10 @@ import subprocess
 import threading
 import time
 import uuid
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar
 
 from envsnap.defaults import DEFAULT_CONNECT_TIMEOUT
 from envsnap.errors import HostError
@@ -61,8 +65,28 @@ class Transport(Protocol):
 
     def close(self) -> None: ...
 
+    def __enter__(self) -> Transport: ...
 
-class LocalTransport:
+    def __exit__(self, *exc_info: object) -> None: ...
+
+
+Closing = TypeVar("Closing", bound="ClosedOnExit")
+
+
+class ClosedOnExit(ABC):
+    """The `with` of both transports: leaving the block closes the connection."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    def __enter__(self: Closing) -> Closing:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class LocalTransport(ClosedOnExit):
     """This machine, through the same shell commands a remote host would get."""
 
     def __init__(self, host: Host) -> None:
@@ -180,7 +204,7 @@ def settle(proc: subprocess.Popen[bytes]) -> None:
         pass
 
 
-class SSHTransport:
+class SSHTransport(ClosedOnExit):
     """A host over SSH via fabric, with known_hosts checking that fabric leaves out."""
 
     def __init__(self, host: Host, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from functools import partial
@@ -64,7 +65,9 @@ class RunOptions:
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     accept_new_host_keys: bool = False
     trust_foreign: bool = False   # apply a snapshot this user's envsnap did not sign
-    transport: Callable[[Host], Transport] | None = None   # default: open_transport
+    # The caller's own open connection, for a run limited to its one host (restore's): used
+    # for every task, and left open for the caller to close. Default: each host's own.
+    connection: Transport | None = None
 
 
 @dataclass
@@ -139,19 +142,23 @@ class HostRun:
         self.registered: dict[str, Any] = {}
         self.play_vars: dict[str, Any] = {}
         self.stopped = False
-        self._transport: Transport | None = None
+        self._opened: Transport | None = None   # by this run, on first use; closed on exit
 
     @property
     def transport(self) -> Transport:
-        if self._transport is None:
-            opener = self.options.transport or (lambda host: open_transport(
-                host, self.options.connect_timeout, self.options.accept_new_host_keys))
-            self._transport = opener(self.host)
-        return self._transport
+        if self.options.connection is not None:
+            return self.options.connection
+        if self._opened is None:
+            self._opened = open_transport(self.host, self.options.connect_timeout,
+                                          self.options.accept_new_host_keys)
+        return self._opened
 
-    def close(self) -> None:
-        if self._transport is not None:
-            self._transport.close()
+    def __enter__(self) -> HostRun:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._opened is not None:
+            self._opened.close()
 
 
 class Runner:
@@ -227,13 +234,12 @@ class Runner:
             self.with_snapshot(dict(state.host.vars))
         check_names(self.playbook, plan, self.extra, self.magic)
         self.result.hosts = list(states)
-        try:
+        with ExitStack() as connections:
+            for state in states.values():
+                connections.enter_context(state)
             with ThreadPoolExecutor(max_workers=max(1, self.options.forks)) as pool:
                 for index, (play, hosts) in enumerate(plan):
                     self.run_play(index, play, [states[h.name] for h in hosts], pool)
-        finally:
-            for state in states.values():
-                state.close()
         return self.result
 
     def targets(self, play: Play, inventory: Inventory) -> list[Host]:

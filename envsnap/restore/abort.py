@@ -83,10 +83,7 @@ def clear_under_locks(book: JournalBook, journal: Journal, inventory: Inventory,
         raise UsageError(f"host {journal.host!r} of the pending restore names "
                          f"{len(hosts)} hosts: pass the inventory it was restored with")
     host = hosts[0]
-    transport = open_transport(host, options.capture.connect_timeout,
-                               options.capture.accept_new_host_keys)
-    try:
-        with CheckoutLocks(transport, host, list(journal.touched), options.wait):
-            book.clear(journal)
-    finally:
-        transport.close()
+    with open_transport(host, options.capture.connect_timeout,
+                        options.capture.accept_new_host_keys) as transport, \
+            CheckoutLocks(transport, host, list(journal.touched), options.wait):
+        book.clear(journal)

@@ -26,7 +26,7 @@ from envsnap.errors import EnvsnapError, HostError, UsageError
 from envsnap.hosts import capture
 from envsnap.hosts.capture import CaptureOptions
 from envsnap.hosts.inventory import Host, Inventory, inventory_of, resolve_hosts, with_vars
-from envsnap.hosts.transport import Follow, Result, Transport, open_transport
+from envsnap.hosts.transport import Transport, open_transport
 from envsnap.playbook.load import load
 from envsnap.playbook.run import Event, RunOptions, RunResult, run_playbook
 from envsnap.restore import policy
@@ -133,9 +133,8 @@ def restore(store: Store, inventory: Inventory, options: RestoreOptions,
         document, options.rerun, options.rerun_command, options.check, confirm_rerun))
     book = JournalBook(store)
     touched = touched_by(document, policy.chosen_repos(host))
-    transport = open_transport(host, options.capture.connect_timeout,
-                               options.capture.accept_new_host_keys)
-    try:
+    with open_transport(host, options.capture.connect_timeout,
+                        options.capture.accept_new_host_keys) as transport:
         run = RestoreRun(document, host, transport, store, book, options, on_event)
         locks = CheckoutLocks(transport, host, touched, options.wait)
         if options.check:
@@ -155,8 +154,6 @@ def restore(store: Store, inventory: Inventory, options: RestoreOptions,
         with locks:
             return run.restore(check_pending(book.read(host.name, touched), options.label),
                                confirm)
-    finally:
-        transport.close()
 
 
 def check_provenance(document: dict[str, Any], host: Host, options: RestoreOptions,
@@ -347,23 +344,6 @@ def save_rollback_point(store: Store, live: dict[str, Any]) -> str:
     return label
 
 
-class Lent:
-    """The restore's own connection, lent to the playbook engine (which closes what it is
-    given): one SSH connection serves the whole restore."""
-
-    def __init__(self, transport: Transport) -> None:
-        self.transport = transport
-
-    def run(self, command: str, timeout: float, follow: Follow | None = None) -> Result:
-        return self.transport.run(command, timeout, follow)
-
-    def put(self, data: bytes, path: str) -> None:
-        self.transport.put(data, path)
-
-    def close(self) -> None:
-        pass
-
-
 def run_restore_playbook(host: Host, transport: Transport, store: Store,
                          options: RestoreOptions, check: bool,
                          on_event: Callable[[Event], None] | None,
@@ -374,7 +354,7 @@ def run_restore_playbook(host: Host, transport: Transport, store: Store,
              **policy.playbook_vars(host, options.label, backup_label)}
     # check_provenance has already shown a foreign snapshot and had it trusted.
     run_options = RunOptions(extra_vars=extra, limit=(host.name,), check=check, diff=True,
-                             trust_foreign=True, transport=lambda _host: Lent(transport))
+                             trust_foreign=True, connection=transport)
     return run_playbook(load(str(RESTORE_PLAYBOOK)), inventory_of(host), store, run_options,
                         on_event)
 
