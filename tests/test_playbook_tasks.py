@@ -9,10 +9,10 @@ import pytest
 from conftest import Cli
 from gitrepos import Story
 
+from envsnap.hostops.patch import find_hunk
 from envsnap.hosts.inventory import Host
 from envsnap.hosts.transport import LocalTransport
 from envsnap.playbook.tasks import MODULES, ArgError, Context
-from envsnap.playbook.tasks.gitpatch import find_hunk
 from envsnap.snapshot.store import Store
 
 ENGINE_PATH = "python/sglang/srt/entrypoints/engine.py"

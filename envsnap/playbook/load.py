@@ -24,9 +24,9 @@ from typing import Any
 
 import yaml
 
-from envsnap.errors import PlaybookError, UsageError
+from envsnap.errors import ArgError, PlaybookError, UsageError
 from envsnap.playbook.location import Where
-from envsnap.playbook.tasks import MODULES, ArgError
+from envsnap.playbook.tasks import MODULES
 from envsnap.playbook.tasks.base import yaml_kind
 from envsnap.playbook.templating import check_syntax, is_template
 

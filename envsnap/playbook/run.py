@@ -28,6 +28,7 @@ from envsnap.errors import (
     EXIT_HOST,
     EXIT_INVALID,
     EXIT_OK,
+    ArgError,
     EnvsnapError,
     HostError,
     PlaybookError,
@@ -38,7 +39,7 @@ from envsnap.hosts.transport import Transport, open_transport
 from envsnap.playbook.load import Play, Playbook, Task
 from envsnap.playbook.location import Where
 from envsnap.playbook.names import check_names
-from envsnap.playbook.tasks import MODULES, ArgError, Context, ModuleResult
+from envsnap.playbook.tasks import MODULES, Context, ModuleResult
 from envsnap.playbook.templating import evaluate, render_string, render_text
 from envsnap.snapshot.store import Store
 

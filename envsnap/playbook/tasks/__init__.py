@@ -1,11 +1,13 @@
 """Task modules for playbooks, by name. See base.py for what a module is.
 
-Restore (envsnap/restore/run.py) uses them only through playbooks/restore.yml, like any
-playbook. Bisect (envsnap/bisect/tree.py) calls the git helpers in gitcmd.py and gitpatch.py
-directly, without the playbook engine.
+A task is a thin adapter over envsnap.hostops, which does the work on the host: it reads
+its arguments, honours check and diff mode, and says what it did. Restore
+(envsnap/restore/run.py) uses them only through playbooks/restore.yml, like any playbook;
+bisect and explain call hostops directly, without the playbook engine.
 """
 from __future__ import annotations
 
+from envsnap.errors import ArgError
 from envsnap.playbook.tasks import (
     bench,
     control,
@@ -16,7 +18,7 @@ from envsnap.playbook.tasks import (
     shell,
     sitecustomize,
 )
-from envsnap.playbook.tasks.base import ArgError, Context, Module, ModuleResult
+from envsnap.playbook.tasks.base import Context, Module, ModuleResult
 
 MODULES: dict[str, Module] = {module.name: module for module in (
     git.MODULE, files.COPY, files.TEMPLATE, env_file.MODULE, shell.MODULE, facts.CAPTURE,

@@ -18,9 +18,8 @@ from envsnap.defaults import (
     DEFAULT_SERVE_TIMEOUT,
 )
 from envsnap.diff.findings import plural
-from envsnap.errors import BenchError
+from envsnap.errors import ArgError, BenchError
 from envsnap.playbook.tasks.base import (
-    ArgError,
     Context,
     Module,
     ModuleResult,
