@@ -11,7 +11,14 @@ from gitrepos import PYNCCL, Story
 
 from envsnap.agent.git import PATCH_FLAGS
 from envsnap.hostops import git
-from envsnap.hostops.patch import apply, check_on_commit, current_digest, patch_from, upload
+from envsnap.hostops.patch import (
+    apply,
+    check_on_commit,
+    current_digest,
+    patch_from,
+    take_out,
+    upload,
+)
 from envsnap.hostops.shell import HostShell
 from envsnap.hosts.inventory import Host
 from envsnap.hosts.transport import LocalTransport
@@ -142,8 +149,12 @@ def test_a_patch_goes_back_on_whole_and_hashes_as_captured(shell: HostShell,
     assert patch.files == ["new.py", PYNCCL] and patch.new_files == ["new.py"]
     assert current_digest(shell, top) == patch.sha256
     git.stash_push(shell, top, "put aside")
-    apply(shell, top, patch, upload(shell, patch))
+    quoted = upload(shell, patch)
+    apply(shell, top, patch, quoted)
     assert current_digest(shell, top) == patch.sha256
+    assert take_out(shell, top, quoted) is None       # and out again, exactly
+    assert git.porcelain(shell, top) == []
+    assert take_out(shell, top, quoted) is not None   # not in: git says why
 
 
 def test_a_patch_that_does_not_apply_names_its_hunk_and_changes_nothing(

@@ -24,7 +24,6 @@ from envsnap.errors import HostError
 from envsnap.hostops.git import (
     GitFailure,
     checkout,
-    command,
     complaint,
     current_branch,
     head,
@@ -33,7 +32,7 @@ from envsnap.hostops.git import (
     stash_changes,
     stash_ref,
 )
-from envsnap.hostops.patch import Patch, apply, remove, upload
+from envsnap.hostops.patch import Patch, apply, remove, take_out, upload
 from envsnap.hostops.shell import Shell
 
 
@@ -113,13 +112,12 @@ class Tree:
 
     def put_away(self) -> None:
         """Undo the patch; stash whatever else the benchmark changed, so checkout can move."""
-        if self.applied:
-            undone = self.shell.sh(f"{command(self.top, 'apply', '-R', '--index', '--binary')} "
-                                   f"{self.quoted}")
-            if undone.exit_code != 0:
+        if self.applied and self.quoted is not None:
+            problem = take_out(self.shell, self.top, self.quoted)
+            if problem:
                 self.note(f"{self.top}: could not take the patch back out "
-                          f"({complaint(undone)}): it goes into a stash instead")
-            self.applied = False
+                          f"({problem}): it goes into a stash instead")
+        self.applied = False
         # Only changes to tracked files block a checkout; new files the benchmark wrote (logs,
         # results) stay, as they would after running it by hand.
         if any(not entry.startswith("??") for entry in porcelain(self.shell, self.top)):

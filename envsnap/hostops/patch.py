@@ -151,6 +151,13 @@ def apply(shell: Shell, top: str, patch: Patch, quoted: str,
         keep_intent_to_add(shell, top, patch, staged[0])
 
 
+def take_out(shell: Shell, top: str, quoted: str) -> str | None:
+    """A patch `apply` put in (without its staged part) taken back out, exactly: the tree was
+    clean under it. None when it came out, else git's complaint."""
+    undone = shell.sh(f"{command(top, 'apply', '-R', '--index', '--binary')} {quoted}")
+    return complaint(undone) if undone.exit_code != 0 else None
+
+
 def keep_intent_to_add(shell: Shell, top: str, patch: Patch, staged: Patch) -> None:
     """A new file in `git diff HEAD` that the index did not hold was `git add -N`'d: mark it so
     again, or it would be untracked and missing from the patch."""

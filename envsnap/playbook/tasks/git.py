@@ -15,6 +15,8 @@ Actions, in the order restore.yml runs them:
   verify       HEAD is the commit and `git diff HEAD` hashes to the snapshot's patch digest
   put_back     a rollback: the files an earlier restore backed up, written back
 Nothing here runs `git reset --hard` or `git clean`: the user's work is only ever stashed.
+The git work itself (stash, checkout, fetch, patch) is hostops.git and hostops.patch, shared
+with bisect and explain; an action adds check and diff mode and the plan's words.
 """
 from __future__ import annotations
 
