@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -168,7 +169,10 @@ def test_a_patch_that_does_not_apply_names_its_hunk_and_changes_nothing(
     moved = story.checkout.head()
     with pytest.raises(git.GitFailure, match=f"{re.escape(PYNCCL)}: hunk #1 \\(@@ -1,2 \\+1,2 "
                                              "@@\\) does not apply"):
-        check_on_commit(shell, top, moved, patch, upload(shell, patch))
+        check_on_commit(shell, top, moved, patch)
     with pytest.raises(git.GitFailure, match="does not apply \\(nothing was changed\\)"):
         apply(shell, top, patch, upload(shell, patch))
     assert git.porcelain(shell, top) == []
+    check_on_commit(shell, top, story.checkout.git("rev-parse", "HEAD~5"), patch)   # applies
+    uploads = Path(os.environ["HOME"], ".cache/envsnap/tmp")
+    assert len(list(uploads.glob("patch-*.diff"))) == 1   # the checks removed theirs

@@ -39,7 +39,7 @@ from envsnap.explain.search import (
 from envsnap.hostops import hostrule
 from envsnap.hostops.git import GitFailure, run
 from envsnap.hostops.locks import CheckoutLocks
-from envsnap.hostops.patch import Patch, check_on_commit, remove, upload
+from envsnap.hostops.patch import Patch, check_on_commit
 from envsnap.hostops.shell import HostShell, Shell
 from envsnap.hosts import capture
 from envsnap.hosts.capture import CaptureOptions
@@ -267,14 +267,11 @@ class Explainer:
     def applies(self, top: str, head: str, patch: Patch | None) -> bool:
         if patch is None:
             return True
-        quoted = upload(self.shell, patch)
         try:
-            check_on_commit(self.shell, top, head, patch, quoted)
+            check_on_commit(self.shell, top, head, patch)
             return True
         except GitFailure:
             return False
-        finally:
-            remove(self.shell, quoted)
 
     def measure(self, found: Differences, trees: list[StateTree],
                 python: tuple[SiteFile, StartupFiles, PipPins],

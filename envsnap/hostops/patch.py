@@ -113,12 +113,17 @@ def remove(shell: Shell, quoted: str) -> None:
     shell.sh(f"rm -f {quoted}")
 
 
-def check_on_commit(shell: Shell, top: str, commit: str, patch: Patch, quoted: str) -> None:
-    """Does the patch apply to `commit`? Asked of a private index: nothing else is touched."""
+def check_on_commit(shell: Shell, top: str, commit: str, patch: Patch) -> None:
+    """Does the patch apply to `commit`? Asked of a private index: nothing else is touched
+    (the patch is uploaded for the question and removed again); GitFailure if it does not."""
+    quoted = upload(shell, patch)
     read_tree = command(top, "read-tree", commit)
-    apply = command(top, "apply", "--cached", "--check", "--binary")
-    result = shell.sh(f'd=$(mktemp -d) && export GIT_INDEX_FILE="$d/index" && {read_tree} && '
-                      f'{apply} {quoted}; rc=$?; rm -rf "$d"; exit $rc')
+    check = command(top, "apply", "--cached", "--check", "--binary")
+    try:
+        result = shell.sh(f'd=$(mktemp -d) && export GIT_INDEX_FILE="$d/index" && {read_tree} '
+                          f'&& {check} {quoted}; rc=$?; rm -rf "$d"; exit $rc')
+    finally:
+        remove(shell, quoted)
     if result.exit_code != 0:
         raise GitFailure(f"{top}: the snapshot's patch does not apply to {commit[:12]}: "
                          f"{explain(result.stderr, patch)}")

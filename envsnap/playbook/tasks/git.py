@@ -84,11 +84,7 @@ def preflight(ctx: Context, top: str, args: dict[str, Any]) -> ModuleResult:
     commit, note = ensure_commit(ctx, top, sha, as_bool(args, "fetch"), probe=ctx.check)
     patch = patch_from(args["patch"]) if args.get("patch") is not None else None
     if patch is not None and patch.data:
-        quoted = upload(ctx, patch)
-        try:
-            check_on_commit(ctx, top, commit, patch, quoted)
-        finally:
-            remove(ctx, quoted)
+        check_on_commit(ctx, top, commit, patch)
     said = f"{top}: {commit[:12]} present" + (f" ({note})" if note else "")
     if patch is not None and patch.data:
         said += f"; its patch ({plural(len(patch.files), 'file')}) applies"
@@ -230,11 +226,7 @@ def check_patch(ctx: Context, top: str, patch: Patch, base: str, diff: str) -> M
     if commit is None:
         return ModuleResult(changed=True, diff=diff, msg=f"{top}: would apply the patch "
                                                          f"once {base[:12]} is fetched")
-    quoted = upload(ctx, patch)
-    try:
-        check_on_commit(ctx, top, commit, patch, quoted)
-    finally:
-        remove(ctx, quoted)
+    check_on_commit(ctx, top, commit, patch)
     return ModuleResult(changed=True, diff=diff, msg=f"{top}: would apply the snapshot's "
                                                      f"patch ({plural(len(patch.files), 'file')})")
 
