@@ -119,7 +119,7 @@ def venv(tmp_path: Path) -> Path:
     return folder
 
 
-def test_sitecustomize_written_then_put_back_as_it_was(venv: Path) -> None:
+def test_sitecustomize_written_then_put_back_as_it_was(venv: Path, isolated_home: Path) -> None:
     shell = local(str(venv / "bin" / "python"))
     site_dirs = treefile.site_python(shell).site_dirs
     (packages,) = [folder for folder in site_dirs if folder.startswith(str(venv))]
@@ -133,6 +133,9 @@ def test_sitecustomize_written_then_put_back_as_it_was(venv: Path) -> None:
     assert site.write(shell, b"import os\n", recorded, backup).before is None   # as wanted
     restored, removed = site.put_back(shell, backup, None)
     assert (restored, removed) == ([], [recorded]) and not Path(recorded).exists()
+    assert (isolated_home / backup[2:]).is_dir()
+    treefile.drop_backup(shell, backup)
+    assert not (isolated_home / backup[2:]).exists()
 
 
 def test_sitecustomize_through_a_symlinked_folder_is_refused(venv: Path,

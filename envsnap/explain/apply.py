@@ -15,7 +15,6 @@ hostops.pip, as restore --pip pins them.
 from __future__ import annotations
 
 import posixpath
-import shlex
 import uuid
 from dataclasses import dataclass
 from types import TracebackType
@@ -172,7 +171,7 @@ class SiteFile:
             except sitecustomize.SiteRefused as exc:
                 raise HostError(f"{self.shell.host.name}: sitecustomize could not be put back "
                                 f"({exc}); what was there is kept in {self.backup}") from error
-            self.shell.sh(f'rm -rf "$HOME"/{shlex.quote(self.backup.removeprefix("~/"))}')
+            treefile.drop_backup(self.shell, self.backup)
         self.note(f"{self.shell.host.name}: sitecustomize put back as it was")
 
 
@@ -245,7 +244,7 @@ class StartupFiles:
             except (HostError, treefile.TreeRefused) as exc:
                 raise HostError(f"{self.shell.host.name}: .pth files could not be put back "
                                 f"({exc}); what was there is kept in {self.backup}") from error
-            self.shell.sh(f'rm -rf "$HOME"/{shlex.quote(self.backup.removeprefix("~/"))}')
+            treefile.drop_backup(self.shell, self.backup)
         self.note(f"{self.shell.host.name}: {plural(len(self.written), '.pth file')} put back as "
                   "found")
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from envsnap.errors import HostError
 from envsnap.hostops.files import FileState
-from envsnap.hostops.shell import Shell, last_line, upload
+from envsnap.hostops.shell import Shell, last_line, quote_path, upload
 
 BACKUP_DIR = "~/.cache/envsnap/restore-backup"
 
@@ -37,6 +37,11 @@ def backup_dir(rollback_label: str) -> str:
     """Where a restore keeps what it overwrites: named after its rollback point, so that
     `envsnap restore <rollback point>` finds them."""
     return f"{BACKUP_DIR}/{rollback_label}"
+
+
+def drop_backup(shell: Shell, backup: str) -> None:
+    """A backup folder (`backup_dir`) removed once what it kept is back in place."""
+    shell.sh(f"rm -rf {quote_path(backup)}")
 
 
 def call(shell: Shell, request: dict[str, Any]) -> dict[str, Any]:
