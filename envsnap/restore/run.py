@@ -224,7 +224,8 @@ class RestoreRun:
         policy.refuse_unnamed(self.host, self.options.check)
         journal = self.book.read(self.host.name, self.touched())
         before = self.capture("live")
-        check_same_host(self.document, before, self.options)
+        hostrule.check_same_host(self.document, before, self.options.host is not None,
+                                 self.options.force_host, "restore")
         report = self.plan(before, pending)
         changes = bool(report.planned or report.pip_pins)
         if report.plan.outcome != "ok" or self.options.check:
@@ -317,13 +318,6 @@ class RestoreRun:
         return run_restore_playbook(self.host, self.transport, self.store, self.options,
                                     check, None if check else self.on_event,
                                     None if check else self.backup_label)
-
-
-def check_same_host(snapshot: dict[str, Any], live: dict[str, Any],
-                    options: RestoreOptions) -> None:
-    hostrule.check_same_host(snapshot, live, options.host is not None, options.force_host,
-                             "restore")
-
 
 
 def save_rollback_point(store: Store, live: dict[str, Any]) -> str:
