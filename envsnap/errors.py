@@ -61,3 +61,8 @@ class PlaybookError(SnapshotError):
 
     The message starts with `file:line:` so an editor can jump to it.
     """
+
+
+class ArgError(PlaybookError):
+    """A task module (or the host operation under it) was given arguments it cannot use; the
+    playbook engine adds the playbook's file:line."""

@@ -9,11 +9,12 @@ import pytest
 from conftest import Cli
 from gitrepos import Story
 
+from envsnap.errors import ArgError
+from envsnap.hostops.patch import find_hunk
 from envsnap.hosts.inventory import Host
 from envsnap.hosts.transport import LocalTransport
 from envsnap.playbook.modules import MODULES
-from envsnap.playbook.tasks.base import ArgError, Context
-from envsnap.playbook.tasks.gitpatch import find_hunk
+from envsnap.playbook.tasks.base import Context
 from envsnap.snapshot.store import Store
 
 ENGINE_PATH = "python/sglang/srt/entrypoints/engine.py"

@@ -10,10 +10,10 @@ from envsnap.bench.run import BenchSpec
 from envsnap.bisect import search
 from envsnap.bisect.search import Commit
 from envsnap.errors import HostError, UsageError
+from envsnap.hostops.git import GitFailure, complaint, resolve_commit, run, toplevel
+from envsnap.hostops.patch import Patch, patch_from
+from envsnap.hostops.shell import Shell
 from envsnap.hosts.inventory import Host, Inventory, resolve_hosts, with_vars
-from envsnap.playbook.tasks.base import Context
-from envsnap.playbook.tasks.gitcmd import GitFailure, complaint, resolve_commit, run, toplevel
-from envsnap.playbook.tasks.gitpatch import Patch, patch_from
 from envsnap.snapshot import document as snapshot
 
 # ---- from the snapshots, before the host is touched -------------------------------------------
@@ -90,65 +90,65 @@ def recorded_baseline(good: dict[str, Any], spec: BenchSpec, label: str) -> list
 
 # ---- the repository on the host (read only) -------------------------------------------------
 
-def find_toplevel(ctx: Context, path: str) -> str:
-    top, problem = toplevel(ctx, path)
+def find_toplevel(shell: Shell, path: str) -> str:
+    top, problem = toplevel(shell, path)
     if top is None:
-        raise HostError(f"{ctx.host.name}: {problem}")
+        raise HostError(f"{shell.host.name}: {problem}")
     return top
 
 
-def commit_here(ctx: Context, top: str, sha: str, label: str) -> str:
-    commit = resolve_commit(ctx, top, sha)
+def commit_here(shell: Shell, top: str, sha: str, label: str) -> str:
+    commit = resolve_commit(shell, top, sha)
     if commit is None:
         raise UsageError(f"{top}: commit {sha[:12]} (HEAD of snapshot {label!r}) is not in "
-                         f"this checkout on {ctx.host.name}: fetch it first")
+                         f"this checkout on {shell.host.name}: fetch it first")
     return commit
 
 
-def commit_line(ctx: Context, top: str, good: str, bad: str,
+def commit_line(shell: Shell, top: str, good: str, bad: str,
                 labels: tuple[str, str]) -> list[Commit]:
     """The commits to bisect, oldest first; refused unless good is a proper ancestor of bad."""
     if good == bad:
         raise UsageError(f"snapshots {labels[0]!r} and {labels[1]!r} have the same HEAD "
                          f"{good[:12]}: there is no commit between them to blame")
-    asked = run(ctx, top, "merge-base", "--is-ancestor", good, bad)
+    asked = run(shell, top, "merge-base", "--is-ancestor", good, bad)
     if asked.exit_code == 1:
         raise UsageError(f"{good[:12]} (HEAD of {labels[0]!r}) is not an ancestor of "
                          f"{bad[:12]} (HEAD of {labels[1]!r}): bisect needs the good commit "
                          "in the bad one's history; nothing was changed")
     if asked.exit_code != 0:
         raise HostError(f"{top}: git merge-base failed: {complaint(asked)}")
-    logged = run(ctx, top, "log", "--ancestry-path", f"--format={search.LOG_FORMAT}",
+    logged = run(shell, top, "log", "--ancestry-path", f"--format={search.LOG_FORMAT}",
                  f"{good}..{bad}")
     if logged.exit_code != 0:
         raise HostError(f"{top}: git log failed: {complaint(logged)}")
     return search.line_of_commits(search.parse_log(logged.stdout), good, bad)
 
 
-def subject_of(ctx: Context, top: str, sha: str) -> str:
-    shown = run(ctx, top, "log", "-1", "--format=%s", sha)
+def subject_of(shell: Shell, top: str, sha: str) -> str:
+    shown = run(shell, top, "log", "-1", "--format=%s", sha)
     return shown.stdout.strip() if shown.exit_code == 0 else ""
 
 
-def describe_head(ctx: Context, top: str) -> str:
-    branch = run(ctx, top, "symbolic-ref", "-q", "--short", "HEAD").stdout.strip()
-    sha = (resolve_commit(ctx, top, "HEAD") or "no commit")[:12]
+def describe_head(shell: Shell, top: str) -> str:
+    branch = run(shell, top, "symbolic-ref", "-q", "--short", "HEAD").stdout.strip()
+    sha = (resolve_commit(shell, top, "HEAD") or "no commit")[:12]
     return f"{branch} at {sha}" if branch else f"{sha}, detached"
 
 
-def merged_by(ctx: Context, top: str, merge: Commit) -> list[Commit]:
+def merged_by(shell: Shell, top: str, merge: Commit) -> list[Commit]:
     """The commits a merge brought into its first parent's line, newest first: when the
     first bad commit is a merge, one of them is the change to read."""
     if len(merge.parents) < 2:
         return []
-    logged = run(ctx, top, "log", f"--format={search.LOG_FORMAT}", merge.sha,
+    logged = run(shell, top, "log", f"--format={search.LOG_FORMAT}", merge.sha,
                  f"^{merge.parents[0]}")
     if logged.exit_code != 0:
         return []
     return [c for c in search.parse_log(logged.stdout) if c.sha != merge.sha]
 
 
-def files_touched(ctx: Context, top: str, before: str, commit: str) -> list[str]:
+def files_touched(shell: Shell, top: str, before: str, commit: str) -> list[str]:
     """Against the commit before it on the line: for a merge, what the merge brought in."""
-    listed = run(ctx, top, "diff", "--name-only", "--no-renames", "-z", before, commit)
+    listed = run(shell, top, "diff", "--name-only", "--no-renames", "-z", before, commit)
     return [name for name in listed.stdout.split("\0") if name] if listed.exit_code == 0 else []

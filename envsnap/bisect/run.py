@@ -38,13 +38,13 @@ from envsnap.bisect.search import CANT_TELL, GOOD, SKIP, Classification, Commit,
 from envsnap.bisect.tree import Tree, sigint_deferred
 from envsnap.defaults import DEFAULT_MAX_REPEAT
 from envsnap.errors import BenchError, HostError, UsageError
+from envsnap.hostops.git import GitFailure
+from envsnap.hostops.locks import CheckoutLocks
+from envsnap.hostops.patch import Patch
+from envsnap.hostops.shell import HostShell, Shell
 from envsnap.hosts.capture import CaptureOptions
 from envsnap.hosts.inventory import Inventory
 from envsnap.hosts.transport import open_transport
-from envsnap.playbook.tasks.base import Context
-from envsnap.playbook.tasks.gitcmd import GitFailure
-from envsnap.playbook.tasks.gitpatch import Patch
-from envsnap.restore.safety import CheckoutLocks
 from envsnap.snapshot.store import Store
 from envsnap.words import plural
 
@@ -134,28 +134,28 @@ def bisect(store: Store, inventory: Inventory, good_label: str, bad_label: str,
         with open_transport(target, options.capture.connect_timeout,
                             options.capture.accept_new_host_keys) as transport, \
                 CheckoutLocks(transport, target, [path]):   # the checkout it walks
-            ctx = Context(host=target, transport=transport, store=store)
-            return locked_bisect(ctx, path, (good_repo["head"], bad_repo["head"]),
+            shell = HostShell(target, transport)
+            return locked_bisect(shell, path, (good_repo["head"], bad_repo["head"]),
                                  (good_label, bad_label), patch, bisector)
     except GitFailure as exc:
         raise HostError(str(exc)) from None
 
 
-def locked_bisect(ctx: Context, path: str, heads: tuple[str, str], labels: tuple[str, str],
+def locked_bisect(shell: Shell, path: str, heads: tuple[str, str], labels: tuple[str, str],
                   patch: Patch | None, bisector: Bisector) -> BisectReport:
-    top = find_toplevel(ctx, path)
-    good = commit_here(ctx, top, heads[0], labels[0])
-    bad = commit_here(ctx, top, heads[1], labels[1])
-    line = commit_line(ctx, top, good, bad, labels)   # refuses a non-ancestor: nothing moved
-    report = BisectReport(host=ctx.host.name, repo=top, line=line, bad=line[-1],
-                          good=Commit(good, subject_of(ctx, top, good)))
-    bisector.emit(f"bisect {top} on {ctx.host.name}: {good[:12]} ({labels[0]}) .. "
+    top = find_toplevel(shell, path)
+    good = commit_here(shell, top, heads[0], labels[0])
+    bad = commit_here(shell, top, heads[1], labels[1])
+    line = commit_line(shell, top, good, bad, labels)   # refuses a non-ancestor: nothing moved
+    report = BisectReport(host=shell.host.name, repo=top, line=line, bad=line[-1],
+                          good=Commit(good, subject_of(shell, top, good)))
+    bisector.emit(f"bisect {top} on {shell.host.name}: {good[:12]} ({labels[0]}) .. "
                   f"{bad[:12]} ({labels[1]}): {plural(len(line), 'commit')}, about "
                   f"{plural(Search(len(line)).steps_left(), 'step')} after the endpoints")
     message = (f"envsnap: work saved before bisect {labels[0]}..{labels[1]} "
-               f"(HEAD was {describe_head(ctx, top)})")
-    with Tree(ctx, top, patch, message, bisector.emit, bisector.options.keep_untracked) as tree:
-        bisector.run(ctx, tree, report)
+               f"(HEAD was {describe_head(shell, top)})")
+    with Tree(shell, top, patch, message, bisector.emit, bisector.options.keep_untracked) as tree:
+        bisector.run(shell, tree, report)
     report.leftovers = tree.leftovers
     return report
 
@@ -165,7 +165,7 @@ def locked_bisect(ctx: Context, path: str, heads: tuple[str, str], labels: tuple
 class Bisector:
     """Runs the benchmark where the tree stands and moves the search; `run` sets the rest."""
 
-    ctx: Context
+    shell: Shell
     tree: Tree
     report: BisectReport
 
@@ -174,8 +174,8 @@ class Bisector:
         self.spec, self.options, self.baseline, self.emit = spec, options, baseline, emit
         self.steps = 0
 
-    def run(self, ctx: Context, tree: Tree, report: BisectReport) -> None:
-        self.ctx, self.tree, self.report = ctx, tree, report
+    def run(self, shell: Shell, tree: Tree, report: BisectReport) -> None:
+        self.shell, self.tree, self.report = shell, tree, report
         good, bad = self.endpoints()
         if not report.outcome:
             self.halve(good, bad)
@@ -186,7 +186,7 @@ class Bisector:
         else:
             self.report.step_invocations += 1
         spec = replace(self.spec, repeat=count)
-        values: list[float] = bench_on(self.ctx.transport, self.ctx.host, spec,
+        values: list[float] = bench_on(self.shell.transport, self.shell.host, spec,
                                        lambda text: self.emit(RunEnded(text, where)))["values"]
         self.report.runs += len(values)
         return values
@@ -291,8 +291,8 @@ class Bisector:
             culprit = report.line[state.bad]
             before = report.line[state.bad - 1].sha if state.bad else report.good.sha
             with sigint_deferred():
-                report.files = files_touched(self.ctx, report.repo, before, culprit.sha)
-                report.merged = merged_by(self.ctx, report.repo, culprit)
+                report.files = files_touched(self.shell, report.repo, before, culprit.sha)
+                report.merged = merged_by(self.shell, report.repo, culprit)
             report.first_bad = culprit
             report.why = f"the first bad commit is {culprit.short} {culprit.subject}"
             return

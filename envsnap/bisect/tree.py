@@ -20,20 +20,19 @@ from types import TracebackType
 from typing import Callable
 
 from envsnap.errors import HostError
-from envsnap.playbook.tasks import git as git_task
-from envsnap.playbook.tasks.base import Context
-from envsnap.playbook.tasks.gitcmd import (
+from envsnap.hostops.git import (
     GitFailure,
-    command,
+    checkout,
     complaint,
     current_branch,
     head,
-    output,
     porcelain,
     run,
-    run_as_author,
+    stash_changes,
+    stash_ref,
 )
-from envsnap.playbook.tasks.gitpatch import Patch, apply, remove, upload
+from envsnap.hostops.patch import Patch, apply, remove, take_out, upload
+from envsnap.hostops.shell import Shell
 from envsnap.words import plural
 
 
@@ -54,11 +53,11 @@ def sigint_deferred() -> Iterator[None]:
 
 
 class Tree:
-    """`with Tree(ctx, top, patch, message, note) as tree:` ... `tree.visit(sha)` ..."""
+    """`with Tree(shell, top, patch, message, note) as tree:` ... `tree.visit(sha)` ..."""
 
-    def __init__(self, ctx: Context, top: str, patch: Patch | None, message: str,
+    def __init__(self, shell: Shell, top: str, patch: Patch | None, message: str,
                  note: Callable[[str], None], keep_untracked: bool = False) -> None:
-        self.ctx, self.top, self.patch, self.message, self.note = ctx, top, patch, message, note
+        self.shell, self.top, self.patch, self.message, self.note = shell, top, patch, message, note
         self.keep_untracked = keep_untracked
         self.untracked_stashed = 0
         self.branch: str | None = None
@@ -72,20 +71,20 @@ class Tree:
     def __enter__(self) -> Tree:
         try:
             with sigint_deferred():
-                self.branch = current_branch(self.ctx, self.top)
-                self.head = head(self.ctx, self.top)
+                self.branch = current_branch(self.shell, self.top)
+                self.head = head(self.shell, self.top)
                 self.stash_work()
                 if self.patch is not None and self.patch.data:
-                    self.quoted = upload(self.ctx, self.patch)
+                    self.quoted = upload(self.shell, self.patch)
         except BaseException as exc:   # `with` calls __exit__ only once __enter__ returned
             self.__exit__(type(exc), exc, exc.__traceback__)
             raise
         return self
 
     def stash_work(self) -> None:
-        entries = porcelain(self.ctx, self.top)
+        entries = porcelain(self.shell, self.top)
         untracked = 0 if self.keep_untracked else sum(e.startswith("??") for e in entries)
-        self.stash = stash_push(self.ctx, self.top, self.message, not self.keep_untracked)
+        self.stash = stash_changes(self.shell, self.top, self.message, not self.keep_untracked)
         if self.stash:
             self.untracked_stashed = untracked
             changed = plural(len(entries) - untracked, "changed file")
@@ -100,12 +99,12 @@ class Tree:
             return None
         with sigint_deferred():
             self.put_away()
-            git_task.checkout(self.ctx, self.top, {"sha": sha})
+            checkout(self.shell, self.top, sha)
             self.at = sha
             if self.quoted is None or self.patch is None:
                 return None
             try:
-                apply(self.ctx, self.top, self.patch, self.quoted)
+                apply(self.shell, self.top, self.patch, self.quoted)
             except GitFailure as exc:
                 return f"the good snapshot's patch does not apply here: {exc}"
             self.applied = True
@@ -113,22 +112,21 @@ class Tree:
 
     def put_away(self) -> None:
         """Undo the patch; stash whatever else the benchmark changed, so checkout can move."""
-        if self.applied:
-            undone = self.ctx.sh(f"{command(self.top, 'apply', '-R', '--index', '--binary')} "
-                                 f"{self.quoted}")
-            if undone.exit_code != 0:
+        if self.applied and self.quoted is not None:
+            problem = take_out(self.shell, self.top, self.quoted)
+            if problem:
                 self.note(f"{self.top}: could not take the patch back out "
-                          f"({complaint(undone)}): it goes into a stash instead")
-            self.applied = False
+                          f"({problem}): it goes into a stash instead")
+        self.applied = False
         # Only changes to tracked files block a checkout; new files the benchmark wrote (logs,
         # results) stay, as they would after running it by hand.
-        if any(not entry.startswith("??") for entry in porcelain(self.ctx, self.top)):
+        if any(not entry.startswith("??") for entry in porcelain(self.shell, self.top)):
             self.stash_leftovers()
 
     def stash_leftovers(self) -> None:
         where = (self.at or "HEAD")[:12]
         message = f"envsnap bisect: changes the benchmark made at {where}"
-        kept = stash_push(self.ctx, self.top, message, untracked=False)
+        kept = stash_changes(self.shell, self.top, message, untracked=False)
         if kept:
             self.leftovers.append(kept)
             self.note(f"{self.top}: the benchmark changed tracked files at {where}: kept in "
@@ -140,7 +138,7 @@ class Tree:
             problems = self.put_back()
             if self.quoted is not None:
                 try:
-                    remove(self.ctx, self.quoted)
+                    remove(self.shell, self.quoted)
                 except HostError:
                     pass   # a temp file under ~/.cache/envsnap/tmp: not worth failing for
         if problems:
@@ -161,7 +159,7 @@ class Tree:
     def checkout_back(self) -> None:
         if self.head is None:
             return
-        git_task.checkout(self.ctx, self.top, {"sha": self.head, "branch": self.branch or ""})
+        checkout(self.shell, self.top, self.head, self.branch or "")
         self.at = None
         where = f"{self.branch} at {self.head[:12]}" if self.branch else self.head[:12]
         self.note(f"{self.top}: HEAD back to {where}")
@@ -169,35 +167,14 @@ class Tree:
     def pop_stash(self) -> None:
         if not self.stash:
             return
-        ref = stash_ref(self.ctx, self.top, self.stash)
+        ref = stash_ref(self.shell, self.top, self.stash)
         if ref is None:
             raise GitFailure(f"stash {self.stash[:12]} with your work is gone from the stash "
                              f"list: git -C {self.top} stash apply --index {self.stash[:12]}")
-        popped = run(self.ctx, self.top, "stash", "pop", "--index", "-q", ref)
+        popped = run(self.shell, self.top, "stash", "pop", "--index", "-q", ref)
         if popped.exit_code != 0:   # staged and unstaged cannot be told apart again: merge them
-            popped = run(self.ctx, self.top, "stash", "pop", "-q", ref)
+            popped = run(self.shell, self.top, "stash", "pop", "-q", ref)
         if popped.exit_code != 0:
             raise GitFailure(f"your work is safe in {ref} ({self.stash[:12]}) but did not pop "
                              f"back ({complaint(popped)}): git -C {self.top} stash pop {ref}")
         self.note(f"{self.top}: your work is back (stash {self.stash[:12]} popped)")
-
-
-def stash_push(ctx: Context, top: str, message: str, untracked: bool) -> str | None:
-    """Stash tracked changes (and untracked files if asked): the stash's sha, None if there
-    was nothing to stash, GitFailure if git would not (then nothing was moved)."""
-    entries = [e for e in porcelain(ctx, top) if untracked or not e.startswith("??")]
-    if not entries:
-        return None
-    before = output(ctx, top, "rev-parse", "-q", "--verify", "refs/stash")
-    extra = ("--include-untracked",) if untracked else ()
-    pushed = run_as_author(ctx, top, "stash", "push", "-q", *extra, "-m", message)
-    after = output(ctx, top, "rev-parse", "-q", "--verify", "refs/stash")
-    if pushed.exit_code != 0 or not after or after == before:
-        raise GitFailure(f"{top}: git stash failed, nothing was moved: {complaint(pushed)}")
-    return after
-
-
-def stash_ref(ctx: Context, top: str, sha: str) -> str | None:
-    """stash@{n} of a stash commit: later stashes (ours, the user's) shift its number."""
-    listed = (output(ctx, top, "stash", "list", "--format=%H") or "").split()
-    return f"stash@{{{listed.index(sha)}}}" if sha in listed else None

@@ -2,18 +2,19 @@
 
 Checkouts move through bisect's Tree (tree.py): the user's work is stashed on entry, HEAD and
 branch remembered, and all of it put back on exit whatever happened (an error, Ctrl-C). The
-patch in place at a state is GOOD's or the current one, applied with restore's git tasks and
-taken back out before the next checkout. Env variables change no file: they travel with the
-benchmark (BenchSpec.env) or the server's start (ServeSpec.env). sitecustomize is written by
-restore's sitecustomize task (its write policy; what was there saved in a backup folder on the
-first write) and put back from that backup on exit. A .pth file gets GOOD's startup lines in
-place of its own (its sys.path lines kept) through the same write policy (treefile.py), and is
-put back byte for byte from its backup on exit.
+patch in place at a state is GOOD's or the current one, applied with hostops.patch (as
+restore's git task applies one) and taken back out before the next checkout. Env variables
+change no file: they travel with the benchmark (BenchSpec.env) or the server's start
+(ServeSpec.env). sitecustomize is written by hostops.site, as restore's sitecustomize task
+writes it (its write policy; what was there saved in a backup folder on the first write),
+and put back from that backup on exit. A .pth file gets GOOD's startup lines in place of
+its own (its sys.path lines kept) through the same write policy (hostops.treefile), and is
+put back byte for byte from its backup on exit. Package versions are pinned with
+hostops.pip, as restore --pip pins them.
 """
 from __future__ import annotations
 
 import posixpath
-import shlex
 import uuid
 from dataclasses import dataclass
 from types import TracebackType
@@ -24,13 +25,13 @@ from envsnap.bench.run import EnvChanges
 from envsnap.bisect.tree import Tree, sigint_deferred
 from envsnap.errors import HostError
 from envsnap.explain.differences import Differences
-from envsnap.playbook.tasks import git as git_task
-from envsnap.playbook.tasks import sitecustomize, treefile
-from envsnap.playbook.tasks.base import Context
-from envsnap.playbook.tasks.gitpatch import Patch, apply, remove, upload
-from envsnap.playbook.tasks.hostfile import FileState
-from envsnap.playbook.tasks.treefile import backup_dir
-from envsnap.restore.run import pin_packages
+from envsnap.hostops import site as sitecustomize
+from envsnap.hostops import treefile
+from envsnap.hostops.files import FileState
+from envsnap.hostops.git import checkout
+from envsnap.hostops.patch import Patch, apply, remove, upload
+from envsnap.hostops.pip import pin_packages
+from envsnap.hostops.shell import Shell
 from envsnap.words import plural
 
 
@@ -92,13 +93,13 @@ def state_for(found: Differences, applied: frozenset[int]) -> State:
 
 
 class PipPins:
-    """`with PipPins(ctx, installed, note) as pins:` ... `pins.put(state)` ...: packages
+    """`with PipPins(shell, installed, note) as pins:` ... `pins.put(state)` ...: packages
     pinned to a state's versions with restore's pip pinning; on exit, each one changed is
     pinned back to the version found, whatever happened."""
 
-    def __init__(self, ctx: Context, installed: dict[str, str],
+    def __init__(self, shell: Shell, installed: dict[str, str],
                  note: Callable[[str], None]) -> None:
-        self.ctx, self.note = ctx, note
+        self.shell, self.note = shell, note
         self.found = dict(installed)     # name -> version when explain started
         self.now = dict(installed)       # name -> version pinned last
 
@@ -114,7 +115,7 @@ class PipPins:
         with sigint_deferred():   # a pip killed half way leaves a package half installed
             for name in versions:
                 self.now[name] = "?"   # until pip says it is done
-            pin_packages(self.ctx.transport, self.ctx.host,
+            pin_packages(self.shell,
                          [f"{name}=={version}" for name, version in sorted(versions.items())])
             self.now.update(versions)
 
@@ -128,49 +129,50 @@ class PipPins:
             self.pin(back)
         except HostError as exc:
             pins = " ".join(f"{name}=={version}" for name, version in sorted(back.items()))
-            raise HostError(f"{exc}; pin them back by hand: {self.ctx.host.python} -m pip "
+            raise HostError(f"{exc}; pin them back by hand: {self.shell.host.python} -m pip "
                             f"install --no-deps {pins}") from error
-        self.note(f"{self.ctx.host.name}: {plural(len(back), 'package')} pinned back: "
+        self.note(f"{self.shell.host.name}: {plural(len(back), 'package')} pinned back: "
                   + ", ".join(f"{name}=={version}" for name, version in sorted(back.items())))
 
 
 class SiteFile:
-    """`with SiteFile(ctx, note) as site:` ... `site.put(state)` ...: sitecustomize switched
+    """`with SiteFile(shell, note) as site:` ... `site.put(state)` ...: sitecustomize switched
     between states; on exit, what was there before the first write is put back (or the file
     removed when there was none), whatever happened."""
 
-    def __init__(self, ctx: Context, note: Callable[[str], None]) -> None:
-        self.ctx, self.note = ctx, note
-        self.backup = backup_dir(f"explain-{uuid.uuid4().hex[:12]}")
+    def __init__(self, shell: Shell, note: Callable[[str], None]) -> None:
+        self.shell, self.note = shell, note
+        self.backup = treefile.backup_dir(f"explain-{uuid.uuid4().hex[:12]}")
         self.written = False
         self.content: str | None = None
 
     def __enter__(self) -> SiteFile:
         return self
 
-    def put(self, site: SiteState) -> None:
-        if self.written and self.content == site.content:
+    def put(self, wanted: SiteState) -> None:
+        if self.written and self.content == wanted.content:
             return
         with sigint_deferred():
             self.written = True   # a write that fails half way is put back too
-            result = sitecustomize.write(self.ctx, {"content": site.content or "",
-                                                    "path": site.path, "backup": self.backup})
-            if result.failed:
-                raise HostError(f"{self.ctx.host.name}: {result.msg}")
-            self.content = site.content
+            try:
+                content = (wanted.content or "").encode("utf-8", "surrogateescape")
+                sitecustomize.write(self.shell, content, wanted.path, self.backup)
+            except sitecustomize.SiteRefused as exc:
+                raise HostError(f"{self.shell.host.name}: {exc}") from None
+            self.content = wanted.content
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  trace: TracebackType | None) -> None:
         if not self.written:
             return
         with sigint_deferred():
-            result = sitecustomize.put_back(self.ctx, {"source": self.backup})
-            if result.failed:
-                raise HostError(f"{self.ctx.host.name}: sitecustomize could not be put back "
-                                f"({result.msg}); what was there is kept in {self.backup}") \
-                    from error
-            self.ctx.sh(f'rm -rf "$HOME"/{shlex.quote(self.backup.removeprefix("~/"))}')
-        self.note(f"{self.ctx.host.name}: sitecustomize put back as it was")
+            try:
+                sitecustomize.put_back(self.shell, self.backup, None)
+            except sitecustomize.SiteRefused as exc:
+                raise HostError(f"{self.shell.host.name}: sitecustomize could not be put back "
+                                f"({exc}); what was there is kept in {self.backup}") from error
+            treefile.drop_backup(self.shell, self.backup)
+        self.note(f"{self.shell.host.name}: sitecustomize put back as it was")
 
 
 def with_startup_lines(found: FileState, lines: tuple[str, ...]) -> bytes | None:
@@ -185,14 +187,14 @@ def with_startup_lines(found: FileState, lines: tuple[str, ...]) -> bytes | None
 
 
 class StartupFiles:
-    """`with StartupFiles(ctx, note) as pth:` ... `pth.put(state.pth)` ...: .pth files switched
+    """`with StartupFiles(shell, note) as pth:` ... `pth.put(state.pth)` ...: .pth files switched
     between GOOD's startup lines and the host's; on exit, each one written is put back from
     the backup taken before its first write, byte for byte and mode too (one that did not
     exist removed again), whatever happened."""
 
-    def __init__(self, ctx: Context, note: Callable[[str], None]) -> None:
-        self.ctx, self.note = ctx, note
-        self.backup = backup_dir(f"explain-{uuid.uuid4().hex[:12]}")
+    def __init__(self, shell: Shell, note: Callable[[str], None]) -> None:
+        self.shell, self.note = shell, note
+        self.backup = treefile.backup_dir(f"explain-{uuid.uuid4().hex[:12]}")
         self.found: dict[str, FileState] = {}       # path -> as explain found it
         self.now: dict[str, bytes | None] = {}      # path -> what it holds (None: no file)
         self.written: set[str] = set()              # the paths written (or removed)
@@ -216,20 +218,20 @@ class StartupFiles:
                 self.written.add(wanted.path)   # one failing half way is put back too
                 try:
                     if data is None:
-                        treefile.remove(self.ctx, folder, name, self.backup)
+                        treefile.remove(self.shell, folder, name, self.backup)
                     else:
-                        treefile.write(self.ctx, folder, name, data, self.backup,
+                        treefile.write(self.shell, folder, name, data, self.backup,
                                        record_absent=True)
                 except treefile.TreeRefused as exc:
-                    raise HostError(f"{self.ctx.host.name}: {wanted.path} refused: {exc}") \
+                    raise HostError(f"{self.shell.host.name}: {wanted.path} refused: {exc}") \
                         from None
                 self.now[wanted.path] = data
 
     def read(self, folder: str, name: str) -> FileState:
         try:
-            return treefile.read(self.ctx, folder, name)
+            return treefile.read(self.shell, folder, name)
         except treefile.TreeRefused as exc:
-            raise HostError(f"{self.ctx.host.name}: {folder}/{name} refused: {exc}") from None
+            raise HostError(f"{self.shell.host.name}: {folder}/{name} refused: {exc}") from None
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  trace: TracebackType | None) -> None:
@@ -238,12 +240,12 @@ class StartupFiles:
         with sigint_deferred():
             try:
                 for folder in sorted({posixpath.dirname(path) for path in self.written}):
-                    treefile.put_back(self.ctx, folder, self.backup, None)
+                    treefile.put_back(self.shell, folder, self.backup, None)
             except (HostError, treefile.TreeRefused) as exc:
-                raise HostError(f"{self.ctx.host.name}: .pth files could not be put back "
+                raise HostError(f"{self.shell.host.name}: .pth files could not be put back "
                                 f"({exc}); what was there is kept in {self.backup}") from error
-            self.ctx.sh(f'rm -rf "$HOME"/{shlex.quote(self.backup.removeprefix("~/"))}')
-        self.note(f"{self.ctx.host.name}: {plural(len(self.written), '.pth file')} put back as "
+            treefile.drop_backup(self.shell, self.backup)
+        self.note(f"{self.shell.host.name}: {plural(len(self.written), '.pth file')} put back as "
                   "found")
 
 
@@ -251,9 +253,9 @@ class StateTree(Tree):
     """A bisect Tree whose patch changes from state to state: GOOD's, the current one, none.
     Each patch is uploaded once; all are removed from the host on exit."""
 
-    def __init__(self, ctx: Context, top: str, message: str, note: Callable[[str], None],
+    def __init__(self, shell: Shell, top: str, message: str, note: Callable[[str], None],
                  keep_untracked: bool = False) -> None:
-        super().__init__(ctx, top, None, message, note, keep_untracked)
+        super().__init__(shell, top, None, message, note, keep_untracked)
         self.uploaded: dict[str, str] = {}   # patch sha256 -> its temp file, quoted
         self.patch_at: str | None = None     # sha256 of the patch in place
 
@@ -265,14 +267,14 @@ class StateTree(Tree):
         with sigint_deferred():
             self.put_away()          # the patch in place comes out first
             self.patch_at = None
-            git_task.checkout(self.ctx, self.top, {"sha": head})
+            checkout(self.shell, self.top, head)
             self.at = head
             if patch is None:
                 return
             if patch.sha256 not in self.uploaded:
-                self.uploaded[patch.sha256] = upload(self.ctx, patch)
+                self.uploaded[patch.sha256] = upload(self.shell, patch)
             self.patch, self.quoted = patch, self.uploaded[patch.sha256]
-            apply(self.ctx, self.top, patch, self.quoted)   # checked first: all or nothing
+            apply(self.shell, self.top, patch, self.quoted)   # checked first: all or nothing
             self.applied, self.patch_at = True, wanted
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
@@ -283,6 +285,6 @@ class StateTree(Tree):
             for quoted in self.uploaded.values():
                 if quoted != self.quoted:
                     try:
-                        remove(self.ctx, quoted)
+                        remove(self.shell, quoted)
                     except HostError:
                         pass   # a temp file under ~/.cache/envsnap/tmp: not worth failing for

@@ -17,9 +17,8 @@ from typing import Any, Literal
 from envsnap.agent.python_env import startup_lines
 from envsnap.agent.redact import holds_marker
 from envsnap.errors import UsageError
-from envsnap.playbook.tasks.gitcmd import GitFailure
-from envsnap.playbook.tasks.gitpatch import Patch, patch_from
-from envsnap.restore.run import customize_digest, package_pins
+from envsnap.hostops.git import GitFailure
+from envsnap.hostops.patch import Patch, patch_from
 from envsnap.restore.serve import main_server
 from envsnap.snapshot import document as snap
 from envsnap.words import plural
@@ -254,7 +253,7 @@ def find_differences(good: dict[str, Any], bad: dict[str, Any], live: dict[str, 
                                   f"recorded the python at {interpreter(good)}, the host's "
                                   f"now is {interpreter(live)}: not compared")
         return found
-    if customize_digest(good) != customize_digest(live):
+    if snap.customize_digest(good) != snap.customize_digest(live):
         site = site_ends(good, live)
         if isinstance(site, str):
             found.not_searched.append(site)
@@ -267,7 +266,7 @@ def find_differences(good: dict[str, Any], bad: dict[str, Any], live: dict[str, 
         found.pth[startup.path] = startup
         found.items.append(item)
     found.not_searched += skipped
-    searched, left = package_differences(good, live) if pip else ([], package_pins(good, live))
+    searched, left = package_differences(good, live) if pip else ([], snap.package_pins(good, live))
     found.items += searched
     if left:
         how = ("installed or removed since, not pinned by explain" if pip else

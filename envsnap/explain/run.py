@@ -3,7 +3,7 @@
     snapshots, host, checkouts            (refused before anything changes: unknown labels,
                                            a foreign snapshot without --trust-foreign)
       -> the checkouts' restore locks; the host captured now; another host refused unless
-         --force-host (restore's rule); GOOD's commits must be in the checkouts
+         --force-host (hostops.hostrule, as for restore); GOOD's commits must be in the checkouts
       -> the differences envsnap can put back (differences.py), a patch that only applies
          on the new commits joined to them; nothing to put back: refused
       -> the plan and the worst-case number of benchmark invocations, approved by the user
@@ -35,15 +35,15 @@ from envsnap.explain.search import (
     explain,
     worst_case_invocations,
 )
+from envsnap.hostops import hostrule
+from envsnap.hostops.git import GitFailure, run
+from envsnap.hostops.locks import CheckoutLocks
+from envsnap.hostops.patch import Patch, check_on_commit
+from envsnap.hostops.shell import HostShell, Shell
 from envsnap.hosts import capture
 from envsnap.hosts.capture import CaptureOptions
 from envsnap.hosts.inventory import Host, Inventory, with_vars
 from envsnap.hosts.transport import open_transport
-from envsnap.playbook.tasks.base import Context
-from envsnap.playbook.tasks.gitcmd import GitFailure, run
-from envsnap.playbook.tasks.gitpatch import Patch, check_on_commit, remove, upload
-from envsnap.restore import policy
-from envsnap.restore.safety import CheckoutLocks
 from envsnap.snapshot import document as snap
 from envsnap.snapshot import provenance
 from envsnap.snapshot.store import Store
@@ -115,9 +115,9 @@ def explain_run(store: Store, inventory: Inventory, labels: tuple[str, str], hos
         with open_transport(target, options.capture.connect_timeout,
                             options.capture.accept_new_host_keys) as transport, \
                 CheckoutLocks(transport, target, paths):
-            ctx = Context(host=target, transport=transport, store=store)
-            return Explainer(ctx, spec, labels, emit).run(good, bad, paths, host is not None,
-                                                          options, confirm)
+            shell = HostShell(target, transport)
+            return Explainer(shell, spec, labels, emit).run(good, bad, paths, host is not None,
+                                                            options, confirm)
     except GitFailure as exc:
         raise HostError(str(exc)) from None
 
@@ -158,18 +158,16 @@ def pick_repos(good: dict[str, Any], bad: dict[str, Any], wanted: tuple[str, ...
 class Explainer:
     """One explain on one host, inside its checkouts' locks."""
 
-    def __init__(self, ctx: Context, spec: BenchSpec, labels: tuple[str, str],
+    def __init__(self, shell: Shell, spec: BenchSpec, labels: tuple[str, str],
                  emit: Callable[[Event], None]) -> None:
-        self.ctx, self.spec, self.labels, self.emit = ctx, spec, labels, emit
+        self.shell, self.spec, self.labels, self.emit = shell, spec, labels, emit
 
     def run(self, good: dict[str, Any], bad: dict[str, Any], paths: list[str],
             host_given: bool, options: ExplainOptions,
             confirm: Callable[[Plan], bool]) -> ExplainReport:
         live = self.capture_now(paths, options.capture)
-        problem = policy.host_problem(good, live, host_given, options.force_host)
-        if problem:
-            raise UsageError(problem.replace("restore", "explain"))
-        tops = {path: find_toplevel(self.ctx, path) for path in paths}
+        hostrule.check_same_host(good, live, host_given, options.force_host, "explain")
+        tops = {path: find_toplevel(self.shell, path) for path in paths}
         counts = {path: self.commits_between(tops[path], good, path) for path in paths}
         found = find_differences(good, bad, live, paths, counts, self.spec.serve is not None,
                                  self.labels, options.pip)
@@ -177,22 +175,22 @@ class Explainer:
         if not found.items:
             left = f" ({'; '.join(found.not_searched)})" if found.not_searched else ""
             raise UsageError(f"nothing that explain can put back differs between "
-                             f"{self.labels[0]!r} and {self.ctx.host.name} now{left}")
+                             f"{self.labels[0]!r} and {self.shell.host.name} now{left}")
         n = len(found.items)
-        plan = Plan(self.ctx.host.name, self.labels, found, worst_case_invocations(n, 1),
+        plan = Plan(self.shell.host.name, self.labels, found, worst_case_invocations(n, 1),
                     worst_case_invocations(n, min(2, n)),
                     options.max_invocations or default_ceiling(n), self.spec.repeat)
         report = ExplainReport(plan)
         if not confirm(plan):
             return report
         with ExitStack() as stack:
-            trees = [StateTree(self.ctx, tops[ends.path], self.stash_message(tops[ends.path]),
+            trees = [StateTree(self.shell, tops[ends.path], self.stash_message(tops[ends.path]),
                                self.emit, options.keep_untracked) for ends in found.repos]
             for tree in trees:
                 stack.enter_context(tree)
-            site = stack.enter_context(SiteFile(self.ctx, self.emit))
-            pth = stack.enter_context(StartupFiles(self.ctx, self.emit))
-            pins = stack.enter_context(PipPins(self.ctx, installed(found), self.emit))
+            site = stack.enter_context(SiteFile(self.shell, self.emit))
+            pth = stack.enter_context(StartupFiles(self.shell, self.emit))
+            pins = stack.enter_context(PipPins(self.shell, installed(found), self.emit))
             report.explanation = explain(
                 n, lambda applied: self.measure(found, trees, (site, pth, pins), applied),
                 self.spec.lower_is_better, plan.ceiling)
@@ -222,11 +220,11 @@ class Explainer:
                             list(explanation.good), self.emit)
         self.emit(f"{ends.path}: bisect the {ranges[0].commits} commits at GOOD's state")
         try:
-            with SiteFile(self.ctx, self.emit) as site, \
-                    StartupFiles(self.ctx, self.emit) as pth, \
-                    PipPins(self.ctx, installed(found), self.emit) as pins:
+            with SiteFile(self.shell, self.emit) as site, \
+                    StartupFiles(self.shell, self.emit) as pth, \
+                    PipPins(self.shell, installed(found), self.emit) as pins:
                 put_python(good, site, pth, pins)
-                return locked_bisect(self.ctx, tops[ends.path],
+                return locked_bisect(self.shell, tops[ends.path],
                                      (ends.good_head, ends.current_head), self.labels,
                                      ends.good_patch, bisector)
         except UsageError as exc:   # not a line of commits: nothing moved
@@ -234,19 +232,19 @@ class Explainer:
             return None
 
     def capture_now(self, paths: list[str], options: CaptureOptions) -> dict[str, Any]:
-        host: Host = with_vars(self.ctx.host, {"repos": paths})
-        return capture.snapshot_document(self.ctx.transport, host, "explain-now", options)
+        host: Host = with_vars(self.shell.host, {"repos": paths})
+        return capture.snapshot_document(self.shell.transport, host, "explain-now", options)
 
     def commits_between(self, top: str, good: dict[str, Any], path: str) -> int:
         """Commits on either side between GOOD's HEAD and the checkout's now; GOOD's must be
         in the checkout (it is checked out at every trial)."""
-        sha = commit_here(self.ctx, top, snap.repos(good)[path]["head"], self.labels[0])
-        counted = run(self.ctx, top, "rev-list", "--count", f"{sha}...HEAD")
+        sha = commit_here(self.shell, top, snap.repos(good)[path]["head"], self.labels[0])
+        counted = run(self.shell, top, "rev-list", "--count", f"{sha}...HEAD")
         return int(counted.stdout.strip()) if counted.exit_code == 0 else 0
 
     def stash_message(self, top: str) -> str:
         return (f"envsnap: work saved before explain {self.labels[0]} {self.labels[1]} "
-                f"(HEAD was {describe_head(self.ctx, top)})")
+                f"(HEAD was {describe_head(self.shell, top)})")
 
     def join_inseparable(self, found: Differences, tops: dict[str, str]) -> None:
         """A patch that applies only on the new commits (or GOOD's only on the old ones)
@@ -267,14 +265,11 @@ class Explainer:
     def applies(self, top: str, head: str, patch: Patch | None) -> bool:
         if patch is None:
             return True
-        quoted = upload(self.ctx, patch)
         try:
-            check_on_commit(self.ctx, top, head, patch, quoted)
+            check_on_commit(self.shell, top, head, patch)
             return True
         except GitFailure:
             return False
-        finally:
-            remove(self.ctx, quoted)
 
     def measure(self, found: Differences, trees: list[StateTree],
                 python: tuple[SiteFile, StartupFiles, PipPins],
@@ -287,7 +282,7 @@ class Explainer:
         spec = self.spec_at(state)
         where = state_name(found.items, applied)
         try:
-            values: list[float] = bench_on(self.ctx.transport, self.ctx.host, spec,
+            values: list[float] = bench_on(self.shell.transport, self.shell.host, spec,
                                            lambda text: self.emit(RunEnded(text, where)))["values"]
         except BenchError as exc:
             raise BenchError(f"the benchmark fails at {where}: {exc}") from None

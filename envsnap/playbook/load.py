@@ -24,10 +24,10 @@ from typing import Any
 
 import yaml
 
-from envsnap.errors import PlaybookError, UsageError
+from envsnap.errors import ArgError, PlaybookError, UsageError
 from envsnap.playbook.location import Where
 from envsnap.playbook.modules import MODULES
-from envsnap.playbook.tasks.base import ArgError, yaml_kind
+from envsnap.playbook.tasks.base import yaml_kind
 from envsnap.playbook.templating import check_syntax, is_template
 
 PLAY_KEYS = ("name", "hosts", "vars", "tasks")

@@ -29,6 +29,7 @@ from envsnap.errors import (
     EXIT_HOST,
     EXIT_INVALID,
     EXIT_OK,
+    ArgError,
     EnvsnapError,
     HostError,
     PlaybookError,
@@ -40,7 +41,7 @@ from envsnap.playbook.load import Play, Playbook, Task
 from envsnap.playbook.location import Where
 from envsnap.playbook.modules import MODULES
 from envsnap.playbook.names import check_names
-from envsnap.playbook.tasks.base import ArgError, Context, ModuleResult
+from envsnap.playbook.tasks.base import Context, ModuleResult
 from envsnap.playbook.templating import evaluate, render_string, render_text
 from envsnap.snapshot.store import Store
 

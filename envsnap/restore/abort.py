@@ -13,11 +13,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from envsnap.errors import UsageError
+from envsnap.hostops.locks import CheckoutLocks
 from envsnap.hosts.inventory import Inventory, resolve_hosts
 from envsnap.hosts.transport import open_transport
 from envsnap.restore import policy
 from envsnap.restore.run import RestoreOptions, RestoreReport, restore
-from envsnap.restore.safety import CheckoutLocks, Journal, JournalBook
+from envsnap.restore.safety import Journal, JournalBook
 from envsnap.snapshot.store import Store
 
 

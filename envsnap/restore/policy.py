@@ -8,11 +8,12 @@ A snapshot is data: it may be a colleague's, a bug report's, or edited by hand. 
   captured it) restores the checkouts it records when nothing else is named. A foreign one
   never picks a folder by itself: its checkouts are restored only where named.
 - Files. Inside those checkouts' working trees and the host python's own sitecustomize, and
-  nowhere else (playbook/tasks/treefile.py enforces it on the host, sitecustomize.py compares
+  nowhere else (hostops/treefile.py enforces it on the host, hostops/site.py compares
   the recorded path with the python's own folders).
 - The host. `--host`, or the snapshot's recorded host only when the machine reached there
   has the hostname the snapshot recorded. A snapshot with no hostname is of an unknown
-  host: like another machine, restored only with --force-host (and then only onto --host).
+  host: like another machine, restored only with --force-host (and then only onto --host);
+  hostops/hostrule.py keeps that rule.
 - Commands. `--rerun` runs the command given with --rerun-cmd, or the snapshot's recorded
   one only once it was shown and the user said yes (--yes, or at a terminal).
 """
@@ -26,8 +27,8 @@ from typing import Any, Callable
 
 from envsnap.agent.redact import holds_marker
 from envsnap.errors import UsageError
+from envsnap.hostops.treefile import backup_dir
 from envsnap.hosts.inventory import Host
-from envsnap.playbook.tasks.treefile import backup_dir
 from envsnap.snapshot import document as snap
 
 CHOSEN_VAR = "restore_repos"            # host var: the snapshot's checkouts to restore
@@ -84,29 +85,6 @@ def refuse_unnamed(host: Host, check: bool) -> None:
     raise UsageError(f"the snapshot records checkouts that neither --repo nor the inventory "
                      f"names ({listed}): restore touches only checkouts you name (a foreign "
                      "snapshot picks none); pass --repo PATH for each one to restore")
-
-
-# ---- which host ---------------------------------------------------------------------------------
-
-def host_problem(snapshot: dict[str, Any], live: dict[str, Any], host_given: bool,
-                 force: bool) -> str | None:
-    """Why this restore must not go on here (one line), or None.
-
-    The recorded host picks the target only when the machine reached is the one the snapshot
-    was taken on; a snapshot without a hostname is of an unknown host, like another one."""
-    recorded, current = snap.hostname(snapshot), snap.hostname(live)
-    if recorded and current and recorded == current:
-        return None
-    label = snap.label(snapshot)
-    taken = f"was taken on {recorded}" if recorded else "records no hostname (unknown host)"
-    here = f"this host is {current}" if current else "this host's name could not be read"
-    if not host_given:
-        return (f"snapshot {label!r} {taken}, {here}: a snapshot picks the host to restore "
-                "only when its hostname matches; name the target with --host (and "
-                "--force-host to restore it there anyway)")
-    if not force:
-        return f"snapshot {label!r} {taken}, {here}: refusing (--force-host restores it anyway)"
-    return None
 
 
 # ---- which command ------------------------------------------------------------------------------

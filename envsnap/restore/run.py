@@ -8,11 +8,10 @@
          --pip) is reported as remaining drift with what to do about it
       -> optionally rerun the snapshot's benchmark and give a verdict.
 
-A lock on the host and a journal in the store (safety.py) guard the whole run.
+A lock on the host (hostops.locks) and a journal in the store (safety.py) guard the whole run.
 """
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -22,7 +21,11 @@ from envsnap.bench import run as bench
 from envsnap.bench import stats as benchstats
 from envsnap.diff.compare import DiffOptions, diff
 from envsnap.diff.findings import Finding
-from envsnap.errors import EnvsnapError, HostError, UsageError
+from envsnap.errors import EnvsnapError, UsageError
+from envsnap.hostops import hostrule
+from envsnap.hostops.locks import CheckoutLocks, LockHolder
+from envsnap.hostops.pip import pin_packages
+from envsnap.hostops.shell import HostShell
 from envsnap.hosts import capture
 from envsnap.hosts.capture import CaptureOptions
 from envsnap.hosts.inventory import Host, Inventory, inventory_of, resolve_hosts, with_vars
@@ -32,21 +35,11 @@ from envsnap.playbook.run import Event, RunOptions, RunResult, run_playbook
 from envsnap.restore import policy
 from envsnap.restore.foreign import ForeignPlan, foreign_plan, rerun_shown
 from envsnap.restore.rerun import BadSide, find_bad_side
-from envsnap.restore.safety import (
-    CheckoutLocks,
-    Journal,
-    JournalBook,
-    LockHolder,
-    Pending,
-    check_pending,
-    touched_by,
-    way_out,
-)
+from envsnap.restore.safety import Journal, JournalBook, Pending, check_pending, touched_by, way_out
 from envsnap.restore.serve import ServerEnv, about_server, serve_shown, server_env
 from envsnap.snapshot import document as snap
 from envsnap.snapshot import provenance
 from envsnap.snapshot.store import Store
-from envsnap.words import plural
 
 
 def shipped_playbook(name: str) -> Path:
@@ -191,7 +184,7 @@ def lock_notes(host_name: str, holders: list[tuple[str, LockHolder]]) -> list[st
 
 def target_host(document: dict[str, Any], inventory: Inventory,
                 options: RestoreOptions) -> Host:
-    """--host, else the snapshot's host (policy.host_problem checks it is that machine),
+    """--host, else the snapshot's host (hostrule.host_problem checks it is that machine),
     capturing the checkouts this restore may touch (policy.choose_repos)."""
     config = snap.capture_config(document)
     pattern = options.host or snap.host(document, "local")
@@ -228,7 +221,8 @@ class RestoreRun:
         policy.refuse_unnamed(self.host, self.options.check)
         journal = self.book.read(self.host.name, self.touched())
         before = self.capture("live")
-        check_same_host(self.document, before, self.options)
+        hostrule.check_same_host(self.document, before, self.options.host is not None,
+                                 self.options.force_host, "restore")
         report = self.plan(before, pending)
         changes = bool(report.planned or report.pip_pins)
         if report.plan.outcome != "ok" or self.options.check:
@@ -253,7 +247,7 @@ class RestoreRun:
 
     def plan(self, before: dict[str, Any], pending: Pending | None) -> RestoreReport:
         plan = self.playbook(check=True)
-        pins = package_pins(self.document, before) if self.options.pip else []
+        pins = snap.package_pins(self.document, before) if self.options.pip else []
         return RestoreReport(host=self.host.name, plan=plan, pending=pending, pip_pins=pins,
                              remaining=self.remaining(before))
 
@@ -266,7 +260,7 @@ class RestoreRun:
             if report.applied.outcome != "ok":
                 return           # the journal stays: the next run resumes or rolls back
             if report.pip_pins:
-                pin_packages(self.transport, self.host, report.pip_pins)
+                pin_packages(HostShell(self.host, self.transport), report.pip_pins)
             journal.state = "verifying"
             self.book.write(journal)
             after = self.capture("after")
@@ -323,14 +317,6 @@ class RestoreRun:
                                     None if check else self.backup_label)
 
 
-def check_same_host(snapshot: dict[str, Any], live: dict[str, Any],
-                    options: RestoreOptions) -> None:
-    problem = policy.host_problem(snapshot, live, options.host is not None, options.force_host)
-    if problem:
-        raise UsageError(problem)
-
-
-
 def save_rollback_point(store: Store, live: dict[str, Any]) -> str:
     """The host as it is now, stored, so `envsnap restore pre-restore-<time>` undoes this."""
     stamp = capture.now_utc().strftime("%Y%m%d-%H%M%S")
@@ -373,7 +359,7 @@ def restorable_mismatches(snapshot: dict[str, Any], after: dict[str, Any],
         for name, value in repo_fingerprint(repo).items():
             if repo_fingerprint(now).get(name) != value:
                 problems.append(f"{path}: {name} differs from the snapshot")
-    if customize_digest(snapshot) != customize_digest(after):
+    if snap.customize_digest(snapshot) != snap.customize_digest(after):
         problems.append("sitecustomize differs from the snapshot")
     return problems
 
@@ -383,12 +369,6 @@ def repo_fingerprint(repo: dict[str, Any]) -> dict[str, Any]:
     patch = work.get("patch") or {}
     return {"HEAD": repo.get("head"), "uncommitted patch": patch.get("sha256"),
             "untracked files": sorted(work.get("untracked") or {})}
-
-
-def customize_digest(document: dict[str, Any]) -> Any:
-    customize = snap.section(document, "python_env").get("customize") or {}
-    site = customize.get("sitecustomize")
-    return site.get("sha256") if isinstance(site, dict) else site
 
 
 # Which machine and which boot: checked before the restore (hostname, --force-host), never
@@ -409,21 +389,3 @@ def remaining_drift(snapshot: dict[str, Any], live: dict[str, Any],
 
 def advice_for(finding: Finding) -> str:
     return ADVICE.get(finding.section, "change it by hand")
-
-
-def package_pins(snapshot: dict[str, Any], live: dict[str, Any]) -> list[str]:
-    """NAME==VERSION for each package whose version drifted or that went missing; packages
-    added since the snapshot are left alone (uninstalling is not restore's call)."""
-    recorded = snap.packages(snapshot)
-    current = snap.packages(live)
-    return [f"{name}=={version}" for name, version in sorted(recorded.items())
-            if isinstance(version, str) and current.get(name) != version]
-
-
-def pin_packages(transport: Transport, host: Host, pins: list[str]) -> None:
-    command = (f"{shlex.quote(host.python)} -m pip install --no-deps --quiet "
-               + " ".join(shlex.quote(pin) for pin in pins))
-    result = transport.run(command, timeout=1800)
-    if result.exit_code != 0:
-        last = (result.stderr.strip().splitlines() or ["?"])[-1]
-        raise HostError(f"{host.name}: pip could not pin {plural(len(pins), 'package')}: {last}")

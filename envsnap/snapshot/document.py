@@ -156,6 +156,23 @@ def packages(document: dict[str, Any]) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def customize_digest(document: dict[str, Any]) -> Any:
+    """The recorded sitecustomize's sha256 (or what stands for it: None when there was none),
+    what restore and explain compare to tell whether sitecustomize moved."""
+    customize = section(document, "python_env").get("customize") or {}
+    site = customize.get("sitecustomize")
+    return site.get("sha256") if isinstance(site, dict) else site
+
+
+def package_pins(snapshot: dict[str, Any], live: dict[str, Any]) -> list[str]:
+    """NAME==VERSION for each package whose version drifted or that went missing; packages
+    added since the snapshot are left alone (uninstalling is not restore's call)."""
+    recorded = packages(snapshot)
+    current = packages(live)
+    return [f"{name}=={version}" for name, version in sorted(recorded.items())
+            if isinstance(version, str) and current.get(name) != version]
+
+
 def set_meta(document: dict[str, Any], name: str, value: Any) -> None:
     """Stamp one meta field (a rollback point's own label, a pinned example version)."""
     document.setdefault("meta", {})[name] = value

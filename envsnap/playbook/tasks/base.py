@@ -9,24 +9,19 @@ the host is a result with failed=True and a message a person can act on.
 from __future__ import annotations
 
 import math
-import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from envsnap.errors import PlaybookError
+from envsnap.errors import ArgError
+from envsnap.hostops.shell import DEFAULT_COMMAND_TIMEOUT
 from envsnap.hosts.inventory import Host
 from envsnap.hosts.transport import Result, Transport
 from envsnap.snapshot.store import Store
 
-DEFAULT_COMMAND_TIMEOUT = 600.0
 FALSE_WORDS = {"", "0", "false", "no", "off", "n", "f"}
 TRUE_WORDS = {"1", "true", "yes", "on", "y", "t"}
-
-
-class ArgError(PlaybookError):
-    """A module was given arguments it cannot use; the engine adds the playbook's file:line."""
 
 
 @dataclass
@@ -181,16 +176,3 @@ def host_path(args: Mapping[str, Any], name: str) -> str:
         raise ArgError(f"{name} must be an absolute path or start with ~/, not {path!r}")
     return path.rstrip("/") or "/"
 
-
-def quote_path(path: str) -> str:
-    """For the host's shell: ~ becomes $HOME, the rest is quoted."""
-    if path == "~":
-        return '"$HOME"'
-    if path.startswith("~/"):
-        return '"$HOME"/' + shlex.quote(path[2:])
-    return shlex.quote(path)
-
-
-def last_line(text: str) -> str:
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    return lines[-1] if lines else ""

@@ -17,9 +17,8 @@ from envsnap.defaults import (
     DEFAULT_SAMPLE_INTERVAL,
     DEFAULT_SERVE_TIMEOUT,
 )
-from envsnap.errors import BenchError
+from envsnap.errors import ArgError, BenchError
 from envsnap.playbook.tasks.base import (
-    ArgError,
     Context,
     Module,
     ModuleResult,

@@ -12,8 +12,10 @@ import shlex
 from typing import Any
 
 from envsnap.agent.redact import holds_marker
+from envsnap.errors import ArgError
+from envsnap.hostops.files import read_file
+from envsnap.hostops.shell import last_line
 from envsnap.playbook.tasks.base import (
-    ArgError,
     Context,
     Module,
     ModuleResult,
@@ -22,9 +24,8 @@ from envsnap.playbook.tasks.base import (
     as_str,
     failed,
     host_path,
-    last_line,
 )
-from envsnap.playbook.tasks.hostfile import install, read_file
+from envsnap.playbook.tasks.hostfile import install
 
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # The sitecustomize that will actually load: an existing one earlier on sys.path wins over

@@ -11,11 +11,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from envsnap.defaults import DEFAULT_COLLECTOR_TIMEOUT
-from envsnap.errors import UsageError
+from envsnap.errors import ArgError, UsageError
 from envsnap.hosts.capture import CaptureOptions, snapshot_document
 from envsnap.hosts.inventory import name_list, with_vars
 from envsnap.playbook.tasks.base import (
-    ArgError,
     Context,
     Module,
     ModuleResult,

@@ -8,15 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from envsnap.playbook.tasks.base import (
-    ArgError,
-    Context,
-    Module,
-    ModuleResult,
-    as_bool,
-    as_str,
-    host_path,
-)
+from envsnap.errors import ArgError
+from envsnap.playbook.tasks.base import Context, Module, ModuleResult, as_bool, as_str, host_path
 from envsnap.playbook.tasks.hostfile import install
 
 

@@ -15,39 +15,29 @@ Actions, in the order restore.yml runs them:
   verify       HEAD is the commit and `git diff HEAD` hashes to the snapshot's patch digest
   put_back     a rollback: the files an earlier restore backed up, written back
 Nothing here runs `git reset --hard` or `git clean`: the user's work is only ever stashed.
+The git work itself (stash, checkout, fetch, patch) is hostops.git and hostops.patch, shared
+with bisect and explain; an action adds check and diff mode and the plan's words.
 """
 from __future__ import annotations
 
-import re
-import shlex
 from collections.abc import Mapping
 from typing import Any, Callable
 
-from envsnap.hosts.transport import Result
-from envsnap.playbook.tasks.base import (
-    ArgError,
-    Context,
-    Module,
-    ModuleResult,
-    as_bool,
-    as_str,
-    failed,
-    host_path,
-)
-from envsnap.playbook.tasks.gitbackup import backup, put_back
-from envsnap.playbook.tasks.gitcmd import (
+from envsnap.errors import ArgError
+from envsnap.hostops.git import (
     GitFailure,
-    complaint,
-    current_branch,
+    ensure_commit,
     head,
     output,
+    plan_checkout,
     porcelain,
     resolve_commit,
     run,
-    run_as_author,
+    stash_push,
+    switch,
     toplevel,
 )
-from envsnap.playbook.tasks.gitpatch import (
+from envsnap.hostops.patch import (
     Patch,
     apply,
     check_on_commit,
@@ -57,12 +47,20 @@ from envsnap.playbook.tasks.gitpatch import (
     remove,
     upload,
 )
+from envsnap.playbook.tasks.base import (
+    Context,
+    Module,
+    ModuleResult,
+    as_bool,
+    as_str,
+    failed,
+    host_path,
+)
+from envsnap.playbook.tasks.gitbackup import backup, put_back
 from envsnap.playbook.tasks.gitsubmodule import preflight_submodules, sync_submodules
 from envsnap.playbook.tasks.untracked import restore_untracked
 from envsnap.words import plural
 
-HEX = re.compile(r"^[0-9a-f]{7,64}$")
-FULL_SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 Action = Callable[[Context, str, dict[str, Any]], ModuleResult]
 
 
@@ -83,107 +81,16 @@ def run_git_task(ctx: Context, args: dict[str, Any]) -> ModuleResult:
 
 def preflight(ctx: Context, top: str, args: dict[str, Any]) -> ModuleResult:
     sha = as_str(args, "sha")
-    commit, note = ensure_commit(ctx, top, sha, as_bool(args, "fetch"))
+    commit, note = ensure_commit(ctx, top, sha, as_bool(args, "fetch"), probe=ctx.check)
     patch = patch_from(args["patch"]) if args.get("patch") is not None else None
     if patch is not None and patch.data:
-        quoted = upload(ctx, patch)
-        try:
-            check_on_commit(ctx, top, commit, patch, quoted)
-        finally:
-            remove(ctx, quoted)
+        check_on_commit(ctx, top, commit, patch)
     said = f"{top}: {commit[:12]} present" + (f" ({note})" if note else "")
     if patch is not None and patch.data:
         said += f"; its patch ({plural(len(patch.files), 'file')}) applies"
     said += "".join(f"; {line}" for line in preflight_submodules(
-        ctx, top, commit, args.get("submodules"), as_bool(args, "fetch"), ensure_commit))
+        ctx, top, commit, args.get("submodules"), as_bool(args, "fetch")))
     return ModuleResult(changed=bool(note), msg=said, data={"commit": commit})
-
-
-def ensure_commit(ctx: Context, top: str, sha: str, fetch: bool) -> tuple[str, str]:
-    """(full sha, what was done to get it), fetched in check mode too (probe_commit);
-    GitFailure if it cannot be had."""
-    commit = resolve_commit(ctx, top, sha)
-    if commit:
-        return commit, ""
-    remotes = (output(ctx, top, "remote") or "").split()
-    if not fetch:
-        hint = "; fetch: true would look on " + ", ".join(remotes) if remotes else ""
-        raise GitFailure(f"{top}: commit {sha} is not in this checkout{hint}")
-    if not remotes:
-        raise GitFailure(f"{top}: commit {sha} is not in this checkout and it has no remote "
-                         "to fetch it from")
-    if ctx.check:
-        return probe_commit(ctx, top, sha, remotes)
-    return fetch_commit(ctx, top, sha, remotes)
-
-
-PREFLIGHT_REFS = "refs/envsnap/preflight"
-
-
-def probe_commit(ctx: Context, top: str, sha: str, remotes: list[str]) -> tuple[str, str]:
-    """Check mode: prove the commit can be had, by fetching it for real into a temporary ref
-    that is deleted again. "would fetch" is no proof: a commit that no remote has passed the
-    plan, then failed half-way through the restore. Only objects are added (git gc drops
-    them later if nothing ends up using them); branches, remote-tracking refs, tags and
-    FETCH_HEAD stay as they were."""
-    namespace = f"{PREFLIGHT_REFS}/{sha}"
-    tried = []
-    try:
-        for remote in remotes:
-            fetched = fetch_into(ctx, top, remote, [f"+{sha}:{namespace}/exact"]) \
-                if FULL_SHA.match(sha) else None
-            if fetched is None or fetched.exit_code != 0:
-                # A server that refuses a bare sha (protocol v0 without allowAnySHA1InWant):
-                # its branches and tags, into the same temporary namespace.
-                fetched = fetch_into(ctx, top, remote, [f"+refs/heads/*:{namespace}/heads/*",
-                                                        f"+refs/tags/*:{namespace}/tags/*"])
-            commit = resolve_commit(ctx, top, sha)
-            if commit:
-                return commit, f"fetched from {remote} to check it (temporary ref removed)"
-            tried.append(f"{remote}: fetch failed: {complaint(fetched)}" if fetched.exit_code
-                         else f"{remote}: not there")
-    finally:
-        drop_refs(ctx, top, namespace)
-    raise GitFailure(f"{top}: commit {sha} is neither here nor on the remotes "
-                     f"({'; '.join(tried)}); nothing was changed")
-
-
-def fetch_into(ctx: Context, top: str, remote: str, refspecs: list[str]) -> Result:
-    flags = ["-q", "--no-tags", "--no-recurse-submodules", "--no-write-fetch-head"]
-    fetched = run(ctx, top, "fetch", *flags, remote, *refspecs)
-    if fetched.exit_code == 129 and "no-write-fetch-head" in fetched.stderr:
-        # git older than 2.29: FETCH_HEAD is rewritten, which nothing of the user's reads
-        # back except a `git merge FETCH_HEAD` typed right after a fetch.
-        fetched = run(ctx, top, "fetch", *flags[:-1], remote, *refspecs)
-    return fetched
-
-
-def drop_refs(ctx: Context, top: str, namespace: str) -> None:
-    """Delete every ref under the preflight's temporary namespace (and its empty folders)."""
-    listed = output(ctx, top, "for-each-ref", "--format=%(refname)", namespace) or ""
-    for ref in listed.split():
-        run(ctx, top, "update-ref", "-d", ref)
-    # git prunes the empty folders it made, all but refs/envsnap itself (only if empty).
-    folder = output(ctx, top, "rev-parse", "--git-path", "refs/envsnap")
-    if folder:
-        ctx.sh(f"cd {shlex.quote(top)} && rmdir -- {shlex.quote(folder)} 2>/dev/null; true")
-
-
-def fetch_commit(ctx: Context, top: str, sha: str, remotes: list[str]) -> tuple[str, str]:
-    """Each remote's branches first (what `git fetch` does), then the sha itself, which
-    servers allow for any reachable commit under protocol v2."""
-    tried = []
-    for remote in remotes:
-        fetched = run(ctx, top, "fetch", "-q", remote)
-        if fetched.exit_code == 0 and not resolve_commit(ctx, top, sha) and HEX.match(sha):
-            run(ctx, top, "fetch", "-q", remote, sha)
-        commit = resolve_commit(ctx, top, sha)
-        if commit:
-            return commit, f"fetched from {remote}"
-        tried.append(f"{remote}: fetch failed: {complaint(fetched)}" if fetched.exit_code
-                     else f"{remote}: not there")
-    raise GitFailure(f"{top}: commit {sha} is neither here nor on the remotes "
-                     f"({'; '.join(tried)}); nothing was changed")
 
 
 # ---- stash ------------------------------------------------------------------------------------
@@ -207,11 +114,7 @@ def stash(ctx: Context, top: str, args: dict[str, Any]) -> ModuleResult:
     if ctx.check:
         return ModuleResult(changed=True, msg=f"{top}: would stash {what}", diff=listing)
     message = as_str(args, "message", f"envsnap: work saved at {ctx.timestamp}")
-    before = output(ctx, top, "rev-parse", "-q", "--verify", "refs/stash")
-    result = run_as_author(ctx, top, "stash", "push", "--include-untracked", "-m", message)
-    after = output(ctx, top, "rev-parse", "-q", "--verify", "refs/stash")
-    if result.exit_code != 0 or not after or after == before:
-        raise GitFailure(f"{top}: git stash failed, nothing was moved: {complaint(result)}")
+    after = stash_push(ctx, top, message)
     left = porcelain(ctx, top, submodules=False)
     if left:
         raise GitFailure(f"{top}: stashed as {after[:12]}, but changes remain that git "
@@ -234,34 +137,20 @@ def already_there(ctx: Context, top: str, args: dict[str, Any]) -> bool:
 # ---- checkout ---------------------------------------------------------------------------------
 
 def checkout(ctx: Context, top: str, args: dict[str, Any]) -> ModuleResult:
-    sha = as_str(args, "sha")
-    commit, _ = ensure_commit(ctx, top, sha, as_bool(args, "fetch"))
-    now, branch = head(ctx, top), current_branch(ctx, top)
-    target = wanted_ref(ctx, top, commit, str(args.get("branch") or ""))
-    if now == commit and target in (commit, branch):
-        return ModuleResult(msg=f"{top}: already at {commit[:12]}", data={"commit": commit})
-    diff = moving_summary(ctx, top, now, commit) if ctx.diff else ""
-    where = f"{target} ({commit[:12]})" if target != commit else f"{commit[:12]} (detached)"
-    was = f"{now[:12] if now else 'no commit'}" + (f" on {branch}" if branch else "")
+    move = plan_checkout(ctx, top, as_str(args, "sha"), str(args.get("branch") or ""),
+                         as_bool(args, "fetch"), probe=ctx.check)
+    if move.done:
+        return ModuleResult(msg=f"{top}: already at {move.commit[:12]}",
+                            data={"commit": move.commit})
+    diff = moving_summary(ctx, top, move.now, move.commit) if ctx.diff else ""
     if ctx.check:
-        return ModuleResult(changed=True, diff=diff, msg=f"{top}: would check out {where}, "
-                                                           f"HEAD is {was}")
-    # Submodules are the next step's (their work is stashed first), whatever submodule.recurse
-    # the user has set.
-    result = run(ctx, top, "checkout", "-q", "--no-recurse-submodules", target)
-    if result.exit_code != 0:
-        raise GitFailure(f"{top}: git checkout {target} refused (nothing was lost): "
-                         f"{complaint(result)}")
-    return ModuleResult(changed=True, diff=diff, msg=f"{top}: checked out {where}, was {was}",
-                        data={"commit": commit, "previous": now, "previous_branch": branch})
-
-
-def wanted_ref(ctx: Context, top: str, commit: str, branch: str) -> str:
-    """The snapshot's branch if it still points at the commit; otherwise the bare commit.
-    A branch that moved on is left where it is: moving it would hide the user's commits."""
-    if branch and resolve_commit(ctx, top, f"refs/heads/{branch}") == commit:
-        return branch
-    return commit
+        return ModuleResult(changed=True, diff=diff, msg=f"{top}: would check out "
+                                                           f"{move.where}, HEAD is {move.was}")
+    switch(ctx, move)
+    return ModuleResult(changed=True, diff=diff,
+                        msg=f"{top}: checked out {move.where}, was {move.was}",
+                        data={"commit": move.commit, "previous": move.now,
+                              "previous_branch": move.branch})
 
 
 LEAVING_SHOWN = 50   # commits listed in a restore plan's move; the rest are counted
@@ -337,11 +226,7 @@ def check_patch(ctx: Context, top: str, patch: Patch, base: str, diff: str) -> M
     if commit is None:
         return ModuleResult(changed=True, diff=diff, msg=f"{top}: would apply the patch "
                                                          f"once {base[:12]} is fetched")
-    quoted = upload(ctx, patch)
-    try:
-        check_on_commit(ctx, top, commit, patch, quoted)
-    finally:
-        remove(ctx, quoted)
+    check_on_commit(ctx, top, commit, patch)
     return ModuleResult(changed=True, diff=diff, msg=f"{top}: would apply the snapshot's "
                                                      f"patch ({plural(len(patch.files), 'file')})")
 
@@ -370,7 +255,7 @@ def verify(ctx: Context, top: str, args: dict[str, Any]) -> ModuleResult:
 
 
 def submodules(ctx: Context, top: str, args: dict[str, Any]) -> ModuleResult:
-    return sync_submodules(ctx, top, args, ensure_commit)
+    return sync_submodules(ctx, top, args)
 
 
 ACTIONS: Mapping[str, Action] = {

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from envsnap.playbook.tasks import treefile
+from envsnap.hostops import treefile
+from envsnap.hostops.git import GitFailure, resolve_commit
+from envsnap.hostops.patch import patch_from
 from envsnap.playbook.tasks.base import Context, ModuleResult, as_mapping, as_str
-from envsnap.playbook.tasks.gitcmd import GitFailure, resolve_commit
-from envsnap.playbook.tasks.gitpatch import patch_from
 from envsnap.words import plural
 
 
@@ -42,7 +42,7 @@ def put_back(ctx: Context, top: str, args: dict[str, Any]) -> ModuleResult:
     source = as_str(args, "source")
     backup = str(args["backup"]) if args.get("backup") else None
     try:
-        done = treefile.put_back(ctx, top, source, backup)
+        done = treefile.put_back(ctx, top, source, backup, dry=ctx.check)
     except treefile.TreeRefused as exc:
         raise GitFailure(f"{top}: cannot put back a saved file: {exc}") from None
     if not (done.restored or done.removed):

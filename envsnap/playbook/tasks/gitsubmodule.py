@@ -12,24 +12,24 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
-from envsnap.playbook.tasks import treefile
-from envsnap.playbook.tasks.base import ArgError, Context, ModuleResult, as_bool, as_str
-from envsnap.playbook.tasks.gitcmd import (
+from envsnap.errors import ArgError
+from envsnap.hostops import treefile
+from envsnap.hostops.git import (
     GitFailure,
     complaint,
+    ensure_commit,
     head,
     output,
     porcelain,
     run,
-    run_as_author,
+    stash_push,
 )
+from envsnap.playbook.tasks.base import Context, ModuleResult, as_bool, as_str
 from envsnap.words import plural
 
 COMMIT = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
-# git.ensure_commit: (full sha, what was done to get it), fetched from the remotes if allowed.
-Ensure = Callable[[Context, str, str, bool], tuple[str, str]]
 
 
 @dataclass(frozen=True)
@@ -86,8 +86,8 @@ def submodule_top(ctx: Context, top: str, path: str) -> str | None:
 
 # ---- preflight --------------------------------------------------------------------------------
 
-def preflight_submodules(ctx: Context, top: str, commit: str, value: Any, fetch: bool,
-                         ensure: Ensure) -> list[str]:
+def preflight_submodules(ctx: Context, top: str, commit: str, value: Any,
+                         fetch: bool) -> list[str]:
     """Before anything moves: each submodule's commit is there (or fetched), so no restore
     stops half-way on a submodule."""
     said = []
@@ -100,7 +100,7 @@ def preflight_submodules(ctx: Context, top: str, commit: str, value: Any, fetch:
             said.append(f"submodule {want.path} is not checked out: "
                         "git submodule update --init will be run")
             continue
-        found, note = ensure(ctx, sub, want.commit, fetch)
+        found, note = ensure_commit(ctx, sub, want.commit, fetch, probe=ctx.check)
         said.append(f"submodule {want.path}: {found[:12]} present" +
                     (f" ({note})" if note else ""))
     return said
@@ -119,13 +119,12 @@ class Step:
     previous: str | None = None    # its HEAD before
 
 
-def sync_submodules(ctx: Context, top: str, args: dict[str, Any],
-                    ensure: Ensure) -> ModuleResult:
+def sync_submodules(ctx: Context, top: str, args: dict[str, Any]) -> ModuleResult:
     message = as_str(args, "message", f"envsnap: work saved at {ctx.timestamp}")
     backup = str(args["backup"]) if args.get("backup") else None
     source = str(args["source"]) if args.get("source") else None
     fetch = as_bool(args, "fetch", True)
-    steps = [sync_one(ctx, top, want, message, backup, source, fetch, ensure)
+    steps = [sync_one(ctx, top, want, message, backup, source, fetch)
              for want in wanted_submodules(args.get("submodules"))]
     said = [f"{step.path}: {', '.join(step.said)}" for step in steps if step.said]
     data = {step.path: {"stash": step.stash, "previous": step.previous} for step in steps}
@@ -136,7 +135,7 @@ def sync_submodules(ctx: Context, top: str, args: dict[str, Any],
 
 
 def sync_one(ctx: Context, top: str, want: Wanted, message: str, backup: str | None,
-             source: str | None, fetch: bool, ensure: Ensure) -> Step:
+             source: str | None, fetch: bool) -> Step:
     step = Step(want.path, [])
     if not is_gitlink(ctx, top, want.path, "HEAD"):
         step.said.append("not a submodule in the commit checked out: left alone")
@@ -160,7 +159,7 @@ def sync_one(ctx: Context, top: str, want: Wanted, message: str, backup: str | N
     if entries and not keep:
         stash_work(ctx, sub, entries, message, backup, step)
     if now != want.commit:
-        move(ctx, sub, want.commit, now, fetch, ensure, step)
+        move(ctx, sub, want.commit, now, fetch, step)
     put_back = False
     if keep:
         step.said.append("its own uncommitted work kept as it is")
@@ -189,11 +188,7 @@ def stash_work(ctx: Context, sub: str, entries: list[str], message: str, backup:
     if ctx.check:
         step.said.append(f"would stash its own {what}")
         return
-    before = output(ctx, sub, "rev-parse", "-q", "--verify", "refs/stash")
-    result = run_as_author(ctx, sub, "stash", "push", "--include-untracked", "-m", message)
-    after = output(ctx, sub, "rev-parse", "-q", "--verify", "refs/stash")
-    if result.exit_code != 0 or not after or after == before:
-        raise GitFailure(f"{sub}: git stash failed, nothing was moved: {complaint(result)}")
+    after = stash_push(ctx, sub, message)
     if backup:   # so the rollback of this restore applies it again
         treefile.note_stash(ctx, sub, after, backup)
     step.stash = after
@@ -201,14 +196,14 @@ def stash_work(ctx: Context, sub: str, entries: list[str], message: str, backup:
                      f"--index {after[:12]})")
 
 
-def move(ctx: Context, sub: str, commit: str, now: str | None, fetch: bool, ensure: Ensure,
+def move(ctx: Context, sub: str, commit: str, now: str | None, fetch: bool,
          step: Step) -> None:
     step.changed = True
     was = (now or "no commit")[:12]
     if ctx.check:
         step.said.append(f"would check out {commit[:12]} (detached), HEAD is {was}")
         return
-    ensure(ctx, sub, commit, fetch)
+    ensure_commit(ctx, sub, commit, fetch)
     result = run(ctx, sub, "checkout", "-q", "--detach", commit)
     if result.exit_code != 0:
         raise GitFailure(f"{sub}: git checkout {commit[:12]} failed: {complaint(result)}")
@@ -219,7 +214,7 @@ def put_back_work(ctx: Context, sub: str, source: str, backup: str | None, step:
     """A rollback: the work the restore being undone stashed in this submodule, applied
     (in check mode: to be); False when it had stashed none."""
     try:
-        saved = treefile.put_back(ctx, sub, source, backup).stash
+        saved = treefile.put_back(ctx, sub, source, backup, dry=ctx.check).stash
     except treefile.TreeRefused as exc:
         raise GitFailure(f"{sub}: cannot read what the restore being undone saved: {exc}") \
             from None

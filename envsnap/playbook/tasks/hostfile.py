@@ -1,98 +1,14 @@
-"""Files on the host through the transport: read exactly, write atomically with a backup.
-
-Contents travel as base64 one way (a shell's stdout is text) and through `put` the other.
-A write goes to a new file beside the target, which takes the old file's mode and owner,
-and is renamed over it: a reader never sees half a file, and the old one is kept as
-`<path>.envsnap-backup-<time>` first.
+"""Installing a file on the host for the copy, template and env_file tasks: compare, diff,
+then (not in check mode) write through hostops.files.
 """
 from __future__ import annotations
 
-import base64
-import binascii
 import difflib
-import shlex
-import uuid
-from dataclasses import dataclass
-from typing import Literal
 
-from envsnap.errors import HostError
-from envsnap.playbook.tasks.base import Context, ModuleResult, failed, last_line, quote_path
+from envsnap.hostops.files import FileState, read_file, write_file
+from envsnap.playbook.tasks.base import Context, ModuleResult, failed
 
-BACKUP_INFIX = ".envsnap-backup-"
 MAX_DIFF_BYTES = 256 * 1024
-
-READ = """p={path}
-[ -L "$p" ] && p=$(readlink -f "$p")
-if [ -f "$p" ]; then printf 'file %s\\n' "$(stat -c %a "$p")"; base64 < "$p"
-elif [ -e "$p" ]; then echo other
-else echo absent; fi"""
-
-# An empty stamp means no backup; an empty mode keeps the old file's mode.
-INSTALL = """set -e
-t={path}; n={new}; stamp={stamp}; mode={mode}; b=
-trap 'rm -f "$n"' EXIT
-[ -L "$t" ] && t=$(readlink -f "$t")
-if [ -e "$t" ]; then
-  chmod --reference="$t" "$n" 2>/dev/null || true
-  chown --reference="$t" "$n" 2>/dev/null || true
-  if [ -n "$stamp" ]; then
-    b="$t{infix}$stamp"; i=0
-    while [ -e "$b" ]; do i=$((i+1)); b="$t{infix}$stamp.$i"; done
-    cp -p "$t" "$b"
-  fi
-fi
-[ -n "$mode" ] && chmod "$mode" "$n"
-mv -f "$n" "$t"
-printf '%s' "$b"
-"""
-
-
-@dataclass(frozen=True)
-class FileState:
-    kind: Literal["file", "absent", "other"]   # other: a directory, a device
-    data: bytes = b""
-    mode: str = ""
-
-    @property
-    def exists(self) -> bool:
-        return self.kind != "absent"
-
-
-def read_file(ctx: Context, path: str) -> FileState:
-    result = ctx.sh(READ.format(path=quote_path(path)))
-    if result.exit_code != 0:
-        raise HostError(f"{ctx.host.name}: cannot read {path}: {last_line(result.stderr)}")
-    header, _, body = result.stdout.partition("\n")
-    kind, _, mode = header.partition(" ")
-    if kind != "file":
-        return FileState("absent" if kind == "absent" else "other")
-    try:
-        return FileState("file", base64.b64decode(body), mode.strip())
-    except binascii.Error:
-        raise HostError(f"{ctx.host.name}: unreadable content of {path}") from None
-
-
-def put_path(path: str) -> str:
-    """transport.put takes paths relative to the login home, as SFTP does."""
-    return path[2:] if path.startswith("~/") else path
-
-
-def write_file(ctx: Context, path: str, data: bytes, mode: str = "",
-               backup: bool = True) -> str:
-    """Install `data` at `path`; returns the backup's path ("" when nothing was there)."""
-    folder = path.rsplit("/", 1)[0] or "/"
-    made = ctx.sh(f"mkdir -p {quote_path(folder)}")
-    if made.exit_code != 0:
-        raise HostError(f"{ctx.host.name}: cannot create {folder}: {last_line(made.stderr)}")
-    new = f"{path}.envsnap-new-{uuid.uuid4().hex[:12]}"
-    ctx.transport.put(data, put_path(new))
-    stamp = (ctx.timestamp or "now") if backup else ""
-    script = INSTALL.format(path=quote_path(path), new=quote_path(new), infix=BACKUP_INFIX,
-                            stamp=shlex.quote(stamp), mode=shlex.quote(mode))
-    result = ctx.sh(script)
-    if result.exit_code != 0:
-        raise HostError(f"{ctx.host.name}: cannot write {path}: {last_line(result.stderr)}")
-    return result.stdout.strip()
 
 
 def unified_diff(path: str, before: FileState, after: bytes) -> str:
@@ -124,7 +40,8 @@ def install(ctx: Context, path: str, data: bytes, mode: str = "",
     if ctx.check:
         return ModuleResult(changed=True, diff=diff, msg=f"would {verb} {path}",
                             data={"dest": path})
-    saved = write_file(ctx, path, data, mode, backup and before.exists)
+    stamp = (ctx.timestamp or "now") if backup and before.exists else ""
+    saved = write_file(ctx, path, data, mode, stamp)
     note = f" (previous kept as {saved})" if saved else ""
     return ModuleResult(changed=True, diff=diff, msg=f"{verb}d {path}{note}",
                         data={"dest": path, "backup": saved})

@@ -5,17 +5,9 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from envsnap.playbook.tasks.base import (
-    ArgError,
-    Context,
-    Module,
-    ModuleResult,
-    as_mapping,
-    as_number,
-    as_str,
-    last_line,
-    quote_path,
-)
+from envsnap.errors import ArgError
+from envsnap.hostops.shell import last_line, quote_path
+from envsnap.playbook.tasks.base import Context, Module, ModuleResult, as_mapping, as_number, as_str
 from envsnap.playbook.tasks.env_file import NAME
 
 

@@ -12,10 +12,11 @@ import posixpath
 from collections.abc import Mapping
 from typing import Any
 
-from envsnap.playbook.tasks import treefile
-from envsnap.playbook.tasks.base import ArgError, Context, ModuleResult, as_mapping
-from envsnap.playbook.tasks.gitcmd import GitFailure
-from envsnap.playbook.tasks.gitpatch import patch_from
+from envsnap.errors import ArgError
+from envsnap.hostops import treefile
+from envsnap.hostops.git import GitFailure
+from envsnap.hostops.patch import patch_from
+from envsnap.playbook.tasks.base import Context, ModuleResult, as_mapping
 from envsnap.playbook.tasks.hostfile import unified_diff
 
 

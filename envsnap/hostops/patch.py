@@ -1,5 +1,8 @@
 """A snapshot's uncommitted patch on the host: decode it, upload it, check it, apply it.
 
+Restore's git task, bisect (the good snapshot's patch at each commit) and explain (GOOD's
+patch or the current one at each state) all apply a patch here, one way.
+
 The check runs on the *target* commit's tree in a throw-away index (GIT_INDEX_FILE), so a
 patch that will not apply is found before the user's work is stashed or HEAD moves.
 A failure names the file and the hunk, from git's own "patch failed: FILE:LINE".
@@ -10,17 +13,16 @@ import base64
 import binascii
 import hashlib
 import re
-import shlex
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from envsnap.agent.git import PATCH_FLAGS
-from envsnap.playbook.tasks.base import ArgError, Context
-from envsnap.playbook.tasks.gitcmd import GitFailure, command, complaint
+from envsnap.errors import ArgError
+from envsnap.hostops.git import GitFailure, command, complaint
+from envsnap.hostops.shell import Shell, quote_path
+from envsnap.hostops.shell import upload as upload_file
 
-TMP_DIR = ".cache/envsnap/tmp"          # relative to the login home, like the agent's cache
 DIFF_HEADER = re.compile(r"^diff --git a/(.*?) b/(.*)$")
 HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,\d+)? \+\d+(?:,\d+)? @@")
 FAILED_AT = re.compile(r"patch failed: (?P<file>.+):(?P<line>\d+)$", re.MULTILINE)
@@ -102,30 +104,32 @@ def expected_digest(value: Any) -> str:
 
 # ---- on the host ------------------------------------------------------------------------------
 
-def upload(ctx: Context, patch: Patch) -> str:
+def upload(shell: Shell, patch: Patch) -> str:
     """Put the patch in a temp file on the host; returns it quoted for the shell."""
-    ctx.sh(f'mkdir -p "$HOME"/{TMP_DIR}')
-    name = f"{TMP_DIR}/patch-{uuid.uuid4().hex[:12]}.diff"
-    ctx.transport.put(patch.data, name)
-    return f'"$HOME"/{shlex.quote(name)}'
+    return quote_path(upload_file(shell, patch.data, "patch", ".diff"))
 
 
-def remove(ctx: Context, quoted: str) -> None:
-    ctx.sh(f"rm -f {quoted}")
+def remove(shell: Shell, quoted: str) -> None:
+    shell.sh(f"rm -f {quoted}")
 
 
-def check_on_commit(ctx: Context, top: str, commit: str, patch: Patch, quoted: str) -> None:
-    """Does the patch apply to `commit`? Asked of a private index: nothing else is touched."""
+def check_on_commit(shell: Shell, top: str, commit: str, patch: Patch) -> None:
+    """Does the patch apply to `commit`? Asked of a private index: nothing else is touched
+    (the patch is uploaded for the question and removed again); GitFailure if it does not."""
+    quoted = upload(shell, patch)
     read_tree = command(top, "read-tree", commit)
-    apply = command(top, "apply", "--cached", "--check", "--binary")
-    result = ctx.sh(f'd=$(mktemp -d) && export GIT_INDEX_FILE="$d/index" && {read_tree} && '
-                    f'{apply} {quoted}; rc=$?; rm -rf "$d"; exit $rc')
+    check = command(top, "apply", "--cached", "--check", "--binary")
+    try:
+        result = shell.sh(f'd=$(mktemp -d) && export GIT_INDEX_FILE="$d/index" && {read_tree} '
+                          f'&& {check} {quoted}; rc=$?; rm -rf "$d"; exit $rc')
+    finally:
+        remove(shell, quoted)
     if result.exit_code != 0:
         raise GitFailure(f"{top}: the snapshot's patch does not apply to {commit[:12]}: "
                          f"{explain(result.stderr, patch)}")
 
 
-def apply(ctx: Context, top: str, patch: Patch, quoted: str,
+def apply(shell: Shell, top: str, patch: Patch, quoted: str,
           staged: tuple[Patch, str] | None = None) -> None:
     """Every step is checked before the first one runs, so a failure leaves the tree as it was.
 
@@ -139,36 +143,43 @@ def apply(ctx: Context, top: str, patch: Patch, quoted: str,
         if staged[0].data:              # git apply refuses an empty patch
             steps.insert(0, (("--cached",), staged[0], staged[1]))
     for flags, part, path in steps:
-        checked = ctx.sh(f"{command(top, 'apply', *flags, '--check', '--binary')} {path}")
+        checked = shell.sh(f"{command(top, 'apply', *flags, '--check', '--binary')} {path}")
         if checked.exit_code != 0:
             raise GitFailure(f"{top}: the snapshot's patch does not apply (nothing was "
                              f"changed): {explain(checked.stderr, part)}")
     for flags, _, path in steps:
-        applied = ctx.sh(f"{command(top, 'apply', *flags, '--binary')} {path}")
+        applied = shell.sh(f"{command(top, 'apply', *flags, '--binary')} {path}")
         if applied.exit_code != 0:
             raise GitFailure(f"{top}: git apply failed after its check passed: "
                              f"{complaint(applied)}")
     if staged is not None:
-        keep_intent_to_add(ctx, top, patch, staged[0])
+        keep_intent_to_add(shell, top, patch, staged[0])
 
 
-def keep_intent_to_add(ctx: Context, top: str, patch: Patch, staged: Patch) -> None:
+def take_out(shell: Shell, top: str, quoted: str) -> str | None:
+    """A patch `apply` put in (without its staged part) taken back out, exactly: the tree was
+    clean under it. None when it came out, else git's complaint."""
+    undone = shell.sh(f"{command(top, 'apply', '-R', '--index', '--binary')} {quoted}")
+    return complaint(undone) if undone.exit_code != 0 else None
+
+
+def keep_intent_to_add(shell: Shell, top: str, patch: Patch, staged: Patch) -> None:
     """A new file in `git diff HEAD` that the index did not hold was `git add -N`'d: mark it so
     again, or it would be untracked and missing from the patch."""
     in_index = set(staged.new_files)
     intended = [name for name in patch.new_files if name not in in_index]
     if not intended:
         return
-    added = ctx.sh(command(top, "add", "--intent-to-add", "--", *intended))
+    added = shell.sh(command(top, "add", "--intent-to-add", "--", *intended))
     if added.exit_code != 0:
         raise GitFailure(f"{top}: git add --intent-to-add failed: {complaint(added)}")
 
 
-def current_digest(ctx: Context, top: str) -> str:
+def current_digest(shell: Shell, top: str) -> str:
     """sha256 of `git diff HEAD`, made exactly as the capture agent makes it."""
     diff = command(top, "diff", "HEAD", *PATCH_FLAGS, "--")
-    result = ctx.sh(f'f=$(mktemp) && {diff} > "$f"; rc=$?; sha256sum < "$f"; rm -f "$f"; '
-                    "exit $rc")
+    result = shell.sh(f'f=$(mktemp) && {diff} > "$f"; rc=$?; sha256sum < "$f"; rm -f "$f"; '
+                      "exit $rc")
     if result.exit_code != 0:
         raise GitFailure(f"{top}: git diff failed: {complaint(result)}")
     return result.stdout.split()[0]

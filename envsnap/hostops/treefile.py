@@ -1,5 +1,6 @@
-"""Restore's write policy on the controller side: every file a restore writes, reads back,
-backs up or puts back goes through treefile_host.py, run by the host's python.
+"""The write policy on the controller side: every file restore or explain writes from a
+snapshot, reads back, backs up or puts back goes through treefile_host.py, run by the
+host's python.
 
 A path is a trusted root (a checkout's top folder as git reports it, a site-packages folder
 as the host's python reports it) plus a relative path from the snapshot, which the host
@@ -12,16 +13,14 @@ import binascii
 import functools
 import json
 import shlex
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from envsnap.errors import HostError
-from envsnap.playbook.tasks.base import Context, last_line
-from envsnap.playbook.tasks.hostfile import FileState
+from envsnap.hostops.files import FileState
+from envsnap.hostops.shell import Shell, last_line, quote_path, upload
 
-TMP_DIR = ".cache/envsnap/tmp"       # relative to the login home, like patch uploads
 BACKUP_DIR = "~/.cache/envsnap/restore-backup"
 
 
@@ -40,102 +39,99 @@ def backup_dir(rollback_label: str) -> str:
     return f"{BACKUP_DIR}/{rollback_label}"
 
 
-def upload(ctx: Context, data: bytes, kind: str) -> str:
-    """Data into a private temp file on the host; returns its path as `~/...`."""
-    ctx.sh(f'mkdir -p "$HOME"/{TMP_DIR}')
-    name = f"{TMP_DIR}/{kind}-{uuid.uuid4().hex[:12]}"
-    ctx.transport.put(data, name)
-    return f"~/{name}"
+def drop_backup(shell: Shell, backup: str) -> None:
+    """A backup folder (`backup_dir`) removed once what it kept is back in place."""
+    shell.sh(f"rm -rf {quote_path(backup)}")
 
 
-def call(ctx: Context, request: dict[str, Any]) -> dict[str, Any]:
+def call(shell: Shell, request: dict[str, Any]) -> dict[str, Any]:
     """Run one operation on the host; its JSON answer, or TreeRefused."""
-    request_path = upload(ctx, json.dumps(request).encode("utf-8"), "treefile")
-    command = (f"{shlex.quote(ctx.host.python)} -c {shlex.quote(host_source())} "
+    request_path = upload(shell, json.dumps(request).encode("utf-8"), "treefile")
+    command = (f"{shlex.quote(shell.host.python)} -c {shlex.quote(host_source())} "
                f'"$HOME"/{shlex.quote(request_path[2:])}')
-    result = ctx.sh(command)
+    result = shell.sh(command)
     lines = result.stdout.strip().splitlines()
     if result.exit_code != 0 or not lines:
         what = request.get("path") or request.get("root") or ""
-        raise HostError(f"{ctx.host.name}: {request['op']} {what} failed: "
+        raise HostError(f"{shell.host.name}: {request['op']} {what} failed: "
                         f"{last_line(result.stderr) or f'exit {result.exit_code}'}")
     try:
         answer = json.loads(lines[-1])
     except ValueError:
         answer = None
     if not isinstance(answer, dict):
-        raise HostError(f"{ctx.host.name}: unreadable answer from the host's python: "
+        raise HostError(f"{shell.host.name}: unreadable answer from the host's python: "
                         f"{lines[-1][:200]}")
     if "refused" in answer:
         raise TreeRefused(str(answer["refused"]))
     return answer
 
 
-def file_state(ctx: Context, where: str, answer: dict[str, Any]) -> FileState:
+def file_state(shell: Shell, where: str, answer: dict[str, Any]) -> FileState:
     if answer.get("kind") != "file":
         return FileState("absent")
     try:
         return FileState("file", base64.b64decode(str(answer["base64"])),
                          f"{int(answer['mode']):o}")
     except (binascii.Error, KeyError, ValueError):
-        raise HostError(f"{ctx.host.name}: unreadable content of {where}") from None
+        raise HostError(f"{shell.host.name}: unreadable content of {where}") from None
 
 
-def read_many(ctx: Context, root: str, paths: list[str]) -> dict[str, FileState]:
+def read_many(shell: Shell, root: str, paths: list[str]) -> dict[str, FileState]:
     """read() of many paths under one root, in one call on the host."""
-    answer = call(ctx, {"op": "read_many", "root": root, "paths": paths})
+    answer = call(shell, {"op": "read_many", "root": root, "paths": paths})
     states = answer.get("states")
     if not isinstance(states, dict):
-        raise HostError(f"{ctx.host.name}: unreadable answer from the host's python")
-    return {path: file_state(ctx, f"{root}/{path}", states.get(path) or {}) for path in paths}
+        raise HostError(f"{shell.host.name}: unreadable answer from the host's python")
+    return {path: file_state(shell, f"{root}/{path}", states.get(path) or {}) for path in paths}
 
 
-def write_many(ctx: Context, root: str, files: dict[str, bytes], backup: str | None) -> None:
+def write_many(shell: Shell, root: str, files: dict[str, bytes], backup: str | None) -> None:
     """write() of many files under one root, in one call; all refused if one is."""
-    call(ctx, {"op": "write_many", "root": root, "backup": backup,
-               "files": {path: base64.b64encode(data).decode("ascii")
-                         for path, data in files.items()}})
+    call(shell, {"op": "write_many", "root": root, "backup": backup,
+                 "files": {path: base64.b64encode(data).decode("ascii")
+                           for path, data in files.items()}})
 
 
-def read(ctx: Context, root: str, path: str, follow_last: bool = False) -> FileState:
+def read(shell: Shell, root: str, path: str, follow_last: bool = False) -> FileState:
     """What root/path holds; TreeRefused where a write would be refused. follow_last: read
     through a last symlink, only to compare (a write never follows one)."""
-    answer = call(ctx, {"op": "read", "root": root, "path": path,
-                        "follow_last": follow_last})
-    return file_state(ctx, f"{root}/{path}", answer)
+    answer = call(shell, {"op": "read", "root": root, "path": path,
+                          "follow_last": follow_last})
+    return file_state(shell, f"{root}/{path}", answer)
 
 
-def write(ctx: Context, root: str, path: str, data: bytes, backup: str | None,
+def write(shell: Shell, root: str, path: str, data: bytes, backup: str | None,
           record_absent: bool = False) -> str:
     """created, updated or same; what it replaced is saved in `backup` first, and with
     record_absent that nothing was there (so that a rollback removes the file)."""
-    source = upload(ctx, data, "content")
-    answer = call(ctx, {"op": "write", "root": root, "path": path, "source": source,
-                        "backup": backup, "record_absent": record_absent})
+    source = upload(shell, data, "content")
+    answer = call(shell, {"op": "write", "root": root, "path": path, "source": source,
+                          "backup": backup, "record_absent": record_absent})
     return str(answer.get("status"))
 
 
-def remove(ctx: Context, root: str, path: str, backup: str | None) -> bool:
+def remove(shell: Shell, root: str, path: str, backup: str | None) -> bool:
     """root/path deleted (False: there was none); what it held saved in `backup` first."""
-    return bool(call(ctx, {"op": "remove", "root": root, "path": path,
-                           "backup": backup}).get("removed"))
+    return bool(call(shell, {"op": "remove", "root": root, "path": path,
+                             "backup": backup}).get("removed"))
 
 
-def backup_repo(ctx: Context, root: str, sha: str | None, names: list[str],
+def backup_repo(shell: Shell, root: str, sha: str | None, names: list[str],
                 backup: str) -> list[str]:
-    answer = call(ctx, {"op": "backup_repo", "root": root, "sha": sha, "names": names,
-                        "backup": backup})
+    answer = call(shell, {"op": "backup_repo", "root": root, "sha": sha, "names": names,
+                          "backup": backup})
     return [str(name) for name in answer.get("saved") or []]
 
 
-def backup_file(ctx: Context, root: str, path: str, backup: str) -> None:
-    call(ctx, {"op": "backup_file", "root": root, "path": path, "backup": backup})
+def backup_file(shell: Shell, root: str, path: str, backup: str) -> None:
+    call(shell, {"op": "backup_file", "root": root, "path": path, "backup": backup})
 
 
-def note_stash(ctx: Context, root: str, stash: str, backup: str) -> str:
+def note_stash(shell: Shell, root: str, stash: str, backup: str) -> str:
     """Record a submodule's stash in the restore's backup folder; the stash kept there (the
     first one noted) is returned."""
-    answer = call(ctx, {"op": "note_stash", "root": root, "stash": stash, "backup": backup})
+    answer = call(shell, {"op": "note_stash", "root": root, "stash": stash, "backup": backup})
     return str(answer.get("stash") or stash)
 
 
@@ -146,10 +142,11 @@ class PutBack:
     stash: str | None = None     # a submodule's work the restore being undone had stashed
 
 
-def put_back(ctx: Context, root: str, source: str, backup: str | None) -> PutBack:
-    """The files saved in `source` for `root` written back (in check mode: which would be)."""
-    answer = call(ctx, {"op": "put_back", "root": root, "source": source, "backup": backup,
-                        "dry": ctx.check})
+def put_back(shell: Shell, root: str, source: str, backup: str | None,
+             dry: bool = False) -> PutBack:
+    """The files saved in `source` for `root` written back (`dry`: which would be)."""
+    answer = call(shell, {"op": "put_back", "root": root, "source": source, "backup": backup,
+                          "dry": dry})
     stash = answer.get("stash")
     return PutBack([str(name) for name in answer.get("restored") or []],
                    [str(name) for name in answer.get("removed") or []],
@@ -162,8 +159,8 @@ class SitePython:
     sitecustomize: str | None      # the one it loads now, if any
 
 
-def site_python(ctx: Context) -> SitePython:
-    answer = call(ctx, {"op": "site_dirs"})
+def site_python(shell: Shell) -> SitePython:
+    answer = call(shell, {"op": "site_dirs"})
     found = answer.get("sitecustomize")
     return SitePython([str(folder) for folder in answer.get("site_dirs") or []],
                       str(found) if found else None)

@@ -1,0 +1,151 @@
+"""hostops' files on real folders: the write policy (treefile), plain files, sitecustomize."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from envsnap.hostops import files, site, treefile
+from envsnap.hostops.shell import HostShell, quote_path, upload
+from envsnap.hosts.inventory import Host
+from envsnap.hosts.transport import LocalTransport
+
+
+def local(python: str = "python3") -> HostShell:
+    host = Host(name="local", vars={"python": python})
+    return HostShell(host, LocalTransport(host))
+
+
+@pytest.fixture
+def shell() -> HostShell:
+    return local()
+
+
+def test_upload_lands_in_a_private_temp_file_under_home(shell: HostShell,
+                                                        isolated_home: Path) -> None:
+    path = upload(shell, b"\x00data", "patch", ".diff")
+    assert path.startswith("~/.cache/envsnap/tmp/patch-") and path.endswith(".diff")
+    assert (isolated_home / path[2:]).read_bytes() == b"\x00data"
+    assert quote_path(path) == f"\"$HOME\"/{path[2:]}"
+
+
+def test_a_write_backs_up_what_it_replaces_and_put_back_undoes_it(shell: HostShell,
+                                                                  tmp_path: Path) -> None:
+    root = tmp_path / "tree"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "old.py").write_bytes(b"OLD\n")
+    os.chmod(root / "src" / "old.py", 0o750)
+    backup = treefile.backup_dir("pre-restore-test")
+    assert treefile.write(shell, str(root), "src/old.py", b"NEW\n", backup) == "updated"
+    assert treefile.write(shell, str(root), "src/new.py", b"MADE\n", backup,
+                          record_absent=True) == "created"
+    assert treefile.write(shell, str(root), "src/new.py", b"MADE\n", backup) == "same"
+    assert (root / "src" / "old.py").read_bytes() == b"NEW\n"
+    assert os.stat(root / "src" / "old.py").st_mode & 0o777 == 0o750   # the old mode kept
+    planned = treefile.put_back(shell, str(root), backup, None, dry=True)
+    assert (planned.restored, planned.removed) == (["src/old.py"], ["src/new.py"])
+    assert (root / "src" / "new.py").exists()                          # dry: nothing moved
+    done = treefile.put_back(shell, str(root), backup, None)
+    assert (done.restored, done.removed) == (["src/old.py"], ["src/new.py"])
+    assert (root / "src" / "old.py").read_bytes() == b"OLD\n"
+    assert not (root / "src" / "new.py").exists()
+
+
+@pytest.mark.parametrize("path, why", [
+    ("../outside.py", "'..' in the path"),
+    ("/etc/passwd", "absolute, outside the folder"),
+    (".git/config", "under .git"),
+    ("sub/.GIT/hooks/post-checkout", "under .git"),
+    ("link/escape.py", "is a symlink or a file, not a folder"),
+])
+def test_the_policy_refuses_paths_that_leave_the_root(shell: HostShell, tmp_path: Path,
+                                                      path: str, why: str) -> None:
+    root, outside = tmp_path / "tree", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (root / "link").symlink_to(outside)
+    with pytest.raises(treefile.TreeRefused, match=why.replace("(", "\\(").replace(")", "\\)")):
+        treefile.write(shell, str(root), path, b"x\n", None)
+    assert list(outside.iterdir()) == [] and not (tmp_path / "outside.py").exists()
+
+
+def test_reading_through_a_last_symlink_only_when_asked(shell: HostShell,
+                                                        tmp_path: Path) -> None:
+    root = tmp_path / "tree"
+    root.mkdir()
+    (tmp_path / "real.py").write_bytes(b"REAL\n")
+    (root / "site.py").symlink_to(tmp_path / "real.py")
+    assert treefile.read(shell, str(root), "site.py", follow_last=True).data == b"REAL\n"
+    with pytest.raises(treefile.TreeRefused, match="is a symlink"):
+        treefile.read(shell, str(root), "site.py")
+
+
+def test_a_plain_file_is_written_atomically_with_a_stamped_backup(shell: HostShell,
+                                                                  tmp_path: Path) -> None:
+    target = tmp_path / "etc" / "app.conf"
+    assert files.read_file(shell, str(target)).kind == "absent"
+    assert files.read_file(shell, str(tmp_path)).kind == "other"
+    assert files.write_file(shell, str(target), b"one\n", mode="640") == ""
+    assert files.read_file(shell, str(target)) == files.FileState("file", b"one\n", "640")
+    saved = files.write_file(shell, str(target), b"two\n", stamp="20260101-000000")
+    assert saved == f"{target}.envsnap-backup-20260101-000000"
+    assert Path(saved).read_bytes() == b"one\n" and target.read_bytes() == b"two\n"
+    assert files.read_file(shell, str(target)).mode == "640"   # the new file took the old mode
+    assert files.write_file(shell, str(target), b"three\n") == ""   # no stamp: no backup
+    assert sorted(p.name for p in target.parent.iterdir()) == [
+        "app.conf", "app.conf.envsnap-backup-20260101-000000"]
+
+
+def test_sitecustomize_goes_only_where_the_python_reads_it() -> None:
+    found = treefile.SitePython(["/venv/lib/python3.12/site-packages"],
+                                "/usr/lib/python3.12/sitecustomize.py")
+    assert site.destination(found, "/venv/lib/python3.12/site-packages/sitecustomize.py") == \
+        ("/venv/lib/python3.12/site-packages", "")
+    folder, note = site.destination(found, "/home/ann/venv/site-packages/sitecustomize.py")
+    assert folder == "/usr/lib/python3.12" and "this python loads" in note
+    folder, note = site.destination(found, "/home/ann/.bashrc")
+    assert folder is None and "not written; restore it by hand" in note
+    assert site.folders(found) == ["/venv/lib/python3.12/site-packages", "/usr/lib/python3.12"]
+
+
+@pytest.fixture
+def venv(tmp_path: Path) -> Path:
+    """A python of its own, so its sitecustomize is this test's to write."""
+    folder = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
+    return folder
+
+
+def test_sitecustomize_written_then_put_back_as_it_was(venv: Path, isolated_home: Path) -> None:
+    shell = local(str(venv / "bin" / "python"))
+    site_dirs = treefile.site_python(shell).site_dirs
+    (packages,) = [folder for folder in site_dirs if folder.startswith(str(venv))]
+    recorded = f"{packages}/sitecustomize.py"
+    backup = treefile.backup_dir("explain-test")
+    planned = site.write(shell, b"import os\n", recorded, backup, dry=True)
+    assert planned.path == recorded and planned.before == files.FileState("absent")
+    assert not Path(recorded).exists()
+    done = site.write(shell, b"import os\n", recorded, backup)
+    assert Path(recorded).read_bytes() == b"import os\n" and done.before is not None
+    assert site.write(shell, b"import os\n", recorded, backup).before is None   # as wanted
+    restored, removed = site.put_back(shell, backup, None)
+    assert (restored, removed) == ([], [recorded]) and not Path(recorded).exists()
+    assert (isolated_home / backup[2:]).is_dir()
+    treefile.drop_backup(shell, backup)
+    assert not (isolated_home / backup[2:]).exists()
+
+
+def test_sitecustomize_through_a_symlinked_folder_is_refused(venv: Path,
+                                                             tmp_path: Path) -> None:
+    shell = local(str(venv / "bin" / "python"))
+    (packages,) = [folder for folder in treefile.site_python(shell).site_dirs
+                   if folder.startswith(str(venv))]
+    elsewhere = tmp_path / "elsewhere.py"
+    elsewhere.write_bytes(b"theirs\n")
+    Path(packages, "sitecustomize.py").symlink_to(elsewhere)
+    with pytest.raises(site.SiteRefused, match="sitecustomize refused: .* is a symlink"):
+        site.write(shell, b"mine\n", f"{packages}/sitecustomize.py", None)
+    assert elsewhere.read_bytes() == b"theirs\n"
