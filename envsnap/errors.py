@@ -11,6 +11,7 @@ Exit codes (the CLI contract, the README's "Exit codes" table):
   70  internal error: a bug in envsnap (one line; the traceback goes to a crash log)
   130 interrupted (Ctrl-C), as a shell reports a process ended by SIGINT
 """
+from __future__ import annotations
 
 EXIT_OK = 0
 EXIT_DRIFT = 1
@@ -61,3 +62,12 @@ class PlaybookError(SnapshotError):
 
     The message starts with `file:line:` so an editor can jump to it.
     """
+
+
+class YamlError(EnvsnapError):
+    """A YAML file envsnap will not read (envsnap/yamlread.py): `line` where it was met, or
+    None, and a one-line `reason`. Each reader words it and raises its own class."""
+
+    def __init__(self, line: int | None, reason: str) -> None:
+        super().__init__(f"{line}: {reason}" if line else reason)
+        self.line, self.reason = line, reason
