@@ -46,6 +46,7 @@ from envsnap.restore.serve import ServerEnv, about_server, serve_shown, server_e
 from envsnap.snapshot import document as snap
 from envsnap.snapshot import provenance
 from envsnap.snapshot.store import Store
+from envsnap.text import name_stamp
 
 
 def shipped_playbook(name: str) -> Path:
@@ -335,7 +336,7 @@ def check_same_host(snapshot: dict[str, Any], live: dict[str, Any],
 
 def save_rollback_point(store: Store, live: dict[str, Any]) -> str:
     """The host as it is now, stored, so `envsnap restore pre-restore-<time>` undoes this."""
-    stamp = capture.now_utc().strftime("%Y%m%d-%H%M%S")
+    stamp = name_stamp()
     label = f"pre-restore-{stamp}"
     number = 1
     while store.exists(label):

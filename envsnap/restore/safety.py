@@ -19,7 +19,6 @@ import socket
 import sys
 import time
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Literal
 
@@ -29,6 +28,7 @@ from envsnap.hosts.inventory import Host
 from envsnap.hosts.transport import Transport
 from envsnap.snapshot import document as snap
 from envsnap.snapshot.store import Store, atomic_write, label_from_name
+from envsnap.text import timestamp
 
 LOCKS_DIR = ".cache/envsnap/locks"
 JOURNAL_DIR = ".journal"
@@ -79,7 +79,7 @@ class LockHolder:
         # The owner file is readable on the host: a secret on the command line is masked.
         command = shlex.join(["envsnap", *redact_argv(sys.argv[1:])])
         return cls(controller=socket.gethostname(), pid=os.getpid(), command=command[:300],
-                   started=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+                   started=timestamp())
 
     def text(self) -> str:
         return json.dumps(asdict(self))
