@@ -18,6 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable
 
+from envsnap.agent.sections import SECTIONS
 from envsnap.bench import run as bench
 from envsnap.bench import stats as benchstats
 from envsnap.diff.compare import DiffOptions, diff
@@ -419,7 +420,7 @@ IDENTITY = (("system", ("hostname",)), ("system", ("boot_id",)))
 def remaining_drift(snapshot: dict[str, Any], live: dict[str, Any],
                     pip: bool) -> list[Finding]:
     """Drift that restore.yml does not undo, ranked, each with what to do about it."""
-    sections = ("system", "nvidia", "cuda_nccl", "env", "python_env")
+    sections = tuple(name for name in SECTIONS if name != "git")   # restore.yml moves git
     report = diff(snapshot, live, DiffOptions(sections=sections))
     return [finding for finding in report.findings
             if (finding.section, finding.path) not in IDENTITY
