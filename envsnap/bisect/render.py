@@ -4,17 +4,9 @@ from __future__ import annotations
 import math
 import statistics
 
-from envsnap.bisect.run import (
-    ENDS_UNDECIDED,
-    FOUND,
-    NO_REGRESSION,
-    ONLY_SKIPPED,
-    BisectReport,
-    Event,
-    RunEnded,
-    Step,
-)
+from envsnap.bisect.run import BisectReport, Event, RunEnded, Step
 from envsnap.diff.findings import plural
+from envsnap.verdicts import ENDS_UNDECIDED, FOUND, NO_REGRESSION, ONLY_SKIPPED
 
 SUBJECT_WIDTH = 40
 

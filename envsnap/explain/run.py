@@ -48,6 +48,7 @@ from envsnap.restore.safety import CheckoutLocks
 from envsnap.snapshot import document as snap
 from envsnap.snapshot import provenance
 from envsnap.snapshot.store import Store
+from envsnap.verdicts import REGRESSION
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ class ExplainReport:
     def regression(self) -> bool:
         """GOOD's state is better than the host now for real (whether explained or not)."""
         return self.endpoints is not None and \
-            self.endpoints["verdict"] == benchstats.REGRESSION
+            self.endpoints["verdict"] == REGRESSION
 
 
 def explain_run(store: Store, inventory: Inventory, labels: tuple[str, str], host: str | None,
