@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from envsnap import verdicts  # noqa: E402
 from envsnap.bench import stats  # noqa: E402
 
 CENTRE = 100.0
@@ -83,18 +84,18 @@ def old_verdict(baseline: list[float], new: list[float],
     """The verdict before issue 14 (stats.py's compare/decide then), from its rank test."""
     n1, n2 = len(baseline), len(new)
     if n1 < 2 or n2 < 2 or stats.min_p_value(n1, n2) > alpha:
-        return stats.CANT_TELL
+        return verdicts.CANT_TELL
     base_median = stats.summarise(baseline)["median"]
     if not base_median:
-        return stats.CANT_TELL
+        return verdicts.CANT_TELL
     change = stats.summarise(new)["median"] / base_median - 1
     p = stats.mann_whitney(baseline, new).p_value
     if p < alpha and abs(change) > threshold:
-        return stats.REGRESSION if change < 0 else stats.IMPROVEMENT
+        return verdicts.REGRESSION if change < 0 else verdicts.IMPROVEMENT
     interval = stats.shift_interval(baseline, new, alpha)
     bounded = interval is not None and -threshold <= interval[0] / abs(base_median) \
         and interval[1] / abs(base_median) <= threshold
-    return stats.SAME if bounded and abs(change) <= threshold else stats.CANT_TELL
+    return verdicts.SAME if bounded and abs(change) <= threshold else verdicts.CANT_TELL
 
 
 def rate(judge: Judge, noise: Noise, n: int, factor: float, draws: int,
@@ -111,16 +112,16 @@ def rate(judge: Judge, noise: Noise, n: int, factor: float, draws: int,
 
 def false_positive_rate(judge: Judge, noise: Noise, n: int, draws: int,
                         rng: random.Random) -> float:
-    return rate(judge, noise, n, 1.0, draws, rng, (stats.REGRESSION, stats.IMPROVEMENT))
+    return rate(judge, noise, n, 1.0, draws, rng, (verdicts.REGRESSION, verdicts.IMPROVEMENT))
 
 
 def power(judge: Judge, noise: Noise, n: int, factor: float, draws: int,
           rng: random.Random) -> float:
-    return rate(judge, noise, n, factor, draws, rng, (stats.REGRESSION,))
+    return rate(judge, noise, n, factor, draws, rng, (verdicts.REGRESSION,))
 
 
 def same_rate(judge: Judge, noise: Noise, n: int, draws: int, rng: random.Random) -> float:
-    return rate(judge, noise, n, 1.0, draws, rng, (stats.SAME,))
+    return rate(judge, noise, n, 1.0, draws, rng, (verdicts.SAME,))
 
 
 def row(judge: Judge, noise: Noise, n: int, draws: int, seed: int) -> list[float]:

@@ -44,7 +44,8 @@ from bench_diff import (  # noqa: E402
 
 from envsnap.snapshot.document import check_document  # noqa: E402
 from envsnap.snapshot.schema import exported  # noqa: E402
-from envsnap.snapshot.store import Loader, dump_yaml  # noqa: E402
+from envsnap.snapshot.store import dump_yaml  # noqa: E402
+from envsnap.yamlread import SafeLoader as Loader  # noqa: E402
 
 H200_PAIR = [ROOT / "tests" / "data" / "h200x1" / "snapshots" / name
              for name in ("before.yaml", "during.yaml")]

@@ -11,6 +11,7 @@ Exit codes (the CLI contract, the README's "Exit codes" table):
   70  internal error: a bug in envsnap (one line; the traceback goes to a crash log)
   130 interrupted (Ctrl-C), as a shell reports a process ended by SIGINT
 """
+from __future__ import annotations
 
 EXIT_OK = 0
 EXIT_DRIFT = 1
@@ -66,3 +67,12 @@ class PlaybookError(SnapshotError):
 class ArgError(PlaybookError):
     """A task module (or the host operation under it) was given arguments it cannot use; the
     playbook engine adds the playbook's file:line."""
+
+
+class YamlError(EnvsnapError):
+    """A YAML file envsnap will not read (envsnap/yamlread.py): `line` where it was met, or
+    None, and a one-line `reason`. Each reader words it and raises its own class."""
+
+    def __init__(self, line: int | None, reason: str) -> None:
+        super().__init__(f"{line}: {reason}" if line else reason)
+        self.line, self.reason = line, reason

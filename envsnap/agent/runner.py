@@ -11,21 +11,18 @@ import os
 import sys
 import threading
 import time
+from importlib import import_module
 from typing import Any, Callable, Dict, List
 
-from . import benchrun, cuda_nccl, env, git, nvidia, python_env, redact, system
+from . import benchrun, redact
+from .sections import SECTIONS
 
 AGENT_VERSION = "1"
 DEFAULT_TIMEOUT = 20.0
 
+# Each section's collector is the module of its name: a new section is a module and a name.
 COLLECTORS: Dict[str, Callable[[Dict[str, Any]], Dict[str, Any]]] = {
-    "system": system.collect,
-    "nvidia": nvidia.collect,
-    "cuda_nccl": cuda_nccl.collect,
-    "python_env": python_env.collect,
-    "env": env.collect,
-    "git": git.collect,
-}
+    name: import_module("." + name, __package__).collect for name in SECTIONS}
 
 
 def run_one(name: str, config: Dict[str, Any], results: Dict[str, Any]) -> None:

@@ -16,11 +16,12 @@ from typing import Any
 
 from envsnap.agent.redact import redact_document, rekey
 from envsnap.errors import SnapshotError, UsageError
-from envsnap.hosts.capture import CaptureOptions, agent_config, now_utc, plan_labels
+from envsnap.hosts.capture import CaptureOptions, agent_config, plan_labels
 from envsnap.hosts.inventory import Host, check_proc_patterns, inventory_bool, name_list
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.mask import masking_key
 from envsnap.snapshot.store import DEFAULT_STORE, Store
+from envsnap.text import now_utc, timestamp
 
 STORE_VARIABLE = "ENVSNAP_STORE"
 # What the agent is asked, as `envsnap capture` asks it (its --repo, --proc, --python...).
@@ -178,7 +179,7 @@ def save_capture(request: CaptureRequest, agent_output: str, host: HostSeen,
 
 
 def capture_time() -> str:
-    return now_utc().isoformat(timespec="seconds")
+    return timestamp()
 
 
 # ---- envsnap_assert ------------------------------------------------------------------------

@@ -40,11 +40,12 @@ from envsnap.defaults import (
 )
 from envsnap.errors import BenchError, StoreError, UsageError
 from envsnap.hosts import capture
-from envsnap.hosts.capture import CaptureOptions, now_utc
+from envsnap.hosts.capture import CaptureOptions
 from envsnap.hosts.inventory import Host
 from envsnap.hosts.transport import Transport, open_transport
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.store import SUFFIX, Store, atomic_write, dump_yaml
+from envsnap.text import now_utc, timestamp
 from envsnap.words import plural
 
 Progress = Callable[[str], None]   # "run 2 of 5: 61.3 s, exit 0, metric 91.7"
@@ -158,7 +159,7 @@ def bench_on(transport: Transport, host: Host, spec: BenchSpec,
     is followed: `progress` gets a line as each run ends, and the runs stop if this process
     goes away (Ctrl-C, a dropped connection)."""
     spec.check()
-    started_at = now_utc().isoformat(timespec="seconds")
+    started_at = timestamp()
     timeout = spec.repeat * (spec.run_timeout + 10) + SLACK_SECONDS
     if spec.serve is not None:
         timeout += spec.serve.timeout + STOP_SECONDS
@@ -168,7 +169,7 @@ def bench_on(transport: Transport, host: Host, spec: BenchSpec,
         raise BenchError(f"{host.name}: the agent did not run the benchmark "
                          "(an agent older than bench mode?)")
     record = build_record(spec, reported, host.name)
-    record.update(started_at=started_at, finished_at=now_utc().isoformat(timespec="seconds"))
+    record.update(started_at=started_at, finished_at=timestamp())
     return record
 
 

@@ -20,20 +20,16 @@ import math
 import re
 import statistics
 from dataclasses import dataclass
-from typing import Any, Final, Literal, TypedDict
+from typing import Any, TypedDict
 
 from envsnap.errors import UsageError
+from envsnap.verdicts import CANT_TELL, IMPROVEMENT, REGRESSION, SAME, BenchVerdict
 
 EXACT_MAX_N = 30           # both samples together; above this the normal approximation
 DEFAULT_THRESHOLD = 0.05   # a change under 5% of the median is "same"
 DEFAULT_ALPHA = 0.05
 
 # How a new set of runs compares with a baseline; plain strings in --json and in snapshots.
-Verdict = Literal["regression", "improvement", "same", "can't tell"]
-REGRESSION: Final = "regression"
-IMPROVEMENT: Final = "improvement"
-SAME: Final = "same"
-CANT_TELL: Final = "can't tell"
 
 
 class Comparison(TypedDict):
@@ -50,7 +46,7 @@ class Comparison(TypedDict):
     lower_is_better: bool
     threshold: float
     alpha: float
-    verdict: Verdict
+    verdict: BenchVerdict
     why: str
 
 
@@ -369,7 +365,7 @@ def compare(baseline: list[float], new: list[float], lower_is_better: bool = Fal
     return result
 
 
-def decide(result: Comparison) -> tuple[Verdict, str]:
+def decide(result: Comparison) -> tuple[BenchVerdict, str]:
     n1, n2 = result["baseline"]["n"], result["new"]["n"]
     if n1 < MIN_RUNS or n2 < MIN_RUNS:
         return CANT_TELL, (f"too few runs ({n1} vs {n2}) to know the noise: at least "

@@ -4,16 +4,8 @@ from __future__ import annotations
 import math
 import statistics
 
-from envsnap.bisect.run import (
-    ENDS_UNDECIDED,
-    FOUND,
-    NO_REGRESSION,
-    ONLY_SKIPPED,
-    BisectReport,
-    Event,
-    RunEnded,
-    Step,
-)
+from envsnap.bisect.run import BisectReport, Event, RunEnded, Step
+from envsnap.verdicts import ENDS_UNDECIDED, FOUND, NO_REGRESSION, ONLY_SKIPPED
 from envsnap.words import plural, values_at_a_glance
 
 SUBJECT_WIDTH = 40

@@ -15,9 +15,8 @@ Library code: never prints; progress reaches the CLI through `on_event`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Callable, Final, Literal, Union
+from typing import Callable, Literal, Union
 
-from envsnap.bench import stats as benchstats
 from envsnap.bench.run import BenchSpec, bench_on
 from envsnap.bisect import search
 from envsnap.bisect.inputs import (
@@ -34,7 +33,7 @@ from envsnap.bisect.inputs import (
     recorded_baseline,
     subject_of,
 )
-from envsnap.bisect.search import CANT_TELL, GOOD, SKIP, Classification, Commit, Search
+from envsnap.bisect.search import Commit, Search
 from envsnap.bisect.tree import Tree, sigint_deferred
 from envsnap.defaults import DEFAULT_MAX_REPEAT
 from envsnap.errors import BenchError, HostError, UsageError
@@ -46,15 +45,21 @@ from envsnap.hosts.capture import CaptureOptions
 from envsnap.hosts.inventory import Inventory
 from envsnap.hosts.transport import open_transport
 from envsnap.snapshot.store import Store
+from envsnap.verdicts import (
+    CANT_TELL,
+    ENDS_UNDECIDED,
+    FOUND,
+    GOOD,
+    NO_REGRESSION,
+    ONLY_SKIPPED,
+    REGRESSION,
+    SKIP,
+    BenchVerdict,
+    BisectOutcome,
+    Classification,
+)
 from envsnap.words import plural
 
-# How a bisect ended. The first three: the regression is real (BisectReport.regression).
-Outcome = Literal["found", "skipped", "can't tell", "no regression", "can't tell at the endpoints"]
-FOUND: Final = "found"
-ONLY_SKIPPED: Final = "skipped"
-UNDECIDED: Final = "can't tell"
-NO_REGRESSION: Final = "no regression"
-ENDS_UNDECIDED: Final = "can't tell at the endpoints"
 StepKind = Literal["good", "bad", "step"]    # the two endpoints, or a commit between them
 
 
@@ -74,7 +79,7 @@ class Step:
     commit: Commit
     position: int             # on the line: 0 is the good commit, len(line) the bad one
     values: list[float]
-    verdict: Classification | benchstats.Verdict   # the bad endpoint's: good against bad
+    verdict: Classification | BenchVerdict   # the bad endpoint's: good against bad
     why: str
     left: int = 0             # commits still untested in range after this step
     steps_left: int = 0
@@ -101,7 +106,7 @@ class BisectReport:
     bad: Commit
     line: list[Commit] = field(default_factory=list)
     steps: list[Step] = field(default_factory=list)
-    outcome: Outcome | None = None   # None while the bisect runs
+    outcome: BisectOutcome | None = None   # None while the bisect runs
     why: str = ""
     first_bad: Commit | None = None
     files: list[str] = field(default_factory=list)
@@ -115,7 +120,7 @@ class BisectReport:
     @property
     def regression(self) -> bool:
         """The endpoints differ for real: the culprit was found, or narrowed down."""
-        return self.outcome in (FOUND, ONLY_SKIPPED, UNDECIDED)
+        return self.outcome in (FOUND, ONLY_SKIPPED, CANT_TELL)
 
 
 def bisect(store: Store, inventory: Inventory, good_label: str, bad_label: str,
@@ -204,7 +209,7 @@ class Bisector:
         good = list(self.baseline) if self.baseline else self.measure_end("good", [])
         bad = self.measure_end("bad", [])
         verdict = search.endpoints_verdict(good, bad, self.spec.lower_is_better)
-        while verdict["verdict"] == benchstats.CANT_TELL:
+        while verdict["verdict"] == CANT_TELL:
             side = self.side_to_extend(good, bad)
             if side is None:
                 break
@@ -215,8 +220,8 @@ class Bisector:
         self.record(Step("bad", 0, report.bad, len(report.line), bad, verdict["verdict"],
                          verdict["why"], len(report.line) - 1,
                          Search(len(report.line)).steps_left()))
-        if verdict["verdict"] != benchstats.REGRESSION:
-            report.outcome = ENDS_UNDECIDED if verdict["verdict"] == benchstats.CANT_TELL \
+        if verdict["verdict"] != REGRESSION:
+            report.outcome = ENDS_UNDECIDED if verdict["verdict"] == CANT_TELL \
                 else NO_REGRESSION
             report.why = f"good -> bad: {verdict['verdict']}: {verdict['why']}"
         return good, bad
@@ -254,7 +259,7 @@ class Bisector:
             if verdict == CANT_TELL:
                 step.left, step.steps_left = len(state.untested()), state.steps_left()
                 self.record(step)
-                self.conclude(state, UNDECIDED, step)
+                self.conclude(state, CANT_TELL, step)
                 return
             state.record(index, verdict)
             step.left, step.steps_left = len(state.untested()), state.steps_left()
@@ -284,7 +289,7 @@ class Bisector:
         step.verdict = verdict
         return step, verdict
 
-    def conclude(self, state: Search, outcome: Outcome, undecided: Step | None) -> None:
+    def conclude(self, state: Search, outcome: BisectOutcome, undecided: Step | None) -> None:
         report = self.report
         report.outcome = outcome
         if outcome == FOUND:

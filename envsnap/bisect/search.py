@@ -12,17 +12,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Final, Literal
 
 from envsnap.bench import stats as benchstats
+from envsnap.verdicts import BAD, CANT_TELL, GOOD, IMPROVEMENT, REGRESSION, SKIP, Classification
 
 # A commit's classification: like the good endpoint, like the bad one, neither yet, or not
 # measurable there (it does not build, the benchmark fails: git bisect's exit 125).
-Classification = Literal["good", "bad", "can't tell", "skip"]
-GOOD: Final = "good"
-BAD: Final = "bad"
-CANT_TELL: Final = "can't tell"
-SKIP: Final = "skip"
 LOG_FORMAT = "%H %P%x09%s"      # what parse_log reads: sha, parents, a tab, the subject
 
 
@@ -126,9 +121,9 @@ def classify(good: list[float], bad: list[float], samples: list[float],
     one. Like good: better than bad and not worse than good. Neither: can't tell yet."""
     vs_good = benchstats.compare(good, samples, lower_is_better)
     vs_bad = benchstats.compare(bad, samples, lower_is_better)
-    if vs_good["verdict"] == benchstats.REGRESSION:
+    if vs_good["verdict"] == REGRESSION:
         return BAD, f"worse than good ({change(vs_good)})"
-    if vs_bad["verdict"] == benchstats.IMPROVEMENT:
+    if vs_bad["verdict"] == IMPROVEMENT:
         return GOOD, f"better than bad ({change(vs_bad)})"
     return CANT_TELL, f"vs good, {vs_good['why']}; vs bad, {vs_bad['why']}"
 

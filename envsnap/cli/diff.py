@@ -11,12 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 from envsnap.cli.options import add_store_option, exit_codes
 from envsnap.errors import EXIT_DRIFT, EXIT_INVALID, EXIT_OK, EXIT_USAGE, UsageError
+from envsnap.verdicts import REGRESSION
 
 if TYPE_CHECKING:
     from envsnap.snapshot.store import Store
 
-DRIFT, REGRESSION = "drift", "regression"
-FAIL_ON = (DRIFT, REGRESSION)
+DRIFT = "drift"
+FAIL_ON = (DRIFT, REGRESSION)   # any drift, or only a benchmark's regression verdict
 
 EPILOG = exit_codes(
     (EXIT_OK, "no drift; with --fail-on regression: no benchmark regression, whatever "

@@ -25,6 +25,7 @@ from envsnap.errors import (
     EXIT_USAGE,
     UsageError,
 )
+from envsnap.verdicts import REGRESSION
 
 EPILOG = exit_codes(
     (EXIT_OK, "nothing to do, or restored and verified; --abort: rolled back (or its "
@@ -198,7 +199,7 @@ def abort_exit(report: Any) -> int:
 def restore_exit(report: Any) -> int:
     if report.plan.outcome != "ok" or (report.applied and report.applied.outcome != "ok"):
         return EXIT_HOST
-    if report.rerun and report.rerun[1]["verdict"] == "regression":
+    if report.rerun and report.rerun[1]["verdict"] == REGRESSION:
         return EXIT_DRIFT
     if report.applied is not None:
         return EXIT_DRIFT if report.mismatches or report.remaining else EXIT_OK

@@ -4,7 +4,6 @@ so `show` and a bug report describe a host in the same words."""
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 import textwrap
@@ -57,11 +56,12 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     from envsnap.snapshot.store import Store, dump_yaml
+    from envsnap.text import dump_json
 
     store = Store(args.store)
     document = store.load(args.label)
     if args.json:
-        print(json.dumps(document, indent=2, sort_keys=True))
+        sys.stdout.write(dump_json(document))
     elif args.yaml:
         sys.stdout.write(dump_yaml(document))
     else:

@@ -12,6 +12,7 @@ from typing import Any
 
 from envsnap.agent import benchsample
 from envsnap.bench import run as bench
+from envsnap.text import timestamp
 
 COMMAND = "python3 /root/bench/spec_decode_tps.py --port 30000 --requests 16 --max-tokens 512"
 METRIC = r"EAGLE-3 2-step: ([0-9.]+) tok/s"
@@ -26,7 +27,7 @@ LEGEND = ("EAGLE-3 speculative decoding: a draft model proposes 2 tokens per cyc
 
 
 def iso(at: float) -> str:
-    return datetime.fromtimestamp(int(at), timezone.utc).isoformat(timespec="seconds")
+    return timestamp(datetime.fromtimestamp(int(at), timezone.utc))
 
 
 def columns(index: int, run: int, seconds: float, good: bool) -> dict[str, list[Any]]:

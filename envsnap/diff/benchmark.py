@@ -14,18 +14,13 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Union
+from typing import Any, Union
 
 from envsnap.diff.findings import short
 from envsnap.snapshot.document import bench as bench_of
+from envsnap.verdicts import CANT_TELL, IMPROVEMENT, REGRESSION, SAME, BenchVerdict
 from envsnap.words import plural
 
-if TYPE_CHECKING:
-    from envsnap.bench.stats import Verdict
-
-# The verdicts of bench/stats.py, as the plain strings its records and --json hold; spelled
-# here so a diff without benchmarks does not import the statistics.
-REGRESSION, IMPROVEMENT, SAME, CANT_TELL = "regression", "improvement", "same", "can't tell"
 COMMAND_WIDTH = 60   # a command in a one-line "not compared" note
 NAME_WIDTH = 40      # what the output calls the number, at most
 # A number as a benchmark prints it; linear (no nested repetition).
@@ -76,7 +71,7 @@ class BenchmarkChange:
 
     before: BenchSide
     after: BenchSide
-    verdict: Verdict
+    verdict: BenchVerdict
     why: str               # stats' one line of why
     change: float | None   # after median / before median - 1; None when before's is 0
     threshold: float       # stats' "a change under this is the same"
@@ -292,7 +287,7 @@ class HostBenchmark:
 
     side: BenchSide
     change: float | None   # its median / the median of the other hosts' medians - 1
-    verdict: Verdict       # stats' verdict of its runs against the others' pooled
+    verdict: BenchVerdict       # stats' verdict of its runs against the others' pooled
     others_runs: int
 
     @property

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable
 
+from envsnap.agent.sections import SECTIONS
 from envsnap.diff import rules
 from envsnap.diff.findings import (
     ADDED,
@@ -43,7 +44,6 @@ from envsnap.snapshot.document import label as label_of
 if TYPE_CHECKING:
     from envsnap.diff.benchmark import Benchmark
 
-SECTION_ORDER = ("system", "nvidia", "cuda_nccl", "python_env", "env", "git")
 # Raw bit masks beside their decoded name lists: one change, reported once.
 SKIP_KEYS = frozenset(["clock_event_reasons_mask", "clock_event_reasons_supported_mask"])
 Path = tuple[str, ...]
@@ -153,8 +153,8 @@ def side_of(document: dict[str, Any], source: str) -> Side:
 
 
 def sections_of(a: dict[str, Any], b: dict[str, Any], wanted: tuple[str, ...]) -> list[str]:
-    present = list(SECTION_ORDER) + sorted((set(section_names(a)) | set(section_names(b))) -
-                                           set(SECTION_ORDER))
+    present = list(SECTIONS) + sorted((set(section_names(a)) | set(section_names(b))) -
+                                           set(SECTIONS))
     unknown = [name for name in wanted if name not in present]
     if unknown:
         raise UsageError(f"unknown section {', '.join(unknown)}: choose from "

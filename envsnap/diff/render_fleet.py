@@ -6,8 +6,8 @@ from typing import Any
 
 from envsnap.diff.findings import Finding, short
 from envsnap.diff.fleet import ABSENT, Disagreement, FleetReport
-from envsnap.diff.render_formats import cell, dumps
 from envsnap.diff.render_text import git_blocks, paint, rank_colour
+from envsnap.text import dump_json, markdown_cell, markdown_code
 from envsnap.words import plural
 
 FLEET_FORMAT = 1
@@ -69,25 +69,27 @@ def fleet_human(report: FleetReport, color: bool = False) -> str:
 
 def fleet_json(report: FleetReport) -> str:
     # `benchmark` and `regression` were added within version 1: keys are added, never changed
-    return dumps({"envsnap_fleet": FLEET_FORMAT, "hosts": report.hosts, "drift": report.drift,
-                  "benchmark": report.benchmark.as_json() if report.benchmark else None,
-                  "regression": report.regression,
-                  "disagreements": [d.as_json() for d in report.disagreements],
-                  "not_captured": [{"section": s, "host": h, "error": e}
-                                   for s, h, e in report.not_captured]})
+    return dump_json({"envsnap_fleet": FLEET_FORMAT, "hosts": report.hosts, "drift": report.drift,
+                     "benchmark": report.benchmark.as_json() if report.benchmark else None,
+                     "regression": report.regression,
+                     "disagreements": [d.as_json() for d in report.disagreements],
+                     "not_captured": [{"section": s, "host": h, "error": e}
+                                      for s, h, e in report.not_captured]})
 
 
 def fleet_markdown(report: FleetReport) -> str:
     out = [f"## {fleet_summary(report)}", ""]
     lines = benchmark_lines(report)
     if lines:   # under the title, before the facts: the numbers are what was asked
-        out += [f"**{cell(lines[0])}**", ""]
-        out += [f"- {cell(line.strip())}" for line in lines[1:]] + ([""] if lines[1:] else [])
+        out += [f"**{markdown_cell(lines[0])}**", ""]
+        out += [f"- {markdown_cell(line.strip())}" for line in lines[1:]]
+        out += [""] if lines[1:] else []
     if report.disagreements:
         out += ["| rank | section | path | majority | differing hosts | why |",
                 "|---:|---|---|---|---|---|"]
-        out += [f"| {d.rank} | {d.section} | `{cell(Finding(d.section, d.path, None, None).where)}`"
-                f" | {cell(majority_text(d))} | {cell(others_text(d))} | {cell(d.why)} |"
-                for d in report.disagreements]
+        out += [f"| {d.rank} | {d.section} | "
+                f"{markdown_code(Finding(d.section, d.path, None, None).where)} | "
+                f"{markdown_cell(majority_text(d))} | {markdown_cell(others_text(d))} | "
+                f"{markdown_cell(d.why)} |" for d in report.disagreements]
     out += [f"- not captured: {s} on {h} ({e})" for s, h, e in report.not_captured]
     return "\n".join(out).rstrip("\n") + "\n"

@@ -7,7 +7,6 @@ and binary content is never emitted raw.
 """
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -15,13 +14,10 @@ from envsnap.diff import patch_summary
 from envsnap.diff.compare import DiffReport
 from envsnap.diff.findings import Finding
 from envsnap.diff.render_text import Block, blocks, change_text, header, verdict, verdict_lines
+from envsnap.text import dump_json, markdown_cell, markdown_code
 
 DIFF_FORMAT = 1
 BACKTICKS = re.compile(r"`+")
-
-
-def dumps(document: dict[str, Any]) -> str:
-    return json.dumps(document, indent=2, sort_keys=True, default=str) + "\n"
 
 
 # ---- --json ----------------------------------------------------------------------------------
@@ -35,7 +31,7 @@ def finding_json(f: Finding, full: bool) -> dict[str, Any]:
 
 
 def as_json(report: DiffReport, full: bool = False) -> str:
-    return dumps({
+    return dump_json({
         "envsnap_diff": DIFF_FORMAT,
         "a": report.a.as_json(), "b": report.b.as_json(),
         "same_host": report.same_host, "drift": report.drift, "verdict": verdict(report),
@@ -51,10 +47,6 @@ def as_json(report: DiffReport, full: bool = False) -> str:
 
 # ---- --markdown --------------------------------------------------------------------------------
 
-def cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def fence(lines: list[str]) -> list[str]:
     """A code fence longer than any run of backticks inside, so a patch cannot close it."""
     runs = BACKTICKS.findall("\n".join(lines))
@@ -64,7 +56,7 @@ def fence(lines: list[str]) -> list[str]:
 
 def details(block: Block) -> list[str]:
     body = fence(block.lines) if block.code else [f"    {line}" for line in block.lines]
-    return ["<details>", f"<summary>{cell(block.title)}</summary>", "", *body, "",
+    return ["<details>", f"<summary>{markdown_cell(block.title)}</summary>", "", *body, "",
             "</details>", ""]
 
 
@@ -75,8 +67,9 @@ def markdown(report: DiffReport, full: bool = False) -> str:
     out += [line for paragraph in rest for line in (paragraph, "")]
     if report.findings:
         out += ["| rank | section | path | change | why |", "|---:|---|---|---|---|"]
-        out += [f"| {f.rank} | {f.section} | `{cell(f.where or '(section)')}` | "
-                f"{cell(change_text(f, 30))} | {cell(f.why)} |" for f in report.findings]
+        out += [f"| {f.rank} | {f.section} | {markdown_code(f.where or '(section)')} | "
+                f"{markdown_cell(change_text(f, 30))} | {markdown_cell(f.why)} |"
+                for f in report.findings]
         out.append("")
     for f in report.findings:
         for block in blocks(f, names, full):

@@ -9,6 +9,7 @@ from envsnap.bisect.run import RunEnded, Step
 from envsnap.explain.differences import Difference
 from envsnap.explain.run import Event, ExplainReport, Measured, Plan, state_name
 from envsnap.explain.search import Explanation
+from envsnap.verdicts import CANT_TELL, NO_REGRESSION
 from envsnap.words import plural
 
 
@@ -64,7 +65,7 @@ def final_lines(report: ExplainReport) -> list[str]:
         return ["nothing ran: not approved"]
     lines = [f"GOOD's state {median_of(explanation.good)}, the state now "
              f"{median_of(explanation.bad)} ({plural(len(explanation.trials), 'invocation')})"]
-    if explanation.outcome == "no regression":
+    if explanation.outcome == NO_REGRESSION:
         why = report.endpoints["why"] if report.endpoints else ""
         lines.append(f"no regression between GOOD's state and the state now: {why}")
         return lines + leftover_lines(report)
@@ -94,7 +95,7 @@ def final_lines(report: ExplainReport) -> list[str]:
            else "the noise left it undecided")
     for index in sorted(explanation.unexplained):
         lines.append(f"can't tell: {items[index].describe()} ({why})")
-    if explanation.outcome == "can't tell" and not explanation.causes:
+    if explanation.outcome == CANT_TELL and not explanation.causes:
         lines.append("can't tell which differences cause it: " + (
             "the ceiling stopped the search (raise --max-invocations)" if out_of_budget
             else "the noise forbids an answer (more runs with --repeat may settle it)"))

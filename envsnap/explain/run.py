@@ -47,6 +47,7 @@ from envsnap.hosts.transport import open_transport
 from envsnap.snapshot import document as snap
 from envsnap.snapshot import provenance
 from envsnap.snapshot.store import Store
+from envsnap.verdicts import REGRESSION
 from envsnap.words import plural
 
 
@@ -97,7 +98,7 @@ class ExplainReport:
     def regression(self) -> bool:
         """GOOD's state is better than the host now for real (whether explained or not)."""
         return self.endpoints is not None and \
-            self.endpoints["verdict"] == benchstats.REGRESSION
+            self.endpoints["verdict"] == REGRESSION
 
 
 def explain_run(store: Store, inventory: Inventory, labels: tuple[str, str], host: str | None,

@@ -33,22 +33,28 @@ import math
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final, Literal
+from typing import Final
 
 from envsnap.bench import stats as benchstats
 from envsnap.bisect import search as bisectsearch
+from envsnap.verdicts import (
+    BAD,
+    CANT_TELL,
+    FOUND,
+    GOOD,
+    IMPROVEMENT,
+    NO_REGRESSION,
+    REGRESSION,
+    SAME,
+    BenchVerdict,
+    ExplainOutcome,
+    TrialVerdict,
+)
 
-Verdict = Literal["good", "bad", "can't tell"]
-Outcome = Literal["found", "no regression", "can't tell"]
 # Runs the benchmark on GOOD's state plus the differences with these indices taken from the
 # current (bad) state; returns the metric values of its runs.
 Measure = Callable[[frozenset[int]], list[float]]
 
-GOOD: Final = "good"
-BAD: Final = "bad"
-CANT_TELL: Final = "can't tell"
-FOUND: Final = "found"
-NO_REGRESSION: Final = "no regression"
 # A trial that can't tell is measured again this many times at most, its runs pooled: more
 # runs narrow the interval, but noise that never settles must not eat the budget.
 MAX_REMEASURES: Final = 2
@@ -70,12 +76,12 @@ class Trial:
 
     applied: frozenset[int]
     values: list[float]
-    verdict: Verdict
+    verdict: TrialVerdict
 
 
 @dataclass(frozen=True)
 class Explanation:
-    outcome: Outcome
+    outcome: ExplainOutcome
     # Minimal sets: a singleton is one difference that alone turns good into bad; a larger
     # set an interaction (only together). "found" may still leave some unexplained.
     causes: list[frozenset[int]]
@@ -131,9 +137,9 @@ class _Search:
             endpoints = self.measure_endpoints()
         except _OutOfBudget:
             return self.explanation(CANT_TELL, self.everything)
-        if endpoints in (benchstats.SAME, benchstats.IMPROVEMENT):
+        if endpoints in (SAME, IMPROVEMENT):
             return self.explanation(NO_REGRESSION, frozenset())
-        if endpoints == benchstats.CANT_TELL:
+        if endpoints == CANT_TELL:
             return self.explanation(CANT_TELL, self.everything)
         try:
             self.search_causes()
@@ -168,7 +174,7 @@ class _Search:
     def explained(self) -> frozenset[int]:
         return frozenset().union(*self.causes)
 
-    def explanation(self, outcome: Outcome, unexplained: frozenset[int]) -> Explanation:
+    def explanation(self, outcome: ExplainOutcome, unexplained: frozenset[int]) -> Explanation:
         return Explanation(outcome, list(self.causes), unexplained, list(self.trials),
                            list(self.good), list(self.bad))
 
@@ -177,9 +183,9 @@ class _Search:
             raise _OutOfBudget
         return list(self.measure(applied))
 
-    def measure_endpoints(self) -> benchstats.Verdict:
+    def measure_endpoints(self) -> BenchVerdict:
         """Both endpoints, measured again (pooled) while their comparison can't tell."""
-        verdict: benchstats.Verdict = benchstats.CANT_TELL
+        verdict: BenchVerdict = CANT_TELL
         for _ in range(1 + ENDPOINT_REMEASURES):
             self.good = self.good + self.invoke(frozenset())
             self.trials.append(Trial(frozenset(), self.good, GOOD))
@@ -189,15 +195,15 @@ class _Search:
             verdict = comparison["verdict"]
             self.trials.append(Trial(self.everything, self.bad,
                                      endpoint_trial_verdict(verdict)))
-            if verdict != benchstats.CANT_TELL:
+            if verdict != CANT_TELL:
                 break
         return verdict
 
-    def judge(self, applied: frozenset[int]) -> Verdict:
+    def judge(self, applied: frozenset[int]) -> TrialVerdict:
         """Good, bad or can't tell for this set, its runs pooled with any earlier ones and
         measured again while undecided."""
         values = self.runs.get(applied, [])
-        verdict: Verdict = CANT_TELL
+        verdict: TrialVerdict = CANT_TELL
         for _ in range(1 + MAX_REMEASURES):
             values = values + self.invoke(applied)
             self.runs[applied] = values
@@ -207,7 +213,7 @@ class _Search:
                 break
         return verdict
 
-    def verdict_of(self, values: list[float]) -> Verdict:
+    def verdict_of(self, values: list[float]) -> TrialVerdict:
         """bisect's classification, with one more condition for bad: the runs must show a
         real share of the drop (MIN_SHARE). A set 6% slower than a lucky good endpoint is
         significantly worse, yet it is not what turned 94 into 61."""
@@ -220,7 +226,7 @@ class _Search:
         if share_of_drop(self.good, self.bad, values) >= MIN_SHARE:
             return BAD
         vs_bad = benchstats.compare(self.bad, values, self.lower_is_better)["verdict"]
-        return GOOD if vs_bad == benchstats.IMPROVEMENT else CANT_TELL
+        return GOOD if vs_bad == IMPROVEMENT else CANT_TELL
 
     def bad_alone(self, cause: frozenset[int]) -> bool:
         """Whether `cause` by itself is bad: a trial of exactly it says so (a lone cause's
@@ -280,10 +286,10 @@ def share_of_drop(good: list[float], bad: list[float], values: list[float]) -> f
     return math.log(median / good_median) / math.log(bad_median / good_median)
 
 
-def endpoint_trial_verdict(comparison: benchstats.Verdict) -> Verdict:
+def endpoint_trial_verdict(comparison: BenchVerdict) -> TrialVerdict:
     """The bad endpoint's trial verdict from its comparison with good."""
-    if comparison == benchstats.REGRESSION:
+    if comparison == REGRESSION:
         return BAD
-    if comparison == benchstats.CANT_TELL:
+    if comparison == CANT_TELL:
         return CANT_TELL
     return GOOD

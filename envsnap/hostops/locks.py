@@ -18,7 +18,6 @@ import socket
 import sys
 import time
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
 from typing import Callable
 
 from envsnap.agent.redact import redact_argv
@@ -26,6 +25,7 @@ from envsnap.errors import HostError
 from envsnap.hosts.inventory import Host
 from envsnap.hosts.transport import Transport
 from envsnap.snapshot.store import label_from_name
+from envsnap.text import timestamp
 
 LOCKS_DIR = ".cache/envsnap/locks"
 WAIT_POLL_SECONDS = 0.5
@@ -60,7 +60,7 @@ class LockHolder:
         # The owner file is readable on the host: a secret on the command line is masked.
         command = shlex.join(["envsnap", *redact_argv(sys.argv[1:])])
         return cls(controller=socket.gethostname(), pid=os.getpid(), command=command[:300],
-                   started=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+                   started=timestamp())
 
     def text(self) -> str:
         return json.dumps(asdict(self))

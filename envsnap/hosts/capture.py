@@ -10,7 +10,7 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
 
@@ -24,6 +24,7 @@ from envsnap.hosts.transport import Transport, open_transport
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.mask import masking_key
 from envsnap.snapshot.store import Store, label_from_name, validate_label
+from envsnap.text import name_stamp, now_utc, timestamp
 
 
 @dataclass(frozen=True)
@@ -55,14 +56,10 @@ class Outcome:
         return self.error is None and not self.problems
 
 
-def now_utc() -> datetime:
-    return datetime.now(timezone.utc)
-
-
 def plan_labels(hosts: list[Host], label: str | None, when: datetime) -> dict[str, str]:
     """host name -> label. One host takes the label as given; a fleet goes in a folder,
     unless the label is a template naming {host} (labels.py: fields rendered per host)."""
-    stamp = when.strftime("%Y%m%d-%H%M%S")
+    stamp = name_stamp(when)
     if label is None:
         return distinct({host.name: f"{label_from_name(host.name)}-{stamp}" for host in hosts})
     template = parse_template(label)
@@ -153,7 +150,7 @@ def snapshot_document(transport: Transport, host: Host, label: str,
                       options: CaptureOptions) -> dict[str, Any]:
     """Capture one host through an open transport into a document, not yet saved."""
     config = agent_config(host, options)
-    captured_at = now_utc().isoformat(timespec="seconds")
+    captured_at = timestamp()
     output = run_agent(transport, host, config, options.collector_timeout + 30)
     return snapshot.build(output, label=label, host=host.name, address=host.address,
                           captured_at=captured_at,

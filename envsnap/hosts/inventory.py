@@ -15,9 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from envsnap.errors import UsageError
+from envsnap.errors import UsageError, YamlError
 from envsnap.hosts import inventory_ansible
 from envsnap.hosts.inventory_graph import (
     ALL,
@@ -286,15 +284,10 @@ def load_json(text: str) -> Any:
 def load_yaml(text: str, path: str) -> Any:
     try:
         return inventory_ansible.ansible_yaml(text)
-    except RecursionError:   # `[[[[...]]]]` a few thousand deep
-        raise UsageError(f"{path}: not valid YAML (nested too deeply)") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark else ""
-        reason = getattr(exc, "problem", exc)
-        raise UsageError(f"{path}{where}: not valid YAML ({reason}); an inventory is YAML, "
-                         "INI ([group] sections) or the JSON of ansible-inventory --list"
-                         ) from None
+    except YamlError as exc:
+        raise UsageError(f"{path}{inventory_ansible.where(exc)}: not valid YAML ({exc.reason}); "
+                         "an inventory is YAML, INI ([group] sections) or the JSON of "
+                         "ansible-inventory --list") from None
 
 
 def resolve_hosts(patterns: list[str], inventory: Inventory,

@@ -17,7 +17,8 @@ from typing import Any
 
 import yaml
 
-from envsnap.errors import UsageError
+from envsnap import yamlread
+from envsnap.errors import UsageError, YamlError
 from envsnap.hosts.inventory_graph import HOST_NAME, InventoryGraph
 
 ANSIBLE_INVENTORY = "ansible-inventory"
@@ -29,22 +30,22 @@ META = "_meta"
 VAULT_KEY, UNSAFE_KEY = "__ansible_vault", "__ansible_unsafe"   # as ansible-inventory prints
 
 
-class AnsibleYamlLoader(yaml.SafeLoader):
+class AnsibleYamlLoader(yamlread.Loader):
     """YAML as Ansible writes it: a `!vault` value stays encrypted, as ansible-inventory
     prints it ({"__ansible_vault": ciphertext}; envsnap needs no secret of the inventory),
     and `!unsafe` marks what Ansible must not template: envsnap templates no inventory value."""
 
 
-def construct_vault(loader: yaml.SafeLoader, node: yaml.Node) -> dict[str, Any]:
-    return {VAULT_KEY: loader.construct_scalar(node)}   # type: ignore[arg-type]
+def construct_vault(loader: AnsibleYamlLoader, node: yaml.Node) -> dict[str, Any]:
+    return {VAULT_KEY: loader.construct_scalar(node)}
 
 
-def construct_unsafe(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+def construct_unsafe(loader: AnsibleYamlLoader, node: yaml.Node) -> Any:
     if isinstance(node, yaml.MappingNode):
         return loader.construct_mapping(node, deep=True)
     if isinstance(node, yaml.SequenceNode):
         return loader.construct_sequence(node, deep=True)
-    return loader.construct_scalar(node)   # type: ignore[arg-type]
+    return loader.construct_scalar(node)
 
 
 AnsibleYamlLoader.add_constructor("!vault", construct_vault)
@@ -52,7 +53,13 @@ AnsibleYamlLoader.add_constructor("!unsafe", construct_unsafe)
 
 
 def ansible_yaml(text: str) -> Any:
-    return yaml.load(text, Loader=AnsibleYamlLoader)   # a SafeLoader: no Python objects
+    """YamlError when it is not YAML envsnap reads (yamlread.py)."""
+    return yamlread.load(text, AnsibleYamlLoader)
+
+
+def where(exc: YamlError) -> str:
+    """`:line` for an error's message, where the YAML error has a line."""
+    return f":{exc.line}" if exc.line else ""
 
 
 def without_unsafe_marks(value: Any) -> Any:
@@ -157,13 +164,8 @@ def read_vars_file(path: Path) -> dict[str, Any]:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
     except UnicodeDecodeError:
         raise UsageError(f"cannot read {path}: not UTF-8 text") from None
-    except RecursionError:
-        raise UsageError(f"{path}: not valid YAML (nested too deeply)") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark else ""
-        raise UsageError(f"{path}{where}: not valid YAML ({getattr(exc, 'problem', exc)})"
-                         ) from None
+    except YamlError as exc:
+        raise UsageError(f"{path}{where(exc)}: not valid YAML ({exc.reason})") from None
     if document is None:
         return {}
     if not isinstance(document, dict):

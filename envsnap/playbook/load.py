@@ -24,7 +24,8 @@ from typing import Any
 
 import yaml
 
-from envsnap.errors import ArgError, PlaybookError, UsageError
+from envsnap import yamlread
+from envsnap.errors import ArgError, PlaybookError, UsageError, YamlError
 from envsnap.playbook.location import Where
 from envsnap.playbook.modules import MODULES
 from envsnap.playbook.tasks.base import yaml_kind
@@ -62,7 +63,7 @@ def value_line(node: yaml.Node) -> int:
     return node.start_mark.line + 1 + int(block)
 
 
-class _Loader(yaml.SafeLoader):
+class _Loader(yamlread.Loader):
     """SafeLoader whose mappings and lists carry their lines; duplicate keys are refused."""
 
 
@@ -75,8 +76,7 @@ def _mapping(loader: _Loader, node: yaml.MappingNode) -> LineDict:
         plain = isinstance(key, (str, int, float, bool))   # `? [a, b]` is not even hashable
         if not plain or key in result:
             problem = "duplicate key" if plain else "a key must be a plain value"
-            raise yaml.constructor.ConstructorError(None, None, f"{problem} {key!r}",
-                                                    key_node.start_mark)
+            raise yamlread.refusal(f"{problem} {key!r}", key_node)
         result[key] = loader.construct_object(value_node, deep=True)
         result.key_lines[key] = value_line(value_node)
     return result
@@ -167,14 +167,9 @@ def parse(text: str, source: str, path: Path | None = None) -> Playbook:
 
 def parse_yaml(text: str, source: str) -> Any:
     try:
-        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
-    except RecursionError:   # `[[[[...]]]]` a few thousand deep
-        raise PlaybookError(f"{source}:1: YAML error: nested too deeply") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark else 1
-        reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise PlaybookError(f"{source}:{line}: YAML error: {reason}") from None
+        return yamlread.load(text, _Loader)
+    except YamlError as exc:
+        raise PlaybookError(f"{source}:{exc.line or 1}: YAML error: {exc.reason}") from None
 
 
 def parse_play(play: Any, source: str, line: int) -> Play:
@@ -348,12 +343,9 @@ def parse_extra_var(value: str) -> dict[str, Any]:
 
 def mapping_of(text: str, what: str) -> dict[str, Any]:
     try:
-        loaded = yaml.safe_load(text)
-    except RecursionError:
-        raise UsageError(f"-e {what}: not valid YAML (nested too deeply)") from None
-    except yaml.YAMLError as exc:
-        raise UsageError(f"-e {what}: not valid YAML ({getattr(exc, 'problem', exc)})") \
-            from None
+        loaded = yamlread.load(text, yamlread.Loader)
+    except YamlError as exc:
+        raise UsageError(f"-e {what}: not valid YAML ({exc.reason})") from None
     if not isinstance(loaded, dict):
         raise UsageError(f"-e {what}: expected a mapping of variables")
     return {str(key): item for key, item in loaded.items()}

@@ -19,7 +19,6 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
 from functools import partial
 from typing import Any, Callable, Literal, Union
 
@@ -44,6 +43,7 @@ from envsnap.playbook.names import check_names
 from envsnap.playbook.tasks.base import Context, ModuleResult
 from envsnap.playbook.templating import evaluate, render_string, render_text
 from envsnap.snapshot.store import Store
+from envsnap.text import name_stamp
 
 # What became of one task on one host (Ansible's words; render.py says "skipping").
 TaskStatus = Literal["ok", "changed", "skipped", "failed", "unreachable"]
@@ -169,7 +169,7 @@ class Runner:
         self.store = store
         self.options = options
         self.emit = on_event or (lambda event: None)
-        self.timestamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+        self.timestamp = name_stamp()
         self.snapshots: dict[str, dict[str, Any]] = {}
         self.extra = self.with_snapshot(dict(options.extra_vars))
         self.result = RunResult()

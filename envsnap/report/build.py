@@ -29,6 +29,7 @@ from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.document import problems
 from envsnap.snapshot.mask import Masker
 from envsnap.snapshot.store import atomic_write, holds_snapshot
+from envsnap.text import dump_json
 from envsnap.words import plural
 
 REPORT_FORMAT = 1
@@ -181,7 +182,7 @@ def envelope(report: Report) -> dict[str, Any]:
 
 
 def as_json(report: Report) -> str:
-    return json.dumps(envelope(report), indent=2, sort_keys=True, default=str) + "\n"
+    return dump_json(envelope(report))
 
 
 def save_text(path: str | Path, text: str) -> Path:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import gzip
 import io
-import json
 import tarfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.mask import Masker, masked_document
 from envsnap.snapshot.provenance import unsigned
 from envsnap.snapshot.store import atomic_write, dump_yaml, label_from_name
+from envsnap.text import dump_json
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ def unique_names(documents: list[dict[str, Any]]) -> list[str]:
 
 
 def json_bytes(value: Any) -> bytes:
-    return (json.dumps(value, indent=2, sort_keys=True, default=str) + "\n").encode("utf-8")
+    return dump_json(value).encode("utf-8")
 
 
 def epoch_of(captured_at: Any) -> int:

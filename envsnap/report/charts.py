@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import Union
 
+from envsnap.verdicts import BAD, CANT_TELL, GOOD, REGRESSION
 from envsnap.words import number
 
 GOOD_COLOR = "#1a7f37"
@@ -332,7 +333,7 @@ def phases(times: Sequence[float], busy: Sequence[bool], interval: float
 
 # ---- bisect: the metric in commit order ---------------------------------------------------------
 
-VERDICT_COLORS = {"good": GOOD_COLOR, "bad": BAD_COLOR, "regression": BAD_COLOR}
+VERDICT_COLORS = {GOOD: GOOD_COLOR, BAD: BAD_COLOR, REGRESSION: BAD_COLOR}
 
 
 def bisect_svg(chart: BisectChart) -> str:
@@ -377,7 +378,7 @@ def commit_points(commit: TestedCommit, x: Scale, y: Scale) -> list[str]:
     if not commit.values:     # skipped: its benchmark failed or the patch did not apply
         return [text(center, y.start - 4, "skip", "middle", 9, "skipped", UNCLEAR_COLOR)]
     out = [circle(center + jitter(i, len(commit.values), 10), y(value), color, "run",
-                  {"commit": commit.short, "value": value}, hollow=commit.verdict == "can't tell",
+                  {"commit": commit.short, "value": value}, hollow=commit.verdict == CANT_TELL,
                   radius=3.5)
            for i, value in enumerate(commit.values)]
     median = statistics.median(commit.values)

@@ -16,6 +16,7 @@ from envsnap.report.build import Report, as_json
 from envsnap.report.facts import Fact
 from envsnap.report.parts import Part
 from envsnap.snapshot.mask import escape_markers
+from envsnap.text import markdown_cell
 
 MASK_NOTE = ("Masked for sharing: GPU UUIDs and serials, MAC-like ids and home paths "
              "(`--no-mask` keeps them). Secrets were redacted when the snapshot was captured.")
@@ -46,15 +47,9 @@ def byline(report: Report) -> str:
 
 # ---- markdown ---------------------------------------------------------------------------------
 
-def md_cell(text: str) -> str:
-    """Plain text in a table cell: a pipe would end the cell, '<' could start a tag."""
-    return (text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;")
-            .replace("*", "\\*").replace("\n", " "))
-
-
 def md_table(rows: list[Fact]) -> list[str]:
     return ["| fact | value |", "|---|---|"] + \
-        [f"| **{md_cell(f.name)}** | {md_cell(f.value)} |" for f in rows] + [""]
+        [f"| **{markdown_cell(f.name)}** | {markdown_cell(f.value)} |" for f in rows] + [""]
 
 
 def md_parts(found: list[Part]) -> list[str]:
@@ -66,14 +61,14 @@ def md_parts(found: list[Part]) -> list[str]:
 
 
 def markdown(report: Report) -> str:
-    out = [f"# {title(report)}", "", md_cell(byline(report)), ""]
+    out = [f"# {title(report)}", "", markdown_cell(byline(report)), ""]
     headline = lead(report)
     if headline:
-        out += [f"**{md_cell(headline)}**", ""]
+        out += [f"**{markdown_cell(headline)}**", ""]
     out += [f"> {note(report)}", ""]
     if report.not_captured:
         out += ["**Not captured** (these facts are missing, not absent):", ""]
-        out += [f"- {md_cell(problem)}" for problem in report.not_captured] + [""]
+        out += [f"- {markdown_cell(problem)}" for problem in report.not_captured] + [""]
     out += ["## Summary", ""] + md_table(report.summary)
     if report.bench:
         out += ["## Benchmark", ""] + md_table(report.bench)
@@ -81,7 +76,7 @@ def markdown(report: Report) -> str:
         shown = report.comparison.markdown
         # the diff's own heading sits one level under the section that holds it
         shown = "#" + shown if shown.startswith("## ") else shown
-        out += [f"## Compared with {md_cell(report.comparison.against)}", "",
+        out += [f"## Compared with {markdown_cell(report.comparison.against)}", "",
                 escape_markers(shown), ""]
     out += ["## Details", ""] + md_parts(report.parts)
     return "\n".join(out).rstrip("\n") + "\n"

@@ -13,19 +13,24 @@ alone, as before.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Final, Literal
+from typing import Any, Callable
 
 from envsnap.bench import stats as benchstats
 from envsnap.errors import SnapshotError, UsageError
 from envsnap.snapshot import document as snap
 from envsnap.snapshot.store import Store
+from envsnap.verdicts import (
+    BACK_TO_GOOD,
+    CANT_TELL,
+    IMPROVEMENT,
+    PART_WAY,
+    REGRESSION,
+    SAME,
+    STILL_BAD,
+    RerunOutcome,
+)
 
 # Where the rerun landed between the endpoints.
-Outcome = Literal["back to good", "still bad", "part way back", "can't tell"]
-BACK_TO_GOOD: Final = "back to good"
-STILL_BAD: Final = "still bad"
-PART_WAY: Final = "part way back"
-UNCLEAR: Final = "can't tell"
 
 # Same restorable state: (a snapshot, a capture) -> whether restore would change nothing.
 SameState = Callable[[dict[str, Any], dict[str, Any]], bool]
@@ -83,16 +88,16 @@ def newest_first(store: Store, host: str, leave_out: str) -> list[tuple[str, dic
                                                                  key=lambda f: f[:2])]
 
 
-def outcome(vs_good: benchstats.Comparison, vs_bad: benchstats.Comparison) -> Outcome:
+def outcome(vs_good: benchstats.Comparison, vs_bad: benchstats.Comparison) -> RerunOutcome:
     """Back to good: not worse than good and better than bad. Still bad: worse than good
     and the same as bad. Part way back: worse than good, better than bad."""
     good_verdict, bad_verdict = vs_good["verdict"], vs_bad["verdict"]
-    if good_verdict in (benchstats.SAME, benchstats.IMPROVEMENT) \
-            and bad_verdict == benchstats.IMPROVEMENT:
+    if good_verdict in (SAME, IMPROVEMENT) \
+            and bad_verdict == IMPROVEMENT:
         return BACK_TO_GOOD
-    if good_verdict == benchstats.REGRESSION and bad_verdict == benchstats.IMPROVEMENT:
+    if good_verdict == REGRESSION and bad_verdict == IMPROVEMENT:
         return PART_WAY
-    if good_verdict == benchstats.REGRESSION and bad_verdict in (benchstats.SAME,
-                                                                 benchstats.REGRESSION):
+    if good_verdict == REGRESSION and bad_verdict in (SAME,
+                                                                 REGRESSION):
         return STILL_BAD
-    return UNCLEAR
+    return CANT_TELL

@@ -17,6 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable
 
+from envsnap.agent.sections import SECTIONS
 from envsnap.bench import run as bench
 from envsnap.bench import stats as benchstats
 from envsnap.diff.compare import DiffOptions, diff
@@ -40,6 +41,7 @@ from envsnap.restore.serve import ServerEnv, about_server, serve_shown, server_e
 from envsnap.snapshot import document as snap
 from envsnap.snapshot import provenance
 from envsnap.snapshot.store import Store
+from envsnap.text import name_stamp
 
 
 def shipped_playbook(name: str) -> Path:
@@ -319,7 +321,7 @@ class RestoreRun:
 
 def save_rollback_point(store: Store, live: dict[str, Any]) -> str:
     """The host as it is now, stored, so `envsnap restore pre-restore-<time>` undoes this."""
-    stamp = capture.now_utc().strftime("%Y%m%d-%H%M%S")
+    stamp = name_stamp()
     label = f"pre-restore-{stamp}"
     number = 1
     while store.exists(label):
@@ -379,7 +381,7 @@ IDENTITY = (("system", ("hostname",)), ("system", ("boot_id",)))
 def remaining_drift(snapshot: dict[str, Any], live: dict[str, Any],
                     pip: bool) -> list[Finding]:
     """Drift that restore.yml does not undo, ranked, each with what to do about it."""
-    sections = ("system", "nvidia", "cuda_nccl", "env", "python_env")
+    sections = tuple(name for name in SECTIONS if name != "git")   # restore.yml moves git
     report = diff(snapshot, live, DiffOptions(sections=sections))
     return [finding for finding in report.findings
             if (finding.section, finding.path) not in IDENTITY

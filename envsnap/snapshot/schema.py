@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from envsnap.agent import sections as agent_sections
 from envsnap.agent.patterns import proc_pattern_problem, regex_problem
 from envsnap.snapshot.spec import (
     AnyValue,
@@ -208,8 +209,8 @@ GIT = record("git", "repositories: HEAD, history, reflog, uncommitted work (agen
              git=optional(record("git_tool", path=STR_, version=STR_)),
              repos=MapOf(REPO, key="repository path"))
 
-SECTIONS: dict[str, Spec] = {"system": SYSTEM, "nvidia": NVIDIA, "cuda_nccl": CUDA_NCCL,
-                             "python_env": PYTHON_ENV, "env": ENV, "git": GIT}
+SECTION_SPECS = {spec.name: spec for spec in (SYSTEM, NVIDIA, CUDA_NCCL, PYTHON_ENV, ENV, GIT)}
+SECTIONS: dict[str, Spec] = {name: SECTION_SPECS[name] for name in agent_sections.SECTIONS}
 # A section this version does not know (a newer collector) is still a mapping.
 OTHER_SECTION = MapOf(AnyValue(), key="fact")
 

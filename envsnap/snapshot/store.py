@@ -5,7 +5,6 @@ Anything that could climb out of the store (`..`, absolute paths, odd characters
 """
 from __future__ import annotations
 
-import functools
 import json
 import os
 import re
@@ -16,7 +15,8 @@ from typing import Any
 
 import yaml
 
-from envsnap.errors import SnapshotError, StoreError, UsageError
+from envsnap import yamlread
+from envsnap.errors import SnapshotError, StoreError, UsageError, YamlError
 from envsnap.snapshot import provenance
 from envsnap.snapshot.document import captured_at, host, hostname, set_meta, validate
 from envsnap.snapshot.document import label as recorded_label
@@ -25,93 +25,18 @@ DEFAULT_STORE = "snapshots"
 SUFFIX = ".yaml"
 LABEL_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
-Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-Dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 MAX_SNAPSHOT_MB_VARIABLE = "ENVSNAP_MAX_SNAPSHOT_MB"
 DEFAULT_MAX_SNAPSHOT_MB = 64   # a real snapshot is 0.1-5 MB; a bigger file is refused unread
-MERGE_TAG = "tag:yaml.org,2002:merge"
-STR_TAG, SEQ_TAG, MAP_TAG = (f"tag:yaml.org,2002:{kind}" for kind in ("str", "seq", "map"))
-MAX_DIRECT_DEPTH = 40   # a snapshot nests about 10 deep
 
 
-class SnapshotLoader(Loader):  # type: ignore[misc]
-    """The safe loader, refusing what envsnap never writes: an alias (`*name`) or a merge
-    key (`<<`). Both let a 1 KB file stand for 10^9 values (billion laughs): they are
-    refused where they are met, before anything can walk the multiplied tree.
+class SnapshotLoader(yamlread.StrictLoader):
+    """Snapshots are written by envsnap alone, so they are read strictly: no alias, no
+    merge key (yamlread.py)."""
 
-    Plain strings, string-keyed mappings and lists (nearly every node of a snapshot) are
-    built here directly, without the generic constructor's bookkeeping: loading 1,000
-    snapshots for `diff --fleet` spent most of its time there. Any other node (numbers,
-    booleans, null, other keys or tags) goes the generic way, with the same checks."""
-
-    def __init__(self, stream: Any) -> None:
-        super().__init__(stream)
-        self.visited: set[Any] = set()
-        self.depth = 0
-
-    def construct_object(self, node: Any, deep: bool = False) -> Any:
-        # Without aliases every node is constructed once: a second visit is an alias.
-        self.visit(node)
-        tag = node.tag
-        if tag == STR_TAG and isinstance(node, yaml.ScalarNode):
-            return node.value
-        # Built here by recursion, so only so deep: deeper, the generic constructor builds
-        # collections level by level, without recursion, as a hostile file needs.
-        if self.depth < MAX_DIRECT_DEPTH:
-            self.depth += 1
-            try:
-                if tag == SEQ_TAG and isinstance(node, yaml.SequenceNode):
-                    return [self.construct_object(item) for item in node.value]
-                if tag == MAP_TAG and isinstance(node, yaml.MappingNode) and \
-                        all(key.tag == STR_TAG and isinstance(key, yaml.ScalarNode)
-                            for key, _ in node.value):
-                    return self.string_keyed(node)
-            finally:
-                self.depth -= 1
-        return super().construct_object(node, deep)
-
-    def string_keyed(self, node: Any) -> dict[str, Any]:
-        mapping = {}
-        for key, value in node.value:
-            self.visit(key)
-            mapping[key.value] = self.construct_object(value)
-        return mapping
-
-    def visit(self, node: Any) -> None:
-        if node in self.visited:
-            raise yaml.constructor.ConstructorError(
-                None, None, "YAML aliases (*name) are not allowed in a snapshot",
-                node.start_mark)
-        self.visited.add(node)
-
-    def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
-        if kind is yaml.ScalarNode and len(value) <= MAX_CACHED_SCALAR:
-            return scalar_tag(value, implicit)
-        return super().resolve(kind, value, implicit)
-
-    def flatten_mapping(self, node: Any) -> None:
-        for key_node, _ in node.value:
-            if key_node.tag == MERGE_TAG:
-                raise yaml.constructor.ConstructorError(
-                    None, None, "YAML merge keys (<<) are not allowed in a snapshot",
-                    key_node.start_mark)
-        super().flatten_mapping(node)
+    kind = "a snapshot"
 
 
-# Scalars longer than this (patches, command lines) are resolved each time: rarely repeated.
-MAX_CACHED_SCALAR = 128
-PLAIN_RESOLVER: Any = yaml.resolver.Resolver()
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def scalar_tag(value: str, implicit: tuple[bool, bool]) -> str:
-    """The tag of an untagged scalar (str, int, null...). The parser asks for every scalar
-    of every file, and the snapshots of a fleet hold the same short scalars over and over;
-    the answer depends on nothing else (snapshots use no path resolvers)."""
-    return str(PLAIN_RESOLVER.resolve(yaml.ScalarNode, value, implicit))
-
-
-class _BlockDumper(Dumper):  # type: ignore[misc]
+class _BlockDumper(yamlread.SafeDumper):  # type: ignore[misc]
     """Multi-line strings (patches, sitecustomize) as readable `|` blocks; an object met
     twice is written twice, never as an anchor and alias (loading refuses those)."""
 
@@ -150,14 +75,15 @@ def parse_document(text: str, source: str) -> Any:
     try:
         if source.endswith(".json"):
             return json.loads(text)
-        return yaml.load(text, Loader=SnapshotLoader)  # noqa: S506 - a SafeLoader subclass
+        return yamlread.load(text, SnapshotLoader, max_chars=None)   # capped when read
     except RecursionError:   # `[[[[...]]]]` a few thousand deep: small, and no snapshot
         raise SnapshotError(f"{source}: corrupt snapshot (nested too deeply)") from None
-    except (yaml.YAMLError, ValueError) as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark else ""
-        reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise SnapshotError(f"{source}{where}: corrupt snapshot ({reason})") from None
+    except ValueError as exc:
+        raise SnapshotError(f"{source}: corrupt snapshot ({str(exc).splitlines()[0]})") \
+            from None
+    except YamlError as exc:
+        where = f":{exc.line}" if exc.line else ""
+        raise SnapshotError(f"{source}{where}: corrupt snapshot ({exc.reason})") from None
 
 
 def max_snapshot_bytes() -> int:

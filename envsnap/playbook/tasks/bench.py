@@ -30,6 +30,7 @@ from envsnap.playbook.tasks.base import (
 )
 from envsnap.playbook.tasks.facts import take_snapshot
 from envsnap.snapshot import document as snapshot
+from envsnap.verdicts import REGRESSION
 from envsnap.words import plural
 
 NUMBERS = ("repeat", "sample_interval", "run_timeout", "threshold", "serve_timeout")
@@ -118,7 +119,7 @@ def judged(args: dict[str, Any], spec: bench.BenchSpec, baseline: list[float],
     verdict = benchstats.compare(baseline, record["values"], spec.lower_is_better, threshold)
     data["verdict"] = verdict
     said += f"; vs baseline: {verdict['verdict']} ({verdict['why']})"
-    regressed = verdict["verdict"] == benchstats.REGRESSION and \
+    regressed = verdict["verdict"] == REGRESSION and \
         as_bool(args, "fail_on_regression", True)
     return ModuleResult(changed=True, failed=regressed, drift=regressed, msg=said, data=data)
 

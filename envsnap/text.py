@@ -1,0 +1,51 @@
+"""Text that envsnap writes, each kind written one way: markdown cells, JSON documents, times.
+
+- `markdown_cell`: plain text inside a markdown table cell or a `<summary>`. A pipe would end
+  the cell, `<` could start an HTML tag (an unknown one is dropped, so text would vanish),
+  `*` and `\\` would turn into emphasis or eat the next character; a newline would end the
+  table row. `markdown_code` is the same text as a code span: there markdown shows every
+  character as it is, so only what a table itself reads (`|`, a newline) is escaped.
+- `dump_json`: a JSON document for a person and a diff tool alike: indented, keys sorted,
+  one newline at the end; a value JSON has no type for (a datetime, a Path) as its str.
+- `timestamp` and `name_stamp`: the one form of a moment in a document (ISO 8601 in UTC,
+  to the second) and in a file or label name (no `:`, sortable).
+"""
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timezone
+from typing import Any
+
+BACKTICKS = re.compile(r"`+")
+
+
+def markdown_cell(text: str) -> str:
+    return (text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;")
+            .replace("*", "\\*").replace("\n", " "))
+
+
+def markdown_code(text: str) -> str:
+    """`text` as one code span in a table cell, fenced by more backticks than it holds."""
+    inner = text.replace("|", "\\|").replace("\n", " ")
+    ticks = "`" * (1 + max([0] + [len(run) for run in BACKTICKS.findall(inner)]))
+    pad = " " if inner.startswith("`") or inner.endswith("`") else ""
+    return f"{ticks}{pad}{inner}{pad}{ticks}"
+
+
+def dump_json(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, default=str) + "\n"
+
+
+def now_utc() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def timestamp(when: datetime | None = None) -> str:
+    """`2026-01-01T12:00:00+00:00`: what a document records (captured_at, started_at)."""
+    return (when or now_utc()).isoformat(timespec="seconds")
+
+
+def name_stamp(when: datetime | None = None) -> str:
+    """`20260101-120000`: a moment in a label or file name."""
+    return (when or now_utc()).strftime("%Y%m%d-%H%M%S")

@@ -1,0 +1,35 @@
+"""The text module (envsnap/text.py): one markdown escaper, one JSON writer, one time format."""
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from envsnap.text import dump_json, markdown_cell, markdown_code, name_stamp, timestamp
+
+
+def test_a_markdown_cell_cannot_end_the_cell_open_a_tag_or_emphasise() -> None:
+    assert markdown_cell("a|b <img src=x> *x* \\n\nnext") == \
+        "a\\|b &lt;img src=x> \\*x\\* \\\\n next"
+
+
+def test_a_code_span_shows_its_text_as_is_except_what_the_table_reads() -> None:
+    assert markdown_code("env.NCCL_*<x>") == "`env.NCCL_*<x>`"
+    assert markdown_code("a|b\nc") == "`a\\|b c`"
+    assert markdown_code("x `y` ``z`` w") == "```x `y` ``z`` w```"
+    assert markdown_code("x `y`") == "`` x `y` ``"
+    assert markdown_code("`edge") == "`` `edge ``"
+
+
+def test_json_is_indented_sorted_and_takes_what_json_has_no_type_for() -> None:
+    text = dump_json({"b": 1, "a": [Path("/x")]})
+    assert text == '{\n  "a": [\n    "/x"\n  ],\n  "b": 1\n}\n'
+    assert json.loads(text) == {"a": ["/x"], "b": 1}
+
+
+def test_a_moment_is_written_in_utc_to_the_second() -> None:
+    when = datetime(2026, 1, 2, 3, 4, 5, 678, tzinfo=timezone.utc)
+    assert timestamp(when) == "2026-01-02T03:04:05+00:00"
+    assert name_stamp(when) == "20260102-030405"
+    now = datetime.fromisoformat(timestamp())
+    assert now.tzinfo is not None and abs(datetime.now(timezone.utc) - now) < timedelta(5)
