@@ -198,7 +198,7 @@ def abort_exit(report: Any) -> int:
 def restore_exit(report: Any) -> int:
     if report.plan.outcome != "ok" or (report.applied and report.applied.outcome != "ok"):
         return EXIT_HOST
-    if report.rerun and report.rerun[1]["verdict"] == "regression":
+    if report.rerun and report.rerun.verdict == "regression":
         return EXIT_DRIFT
     if report.applied is not None:
         return EXIT_DRIFT if report.mismatches or report.remaining else EXIT_OK

@@ -123,9 +123,9 @@ def server_lines(report: RestoreReport) -> list[str]:
 def rerun_lines(report: RestoreReport) -> list[str]:
     if report.rerun is None:
         return []
-    record, verdict = report.rerun
+    record, verdict = report.rerun.record, report.rerun.vs_good
     values_now = f"  values now: {', '.join(f'{v:g}' for v in record['values'])}"
-    bad = report.rerun_vs_bad
+    bad = report.rerun.vs_bad
     if bad is None:
         return server_lines(report) + [f"benchmark rerun: {verdict['verdict']}: "
                                        f"{verdict['why']}", values_now]
