@@ -16,7 +16,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol, TypedDict
 
 from envsnap.defaults import DEFAULT_CONNECT_TIMEOUT
 from envsnap.errors import HostError
@@ -180,6 +180,14 @@ def settle(proc: subprocess.Popen[bytes]) -> None:
         pass
 
 
+class ConnectKwargs(TypedDict, total=False):
+    """What fabric hands paramiko's SSHClient.connect for one host."""
+
+    banner_timeout: float
+    auth_timeout: float
+    key_filename: list[str]
+
+
 class SSHTransport:
     """A host over SSH via fabric, with known_hosts checking that fabric leaves out."""
 
@@ -188,8 +196,8 @@ class SSHTransport:
         from fabric import Connection  # imported here: 0.3 s that `local` never needs
 
         self.host = host
-        connect_kwargs: dict[str, Any] = {"banner_timeout": connect_timeout,
-                                          "auth_timeout": connect_timeout}
+        connect_kwargs: ConnectKwargs = {"banner_timeout": connect_timeout,
+                                         "auth_timeout": connect_timeout}
         if host.key_file:
             connect_kwargs["key_filename"] = [os.path.expanduser(host.key_file)]
         # gateway=False: fabric would build the bastions of a ProxyJump itself, trusting any
