@@ -3,8 +3,8 @@ writes the lines."""
 from __future__ import annotations
 
 import re
-from typing import Any
 
+from envsnap.bench.stats import Summary
 from envsnap.diff.findings import short
 from envsnap.playbook.render import item_label
 from envsnap.playbook.run import FAILED, TaskResult
@@ -140,7 +140,7 @@ def rerun_lines(report: RestoreReport) -> list[str]:
             values_now]
 
 
-def median_text(summary: dict[str, Any]) -> str:
+def median_text(summary: Summary) -> str:
     return f"{summary['median']:.4g}" if summary.get("n") else "-"
 
 
