@@ -18,6 +18,7 @@ from envsnap.agent.redact import redact_document, rekey
 from envsnap.errors import SnapshotError, UsageError
 from envsnap.hosts.capture import CaptureOptions, agent_config, plan_labels
 from envsnap.hosts.inventory import Host, check_proc_patterns, inventory_bool, name_list
+from envsnap.hosts.payload import AgentOutput, CollectConfig
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.mask import masking_key
 from envsnap.snapshot.store import DEFAULT_STORE, Store
@@ -50,7 +51,7 @@ class AgentRun:
     """How the agent runs on one host: its config, and the python the module runs under
     (None: Ansible's own choice of interpreter)."""
 
-    config: dict[str, Any]
+    config: CollectConfig
     python: str | None
     recorded: dict[str, Any]   # what was asked, written into the snapshot's meta (masked)
 
@@ -163,7 +164,7 @@ def document_from(agent_output: str, host: HostSeen, label: str, captured_at: st
     """The module's result (the agent's JSON text, as the SSH path reads it) -> a snapshot
     document, its secrets rekeyed under this user's masking key before anything keeps it."""
     try:
-        output: dict[str, Any] = json.loads(rekey(agent_output, masking_key()))
+        output: AgentOutput = json.loads(rekey(agent_output, masking_key()))
     except (TypeError, ValueError):
         raise SnapshotError(f"{host.name}: the agent's output is not JSON: "
                             f"{str(agent_output)[:120]!r}") from None

@@ -42,6 +42,7 @@ from envsnap.errors import BenchError, StoreError, UsageError
 from envsnap.hosts import capture
 from envsnap.hosts.capture import CaptureOptions
 from envsnap.hosts.inventory import Host
+from envsnap.hosts.payload import BenchConfig, ServeConfig
 from envsnap.hosts.transport import Transport, open_transport
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.store import SUFFIX, Store, atomic_write, dump_yaml
@@ -77,7 +78,7 @@ class ServeSpec:
             raise UsageError(f"--serve-timeout must be a positive number of seconds, "
                              f"not {self.timeout:g}")
 
-    def config(self) -> dict[str, Any]:
+    def config(self) -> ServeConfig:
         return {"cmd": self.cmd, "ready": self.ready, "timeout": self.timeout,
                 "env": [list(change) for change in self.env]}
 
@@ -139,7 +140,7 @@ class BenchSpec:
             self.serve.check()
 
 
-def agent_config(spec: BenchSpec, host: Host) -> dict[str, Any]:
+def agent_config(spec: BenchSpec, host: Host) -> BenchConfig:
     # `local` runs where the user stands; a remote host in the login home, as ssh would.
     cwd = spec.cwd or (os.getcwd() if host.is_local else None)
     return {"mode": "bench", "cmd": spec.cmd, "repeat": spec.repeat, "cwd": cwd,

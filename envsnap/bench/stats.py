@@ -20,7 +20,7 @@ import math
 import re
 import statistics
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from envsnap.errors import UsageError
 from envsnap.verdicts import CANT_TELL, IMPROVEMENT, REGRESSION, SAME, BenchVerdict
@@ -32,6 +32,21 @@ DEFAULT_ALPHA = 0.05
 # How a new set of runs compares with a baseline; plain strings in --json and in snapshots.
 
 
+class SummaryCount(TypedDict):
+    n: int
+
+
+class Summary(SummaryCount, total=False):
+    """summarise() of a set of runs: only `n` when there are none."""
+
+    median: float
+    min: float
+    max: float
+    mean: float
+    stdev: float
+    spread: float | None   # (max - min) / median; None when the median is 0
+
+
 class Comparison(TypedDict):
     """What compare() returns: a plain dict (JSON as it is), typed for mypy."""
 
@@ -41,8 +56,8 @@ class Comparison(TypedDict):
     test: str                            # "welch-log", or "welch" on values not all > 0
                                          # (with Yuen's beside it from 5 runs a side)
     df: float | None                     # Welch-Satterthwaite; None when no run varied
-    baseline: dict[str, Any]             # summarise() of each side
-    new: dict[str, Any]
+    baseline: Summary                    # of each side
+    new: Summary
     lower_is_better: bool
     threshold: float
     alpha: float
@@ -82,7 +97,7 @@ def parse_metric(text: str, pattern: str | re.Pattern[str]) -> float | None:
     return None if raw is None else metric_number(raw)
 
 
-def summarise(values: list[float]) -> dict[str, Any]:
+def summarise(values: list[float]) -> Summary:
     """n, median, min, max, mean, stdev and spread ((max - min) / median) of the runs."""
     if not values:
         return {"n": 0}

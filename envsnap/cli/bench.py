@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envsnap.cli.options import (
     add_capture_options,
@@ -20,6 +20,9 @@ from envsnap.cli.options import (
 )
 from envsnap.defaults import DEFAULT_REPEAT, DEFAULT_RUN_TIMEOUT, DEFAULT_SAMPLE_INTERVAL
 from envsnap.errors import EXIT_HOST, EXIT_OK, EXIT_USAGE, UsageError
+
+if TYPE_CHECKING:
+    from envsnap.hosts.inventory_graph import Vars
 
 EPILOG = exit_codes(
     (EXIT_OK, "every run printed the metric; the snapshot and the runs are saved"),
@@ -79,7 +82,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                      sample_interval=args.sample_interval, run_timeout=args.run_timeout,
                      serve=serve_spec(args))
     spec.check()   # a bad regex is refused before any host is contacted
-    overrides: dict[str, Any] = {"repos": args.repo, "procs": args.proc, "python": args.python}
+    overrides: Vars = {"repos": args.repo, "procs": args.proc, "python": args.python}
     hosts = resolve_hosts([args.host], load_inventory(args.inventory), overrides)
     if len(hosts) != 1:
         raise UsageError(f"bench runs on one host; {args.host!r} names {len(hosts)}")

@@ -21,6 +21,7 @@ from envsnap.errors import EXIT_HOST, EXIT_OK, EXIT_USAGE
 
 if TYPE_CHECKING:
     from envsnap.hosts.capture import Outcome
+    from envsnap.hosts.inventory_graph import Vars
 
 EPILOG = exit_codes(
     (EXIT_OK, "every host captured in full"),
@@ -93,7 +94,7 @@ def cmd_capture(args: argparse.Namespace) -> int:
     from envsnap.hosts.inventory import load_inventory, resolve_hosts
     from envsnap.snapshot.store import Store
 
-    overrides: dict[str, Any] = {"repos": args.repo, "procs": args.proc, "python": args.python,
+    overrides: Vars = {"repos": args.repo, "procs": args.proc, "python": args.python,
                                  "hot_paths": args.hot_path}
     hosts = resolve_hosts(args.hosts, load_inventory(args.inventory), overrides)
     options = CaptureOptions(label=args.label, force=args.force, forks=args.forks,

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envsnap.cli.options import exit_codes
 from envsnap.errors import EXIT_HOST, EXIT_OK, EXIT_USAGE
+
+if TYPE_CHECKING:   # the demo loads when the command runs, not for the parser
+    from envsnap.demo.scene import Scene, Step
 
 
 def register(commands: Any) -> None:
@@ -41,7 +44,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def run_demo_step(scene: Any, step: Any, keep: bool) -> bool:
+def run_demo_step(scene: Scene, step: Step, keep: bool) -> bool:
     from envsnap.demo import scene as demo
 
     print(f"== {step.title}")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from envsnap.cli.options import (
     add_connection_options,
@@ -20,6 +20,7 @@ from envsnap.defaults import DEFAULT_BISECT_REPEAT, DEFAULT_RUN_TIMEOUT
 from envsnap.errors import EXIT_DRIFT, EXIT_HOST, EXIT_INVALID, EXIT_OK, EXIT_USAGE
 
 if TYPE_CHECKING:   # explain's modules load when the command runs, not for the parser
+    from envsnap.explain.differences import Difference
     from envsnap.explain.run import Plan
 
 EPILOG = exit_codes(
@@ -83,7 +84,7 @@ def register(commands: Any) -> None:
     exp.set_defaults(run=cmd_explain)
 
 
-def ask_to_start(yes: bool) -> Any:
+def ask_to_start(yes: bool) -> Callable[[Plan], bool]:
     def confirm(plan: Plan) -> bool:
         from envsnap.explain.render import plan_lines
 
@@ -113,7 +114,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
                              max_invocations=args.max_invocations,
                              capture=CaptureOptions(connect_timeout=args.connect_timeout,
                                                     accept_new_host_keys=args.accept_new_host_keys))
-    items: list[Any] = []
+    items: list[Difference] = []
 
     def confirm(plan: Plan) -> bool:
         items.extend(plan.differences.items)

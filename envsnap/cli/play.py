@@ -49,7 +49,7 @@ def cmd_play(args: argparse.Namespace) -> int:
     from envsnap.hosts.inventory import load_inventory
     from envsnap.playbook.load import load, parse_extra_vars
     from envsnap.playbook.render import render_event, render_recap
-    from envsnap.playbook.run import PLAY_EXIT_CODES, RunOptions, run_playbook
+    from envsnap.playbook.run import PLAY_EXIT_CODES, Event, RunOptions, run_playbook
     from envsnap.snapshot.store import Store
 
     options = RunOptions(extra_vars=parse_extra_vars(args.extra_vars), limit=tuple(args.limit),
@@ -58,7 +58,7 @@ def cmd_play(args: argparse.Namespace) -> int:
                          accept_new_host_keys=args.accept_new_host_keys,
                          trust_foreign=args.trust_foreign)
 
-    def show(event: Any) -> None:
+    def show(event: Event) -> None:
         sys.stdout.write(render_event(event, args.diff))
         sys.stdout.flush()
 

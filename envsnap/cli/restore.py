@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from envsnap.cli.options import (
     add_connection_options,
@@ -26,6 +26,11 @@ from envsnap.errors import (
     UsageError,
 )
 from envsnap.verdicts import REGRESSION
+
+if TYPE_CHECKING:   # the restore code loads when the command runs, not with the parser
+    from envsnap.restore.foreign import ForeignPlan
+    from envsnap.restore.policy import RecordedRerun
+    from envsnap.restore.run import RestoreReport
 
 EPILOG = exit_codes(
     (EXIT_OK, "nothing to do, or restored and verified; --abort: rolled back (or its "
@@ -92,16 +97,16 @@ def register(commands: Any) -> None:
     res.set_defaults(run=cmd_restore)
 
 
-def ask_to_apply(yes: bool) -> Callable[[Any], bool]:
+def ask_to_apply(yes: bool) -> Callable[[RestoreReport], bool]:
     """--yes, or a person at a terminal says so; a script without --yes is refused."""
-    def confirm(report: Any) -> bool:
+    def confirm(report: RestoreReport) -> bool:
         return approved(yes, f"apply these changes to {report.host}? [y/N] ",
                         f"restore would change {report.host}: pass --yes "
                         "(or --check to only see the plan)")
     return confirm
 
 
-def review_foreign(plan: Any) -> bool:
+def review_foreign(plan: ForeignPlan) -> bool:
     """Show everything a foreign snapshot would do; when that is all that stands in the way,
     a person at a terminal may trust it by typing its label (a script passes --trust-foreign)."""
     from envsnap.restore.render import foreign_lines
@@ -112,10 +117,10 @@ def review_foreign(plan: Any) -> bool:
     return bool(ask(f"type the label ({plan.label}) to trust this snapshot: ") == plan.label)
 
 
-def ask_to_rerun(yes: bool) -> Callable[[Any], bool]:
+def ask_to_rerun(yes: bool) -> Callable[[RecordedRerun], bool]:
     """The snapshot's recorded benchmark command is shown, then run only with --yes or a
     yes at a terminal: a snapshot is data, its command someone else's."""
-    def confirm(recorded: Any) -> bool:
+    def confirm(recorded: RecordedRerun) -> bool:
         if not (yes or sys.stdin.isatty()):
             return False   # the one line that says so names the command
         where = f" (in {recorded.cwd})" if recorded.cwd else ""
@@ -150,7 +155,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
                                                     accept_new_host_keys=args.accept_new_host_keys))
     confirm = ask_to_apply(args.yes)
 
-    def show_then_confirm(report: Any) -> bool:
+    def show_then_confirm(report: RestoreReport) -> bool:
         print("\n".join(plan_lines(report, check=False)))
         return confirm(report)
 
@@ -187,7 +192,7 @@ def cmd_abort(args: argparse.Namespace) -> int:
     return abort_exit(done.report)
 
 
-def abort_exit(report: Any) -> int:
+def abort_exit(report: RestoreReport | None) -> int:
     """0 once the checkouts are back (drift that no restore undoes is not the abort's)."""
     if report is None:
         return EXIT_OK
@@ -196,10 +201,10 @@ def abort_exit(report: Any) -> int:
     return EXIT_DRIFT if report.mismatches else EXIT_OK
 
 
-def restore_exit(report: Any) -> int:
+def restore_exit(report: RestoreReport) -> int:
     if report.plan.outcome != "ok" or (report.applied and report.applied.outcome != "ok"):
         return EXIT_HOST
-    if report.rerun and report.rerun[1]["verdict"] == REGRESSION:
+    if report.rerun and report.rerun.verdict == REGRESSION:
         return EXIT_DRIFT
     if report.applied is not None:
         return EXIT_DRIFT if report.mismatches or report.remaining else EXIT_OK

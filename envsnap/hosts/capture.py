@@ -20,6 +20,7 @@ from envsnap.errors import EXIT_HOST, EnvsnapError, HostError, UsageError
 from envsnap.hosts import payload
 from envsnap.hosts.inventory import Host
 from envsnap.hosts.labels import HOST, host_field, parse_template, shared_values
+from envsnap.hosts.payload import AgentConfig, AgentOutput, CollectConfig
 from envsnap.hosts.transport import Transport, open_transport
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.mask import masking_key
@@ -88,12 +89,12 @@ def distinct(labels: dict[str, str]) -> dict[str, str]:
     return labels
 
 
-def agent_config(host: Host, options: CaptureOptions) -> dict[str, Any]:
+def agent_config(host: Host, options: CaptureOptions) -> CollectConfig:
     repos = host.list_var("repos")
     if host.is_local:  # `--repo sglang` means here, not the agent's working directory ($HOME)
         repos = [os.path.abspath(os.path.expanduser(repo)) for repo in repos]
-    config: dict[str, Any] = {"repos": repos, "procs": host.list_var("procs"),
-                              "timeout": options.collector_timeout}
+    config: CollectConfig = {"repos": repos, "procs": host.list_var("procs"),
+                             "timeout": options.collector_timeout}
     if options.max_patch_bytes is not None:
         config["max_patch_bytes"] = options.max_patch_bytes
     if options.history is not None:
@@ -101,8 +102,8 @@ def agent_config(host: Host, options: CaptureOptions) -> dict[str, Any]:
     return config
 
 
-def run_agent(transport: Transport, host: Host, config: dict[str, Any], timeout: float,
-              progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+def run_agent(transport: Transport, host: Host, config: AgentConfig, timeout: float,
+              progress: Callable[[str], None] | None = None) -> AgentOutput:
     """One exec when the agent is cached on the host; otherwise upload it and exec again.
     With `progress` (long runs: bench) the agent is followed: its progress lines reach
     `progress` as they come, and it stops its work if this process goes away."""
@@ -112,7 +113,8 @@ def run_agent(transport: Transport, host: Host, config: dict[str, Any], timeout:
         # on use: the bench mode's module costs a capture ~70 ms of start-up to import
         from envsnap.agent.benchrun import PROGRESS_PREFIX
 
-        config = {**config, "lifeline": True}
+        config = config.copy()
+        config["lifeline"] = True
 
         def follow(line: str) -> None:
             if line.startswith(PROGRESS_PREFIX):
@@ -128,7 +130,7 @@ def run_agent(transport: Transport, host: Host, config: dict[str, Any], timeout:
     try:
         # The agent marks each secret with a digest of it; here, before anything is
         # written, each becomes a short hash under this user's masking key.
-        document: dict[str, Any] = json.loads(rekey(result.stdout, masking_key()))
+        document: AgentOutput = json.loads(rekey(result.stdout, masking_key()))
     except ValueError:
         raise HostError(f"{host.name}: the agent's output is not JSON: "
                         f"{result.stdout[:120]!r}") from None

@@ -22,6 +22,7 @@ from envsnap.hosts.inventory_graph import (
     HOST_NAME,
     UNGROUPED,
     InventoryGraph,
+    Vars,
     expand_range,
     is_ip_address,
 )
@@ -45,7 +46,7 @@ class Host:
     port: int | None = None      # None: ~/.ssh/config or 22
     user: str | None = None
     key_file: str | None = None
-    vars: dict[str, Any] = field(default_factory=dict, compare=False)
+    vars: Vars = field(default_factory=dict, compare=False)
 
     @property
     def is_local(self) -> bool:
@@ -128,7 +129,7 @@ class Inventory:
         `folders`: where its host_vars/ and group_vars/ are."""
         self.source = source
         self.given = document is not None    # False: the command was given no inventory
-        self.hosts: dict[str, dict[str, Any]] = {}
+        self.hosts: dict[str, Vars] = {}
         self.groups: dict[str, set[str]] = {}
         if document is None:
             return
@@ -179,7 +180,7 @@ class Inventory:
                                                f"children of group {group!r}").items():
             self._walk(graph, str(child), child_body, group)
 
-    def _mapping(self, value: Any, what: str) -> dict[str, Any]:
+    def _mapping(self, value: Any, what: str) -> Vars:
         """An optional mapping of the inventory (None or empty is {}), else one clear line."""
         if value is None:
             return {}
@@ -222,7 +223,7 @@ class Inventory:
                     user=host_vars.get("ansible_user"),
                     key_file=host_vars.get("ansible_ssh_private_key_file"), vars=host_vars)
 
-    def _port(self, name: str, host_vars: dict[str, Any]) -> int | None:
+    def _port(self, name: str, host_vars: Vars) -> int | None:
         port = host_vars.get("ansible_port")
         if port is None or port == "":
             return None
@@ -291,7 +292,7 @@ def load_yaml(text: str, path: str) -> Any:
 
 
 def resolve_hosts(patterns: list[str], inventory: Inventory,
-                  overrides: dict[str, Any] | None = None) -> list[Host]:
+                  overrides: Vars | None = None) -> list[Host]:
     """Each pattern names an inventory host or group, `local`, or an ad-hoc host spec.
 
     `overrides` (from the command line) win over inventory vars, as Ansible's -e does.
@@ -320,7 +321,7 @@ def inventory_of(host: Host) -> Inventory:
     """An inventory of this one host, as it is (address, port, user, key, vars): for code
     that holds a Host and hands it to the playbook engine, which finds hosts by name."""
     if host.is_local:
-        how: dict[str, Any] = {"ansible_connection": "local"}
+        how: Vars = {"ansible_connection": "local"}
     else:
         how = {"ansible_host": host.address, "ansible_port": host.port,
                "ansible_user": host.user, "ansible_ssh_private_key_file": host.key_file}
@@ -328,7 +329,7 @@ def inventory_of(host: Host) -> Inventory:
     return Inventory({"all": {"hosts": {host.name: host_vars}}}, source=f"<{host.name}>")
 
 
-def with_vars(host: Host, overrides: dict[str, Any]) -> Host:
+def with_vars(host: Host, overrides: Vars) -> Host:
     set_overrides = {key: value for key, value in overrides.items() if value not in (None, [], ())}
     check_proc_patterns(set_overrides.get("procs"), "--proc/procs")
     return Host(name=host.name, address=host.address, port=host.port, user=host.user,

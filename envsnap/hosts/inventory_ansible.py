@@ -19,12 +19,15 @@ import yaml
 
 from envsnap import yamlread
 from envsnap.errors import UsageError, YamlError
-from envsnap.hosts.inventory_graph import HOST_NAME, InventoryGraph
+from envsnap.hosts.inventory_graph import HOST_NAME, InventoryGraph, Vars
 
 ANSIBLE_INVENTORY = "ansible-inventory"
 ANSIBLE_INVENTORY_TIMEOUT_S = 300     # a cloud plugin may page through an API for a while
 VARS_EXTENSIONS = ("", ".yml", ".yaml", ".json")   # Ansible's, in the order it tries them
 META = "_meta"
+# `ansible-inventory --list`'s JSON (or a script's) as printed, before json_graph reads it
+# into an InventoryGraph, checking each part's shape as it goes.
+InventoryJson = dict[str, Any]
 
 
 VAULT_KEY, UNSAFE_KEY = "__ansible_vault", "__ansible_unsafe"   # as ansible-inventory prints
@@ -36,7 +39,7 @@ class AnsibleYamlLoader(yamlread.Loader):
     and `!unsafe` marks what Ansible must not template: envsnap templates no inventory value."""
 
 
-def construct_vault(loader: AnsibleYamlLoader, node: yaml.Node) -> dict[str, Any]:
+def construct_vault(loader: AnsibleYamlLoader, node: yaml.Node) -> dict[str, str]:
     return {VAULT_KEY: loader.construct_scalar(node)}
 
 
@@ -85,7 +88,7 @@ def is_ansible_json(document: Any) -> bool:
         for body in document.values())
 
 
-def json_graph(document: dict[str, Any], source: str) -> InventoryGraph:
+def json_graph(document: InventoryJson, source: str) -> InventoryGraph:
     """The groups and vars of `ansible-inventory --list`'s JSON (or a script's)."""
     document = without_unsafe_marks(document)
     graph = InventoryGraph()
@@ -121,7 +124,7 @@ def names_list(value: Any, what: str) -> list[str]:
     return value
 
 
-def mapping(value: Any, what: str) -> dict[str, Any]:
+def mapping(value: Any, what: str) -> Vars:
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -157,7 +160,7 @@ def folder_files(folder: Path) -> list[Path]:
     return found
 
 
-def read_vars_file(path: Path) -> dict[str, Any]:
+def read_vars_file(path: Path) -> Vars:
     try:
         document = ansible_yaml(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -173,12 +176,12 @@ def read_vars_file(path: Path) -> dict[str, Any]:
     return document
 
 
-def folder_vars(base: Path | None, names: list[str], kind: str) -> dict[str, dict[str, Any]]:
+def folder_vars(base: Path | None, names: list[str], kind: str) -> dict[str, Vars]:
     """`kind` is host_vars or group_vars: each name's vars there, its files in order."""
     folder = base / kind if base is not None else None
     if folder is None or not folder.is_dir():
         return {}
-    found: dict[str, dict[str, Any]] = {}
+    found: dict[str, Vars] = {}
     for name in names:
         for path in vars_files(folder, name):
             found.setdefault(name, {}).update(read_vars_file(path))
@@ -206,7 +209,7 @@ def is_plugin_config(document: Any) -> bool:
     return isinstance(document, dict) and isinstance(document.get("plugin"), str)
 
 
-def run_ansible_inventory(source: str) -> dict[str, Any]:
+def run_ansible_inventory(source: str) -> InventoryJson:
     """`ansible-inventory -i SOURCE --list`: its JSON, or one line saying why not."""
     program = shutil.which(ANSIBLE_INVENTORY)
     if program is None:

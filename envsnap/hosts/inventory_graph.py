@@ -20,6 +20,12 @@ HOST_RANGE = re.compile(r"\[(?:(?P<first>[0-9]*):(?P<last>[0-9]+)|"
 MAX_RANGE_HOSTS = 10_000                      # one typo (node[1:99999999]) must not eat memory
 PRIORITY_VAR = "ansible_group_priority"       # Ansible's tie-break between groups of one depth
 
+# A host's or a group's vars as the inventory writes them: names to any YAML value, Ansible's
+# own, envsnap's and the user's (templates see them all). Open by nature, so not a record:
+# each var envsnap uses is read by its own reader (Host, inventory_bool, name_list,
+# inventory_jump), which says in one line what a wrong value should be.
+Vars = dict[str, Any]
+
 
 def range_items(name: str, match: re.Match[str]) -> list[str]:
     """The values one `[a:b(:step)]` of `name` stands for, as Ansible expands them."""
@@ -79,15 +85,15 @@ class InventoryGraph:
 
     group_hosts: dict[str, list[str]] = field(default_factory=dict)
     group_children: dict[str, list[str]] = field(default_factory=dict)
-    group_vars: dict[str, dict[str, Any]] = field(default_factory=dict)
-    host_vars: dict[str, dict[str, Any]] = field(default_factory=dict)
+    group_vars: dict[str, Vars] = field(default_factory=dict)
+    host_vars: dict[str, Vars] = field(default_factory=dict)
 
     def add_group(self, group: str) -> None:
         self.group_hosts.setdefault(group, [])
         self.group_children.setdefault(group, [])
         self.group_vars.setdefault(group, {})
 
-    def add_host(self, host: str, group: str, host_vars: dict[str, Any]) -> None:
+    def add_host(self, host: str, group: str, host_vars: Vars) -> None:
         """A host in a group; a host named again keeps its vars, the later ones winning."""
         self.add_group(group)
         if host not in self.group_hosts[group]:
@@ -149,8 +155,8 @@ class InventoryGraph:
             hosts_of(group)
         return found
 
-    def merged_vars(self, folder_groups: dict[str, dict[str, Any]],
-                    folder_hosts: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    def merged_vars(self, folder_groups: dict[str, Vars],
+                    folder_hosts: dict[str, Vars]) -> dict[str, Vars]:
         """Each host's vars by Ansible's precedence, lowest first: the inventory's group vars
         (`all`, then groups by depth, priority, name), group_vars/ files in that order, the
         inventory's host vars, host_vars/ files."""
@@ -160,7 +166,7 @@ class InventoryGraph:
         merged = {}
         for host, own in self.host_vars.items():
             groups = [group for group in order if host in members[group]]
-            host_vars: dict[str, Any] = {}
+            host_vars: Vars = {}
             for group in groups:
                 host_vars.update(self.group_vars[group])
             for group in groups:

@@ -24,6 +24,7 @@ from envsnap.hosts.inventory_graph import (
     ALL,
     UNGROUPED,
     InventoryGraph,
+    Vars,
     expand_range,
     is_ip_address,
 )
@@ -141,7 +142,7 @@ class IniReader:
             names = expand_range(pattern) if not is_ip_address(pattern) else [pattern]
         except UsageError as exc:
             raise self.error(str(exc)) from None
-        host_vars: dict[str, Any] = {} if port is None else {"ansible_port": port}
+        host_vars: Vars = {} if port is None else {"ansible_port": port}
         for word in words[1:]:
             key, equals, value = word.partition("=")
             if not equals or not key:

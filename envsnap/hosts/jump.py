@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass
-from typing import Any
 
 from envsnap.errors import UsageError
+from envsnap.hosts.inventory_graph import Vars
 
 SSH_ARG_VARS = ("ansible_ssh_common_args", "ansible_ssh_extra_args")
 # `-o Key=value`, `-o Key value`, `-oKey = value`: ssh's own spellings of one option
@@ -75,7 +75,7 @@ def option_jump(option: str) -> Jump | None:
     return None
 
 
-def inventory_jump(host_vars: dict[str, Any], what: str) -> Jump | None:
+def inventory_jump(host_vars: Vars, what: str) -> Jump | None:
     """The proxy an inventory host's ssh args give; None when they give none (then
     ~/.ssh/config decides, as it would for ssh)."""
     for name in SSH_ARG_VARS:

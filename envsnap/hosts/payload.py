@@ -17,13 +17,59 @@ import uuid
 import zipfile
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypedDict, Union
 
 AGENT_DIR = Path(__file__).parent.parent / "agent"
 CACHE_DIR = ".cache/envsnap"         # relative to the login home on the host
 PAYLOAD_MISSING_EXIT = 91            # "ship it first", from run_command below
 PYTHON_TOO_OLD_EXIT = 90             # from agent/__main__.py
 ZIP_DATE = (2020, 1, 1, 0, 0, 0)     # fixed, so equal content gives an equal hash
+
+# The agent's JSON document as it prints it (agent/runner.py): the one place where what
+# crosses from the host stays a plain mapping. snapshot.build turns a capture's into a
+# Snapshot, bench.build_record a benchmark's into a Bench record.
+AgentOutput = dict[str, Any]
+# (name, value) sets, (name, None) unsets an environment variable (agent/benchserve.py)
+EnvChange = list[Union[str, None]]
+
+
+class CollectConfig(TypedDict, total=False):
+    """What a capture asks the agent (agent/runner.py, agent/git.py, agent/env.py)."""
+
+    repos: list[str]
+    procs: list[str]
+    timeout: float                  # each collector's
+    max_patch_bytes: int
+    history_budget: int             # most commits of git history per repo
+    lifeline: bool                  # a controller follows: stop if it goes away
+
+
+class ServeConfig(TypedDict):
+    """A server the agent starts before a benchmark's runs (agent/benchserve.py)."""
+
+    cmd: str
+    ready: str
+    timeout: float
+    env: list[EnvChange]
+
+
+class BenchConfig(TypedDict, total=False):
+    """What a benchmark asks the agent (agent/benchrun.py)."""
+
+    mode: Literal["bench"]
+    cmd: str
+    repeat: int
+    cwd: str | None
+    metric: str
+    sample_interval: float
+    timeout: float                  # each run's
+    max_samples: int
+    env: list[EnvChange]
+    serve: ServeConfig | None
+    lifeline: bool
+
+
+AgentConfig = Union[CollectConfig, BenchConfig]   # the agent's one argument, as JSON
 
 
 def payload_files() -> dict[str, bytes]:
@@ -78,11 +124,11 @@ def zip_path(digest: str) -> str:
     return f"{CACHE_DIR}/agent-{digest}.{uuid.uuid4().hex[:12]}.zip"
 
 
-def encode_config(config: dict[str, Any]) -> str:
+def encode_config(config: AgentConfig) -> str:
     return base64.b64encode(json.dumps(config, sort_keys=True).encode()).decode()
 
 
-def run_command(python: str, digest: str, config: dict[str, Any]) -> str:
+def run_command(python: str, digest: str, config: AgentConfig) -> str:
     """Run the cached agent, or exit PAYLOAD_MISSING_EXIT so the caller ships it first."""
     folder = f'"$HOME"/{agent_dir(digest)}'
     return (f'mkdir -p "$HOME"/{CACHE_DIR} && if [ -f {folder}/__main__.py ]; then '
@@ -114,7 +160,7 @@ UNPACK = (
 
 
 def install_and_run_command(python: str, digest: str, uploaded: str,
-                            config: dict[str, Any]) -> str:
+                            config: AgentConfig) -> str:
     """Unpack the zip uploaded to `uploaded` (see zip_path) and run the agent, in one exec."""
     py = shlex.quote(python)
     return (f'cd "$HOME" && {py} -c {shlex.quote(UNPACK)} {shlex.quote(uploaded)} '

@@ -20,7 +20,7 @@ import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Protocol, TypedDict, TypeVar
 
 from envsnap.defaults import DEFAULT_CONNECT_TIMEOUT
 from envsnap.errors import HostError
@@ -204,6 +204,14 @@ def settle(proc: subprocess.Popen[bytes]) -> None:
         pass
 
 
+class ConnectKwargs(TypedDict, total=False):
+    """What fabric hands paramiko's SSHClient.connect for one host."""
+
+    banner_timeout: float
+    auth_timeout: float
+    key_filename: list[str]
+
+
 class SSHTransport(ClosedOnExit):
     """A host over SSH via fabric, with known_hosts checking that fabric leaves out."""
 
@@ -212,8 +220,8 @@ class SSHTransport(ClosedOnExit):
         from fabric import Connection  # imported here: 0.3 s that `local` never needs
 
         self.host = host
-        connect_kwargs: dict[str, Any] = {"banner_timeout": connect_timeout,
-                                          "auth_timeout": connect_timeout}
+        connect_kwargs: ConnectKwargs = {"banner_timeout": connect_timeout,
+                                         "auth_timeout": connect_timeout}
         if host.key_file:
             connect_kwargs["key_filename"] = [os.path.expanduser(host.key_file)]
         # gateway=False: fabric would build the bastions of a ProxyJump itself, trusting any

@@ -29,7 +29,7 @@ from envsnap.errors import ArgError, PlaybookError, UsageError, YamlError
 from envsnap.playbook.location import Where
 from envsnap.playbook.modules import MODULES
 from envsnap.playbook.tasks.base import yaml_kind
-from envsnap.playbook.templating import check_syntax, is_template
+from envsnap.playbook.templating import Variables, check_syntax, is_template
 
 PLAY_KEYS = ("name", "hosts", "vars", "tasks")
 TASK_KEYS = ("name", "when", "register", "loop", "ignore_errors", "check_mode",
@@ -312,15 +312,15 @@ def strings_with_lines(value: Any, line: int) -> list[tuple[str, int]]:
     return []
 
 
-def parse_extra_vars(values: list[str]) -> dict[str, Any]:
+def parse_extra_vars(values: list[str]) -> Variables:
     """-e key=value (a string, as in Ansible), -e '{"k": ...}' (YAML/JSON), -e @file.yml."""
-    merged: dict[str, Any] = {}
+    merged: Variables = {}
     for value in values:
         merged.update(parse_extra_var(value))
     return merged
 
 
-def parse_extra_var(value: str) -> dict[str, Any]:
+def parse_extra_var(value: str) -> Variables:
     if value.startswith("@"):
         try:
             text = Path(value[1:]).read_text(encoding="utf-8")
@@ -341,7 +341,7 @@ def parse_extra_var(value: str) -> dict[str, Any]:
     return {key.strip(): text}
 
 
-def mapping_of(text: str, what: str) -> dict[str, Any]:
+def mapping_of(text: str, what: str) -> Variables:
     try:
         loaded = yamlread.load(text, yamlread.Loader)
     except YamlError as exc:

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any, Callable, Literal, Union
+from typing import Any, Callable, Literal, TypedDict, Union
 
 from envsnap.defaults import DEFAULT_CONNECT_TIMEOUT, DEFAULT_FORKS
 from envsnap.errors import (
@@ -41,7 +41,7 @@ from envsnap.playbook.location import Where
 from envsnap.playbook.modules import MODULES
 from envsnap.playbook.names import check_names
 from envsnap.playbook.tasks.base import Context, ModuleResult
-from envsnap.playbook.templating import evaluate, render_string, render_text
+from envsnap.playbook.templating import Variables, evaluate, render_string, render_text
 from envsnap.snapshot.store import Store
 from envsnap.text import name_stamp
 
@@ -54,6 +54,17 @@ PlayOutcome = Literal["ok", "drift", "failed", "invalid"]
 # RunResult.outcome -> exit code (errors.py's table): drift is a finding, not an error.
 PLAY_EXIT_CODES: dict[PlayOutcome, int] = {"ok": EXIT_OK, "drift": EXIT_DRIFT,
                                            "failed": EXIT_HOST, "invalid": EXIT_INVALID}
+
+
+class MagicVars(TypedDict):
+    """What the engine defines for every task (the module docstring's magic vars)."""
+
+    inventory_hostname: str
+    play_hosts: list[str]
+    check_mode: bool
+    diff_mode: bool
+    timestamp: str
+    playbook_dir: str
 
 
 @dataclass(frozen=True)
@@ -140,8 +151,8 @@ class HostRun:
     def __init__(self, host: Host, options: RunOptions) -> None:
         self.host = host
         self.options = options
-        self.registered: dict[str, Any] = {}
-        self.play_vars: dict[str, Any] = {}
+        self.registered: dict[str, Variables] = {}
+        self.play_vars: Variables = {}
         self.stopped = False
         self._opened: Transport | None = None   # by this run, on first use; closed on exit
 
@@ -177,7 +188,7 @@ class Runner:
 
     # ---- variables ---------------------------------------------------------------------
 
-    def with_snapshot(self, variables: dict[str, Any]) -> dict[str, Any]:
+    def with_snapshot(self, variables: Variables) -> Variables:
         """`snapshot: LABEL` becomes the loaded document; snapshot_label keeps the name."""
         label = variables.get("snapshot")
         if isinstance(label, str):
@@ -201,13 +212,13 @@ class Runner:
                              f"first with `envsnap trust {label}`")
         return document
 
-    def magic(self, host: Host) -> dict[str, Any]:
+    def magic(self, host: Host) -> MagicVars:
         return {"inventory_hostname": host.name, "play_hosts": self.play_hosts,
                 "check_mode": self.options.check,
                 "diff_mode": self.options.diff, "timestamp": self.timestamp,
                 "playbook_dir": str(self.playbook.base_dir)}
 
-    def variables(self, state: HostRun) -> dict[str, Any]:
+    def variables(self, state: HostRun) -> Variables:
         return {**self.with_snapshot(dict(state.host.vars)), **self.magic(state.host),
                 **state.play_vars, **state.registered, **self.extra}
 
@@ -315,7 +326,7 @@ class Runner:
         return [self.run_item(task, state, {**variables, "item": item},
                               replace(base, item=item, looped=True)) for item in items]
 
-    def run_item(self, task: Task, state: HostRun, variables: dict[str, Any],
+    def run_item(self, task: Task, state: HostRun, variables: Variables,
                  base: TaskResult) -> TaskResult:
         started = time.monotonic()
         if task.when is not None and not evaluate(task.when, variables, task.where("when")):
@@ -336,7 +347,7 @@ class Runner:
         outcome = self.judged(task, outcome, variables)
         return finished(base, outcome, task, time.monotonic() - started)
 
-    def context(self, task: Task, state: HostRun, variables: dict[str, Any]) -> Context:
+    def context(self, task: Task, state: HostRun, variables: Variables) -> Context:
         check = self.options.check and task.check_mode is not False
         where = task.args_where
         return Context(host=state.host, transport=state.transport, store=self.store,
@@ -345,7 +356,7 @@ class Runner:
                        template=lambda text: str(render_text(text, variables, where)))
 
     def judged(self, task: Task, outcome: ModuleResult,
-               variables: dict[str, Any]) -> ModuleResult:
+               variables: Variables) -> ModuleResult:
         """changed_when / failed_when, seeing the result as `result` (and its register name)."""
         if task.changed_when is None and task.failed_when is None:
             return outcome
@@ -367,8 +378,10 @@ def finished(base: TaskResult, outcome: ModuleResult, task: Task, seconds: float
                    seconds=seconds)
 
 
-def registered(task: Task, results: list[TaskResult]) -> dict[str, Any]:
-    def one(result: TaskResult) -> dict[str, Any]:
+def registered(task: Task, results: list[TaskResult]) -> Variables:
+    """What `register` keeps: the module's data with the outcome beside it, as a template
+    reads it (`result.changed`); a looped task's has `results`, one such per item."""
+    def one(result: TaskResult) -> Variables:
         return {**result.data, "changed": result.status == "changed",
                 "failed": result.status in FAILED,
                 "skipped": result.status == "skipped", "msg": result.msg, "diff": result.diff,

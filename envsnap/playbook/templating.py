@@ -18,7 +18,7 @@ import re
 import shlex
 from collections.abc import Iterator, Mapping
 from functools import lru_cache
-from typing import Any, Callable
+from typing import Any, Callable, TypedDict, TypeVar
 
 import jinja2
 import yaml
@@ -37,6 +37,19 @@ GUARD_FILTERS = {"default", "d"}
 FALSE_WORDS = {"", "0", "false", "no", "off", "n", "f"}
 HINTS = {"snapshot": " (give one with -e snapshot=LABEL)"}
 
+# The names a template sees (run.py: host vars, magic vars, play vars, registered results,
+# -e), each any YAML value or a loaded snapshot: open by nature, as in Ansible; a task
+# module checks the rendered arguments it takes (tasks/base.py).
+Variables = dict[str, Any]
+Item = TypeVar("Item")
+
+
+class KeyValue(TypedDict):
+    """One entry of `mapping | dict2items`, as Ansible's filter gives it."""
+
+    key: str
+    value: Any
+
 
 def to_bool(value: Any) -> bool:
     """Ansible's `bool` filter: the strings of -e key=value mean what they say."""
@@ -45,11 +58,11 @@ def to_bool(value: Any) -> bool:
     return bool(value)
 
 
-def dict2items(value: Mapping[str, Any]) -> list[dict[str, Any]]:
+def dict2items(value: Mapping[str, Any]) -> list[KeyValue]:
     return [{"key": key, "value": item} for key, item in value.items()]
 
 
-def with_prefix(value: Mapping[str, Any], *prefixes: str) -> dict[str, Any]:
+def with_prefix(value: Mapping[str, Item], *prefixes: str) -> dict[str, Item]:
     """The entries whose key starts with one of the prefixes: `env | with_prefix('NCCL_')`."""
     return {key: item for key, item in value.items() if str(key).startswith(prefixes)}
 

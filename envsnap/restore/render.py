@@ -3,8 +3,8 @@ writes the lines."""
 from __future__ import annotations
 
 import re
-from typing import Any
 
+from envsnap.bench.stats import Summary
 from envsnap.diff.findings import short
 from envsnap.playbook.render import item_label
 from envsnap.playbook.run import FAILED, TaskResult
@@ -123,9 +123,9 @@ def server_lines(report: RestoreReport) -> list[str]:
 def rerun_lines(report: RestoreReport) -> list[str]:
     if report.rerun is None:
         return []
-    record, verdict = report.rerun
+    record, verdict = report.rerun.record, report.rerun.vs_good
     values_now = f"  values now: {', '.join(f'{v:g}' for v in record['values'])}"
-    bad = report.rerun_vs_bad
+    bad = report.rerun.vs_bad
     if bad is None:
         return server_lines(report) + [f"benchmark rerun: {verdict['verdict']}: "
                                        f"{verdict['why']}", values_now]
@@ -140,7 +140,7 @@ def rerun_lines(report: RestoreReport) -> list[str]:
             values_now]
 
 
-def median_text(summary: dict[str, Any]) -> str:
+def median_text(summary: Summary) -> str:
     return f"{summary['median']:.4g}" if summary.get("n") else "-"
 
 

@@ -27,6 +27,7 @@ from envsnap.verdicts import (
     REGRESSION,
     SAME,
     STILL_BAD,
+    BenchVerdict,
     RerunOutcome,
 )
 
@@ -41,6 +42,21 @@ class BadSide:
     label: str
     values: list[float]
     verdict: benchstats.Comparison   # the rerun against the bad side's runs
+
+
+@dataclass(frozen=True)
+class Rerun:
+    """The benchmark run again after a restore: its record, judged against the snapshot's
+    runs (good) and, when the store knows it, against the state restored from (bad)."""
+
+    record: dict[str, Any]
+    vs_good: benchstats.Comparison
+    vs_bad: BadSide | None = None
+
+    @property
+    def verdict(self) -> BenchVerdict:
+        """Against good: what the exit code and the one-line summary go by."""
+        return self.vs_good["verdict"]
 
 
 def same_benchmark(recorded: dict[str, Any] | None, rerun: dict[str, Any]) -> bool:

@@ -19,7 +19,6 @@ from typing import Any, Callable
 
 from envsnap.agent.sections import SECTIONS
 from envsnap.bench import run as bench
-from envsnap.bench import stats as benchstats
 from envsnap.diff.compare import DiffOptions, diff
 from envsnap.diff.findings import Finding
 from envsnap.errors import EnvsnapError, UsageError
@@ -32,10 +31,10 @@ from envsnap.hosts.capture import CaptureOptions
 from envsnap.hosts.inventory import Host, Inventory, inventory_of, resolve_hosts, with_vars
 from envsnap.hosts.transport import Transport, open_transport
 from envsnap.playbook.load import load
-from envsnap.playbook.run import Event, RunOptions, RunResult, run_playbook
+from envsnap.playbook.run import Event, RunOptions, RunResult, TaskResult, run_playbook
 from envsnap.restore import policy
 from envsnap.restore.foreign import ForeignPlan, foreign_plan, rerun_shown
-from envsnap.restore.rerun import BadSide, find_bad_side
+from envsnap.restore.rerun import Rerun, find_bad_side
 from envsnap.restore.safety import Journal, JournalBook, Pending, check_pending, touched_by, way_out
 from envsnap.restore.serve import ServerEnv, about_server, serve_shown, server_env
 from envsnap.snapshot import document as snap
@@ -97,13 +96,12 @@ class RestoreReport:
     pip_pins: list[str] = field(default_factory=list)
     remaining: list[Finding] = field(default_factory=list)
     mismatches: list[str] = field(default_factory=list)   # restorable facts still off
-    rerun: tuple[dict[str, Any], benchstats.Comparison] | None = None
-    rerun_vs_bad: BadSide | None = None    # the rerun against the state restored from
+    rerun: Rerun | None = None
     server_env: ServerEnv | None = None    # --serve: the env the rerun's server started with
     notes: list[str] = field(default_factory=list)        # --check: what may change the plan
 
     @property
-    def planned(self) -> list[Any]:
+    def planned(self) -> list[TaskResult]:
         return [r for r in self.plan.results if r.status == "changed"]
 
     @property
@@ -300,12 +298,13 @@ class RestoreRun:
         if serve is not None:
             report.server_env = server_env(self.document, live)
             serve = replace(serve, env=report.server_env.changes)
-        report.rerun = bench.rerun_and_compare(self.document, self.host, self.options.capture,
-                                               command=self.options.rerun_command,
-                                               serve=serve)
-        report.rerun_vs_bad = find_bad_side(self.store, self.document, report.pre_restore,
-                                            self.host.name, report.rerun[0],
-                                            self.same_restorable_state)
+        record, vs_good = bench.rerun_and_compare(self.document, self.host,
+                                                  self.options.capture,
+                                                  command=self.options.rerun_command,
+                                                  serve=serve)
+        report.rerun = Rerun(record, vs_good, find_bad_side(
+            self.store, self.document, report.pre_restore, self.host.name, record,
+            self.same_restorable_state))
 
     def same_restorable_state(self, snapshot: dict[str, Any], live: dict[str, Any]) -> bool:
         """Restoring `snapshot` onto `live` would change nothing (in the chosen checkouts)."""
