@@ -1,4 +1,5 @@
-"""Runs on the host (`python -c <this file> REQUEST`): restore's only way to write a file.
+"""Runs on the host (`python -c <this file> REQUEST`): the only way restore and explain write
+a file a snapshot names (the write policy's host side).
 
 Stdlib only, Python >= 3.8, no imports from envsnap: treefile.py sends this source whole.
 
