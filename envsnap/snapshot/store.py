@@ -17,7 +17,6 @@ from typing import Any
 import yaml
 
 from envsnap.errors import SnapshotError, StoreError, UsageError
-from envsnap.snapshot import provenance
 from envsnap.snapshot.document import captured_at, host, hostname, set_meta, validate
 from envsnap.snapshot.document import label as recorded_label
 
@@ -316,6 +315,10 @@ class Store:
         edit envsnap makes (set_bench, set_label) is signed with it. The signature is stamped
         on `document` too, so it stays what the file holds. Without `replace`, a label that
         exists by now (another capture saved it meanwhile) is refused, never overwritten."""
+        # on use: signing loads hmac and the key, which a command that only reads (diff) never
+        # needs at start-up
+        from envsnap.snapshot import provenance
+
         path = self.path_for(label)
         signature = provenance.signature(document, provenance.user_key())
         set_meta(document, provenance.SIGNATURE_FIELD, dict(signature))
