@@ -11,18 +11,21 @@ import os
 import sys
 import threading
 import time
-from importlib import import_module
 from typing import Any, Callable, Dict, List
 
-from . import benchrun, redact
+from . import benchrun, cuda_nccl, env, git, nvidia, python_env, redact, system
 from .sections import SECTIONS
 
 AGENT_VERSION = "1"
 DEFAULT_TIMEOUT = 20.0
 
-# Each section's collector is the module of its name: a new section is a module and a name.
+# Each section's collector is the module of its name. Imported by name, not looked up with
+# import_module: Ansible ships a module's module_utils by reading its import statements, so a
+# collector loaded by a string would be missing from the collection's payload.
+MODULES = {module.__name__.rsplit(".", 1)[-1]: module
+           for module in (system, nvidia, cuda_nccl, python_env, env, git)}
 COLLECTORS: Dict[str, Callable[[Dict[str, Any]], Dict[str, Any]]] = {
-    name: import_module("." + name, __package__).collect for name in SECTIONS}
+    name: MODULES[name].collect for name in SECTIONS}
 
 
 def run_one(name: str, config: Dict[str, Any], results: Dict[str, Any]) -> None:

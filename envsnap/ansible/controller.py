@@ -8,19 +8,24 @@ hand it plain values and report its one-line errors as the task's failure messag
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from envsnap.agent.redact import redact_document, rekey
-from envsnap.errors import SnapshotError, UsageError
-from envsnap.hosts.capture import CaptureOptions, agent_config, plan_labels
+from envsnap.errors import UsageError
+from envsnap.hosts.capture import (
+    CaptureOptions,
+    Saved,
+    agent_config,
+    agent_json,
+    document_of,
+    plan_labels,
+    recorded_config,
+    save_snapshot,
+)
 from envsnap.hosts.inventory import Host, check_proc_patterns, inventory_bool, name_list
-from envsnap.hosts.payload import AgentOutput, CollectConfig
+from envsnap.hosts.payload import CollectConfig
 from envsnap.snapshot import document as snapshot
-from envsnap.snapshot.mask import masking_key
 from envsnap.snapshot.store import DEFAULT_STORE, Store
 from envsnap.text import now_utc, timestamp
 
@@ -74,14 +79,6 @@ class AssertRequest:
     agent: AgentRun
 
 
-@dataclass(frozen=True)
-class Saved:
-    label: str
-    path: Path
-    document: dict[str, Any]
-    problems: list[str]
-
-
 def check_known(args: Mapping[str, Any], known: tuple[str, ...], module: str) -> None:
     unknown = sorted(set(args) - set(known))
     if unknown:
@@ -129,9 +126,7 @@ def agent_run(args: Mapping[str, Any], host: HostSeen) -> AgentRun:
         history=None if history is None else int(history))
     seen = Host(name=host.name, address=host.address or host.name, vars=host_vars)
     config = agent_config(seen, options)
-    recorded = redact_document({**config, "python": seen.python,
-                                "hot_paths": seen.list_var("hot_paths")})
-    return AgentRun(config=config, python=python, recorded=recorded)
+    return AgentRun(config=config, python=python, recorded=recorded_config(seen, config))
 
 
 def store_of(args: Mapping[str, Any], environ: Mapping[str, str]) -> Store:
@@ -161,25 +156,20 @@ def capture_request(args: Mapping[str, Any], host: HostSeen, play_hosts: list[st
 
 def document_from(agent_output: str, host: HostSeen, label: str, captured_at: str,
                   agent: AgentRun) -> dict[str, Any]:
-    """The module's result (the agent's JSON text, as the SSH path reads it) -> a snapshot
-    document, its secrets rekeyed under this user's masking key before anything keeps it."""
-    try:
-        output: AgentOutput = json.loads(rekey(agent_output, masking_key()))
-    except (TypeError, ValueError):
-        raise SnapshotError(f"{host.name}: the agent's output is not JSON: "
-                            f"{str(agent_output)[:120]!r}") from None
-    return snapshot.build(output, label=label, host=host.name, address=host.address,
-                          captured_at=captured_at, config=agent.recorded)
+    """The module's result (the agent's JSON text) -> a snapshot document, read and built
+    as the SSH path does it (hosts/capture.py)."""
+    return document_of(agent_json(host.name, agent_output), host.name, host.address, label,
+                       captured_at, agent.recorded)
 
 
 def save_capture(request: CaptureRequest, agent_output: str, host: HostSeen,
                  captured_at: str) -> Saved:
     document = document_from(agent_output, host, request.label, captured_at, request.agent)
-    path = request.store.save(document, request.label, replace=request.force)
-    return Saved(request.label, path, document, snapshot.problems(document))
+    return save_snapshot(request.store, document, request.label, replace=request.force)
 
 
 def capture_time() -> str:
+    """The action plugins' clock: when the module's result reached the controller."""
     return timestamp()
 
 

@@ -334,13 +334,13 @@ def capture_and_bench(host: Host, spec: BenchSpec, store: Store, options: Captur
         snapshot.set_bench(document, record)
         # the server ran on the state this document holds: a worker of it like any --proc one
         snapshot.add_workers(document, server_workers(record))
-    outcome = BenchOutcome(label=label, document=document, problems=snapshot.problems(document))
     try:
-        outcome.path = store.save(document, label)
+        saved = capture.save_snapshot(store, document, label, replace=True)
     except StoreError as exc:
-        outcome.not_saved = str(exc)
-        outcome.path = keep_unsaved(document, label, fallbacks, exc)
-    return outcome
+        return BenchOutcome(label=label, path=keep_unsaved(document, label, fallbacks, exc),
+                            document=document, problems=snapshot.problems(document),
+                            not_saved=str(exc))
+    return BenchOutcome(label=label, path=saved.path, document=document, problems=saved.problems)
 
 
 def server_workers(record: dict[str, Any]) -> dict[str, Any]:

@@ -2,6 +2,12 @@
 
 A fleet is captured by a bounded pool of workers (Ansible's `forks`); each host's outcome
 comes back as data, so one unreachable host never loses the others' snapshots.
+
+Every capture takes one path from the agent's output to a stored snapshot, whoever ran the
+agent: `envsnap capture` and `envsnap bench` over a transport, the Ansible action plugin
+(ansible/controller.py) through its module. agent_json reads what the agent printed (output
+that is not JSON is a HostError, whichever path met it), document_of builds the snapshot with
+what was asked recorded (recorded_config), save_snapshot stores it and says its problems.
 """
 from __future__ import annotations
 
@@ -38,6 +44,16 @@ class CaptureOptions:
     forks: int = DEFAULT_FORKS
     max_patch_bytes: int | None = None
     history: int | None = None          # most commits of git history recorded per repo
+
+
+@dataclass(frozen=True)
+class Saved:
+    """A snapshot in the store, with what its reader is told (failed collectors, ...)."""
+
+    label: str
+    path: Path
+    document: dict[str, Any]
+    problems: list[str]
 
 
 @dataclass
@@ -127,13 +143,17 @@ def run_agent(transport: Transport, host: Host, config: AgentConfig, timeout: fl
             payload.install_and_run_command(host.python, digest, uploaded, config), timeout,
             follow)
     check_agent_exit(host, result.exit_code, result.stderr)
+    return agent_json(host.name, result.stdout)
+
+
+def agent_json(host_name: str, output: str) -> AgentOutput:
+    """What the agent printed, read. The agent marks each secret with a digest of it; here,
+    before anything is written, each becomes a short hash under this user's masking key."""
     try:
-        # The agent marks each secret with a digest of it; here, before anything is
-        # written, each becomes a short hash under this user's masking key.
-        document: AgentOutput = json.loads(rekey(result.stdout, masking_key()))
-    except ValueError:
-        raise HostError(f"{host.name}: the agent's output is not JSON: "
-                        f"{result.stdout[:120]!r}") from None
+        document: AgentOutput = json.loads(rekey(output, masking_key()))
+    except (TypeError, ValueError):
+        raise HostError(f"{host_name}: the agent's output is not JSON: "
+                        f"{str(output)[:120]!r}") from None
     return document
 
 
@@ -154,11 +174,29 @@ def snapshot_document(transport: Transport, host: Host, label: str,
     config = agent_config(host, options)
     captured_at = timestamp()
     output = run_agent(transport, host, config, options.collector_timeout + 30)
-    return snapshot.build(output, label=label, host=host.name, address=host.address,
-                          captured_at=captured_at,
-                          # what was asked (--repo, --proc...) is written too: masked
-                          config=redact_document({**config, "python": host.python,
-                                                  "hot_paths": host.list_var("hot_paths")}))
+    return document_of(output, host.name, host.address, label, captured_at,
+                       recorded_config(host, config))
+
+
+def recorded_config(host: Host, config: CollectConfig) -> dict[str, Any]:
+    """What was asked (--repo, --proc, --python...), as the snapshot records it: masked."""
+    recorded: dict[str, Any] = redact_document({**config, "python": host.python,
+                                                "hot_paths": host.list_var("hot_paths")})
+    return recorded
+
+
+def document_of(output: AgentOutput, host_name: str, address: str, label: str,
+                captured_at: str, recorded: dict[str, Any]) -> dict[str, Any]:
+    """The agent's read output (agent_json) as a snapshot document, not yet saved."""
+    return snapshot.build(output, label=label, host=host_name, address=address,
+                          captured_at=captured_at, config=recorded)
+
+
+def save_snapshot(store: Store, document: dict[str, Any], label: str, replace: bool) -> Saved:
+    """Store a captured document (signed, store.py); without `replace`, a label saved by
+    now is refused."""
+    path = store.save(document, label, replace=replace)
+    return Saved(label, path, document, snapshot.problems(document))
 
 
 def capture_host(host: Host, label: str, store: Store, options: CaptureOptions) -> Outcome:
@@ -166,9 +204,9 @@ def capture_host(host: Host, label: str, store: Store, options: CaptureOptions) 
     outcome = Outcome(host=host, label=label)
     with open_transport(host, options.connect_timeout, options.accept_new_host_keys) as transport:
         try:
-            document = snapshot_document(transport, host, label, options)
-            outcome.path = store.save(document, label, replace=options.force)
-            outcome.problems = snapshot.problems(document)
+            saved = save_snapshot(store, snapshot_document(transport, host, label, options),
+                                  label, replace=options.force)
+            outcome.path, outcome.problems = saved.path, saved.problems
         except EnvsnapError as exc:
             outcome.error = str(exc)
             outcome.exit_code = exc.exit_code

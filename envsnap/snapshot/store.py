@@ -242,6 +242,9 @@ class Store:
         edit envsnap makes (set_bench, set_label) is signed with it. The signature is stamped
         on `document` too, so it stays what the file holds. Without `replace`, a label that
         exists by now (another capture saved it meanwhile) is refused, never overwritten."""
+        # on use: signing loads hmac and the key, which a command that only reads (diff) never
+        # needs at start-up
+
         path = self.path_for(label)
         signature = provenance.signature(document, provenance.user_key())
         set_meta(document, provenance.SIGNATURE_FIELD, dict(signature))
