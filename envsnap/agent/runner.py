@@ -11,18 +11,21 @@ import os
 import sys
 import threading
 import time
-from importlib import import_module
 from typing import Any, Callable, Dict, List
 
-from . import benchrun, redact
+from . import benchrun, cuda_nccl, env, git, nvidia, python_env, redact, system
 from .sections import SECTIONS
 
 AGENT_VERSION = "1"
 DEFAULT_TIMEOUT = 20.0
 
-# Each section's collector is the module of its name: a new section is a module and a name.
+# Each section's collector is the module of its name, in the order of SECTIONS. They are
+# imported as written, not by name at run time: Ansible ships with a module only the agent
+# files it sees imported (ansible/build.py).
+MODULES = {module.__name__.rpartition(".")[2]: module
+           for module in (cuda_nccl, env, git, nvidia, python_env, system)}
 COLLECTORS: Dict[str, Callable[[Dict[str, Any]], Dict[str, Any]]] = {
-    name: import_module("." + name, __package__).collect for name in SECTIONS}
+    name: MODULES[name].collect for name in SECTIONS}
 
 
 def run_one(name: str, config: Dict[str, Any], results: Dict[str, Any]) -> None:
