@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List
 
-from . import benchrun, cuda_nccl, env, git, nvidia, python_env, redact, system
+from . import benchrun, cuda_nccl, env, exits, git, nvidia, python_env, redact, system
 from .sections import SECTIONS
 
 AGENT_VERSION = "1"
@@ -68,7 +68,7 @@ def main(argv: List[str]) -> int:
     sys.stdout.write(agent_output(decode_config(argv)))
     sys.stdout.flush()
     # Abandoned collector threads may still be blocked; leave without waiting for them.
-    os._exit(0)
+    os._exit(exits.OK)
 
 
 def agent_output(config: Dict[str, Any]) -> str:
