@@ -1,5 +1,5 @@
-"""One small error hierarchy and the exit codes, defined here once; the CLI's top-level
-handler (envsnap/cli/main.py) maps each error class to its code.
+"""One small error hierarchy and the exit codes (ExitCode), defined here once; the CLI's
+top-level handler (envsnap/cli/main.py) maps each error class to its code.
 
 Exit codes (the CLI contract, the README's "Exit codes" table):
   0   ok / no drift
@@ -13,48 +13,68 @@ Exit codes (the CLI contract, the README's "Exit codes" table):
 """
 from __future__ import annotations
 
-EXIT_OK = 0
-EXIT_DRIFT = 1
-EXIT_USAGE = 2
-EXIT_HOST = 3
-EXIT_INVALID = 4
-EXIT_INTERNAL = 70       # sysexits.h's EX_SOFTWARE: an error that is envsnap's own fault
-EXIT_INTERRUPTED = 130   # 128 + SIGINT, what a shell shows for a process ended by Ctrl-C
+from enum import IntEnum
+
+from envsnap.agent import exits as agent_exits
+
+
+class ExitCode(IntEnum):
+    """envsnap's exit statuses (the contract above), then those it reads from a host."""
+
+    OK = 0
+    DRIFT = 1
+    USAGE = 2
+    HOST = 3
+    INVALID = 4
+    INTERNAL = 70        # sysexits.h's EX_SOFTWARE: an error that is envsnap's own fault
+    INTERRUPTED = 130    # 128 + SIGINT, what a shell shows for a process ended by Ctrl-C
+    # On the host, never envsnap's own status. The agent's are defined beside it
+    # (agent/exits.py: it ships alone and cannot import this module); the others come from
+    # the command that starts it (hosts/payload.py) and from the shell.
+    AGENT_PYTHON_TOO_OLD = agent_exits.PYTHON_TOO_OLD
+    AGENT_NOT_CACHED = 91        # the agent is not in the host's cache yet: ship it first
+    COMMAND_NOT_FOUND = 127      # the shell's: no such interpreter on the host
+
+
+# The names before ExitCode, kept for the tests that import them.
+EXIT_OK, EXIT_DRIFT, EXIT_USAGE = ExitCode.OK, ExitCode.DRIFT, ExitCode.USAGE
+EXIT_HOST, EXIT_INVALID = ExitCode.HOST, ExitCode.INVALID
+EXIT_INTERNAL, EXIT_INTERRUPTED = ExitCode.INTERNAL, ExitCode.INTERRUPTED
 
 
 class EnvsnapError(Exception):
     """Base of every error envsnap reports; the message is one line for a person."""
 
-    exit_code = EXIT_USAGE
+    exit_code: int = ExitCode.USAGE
 
 
 class UsageError(EnvsnapError):
-    exit_code = EXIT_USAGE
+    exit_code = ExitCode.USAGE
 
 
 class StoreError(EnvsnapError):
     """The snapshot store cannot be read or written as asked."""
 
-    exit_code = EXIT_USAGE
+    exit_code = ExitCode.USAGE
 
 
 class HostError(EnvsnapError):
     """A host could not be reached or could not run the agent."""
 
-    exit_code = EXIT_HOST
+    exit_code = ExitCode.HOST
 
 
 class BenchError(HostError):
     """A benchmark run failed on the host: non-zero exit, timed out, or no metric printed.
 
-    EXIT_HOST like any failure found on the host: EXIT_USAGE is kept for what is refused
+    ExitCode.HOST like any failure found on the host: USAGE is kept for what is refused
     before anything runs (a bad --metric regex, a bad label)."""
 
 
 class SnapshotError(EnvsnapError):
     """A snapshot (or playbook) file is missing, corrupt, or of an unknown schema."""
 
-    exit_code = EXIT_INVALID
+    exit_code = ExitCode.INVALID
 
 
 class PlaybookError(SnapshotError):

@@ -2,11 +2,11 @@
 # instead of a SyntaxError from the collectors.
 import sys
 
-TOO_OLD_EXIT = 90
+from envsnap.agent.exits import PYTHON_TOO_OLD
 
 if sys.version_info < (3, 8):
     sys.stderr.write("envsnap agent needs Python >= 3.8, found %s\n" % sys.version.split()[0])
-    sys.exit(TOO_OLD_EXIT)
+    sys.exit(PYTHON_TOO_OLD)
 
 from envsnap.agent.runner import main  # noqa: E402
 

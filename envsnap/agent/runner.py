@@ -13,17 +13,17 @@ import threading
 import time
 from typing import Any, Callable, Dict, List
 
-from . import benchrun, cuda_nccl, env, git, nvidia, python_env, redact, system
+from . import benchrun, cuda_nccl, env, exits, git, nvidia, python_env, redact, system
 from .sections import SECTIONS
 
 AGENT_VERSION = "1"
 DEFAULT_TIMEOUT = 20.0
 
-# Each section's collector is the module of its name. Imported by name, not looked up with
-# import_module: Ansible ships a module's module_utils by reading its import statements, so a
-# collector loaded by a string would be missing from the collection's payload.
-MODULES = {module.__name__.rsplit(".", 1)[-1]: module
-           for module in (system, nvidia, cuda_nccl, python_env, env, git)}
+# Each section's collector is the module of its name, in the order of SECTIONS. They are
+# imported as written, not by name at run time: Ansible ships with a module only the agent
+# files it sees imported (ansible/build.py).
+MODULES = {module.__name__.rpartition(".")[2]: module
+           for module in (cuda_nccl, env, git, nvidia, python_env, system)}
 COLLECTORS: Dict[str, Callable[[Dict[str, Any]], Dict[str, Any]]] = {
     name: MODULES[name].collect for name in SECTIONS}
 
@@ -68,7 +68,7 @@ def main(argv: List[str]) -> int:
     sys.stdout.write(agent_output(decode_config(argv)))
     sys.stdout.flush()
     # Abandoned collector threads may still be blocked; leave without waiting for them.
-    os._exit(0)
+    os._exit(exits.OK)
 
 
 def agent_output(config: Dict[str, Any]) -> str:

@@ -19,21 +19,21 @@ from envsnap.cli.options import (
     utf8_text,
 )
 from envsnap.defaults import DEFAULT_REPEAT, DEFAULT_RUN_TIMEOUT, DEFAULT_SAMPLE_INTERVAL
-from envsnap.errors import EXIT_HOST, EXIT_OK, EXIT_USAGE, UsageError
+from envsnap.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:
     from envsnap.hosts.inventory_graph import Vars
 
 EPILOG = exit_codes(
-    (EXIT_OK, "every run printed the metric; the snapshot and the runs are saved"),
-    (EXIT_USAGE, "usage error: bad argument, bad --metric regex, existing label, a name "
-                 "that is not one host; a store not writable or without room for the "
-                 "record (checked before the first run); a store that refused the record "
-                 "after the runs (it is kept under $XDG_STATE_HOME/envsnap/unsaved, else "
-                 "here, and the line says where)"),
-    (EXIT_HOST, "host unreachable or partly failed; a run exited non-zero, timed out or "
-                "printed no metric; the --serve server exited or was not ready in time "
-                "(nothing saved)"),
+    (ExitCode.OK, "every run printed the metric; the snapshot and the runs are saved"),
+    (ExitCode.USAGE, "usage error: bad argument, bad --metric regex, existing label, a name "
+                     "that is not one host; a store not writable or without room for the "
+                     "record (checked before the first run); a store that refused the record "
+                     "after the runs (it is kept under $XDG_STATE_HOME/envsnap/unsaved, else "
+                     "here, and the line says where)"),
+    (ExitCode.HOST, "host unreachable or partly failed; a run exited non-zero, timed out or "
+                    "printed no metric; the --serve server exited or was not ready in time "
+                    "(nothing saved)"),
 )
 
 
@@ -103,8 +103,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if outcome.not_saved:
         sys.stderr.write(f"envsnap: error: {outcome.not_saved}; the record is kept in "
                          f"{outcome.path} (envsnap show {outcome.path})\n")
-        return EXIT_USAGE
+        return ExitCode.USAGE
     print(f"{name}: saved {outcome.label} -> {outcome.path}")
     for problem in outcome.problems:
         sys.stderr.write(f"warning: {name}: {problem}\n")
-    return EXIT_HOST if outcome.problems else EXIT_OK
+    return ExitCode.HOST if outcome.problems else ExitCode.OK

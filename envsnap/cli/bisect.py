@@ -17,19 +17,19 @@ from envsnap.cli.options import (
     utf8_text,
 )
 from envsnap.defaults import DEFAULT_BISECT_REPEAT, DEFAULT_MAX_REPEAT, DEFAULT_RUN_TIMEOUT
-from envsnap.errors import EXIT_DRIFT, EXIT_HOST, EXIT_INVALID, EXIT_OK, EXIT_USAGE, UsageError
+from envsnap.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:   # bisect's modules load when the command runs, not for the parser
     from envsnap.bisect.run import BisectReport
 
 EPILOG = exit_codes(
-    (EXIT_OK, "no regression between GOOD and BAD (or can't tell at the endpoints)"),
-    (EXIT_DRIFT, "regression: first bad commit found (or narrowed down when commits were "
-                 "skipped or too noisy)"),
-    (EXIT_USAGE, "usage error: bad argument, GOOD not an ancestor of BAD, unknown repo; "
-                 "a --plot file that cannot be written (after the answer is printed)"),
-    (EXIT_HOST, "host or benchmark failure at an endpoint"),
-    (EXIT_INVALID, "invalid snapshot"),
+    (ExitCode.OK, "no regression between GOOD and BAD (or can't tell at the endpoints)"),
+    (ExitCode.DRIFT, "regression: first bad commit found (or narrowed down when commits were "
+                     "skipped or too noisy)"),
+    (ExitCode.USAGE, "usage error: bad argument, GOOD not an ancestor of BAD, unknown repo; "
+                     "a --plot file that cannot be written (after the answer is printed)"),
+    (ExitCode.HOST, "host or benchmark failure at an endpoint"),
+    (ExitCode.INVALID, "invalid snapshot"),
 )
 
 
@@ -127,7 +127,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     print(medians_line(report))
     if plot is not None:
         write_plot(plot, report, args)
-    return EXIT_DRIFT if report.regression else EXIT_OK
+    return ExitCode.DRIFT if report.regression else ExitCode.OK
 
 
 def write_plot(target: Path, report: BisectReport, args: argparse.Namespace) -> None:

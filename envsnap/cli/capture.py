@@ -17,19 +17,19 @@ from envsnap.cli.options import (
     utf8_text,
 )
 from envsnap.defaults import DEFAULT_COLLECTOR_TIMEOUT, DEFAULT_FORKS
-from envsnap.errors import EXIT_HOST, EXIT_OK, EXIT_USAGE
+from envsnap.errors import ExitCode
 
 if TYPE_CHECKING:
     from envsnap.hosts.capture import Outcome
     from envsnap.hosts.inventory_graph import Vars
 
 EPILOG = exit_codes(
-    (EXIT_OK, "every host captured in full"),
-    (EXIT_USAGE, "usage error: bad argument, unknown host or group, bad label template, "
-                 "existing label (or one another capture saved meanwhile), store not "
-                 "writable, bad inventory"),
-    (EXIT_HOST, "a host unreachable, refused, or partly failed (a collector or repo failed: "
-                "its snapshot is still saved)"),
+    (ExitCode.OK, "every host captured in full"),
+    (ExitCode.USAGE, "usage error: bad argument, unknown host or group, bad label template, "
+                     "existing label (or one another capture saved meanwhile), store not "
+                     "writable, bad inventory"),
+    (ExitCode.HOST, "a host unreachable, refused, or partly failed (a collector or repo failed: "
+                    "its snapshot is still saved)"),
 )
 
 
@@ -108,6 +108,6 @@ def cmd_capture(args: argparse.Namespace) -> int:
     failed = [o for o in outcomes if not o.ok]
     if failed and len(outcomes) > 1:
         sys.stderr.write(f"{len(failed)} of {len(outcomes)} hosts failed or partly failed\n")
-    if failed and all(outcome.exit_code == EXIT_USAGE for outcome in failed):
-        return EXIT_USAGE   # only labels other captures saved meanwhile, or the store refused
-    return EXIT_HOST if failed else EXIT_OK
+    if failed and all(outcome.exit_code == ExitCode.USAGE for outcome in failed):
+        return ExitCode.USAGE   # only labels other captures saved meanwhile, or the store refused
+    return ExitCode.HOST if failed else ExitCode.OK

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from envsnap.cli.options import exit_codes
-from envsnap.errors import EXIT_OK, EXIT_USAGE, UsageError
+from envsnap.errors import ExitCode, UsageError
 
 EPILOG = exit_codes(
-    (EXIT_OK, "written: DEST/ansible_collections/envsnap/gpu (its path is printed)"),
-    (EXIT_USAGE, "DEST cannot be written"),
+    (ExitCode.OK, "written: DEST/ansible_collections/envsnap/gpu (its path is printed)"),
+    (ExitCode.USAGE, "DEST cannot be written"),
 )
 
 
@@ -36,4 +36,4 @@ def cmd_collection(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot write the collection into {args.dest}: "
                          f"{exc.strerror or exc}") from None
     sys.stdout.write(f"{built}\n")
-    return EXIT_OK
+    return ExitCode.OK

@@ -7,7 +7,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from envsnap.cli.options import exit_codes
-from envsnap.errors import EXIT_HOST, EXIT_OK, EXIT_USAGE
+from envsnap.errors import ExitCode
 
 if TYPE_CHECKING:   # the demo loads when the command runs, not for the parser
     from envsnap.demo.scene import Scene, Step
@@ -17,9 +17,9 @@ def register(commands: Any) -> None:
     demo = commands.add_parser(
         "demo", help="the STORY (docs/STORY.md: a silent git pull slowed a GPU server), "
                      "live, on this machine (no SSH, no GPU)",
-        epilog=exit_codes((EXIT_OK, "every step said what it should"),
-                          (EXIT_USAGE, "usage error: bad argument"),
-                          (EXIT_HOST, "a step failed (its output is shown)")))
+        epilog=exit_codes((ExitCode.OK, "every step said what it should"),
+                          (ExitCode.USAGE, "usage error: bad argument"),
+                          (ExitCode.HOST, "a step failed (its output is shown)")))
     demo.add_argument("--keep", action="store_true",
                       help="keep the demo's folder afterwards (default: delete it)")
     demo.set_defaults(run=cmd_demo)
@@ -36,12 +36,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(f"in {scene.root}\n")
         for step in demo.steps(scene):
             if not run_demo_step(scene, step, args.keep):
-                return EXIT_HOST
+                return ExitCode.HOST
     finally:
         scene.stop(keep=args.keep)
     print("That was the STORY: one diff instead of twenty commands, and the checkout is "
           "back where the numbers were good." + (f" (kept: {scene.root})" if args.keep else ""))
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def run_demo_step(scene: Scene, step: Step, keep: bool) -> bool:

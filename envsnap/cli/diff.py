@@ -10,7 +10,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from envsnap.cli.options import add_store_option, exit_codes
-from envsnap.errors import EXIT_DRIFT, EXIT_INVALID, EXIT_OK, EXIT_USAGE, UsageError
+from envsnap.errors import ExitCode, UsageError
 from envsnap.verdicts import REGRESSION
 
 if TYPE_CHECKING:
@@ -20,13 +20,13 @@ DRIFT = "drift"
 FAIL_ON = (DRIFT, REGRESSION)   # any drift, or only a benchmark's regression verdict
 
 EPILOG = exit_codes(
-    (EXIT_OK, "no drift; with --fail-on regression: no benchmark regression, whatever "
-              "drifted"),
-    (EXIT_DRIFT, "drift found (a result, not an error); with --fail-on regression: the "
-                 "benchmark both snapshots ran is a regression (with --fleet: on some host)"),
-    (EXIT_USAGE, "usage error: bad argument, unknown label or section, fewer than two "
-                 "snapshots"),
-    (EXIT_INVALID, "invalid snapshot (corrupt, not a snapshot, newer schema)"),
+    (ExitCode.OK, "no drift; with --fail-on regression: no benchmark regression, whatever "
+                  "drifted"),
+    (ExitCode.DRIFT, "drift found (a result, not an error); with --fail-on regression: the "
+                     "benchmark both snapshots ran is a regression (with --fleet: on some host)"),
+    (ExitCode.USAGE, "usage error: bad argument, unknown label or section, fewer than two "
+                     "snapshots"),
+    (ExitCode.INVALID, "invalid snapshot (corrupt, not a snapshot, newer schema)"),
 )
 
 
@@ -82,8 +82,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
     if args.fail_on == REGRESSION:
         if result.benchmark is None or not result.benchmark.compared:
             warn_nothing_to_regress("the two snapshots do not hold runs of one benchmark")
-        return EXIT_DRIFT if result.regression else EXIT_OK
-    return EXIT_DRIFT if result.drift else EXIT_OK
+        return ExitCode.DRIFT if result.regression else ExitCode.OK
+    return ExitCode.DRIFT if result.drift else ExitCode.OK
 
 
 def warn_nothing_to_regress(why: str) -> None:
@@ -105,5 +105,5 @@ def diff_fleet(args: argparse.Namespace, store: Store, sections: tuple[str, ...]
     if args.fail_on == REGRESSION:
         if report.benchmark is None or report.benchmark.different:
             warn_nothing_to_regress("the hosts do not hold runs of one benchmark")
-        return EXIT_DRIFT if report.regression else EXIT_OK
-    return EXIT_DRIFT if report.drift else EXIT_OK
+        return ExitCode.DRIFT if report.regression else ExitCode.OK
+    return ExitCode.DRIFT if report.drift else ExitCode.OK

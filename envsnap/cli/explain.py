@@ -17,21 +17,21 @@ from envsnap.cli.options import (
     utf8_text,
 )
 from envsnap.defaults import DEFAULT_BISECT_REPEAT, DEFAULT_RUN_TIMEOUT
-from envsnap.errors import EXIT_DRIFT, EXIT_HOST, EXIT_INVALID, EXIT_OK, EXIT_USAGE
+from envsnap.errors import ExitCode
 
 if TYPE_CHECKING:   # explain's modules load when the command runs, not for the parser
     from envsnap.explain.differences import Difference
     from envsnap.explain.run import Plan
 
 EPILOG = exit_codes(
-    (EXIT_OK, "no regression between GOOD's state and the host now (or can't tell whether "
-              "there is one); nothing ran when not approved"),
-    (EXIT_DRIFT, "regression: its causes found (or some left undecided by the noise)"),
-    (EXIT_USAGE, "usage error: bad argument, unknown label or repo, a foreign snapshot "
-                 "without --trust-foreign, another host without --force-host, nothing that "
-                 "can be put back, no --yes without a terminal"),
-    (EXIT_HOST, "host unreachable, or the benchmark or server fails at a state"),
-    (EXIT_INVALID, "invalid snapshot"),
+    (ExitCode.OK, "no regression between GOOD's state and the host now (or can't tell whether "
+                  "there is one); nothing ran when not approved"),
+    (ExitCode.DRIFT, "regression: its causes found (or some left undecided by the noise)"),
+    (ExitCode.USAGE, "usage error: bad argument, unknown label or repo, a foreign snapshot "
+                     "without --trust-foreign, another host without --force-host, nothing that "
+                     "can be put back, no --yes without a terminal"),
+    (ExitCode.HOST, "host unreachable, or the benchmark or server fails at a state"),
+    (ExitCode.INVALID, "invalid snapshot"),
 )
 
 
@@ -128,4 +128,4 @@ def cmd_explain(args: argparse.Namespace) -> int:
     report = explain_run(Store(args.store), load_inventory(args.inventory),
                          (args.good, args.bad), args.host, spec, options, confirm, show)
     sys.stdout.write("".join(line + "\n" for line in final_lines(report)))
-    return EXIT_DRIFT if report.regression else EXIT_OK
+    return ExitCode.DRIFT if report.regression else ExitCode.OK

@@ -14,13 +14,7 @@ from typing import Any, Callable, NoReturn
 
 from envsnap import __version__
 from envsnap.cli.options import ALL_EXIT_CODES, exit_codes
-from envsnap.errors import (
-    EXIT_INTERNAL,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    EXIT_USAGE,
-    EnvsnapError,
-)
+from envsnap.errors import EnvsnapError, ExitCode
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -36,7 +30,7 @@ class EnvsnapParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
-        self.exit(EXIT_USAGE, f"envsnap: error: {message}\n")
+        self.exit(ExitCode.USAGE, f"envsnap: error: {message}\n")
 
 
 # command -> the module of envsnap/cli/ that defines it (its `register(commands)`). Only the
@@ -107,7 +101,7 @@ def run(argv: list[str]) -> int:
     args = parse_arguments(parser, argv)
     if args.command is None:
         sys.stderr.write(parser.format_help() + "\nenvsnap: error: no command given\n")
-        return EXIT_USAGE
+        return ExitCode.USAGE
     if getattr(args, "reaches_hosts", False):
         quiet_paramiko_logger()
     command: Command = args.run
@@ -146,13 +140,13 @@ def internal_error(error: BaseException, argv: list[str]) -> int:
         from envsnap.cli.crash import internal_error_line  # only a bug pays for it
 
         sys.stderr.write(internal_error_line(error, argv) + "\n")
-    return EXIT_INTERNAL
+    return ExitCode.INTERNAL
 
 
 def main(argv: list[str] | None = None) -> int:
     """The one top-level handler: no traceback reaches the user, whatever happens."""
     arguments = sys.argv[1:] if argv is None else list(argv)
-    code = EXIT_OK   # what a command that ran to its end said, if its output pipe then closed
+    code: int = ExitCode.OK   # what a command that ran to its end said, if its output pipe closed
     try:
         code = run(arguments)
         sys.stdout.flush()   # a closed pipe shows here, not in the interpreter's exit
@@ -162,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         sys.stderr.write("envsnap: interrupted\n")
-        return EXIT_INTERRUPTED
+        return ExitCode.INTERRUPTED
     except BrokenPipeError as exc:
         if not stdout_reader_gone():   # a pipe of envsnap's own (a subprocess): a bug
             return internal_error(exc, arguments)

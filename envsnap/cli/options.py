@@ -8,39 +8,31 @@ import textwrap
 from typing import TYPE_CHECKING, Callable
 
 from envsnap.defaults import DEFAULT_CONNECT_TIMEOUT, DEFAULT_SERVE_TIMEOUT
-from envsnap.errors import (
-    EXIT_DRIFT,
-    EXIT_HOST,
-    EXIT_INTERNAL,
-    EXIT_INTERRUPTED,
-    EXIT_INVALID,
-    EXIT_OK,
-    EXIT_USAGE,
-)
+from envsnap.errors import ExitCode
 from envsnap.snapshot.store import DEFAULT_STORE
 
 if TYPE_CHECKING:   # bench loads when a command runs, not for the parser
     from envsnap.bench.run import ServeSpec
 
-ExitCode = tuple[int, str]
+CodeMeaning = tuple[int, str]   # an exit code and what it means to this command
 # What any command can end with, whatever it does: listed at the end of every epilog.
-ALWAYS: tuple[ExitCode, ...] = (
-    (EXIT_INTERNAL, "internal error: a bug in envsnap (one line; the traceback is saved "
-                    "under $XDG_STATE_HOME/envsnap or ~/.local/state/envsnap)"),
-    (EXIT_INTERRUPTED, "interrupted (Ctrl-C)"),
+ALWAYS: tuple[CodeMeaning, ...] = (
+    (ExitCode.INTERNAL, "internal error: a bug in envsnap (one line; the traceback is saved "
+                        "under $XDG_STATE_HOME/envsnap or ~/.local/state/envsnap)"),
+    (ExitCode.INTERRUPTED, "interrupted (Ctrl-C)"),
 )
 # The whole contract, for `envsnap --help`; each command's help lists only its own codes.
-ALL_EXIT_CODES: tuple[ExitCode, ...] = (
-    (EXIT_OK, "ok / no drift (diff --fail-on regression: no benchmark regression)"),
-    (EXIT_DRIFT, "drift or regression found (diff --fail-on regression: only a benchmark "
-                 "regression)"),
-    (EXIT_USAGE, "usage error (no command, bad argument, unknown label, bad inventory)"),
-    (EXIT_HOST, "host unreachable or partly failed, or a benchmark run failed"),
-    (EXIT_INVALID, "invalid snapshot or playbook"),
+ALL_EXIT_CODES: tuple[CodeMeaning, ...] = (
+    (ExitCode.OK, "ok / no drift (diff --fail-on regression: no benchmark regression)"),
+    (ExitCode.DRIFT, "drift or regression found (diff --fail-on regression: only a benchmark "
+                     "regression)"),
+    (ExitCode.USAGE, "usage error (no command, bad argument, unknown label, bad inventory)"),
+    (ExitCode.HOST, "host unreachable or partly failed, or a benchmark run failed"),
+    (ExitCode.INVALID, "invalid snapshot or playbook"),
 )
 
 
-def exit_codes(*codes: ExitCode) -> str:
+def exit_codes(*codes: CodeMeaning) -> str:
     """An epilog that lists a command's exit codes, one per line, long ones wrapped."""
     lines = ["exit codes:"]
     for code, meaning in codes + ALWAYS:

@@ -8,17 +8,17 @@ from typing import Any
 
 from envsnap.cli.options import add_connection_options, exit_codes, positive_int
 from envsnap.defaults import DEFAULT_FORKS
-from envsnap.errors import EXIT_DRIFT, EXIT_HOST, EXIT_INVALID, EXIT_OK, EXIT_USAGE
+from envsnap.errors import ExitCode
 
 EPILOG = exit_codes(
-    (EXIT_OK, "every task ok or changed"),
-    (EXIT_DRIFT, "only assert/verify tasks found drift (assert_facts, git verify, a bench "
-                 "regression)"),
-    (EXIT_USAGE, "usage error: bad argument, bad -e value, bad inventory, a foreign -e "
-                 "snapshot= without --check or --trust-foreign"),
-    (EXIT_HOST, "a task or a host failed"),
-    (EXIT_INVALID, "invalid playbook (YAML error, unknown module or argument, undefined "
-                   "variable: one line, file:line:) or snapshot"),
+    (ExitCode.OK, "every task ok or changed"),
+    (ExitCode.DRIFT, "only assert/verify tasks found drift (assert_facts, git verify, a bench "
+                     "regression)"),
+    (ExitCode.USAGE, "usage error: bad argument, bad -e value, bad inventory, a foreign -e "
+                     "snapshot= without --check or --trust-foreign"),
+    (ExitCode.HOST, "a task or a host failed"),
+    (ExitCode.INVALID, "invalid playbook (YAML error, unknown module or argument, undefined "
+                       "variable: one line, file:line:) or snapshot"),
 )
 
 

@@ -8,13 +8,13 @@ from typing import Any
 
 from envsnap.cli.options import add_store_option, exit_codes
 from envsnap.defaults import REPORT_FORMATS
-from envsnap.errors import EXIT_INVALID, EXIT_OK, EXIT_USAGE, UsageError
+from envsnap.errors import ExitCode, UsageError
 
 EPILOG = exit_codes(
-    (EXIT_OK, "the report was written, whatever --vs found: a report is a rendering; "
-              "`envsnap diff` is the check that exits 1 on drift"),
-    (EXIT_USAGE, "usage error: bad argument, unknown label, a file that cannot be written"),
-    (EXIT_INVALID, "invalid snapshot"),
+    (ExitCode.OK, "the report was written, whatever --vs found: a report is a rendering; "
+                  "`envsnap diff` is the check that exits 1 on drift"),
+    (ExitCode.USAGE, "usage error: bad argument, unknown label, a file that cannot be written"),
+    (ExitCode.INVALID, "invalid snapshot"),
 )
 SUFFIX_FORMATS = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html",
                   ".json": "json"}
@@ -74,4 +74,4 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(f"saved {save_text(args.output, render(report, output_format(args)))}")
     elif not args.bundle:
         sys.stdout.write(render(report, output_format(args)))
-    return EXIT_OK
+    return ExitCode.OK

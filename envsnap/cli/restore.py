@@ -17,14 +17,7 @@ from envsnap.cli.options import (
     serve_spec,
     utf8_text,
 )
-from envsnap.errors import (
-    EXIT_DRIFT,
-    EXIT_HOST,
-    EXIT_INVALID,
-    EXIT_OK,
-    EXIT_USAGE,
-    UsageError,
-)
+from envsnap.errors import ExitCode, UsageError
 from envsnap.verdicts import REGRESSION
 
 if TYPE_CHECKING:   # the restore code loads when the command runs, not with the parser
@@ -33,18 +26,18 @@ if TYPE_CHECKING:   # the restore code loads when the command runs, not with the
     from envsnap.restore.run import RestoreReport
 
 EPILOG = exit_codes(
-    (EXIT_OK, "nothing to do, or restored and verified; --abort: rolled back (or its "
-              "journal cleared), or no restore was pending"),
-    (EXIT_DRIFT, "--check found drift, something still differs after restoring, or the "
-                 "rerun is a regression"),
-    (EXIT_USAGE, "usage error: bad argument, a snapshot of another host without "
-                 "--force-host, no --yes without a terminal, another restore's journal "
-                 "pending, a foreign snapshot without --trust-foreign (nothing changed)"),
-    (EXIT_HOST, "a check failed before any change (a commit neither here nor on a remote, "
-                "a patch that does not apply: no journal is written), a checkout is locked "
-                "by another restore (after --wait), or a step failed (the journal keeps it "
-                "resumable; `envsnap restore --abort` rolls it back)"),
-    (EXIT_INVALID, "invalid snapshot"),
+    (ExitCode.OK, "nothing to do, or restored and verified; --abort: rolled back (or its "
+                  "journal cleared), or no restore was pending"),
+    (ExitCode.DRIFT, "--check found drift, something still differs after restoring, or the "
+                     "rerun is a regression"),
+    (ExitCode.USAGE, "usage error: bad argument, a snapshot of another host without "
+                     "--force-host, no --yes without a terminal, another restore's journal "
+                     "pending, a foreign snapshot without --trust-foreign (nothing changed)"),
+    (ExitCode.HOST, "a check failed before any change (a commit neither here nor on a remote, "
+                    "a patch that does not apply: no journal is written), a checkout is locked "
+                    "by another restore (after --wait), or a step failed (the journal keeps it "
+                    "resumable; `envsnap restore --abort` rolls it back)"),
+    (ExitCode.INVALID, "invalid snapshot"),
 )
 
 
@@ -195,17 +188,17 @@ def cmd_abort(args: argparse.Namespace) -> int:
 def abort_exit(report: RestoreReport | None) -> int:
     """0 once the checkouts are back (drift that no restore undoes is not the abort's)."""
     if report is None:
-        return EXIT_OK
+        return ExitCode.OK
     if report.plan.outcome != "ok" or (report.applied and report.applied.outcome != "ok"):
-        return EXIT_HOST
-    return EXIT_DRIFT if report.mismatches else EXIT_OK
+        return ExitCode.HOST
+    return ExitCode.DRIFT if report.mismatches else ExitCode.OK
 
 
 def restore_exit(report: RestoreReport) -> int:
     if report.plan.outcome != "ok" or (report.applied and report.applied.outcome != "ok"):
-        return EXIT_HOST
+        return ExitCode.HOST
     if report.rerun and report.rerun.verdict == REGRESSION:
-        return EXIT_DRIFT
+        return ExitCode.DRIFT
     if report.applied is not None:
-        return EXIT_DRIFT if report.mismatches or report.remaining else EXIT_OK
-    return EXIT_DRIFT if report.drift else EXIT_OK
+        return ExitCode.DRIFT if report.mismatches or report.remaining else ExitCode.OK
+    return ExitCode.DRIFT if report.drift else ExitCode.OK

@@ -10,7 +10,7 @@ import textwrap
 from typing import Any
 
 from envsnap.cli.options import add_store_option, exit_codes
-from envsnap.errors import EXIT_INVALID, EXIT_OK, EXIT_USAGE
+from envsnap.errors import ExitCode
 
 NAME_COLUMN_MAX = 24     # a longer row name (a repo's path) pushes its value, not the column
 FALLBACK_COLUMNS = 100   # not a terminal: wrap for a wide pager or an issue
@@ -18,8 +18,8 @@ FALLBACK_COLUMNS = 100   # not a terminal: wrap for a wide pager or an issue
 
 def add_list_parser(commands: Any) -> None:
     lst = commands.add_parser("list", help="list stored snapshots", epilog=exit_codes(
-        (EXIT_OK, "listed (an empty store too)"),
-        (EXIT_USAGE, "usage error: bad argument")))
+        (ExitCode.OK, "listed (an empty store too)"),
+        (ExitCode.USAGE, "usage error: bad argument")))
     add_store_option(lst)
     lst.set_defaults(run=cmd_list)
 
@@ -27,10 +27,10 @@ def add_list_parser(commands: Any) -> None:
 def add_show_parser(commands: Any) -> None:
     show = commands.add_parser(
         "show", help="one snapshot on one screen: host, versions, GPUs, repos, env, problems",
-        epilog=exit_codes((EXIT_OK, "shown"),
-                          (EXIT_USAGE, "usage error: bad argument, no such label"),
-                          (EXIT_INVALID, "invalid snapshot (corrupt, not a snapshot, newer "
-                                         "schema)")))
+        epilog=exit_codes((ExitCode.OK, "shown"),
+                          (ExitCode.USAGE, "usage error: bad argument, no such label"),
+                          (ExitCode.INVALID, "invalid snapshot (corrupt, not a snapshot, newer "
+                                             "schema)")))
     show.add_argument("label", metavar="LABEL", help="a label in the store or a snapshot file")
     form = show.add_mutually_exclusive_group()
     form.add_argument("--yaml", action="store_true",
@@ -47,11 +47,11 @@ def cmd_list(args: argparse.Namespace) -> int:
     entries = Store(args.store).entries()
     if not entries:
         print(f"no snapshots in {args.store}")
-        return EXIT_OK
+        return ExitCode.OK
     width = max(len(entry.label) for entry in entries)
     for entry in entries:
         print(f"{entry.label:<{width}}  {entry.captured_at:<25}  {entry.host_shown}")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -69,7 +69,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         path = str(store.resolve(args.label))
         sys.stdout.write("".join(line + "\n" for line in
                                  summary_lines(document, args.label, path, columns)))
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def summary_lines(document: dict[str, Any], label: str, path: str, columns: int) -> list[str]:

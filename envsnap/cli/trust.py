@@ -8,13 +8,13 @@ import sys
 from typing import Any
 
 from envsnap.cli.options import add_store_option, ask, exit_codes, said_yes
-from envsnap.errors import EXIT_INVALID, EXIT_OK, EXIT_USAGE, UsageError
+from envsnap.errors import ExitCode, UsageError
 
 EPILOG = exit_codes(
-    (EXIT_OK, "adopted (signed with your key and stored), or already yours"),
-    (EXIT_USAGE, "usage error: no such file or label, a label taken without --force, no "
-                 "--yes without a terminal, declined at the question (nothing stored)"),
-    (EXIT_INVALID, "invalid snapshot"),
+    (ExitCode.OK, "adopted (signed with your key and stored), or already yours"),
+    (ExitCode.USAGE, "usage error: no such file or label, a label taken without --force, no "
+                     "--yes without a terminal, declined at the question (nothing stored)"),
+    (ExitCode.INVALID, "invalid snapshot"),
 )
 
 
@@ -73,11 +73,11 @@ def cmd_trust(args: argparse.Namespace) -> int:
     label = adoption_label(store, args.file, document, args.label, args.force)
     if found.mine and store.resolve(args.file).resolve() == store.path_for(label).resolve():
         print(f"{label}: already yours (signed with your key); nothing to do")
-        return EXIT_OK
+        return ExitCode.OK
     print("\n".join(summary_lines(document, args.file, found)))
     if not ask_to_adopt(args.yes, args.file):
         raise UsageError(f"{args.file} not adopted: nothing stored")
     snap.set_label(document, label)
     path = store.save(document, label)
     print(f"trusted: signed with your key and stored as {label} ({path})")
-    return EXIT_OK
+    return ExitCode.OK

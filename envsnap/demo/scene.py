@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from envsnap.errors import EXIT_DRIFT, EXIT_OK
+from envsnap.errors import ExitCode
 
 PYNCCL = "python/sglang/srt/distributed/device_communicators/pynccl.py"
 PARALLEL_STATE = "python/sglang/srt/distributed/parallel_state.py"
@@ -61,7 +61,7 @@ SITECUSTOMIZE = "".join(f"os.environ.setdefault({k!r}, {v!r})\n" for k, v in NCC
 class Step:
     title: str
     argv: list[str]
-    expect: tuple[int, ...] = (EXIT_OK,)      # exit codes that mean the step went as told
+    expect: tuple[int, ...] = (ExitCode.OK,)      # exit codes that mean the step went as told
     prepare: Callable[[], None] | None = None  # what happens on the host before the command
     note: str = ""
 
@@ -214,23 +214,23 @@ def steps(scene: Scene) -> list[Step]:
              note="meanwhile the local patch was stashed, something ran `git pull`, and the "
                   f"server was restarted without {DROPPED_VARIABLE}"),
         Step("3. what changed, ranked by what matters", envsnap("diff", "good", "bad"),
-             expect=(EXIT_DRIFT,)),
+             expect=(ExitCode.DRIFT,)),
         Step("4. which difference did it: each put back and benchmarked (explain)",
              envsnap("explain", "good", "bad", "--repo", str(scene.checkout),
                      "--cmd", bench_command(scene), "--metric", METRIC, "--repeat", "3",
                      "--yes"),
-             expect=(EXIT_DRIFT,),
+             expect=(ExitCode.DRIFT,),
              note=f"the pull, the stashed patch, {DROPPED_VARIABLE} gone from the server: "
                   "suspects until measured"),
         Step("5. bring the good state back (your current work is stashed), rerun the benchmark",
-             envsnap("restore", "good", "--yes", "--rerun"), expect=(EXIT_DRIFT,),
+             envsnap("restore", "good", "--yes", "--rerun"), expect=(ExitCode.DRIFT,),
              note=f"a running server's env is not restore's to change: it names "
                   f"{DROPPED_VARIABLE} for you to set by hand, harmless here as explain "
                   "measured"),
         Step("6. which of the nine pulled commits did it (noise-aware bisect)",
              envsnap("bisect", "good", "bad", "--repo", str(scene.checkout),
                      "--cmd", bench_command(scene), "--metric", METRIC, "--repeat", "5"),
-             expect=(EXIT_DRIFT,)),
+             expect=(ExitCode.DRIFT,)),
     ]
 
 

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from envsnap.agent.redact import redact_document, rekey
 from envsnap.defaults import DEFAULT_COLLECTOR_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FORKS
-from envsnap.errors import EXIT_HOST, EnvsnapError, HostError, UsageError
+from envsnap.errors import EnvsnapError, ExitCode, HostError, UsageError
 from envsnap.hosts import payload
 from envsnap.hosts.inventory import Host
 from envsnap.hosts.labels import HOST, host_field, parse_template, shared_values
@@ -65,7 +65,7 @@ class Outcome:
     path: Path | None = None
     problems: list[str] = field(default_factory=list)
     error: str | None = None
-    exit_code: int = EXIT_HOST     # of the error: EXIT_USAGE for a label saved meanwhile
+    exit_code: int = ExitCode.HOST     # of the error: ExitCode.USAGE for a label saved meanwhile
     seconds: float = 0.0
 
     @property
@@ -159,10 +159,10 @@ def agent_json(host_name: str, output: str) -> AgentOutput:
 
 def check_agent_exit(host: Host, exit_code: int, stderr: str) -> None:
     last_line = (stderr.strip().splitlines() or [""])[-1]
-    if exit_code == 127:
+    if exit_code == ExitCode.COMMAND_NOT_FOUND:
         raise HostError(f"{host.name}: python not found on the host ({host.python!r}); "
                         "set --python or the host var python")
-    if exit_code == payload.PYTHON_TOO_OLD_EXIT:
+    if exit_code == ExitCode.AGENT_PYTHON_TOO_OLD:
         raise HostError(f"{host.name}: {last_line} ({host.python}); set --python to a newer one")
     if exit_code != 0:
         raise HostError(f"{host.name}: agent failed (exit {exit_code}): {last_line}")

@@ -19,10 +19,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal, TypedDict, Union
 
+from envsnap.errors import ExitCode
+
 AGENT_DIR = Path(__file__).parent.parent / "agent"
 CACHE_DIR = ".cache/envsnap"         # relative to the login home on the host
-PAYLOAD_MISSING_EXIT = 91            # "ship it first", from run_command below
-PYTHON_TOO_OLD_EXIT = 90             # from agent/__main__.py
+PAYLOAD_MISSING_EXIT = ExitCode.AGENT_NOT_CACHED   # "ship it first", from run_command below
 ZIP_DATE = (2020, 1, 1, 0, 0, 0)     # fixed, so equal content gives an equal hash
 
 # The agent's JSON document as it prints it (agent/runner.py): the one place where what

@@ -23,17 +23,7 @@ from functools import partial
 from typing import Any, Callable, Literal, TypedDict, Union
 
 from envsnap.defaults import DEFAULT_CONNECT_TIMEOUT, DEFAULT_FORKS
-from envsnap.errors import (
-    EXIT_DRIFT,
-    EXIT_HOST,
-    EXIT_INVALID,
-    EXIT_OK,
-    ArgError,
-    EnvsnapError,
-    HostError,
-    PlaybookError,
-    UsageError,
-)
+from envsnap.errors import ArgError, EnvsnapError, ExitCode, HostError, PlaybookError, UsageError
 from envsnap.hosts.inventory import Host, Inventory, resolve_hosts
 from envsnap.hosts.transport import Transport, open_transport
 from envsnap.playbook.load import Play, Playbook, Task
@@ -52,8 +42,8 @@ FAILED: tuple[TaskStatus, ...] = ("failed", "unreachable")   # the host did not 
 PlayOutcome = Literal["ok", "drift", "failed", "invalid"]
 
 # RunResult.outcome -> exit code (errors.py's table): drift is a finding, not an error.
-PLAY_EXIT_CODES: dict[PlayOutcome, int] = {"ok": EXIT_OK, "drift": EXIT_DRIFT,
-                                           "failed": EXIT_HOST, "invalid": EXIT_INVALID}
+PLAY_EXIT_CODES: dict[PlayOutcome, int] = {"ok": ExitCode.OK, "drift": ExitCode.DRIFT,
+                                           "failed": ExitCode.HOST, "invalid": ExitCode.INVALID}
 
 
 class MagicVars(TypedDict):

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from envsnap.errors import StoreError, UsageError
 from envsnap.snapshot import document as snap
 from envsnap.snapshot.store import Store, atomic_write, label_from_name
+from envsnap.text import dump_json
 
 JOURNAL_DIR = ".journal"
 
@@ -96,7 +97,7 @@ class JournalBook:
         path = self.path(journal)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(path, json.dumps(asdict(journal), indent=2) + "\n")
+            atomic_write(path, dump_json(asdict(journal)))
         except OSError as exc:
             raise StoreError(f"cannot write restore journal {path}: {exc.strerror}") from None
 
