@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envsnap.agent.redact import redact_document, rekey
 from envsnap.errors import SnapshotError, UsageError
@@ -21,6 +21,9 @@ from envsnap.hosts.inventory import Host, check_proc_patterns, inventory_bool, n
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.mask import masking_key
 from envsnap.snapshot.store import DEFAULT_STORE, Store
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Snapshot
 
 STORE_VARIABLE = "ENVSNAP_STORE"
 # What the agent is asked, as `envsnap capture` asks it (its --repo, --proc, --python...).
@@ -67,7 +70,7 @@ class AssertRequest:
     driver: str | None
     nccl: str | None
     clocks_not_throttled: bool
-    baseline: dict[str, Any] | None
+    baseline: Snapshot | None
     baseline_name: str | None
     agent: AgentRun
 
@@ -76,7 +79,7 @@ class AssertRequest:
 class Saved:
     label: str
     path: Path
-    document: dict[str, Any]
+    document: Snapshot
     problems: list[str]
 
 
@@ -158,7 +161,7 @@ def capture_request(args: Mapping[str, Any], host: HostSeen, play_hosts: list[st
 
 
 def document_from(agent_output: str, host: HostSeen, label: str, captured_at: str,
-                  agent: AgentRun) -> dict[str, Any]:
+                  agent: AgentRun) -> Snapshot:
     """The module's result (the agent's JSON text, as the SSH path reads it) -> a snapshot
     document, its secrets rekeyed under this user's masking key before anything keeps it."""
     try:
@@ -201,7 +204,7 @@ def assert_request(args: Mapping[str, Any], host: HostSeen,
                          agent=agent_run(agent_args, host))
 
 
-def baseline_options(baseline: dict[str, Any]) -> dict[str, Any]:
+def baseline_options(baseline: Snapshot) -> dict[str, Any]:
     """The repos and processes the known-good snapshot recorded, so the host is captured as
     it was. Only from a snapshot this user made (signed with their key): a stranger's names
     paths and patterns that are data, not something to run on the host unasked."""
@@ -218,7 +221,7 @@ def version_matches(found: str, wanted: str) -> bool:
     return found == wanted or found.startswith(wanted + ".")
 
 
-def driver_failure(document: dict[str, Any], wanted: str) -> str | None:
+def driver_failure(document: Snapshot, wanted: str) -> str | None:
     found = snapshot.section(document, "nvidia").get("driver")
     if not found:
         why = snapshot.collector_error(document, "nvidia") or "no NVIDIA driver found"
@@ -228,7 +231,7 @@ def driver_failure(document: dict[str, Any], wanted: str) -> str | None:
     return None
 
 
-def nccl_versions(document: dict[str, Any]) -> dict[str, str]:
+def nccl_versions(document: Snapshot) -> dict[str, str]:
     """Where an NCCL was found -> its version. PyTorch's own NCCL is the one a job loads,
     so when it is recorded it is the only one that counts."""
     nccl = snapshot.section(document, "cuda_nccl").get("nccl")
@@ -246,7 +249,7 @@ def nccl_versions(document: dict[str, Any]) -> dict[str, str]:
     return found
 
 
-def nccl_failure(document: dict[str, Any], wanted: str) -> str | None:
+def nccl_failure(document: Snapshot, wanted: str) -> str | None:
     found = nccl_versions(document)
     if not found:
         return f"nccl: {wanted} required, no NCCL found"
@@ -258,7 +261,7 @@ def nccl_failure(document: dict[str, Any], wanted: str) -> str | None:
     return None
 
 
-def clocks_failure(document: dict[str, Any]) -> str | None:
+def clocks_failure(document: Snapshot) -> str | None:
     volatile = document.get("volatile", {}).get("nvidia", {})
     gpus = volatile.get("gpus") if isinstance(volatile, dict) else None
     if not isinstance(gpus, dict) or not gpus:
@@ -276,7 +279,7 @@ def clocks_failure(document: dict[str, Any]) -> str | None:
     return f"clocks_not_throttled: {'; '.join(throttled)}" if throttled else None
 
 
-def drift_failure(document: dict[str, Any], baseline: dict[str, Any],
+def drift_failure(document: Snapshot, baseline: Snapshot,
                   name: str) -> str | None:
     """Facts that differ from the known-good snapshot, as `envsnap diff` finds them, less
     those unique to each machine by nature (hostname, uuids, boot id: fleet.HOST_UNIQUE)."""
@@ -298,7 +301,7 @@ def shown_value(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def gate_failures(request: AssertRequest, document: dict[str, Any]) -> list[str]:
+def gate_failures(request: AssertRequest, document: Snapshot) -> list[str]:
     """One line per gate that failed, in the order the gates are documented."""
     checks = [driver_failure(document, request.driver) if request.driver else None,
               nccl_failure(document, request.nccl) if request.nccl else None,

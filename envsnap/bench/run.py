@@ -25,10 +25,10 @@ from __future__ import annotations
 import os
 import re
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from envsnap.agent.redact import holds_marker, redact_text
 from envsnap.bench import stats as benchstats
@@ -46,6 +46,9 @@ from envsnap.hosts.inventory import Host
 from envsnap.hosts.transport import Transport, open_transport
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.store import SUFFIX, Store, atomic_write, dump_yaml
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Bench, Snapshot
 
 Progress = Callable[[str], None]   # "run 2 of 5: 61.3 s, exit 0, metric 91.7"
 DEFAULT_MAX_SAMPLES = 600
@@ -302,14 +305,14 @@ def add_counts(counts: list[dict[str, int]]) -> dict[str, int]:
 @dataclass
 class BenchOutcome:
     label: str
+    document: Snapshot
     path: Any = None
-    document: dict[str, Any] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     not_saved: str | None = None   # why the store refused the record; `path` is then its
                                    # fallback copy (keep_unsaved)
 
     @property
-    def record(self) -> dict[str, Any]:
+    def record(self) -> Bench:
         record = snapshot.bench(self.document)
         assert record is not None, "a BenchOutcome is made with its record"
         return record
@@ -347,7 +350,7 @@ def capture_and_bench(host: Host, spec: BenchSpec, store: Store, options: Captur
     return outcome
 
 
-def server_workers(record: dict[str, Any]) -> dict[str, Any]:
+def server_workers(record: Mapping[str, Any]) -> dict[str, Any]:
     """The managed server's processes, as workers of the snapshot ({} without --serve)."""
     server = record.get("server")
     workers = server.get("workers") if isinstance(server, dict) else None
@@ -375,7 +378,7 @@ def check_room(store: Store, needed: int) -> None:
                          "choose another --store")
 
 
-def keep_unsaved(document: dict[str, Any], label: str, fallbacks: Sequence[Path],
+def keep_unsaved(document: Snapshot, label: str, fallbacks: Sequence[Path],
                  refused: StoreError) -> Path:
     """The record the store refused, written to the first folder of `fallbacks` that takes
     it, under a name not yet used; StoreError (naming each try) when none does."""
@@ -398,7 +401,7 @@ def keep_unsaved(document: dict[str, Any], label: str, fallbacks: Sequence[Path]
                      f"({'; '.join(tried)})")
 
 
-def spec_from_record(record: dict[str, Any]) -> BenchSpec:
+def spec_from_record(record: Mapping[str, Any]) -> BenchSpec:
     """The benchmark a record ran, to run it again the same way."""
     return BenchSpec(cmd=record["command"], metric=record["metric"],
                      repeat=int(record.get("repeat") or len(record["values"])),
@@ -407,7 +410,7 @@ def spec_from_record(record: dict[str, Any]) -> BenchSpec:
                      run_timeout=float(record.get("run_timeout") or DEFAULT_RUN_TIMEOUT))
 
 
-def rerun_and_compare(document: dict[str, Any], host: Host,
+def rerun_and_compare(document: Snapshot, host: Host,
                       options: CaptureOptions | None = None,
                       threshold: float = benchstats.DEFAULT_THRESHOLD,
                       alpha: float = benchstats.DEFAULT_ALPHA, *,
@@ -482,7 +485,7 @@ def telemetry_notes(runs: list[dict[str, Any]], interval: float) -> list[str]:
     return notes
 
 
-def format_record(record: dict[str, Any]) -> list[str]:
+def format_record(record: Mapping[str, Any]) -> list[str]:
     lines = [f"{'run':>4}  {'value':>12}  {'seconds':>9}  {'SM MHz':>9}  throttle reasons"]
     for run in record["runs"]:
         lines.append(f"{run['run']:>4}  {run['value']:>12g}  {run['seconds']:>9.2f}  "

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envsnap.cli.options import add_store_option, ask, exit_codes, said_yes
 from envsnap.errors import EXIT_INVALID, EXIT_OK, EXIT_USAGE, UsageError
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Snapshot
 
 EPILOG = exit_codes(
     (EXIT_OK, "adopted (signed with your key and stored), or already yours"),
@@ -33,7 +36,7 @@ def register(commands: Any) -> None:
     trust.set_defaults(run=cmd_trust)
 
 
-def summary_lines(document: dict[str, Any], source: str, found: Any) -> list[str]:
+def summary_lines(document: Snapshot, source: str, found: Any) -> list[str]:
     from envsnap.restore.foreign import foreign_plan, recorded_repos, rerun_shown
     from envsnap.restore.render import foreign_lines
     from envsnap.snapshot import document as snap

@@ -12,13 +12,17 @@ alone, as before.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Final, Literal
+from typing import TYPE_CHECKING, Any, Callable, Final, Literal
 
 from envsnap.bench import stats as benchstats
 from envsnap.errors import SnapshotError, UsageError
 from envsnap.snapshot import document as snap
 from envsnap.snapshot.store import Store
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Snapshot
 
 # Where the rerun landed between the endpoints.
 Outcome = Literal["back to good", "still bad", "part way back", "can't tell"]
@@ -28,7 +32,7 @@ PART_WAY: Final = "part way back"
 UNCLEAR: Final = "can't tell"
 
 # Same restorable state: (a snapshot, a capture) -> whether restore would change nothing.
-SameState = Callable[[dict[str, Any], dict[str, Any]], bool]
+SameState = Callable[["Snapshot", "Snapshot"], bool]
 
 
 @dataclass(frozen=True)
@@ -38,7 +42,7 @@ class BadSide:
     verdict: benchstats.Comparison   # the rerun against the bad side's runs
 
 
-def same_benchmark(recorded: dict[str, Any] | None, rerun: dict[str, Any]) -> bool:
+def same_benchmark(recorded: Mapping[str, Any] | None, rerun: dict[str, Any]) -> bool:
     """Runs of the same command and metric, read the same way, enough to know their noise."""
     return (isinstance(recorded, dict) and recorded.get("command") == rerun.get("command")
             and recorded.get("metric") == rerun.get("metric")
@@ -46,7 +50,7 @@ def same_benchmark(recorded: dict[str, Any] | None, rerun: dict[str, Any]) -> bo
             and len(recorded.get("values") or []) >= benchstats.MIN_RUNS)
 
 
-def find_bad_side(store: Store, restored: dict[str, Any], rollback_label: str | None,
+def find_bad_side(store: Store, restored: Snapshot, rollback_label: str | None,
                   host: str, rerun: dict[str, Any], same_state: SameState) -> BadSide | None:
     """The bad endpoint for a rerun (module docstring), compared with it; None if unknown."""
     if rollback_label is None:
@@ -70,7 +74,7 @@ def find_bad_side(store: Store, restored: dict[str, Any], rollback_label: str | 
     return None
 
 
-def newest_first(store: Store, host: str, leave_out: str) -> list[tuple[str, dict[str, Any]]]:
+def newest_first(store: Store, host: str, leave_out: str) -> list[tuple[str, Snapshot]]:
     found = []
     for entry in store.entries():
         if entry.host != host or entry.label == leave_out:

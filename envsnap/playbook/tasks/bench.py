@@ -7,7 +7,7 @@ numbers did not come back. In check mode nothing runs.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from envsnap.bench import run as bench
 from envsnap.bench import stats as benchstats
@@ -32,6 +32,9 @@ from envsnap.playbook.tasks.base import (
 )
 from envsnap.playbook.tasks.facts import take_snapshot
 from envsnap.snapshot import document as snapshot
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Snapshot
 
 NUMBERS = ("repeat", "sample_interval", "run_timeout", "threshold", "serve_timeout")
 
@@ -75,8 +78,10 @@ def baseline_values(ctx: Context, value: Any) -> list[float] | None:
             raise ArgError(f"bench: baseline must be a snapshot or a list of numbers, "
                            f"not {value!r}")
         return [number for number in numbers if number is not None]
-    document = value if isinstance(value, Mapping) else ctx.store.load(str(value))
-    recorded = snapshot.bench(dict(document))
+    # a mapping is the play's `snapshot` variable: a document the runner loaded (validated)
+    document = cast("Snapshot", value) if isinstance(value, Mapping) else \
+        ctx.store.load(str(value))
+    recorded = snapshot.bench(document)
     if recorded is None or not recorded.get("values"):
         raise ArgError("bench: the baseline snapshot has no recorded benchmark")
     return [float(v) for v in recorded["values"]]
