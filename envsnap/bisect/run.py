@@ -135,7 +135,8 @@ def bisect(store: Store, inventory: Inventory, good_label: str, bad_label: str,
     try:
         with CheckoutLocks(transport, target, [path]):   # the checkout it walks
             ctx = Context(host=target, transport=transport, store=store)
-            return locked_bisect(ctx, path, (good_repo["head"], bad_repo["head"]),
+            heads = (str(good_repo.get("head")), str(bad_repo.get("head")))  # pick_repo: set
+            return locked_bisect(ctx, path, heads,
                                  (good_label, bad_label), patch, bisector)
     except GitFailure as exc:
         raise HostError(str(exc)) from None

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from envsnap.agent.redact import redact_document, rekey
 from envsnap.defaults import DEFAULT_COLLECTOR_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FORKS
@@ -25,6 +25,9 @@ from envsnap.hosts.transport import Transport, open_transport
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.mask import masking_key
 from envsnap.snapshot.store import Store, label_from_name, validate_label
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Snapshot
 
 
 @dataclass(frozen=True)
@@ -152,7 +155,7 @@ def check_agent_exit(host: Host, exit_code: int, stderr: str) -> None:
 
 
 def snapshot_document(transport: Transport, host: Host, label: str,
-                      options: CaptureOptions) -> dict[str, Any]:
+                      options: CaptureOptions) -> Snapshot:
     """Capture one host through an open transport into a document, not yet saved."""
     config = agent_config(host, options)
     captured_at = now_utc().isoformat(timespec="seconds")

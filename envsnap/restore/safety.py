@@ -21,7 +21,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from envsnap.agent.redact import redact_argv
 from envsnap.errors import HostError, StoreError, UsageError
@@ -29,6 +29,9 @@ from envsnap.hosts.inventory import Host
 from envsnap.hosts.transport import Transport
 from envsnap.snapshot import document as snap
 from envsnap.snapshot.store import Store, atomic_write, label_from_name
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Snapshot
 
 LOCKS_DIR = ".cache/envsnap/locks"
 JOURNAL_DIR = ".journal"
@@ -40,7 +43,7 @@ Pending = Literal["resume", "rollback"]
 JournalState = Literal["planning", "applying", "verifying"]
 
 
-def touched_by(document: dict[str, Any], only: list[str] | None = None) -> list[str]:
+def touched_by(document: Snapshot, only: list[str] | None = None) -> list[str]:
     """The checkouts a restore of `document` writes (`only` those when it restores some),
     as recorded: its lock and journal names. sitecustomize takes no lock of its own: every
     system python of Debian and Ubuntu has one, so a lock on it would serialise all restores

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 from envsnap.errors import SnapshotError, UsageError
 
 if TYPE_CHECKING:
+    from envsnap.snapshot.records import Snapshot
     from envsnap.snapshot.store import Store
 
 ALGORITHM = "hmac-sha256"
@@ -232,7 +233,7 @@ def verify_as_user(document: Mapping[str, Any],
 
 # ---- adopting a foreign snapshot (`envsnap trust`) ------------------------------------------
 
-def adoption_label(store: Store, source: str, document: Mapping[str, Any],
+def adoption_label(store: Store, source: str, document: Snapshot,
                    wanted: str | None, force: bool) -> str:
     """The label a trusted snapshot is stored under: --label, else the label it is stored
     under already (trusted in place), else the one it records. Another snapshot of that label
@@ -245,7 +246,7 @@ def adoption_label(store: Store, source: str, document: Mapping[str, Any],
     if wanted is None and in_place is not None:
         return in_place
     chosen = validate_label(wanted) if wanted is not None else \
-        label_from_name(label(dict(document), path.stem))
+        label_from_name(label(document, path.stem))
     target = store.path_for(chosen)
     if target.exists() and not force and target.resolve() != path:
         raise UsageError(f"a snapshot labelled {chosen!r} is already in {store.root}: pass "

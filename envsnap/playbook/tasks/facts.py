@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envsnap.defaults import DEFAULT_COLLECTOR_TIMEOUT
 from envsnap.diff.findings import plural
@@ -28,6 +28,9 @@ from envsnap.playbook.tasks.base import (
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.store import label_from_name, validate_label
 
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Snapshot
+
 CAPTURE_ARGS = ("repos", "procs", "python", "collector_timeout")
 TOKEN = re.compile(r"""\.?(?:\[(?:"(?P<dq>[^"]*)"|'(?P<sq>[^']*)'|(?P<index>\d+))\]"""
                    r"""|(?P<name>[^.\[\]]+))""")
@@ -35,7 +38,7 @@ MISSING = object()
 TOP_LEVEL = ("schema", "meta", "facts", "volatile", "digests")
 
 
-def take_snapshot(ctx: Context, args: dict[str, Any], label: str) -> dict[str, Any]:
+def take_snapshot(ctx: Context, args: dict[str, Any], label: str) -> Snapshot:
     """The host as it is now, as a snapshot document (not saved)."""
     for listed in ("repos", "procs"):
         try:
