@@ -10,16 +10,16 @@ from typing import TYPE_CHECKING, Any
 from envsnap.cli.options import add_store_option, ask, exit_codes, said_yes
 from envsnap.errors import EXIT_INVALID, EXIT_OK, EXIT_USAGE, UsageError
 
+if TYPE_CHECKING:   # loaded when the command runs, not for the parser
+    from envsnap.snapshot.provenance import Provenance
+    from envsnap.snapshot.records import Snapshot
+
 EPILOG = exit_codes(
     (EXIT_OK, "adopted (signed with your key and stored), or already yours"),
     (EXIT_USAGE, "usage error: no such file or label, a label taken without --force, no "
                  "--yes without a terminal, declined at the question (nothing stored)"),
     (EXIT_INVALID, "invalid snapshot"),
 )
-
-if TYPE_CHECKING:   # loaded when the command runs, not for the parser
-    from envsnap.snapshot.provenance import Provenance
-    from envsnap.snapshot.records import Snapshot
 
 
 def register(commands: Any) -> None:
