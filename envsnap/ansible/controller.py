@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envsnap.errors import UsageError
 from envsnap.hosts.capture import (
@@ -28,6 +28,9 @@ from envsnap.hosts.payload import CollectConfig
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.store import DEFAULT_STORE, Store
 from envsnap.text import now_utc, timestamp
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Snapshot
 
 STORE_VARIABLE = "ENVSNAP_STORE"
 # What the agent is asked, as `envsnap capture` asks it (its --repo, --proc, --python...).
@@ -74,7 +77,7 @@ class AssertRequest:
     driver: str | None
     nccl: str | None
     clocks_not_throttled: bool
-    baseline: dict[str, Any] | None
+    baseline: Snapshot | None
     baseline_name: str | None
     agent: AgentRun
 
@@ -155,7 +158,7 @@ def capture_request(args: Mapping[str, Any], host: HostSeen, play_hosts: list[st
 
 
 def document_from(agent_output: str, host: HostSeen, label: str, captured_at: str,
-                  agent: AgentRun) -> dict[str, Any]:
+                  agent: AgentRun) -> Snapshot:
     """The module's result (the agent's JSON text) -> a snapshot document, read and built
     as the SSH path does it (hosts/capture.py)."""
     return document_of(agent_json(host.name, agent_output), host.name, host.address, label,
@@ -193,7 +196,7 @@ def assert_request(args: Mapping[str, Any], host: HostSeen,
                          agent=agent_run(agent_args, host))
 
 
-def baseline_options(baseline: dict[str, Any]) -> dict[str, Any]:
+def baseline_options(baseline: Snapshot) -> dict[str, list[str]]:
     """The repos and processes the known-good snapshot recorded, so the host is captured as
     it was. Only from a snapshot this user made (signed with their key): a stranger's names
     paths and patterns that are data, not something to run on the host unasked."""
@@ -202,7 +205,8 @@ def baseline_options(baseline: dict[str, Any]) -> dict[str, Any]:
     if not verify_as_user(baseline).mine:
         return {}
     recorded = snapshot.capture_config(baseline)
-    return {name: recorded[name] for name in ("repos", "procs") if recorded.get(name)}
+    return {name: paths for name, paths in (("repos", recorded.get("repos", [])),
+                                            ("procs", recorded.get("procs", []))) if paths}
 
 
 def version_matches(found: str, wanted: str) -> bool:
@@ -210,8 +214,8 @@ def version_matches(found: str, wanted: str) -> bool:
     return found == wanted or found.startswith(wanted + ".")
 
 
-def driver_failure(document: dict[str, Any], wanted: str) -> str | None:
-    found = snapshot.section(document, "nvidia").get("driver")
+def driver_failure(document: Snapshot, wanted: str) -> str | None:
+    found = snapshot.nvidia(document).get("driver")
     if not found:
         why = snapshot.collector_error(document, "nvidia") or "no NVIDIA driver found"
         return f"driver: {wanted} required, {why}"
@@ -220,25 +224,22 @@ def driver_failure(document: dict[str, Any], wanted: str) -> str | None:
     return None
 
 
-def nccl_versions(document: dict[str, Any]) -> dict[str, str]:
+def nccl_versions(document: Snapshot) -> dict[str, str]:
     """Where an NCCL was found -> its version. PyTorch's own NCCL is the one a job loads,
     so when it is recorded it is the only one that counts."""
-    nccl = snapshot.section(document, "cuda_nccl").get("nccl")
-    if not isinstance(nccl, dict):
-        return {}
+    nccl = snapshot.cuda_nccl(document).get("nccl", {})
     torch = nccl.get("torch")
-    if isinstance(torch, dict) and torch.get("version"):
+    if torch and torch.get("version"):
         return {"torch": str(torch["version"])}
     found = {}
-    for kind in ("libraries", "wheels"):
-        entries = nccl.get(kind)
-        for where, entry in (entries.items() if isinstance(entries, dict) else ()):
-            if isinstance(entry, dict) and entry.get("version"):
-                found[str(where)] = str(entry["version"])
+    for entries in (nccl.get("libraries", {}), nccl.get("wheels", {})):
+        for where, entry in entries.items():
+            if entry.get("version"):
+                found[where] = str(entry["version"])
     return found
 
 
-def nccl_failure(document: dict[str, Any], wanted: str) -> str | None:
+def nccl_failure(document: Snapshot, wanted: str) -> str | None:
     found = nccl_versions(document)
     if not found:
         return f"nccl: {wanted} required, no NCCL found"
@@ -250,16 +251,15 @@ def nccl_failure(document: dict[str, Any], wanted: str) -> str | None:
     return None
 
 
-def clocks_failure(document: dict[str, Any]) -> str | None:
-    volatile = document.get("volatile", {}).get("nvidia", {})
-    gpus = volatile.get("gpus") if isinstance(volatile, dict) else None
-    if not isinstance(gpus, dict) or not gpus:
+def clocks_failure(document: Snapshot) -> str | None:
+    gpus = document.get("volatile", {}).get("nvidia", {}).get("gpus", {})
+    if not gpus:
         why = snapshot.collector_error(document, "nvidia") or "no GPU clock readings"
         return f"clocks_not_throttled: {why}"
     throttled = []
-    for bus_id, gpu in sorted(gpus.items()):
-        reasons = gpu.get("clock_event_reasons") if isinstance(gpu, dict) else None
-        if not isinstance(reasons, list):
+    for bus_id in sorted(gpus):
+        reasons = gpus[bus_id].get("clock_event_reasons")
+        if not isinstance(reasons, list):   # not read: null, or {"error": why}
             throttled.append(f"GPU {bus_id} reports no clock event reasons")
             continue
         bad = [str(reason) for reason in reasons if reason not in HARMLESS_CLOCK_EVENTS]
@@ -268,7 +268,7 @@ def clocks_failure(document: dict[str, Any]) -> str | None:
     return f"clocks_not_throttled: {'; '.join(throttled)}" if throttled else None
 
 
-def drift_failure(document: dict[str, Any], baseline: dict[str, Any],
+def drift_failure(document: Snapshot, baseline: Snapshot,
                   name: str) -> str | None:
     """Facts that differ from the known-good snapshot, as `envsnap diff` finds them, less
     those unique to each machine by nature (hostname, uuids, boot id: fleet.HOST_UNIQUE)."""
@@ -290,7 +290,7 @@ def shown_value(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def gate_failures(request: AssertRequest, document: dict[str, Any]) -> list[str]:
+def gate_failures(request: AssertRequest, document: Snapshot) -> list[str]:
     """One line per gate that failed, in the order the gates are documented."""
     checks = [driver_failure(document, request.driver) if request.driver else None,
               nccl_failure(document, request.nccl) if request.nccl else None,

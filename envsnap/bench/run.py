@@ -25,10 +25,10 @@ from __future__ import annotations
 import os
 import re
 import statistics
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable, Union, cast
 
 from envsnap.agent.redact import holds_marker, redact_text
 from envsnap.bench import stats as benchstats
@@ -42,12 +42,24 @@ from envsnap.errors import BenchError, StoreError, UsageError
 from envsnap.hosts import capture
 from envsnap.hosts.capture import CaptureOptions
 from envsnap.hosts.inventory import Host
-from envsnap.hosts.payload import BenchConfig, ServeConfig
+from envsnap.hosts.payload import AgentOutput, BenchConfig, ServeConfig
 from envsnap.hosts.transport import Transport, open_transport
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.store import SUFFIX, Store, atomic_write, dump_yaml
 from envsnap.text import now_utc, timestamp
 from envsnap.words import plural
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import (
+        Bench,
+        BenchGpu,
+        BenchGpuBusy,
+        BenchRun,
+        Process,
+        Snapshot,
+        Stats,
+        Telemetry,
+    )
 
 Progress = Callable[[str], None]   # "run 2 of 5: 61.3 s, exit 0, metric 91.7"
 DEFAULT_MAX_SAMPLES = 600
@@ -155,7 +167,7 @@ def ignore(progress: str) -> None:
 
 
 def bench_on(transport: Transport, host: Host, spec: BenchSpec,
-             progress: Progress = ignore) -> dict[str, Any]:
+             progress: Progress = ignore) -> Bench:
     """Run the benchmark through an open transport; the record, or BenchError. The agent
     is followed: `progress` gets a line as each run ends, and the runs stop if this process
     goes away (Ctrl-C, a dropped connection)."""
@@ -170,12 +182,13 @@ def bench_on(transport: Transport, host: Host, spec: BenchSpec,
         raise BenchError(f"{host.name}: the agent did not run the benchmark "
                          "(an agent older than bench mode?)")
     record = build_record(spec, reported, host.name)
-    record.update(started_at=started_at, finished_at=timestamp())
+    record["started_at"] = started_at
+    record["finished_at"] = timestamp()
     return record
 
 
 def run_bench(host: Host, spec: BenchSpec,
-              options: CaptureOptions | None = None) -> dict[str, Any]:
+              options: CaptureOptions | None = None) -> Bench:
     """Connect, run the benchmark, disconnect: the bench record."""
     options = options or CaptureOptions()
     spec.check()
@@ -184,13 +197,16 @@ def run_bench(host: Host, spec: BenchSpec,
 
 
 # ---- the agent's report -> the record (pure) ----------------------------------------------
+# The report is the agent's JSON (AgentOutput) until build_record makes it a Bench record,
+# as snapshot.build makes a capture's a Snapshot: the agent is the program schema.py's
+# description of a bench record was written from, and every later load checks it again.
 
 def last_line(text: str) -> str:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     return lines[-1][:200] if lines else "(no output)"
 
 
-def run_value(run: dict[str, Any], total: int, metric: str) -> float:
+def run_value(run: AgentOutput, total: int, metric: str) -> float:
     """The metric of one run, or BenchError naming the run and showing its last line."""
     where = f"run {run['run']} of {total}"
     shown = last_line(run.get("output_tail", ""))
@@ -210,7 +226,7 @@ def run_value(run: dict[str, Any], total: int, metric: str) -> float:
     return value
 
 
-def build_record(spec: BenchSpec, reported: dict[str, Any], host_name: str) -> dict[str, Any]:
+def build_record(spec: BenchSpec, reported: AgentOutput, host_name: str) -> Bench:
     if reported.get("error"):
         raise BenchError(f"{host_name}: {reported['error']}")
     runs = reported.get("runs", [])
@@ -223,29 +239,31 @@ def build_record(spec: BenchSpec, reported: dict[str, Any], host_name: str) -> d
     # the command as the agent returned it: a secret on it was masked there
     command = reported.get("cmd") if isinstance(reported.get("cmd"), str) else \
         redact_text(spec.cmd)
-    record = {"command": command, "cwd": reported.get("cwd"), "metric": spec.metric,
-              "lower_is_better": spec.lower_is_better, "repeat": spec.repeat,
-              "host": host_name, "sample_interval": spec.sample_interval or 0,
-              "run_timeout": spec.run_timeout, "values": values,
-              "summary": benchstats.summarise(values),
-              "runs": [run_entry(run, value) for run, value in zip(runs, values)],
-              "telemetry": telemetry}
+    record: Bench = {"command": command, "cwd": reported.get("cwd"), "metric": spec.metric,
+                     "lower_is_better": spec.lower_is_better, "repeat": spec.repeat,
+                     "host": host_name, "sample_interval": spec.sample_interval or 0,
+                     "run_timeout": spec.run_timeout, "values": values,
+                     # schema.py keeps a summary as statistic -> number, as on disk
+                     "summary": cast("dict[str, float | None]",
+                                     benchstats.summarise(values)),
+                     "runs": [run_entry(run, value) for run, value in zip(runs, values)],
+                     "telemetry": cast("Telemetry", telemetry)}
     if isinstance(reported.get("server"), dict):
         record["server"] = reported["server"]
     return record
 
 
-def run_entry(run: dict[str, Any], value: float) -> dict[str, Any]:
+def run_entry(run: AgentOutput, value: float) -> BenchRun:
     return {"run": run["run"], "value": value, "exit_code": run["exit_code"],
             "seconds": run["seconds"], "output_tail": run["output_tail"][-RECORD_TAIL_CHARS:],
             "gpus": run.get("gpus", {}), "samples": run.get("samples", {}),
             "buffered": run.get("buffered", {}), "sampler": run.get("sampler")}
 
 
-def telemetry_over_runs(gpus: dict[str, Any], runs: list[dict[str, Any]]) -> dict[str, Any]:
+def telemetry_over_runs(gpus: AgentOutput, runs: list[AgentOutput]) -> AgentOutput:
     """Per GPU over every run: lowest min, median of the run medians, highest max, and how
     many samples saw each throttle reason."""
-    combined: dict[str, Any] = {}
+    combined: AgentOutput = {}
     for bus, described in gpus.items():
         per_run = [run["gpus"][bus] for run in runs if bus in run.get("gpus", {})]
         entry = dict(described)
@@ -267,11 +285,11 @@ def telemetry_over_runs(gpus: dict[str, Any], runs: list[dict[str, Any]]) -> dic
     return combined
 
 
-def busy_over_runs(busy: list[dict[str, Any] | None]) -> dict[str, Any] | None:
+def busy_over_runs(busy: list[AgentOutput | None]) -> AgentOutput | None:
     present = [summary for summary in busy if summary]
     if not present:
         return None
-    combined: dict[str, Any] = {"samples": sum(s.get("samples", 0) for s in present)}
+    combined: AgentOutput = {"samples": sum(s.get("samples", 0) for s in present)}
     for name in ("sm_mhz", "mem_mhz", "power_w", "temp_c"):
         combined[name] = spread_over([summary.get(name) for summary in present])
     combined["clock_event_reasons"] = add_counts(
@@ -279,7 +297,7 @@ def busy_over_runs(busy: list[dict[str, Any] | None]) -> dict[str, Any] | None:
     return combined
 
 
-def spread_over(spreads: list[dict[str, Any] | None]) -> dict[str, Any] | None:
+def spread_over(spreads: list[AgentOutput | None]) -> Stats | None:
     present = [s for s in spreads if s]
     if not present:
         return None
@@ -288,11 +306,11 @@ def spread_over(spreads: list[dict[str, Any] | None]) -> dict[str, Any] | None:
             "max": max(s["max"] for s in present)}
 
 
-def add_counts(counts: list[dict[str, int]]) -> dict[str, int]:
-    total: dict[str, int] = {}
+def add_counts(counts: Sequence[Mapping[str, float | None]]) -> dict[str, float]:
+    total: dict[str, float] = {}
     for one in counts:
         for name, count in one.items():
-            total[name] = total.get(name, 0) + count
+            total[name] = total.get(name, 0) + (count or 0)
     return total
 
 
@@ -301,14 +319,14 @@ def add_counts(counts: list[dict[str, int]]) -> dict[str, int]:
 @dataclass
 class BenchOutcome:
     label: str
-    path: Any = None
-    document: dict[str, Any] = field(default_factory=dict)
-    problems: list[str] = field(default_factory=list)
+    document: Snapshot
+    problems: list[str]
+    path: Path | None = None
     not_saved: str | None = None   # why the store refused the record; `path` is then its
                                    # fallback copy (keep_unsaved)
 
     @property
-    def record(self) -> dict[str, Any]:
+    def record(self) -> Bench:
         record = snapshot.bench(self.document)
         assert record is not None, "a BenchOutcome is made with its record"
         return record
@@ -343,11 +361,10 @@ def capture_and_bench(host: Host, spec: BenchSpec, store: Store, options: Captur
     return BenchOutcome(label=label, path=saved.path, document=document, problems=saved.problems)
 
 
-def server_workers(record: dict[str, Any]) -> dict[str, Any]:
+def server_workers(record: Bench) -> dict[str, Process]:
     """The managed server's processes, as workers of the snapshot ({} without --serve)."""
     server = record.get("server")
-    workers = server.get("workers") if isinstance(server, dict) else None
-    return workers if isinstance(workers, dict) else {}
+    return server.get("workers", {}) if server is not None else {}
 
 
 # What one run can add to a record at most: its output tail and its thinned GPU samples
@@ -371,7 +388,7 @@ def check_room(store: Store, needed: int) -> None:
                          "choose another --store")
 
 
-def keep_unsaved(document: dict[str, Any], label: str, fallbacks: Sequence[Path],
+def keep_unsaved(document: Snapshot, label: str, fallbacks: Sequence[Path],
                  refused: StoreError) -> Path:
     """The record the store refused, written to the first folder of `fallbacks` that takes
     it, under a name not yet used; StoreError (naming each try) when none does."""
@@ -394,21 +411,21 @@ def keep_unsaved(document: dict[str, Any], label: str, fallbacks: Sequence[Path]
                      f"({'; '.join(tried)})")
 
 
-def spec_from_record(record: dict[str, Any]) -> BenchSpec:
+def spec_from_record(record: Bench) -> BenchSpec:
     """The benchmark a record ran, to run it again the same way."""
-    return BenchSpec(cmd=record["command"], metric=record["metric"],
+    return BenchSpec(cmd=record.get("command") or "", metric=record.get("metric") or "",
                      repeat=int(record.get("repeat") or len(record["values"])),
                      lower_is_better=bool(record.get("lower_is_better")), cwd=record.get("cwd"),
                      sample_interval=record.get("sample_interval", DEFAULT_SAMPLE_INTERVAL),
                      run_timeout=float(record.get("run_timeout") or DEFAULT_RUN_TIMEOUT))
 
 
-def rerun_and_compare(document: dict[str, Any], host: Host,
+def rerun_and_compare(document: Snapshot, host: Host,
                       options: CaptureOptions | None = None,
                       threshold: float = benchstats.DEFAULT_THRESHOLD,
                       alpha: float = benchstats.DEFAULT_ALPHA, *,
                       command: str | None = None, serve: ServeSpec | None = None
-                      ) -> tuple[dict[str, Any], benchstats.Comparison]:
+                      ) -> tuple[Bench, benchstats.Comparison]:
     """Run a snapshot's recorded benchmark again on `host`: (the new record, the verdict).
     `command`, the user's own, runs instead of the recorded one (restore --rerun-cmd);
     `serve` starts a server for the runs (restore --rerun --serve)."""
@@ -432,25 +449,34 @@ def rerun_and_compare(document: dict[str, Any], host: Host,
 
 # ---- what `envsnap bench` shows (lines, printed by envsnap/cli/) ---------------------------------
 
-def under_load(summary: dict[str, Any]) -> dict[str, Any]:
+GpuSummary = Union["BenchGpu", "BenchGpuBusy"]
+
+
+def under_load(summary: BenchGpu) -> GpuSummary:
     """A GPU's readings while it was busy; {} when no reading was: idle readings lie about
     the part that is measured."""
     if "busy" not in summary:
         return summary   # recorded by an agent that did not yet tell busy readings apart
-    busy = summary.get("busy")
-    return busy if isinstance(busy, dict) else {}
+    return summary.get("busy") or {}
 
 
-def busy_unread(summary: dict[str, Any]) -> bool:
+def reading(summary: GpuSummary, name: str) -> Stats | None:
+    """One reading's spread (`sm_mhz`): schema.py types a bench GPU's other fields as Stats,
+    which a TypedDict has no words for, so they are read by name here."""
+    return cast("Stats | None", cast(Mapping[str, object], summary).get(name))
+
+
+def busy_unread(summary: BenchGpu) -> bool:
     """The driver's buffered power saw the GPU busy, yet no polled reading fell inside."""
     return not summary.get("busy") and bool((summary.get("power_busy") or {}).get("phases"))
 
 
-def sm_clock_text(gpus: dict[str, Any]) -> str:
+def sm_clock_text(gpus: dict[str, BenchGpu]) -> str:
     """The run's median SM clock under load: one number, or the range over GPUs; "short"
     when the GPU was busy for less than the sampling interval, "idle" when never busy."""
-    medians = sorted(under_load(s)["sm_mhz"]["median"] for s in gpus.values()
-                     if under_load(s).get("sm_mhz"))
+    medians = sorted(median for s in gpus.values()
+                     if (median := (reading(under_load(s), "sm_mhz") or {}).get("median"))
+                     is not None)
     if not medians:
         if any(busy_unread(s) for s in gpus.values()):
             return "short"
@@ -459,15 +485,15 @@ def sm_clock_text(gpus: dict[str, Any]) -> str:
     return low if low == high else f"{low}-{high}"
 
 
-def reasons_text(gpus: dict[str, Any]) -> str:
+def reasons_text(gpus: dict[str, BenchGpu]) -> str:
     counts = add_counts([under_load(s).get("clock_event_reasons") or {} for s in gpus.values()])
     return ",".join(sorted(counts, key=lambda name: (-counts[name], name))) or "-"
 
 
-def telemetry_notes(runs: list[dict[str, Any]], interval: float) -> list[str]:
+def telemetry_notes(runs: list[BenchRun], interval: float) -> list[str]:
     """What the SM MHz column's words mean, said once under the table."""
-    short = [str(run["run"]) for run in runs if sm_clock_text(run.get("gpus") or {}) == "short"]
-    idle = [str(run["run"]) for run in runs if sm_clock_text(run.get("gpus") or {}) == "idle"]
+    short = [str(run["run"]) for run in runs if sm_clock_text(run.get("gpus", {})) == "short"]
+    idle = [str(run["run"]) for run in runs if sm_clock_text(run.get("gpus", {})) == "idle"]
     notes = []
     if short:
         notes.append(f"run {', '.join(short)}: GPU busy for less than the sampling interval "
@@ -478,7 +504,7 @@ def telemetry_notes(runs: list[dict[str, Any]], interval: float) -> list[str]:
     return notes
 
 
-def format_record(record: dict[str, Any]) -> list[str]:
+def format_record(record: Bench) -> list[str]:
     lines = [f"{'run':>4}  {'value':>12}  {'seconds':>9}  {'SM MHz':>9}  throttle reasons"]
     for run in record["runs"]:
         lines.append(f"{run['run']:>4}  {run['value']:>12g}  {run['seconds']:>9.2f}  "
@@ -487,7 +513,7 @@ def format_record(record: dict[str, Any]) -> list[str]:
     spread = "-" if summary["spread"] is None else f"{summary['spread']:.1%}"
     lines.append(f"median {summary['median']:g}  min {summary['min']:g}  "
                  f"max {summary['max']:g}  spread {spread}  stdev {summary['stdev']:.3g}  "
-                 f"({plural(summary['n'], 'run')}, "
+                 f"({plural(int(summary['n'] or 0), 'run')}, "
                  f"{'lower' if record['lower_is_better'] else 'higher'} is better)")
     telemetry = record.get("telemetry") or {}
     if not telemetry.get("available"):

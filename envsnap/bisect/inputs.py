@@ -4,7 +4,7 @@ Everything here is asked before the checkout moves: a refusal leaves the host as
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from envsnap.bench.run import BenchSpec
 from envsnap.bisect import search
@@ -16,6 +16,9 @@ from envsnap.hostops.shell import Shell
 from envsnap.hosts.inventory import Host, Inventory, resolve_hosts, with_vars
 from envsnap.snapshot import document as snapshot
 
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Repo, Snapshot
+
 # ---- from the snapshots, before the host is touched -------------------------------------------
 
 def check_options(spec: BenchSpec, max_repeat: int) -> None:
@@ -25,18 +28,17 @@ def check_options(spec: BenchSpec, max_repeat: int) -> None:
                          f"({spec.repeat})")
 
 
-def repos_of(document: dict[str, Any]) -> dict[str, Any]:
+def repos_of(document: Snapshot) -> dict[str, Repo]:
     return snapshot.repos(document)
 
 
-def matches(path: str, key: str, repo: Any) -> bool:
-    names = {key} | ({repo.get("toplevel"), repo.get("realpath")} if isinstance(repo, dict)
-                     else set())
-    return path.rstrip("/") in {str(name).rstrip("/") for name in names if name}
+def matches(path: str, key: str, repo: Repo) -> bool:
+    names = {key, repo.get("toplevel"), repo.get("realpath")}
+    return path.rstrip("/") in {name.rstrip("/") for name in names if name}
 
 
-def pick_repo(good: dict[str, Any], bad: dict[str, Any], repo: str | None,
-              labels: tuple[str, str]) -> tuple[str, dict[str, Any], dict[str, Any]]:
+def pick_repo(good: Snapshot, bad: Snapshot, repo: str | None,
+              labels: tuple[str, str]) -> tuple[str, Repo, Repo]:
     """(path on the host, good's repo facts, bad's): --repo, or the one repo both recorded."""
     if repo is None:
         common = sorted(set(repos_of(good)) & set(repos_of(bad)))
@@ -49,16 +51,15 @@ def pick_repo(good: dict[str, Any], bad: dict[str, Any], repo: str | None,
     for document, label in zip((good, bad), labels):
         entry = next((value for key, value in repos_of(document).items()
                       if matches(repo, key, value)), None)
-        if not isinstance(entry, dict) or not isinstance(entry.get("head"), str):
-            why = entry.get("error", "no commit recorded") if isinstance(entry, dict) \
-                else "not recorded"
+        if entry is None or entry.get("head") is None:
+            why = "not recorded" if entry is None else entry.get("error", "no commit recorded")
             raise UsageError(f"snapshot {label!r} has no HEAD for repo {repo} ({why})")
         found.append(entry)
     path = str(found[1].get("toplevel") or repo)
     return path, found[0], found[1]
 
 
-def pick_host(bad: dict[str, Any], inventory: Inventory, host: str | None) -> Host:
+def pick_host(bad: Snapshot, inventory: Inventory, host: str | None) -> Host:
     """--host, else the bad snapshot's host (where it is slow), with its recorded python."""
     pattern = host or snapshot.host(bad, "local")
     hosts = resolve_hosts([pattern], inventory)
@@ -68,8 +69,9 @@ def pick_host(bad: dict[str, Any], inventory: Inventory, host: str | None) -> Ho
     return with_vars(hosts[0], {"python": python}) if host is None else hosts[0]
 
 
-def good_patch(repo: dict[str, Any], label: str) -> Patch:
-    blob = (repo.get("uncommitted") or {}).get("patch")
+def good_patch(repo: Repo, label: str) -> Patch:
+    work = repo.get("uncommitted")    # null: no work tree recorded
+    blob = work.get("patch") if work is not None else None
     if blob is None:
         raise UsageError(f"--with-patch: snapshot {label!r} recorded no uncommitted patch")
     try:
@@ -78,7 +80,7 @@ def good_patch(repo: dict[str, Any], label: str) -> Patch:
         raise UsageError(f"--with-patch: {exc}") from None
 
 
-def recorded_baseline(good: dict[str, Any], spec: BenchSpec, label: str) -> list[float]:
+def recorded_baseline(good: Snapshot, spec: BenchSpec, label: str) -> list[float]:
     record = snapshot.bench(good)
     if record is None or not record.get("values"):
         raise UsageError(f"--good-from-snapshot: snapshot {label!r} has no recorded benchmark")

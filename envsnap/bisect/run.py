@@ -140,7 +140,8 @@ def bisect(store: Store, inventory: Inventory, good_label: str, bad_label: str,
                             options.capture.accept_new_host_keys) as transport, \
                 CheckoutLocks(transport, target, [path]):   # the checkout it walks
             shell = HostShell(target, transport)
-            return locked_bisect(shell, path, (good_repo["head"], bad_repo["head"]),
+            heads = (str(good_repo.get("head")), str(bad_repo.get("head")))  # pick_repo: set
+            return locked_bisect(shell, path, heads,
                                  (good_label, bad_label), patch, bisector)
     except GitFailure as exc:
         raise HostError(str(exc)) from None

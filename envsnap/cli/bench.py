@@ -99,7 +99,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                                     lambda text: status.run_ended(f"{name}: {text}"),
                                     fallbacks)
     sys.stdout.write("".join(line + "\n" for line in format_record(outcome.record)))
-    print(f"runs: {values_at_a_glance(outcome.record.get('values') or [])}")
+    print(f"runs: {values_at_a_glance(outcome.record['values'])}")
     if outcome.not_saved:
         sys.stderr.write(f"envsnap: error: {outcome.not_saved}; the record is kept in "
                          f"{outcome.path} (envsnap show {outcome.path})\n")

@@ -7,10 +7,13 @@ import argparse
 import shutil
 import sys
 import textwrap
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envsnap.cli.options import add_store_option, exit_codes
 from envsnap.errors import ExitCode
+
+if TYPE_CHECKING:   # loaded when the command runs, not for the parser
+    from envsnap.snapshot.records import Snapshot
 
 NAME_COLUMN_MAX = 24     # a longer row name (a repo's path) pushes its value, not the column
 FALLBACK_COLUMNS = 100   # not a terminal: wrap for a wide pager or an issue
@@ -72,7 +75,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def summary_lines(document: dict[str, Any], label: str, path: str, columns: int) -> list[str]:
+def summary_lines(document: Snapshot, label: str, path: str, columns: int) -> list[str]:
     from envsnap.diff.compare import side_of
     from envsnap.report.build import bench_facts
     from envsnap.report.facts import summary

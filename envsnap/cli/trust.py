@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envsnap.cli.options import add_store_option, ask, exit_codes, said_yes
 from envsnap.errors import ExitCode, UsageError
+
+if TYPE_CHECKING:   # loaded when the command runs, not for the parser
+    from envsnap.snapshot.provenance import Provenance
+    from envsnap.snapshot.records import Snapshot
 
 EPILOG = exit_codes(
     (ExitCode.OK, "adopted (signed with your key and stored), or already yours"),
@@ -33,7 +37,7 @@ def register(commands: Any) -> None:
     trust.set_defaults(run=cmd_trust)
 
 
-def summary_lines(document: dict[str, Any], source: str, found: Any) -> list[str]:
+def summary_lines(document: Snapshot, source: str, found: Provenance) -> list[str]:
     from envsnap.restore.foreign import foreign_plan, recorded_repos, rerun_shown
     from envsnap.restore.render import foreign_lines
     from envsnap.snapshot import document as snap
@@ -42,10 +46,9 @@ def summary_lines(document: dict[str, Any], source: str, found: Any) -> list[str
              f"  host: {snap.host(document)} ({snap.hostname(document) or 'hostname unknown'})",
              f"  captured: {snap.captured_at(document) or '?'}"]
     for path, repo in sorted(snap.repos(document).items()):
-        head = repo.get("head") if isinstance(repo, dict) else None
-        branch = repo.get("branch") if isinstance(repo, dict) else None
+        head, branch = repo.get("head"), repo.get("branch")
         lines.append(f"  repo {path}: " + (f"{head}" + (f" ({branch})" if branch else "")
-                                           if isinstance(head, str) else "no commit"))
+                                           if head is not None else "no commit"))
     plan = foreign_plan(document, source, snap.host(document), found,
                         repos=recorded_repos(document), pip=False,
                         rerun=rerun_shown(document, True, None), needs_consent=True)

@@ -19,7 +19,7 @@ is made up, deterministically: the same code always writes the same bytes.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envsnap.agent import nvidia, nvidia_driver
 from envsnap.demo.story_bench import bench_record
@@ -35,6 +35,9 @@ from envsnap.demo.story_code import (
 from envsnap.demo.story_env import cuda_nccl_facts, env_facts, python_env_facts
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.store import dump_yaml
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Snapshot
 
 GPU_NAME = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
 HOSTNAME = "gpu-box"
@@ -168,19 +171,19 @@ def agent_output(name: str) -> dict[str, Any]:
                       "python_version": "3.11.2", "version": "1"}, "collectors": collectors}
 
 
-def story_snapshot(name: str) -> dict[str, Any]:
+def story_snapshot(name: str) -> Snapshot:
     config = {"repos": [REPO], "procs": ["sglang"], "timeout": 20.0, "python": VENV_PYTHON,
               "hot_paths": []}
     document = snapshot.build(agent_output(name), label=name, host=f"root@{HOSTNAME}",
                               address=HOSTNAME, captured_at=CAPTURED[name] + "+00:00",
                               config=config)
-    snapshot.set_meta(document, "envsnap_version", "0.1.0")  # the bytes must not move with releases
+    snapshot.set_envsnap_version(document, "0.1.0")  # the bytes must not move with releases
     snapshot.set_bench(document, bench_record(name == "story-good", HOSTNAME, BUSES, GPU_NAME,
                                               epoch(CAPTURED[name])))
     return document
 
 
-def story_documents() -> dict[str, dict[str, Any]]:
+def story_documents() -> dict[str, Snapshot]:
     """{"story-good": document, "story-bad": document}; HEADs GOOD_HEAD and BAD_HEAD."""
     assert GOOD_HEAD.startswith("bba2fc4") and BAD_HEAD.startswith("3207427")
     return {name: story_snapshot(name) for name in NAMES}

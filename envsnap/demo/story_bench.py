@@ -8,11 +8,14 @@ load, 36-38 C, no throttle reason, in both snapshots; only the code differs.
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envsnap.agent import benchsample
 from envsnap.bench import run as bench
 from envsnap.text import timestamp
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Bench
 
 COMMAND = "python3 /root/bench/spec_decode_tps.py --port 30000 --requests 16 --max-tokens 512"
 METRIC = r"EAGLE-3 2-step: ([0-9.]+) tok/s"
@@ -60,7 +63,7 @@ def agent_run(run: int, value: float, started: float, buses: list[str],
 
 
 def bench_record(good: bool, host: str, buses: list[str], gpu_name: str,
-                 captured_at: int) -> dict[str, Any]:
+                 captured_at: int) -> Bench:
     spec = bench.BenchSpec(cmd=COMMAND, metric=METRIC, repeat=5, cwd="/root",
                            sample_interval=INTERVAL)
     started = captured_at + 4.0
@@ -74,5 +77,6 @@ def bench_record(good: bool, host: str, buses: list[str], gpu_name: str,
     reported = {"cmd": COMMAND, "cwd": "/root", "error": None, "runs": runs, "stopped": None,
                 "telemetry": telemetry}
     record = bench.build_record(spec, reported, host)
-    record.update(started_at=iso(captured_at + 3), finished_at=iso(started + 1))
+    record["started_at"] = iso(captured_at + 3)
+    record["finished_at"] = iso(started + 1)
     return record

@@ -14,13 +14,15 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 from envsnap.diff.findings import short
 from envsnap.snapshot.document import bench as bench_of
 from envsnap.verdicts import CANT_TELL, IMPROVEMENT, REGRESSION, SAME, BenchVerdict
 from envsnap.words import plural
 
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Bench, BenchRun, Snapshot
 COMMAND_WIDTH = 60   # a command in a one-line "not compared" note
 NAME_WIDTH = 40      # what the output calls the number, at most
 # A number as a benchmark prints it; linear (no nested repetition).
@@ -197,17 +199,15 @@ def change_text(change: float | None) -> str:
 
 # ---- a snapshot's runs ------------------------------------------------------------------------
 
-def side(document: dict[str, Any], label: str) -> BenchSide | None:
+def side(document: Snapshot, label: str) -> BenchSide | None:
     """The runs a snapshot holds, or None when it holds none (or none that are numbers)."""
     record = bench_of(document)
     if record is None:
         return None
-    values = record.get("values")
+    values = record["values"]
     # `bench` never records nan or inf (agent/benchrun.py metric_number): such a record was
     # edited by hand and compares to nothing
-    if not isinstance(values, list) or not values or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-            for v in values):
+    if not values or not all(math.isfinite(v) for v in values):
         return None
     name, unit = output_context(record)
     return BenchSide(label=label, command=str(record.get("command") or "?"),
@@ -216,13 +216,13 @@ def side(document: dict[str, Any], label: str) -> BenchSide | None:
                      values=tuple(float(v) for v in values), name=name, unit=unit)
 
 
-def output_context(record: dict[str, Any]) -> tuple[str | None, str | None]:
+def output_context(record: Bench) -> tuple[str | None, str | None]:
     """(name, unit) from the last line of the last run's output that printed the run's
     value: "busbw 286.4 GB/s" -> ("busbw", "GB/s"); (None, None) when no line did."""
-    runs = record.get("runs")
-    last = runs[-1] if isinstance(runs, list) and runs and isinstance(runs[-1], dict) else {}
+    runs = record.get("runs", [])
+    last: BenchRun = runs[-1] if runs else {}
     output, value = last.get("output_tail"), last.get("value")
-    if not isinstance(output, str) or not isinstance(value, (int, float)):
+    if output is None or value is None:
         return None, None
     for line in reversed(output.splitlines()):
         printed = [m for m in NUMBER.finditer(line) if as_number(m.group()) == value]
@@ -260,7 +260,7 @@ def unit_after(text: str) -> str | None:
 
 # ---- two snapshots ----------------------------------------------------------------------------
 
-def compare_benchmarks(a: dict[str, Any], b: dict[str, Any],
+def compare_benchmarks(a: Snapshot, b: Snapshot,
                        labels: tuple[str, str]) -> Benchmark | None:
     """How the benchmark moved from a to b; None unless both sides hold runs."""
     before, after = side(a, labels[0]), side(b, labels[1])
@@ -359,7 +359,7 @@ class FleetBenchmark:
                 "hosts": [h.as_json() for h in self.hosts], "without": self.without}
 
 
-def fleet_benchmark(documents: list[dict[str, Any]], hosts: list[str]) -> FleetBenchmark | None:
+def fleet_benchmark(documents: list[Snapshot], hosts: list[str]) -> FleetBenchmark | None:
     """Each host's runs against the others'; None unless two hosts or more hold runs."""
     sides = {host: side(document, host) for host, document in zip(hosts, documents)}
     ran = [s for s in sides.values() if s is not None]

@@ -9,7 +9,7 @@ things whose natural id is not their key (workers, stashes) are re-keyed by keys
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -21,19 +21,24 @@ from envsnap.diff.findings import (
     MISSING,
     NOT_CAPTURED,
     REMOVED,
+    Detail,
     Finding,
     FindingKind,
 )
 from envsnap.diff.gitexplain import explain, hot_patterns, moves_since
 from envsnap.diff.gpumerge import merge_alike
-from envsnap.diff.keys import Atom, env_view, repo_view
+from envsnap.diff.keys import Atom, View, env_view, repo_view
 from envsnap.errors import UsageError
 from envsnap.snapshot.document import bench as bench_of
 from envsnap.snapshot.document import (
     capture_config,
     captured_at,
     collector_error,
+    cuda_nccl,
+    env,
+    git,
     hostname,
+    nvidia,
     section,
     section_digest,
     section_names,
@@ -43,6 +48,7 @@ from envsnap.snapshot.document import label as label_of
 
 if TYPE_CHECKING:
     from envsnap.diff.benchmark import Benchmark
+    from envsnap.snapshot.records import Env, Git, Process, ReflogEntry, Repo, Snapshot
 
 # Raw bit masks beside their decoded name lists: one change, reported once.
 SKIP_KEYS = frozenset(["clock_event_reasons_mask", "clock_event_reasons_supported_mask"])
@@ -101,7 +107,7 @@ class DiffReport:
 
 # ---- the entry point -------------------------------------------------------------------------
 
-def diff(a: dict[str, Any], b: dict[str, Any], options: DiffOptions | None = None,
+def diff(a: Snapshot, b: Snapshot, options: DiffOptions | None = None,
          sources: tuple[str, str] = ("", "")) -> DiffReport:
     options = options or DiffOptions()
     side_a, side_b = side_of(a, sources[0]), side_of(b, sources[1])
@@ -116,15 +122,15 @@ def diff(a: dict[str, Any], b: dict[str, Any], options: DiffOptions | None = Non
     for name in sections:
         raw += compare_section(name, a, b, options, patterns, notes)
     context = rules.Context(names=(side_a.label, side_b.label), same_host=same_host,
-                            shell_after=section(b, "env").get("shell") or {},
-                            gpus_after=section(b, "nvidia").get("gpus") or {})
+                            shell_after=env(b).get("shell", {}),
+                            gpus_after=nvidia(b).get("gpus", {}))
     findings = merge_alike(rules.rank_all(raw, context), context.gpus_after, how_it_moved)
     return DiffReport(side_a, side_b, findings, unchanged(a, b, sections, findings), notes,
                       same_host, sections, options.include_volatile,
                       benchmark_of(a, b, (side_a.label, side_b.label)))
 
 
-def benchmark_of(a: dict[str, Any], b: dict[str, Any],
+def benchmark_of(a: Snapshot, b: Snapshot,
                  labels: tuple[str, str]) -> Benchmark | None:
     """Both sides' runs compared; the module loads only when both hold runs (start-up)."""
     if bench_of(a) is None or bench_of(b) is None:
@@ -146,13 +152,13 @@ def same_machine(a: Side, b: Side) -> bool:
     return a.host == b.host
 
 
-def side_of(document: dict[str, Any], source: str) -> Side:
+def side_of(document: Snapshot, source: str) -> Side:
     return Side(label=label_of(document, source or "?"), host=host_of(document),
                 hostname=hostname(document), captured_at=captured_at(document) or "?",
                 source=source)
 
 
-def sections_of(a: dict[str, Any], b: dict[str, Any], wanted: tuple[str, ...]) -> list[str]:
+def sections_of(a: Snapshot, b: Snapshot, wanted: tuple[str, ...]) -> list[str]:
     present = list(SECTIONS) + sorted((set(section_names(a)) | set(section_names(b))) -
                                            set(SECTIONS))
     unknown = [name for name in wanted if name not in present]
@@ -163,23 +169,22 @@ def sections_of(a: dict[str, Any], b: dict[str, Any], wanted: tuple[str, ...]) -
     return [n for n in names if not wanted or n in wanted]
 
 
-def configured_hot_paths(*documents: dict[str, Any]) -> list[str]:
+def configured_hot_paths(*documents: Snapshot) -> list[str]:
     found: list[str] = []
     for document in documents:
-        config = capture_config(document)
-        found += [str(p) for p in config.get("hot_paths") or [] if str(p) not in found]
+        found += [p for p in capture_config(document).get("hot_paths", []) if p not in found]
     return found
 
 
 # ---- one section -------------------------------------------------------------------------------
 
-def digest(document: dict[str, Any], name: str) -> str:
+def digest(document: Snapshot, name: str) -> str:
     """The digest recorded at capture; computed only for a snapshot that lacks it."""
-    recorded = (document.get("digests") or {}).get(name)
-    return recorded if isinstance(recorded, str) else section_digest(section(document, name))
+    recorded = document.get("digests", {}).get(name)
+    return recorded if recorded is not None else section_digest(section(document, name))
 
 
-def compare_section(name: str, a: dict[str, Any], b: dict[str, Any], options: DiffOptions,
+def compare_section(name: str, a: Snapshot, b: Snapshot, options: DiffOptions,
                     patterns: list[tuple[str, str]], notes: list[str]) -> list[Finding]:
     error_a, error_b = collector_error(a, name), collector_error(b, name)
     if error_a or error_b:
@@ -189,29 +194,33 @@ def compare_section(name: str, a: dict[str, Any], b: dict[str, Any], options: Di
             return []
         return [Finding(name, (), error_a, error_b, NOT_CAPTURED)]
     found: list[Finding] = []
-    before, after = section(a, name), section(b, name)
     if digest(a, name) != digest(b, name):
-        found += section_changes(name, before, after, patterns)
-    elif before != after:
+        found += section_changes(name, a, b, patterns)
+    elif section(a, name) != section(b, name):
         # Equal digests vouch for nothing once a snapshot was edited by hand (a redaction
         # before attaching it to a bug report, say): the values decide, at C speed.
         notes.append(f"{name} differs although both recorded digests match: a snapshot "
                      "was edited after capture")
-        found += section_changes(name, before, after, patterns)
+        found += section_changes(name, a, b, patterns)
     if options.include_volatile:
-        before = (a.get("volatile") or {}).get(name) or {}
-        after = (b.get("volatile") or {}).get(name) or {}
+        before, after = volatile_section(a, name), volatile_section(b, name)
         found += [replace(f, volatile=True) for f in walk_findings(name, before, after)]
     return found
 
 
-def section_changes(name: str, before: Any, after: Any,
+def volatile_section(document: Snapshot, name: str) -> Mapping[str, Any]:
+    readings: Mapping[str, Any] = document.get("volatile", {})
+    found: Mapping[str, Any] = readings.get(name, {})
+    return found
+
+
+def section_changes(name: str, a: Snapshot, b: Snapshot,
                     patterns: list[tuple[str, str]]) -> list[Finding]:
-    if name == "env" and isinstance(before, dict) and isinstance(after, dict):
-        return env_changes(before, after)
-    if name == "git" and isinstance(before, dict) and isinstance(after, dict):
-        return git_changes(before, after, patterns)
-    return walk_findings(name, before, after)
+    if name == "env":
+        return env_changes(env(a), env(b))
+    if name == "git":
+        return git_changes(git(a), git(b), patterns)
+    return walk_findings(name, section(a, name), section(b, name))
 
 
 # ---- the walk ----------------------------------------------------------------------------------
@@ -245,14 +254,14 @@ def walk(before: Any, after: Any,
 
 
 def walk_findings(name: str, before: Any, after: Any, path: Path = (),
-                  detail: dict[str, Any] | None = None) -> list[Finding]:
-    return [Finding(name, where, old, new, kind, detail=dict(detail or {}))
+                  detail: Detail | None = None) -> list[Finding]:
+    return [Finding(name, where, old, new, kind, detail=detail.copy() if detail else Detail())
             for where, old, new, kind in walk(before, after, path)]
 
 
 # ---- env: workers matched by command line ------------------------------------------------------
 
-def env_changes(before: dict[str, Any], after: dict[str, Any]) -> list[Finding]:
+def env_changes(before: Env, after: Env) -> list[Finding]:
     view_a, known_a = env_view(before)
     view_b, known_b = env_view(after)
     workers_a, workers_b = view_a.pop("processes"), view_b.pop("processes")
@@ -260,34 +269,34 @@ def env_changes(before: dict[str, Any], after: dict[str, Any]) -> list[Finding]:
     for key in list(workers_a) + [k for k in workers_b if k not in workers_a]:
         was, now = known_a.get(key), known_b.get(key)
         rank = known_a[key].rank if key in known_a else known_b[key].rank   # one rank per key
-        detail = {"worker": key, "pid_before": was.pid if was else None,
-                  "pid_after": now.pid if now else None, "rank": rank}
+        detail = Detail(worker=key, pid_before=was.pid if was else None,
+                        pid_after=now.pid if now else None, rank=rank)
         found += worker_changes(key, workers_a.get(key), workers_b.get(key), detail)
         if key not in workers_a:
-            found += missing_in_worker(key, workers_b[key], view_b.get("shell") or {}, detail)
+            found += missing_in_worker(key, workers_b[key], after.get("shell", {}), detail)
     return found
 
 
-def missing_in_worker(key: str, worker: Any, shell: dict[str, Any],
-                      detail: dict[str, Any]) -> list[Finding]:
+def missing_in_worker(key: str, worker: Process, shell: dict[str, str | None],
+                      detail: Detail) -> list[Finding]:
     """A worker with nothing to compare against is still checked against the shell: a
     tuning variable the shell has and the worker lacks is the first suspect in docs/STORY.md."""
-    env = worker.get("env") if isinstance(worker, dict) else None
-    if not isinstance(env, dict) or "error" in env:
+    environ = worker.get("env")
+    if environ is None or "error" in environ:
         return []
     return [Finding("env", ("processes", key, "env", name), value, None, MISSING,
-                    detail=dict(detail))
-            for name, value in shell.items() if rules.is_perf_var(name) and name not in env]
+                    detail=detail.copy())
+            for name, value in shell.items() if rules.is_perf_var(name) and name not in environ]
 
 
-def worker_changes(key: str, before: Any, after: Any,
-                   detail: dict[str, Any]) -> list[Finding]:
+def worker_changes(key: str, before: Process | None, after: Process | None,
+                   detail: Detail) -> list[Finding]:
     path = ("processes", key)
     if before is None or after is None:
         kind: FindingKind = ADDED if before is None else REMOVED
         return [Finding("env", path, before, after, kind, detail=detail)]
     env_a, env_b = before.get("env"), after.get("env")
-    unreadable = [e for e in (env_a, env_b) if isinstance(e, dict) and "error" in e]
+    unreadable = [e for e in (env_a, env_b) if e is not None and "error" in e]
     if unreadable and env_a != env_b:
         # An unreadable environ (another user's process) is not an emptied one.
         rest = walk_findings("env", drop(before, "env"), drop(after, "env"), path, detail)
@@ -296,26 +305,26 @@ def worker_changes(key: str, before: Any, after: Any,
     return walk_findings("env", before, after, path, detail)
 
 
-def drop(mapping: dict[str, Any], key: str) -> dict[str, Any]:
+def drop(mapping: Mapping[str, Any], key: str) -> View:
     return {k: v for k, v in mapping.items() if k != key}
 
 
-def error_of(value: Any) -> str | None:
-    return str(value["error"]) if isinstance(value, dict) and "error" in value else None
+def error_of(value: Mapping[str, Any] | None) -> str | None:
+    """The why of an {"error": why} in place of a repository or a process's environ."""
+    return str(value["error"]) if value is not None and "error" in value else None
 
 
 # ---- git: HEAD moves explained, stashes by sha, uncommitted work as one unit ------------------
 
-def git_changes(before: dict[str, Any], after: dict[str, Any],
-                patterns: list[tuple[str, str]]) -> list[Finding]:
+def git_changes(before: Git, after: Git, patterns: list[tuple[str, str]]) -> list[Finding]:
     found = walk_findings("git", drop(before, "repos"), drop(after, "repos"))
-    repos_a, repos_b = before.get("repos") or {}, after.get("repos") or {}
+    repos_a, repos_b = before.get("repos", {}), after.get("repos", {})
     for path in list(repos_a) + [p for p in repos_b if p not in repos_a]:
         found += repo_changes(path, repos_a.get(path), repos_b.get(path), patterns)
     return found
 
 
-def repo_changes(path: str, before: Any, after: Any,
+def repo_changes(path: str, before: Repo | None, after: Repo | None,
                  patterns: list[tuple[str, str]]) -> list[Finding]:
     where = ("repos", path)
     if before is None or after is None:
@@ -336,42 +345,55 @@ def repo_changes(path: str, before: Any, after: Any,
     return found + walk_findings("git", view_a, view_b, where)
 
 
-def drop_keys(mapping: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+def drop_keys(mapping: View, keys: tuple[str, ...]) -> View:
     return {k: v for k, v in mapping.items() if k not in keys}
 
 
-def reflog_top(repo: dict[str, Any]) -> Any:
-    log = repo.get("reflog") or []
+def reflog_top(repo: Repo) -> ReflogEntry | None:
+    log = repo.get("reflog", [])
     return log[0] if log else None
 
 
-def reflog_finding(where: Path, before: dict[str, Any], after: dict[str, Any]) -> Finding:
+def reflog_message(repo: Repo) -> str | None:
+    top = reflog_top(repo)
+    return top.get("message") if top is not None else None
+
+
+def reflog_finding(where: Path, before: Repo, after: Repo) -> Finding:
     """HEAD is back where it was, but it moved in between (a checkout and back, a reset)."""
-    old_top = reflog_top(before)
     # Matched by what an entry says, not by its HEAD@{n} name, which shifts with every move.
     entries, reaches = moves_since(before, after)
-    return Finding("git", where + ("reflog",), (old_top or {}).get("message"),
-                   (reflog_top(after) or {}).get("message"),
-                   detail={"moves": entries, "reflog_reaches": reaches})
+    return Finding("git", where + ("reflog",), reflog_message(before), reflog_message(after),
+                   detail=Detail(moves=entries, reflog_reaches=reaches))
 
 
 # ---- what was checked and found equal -----------------------------------------------------------
 
-Check = tuple[str, str, list[Path], Callable[[dict[str, Any]], bool]]
+def torch_version(document: Snapshot) -> str | None:
+    torch = cuda_nccl(document).get("torch")   # null: no torch found
+    return torch.get("version") if torch is not None else None
+
+
+def has_nccl(document: Snapshot) -> bool:
+    nccl = cuda_nccl(document).get("nccl", {})
+    return bool(nccl.get("libraries") or nccl.get("wheels"))
+
+
+# (what, its section, the paths it covers, whether a snapshot holds it at all)
+Check = tuple[str, str, list[Path], Callable[["Snapshot"], bool]]
 CHECKS: list[Check] = [
     ("driver", "nvidia", [("driver",), ("cuda_driver",), ("userspace_library",)],
-     lambda s: bool(s.get("driver"))),
-    ("kernel module", "nvidia", [("kernel_module",)], lambda s: bool(s.get("kernel_module"))),
-    ("CUDA", "cuda_nccl", [("cuda_toolkit",)], lambda s: bool(s.get("cuda_toolkit"))),
-    ("NCCL", "cuda_nccl", [("nccl",)], lambda s: any(
-        (s.get("nccl") or {}).get(k) for k in ("libraries", "wheels"))),
-    ("torch", "cuda_nccl", [("torch",)], lambda s: bool((s.get("torch") or {}).get("version"))),
-    ("PCIe", "nvidia", [("gpus", "*", "pcie_*")], lambda s: bool(s.get("gpus"))),
-    ("git HEAD", "git", [("repos", "*", "head")],
-     lambda s: bool(s.get("repos"))),
+     lambda d: bool(nvidia(d).get("driver"))),
+    ("kernel module", "nvidia", [("kernel_module",)],
+     lambda d: bool(nvidia(d).get("kernel_module"))),
+    ("CUDA", "cuda_nccl", [("cuda_toolkit",)], lambda d: bool(cuda_nccl(d).get("cuda_toolkit"))),
+    ("NCCL", "cuda_nccl", [("nccl",)], has_nccl),
+    ("torch", "cuda_nccl", [("torch",)], lambda d: bool(torch_version(d))),
+    ("PCIe", "nvidia", [("gpus", "*", "pcie_*")], lambda d: bool(nvidia(d).get("gpus"))),
+    ("git HEAD", "git", [("repos", "*", "head")], lambda d: bool(git(d).get("repos"))),
     ("NCCL/CUDA env", "env", [("shell", "NCCL_*"), ("shell", "CUDA_*"),
-                              ("processes", "*", "env")], lambda s: True),
-    ("sitecustomize", "python_env", [("customize",)], lambda s: True),
+                              ("processes", "*", "env")], lambda d: True),
+    ("sitecustomize", "python_env", [("customize",)], lambda d: True),
 ]
 
 
@@ -381,13 +403,13 @@ def overlaps(pattern: Path, path: Path) -> bool:
     return all(fnmatch.fnmatchcase(key, part) for part, key in zip(pattern, path))
 
 
-def unchanged(a: dict[str, Any], b: dict[str, Any], sections: list[str],
+def unchanged(a: Snapshot, b: Snapshot, sections: list[str],
               findings: list[Finding]) -> list[str]:
     names = []
     for name, where, patterns, present in CHECKS:
         if where not in sections or collector_error(a, where) or collector_error(b, where):
             continue
-        if not present(section(a, where)) and not present(section(b, where)):
+        if not present(a) and not present(b):
             continue
         touched = any(f.section == where and not f.volatile and
                       any(overlaps(p, f.path) for p in patterns) for f in findings)

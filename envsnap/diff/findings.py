@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, TypedDict
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import ReflogEntry
 
 # The kinds of finding: how the fact moved, not how much it matters (that is rank).
 # "missing": set in the shell but absent from a worker seen for the first time.
@@ -18,6 +21,74 @@ NOT_CAPTURED: Final = "not_captured"
 MISSING: Final = "missing"
 SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 PLAIN_KEY = re.compile(r"^[A-Za-z0-9_@{}:+-]+$")
+
+
+# ---- what a finding carries beyond before/after (its `detail`, as JSON shows it) ----------
+
+class MovedCommit(TypedDict, total=False):
+    """A commit that arrived or left, with the files on performance-hot paths it touches."""
+
+    sha: str | None
+    subject: str | None
+    author: str | None
+    time: int | None
+    files: list[str]
+    hot_files: dict[str, str]     # path -> what is hot there ("NCCL", "attention")
+    hot: list[str]
+    shallow_boundary: bool        # logged without its parents: counts through it are bounds
+
+
+class RebasedPair(TypedDict):
+    old: str
+    new: str
+
+
+Relation = Literal["forward", "backward", "diverged", "unknown"]
+
+
+class ReflogMoves(TypedDict, total=False):
+    """How HEAD moved between two snapshots, from the newer one's reflog."""
+
+    moves: list[ReflogEntry]      # newest first; an explanation keeps all but tz
+    reflog_reaches: bool          # the reflog goes back to the older snapshot
+
+
+class GitMove(ReflogMoves, total=False):
+    """Why HEAD moved (diff/gitexplain.explain): how the two HEADs relate and the commits
+    between them. `complete` False: the recorded history stops short, counts are at least."""
+
+    old: str | None
+    new: str | None
+    relation: Relation
+    complete: bool
+    added: list[MovedCommit]
+    dropped: list[MovedCommit]
+    base: str                     # diverged: the newest commit both HEADs reach
+    rebased: list[RebasedPair]    # diverged, and every commit that left came back as a copy
+    shallow_boundary: list[str]
+    note: str                     # unknown: why the history does not relate them
+
+
+class WorkerDetail(TypedDict, total=False):
+    """Which worker a finding is about: its key (command line) and its pid on each side."""
+
+    worker: str
+    pid_before: str | None
+    pid_after: str | None
+    rank: str | None
+
+
+class Detail(GitMove, WorkerDetail, total=False):
+    """A finding's detail: a git move (gitexplain.explain builds it; git_move() reads it), a
+    worker, and the GPUs a merged row stands for (by bus id). One mapping, as the JSON output
+    shows it; mypy cannot copy a GitMove into a Detail, hence the builders make a Detail."""
+
+    gpus: list[str]
+
+
+def git_move(detail: Detail) -> GitMove | None:
+    """The HEAD move a git finding explains, or None for any other finding."""
+    return detail if "relation" in detail else None
 
 
 class Rating(NamedTuple):
@@ -41,7 +112,7 @@ class Finding:
     rank: int = 0
     why: str = ""
     volatile: bool = False
-    detail: dict[str, Any] = field(default_factory=dict)
+    detail: Detail = field(default_factory=Detail)
     why_restates_row: bool = False   # from Rating.restates: the text view leaves such a why out
 
     @property

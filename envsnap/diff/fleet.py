@@ -8,22 +8,34 @@ Sections whose digests and values agree on every host are skipped without being 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envsnap.diff import rules
 from envsnap.diff.benchmark import FleetBenchmark, fleet_benchmark
 from envsnap.diff.compare import SKIP_KEYS, configured_hot_paths, digest, is_mapping, unwrap
-from envsnap.diff.findings import ADDED, CHANGED, REMOVED, Finding, FindingKind
+from envsnap.diff.findings import ADDED, CHANGED, REMOVED, Detail, Finding, FindingKind
 from envsnap.diff.gitexplain import explain, hot_patterns
 from envsnap.diff.gpumerge import merge_alike
 from envsnap.diff.keys import env_view, repo_view
 from envsnap.diff.patch_summary import summarise_tree
 from envsnap.errors import UsageError
-from envsnap.snapshot.document import collector_error, has_section, meta, section, section_names
+from envsnap.snapshot.document import (
+    collector_error,
+    env,
+    git,
+    has_section,
+    meta,
+    nvidia,
+    section,
+    section_names,
+)
 from envsnap.snapshot.store import Store
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Gpu, Snapshot
 
 # Keys whose values differ from host to host by nature, wherever they appear.
 HOST_UNIQUE = frozenset(["hostname", "boot_id", "uuid", "serial", "board_id", "pid",
@@ -46,7 +58,7 @@ class Disagreement:
     rank: int = 0
     why: str = ""
     # a HEAD that differs: the pairwise diff's explanation, the majority's repo -> this one's
-    detail: dict[str, Any] = field(default_factory=dict)
+    detail: Detail = field(default_factory=Detail)
 
     @property
     def tie(self) -> bool:
@@ -84,7 +96,7 @@ class FleetReport:
         return self.benchmark is not None and self.benchmark.regression
 
 
-def host_names(documents: list[dict[str, Any]], sources: list[str]) -> list[str]:
+def host_names(documents: list[Snapshot], sources: list[str]) -> list[str]:
     """meta.host when it tells the hosts apart (a fleet capture), else labels or files."""
     for key in ("host", "label"):
         names = [str(meta(d).get(key) or "") for d in documents]
@@ -128,7 +140,7 @@ def is_label(store: Store, name: str) -> bool:
         return False
 
 
-def fleet(documents: list[dict[str, Any]], sources: list[str],
+def fleet(documents: list[Snapshot], sources: list[str],
           sections: tuple[str, ...] = ()) -> FleetReport:
     hosts = host_names(documents, sources)
     names = [n for n in sorted({name for d in documents for name in section_names(d)})
@@ -158,13 +170,16 @@ def fleet(documents: list[dict[str, Any]], sources: list[str],
 
 # ---- one section ----------------------------------------------------------------------------
 
-def comparable(name: str, facts: dict[str, Any]) -> dict[str, Any]:
+def comparable(name: str, document: Snapshot) -> Mapping[str, Any]:
+    """A section as hosts are compared: workers by command line, repositories as the diff
+    sees them (keys.py)."""
     if name == "env":
-        return env_view(facts)[0]
+        return env_view(env(document))[0]
     if name == "git":
-        repos = facts.get("repos") or {}
-        return dict(facts, repos={path: repo_view(repo) for path, repo in repos.items()})
-    return facts
+        facts = git(document)
+        return dict(facts, repos={path: repo_view(repo)
+                                  for path, repo in facts.get("repos", {}).items()})
+    return section(document, name)
 
 
 def differing(values: dict[str, Any], path: tuple[str, ...] = ()
@@ -192,10 +207,10 @@ def differing(values: dict[str, Any], path: tuple[str, ...] = ()
                                   for host, mapping in mappings.items()}, path + (str(key),))
 
 
-def section_disagreements(name: str, captured: list[tuple[str, dict[str, Any]]]
+def section_disagreements(name: str, captured: list[tuple[str, Snapshot]]
                           ) -> list[Disagreement]:
-    views = {host: comparable(name, section(d, name)) for host, d in captured}
-    gpus = {host: section(d, "nvidia").get("gpus") or {} for host, d in captured}
+    views = {host: comparable(name, d) for host, d in captured}
+    gpus = {host: nvidia(d).get("gpus", {}) for host, d in captured}
     rows = [rate(name, path, group(values), len(values), gpus, captured)
             for path, values in differing(views)]
     return merge_alike(rows, gpus[captured[0][0]], how_hosts_split)
@@ -216,13 +231,12 @@ def group(values: dict[str, Any]) -> list[tuple[Any, list[str]]]:
 
 
 def rate(name: str, path: tuple[str, ...], groups: list[tuple[Any, list[str]]], total: int,
-         gpus: dict[str, dict[str, Any]],
-         captured: list[tuple[str, dict[str, Any]]]) -> Disagreement:
+         gpus: dict[str, dict[str, Gpu]], captured: list[tuple[str, Snapshot]]) -> Disagreement:
     """Ranked like a pairwise finding: the majority as before, the biggest minority as after."""
     (majority, hosts), (other, other_hosts) = groups[0], groups[1]
     kind: FindingKind = ADDED if majority is ABSENT else REMOVED if other is ABSENT else CHANGED
     detail = head_explained(path, hosts[0], other_hosts[0], dict(captured)) \
-        if name == "git" and kind == CHANGED else {}
+        if name == "git" and kind == CHANGED else Detail()
     finding = Finding(name, path, None if majority is ABSENT else majority,
                       None if other is ABSENT else other, kind, detail=detail)
     context = rules.Context(names=("the majority", other_hosts[0]), same_host=False,
@@ -233,15 +247,15 @@ def rate(name: str, path: tuple[str, ...], groups: list[tuple[Any, list[str]]], 
 
 
 def head_explained(path: tuple[str, ...], majority_host: str, other_host: str,
-                   documents: dict[str, dict[str, Any]]) -> dict[str, Any]:
+                   documents: dict[str, Snapshot]) -> Detail:
     """A node on another commit is explained as `diff` explains it, from a host of the
     majority to the first of the others: same commits, same rank, same words."""
     if len(path) != 3 or path[0] != "repos" or path[2] != "head":
-        return {}
+        return Detail()
     before, after = documents.get(majority_host), documents.get(other_host)
     if before is None or after is None:
-        return {}
-    old, new = ((section(d, "git").get("repos") or {}).get(path[1]) for d in (before, after))
-    if not isinstance(old, dict) or not isinstance(new, dict):
-        return {}
+        return Detail()
+    old, new = (git(d).get("repos", {}).get(path[1]) for d in (before, after))
+    if old is None or new is None:
+        return Detail()
     return explain(old, new, hot_patterns(configured_hot_paths(before, after)))

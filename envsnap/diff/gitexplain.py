@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, NamedTuple
 
+from envsnap.diff.findings import Detail, MovedCommit, RebasedPair, Relation
 from envsnap.words import plural
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Commit, ReflogEntry, Repo
 
 # (pattern, what it is): a commit touching a matching file is on a performance-hot path.
 DEFAULT_HOT_PATHS: list[tuple[str, str]] = [
@@ -28,7 +32,7 @@ VERBS = {"pull": "pulled into", "merge": "merged into", "rebase": "rebased in",
          "cherry-pick": "cherry-picked into", "am": "applied in", "reset": "reset in",
          "checkout": "checked out in", "commit": "committed in"}
 
-Graph = dict[str, dict[str, Any]]
+Graph = dict[str, "Commit"]   # sha -> the commit, in history order (newest first)
 
 
 def hot_patterns(configured: Iterable[str] = ()) -> list[tuple[str, str]]:
@@ -50,16 +54,16 @@ def hot_label(path: str, patterns: list[tuple[str, str]]) -> str | None:
     return None
 
 
-def annotate(commit: dict[str, Any], patterns: list[tuple[str, str]]) -> dict[str, Any]:
+def annotate(commit: Commit, patterns: list[tuple[str, str]]) -> MovedCommit:
     hot = {}
-    for path in commit.get("files") or []:
-        label = hot_label(str(path), patterns)
+    for path in commit.get("files", []):
+        label = hot_label(path, patterns)
         if label:
-            hot[str(path)] = label
-    annotated = {"sha": commit.get("sha"), "subject": commit.get("subject"),
-                 "author": commit.get("author"), "time": commit.get("time"),
-                 "files": list(commit.get("files") or []), "hot_files": hot,
-                 "hot": sorted(set(hot.values()))}
+            hot[path] = label
+    annotated = MovedCommit(sha=commit.get("sha"), subject=commit.get("subject"),
+                            author=commit.get("author"), time=commit.get("time"),
+                            files=list(commit.get("files", [])), hot_files=hot,
+                            hot=sorted(set(hot.values())))
     if commit.get("shallow_boundary"):
         annotated["shallow_boundary"] = True
     return annotated
@@ -67,8 +71,8 @@ def annotate(commit: dict[str, Any], patterns: list[tuple[str, str]]) -> dict[st
 
 # ---- the commit graph of one recorded history ------------------------------------------------
 
-def graph_of(history: list[dict[str, Any]]) -> Graph:
-    return {str(c["sha"]): c for c in history if isinstance(c, dict) and c.get("sha")}
+def graph_of(history: list[Commit]) -> Graph:
+    return {sha: c for c in history if (sha := c.get("sha"))}
 
 
 def reachable(start: str, graph: Graph) -> tuple[set[str], bool]:
@@ -84,11 +88,11 @@ def reachable(start: str, graph: Graph) -> tuple[set[str], bool]:
             edge = True
             continue
         seen.add(sha)
-        stack.extend(graph[sha].get("parents") or [])
+        stack.extend(graph[sha].get("parents", []))
     return seen, edge
 
 
-def in_order(shas: set[str], history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def in_order(shas: set[str], history: list[Commit]) -> list[Commit]:
     return [c for c in history if c.get("sha") in shas]
 
 
@@ -96,33 +100,40 @@ def common_base(new: str, new_graph: Graph, old: str, old_graph: Graph) -> str |
     """The newest commit both HEADs reach, each in its own recorded window."""
     old_side, _ = reachable(old, old_graph)
     new_side, _ = reachable(new, new_graph)
-    for commit in new_graph.values():  # history order: newest first
-        sha = str(commit["sha"])
+    for sha in new_graph:  # history order: newest first
         if sha in old_side and sha in new_side:
             return sha
     return None
 
 
-def between(old_repo: dict[str, Any], new_repo: dict[str, Any]) -> dict[str, Any]:
+class Between(NamedTuple):
+    """How two HEADs relate in the recorded history, and the commits that arrived and left."""
+
+    relation: Relation
+    added: list[Commit]
+    dropped: list[Commit]
+    complete: bool
+    base: str | None = None      # diverged: the newest commit both reach
+
+
+def between(old_repo: Repo, new_repo: Repo) -> Between:
     """The commits that arrived and left, with how the two HEADs relate."""
     old, new = str(old_repo.get("head")), str(new_repo.get("head"))
-    old_hist, new_hist = old_repo.get("history") or [], new_repo.get("history") or []
+    old_hist, new_hist = old_repo.get("history", []), new_repo.get("history", [])
     old_graph, new_graph = graph_of(old_hist), graph_of(new_hist)
     if old in new_graph:
         added, edge = only_from(new, old, new_graph)
-        return {"relation": "forward", "added": in_order(added, new_hist), "dropped": [],
-                "complete": not edge}
+        return Between("forward", in_order(added, new_hist), [], not edge)
     if new in old_graph:
         dropped, edge = only_from(old, new, old_graph)
-        return {"relation": "backward", "added": [], "dropped": in_order(dropped, old_hist),
-                "complete": not edge}
+        return Between("backward", [], in_order(dropped, old_hist), not edge)
     base = common_base(new, new_graph, old, old_graph)
     if base is None:
-        return {"relation": "unknown", "added": [], "dropped": [], "complete": False}
+        return Between("unknown", [], [], False)
     added, edge_new = only_from(new, base, new_graph)
     dropped, edge_old = only_from(old, base, old_graph)
-    return {"relation": "diverged", "base": base, "added": in_order(added, new_hist),
-            "dropped": in_order(dropped, old_hist), "complete": not (edge_new or edge_old)}
+    return Between("diverged", in_order(added, new_hist), in_order(dropped, old_hist),
+                   not (edge_new or edge_old), base)
 
 
 def only_from(tip: str, base: str, graph: Graph) -> tuple[set[str], bool]:
@@ -132,23 +143,24 @@ def only_from(tip: str, base: str, graph: Graph) -> tuple[set[str], bool]:
     from_base, _ = reachable(base, graph)
     only = from_tip - from_base
     cut = any(parent not in graph and parent not in from_base
-              for sha in only for parent in graph[sha].get("parents") or [])
+              for sha in only for parent in graph[sha].get("parents", []))
     return only, cut
 
 
 # ---- the reflog -------------------------------------------------------------------------------
 
-def same_entry(first: dict[str, Any], second: dict[str, Any]) -> bool:
-    return all(first.get(k) == second.get(k) for k in ("old", "new", "time", "message"))
+def same_entry(first: ReflogEntry, second: ReflogEntry) -> bool:
+    return (first.get("old"), first.get("new"), first.get("time"), first.get("message")) == \
+        (second.get("old"), second.get("new"), second.get("time"), second.get("message"))
 
 
-def moves_since(old_repo: dict[str, Any], new_repo: dict[str, Any]) -> tuple[list[Any], bool]:
+def moves_since(old_repo: Repo, new_repo: Repo) -> tuple[list[ReflogEntry], bool]:
     """The newer snapshot's reflog entries made after the older snapshot was taken.
 
     Matched on the older snapshot's newest entry; failing that, back to the newest entry
     that left the old HEAD. (entries, whether the reflog reaches back that far)
     """
-    old_log, new_log = old_repo.get("reflog") or [], new_repo.get("reflog") or []
+    old_log, new_log = old_repo.get("reflog", []), new_repo.get("reflog", [])
     if old_log:
         for index, entry in enumerate(new_log):
             if same_entry(entry, old_log[0]):
@@ -159,62 +171,66 @@ def moves_since(old_repo: dict[str, Any], new_repo: dict[str, Any]) -> tuple[lis
     return [], False
 
 
-def older_than(entry: dict[str, Any], old_log: list[Any]) -> bool:
+def older_than(entry: ReflogEntry, old_log: list[ReflogEntry]) -> bool:
     """Made before the older snapshot's newest entry: not a move since that snapshot."""
-    if not old_log or not isinstance(old_log[0].get("time"), int):
-        return False
-    return isinstance(entry.get("time"), int) and int(entry["time"]) < int(old_log[0]["time"])
+    since = old_log[0].get("time") if old_log else None
+    made = entry.get("time")
+    return since is not None and made is not None and made < since
 
 
 # ---- the explanation --------------------------------------------------------------------------
 
-def explain(old_repo: dict[str, Any], new_repo: dict[str, Any],
-            patterns: list[tuple[str, str]]) -> dict[str, Any]:
-    """A JSON-ready account of a HEAD move: relation, reflog moves, commits with hot files."""
+def reflog_move(entry: ReflogEntry) -> ReflogEntry:
+    """An entry as an explanation shows it (its time zone left out)."""
+    return {"selector": entry.get("selector"), "old": entry.get("old"), "new": entry.get("new"),
+            "time": entry.get("time"), "message": entry.get("message")}
+
+
+def explain(old_repo: Repo, new_repo: Repo, patterns: list[tuple[str, str]]) -> Detail:
+    """A JSON-ready account of a HEAD move (GitMove's fields, as the finding's detail):
+    relation, reflog moves, commits with hot files."""
     found = between(old_repo, new_repo)
     moves, reflog_reaches = moves_since(old_repo, new_repo)
     # A commit on the shallow edge was logged without its parents: the walk stops there
     # although history goes on, so every count that holds one is a lower bound.
-    edge = [str(c["sha"]) for c in found["added"] + found["dropped"]
-            if c.get("shallow_boundary")]
-    explanation = {
-        "old": old_repo.get("head"), "new": new_repo.get("head"),
-        "relation": found["relation"], "complete": found["complete"] and not edge,
-        "moves": [{k: e.get(k) for k in ("selector", "old", "new", "time", "message")}
-                  for e in moves],
-        "reflog_reaches": reflog_reaches,
-        "added": [annotate(c, patterns) for c in found["added"]],
-        "dropped": [annotate(c, patterns) for c in found["dropped"]],
-    }
-    if "base" in found:
-        explanation["base"] = found["base"]
-    rebased = rebased_pairs(found["dropped"], found["added"])
-    if found["relation"] == "diverged" and rebased:
+    edge = [str(c.get("sha")) for c in found.added + found.dropped if c.get("shallow_boundary")]
+    explanation = Detail(
+        old=old_repo.get("head"), new=new_repo.get("head"),
+        relation=found.relation, complete=found.complete and not edge,
+        moves=[reflog_move(e) for e in moves],
+        reflog_reaches=reflog_reaches,
+        added=[annotate(c, patterns) for c in found.added],
+        dropped=[annotate(c, patterns) for c in found.dropped],
+    )
+    if found.base is not None:
+        explanation["base"] = found.base
+    rebased = rebased_pairs(found.dropped, found.added)
+    if found.relation == "diverged" and rebased:
         explanation["rebased"] = rebased
     if edge:
         explanation["shallow_boundary"] = edge
-    if found["relation"] == "unknown":
+    if found.relation == "unknown":
         explanation["note"] = unreachable_note(new_repo, moves)
     return explanation
 
 
-def rebased_pairs(dropped: list[dict[str, Any]],
-                  added: list[dict[str, Any]]) -> list[dict[str, str]]:
+def rebased_pairs(dropped: list[Commit], added: list[Commit]) -> list[RebasedPair]:
     """[{old, new}] when every commit that left HEAD came back as a copy (a rebase, `pull
     --rebase`): a copy keeps its author, author time and subject. [] when one did not."""
-    copies = {(c.get("author"), c.get("time"), c.get("subject")): str(c["sha"]) for c in added}
+    copies = {(c.get("author"), c.get("time"), c.get("subject")): str(c.get("sha"))
+              for c in added}
     pairs = []
     for commit in dropped:
         copy = copies.get((commit.get("author"), commit.get("time"), commit.get("subject")))
         if copy is None:
             return []
-        pairs.append({"old": str(commit["sha"]), "new": copy})
+        pairs.append(RebasedPair(old=str(commit.get("sha")), new=copy))
     return pairs
 
 
-def unreachable_note(new_repo: dict[str, Any], moves: list[dict[str, Any]]) -> str:
+def unreachable_note(new_repo: Repo, moves: list[ReflogEntry]) -> str:
     """The real reason the two HEADs could not be related, not a guess at one."""
-    history = new_repo.get("history") or []
+    history = new_repo.get("history", [])
     switched = [m for m in moves if str(m.get("message") or "").startswith("checkout: moving")]
     if new_repo.get("shallow"):
         why = "the clone is shallow"
@@ -231,7 +247,7 @@ def unreachable_note(new_repo: dict[str, Any], moves: list[dict[str, Any]]) -> s
     return f"the recorded history does not reach the old HEAD: {why}; commits between unknown"
 
 
-def verb_of(moves: list[dict[str, Any]]) -> str:
+def verb_of(moves: list[ReflogEntry]) -> str:
     """The reflog's own word for the move. Entries that left HEAD where it was are not moves:
     `git stash` writes "reset: moving to HEAD", which must not turn a checkout into a reset."""
     moved = [m for m in moves if m.get("old") != m.get("new")] or moves

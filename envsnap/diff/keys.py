@@ -9,14 +9,22 @@ Shared by the pairwise diff and by fleet mode.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Env, Process, Repo, Stash
 
 # Facts about a process that change on every restart or name another pid.
 PROCESS_NOISE = frozenset(["ppid", "start_since_boot_s", "start_epoch", "matched", "cmdline"])
 # Repository facts that gitexplain reads instead of the walk: as lists they would shift.
 GIT_EXPLAINED = frozenset(["history", "reflog", "history_limit", "history_complete",
                            "reflog_truncated", "history_error", "shallow_boundary"])
+
+# A part of a section reshaped for comparison: its facts, re-keyed, some wrapped in Atoms.
+# No snapshot record any more (its keys and values are the diff's), so a plain tree.
+View = dict[str, Any]
 
 
 class Atom:
@@ -41,74 +49,61 @@ class Worker:
     rank: str | None    # the RANK a launcher (torchrun) set, also shown in the key
 
 
-def launcher_rank(info: dict[str, Any]) -> str | None:
-    env = info.get("env")
-    rank = env.get("RANK") if isinstance(env, dict) else None
+def launcher_rank(info: Process) -> str | None:
+    rank = info.get("env", {}).get("RANK")
     return None if rank is None else str(rank)
 
 
-def worker_name(pid: str, info: dict[str, Any]) -> str:
+def worker_name(pid: str, info: Process) -> str:
     """The command line, with the worker's RANK where a launcher (torchrun) set one."""
-    base = " ".join(str(arg) for arg in info.get("cmdline") or []) or f"pid {pid}"
+    base = " ".join(info.get("cmdline", [])) or f"pid {pid}"
     rank = launcher_rank(info)
     return f"{base} [rank {rank}]" if rank is not None else base
 
 
-def worker_keys(processes: dict[str, Any]) -> dict[str, str]:
+def worker_keys(processes: Mapping[str, Process]) -> dict[str, str]:
     """{pid: key}: the command line (and rank), numbered in start order when several workers
     still share one (eight tensor-parallel workers without a RANK often do)."""
     def started(pid: str) -> tuple[float, int]:
-        info = info_of(processes[pid])
-        start = info.get("start_since_boot_s")
-        return (float(start) if isinstance(start, (int, float)) else 0.0,
-                int(pid) if pid.isdigit() else 0)
+        start = processes[pid].get("start_since_boot_s")
+        return (float(start) if start is not None else 0.0, int(pid) if pid.isdigit() else 0)
 
     keys: dict[str, str] = {}
     seen: dict[str, int] = {}
     for pid in sorted(processes, key=started):
-        info = info_of(processes[pid])
-        base = worker_name(pid, info)
+        base = worker_name(pid, processes[pid])
         seen[base] = seen.get(base, 0) + 1
         keys[pid] = base if seen[base] == 1 else f"{base} #{seen[base]}"
     return keys
 
 
-def env_view(env: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Worker]]:
+def env_view(env: Env) -> tuple[View, dict[str, Worker]]:
     """(the env section with workers keyed by command line, {key: the worker})."""
-    processes = env.get("processes") or {}
+    processes = env.get("processes", {})
     keys = worker_keys(processes)
-    view = dict(env)
+    view: View = dict(env)
     view["processes"] = {key: process_view(processes[pid]) for pid, key in keys.items()}
-    return view, {key: Worker(pid, launcher_rank(info_of(processes[pid])))
-                  for pid, key in keys.items()}
+    return view, {key: Worker(pid, launcher_rank(processes[pid])) for pid, key in keys.items()}
 
 
-def info_of(process: Any) -> dict[str, Any]:
-    return process if isinstance(process, dict) else {}
-
-
-def process_view(info: Any) -> Any:
-    if not isinstance(info, dict):
-        return info
+def process_view(info: Process) -> View:
     return {k: v for k, v in info.items() if k not in PROCESS_NOISE}
 
 
-def stash_key(ref: str, stash: Any) -> str:
-    return str(stash.get("sha") or ref) if isinstance(stash, dict) else ref
+def stash_key(ref: str, stash: Stash) -> str:
+    return stash.get("sha") or ref
 
 
-def repo_view(repo: Any) -> Any:
+def repo_view(repo: Repo) -> View:
     """A repository's facts as compared: stashes by sha, uncommitted work as one unit."""
-    if not isinstance(repo, dict) or "error" in repo:
-        return repo
-    view = {k: v for k, v in repo.items() if k not in GIT_EXPLAINED}
-    stashes = repo.get("stashes") or {}
-    view["stashes"] = {stash_key(ref, s): Atom(s) for ref, s in stashes.items()}
+    if "error" in repo:
+        return dict(repo)
+    view: View = {k: v for k, v in repo.items() if k not in GIT_EXPLAINED}
+    view["stashes"] = {stash_key(ref, s): Atom(s) for ref, s in repo.get("stashes", {}).items()}
     if "uncommitted" in repo:
         view["uncommitted"] = Atom(repo["uncommitted"])
     if "in_progress" in repo:  # one finding for a stopped rebase, not one per field
         view["in_progress"] = Atom(repo["in_progress"])
-    submodules = repo.get("submodules")
-    if isinstance(submodules, dict):  # one finding per submodule: its commit and its tree
-        view["submodules"] = {path: Atom(sub) for path, sub in submodules.items()}
+    if "submodules" in repo:  # one finding per submodule: its commit and its tree
+        view["submodules"] = {path: Atom(sub) for path, sub in repo["submodules"].items()}
     return view

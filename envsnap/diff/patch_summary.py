@@ -1,14 +1,22 @@
 """Patches and other recorded blobs, as a reader should see them.
 
-A blob in a snapshot is {bytes, sha256, truncated, text | base64}. A 1 MB patch in a diff
-report buries everything else, so by default it is summarised (size, hash, files); binary
-content (base64 blobs, `GIT binary patch` hunks) is never shown raw, even in full output.
+A blob in a snapshot is {bytes, sha256, truncated, text | base64} (snapshot.records.Blob;
+`base64` and `redacted` are fields the schema keeps as a record's rest, read here by name).
+A 1 MB patch in a diff report buries everything else, so by default it is summarised (size,
+hash, files); binary content (base64 blobs, `GIT binary patch` hunks) is never shown raw,
+even in full output.
 """
 from __future__ import annotations
 
 import base64
 import re
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from typing import TypeGuard
+
+    from envsnap.snapshot.records import Blob, PatchFile
 
 HEADER = "diff --git "
 DIFF_HEADER = re.compile(r"^diff --git a/(.*?) b/(.*)$")
@@ -17,9 +25,16 @@ BINARY_HUNK = re.compile(r"^GIT binary patch\n.*?(?=^diff --git |\Z)", re.MULTIL
 BINARY_MARKERS = ("GIT binary patch", "\nBinary files ")
 
 
-def is_blob(value: Any) -> bool:
+def is_blob(value: object) -> TypeGuard[Blob]:
+    """A recorded blob, wherever it sits in a tree of facts (a walk meets every kind)."""
     return isinstance(value, dict) and "sha256" in value and ("text" in value or
                                                               "base64" in value)
+
+
+def rest_field(blob: Blob, name: str) -> Any:
+    """A field the schema keeps as the record's rest (`base64`, `redacted`)."""
+    fields: Mapping[str, Any] = blob
+    return fields.get(name)
 
 
 def patch_files(text: str) -> list[str]:
@@ -54,14 +69,13 @@ def file_sections(text: str) -> dict[str, str]:
     return found
 
 
-def measured_files(blob: dict[str, Any]) -> dict[str, Any] | None:
+def measured_files(blob: Blob) -> dict[str, PatchFile] | None:
     """{file: {bytes, sha256}} measured at capture over the whole patch, or None: a snapshot
     older than that, where only the kept text can tell."""
-    files = blob.get("files")
-    return files if isinstance(files, dict) else None
+    return blob.get("files")
 
 
-def file_changes(before: dict[str, Any], after: dict[str, Any]) -> dict[str, list[str]]:
+def file_changes(before: Blob, after: Blob) -> dict[str, list[str]]:
     """Which files' hunks differ between two patches: what a reader wants from a 1 MB change.
 
     By the per-file hashes the agent took over the whole patch; when a side has none, by the
@@ -87,27 +101,26 @@ def count_files(text: str) -> int:
     return text.count("\n" + HEADER) + text.startswith(HEADER)
 
 
-def files_in(blob: dict[str, Any]) -> int:
+def files_in(blob: Blob) -> int:
     """How many files a patch touches: measured over the whole patch, else in the text kept."""
     total = blob.get("files_total")
-    return total if isinstance(total, int) else count_files(readable(blob))
+    return total if total is not None else count_files(readable(blob))
 
 
-def is_binary(blob: dict[str, Any]) -> bool:
+def is_binary(blob: Blob) -> bool:
     text = blob.get("text")
-    return "base64" in blob or (isinstance(text, str) and any(m in text for m in
-                                                               BINARY_MARKERS))
+    return "base64" in blob or (text is not None and any(m in text for m in BINARY_MARKERS))
 
 
-def readable(blob: dict[str, Any]) -> str:
+def readable(blob: Blob) -> str:
     """The blob's text; a base64 one (not UTF-8) decoded with replacement characters, which
     keeps its ASCII diff headers readable."""
     if "base64" in blob:
         try:
-            return base64.b64decode(str(blob["base64"])).decode("utf-8", "replace")
+            return base64.b64decode(str(rest_field(blob, "base64"))).decode("utf-8", "replace")
         except (ValueError, TypeError):
             return ""
-    return str(blob.get("text") or "")
+    return blob.get("text") or ""
 
 
 def summary(blob: Any) -> Any:
@@ -116,18 +129,20 @@ def summary(blob: Any) -> Any:
         return blob
     text = readable(blob)
     measured = measured_files(blob)
-    out = {"bytes": blob.get("bytes"), "sha256": blob.get("sha256"),
-           "files": list(measured) if measured is not None else patch_files(text),
+    files = list(measured) if measured is not None else patch_files(text)
+    out = {"bytes": blob.get("bytes"), "sha256": blob.get("sha256"), "files": files,
            "binary": is_binary(blob)}
-    if isinstance(blob.get("files_total"), int) and blob["files_total"] > len(out["files"]):
-        out["files_total"] = blob["files_total"]
-    for flag in ("truncated", "redacted"):
-        if blob.get(flag):
-            out[flag] = True
+    total = blob.get("files_total")
+    if total is not None and total > len(files):
+        out["files_total"] = total
+    if blob.get("truncated"):
+        out["truncated"] = True
+    if rest_field(blob, "redacted"):
+        out["redacted"] = True
     return out
 
 
-def shown_text(blob: dict[str, Any]) -> str:
+def shown_text(blob: Blob) -> str:
     """The text of a blob fit to print: each binary hunk replaced by a one-line note."""
     note = "[not UTF-8: shown with replacement characters]\n" if "base64" in blob else ""
     return note + BINARY_HUNK.sub(elided, readable(blob))
@@ -161,11 +176,11 @@ def safe_tree(value: Any) -> Any:
     return value
 
 
-def blobs_in(value: Any, prefix: str = "") -> list[tuple[str, dict[str, Any]]]:
+def blobs_in(value: Any, prefix: str = "") -> list[tuple[str, Blob]]:
     """(where, blob) for each blob inside a value: the long parts a renderer may fold."""
     if is_blob(value):
         return [(prefix or "patch", value)]
-    found: list[tuple[str, dict[str, Any]]] = []
+    found: list[tuple[str, Blob]] = []
     if isinstance(value, dict):
         for key, item in value.items():
             found += blobs_in(item, f"{prefix}.{key}" if prefix else str(key))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from envsnap.diff.findings import Finding, short
+from envsnap.diff.findings import Finding, git_move, short
 from envsnap.diff.fleet import ABSENT, Disagreement, FleetReport
 from envsnap.diff.render_text import git_blocks, paint, rank_colour
 from envsnap.text import dump_json, markdown_cell, markdown_code
@@ -58,8 +58,9 @@ def fleet_human(report: FleetReport, color: bool = False) -> str:
         rank = paint(f"{d.rank:>3}", rank_colour(d.rank), color)
         out.append(f"  {rank} {d.section} {where}: {majority_text(d)}; {others_text(d)}")
         out.append(f"      {d.why}")
-        if d.detail:  # a node on another commit: the commits, as the pairwise diff lists them
-            for block in git_blocks(d.detail, ("the majority", d.others[0][1][0]), False):
+        move = git_move(d.detail)
+        if move is not None:  # a node on another commit: the commits, as the pairwise diff lists
+            for block in git_blocks(move, ("the majority", d.others[0][1][0]), False):
                 out.append(f"        {block.title}" + (":" if block.lines else ""))
                 out += [f"          {line}" for line in block.lines]
     for name, host, error in report.not_captured:

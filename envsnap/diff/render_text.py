@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from envsnap.diff import patch_summary
 from envsnap.diff.compare import DiffReport
@@ -18,12 +18,18 @@ from envsnap.diff.findings import (
     NOT_CAPTURED,
     REMOVED,
     Finding,
+    GitMove,
+    MovedCommit,
+    git_move,
     human_bytes,
     path_text,
     short,
 )
 from envsnap.diff.rules import PERFORMANCE
 from envsnap.words import plural
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Blob, CustomizeFile
 
 VERDICT_ITEMS = 4       # the verdict is a paragraph, not a second list of findings
 COMMITS_SHOWN = 30      # commits listed per move unless --all
@@ -107,15 +113,16 @@ def change_text(f: Finding, width: int = 40) -> str:
 
 
 def blocks(f: Finding, names: tuple[str, str], full: bool) -> list[Block]:
-    if "relation" in f.detail:
-        return git_blocks(f.detail, names, full)
+    move = git_move(f.detail)
+    if move is not None:
+        return git_blocks(move, names, full)
     found = [b for b in patch_blocks(f, names, full)]
     if f.section == "python_env" and f.path[:1] == ("customize",):
         found += text_diff_blocks(f, names, full)
     return found
 
 
-def git_blocks(detail: dict[str, Any], names: tuple[str, str], full: bool) -> list[Block]:
+def git_blocks(detail: GitMove, names: tuple[str, str], full: bool) -> list[Block]:
     found = []
     if detail["moves"]:
         found.append(Block(f"reflog of {names[1]} since {names[0]}",
@@ -125,8 +132,8 @@ def git_blocks(detail: dict[str, Any], names: tuple[str, str], full: bool) -> li
                                       f"{short(detail['old'])}"]))
     if detail.get("rebased"):
         return found + rebase_blocks(detail, full)
-    for key, title in (("added", "commits now in HEAD"), ("dropped", "commits no longer in HEAD")):
-        commits = detail[key]
+    for commits, title in ((detail["added"], "commits now in HEAD"),
+                           (detail["dropped"], "commits no longer in HEAD")):
         if commits:
             hot = sum(1 for c in commits if c["hot"])
             found.append(Block(f"{title}: {len(commits)}, {hot} on a hot path",
@@ -136,7 +143,7 @@ def git_blocks(detail: dict[str, Any], names: tuple[str, str], full: bool) -> li
     return found
 
 
-def rebase_blocks(detail: dict[str, Any], full: bool) -> list[Block]:
+def rebase_blocks(detail: GitMove, full: bool) -> list[Block]:
     """A rebase as the user did it: the commits pulled, and their own commits replayed on top."""
     pairs = detail["rebased"]
     copies = {pair["new"] for pair in pairs}
@@ -151,7 +158,7 @@ def rebase_blocks(detail: dict[str, Any], full: bool) -> list[Block]:
     return found
 
 
-def commits_shown(commits: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def commits_shown(commits: list[MovedCommit]) -> list[MovedCommit]:
     """Every hot commit, whatever the total; the newest others fill what is left of the
     window. A 121-commit pull's 13 hot commits are its oldest: they must not fold away."""
     hot = sum(1 for c in commits if c["hot"])
@@ -166,7 +173,7 @@ def commits_shown(commits: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return shown
 
 
-def commit_lines(commits: list[dict[str, Any]], full: bool) -> list[str]:
+def commit_lines(commits: list[MovedCommit], full: bool) -> list[str]:
     shown = commits if full else commits_shown(commits)
     lines = []
     for commit in shown:
@@ -217,7 +224,7 @@ def capped(lines: list[str], what: str) -> list[str]:
                                     "(--all shows the patches)"]
 
 
-def blob_summary(blob: dict[str, Any]) -> str:
+def blob_summary(blob: Blob) -> str:
     info = patch_summary.summary(blob)
     flags = [flag for flag in ("binary", "truncated", "redacted") if info.get(flag)]
     return (f"{human_bytes(info['bytes'])}, sha256 {str(info['sha256'])[:12]}, "
@@ -226,9 +233,11 @@ def blob_summary(blob: dict[str, Any]) -> str:
 
 def text_diff_blocks(f: Finding, names: tuple[str, str], full: bool) -> list[Block]:
     """sitecustomize and friends are short and decisive: show how their text changed."""
-    before = (f.before or {}).get("content") if isinstance(f.before, dict) else None
-    after = (f.after or {}).get("content") if isinstance(f.after, dict) else None
-    if not isinstance(before, str) and not isinstance(after, str):
+    if len(f.path) != 2:   # a field of the hook's record, or all hooks: no one text to diff
+        return []
+    files: tuple[CustomizeFile | None, CustomizeFile | None] = (f.before, f.after)
+    before, after = (file.get("content") if file is not None else None for file in files)
+    if before is None and after is None:
         return []
     lines = list(difflib.unified_diff(str(before or "").splitlines(),
                                       str(after or "").splitlines(), names[0], names[1],

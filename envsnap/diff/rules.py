@@ -8,7 +8,7 @@ Every rule is a pure function of (finding, context), tested on its own.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from envsnap.diff import patch_summary
 from envsnap.diff.findings import (
@@ -17,13 +17,19 @@ from envsnap.diff.findings import (
     NOT_CAPTURED,
     REMOVED,
     Finding,
+    GitMove,
+    MovedCommit,
     Rating,
+    git_move,
     human_bytes,
     path_text,
     short,
 )
 from envsnap.diff.gitexplain import CONFIGURED, verb_of
 from envsnap.words import plural
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Gpu, InProgress, Stash, Submodule, Uncommitted
 
 HOT_CONFIGURED, HOT, CODE_MOVED = 100, 97, 90
 WORKER_ENV, ENV, PATCH, STARTUP_CODE = 85, 80, 78, 75
@@ -50,8 +56,8 @@ class Context:
 
     names: tuple[str, str] = ("A", "B")
     same_host: bool = True
-    shell_after: dict[str, Any] = field(default_factory=dict)
-    gpus_after: dict[str, Any] = field(default_factory=dict)
+    shell_after: dict[str, str | None] = field(default_factory=dict)
+    gpus_after: dict[str, Gpu] = field(default_factory=dict)
 
 
 Rule = Callable[[Finding, Context], "Rating | None"]
@@ -79,20 +85,21 @@ def not_captured(f: Finding, ctx: Context) -> Rating | None:
 
 
 def code_moved(f: Finding, ctx: Context) -> Rating | None:
-    if f.section != "git" or f.path[-1:] != ("head",) or "relation" not in f.detail:
+    move = git_move(f.detail)
+    if f.section != "git" or f.path[-1:] != ("head",) or move is None:
         return None
-    detail, repo = f.detail, f.path[1]
-    copied = {pair["old"] for pair in detail.get("rebased") or []}
+    repo = f.path[1]
+    copied = {pair["old"] for pair in move.get("rebased", [])}
     # A rebased commit is there twice, as it was and as its copy: it counts once.
-    commits = detail["added"] + [c for c in detail["dropped"] if c["sha"] not in copied]
+    commits = move["added"] + [c for c in move["dropped"] if c["sha"] not in copied]
     hot = [c for c in commits if c["hot"]]
     rank = HOT_CONFIGURED if any(CONFIGURED in c["hot"] for c in hot) else \
         HOT if hot else CODE_MOVED
-    return Rating(rank, "code moved: " + move_text(repo, detail) + edge_text(detail)
+    return Rating(rank, "code moved: " + move_text(repo, move) + edge_text(move)
                   + hot_text(hot))
 
 
-def move_text(repo: str, detail: dict[str, Any]) -> str:
+def move_text(repo: str, detail: GitMove) -> str:
     moves = detail["moves"]
     how = f" ({moves[-1]['message']})" if len(moves) == 1 else \
         f" ({plural(len(moves), 'reflog move')}, latest: {moves[0]['message']})" if moves else ""
@@ -113,9 +120,9 @@ def move_text(repo: str, detail: dict[str, Any]) -> str:
             f"{detail.get('note', 'commits between unknown')}")
 
 
-def edge_text(detail: dict[str, Any]) -> str:
+def edge_text(detail: GitMove) -> str:
     """Where a shallow clone's history stops: the count before it is only a lower bound."""
-    edge = detail.get("shallow_boundary") or []
+    edge = detail.get("shallow_boundary", [])
     if not edge:
         return ""
     commits = {c["sha"]: c for c in detail["added"] + detail["dropped"]}
@@ -126,7 +133,7 @@ def edge_text(detail: dict[str, Any]) -> str:
             "(git fetch --unshallow fetches the rest)")
 
 
-def hot_text(hot: list[dict[str, Any]]) -> str:
+def hot_text(hot: list[MovedCommit]) -> str:
     if not hot:
         return ""
     areas = "/".join(sorted({label for c in hot for label in c["hot"]}))
@@ -149,15 +156,15 @@ def uncommitted(f: Finding, ctx: Context) -> Rating | None:
     if f.path[2] == "submodules" and len(f.path) == 4:
         return submodule_rating(repo, f)
     if f.path[2] == "reflog":
-        moves = f.detail.get("moves") or []
+        moves = f.detail.get("moves", [])
         if f.detail.get("reflog_reaches") is False:
             return Rating(OTHER, f"HEAD of {repo} moved and came back; its reflog does not "
                                  f"reach back to {ctx.names[0]} (latest: {short(f.after)})")
         return Rating(OTHER, f"HEAD of {repo} moved and came back: "
                              f"{plural(len(moves), 'reflog move')} since ({short(f.after)})")
     if f.path[2] == "stashes" and len(f.path) == 4:
-        stash = f.after if f.kind == ADDED else f.before
-        message = stash.get("message") if isinstance(stash, dict) else None
+        stash: Stash = f.after if f.kind == ADDED else f.before
+        message = stash.get("message")
         done = {ADDED: "added", REMOVED: "dropped or popped"}.get(f.kind, "changed")
         return Rating(PATCH, f"stash {done} in {repo}: {message or short(f.path[3])}")
     return None
@@ -169,14 +176,14 @@ def submodule_rating(repo: str, f: Finding) -> Rating:
     what = f"submodule {f.path[3]} of {repo}"
     if f.kind in (ADDED, REMOVED):
         return Rating(CODE_MOVED, f"{what} {'added' if f.kind == ADDED else 'removed'}")
-    before = f.before if isinstance(f.before, dict) else {}
-    after = f.after if isinstance(f.after, dict) else {}
+    before: Submodule = f.before   # changed: a submodule on both sides (keys.repo_view)
+    after: Submodule = f.after
     moved = before.get("checked_out") != after.get("checked_out")
     return Rating(CODE_MOVED if moved else PATCH,
                   f"{what}: {submodule_state(before)} -> {submodule_state(after)}")
 
 
-def submodule_state(sub: dict[str, Any]) -> str:
+def submodule_state(sub: Submodule) -> str:
     """"at 0b4ec65 (recorded 0eef18a), modified, untracked files"."""
     if not sub.get("initialized"):
         return f"not checked out (recorded {short(sub.get('recorded'))})"
@@ -190,16 +197,18 @@ def submodule_state(sub: dict[str, Any]) -> str:
 
 def operation_text(repo: str, f: Finding) -> str:
     """A stopped rebase (merge, cherry-pick...) leaves the tree half-way, conflicts and all."""
-    if f.kind == REMOVED or not isinstance(f.after, dict):
-        was = f.before.get("operation") if isinstance(f.before, dict) else None
+    before: InProgress | None = f.before    # null: no operation stopped half-way
+    after: InProgress | None = f.after
+    if f.kind == REMOVED or after is None:
+        was = before.get("operation") if before is not None else None
         return f"the {was or 'operation'} in progress in {repo} was finished or aborted"
-    return f"{in_progress_text(f.after)} in {repo}"
+    return f"{in_progress_text(after)} in {repo}"
 
 
-def in_progress_text(state: dict[str, Any]) -> str:
+def in_progress_text(state: InProgress) -> str:
     """"rebase in progress, stopped with 1 conflicted file: README.md"."""
     text = f"{state.get('operation')} in progress"
-    conflicted = [str(path) for path in state.get("conflicted") or []]
+    conflicted = state.get("conflicted", [])
     if conflicted:
         shown = ", ".join(conflicted[:5]) + (f" and {len(conflicted) - 5} more"
                                              if len(conflicted) > 5 else "")
@@ -207,11 +216,10 @@ def in_progress_text(state: dict[str, Any]) -> str:
     return text
 
 
-def untracked_text(before: Any, after: Any) -> str:
+def untracked_text(before: Uncommitted | None, after: Uncommitted | None) -> str:
     """The untracked files that changed, by name: "2 untracked files" on both sides says
     nothing when one of them was rewritten."""
-    old, new = (w.get("untracked") if isinstance(w, dict) else None for w in (before, after))
-    old, new = old if isinstance(old, dict) else {}, new if isinstance(new, dict) else {}
+    old, new = (w.get("untracked", {}) if w is not None else {} for w in (before, after))
     parts = []
     for label, names in (("changed", [p for p in new if p in old and old[p] != new[p]]),
                          ("new", [p for p in new if p not in old]),
@@ -222,13 +230,13 @@ def untracked_text(before: Any, after: Any) -> str:
     return f"; untracked files {'; '.join(parts)}" if parts else ""
 
 
-def work_text(work: Any) -> str:
-    if not isinstance(work, dict):
+def work_text(work: Uncommitted | None) -> str:
+    if work is None:    # not a repository with a work tree (or an older capture)
         return short(work)
     if not work.get("dirty"):
         return "clean"
     patch = work.get("patch")
-    if not isinstance(patch, dict) or not patch_summary.is_blob(patch):
+    if patch is None or not patch_summary.is_blob(patch):
         return "dirty"
     files = patch_summary.files_in(patch)
     binary = ", binary" if patch_summary.is_binary(patch) else ""
@@ -317,7 +325,7 @@ def pcie(f: Finding, ctx: Context) -> Rating | None:
     if f.section != "nvidia" or len(f.path) != 3 or f.path[0] != "gpus" \
             or not f.path[2].startswith("pcie_"):
         return None
-    gpu = ctx.gpus_after.get(f.path[1]) or {}
+    gpu = ctx.gpus_after.get(f.path[1], {})
     width, width_max = gpu.get("pcie_width_current"), gpu.get("pcie_width_max")
     gen, gen_max = gpu.get("pcie_gen_current"), gpu.get("pcie_gen_max")
     link = f"{gpu_of(f)} PCIe link Gen{gen} x{width}"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import posixpath
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from envsnap.agent.python_env import startup_lines
 from envsnap.agent.redact import holds_marker
@@ -22,6 +22,9 @@ from envsnap.hostops.patch import Patch, patch_from
 from envsnap.restore.serve import main_server
 from envsnap.snapshot import document as snap
 from envsnap.words import plural
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Repo, Snapshot
 
 DifferenceKind = Literal["commits", "patch", "env", "sitecustomize", "pth", "package"]
 # Where an env variable is put back: the server's start (--serve) or the benchmark command's.
@@ -110,7 +113,7 @@ class Differences:
     not_searched: list[str] = field(default_factory=list)   # differs, cannot be put back
 
 
-def repo_patch(repo: dict[str, Any], label: str, path: str) -> Patch | None:
+def repo_patch(repo: Repo, label: str, path: str) -> Patch | None:
     """The recorded uncommitted patch (None when there was none); UsageError when the
     snapshot did not keep it whole (truncated, masked): it could not be put back."""
     blob = (repo.get("uncommitted") or {}).get("patch")
@@ -124,7 +127,7 @@ def repo_patch(repo: dict[str, Any], label: str, path: str) -> Patch | None:
     return patch if patch.data else None
 
 
-def worker_env(document: dict[str, Any]) -> tuple[EnvSource, dict[str, Any]]:
+def worker_env(document: Snapshot) -> tuple[EnvSource, dict[str, Any]]:
     """The env the benchmark's workers ran with: the managed server's when one was recorded,
     else the first process --proc matched (its children carry the same), else the shell's."""
     section = snap.section(document, "env")
@@ -146,7 +149,7 @@ def pid_order(pid: str) -> tuple[int, str]:
     return (int(pid), pid) if pid.isdigit() else (0, pid)
 
 
-def env_differences(good: dict[str, Any], bad: dict[str, Any], target: EnvTarget,
+def env_differences(good: Snapshot, bad: Snapshot, target: EnvTarget,
                     labels: tuple[str, str]) -> tuple[EnvSource, list[Difference], list[str]]:
     """Each variable whose value differs between GOOD's and BAD's workers."""
     good_source, good_env = worker_env(good)
@@ -170,29 +173,29 @@ def env_differences(good: dict[str, Any], bad: dict[str, Any], target: EnvTarget
     return bad_source, found, skipped
 
 
-def untracked(repo: dict[str, Any]) -> dict[str, Any]:
+def untracked(repo: Repo) -> dict[str, Any]:
     """Each untracked file's digest (its name when none was recorded)."""
     files = (repo.get("uncommitted") or {}).get("untracked") or {}
     return {name: facts.get("sha256") if isinstance(facts, dict) else facts
             for name, facts in files.items()}
 
 
-def interpreter(document: dict[str, Any]) -> str:
+def interpreter(document: Snapshot) -> str:
     """Which python (its sys.prefix: a venv is one of its own) the facts of python_env are
     of: another one's sitecustomize and packages are no difference to put back."""
     found = snap.section(document, "python_env").get("interpreter") or {}
     return str(found.get("prefix") or found.get("executable") or "?")
 
 
-def startup_pth(document: dict[str, Any]) -> Any:
+def startup_pth(document: Snapshot) -> Any:
     return snap.section(document, "python_env").get("startup_pth")
 
 
-def recorded_site(document: dict[str, Any]) -> Any:
+def recorded_site(document: Snapshot) -> Any:
     return (snap.section(document, "python_env").get("customize") or {}).get("sitecustomize")
 
 
-def digest(document: dict[str, Any]) -> str | None:
+def digest(document: Snapshot) -> str | None:
     site = recorded_site(document)
     return str(site.get("sha256")) if isinstance(site, dict) else None
 
@@ -207,7 +210,7 @@ def content(site: Any) -> str | None:
     return str(site["content"]) if isinstance(site, dict) else None
 
 
-def site_ends(good: dict[str, Any], live: dict[str, Any]) -> SiteEnds | str:
+def site_ends(good: Snapshot, live: Snapshot) -> SiteEnds | str:
     """Both ends' sitecustomize, or why it cannot be put back (not recorded whole)."""
     was, now = recorded_site(good), recorded_site(live)
     if not (recorded_whole(was) and recorded_whole(now)):
@@ -221,7 +224,7 @@ def text_or_none(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def find_differences(good: dict[str, Any], bad: dict[str, Any], live: dict[str, Any],
+def find_differences(good: Snapshot, bad: Snapshot, live: Snapshot,
                      paths: list[str], commit_counts: dict[str, int], serve: bool,
                      labels: tuple[str, str], pip: bool = False) -> Differences:
     """GOOD against the host now (`live`: checkouts, sitecustomize, packages) and BAD's
@@ -230,9 +233,10 @@ def find_differences(good: dict[str, Any], bad: dict[str, Any], live: dict[str, 
     good_repos, live_repos = snap.repos(good), snap.repos(live)
     for path in paths:
         was, now = good_repos.get(path) or {}, live_repos.get(path) or {}
-        if not isinstance(was.get("head"), str) or not isinstance(now.get("head"), str):
+        good_head, live_head = was.get("head"), now.get("head")
+        if good_head is None or live_head is None:
             raise UsageError(f"{path}: no HEAD recorded in {labels[0]!r} or on the host now")
-        ends = RepoEnds(path, was["head"], now["head"], repo_patch(was, labels[0], path),
+        ends = RepoEnds(path, good_head, live_head, repo_patch(was, labels[0], path),
                         repo_patch(now, "the checkout now", path))
         found.repos.append(ends)
         if ends.good_head != ends.current_head:
@@ -276,7 +280,7 @@ def find_differences(good: dict[str, Any], bad: dict[str, Any], live: dict[str, 
     return found
 
 
-def pth_differences(good: dict[str, Any], live: dict[str, Any]
+def pth_differences(good: Snapshot, live: Snapshot
                     ) -> tuple[list[tuple[PthEnds, Difference]], list[str]]:
     """Each .pth file of the host python's site folders whose startup lines differ; the
     snapshot records only those lines (and the file's digest), so that is what is put back."""
@@ -316,7 +320,7 @@ def pth_differences(good: dict[str, Any], live: dict[str, Any]
     return searched, skipped
 
 
-def recorded_pth(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def recorded_pth(document: Snapshot) -> dict[str, dict[str, Any]]:
     found = startup_pth(document)
     if not isinstance(found, dict):
         return {}
@@ -324,8 +328,8 @@ def recorded_pth(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
             for path, facts in found.items()}
 
 
-def package_differences(good: dict[str, Any],
-                        live: dict[str, Any]) -> tuple[list[Difference], list[str]]:
+def package_differences(good: Snapshot,
+                        live: Snapshot) -> tuple[list[Difference], list[str]]:
     """Each package both have in another version (pip pins either way); and the ones only
     one side has (uninstalling is not explain's call, nor restore's)."""
     was, now = snap.packages(good), snap.packages(live)

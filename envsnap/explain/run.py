@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Union
+from typing import TYPE_CHECKING, Callable, Union
 
 from envsnap.bench import stats as benchstats
 from envsnap.bench.run import BenchSpec, bench_on
@@ -49,6 +49,9 @@ from envsnap.snapshot import provenance
 from envsnap.snapshot.store import Store
 from envsnap.verdicts import REGRESSION
 from envsnap.words import plural
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Snapshot
 
 
 @dataclass(frozen=True)
@@ -129,7 +132,7 @@ def default_ceiling(n: int) -> int:
     return (1 + MAX_REMEASURES) * worst_case_invocations(n, min(2, n))
 
 
-def check_trusted(document: dict[str, Any], label: str, trust_foreign: bool) -> None:
+def check_trusted(document: Snapshot, label: str, trust_foreign: bool) -> None:
     """A foreign snapshot's patch and env would run on this host: like restore, only when
     the user trusts it (--trust-foreign) or adopted it (`envsnap trust`)."""
     found = provenance.verify_as_user(document)
@@ -139,7 +142,7 @@ def check_trusted(document: dict[str, Any], label: str, trust_foreign: bool) -> 
                          f"adopt it first with `envsnap trust {label}`")
 
 
-def pick_repos(good: dict[str, Any], bad: dict[str, Any], wanted: tuple[str, ...],
+def pick_repos(good: Snapshot, bad: Snapshot, wanted: tuple[str, ...],
                labels: tuple[str, str]) -> list[str]:
     """The checkouts, as GOOD recorded them: --repo, else every one both snapshots hold
     (none: only the env and the python's differences are searched)."""
@@ -163,7 +166,7 @@ class Explainer:
                  emit: Callable[[Event], None]) -> None:
         self.shell, self.spec, self.labels, self.emit = shell, spec, labels, emit
 
-    def run(self, good: dict[str, Any], bad: dict[str, Any], paths: list[str],
+    def run(self, good: Snapshot, bad: Snapshot, paths: list[str],
             host_given: bool, options: ExplainOptions,
             confirm: Callable[[Plan], bool]) -> ExplainReport:
         live = self.capture_now(paths, options.capture)
@@ -232,14 +235,14 @@ class Explainer:
             self.emit(f"{ends.path}: not bisected: {exc}")
             return None
 
-    def capture_now(self, paths: list[str], options: CaptureOptions) -> dict[str, Any]:
+    def capture_now(self, paths: list[str], options: CaptureOptions) -> Snapshot:
         host: Host = with_vars(self.shell.host, {"repos": paths})
         return capture.snapshot_document(self.shell.transport, host, "explain-now", options)
 
-    def commits_between(self, top: str, good: dict[str, Any], path: str) -> int:
+    def commits_between(self, top: str, good: Snapshot, path: str) -> int:
         """Commits on either side between GOOD's HEAD and the checkout's now; GOOD's must be
         in the checkout (it is checked out at every trial)."""
-        sha = commit_here(self.shell, top, snap.repos(good)[path]["head"], self.labels[0])
+        sha = commit_here(self.shell, top, str(snap.repos(good)[path].get("head")), self.labels[0])
         counted = run(self.shell, top, "rev-list", "--count", f"{sha}...HEAD")
         return int(counted.stdout.strip()) if counted.exit_code == 0 else 0
 

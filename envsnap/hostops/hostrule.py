@@ -8,13 +8,16 @@ one. It is checked on a fresh capture of the host, before anything moves.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from envsnap.errors import UsageError
 from envsnap.snapshot import document as snap
 
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Snapshot
 
-def host_problem(snapshot: dict[str, Any], live: dict[str, Any], host_given: bool,
+
+def host_problem(snapshot: Snapshot, live: Snapshot, host_given: bool,
                  force: bool, command: str) -> str | None:
     """Why `command` ("restore", "explain") must not go on here (one line), or None."""
     recorded, current = snap.hostname(snapshot), snap.hostname(live)
@@ -33,7 +36,7 @@ def host_problem(snapshot: dict[str, Any], live: dict[str, Any], host_given: boo
     return None
 
 
-def check_same_host(snapshot: dict[str, Any], live: dict[str, Any], host_given: bool,
+def check_same_host(snapshot: Snapshot, live: Snapshot, host_given: bool,
                     force: bool, command: str) -> None:
     """UsageError with host_problem's line, when there is one."""
     problem = host_problem(snapshot, live, host_given, force, command)

@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from envsnap.agent.redact import redact_document, rekey
 from envsnap.defaults import DEFAULT_COLLECTOR_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FORKS
@@ -32,6 +32,9 @@ from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.mask import masking_key
 from envsnap.snapshot.store import Store, label_from_name, validate_label
 from envsnap.text import name_stamp, now_utc, timestamp
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Snapshot
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,7 @@ class Saved:
 
     label: str
     path: Path
-    document: dict[str, Any]
+    document: Snapshot
     problems: list[str]
 
 
@@ -169,7 +172,7 @@ def check_agent_exit(host: Host, exit_code: int, stderr: str) -> None:
 
 
 def snapshot_document(transport: Transport, host: Host, label: str,
-                      options: CaptureOptions) -> dict[str, Any]:
+                      options: CaptureOptions) -> Snapshot:
     """Capture one host through an open transport into a document, not yet saved."""
     config = agent_config(host, options)
     captured_at = timestamp()
@@ -186,13 +189,13 @@ def recorded_config(host: Host, config: CollectConfig) -> dict[str, Any]:
 
 
 def document_of(output: AgentOutput, host_name: str, address: str, label: str,
-                captured_at: str, recorded: dict[str, Any]) -> dict[str, Any]:
+                captured_at: str, recorded: dict[str, Any]) -> Snapshot:
     """The agent's read output (agent_json) as a snapshot document, not yet saved."""
     return snapshot.build(output, label=label, host=host_name, address=address,
                           captured_at=captured_at, config=recorded)
 
 
-def save_snapshot(store: Store, document: dict[str, Any], label: str, replace: bool) -> Saved:
+def save_snapshot(store: Store, document: Snapshot, label: str, replace: bool) -> Saved:
     """Store a captured document (signed, store.py); without `replace`, a label saved by
     now is refused."""
     path = store.save(document, label, replace=replace)

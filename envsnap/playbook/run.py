@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any, Callable, Literal, TypedDict, Union
+from typing import TYPE_CHECKING, Any, Callable, Literal, TypedDict, Union
 
 from envsnap.defaults import DEFAULT_CONNECT_TIMEOUT, DEFAULT_FORKS
 from envsnap.errors import ArgError, EnvsnapError, ExitCode, HostError, PlaybookError, UsageError
@@ -34,6 +34,9 @@ from envsnap.playbook.tasks.base import Context, ModuleResult
 from envsnap.playbook.templating import Variables, evaluate, render_string, render_text
 from envsnap.snapshot.store import Store
 from envsnap.text import name_stamp
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Snapshot
 
 # What became of one task on one host (Ansible's words; render.py says "skipping").
 TaskStatus = Literal["ok", "changed", "skipped", "failed", "unreachable"]
@@ -171,7 +174,7 @@ class Runner:
         self.options = options
         self.emit = on_event or (lambda event: None)
         self.timestamp = name_stamp()
-        self.snapshots: dict[str, dict[str, Any]] = {}
+        self.snapshots: dict[str, Snapshot] = {}
         self.extra = self.with_snapshot(dict(options.extra_vars))
         self.result = RunResult()
         self.play_hosts: list[str] = []
@@ -187,7 +190,7 @@ class Runner:
             variables.update(snapshot=self.snapshots[label], snapshot_label=label)
         return variables
 
-    def checked_provenance(self, label: str, document: dict[str, Any]) -> dict[str, Any]:
+    def checked_provenance(self, label: str, document: Snapshot) -> Snapshot:
         """A snapshot drives writes and commands on hosts: one this user's envsnap did not
         sign (a bug report's, a colleague's, one edited by hand) is read freely in check
         mode and applied only when the user says they trust it, as restore does."""

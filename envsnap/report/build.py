@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envsnap import __version__
 from envsnap.diff.compare import DiffOptions, DiffReport, diff, side_of
@@ -31,6 +31,9 @@ from envsnap.snapshot.mask import Masker
 from envsnap.snapshot.store import atomic_write, holds_snapshot
 from envsnap.text import dump_json
 from envsnap.words import plural
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Bench, Snapshot, Telemetry
 
 REPORT_FORMAT = 1
 
@@ -82,7 +85,7 @@ class Report:
     charts: list[Chart] = field(default_factory=list)   # drawn by html and the bundle
 
 
-def build_report(document: dict[str, Any], vs: dict[str, Any] | None = None,
+def build_report(document: Snapshot, vs: Snapshot | None = None,
                  options: ReportOptions | None = None,
                  sources: tuple[str, str] = ("", "")) -> Report:
     """sources: what the user named the snapshot and the --vs one (labels or paths)."""
@@ -108,7 +111,7 @@ def build_report(document: dict[str, Any], vs: dict[str, Any] | None = None,
 
 # ---- the comparison -------------------------------------------------------------------------
 
-def compare(older: dict[str, Any], newer: dict[str, Any], older_source: str,
+def compare(older: Snapshot, newer: Snapshot, older_source: str,
             newer_source: str, full: bool) -> Comparison:
     result = diff(older, newer, DiffOptions(), (older_source, newer_source))
     return Comparison(against=result.a.label, drift=result.drift, verdict=verdict(result),
@@ -127,8 +130,8 @@ def finding_rows(result: DiffReport, full: bool) -> list[FindingRow]:
 
 # ---- the benchmark ----------------------------------------------------------------------------
 
-def bench_facts(record: Any) -> list[Fact]:
-    if not isinstance(record, dict) or not isinstance(record.get("summary"), dict):
+def bench_facts(record: Bench | None) -> list[Fact]:
+    if record is None or "summary" not in record:
         return []
     s = record["summary"]
     spread = "-" if s.get("spread") is None else f"{s['spread']:.1%}"
@@ -140,15 +143,16 @@ def bench_facts(record: Any) -> list[Fact]:
             Fact("median", f"{s.get('median'):g} (min {s.get('min'):g}, max {s.get('max'):g}, "
                            f"spread {spread}, stdev {s.get('stdev', 0):.3g})"),
             Fact("when", f"{record.get('started_at', '?')} to {record.get('finished_at', '?')}")]
-    return rows + telemetry_facts(record.get("telemetry") or {})
+    return rows + telemetry_facts(record.get("telemetry"))
 
 
-def telemetry_facts(telemetry: dict[str, Any]) -> list[Fact]:
+def telemetry_facts(telemetry: Telemetry | None) -> list[Fact]:
     from envsnap.bench.run import reasons_text, sm_clock_text
 
-    if not telemetry.get("available"):
-        return [Fact("GPU telemetry", f"none ({telemetry.get('reason') or 'not sampled'})")]
-    gpus = telemetry.get("gpus") or {}
+    if telemetry is None or not telemetry.get("available"):
+        reason = telemetry.get("reason") if telemetry is not None else None
+        return [Fact("GPU telemetry", f"none ({reason or 'not sampled'})")]
+    gpus = telemetry.get("gpus", {})
     reasons = reasons_text(gpus) if reasons_text(gpus) != "-" else "none"
     clocks = sm_clock_text(gpus)
     if clocks == "short":

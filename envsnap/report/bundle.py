@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envsnap.errors import StoreError
 from envsnap.report.charts import Chart, svg_file
@@ -30,6 +30,9 @@ from envsnap.snapshot.provenance import unsigned
 from envsnap.snapshot.store import atomic_write, dump_yaml, label_from_name
 from envsnap.text import dump_json
 
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Snapshot
+
 
 @dataclass(frozen=True)
 class Member:
@@ -37,7 +40,7 @@ class Member:
     data: bytes
 
 
-def members(label: str, documents: list[dict[str, Any]], rendered: dict[str, str],
+def members(label: str, documents: list[Snapshot], rendered: dict[str, str],
             masker: Masker, charts: Sequence[Chart] = ()) -> list[Member]:
     """rendered: {"md": text, "html": text}; documents: the subject first, then --vs."""
     root = f"envsnap-report-{label_from_name(label)}"
@@ -45,9 +48,10 @@ def members(label: str, documents: list[dict[str, Any]], rendered: dict[str, str
              for form, text in sorted(rendered.items(), key=lambda item: item[0] != "md")]
     # Unsigned: a bundle is handed on, so whoever unpacks it (its maker too) holds a foreign
     # snapshot that restore shows whole before it acts on it (snapshot/provenance.py).
-    shown = [unsigned(masked_document(document, masker)) for document in documents]
+    shown = [masked_document(document, masker) for document in documents]
     names = unique_names(shown)
-    found += [Member(f"{root}/snapshots/{name}.yaml", dump_yaml(document).encode("utf-8"))
+    found += [Member(f"{root}/snapshots/{name}.yaml",
+                     dump_yaml(unsigned(document)).encode("utf-8"))
               for name, document in zip(names, shown)]
     records = [(name, snapshot.bench(document)) for name, document in zip(names, shown)]
     found += [Member(f"{root}/bench/{name}.json", json_bytes(record))
@@ -68,7 +72,7 @@ def chart_members(root: str, charts: Sequence[Chart]) -> list[Member]:
     return found
 
 
-def unique_names(documents: list[dict[str, Any]]) -> list[str]:
+def unique_names(documents: list[Snapshot]) -> list[str]:
     """A file name per snapshot from its label; two snapshots of one label stay apart."""
     names: list[str] = []
     for index, document in enumerate(documents):
@@ -102,7 +106,7 @@ def tar_gz(found: list[Member], mtime: int) -> bytes:
     return raw.getvalue()
 
 
-def write_bundle(path: str | Path, label: str, documents: list[dict[str, Any]],
+def write_bundle(path: str | Path, label: str, documents: list[Snapshot],
                  rendered: dict[str, str], masker: Masker,
                  charts: Sequence[Chart] = ()) -> list[str]:
     """Write the bundle atomically; the names of its members, in order."""

@@ -9,13 +9,30 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Callable, Union
+from typing import TYPE_CHECKING, Callable, Union
 
 from envsnap.diff import rules
 from envsnap.diff.findings import short
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.document import collector_error
 from envsnap.words import plural
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import (
+        CudaNccl,
+        CustomizeFile,
+        Env,
+        Git,
+        Gpu,
+        Nvidia,
+        Process,
+        PythonEnv,
+        Repo,
+        Snapshot,
+        System,
+        TorchBuild,
+        VersionSource,
+    )
 
 KEY_ENV_PREFIXES = ("NCCL_", "CUDA_")
 # Assignments in sitecustomize: os.environ["X"] = ..., os.environ.setdefault("X", ...)
@@ -37,34 +54,57 @@ class RowValue(Exception):
 
 
 class Facts:
-    """One snapshot's sections, each its facts or the reason it is missing."""
+    """One snapshot's sections, each its facts or the reason it is missing (RowValue)."""
 
-    def __init__(self, document: dict[str, Any]) -> None:
+    def __init__(self, document: Snapshot) -> None:
         self.document = document
-        self.meta: dict[str, Any] = snapshot.meta(document)
+        self.meta = snapshot.meta(document)
 
-    def section(self, name: str) -> dict[str, Any]:
+    def captured(self, name: str) -> None:
         error = collector_error(self.document, name)
         if error:
             raise RowValue(not_captured(error))
-        return snapshot.section(self.document, name)
 
-    def part(self, name: str, read: Callable[[dict[str, Any]], str]) -> str:
+    def system(self) -> System:
+        self.captured("system")
+        return snapshot.system(self.document)
+
+    def nvidia(self) -> Nvidia:
+        self.captured("nvidia")
+        return snapshot.nvidia(self.document)
+
+    def cuda_nccl(self) -> CudaNccl:
+        self.captured("cuda_nccl")
+        return snapshot.cuda_nccl(self.document)
+
+    def python_env(self) -> PythonEnv:
+        self.captured("python_env")
+        return snapshot.python_env(self.document)
+
+    def env(self) -> Env:
+        self.captured("env")
+        return snapshot.env(self.document)
+
+    def git(self) -> Git:
+        self.captured("git")
+        return snapshot.git(self.document)
+
+    def part(self, name: str, read: Callable[[], str]) -> str:
         """One section's part of a row that draws on several sections."""
         try:
-            return read(self.section(name))
+            return read()
         except RowValue as exc:
             return f"{name} {exc}"
 
 
-def not_captured(error: Any) -> str:
+def not_captured(error: object) -> str:
     return f"not captured: {error}"
 
 
-def version_of(value: Any) -> str:
-    if isinstance(value, dict):
-        return str(value.get("version") or f"none ({value.get('reason') or 'not found'})")
-    return str(value) if value not in (None, "") else "none"
+def version_of(value: VersionSource | TorchBuild | None) -> str:
+    if value is None:
+        return "none"
+    return str(value.get("version") or f"none ({value.get('reason') or 'not found'})")
 
 
 # ---- host and software ------------------------------------------------------------------------
@@ -72,35 +112,35 @@ def version_of(value: Any) -> str:
 def host(f: Facts) -> str:
     meta = f.meta
     try:
-        name = f.section("system").get("hostname") or "?"
+        name = f.system().get("hostname") or "?"
     except RowValue as exc:
         name = f"? (system {exc})"
     return f"{name} (as {meta.get('host', '?')}), captured {meta.get('captured_at', '?')}"
 
 
 def os_kernel(f: Facts) -> str:
-    system = f.section("system")
-    release = (system.get("os_release") or {}).get("PRETTY_NAME") or "unknown OS"
-    kernel = system.get("kernel") or {}
+    system = f.system()
+    release = system.get("os_release", {}).get("PRETTY_NAME") or "unknown OS"
+    kernel = system.get("kernel", {})
     return f"{release}; kernel {kernel.get('release', '?')} {kernel.get('machine', '')}".strip()
 
 
 def cpu(f: Facts) -> str:
-    info = f.section("system").get("cpu") or {}
+    info = f.system().get("cpu", {})
     sockets = info.get("sockets")
     text = f"{sockets} x {info.get('model', '?')}" if sockets else str(info.get("model", "?"))
     text += f", {info.get('physical_cores', '?')} cores / {info.get('logical_cpus', '?')} threads"
-    governors = f.section("system").get("governors") or {}
+    governors = f.system().get("governors", {})
     if governors:
         text += "; governor " + ", ".join(f"{g} ({n})" for g, n in sorted(governors.items()))
     return text
 
 
 def driver(f: Facts) -> str:
-    nvidia = f.section("nvidia")
+    nvidia = f.nvidia()
     if not nvidia.get("present"):
         return f"none ({nvidia.get('reason') or 'no NVIDIA driver'})"
-    module = nvidia.get("kernel_module") or {}
+    module = nvidia.get("kernel_module") or {}    # null: no module found
     text = f"{nvidia.get('driver') or '?'} (read through {nvidia.get('source', '?')})"
     if module.get("version"):
         text += (f"; {module.get('flavor', '?')} kernel module {module['version']}, built with "
@@ -111,17 +151,18 @@ def driver(f: Facts) -> str:
 
 
 def cuda(f: Facts) -> str:
-    api = f.part("nvidia", lambda s: f"driver API {s.get('cuda_driver') or 'none'}")
-    kit = f.part("cuda_nccl", lambda s: f"toolkit {version_of(s.get('cuda_toolkit'))}")
+    api = f.part("nvidia", lambda: f"driver API {f.nvidia().get('cuda_driver') or 'none'}")
+    kit = f.part("cuda_nccl",
+                 lambda: f"toolkit {version_of(f.cuda_nccl().get('cuda_toolkit'))}")
     return f"{api}; {kit}"
 
 
 def nccl(f: Facts) -> str:
-    info = f.section("cuda_nccl").get("nccl") or {}
+    info = f.cuda_nccl().get("nccl", {})
     parts = [f"torch loads {version_of(info.get('torch'))}"]
-    parts += [f"wheel {name} {version_of(v)}" for name, v in sorted((info.get("wheels") or
-                                                                     {}).items())]
-    libraries = info.get("libraries") or {}
+    parts += [f"wheel {name} {version_of(v)}" for name, v in sorted(info.get("wheels",
+                                                                             {}).items())]
+    libraries = info.get("libraries", {})
     used = torch_library(info.get("torch"), libraries)
     others = [f"{version_of(v)} at {path}" for path, v in sorted(libraries.items()) if path != used]
     if others:
@@ -129,60 +170,60 @@ def nccl(f: Facts) -> str:
     return "; ".join(parts)
 
 
-def torch_library(used: Any, libraries: dict[str, Any]) -> str | None:
+def torch_library(used: VersionSource | None,
+                  libraries: dict[str, VersionSource]) -> str | None:
     """The path of the libnccl torch loads. The agent records torch's entry as a copy of that
     library's entry in `libraries` (keyed by path), so the path is looked up, never cut out
     of the `source` text ("ncclGetVersion:<path>"), which is there for a person to read."""
-    if not isinstance(used, dict):
+    if used is None:
         return None
     return next((path for path, entry in libraries.items() if entry == used), None)
 
 
 def torch(f: Facts) -> str:
-    info = f.section("cuda_nccl").get("torch") or {}
-    if not info.get("version"):
-        return version_of(info)
+    info = f.cuda_nccl().get("torch")
+    if info is None or not info.get("version"):
+        return version_of(info or {})
     return f"{info['version']} (built for CUDA {info.get('cuda') or 'none'})"
 
 
 def python(f: Facts) -> str:
-    env = f.section("python_env")
-    interpreter = env.get("interpreter") or {}
+    env = f.python_env()
+    interpreter = env.get("interpreter", {})
     text = (f"{interpreter.get('executable', '?')} {interpreter.get('version', '?')}"
             + (" (venv)" if interpreter.get("venv") else ""))
-    editable = env.get("editable") or {}
+    editable = env.get("editable", {})
     if editable:
         text += "; editable: " + ", ".join(f"{n} -> {p}" for n, p in sorted(editable.items()))
     return text
 
 
 def sitecustomize(f: Facts) -> str:
-    customize = f.section("python_env").get("customize") or {}
+    customize = f.python_env().get("customize", {})
     shown = [customize_text(name, info) for name, info in sorted(customize.items()) if info]
     return "; ".join(shown) or "none"
 
 
-def customize_text(name: str, info: dict[str, Any]) -> str:
+def customize_text(name: str, info: CustomizeFile) -> str:
     if info.get("error"):
         return f"{name} at {info.get('path')}: {info['error']}"
     sha = str(info.get("sha256") or "?")[:12]
     text = f"{name} present: {info.get('path')}, sha256 {sha}" + \
         (", imported" if info.get("imported") else "")
-    assigned = sorted(set(ENV_ASSIGNED.findall(str(info.get("content") or ""))))
+    assigned = sorted(set(ENV_ASSIGNED.findall(info.get("content") or "")))
     return text + (f"; sets {', '.join(assigned)}" if assigned else "")
 
 
 # ---- GPUs ---------------------------------------------------------------------------------------
 
-def gpu_records(f: Facts) -> dict[str, dict[str, Any]]:
-    nvidia = f.section("nvidia")
+def gpu_records(f: Facts) -> dict[str, Gpu]:
+    nvidia = f.nvidia()
     if not nvidia.get("present"):
         raise RowValue(f"none ({nvidia.get('reason') or 'no NVIDIA driver'})")
-    gpus = nvidia.get("gpus") or {}
-    return {bus: g for bus, g in gpus.items() if isinstance(g, dict)}
+    return nvidia.get("gpus", {})
 
 
-def by_index(gpus: dict[str, dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+def by_index(gpus: dict[str, Gpu]) -> list[tuple[str, Gpu]]:
     return sorted(gpus.items(), key=lambda item: (item[1].get("index", 0), item[0]))
 
 
@@ -192,13 +233,14 @@ def gpus(f: Facts) -> str:
     text = "; ".join(f"{count} x {name}" for name, count in names.items()) or "none"
     failed = [f"GPU {g.get('index')} {not_captured(g['error'])}" for _, g in by_index(records)
               if g.get("error")]
-    memory = {g.get("memory_total_mib") for g in records.values() if not g.get("error")}
-    if len(memory) == 1 and None not in memory:
+    # as text: a reading may be {"error": why}, which no set holds
+    memory = {str(g.get("memory_total_mib")) for g in records.values() if not g.get("error")}
+    if len(memory) == 1 and "None" not in memory:
         text += f", {memory.pop()} MiB each"
     return "; ".join([text] + failed)
 
 
-def tally(records: dict[str, dict[str, Any]], show: Callable[[dict[str, Any]], str]) -> str:
+def tally(records: dict[str, Gpu], show: Callable[[Gpu], str]) -> str:
     """One value when every GPU agrees, else each value with the GPUs that have it."""
     groups: dict[str, list[str]] = {}
     readable = [gpu for _, gpu in by_index(records) if not gpu.get("error")]
@@ -211,7 +253,7 @@ def tally(records: dict[str, dict[str, Any]], show: Callable[[dict[str, Any]], s
 
 
 def pcie(f: Facts) -> str:
-    def link(g: dict[str, Any]) -> str:
+    def link(g: Gpu) -> str:
         current = f"Gen{g.get('pcie_gen_current')} x{g.get('pcie_width_current')}"
         top = f"Gen{g.get('pcie_gen_max')} x{g.get('pcie_width_max')}"
         below = rules.below(g.get("pcie_gen_current"), g.get("pcie_gen_max")) or \
@@ -229,13 +271,13 @@ def gpu_settings(f: Facts) -> str:
 
 def topology(f: Facts) -> str:
     records = gpu_records(f)
-    links = f.section("nvidia").get("topology") or {}
+    links = f.nvidia().get("topology", {})
     seen = Counter(link for bus, peers in links.items() if bus in records
-                   for peer, link in (peers or {}).items() if peer in records)
+                   for peer, link in peers.items() if peer in records)
     if not seen:
         return "one GPU" if len(records) <= 1 else "not recorded"
-    nvlink = sorted(link for link in seen if str(link).startswith("NV"))
-    pci = sorted(link for link in seen if not str(link).startswith("NV"))
+    nvlink = sorted(str(link) for link in seen if str(link).startswith("NV"))
+    pci = sorted(str(link) for link in seen if not str(link).startswith("NV"))
     text = f"NVLink between GPUs ({', '.join(nvlink)})" if nvlink else "no NVLink"
     return text + (f"; over PCIe: {'/'.join(pci)}" if pci else "")
 
@@ -243,32 +285,32 @@ def topology(f: Facts) -> str:
 # ---- code and environment --------------------------------------------------------------------
 
 def repos(f: Facts) -> list[Fact]:
-    git = f.section("git")
-    found = git.get("repos") or {}
+    found = f.git().get("repos", {})
     if not found:
         return [Fact("repos", "none recorded (capture with --repo PATH)")]
     return [Fact(f"repo {path}", repo_text(repo)) for path, repo in sorted(found.items())]
 
 
-def repo_text(repo: Any) -> str:
-    if not isinstance(repo, dict) or repo.get("error"):
-        return not_captured(repo.get("error") if isinstance(repo, dict) else repo)
+def repo_text(repo: Repo) -> str:
+    error = snapshot.repo_error(repo)
+    if error is not None:
+        return not_captured(error)
     head = str(repo.get("head") or "?")
-    history = repo.get("history") or []
-    subject = next((c.get("subject") for c in history if c.get("sha") == head), None)
+    subject = next((c.get("subject") for c in repo.get("history", []) if c.get("sha") == head),
+                   None)
     where = repo.get("branch") or "detached HEAD"
     upstream = f" tracking {repo['upstream']}" if repo.get("upstream") else ""
     text = f"HEAD {short(head)}" + (f" \"{subject}\"" if subject else "") + \
         f" on {where}{upstream}; {rules.work_text(repo.get('uncommitted'))}"
-    if isinstance(repo.get("in_progress"), dict):
-        text += f"; {rules.in_progress_text(repo['in_progress'])}"
-    stashes = repo.get("stashes") or {}
-    text += f"; {plural(len(stashes), 'stash', 'es')}"
-    reflog = repo.get("reflog") or []
+    in_progress = repo.get("in_progress")
+    if in_progress is not None:
+        text += f"; {rules.in_progress_text(in_progress)}"
+    text += f"; {plural(len(repo.get('stashes', {})), 'stash', 'es')}"
+    reflog = repo.get("reflog", [])
     return text + (f"; last move: {reflog[0].get('message')}" if reflog else "")
 
 
-def key_env(env: dict[str, Any]) -> dict[str, str]:
+def key_env(env: dict[str, str | None]) -> dict[str, str]:
     return {name: str(value) for name, value in sorted(env.items())
             if name.startswith(KEY_ENV_PREFIXES) and rules.is_perf_var(name)}
 
@@ -278,24 +320,23 @@ def env_text(env: dict[str, str]) -> str:
 
 
 def shell_env(f: Facts) -> str:
-    return env_text(key_env(f.section("env").get("shell") or {}))
+    return env_text(key_env(f.env().get("shell", {})))
 
 
 def workers(f: Facts) -> str:
-    env = f.section("env")
-    patterns = env.get("proc_patterns") or []
-    processes = env.get("processes") or {}
-    served = sum(1 for info in processes.values()
-                 if isinstance(info, dict) and info.get("role") == "server")
+    env = f.env()
+    patterns = env.get("proc_patterns", [])
+    processes = env.get("processes", {})
+    served = sum(1 for info in processes.values() if info.get("role") == "server")
     if not patterns and not served:
         return "none recorded (capture with --proc PATTERN)"
     if not processes:
         return f"no process matched {', '.join(patterns)}"
-    shell = key_env(env.get("shell") or {})
+    shell = key_env(env.get("shell", {}))
     groups: dict[str, list[str]] = {}
     for pid, info in sorted(processes.items(), key=lambda item: int(item[0])
-                            if str(item[0]).isdigit() else 0):
-        groups.setdefault(worker_env_text(info, shell), []).append(str(pid))
+                            if item[0].isdigit() else 0):
+        groups.setdefault(worker_env_text(info, shell), []).append(pid)
     head = plural(len(processes), 'process', 'es')
     if patterns:
         head += f" matching {', '.join(patterns)}"
@@ -306,10 +347,12 @@ def workers(f: Facts) -> str:
                                    for text, pids in groups.items())
 
 
-def worker_env_text(info: Any, shell: dict[str, str]) -> str:
-    env = info.get("env") if isinstance(info, dict) else None
-    if not isinstance(env, dict) or "error" in env:
-        return not_captured(env.get("error") if isinstance(env, dict) else "no env")
+def worker_env_text(info: Process, shell: dict[str, str]) -> str:
+    env = info.get("env")
+    if env is None:
+        return not_captured("no env")
+    if "error" in env:    # an environ envsnap could not read (another user's process)
+        return not_captured(env["error"])
     own = key_env(env)
     if own == shell:
         return "same NCCL/CUDA variables as the shell"
@@ -328,7 +371,7 @@ ROWS: list[tuple[str, Row]] = [
 ]
 
 
-def summary(document: dict[str, Any]) -> list[Fact]:
+def summary(document: Snapshot) -> list[Fact]:
     facts = Facts(document)
     rows: list[Fact] = []
     for name, read in ROWS:

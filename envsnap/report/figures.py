@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -29,14 +30,16 @@ from envsnap.report.charts import (
 )
 from envsnap.snapshot import document as snapshot
 
-if TYPE_CHECKING:   # bisect's run module reaches hosts: not loaded for a report
+if TYPE_CHECKING:
+    # bisect's run module reaches hosts: not loaded for a report
     from envsnap.bisect.run import Step
+    from envsnap.snapshot.records import Bench, BenchRun, Snapshot, Telemetry
 
 SERIES = (("sm_mhz", "SM clock (MHz)"), ("power_w", "power (W)"),
           ("util_gpu_pct", "GPU utilization (%)"))
 
 
-def report_charts(document: dict[str, Any], vs: dict[str, Any] | None,
+def report_charts(document: Snapshot, vs: Snapshot | None,
                   labels: tuple[str, str]) -> list[Chart]:
     """labels: (the subject's, the --vs snapshot's). Runs first, then the telemetry of the
     --vs snapshot and of the subject, GPU by GPU."""
@@ -51,96 +54,90 @@ def report_charts(document: dict[str, Any], vs: dict[str, Any] | None,
     return found
 
 
-def valid_record(document: dict[str, Any] | None) -> dict[str, Any] | None:
-    record = snapshot.bench(document) if isinstance(document, dict) else None
-    if not isinstance(record, dict) or not isinstance(record.get("runs"), list):
-        return None
-    return record
+def valid_record(document: Snapshot | None) -> Bench | None:
+    """A bench record with runs to draw."""
+    record = snapshot.bench(document) if document is not None else None
+    return record if record is not None and "runs" in record else None
 
 
-def finite(value: Any) -> float | None:
-    """A number that can be drawn: no bool, NaN or infinity (a snapshot may hold anything)."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) \
-            and math.isfinite(value):
-        return float(value)
-    return None
+def finite(value: float | None) -> float | None:
+    """A number that can be drawn: a null, NaN or infinity cannot (YAML holds .nan and .inf)."""
+    return float(value) if value is not None and math.isfinite(value) else None
 
 
-def mapping(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def numbers(values: Any) -> tuple[float, ...]:
-    if not isinstance(values, list):
-        return ()
+def numbers(values: Sequence[float | None]) -> tuple[float, ...]:
     return tuple(n for n in (finite(v) for v in values) if n is not None)
 
 
-def runs_chart(record: dict[str, Any] | None, other: dict[str, Any] | None,
+def runs_chart(record: Bench | None, other: Bench | None,
                labels: tuple[str, str]) -> RunsChart | None:
-    if record is None or not numbers(record.get("values")):
+    if record is None or not numbers(record["values"]):
         return None
-    sides = [RunsSide(labels[0], numbers(record.get("values")))]
+    sides = [RunsSide(labels[0], numbers(record["values"]))]
     if other is not None and other.get("metric") == record.get("metric") \
-            and numbers(other.get("values")):
-        sides.insert(0, RunsSide(labels[1], numbers(other.get("values"))))
+            and numbers(other["values"]):
+        sides.insert(0, RunsSide(labels[1], numbers(other["values"])))
     return RunsChart(metric=metric_name(record), lower_is_better=bool(
         record.get("lower_is_better")), sides=tuple(sides))
 
 
-def metric_name(record: dict[str, Any]) -> str:
+def metric_name(record: Bench) -> str:
     """The metric as its regex was given, which is what the user knows it by."""
-    return str(record.get("metric") or "metric")
+    return record.get("metric") or "metric"
 
 
-def median_run(record: dict[str, Any]) -> dict[str, Any] | None:
+def median_run(record: Bench) -> BenchRun | None:
     """The run whose value is nearest the median (the earlier of two as near)."""
-    runs = [run for run in record.get("runs") or [] if isinstance(run, dict)
-            and finite(run.get("value")) is not None]
-    if not runs:
+    valued = [(value, run) for run in record.get("runs", [])
+              if (value := finite(run.get("value"))) is not None]
+    if not valued:
         return None
-    middle = statistics.median(float(run["value"]) for run in runs)
-    return min(runs, key=lambda run: abs(float(run["value"]) - middle))
+    middle = statistics.median(value for value, _ in valued)
+    return min(valued, key=lambda pair: abs(pair[0] - middle))[1]
 
 
-def gpu_index(bus: str, telemetry: dict[str, Any]) -> int | None:
-    index = mapping(mapping(telemetry.get("gpus")).get(bus)).get("index")
-    return index if isinstance(index, int) and not isinstance(index, bool) else None
+def gpu_index(bus: str, telemetry: Telemetry) -> int | None:
+    return telemetry.get("gpus", {}).get(bus, {}).get("index")
 
 
-def gpu_name(bus: str, telemetry: dict[str, Any]) -> str:
+def gpu_name(bus: str, telemetry: Telemetry) -> str:
     index = gpu_index(bus, telemetry)
     return f"GPU{index} ({bus})" if index is not None else bus
 
 
-def gpu_order(bus: str, telemetry: dict[str, Any]) -> tuple[int, str]:
+def gpu_order(bus: str, telemetry: Telemetry) -> tuple[int, str]:
     index = gpu_index(bus, telemetry)
     return (index if index is not None else 1 << 30, bus)
 
 
-def telemetry_charts(label: str, record: dict[str, Any]) -> list[Chart]:
+def sample_interval(record: Bench, telemetry: Telemetry) -> float:
+    """The record's interval, else the one the agent's sampler reported with its telemetry
+    (a field schema.py keeps as the telemetry record's rest: read by name)."""
+    reported: Mapping[str, Any] = telemetry
+    return finite(record.get("sample_interval")) or finite(
+        reported.get("sample_interval")) or 0.0
+
+
+def telemetry_charts(label: str, record: Bench) -> list[Chart]:
     run = median_run(record)
     samples = run.get("samples") if run is not None else None
-    if run is None or not isinstance(samples, dict):
+    if run is None or samples is None:
         return []
-    telemetry = mapping(record.get("telemetry"))
-    interval = finite(record.get("sample_interval")) or finite(
-        telemetry.get("sample_interval")) or 0.0
-    found_number = run.get("run")
-    number = found_number if isinstance(found_number, int) else 0
+    telemetry = record.get("telemetry") or {}     # null: no telemetry for these runs
+    interval = sample_interval(record, telemetry)
+    number = run.get("run") or 0
     found: list[Chart] = []
-    for bus in sorted(samples, key=lambda b: gpu_order(str(b), telemetry)):
-        chart = gpu_chart(label, gpu_name(str(bus), telemetry), samples[bus], interval,
-                          (number, len(record.get("runs") or [])),
-                          power_phases(run, bus))
+    for bus in sorted(samples, key=lambda b: gpu_order(b, telemetry)):
+        chart = gpu_chart(label, gpu_name(bus, telemetry), samples[bus], interval,
+                          (number, len(record.get("runs", []))), power_phases(run, bus))
         if chart is not None:
             found.append(chart)
     return found
 
 
-def column(columns: dict[str, Any], key: str, count: int) -> tuple[float | None, ...]:
-    values = columns.get(key)
-    values = values if isinstance(values, list) else []
+def column(columns: dict[str, list[float | None]], key: str,
+           count: int) -> tuple[float | None, ...]:
+    values = columns.get(key, [])
     return tuple(finite(v) for v in (values + [None] * count)[:count])
 
 
@@ -153,28 +150,25 @@ class PowerBuffer:
     phases: tuple[tuple[float, float], ...]
 
 
-def power_phases(run: dict[str, Any], bus: Any) -> PowerBuffer | None:
+def power_phases(run: BenchRun, bus: str) -> PowerBuffer | None:
     """From the run's `buffered` power samples and the threshold the agent used for them."""
-    buffered = mapping(mapping(run.get("buffered")).get(bus))
-    times, watts = buffered.get("t"), buffered.get("power_w")
-    pairs = [(t, w) for t, w in zip(times if isinstance(times, list) else [],
-                                    watts if isinstance(watts, list) else [])
-             if finite(t) is not None and finite(w) is not None]
-    threshold = finite(mapping(mapping(mapping(run.get("gpus")).get(bus)).get(
-        "power_busy")).get("threshold_w"))
+    buffered = run.get("buffered", {}).get(bus, {})
+    pairs = [(t, w) for t, w in ((finite(t), finite(w)) for t, w in
+                                 zip(buffered.get("t", []), buffered.get("power_w", [])))
+             if t is not None and w is not None]
+    busy = run.get("gpus", {}).get(bus, {}).get("power_busy") or {}   # null: not measured
+    threshold = finite(busy.get("threshold_w"))
     if not pairs or threshold is None:
         return None
-    drawn_t, drawn_w = [float(t) for t, _ in pairs], [float(w) for _, w in pairs]
+    drawn_t, drawn_w = [t for t, _ in pairs], [w for _, w in pairs]
     found = busy_phases(drawn_t, drawn_w, threshold - min(drawn_w))
     return PowerBuffer(tuple(drawn_t), tuple(drawn_w),
                        tuple((round(a, 3), round(b, 3)) for a, b in found))
 
 
-def gpu_chart(label: str, gpu: str, columns: Any, interval: float, run: tuple[int, int],
-              power: PowerBuffer | None = None) -> TelemetryChart | None:
-    if not isinstance(columns, dict):
-        return None
-    times = tuple(t for t in column(columns, "t", len(columns.get("t") or [])) if t is not None)
+def gpu_chart(label: str, gpu: str, columns: dict[str, list[float | None]], interval: float,
+              run: tuple[int, int], power: PowerBuffer | None = None) -> TelemetryChart | None:
+    times = tuple(t for t in column(columns, "t", len(columns.get("t", []))) if t is not None)
     if len(times) < 2:
         return None
     series = tuple(Series(key, title, column(columns, key, len(times))) for key, title in SERIES

@@ -7,7 +7,7 @@ empty one. Patches are shown as text with binary hunks elided, capped unless ful
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from envsnap.bench import run as bench
 from envsnap.diff import patch_summary
@@ -15,6 +15,9 @@ from envsnap.diff.findings import human_bytes, short
 from envsnap.report.facts import Facts, RowValue, by_index, gpu_records, not_captured
 from envsnap.snapshot import document as snapshot
 from envsnap.words import plural
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Blob, Gpu, Repo, Snapshot
 
 PATCH_LINES = 400      # lines of one patch shown unless full (the bundle has it whole)
 REFLOG_SHOWN = 20
@@ -40,7 +43,7 @@ def table(rows: list[list[str]]) -> list[str]:
 
 # ---- hardware --------------------------------------------------------------------------------
 
-GPU_COLUMNS: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
+GPU_COLUMNS: list[tuple[str, Callable[[Gpu], object]]] = [
     ("idx", lambda g: g.get("index")), ("name", lambda g: g.get("name")),
     ("uuid", lambda g: g.get("uuid")),
     ("pcie now/max", lambda g: f"Gen{g.get('pcie_gen_current')}/{g.get('pcie_gen_max')} "
@@ -66,14 +69,14 @@ def gpu_part(f: Facts) -> Part:
 def topology_part(f: Facts) -> Part:
     """The matrix `nvidia-smi topo -m` prints, from the links recorded by bus id."""
     records = gpu_records(f)
-    links = f.section("nvidia").get("topology") or {}
+    links = f.nvidia().get("topology", {})
     order = [bus for bus, _ in by_index(records)]
     names = {bus: f"GPU{records[bus].get('index')}" for bus in order}
-    extra = sorted({peer for bus in order for peer in links.get(bus) or {} if peer not in names})
+    extra = sorted({peer for bus in order for peer in links.get(bus, {}) if peer not in names})
     columns = order + extra
     rows = [[""] + [str(names.get(c, c)) for c in columns] + ["CPU affinity", "NUMA"]]
     for bus in order:
-        peers = links.get(bus) or {}
+        peers = links.get(bus, {})
         rows.append([names[bus]] + ["X" if c == bus else str(peers.get(c, "-")) for c in columns]
                     + [str(records[bus].get("cpu_affinity")), str(records[bus].get("numa_node"))])
     legend = ["", "X self; NV# NVLink; PIX/PXB one or more PCIe bridges; PHB host bridge;",
@@ -82,23 +85,25 @@ def topology_part(f: Facts) -> Part:
 
 
 def kernel_module_part(f: Facts) -> Part:
-    module = f.section("nvidia").get("kernel_module") or {}
-    lines = [str(module.get(k)) for k in ("nvrm_line", "gcc_line") if module.get(k)]
-    lines += [f"loaded: {name} {version}" for name, version in (module.get("loaded") or
-                                                                {}).items()]
-    lines += [f"{name}: {value}" for name, value in (module.get("params") or {}).items()]
+    module = f.nvidia().get("kernel_module")
+    if module is None:     # no NVIDIA kernel module found
+        return Part("NVIDIA kernel module", ["not recorded"])
+    lines = [line for line in (module.get("nvrm_line"), module.get("gcc_line")) if line]
+    lines += [f"loaded: {name} {version}" for name, version in module.get("loaded", {}).items()]
+    lines += [f"{name}: {value}" for name, value in module.get("params", {}).items()]
     return Part("NVIDIA kernel module", lines or ["not recorded"])
 
 
 # ---- python, code, environment -------------------------------------------------------------
 
 def packages_part(f: Facts) -> Part:
-    env = f.section("python_env")
-    packages = env.get("packages") or {}
-    editable, urls = env.get("editable") or {}, env.get("direct_urls") or {}
-    shadowed = env.get("shadowed") or {}
+    env = f.python_env()
+    packages = env.get("packages", {})
+    editable, urls = env.get("editable", {}), env.get("direct_urls", {})
+    shadowed = env.get("shadowed", {})
     rows = []
     for name, version in sorted(packages.items()):
+        # a direct_url.json is free-form (schema.py): only a mapping has a url to show
         note = f"editable: {editable[name]}" if name in editable else \
             f"from {urls[name].get('url')}" if isinstance(urls.get(name), dict) else ""
         if name in shadowed:
@@ -107,7 +112,7 @@ def packages_part(f: Facts) -> Part:
     return Part(f"python packages ({len(packages)})", table(rows) or ["none"])
 
 
-def patch_lines(blob: dict[str, Any], full: bool) -> list[str]:
+def patch_lines(blob: Blob, full: bool) -> list[str]:
     lines = patch_summary.shown_text(blob).splitlines()
     if full or len(lines) <= PATCH_LINES:
         return lines
@@ -115,72 +120,73 @@ def patch_lines(blob: dict[str, Any], full: bool) -> list[str]:
                                   "(the bundle's snapshot holds the whole patch)"]
 
 
-def blob_title(what: str, blob: dict[str, Any]) -> str:
+def blob_title(what: str, blob: Blob) -> str:
     info = patch_summary.summary(blob)
     flags = [flag for flag in ("binary", "truncated", "redacted") if info.get(flag)]
     return (f"{what}: {plural(len(info['files']), 'file')}, {human_bytes(info['bytes'])}, "
             f"sha256 {str(info['sha256'])[:12]}" + (f" ({', '.join(flags)})" if flags else ""))
 
 
-def repo_parts(path: str, repo: Any, full: bool) -> list[Part]:
-    if not isinstance(repo, dict) or repo.get("error"):
-        error = repo.get("error") if isinstance(repo, dict) else repo
+def repo_parts(path: str, repo: Repo, full: bool) -> list[Part]:
+    error = snapshot.repo_error(repo)
+    if error is not None:
         return [Part(f"git {path}", [not_captured(error)])]
     found = [history_part(path, repo)]
-    work = repo.get("uncommitted") or {}
-    if patch_summary.is_blob(work.get("patch")) and work["patch"].get("bytes"):
-        found.append(Part(blob_title(f"uncommitted patch in {path}", work["patch"]),
-                          patch_lines(work["patch"], full), code=True))
-    untracked = work.get("untracked") or {}
+    work = repo.get("uncommitted") or {}    # null: no work tree to record
+    patch = work.get("patch")
+    if patch_summary.is_blob(patch) and patch.get("bytes"):
+        found.append(Part(blob_title(f"uncommitted patch in {path}", patch),
+                          patch_lines(patch, full), code=True))
+    untracked = work.get("untracked", {})
     if untracked:
+        # each untracked file's record is free-form (schema.py): sizes where it is a mapping
         found.append(Part(f"untracked files in {path} ({work.get('untracked_count')})",
                           [f"{name}  {human_bytes(info.get('bytes'))}" for name, info in
                            sorted(untracked.items()) if isinstance(info, dict)]))
-    for ref, stash in (repo.get("stashes") or {}).items():
-        if isinstance(stash, dict) and patch_summary.is_blob(stash.get("patch")):
-            found.append(Part(blob_title(f"{ref} in {path} ({stash.get('message')})",
-                                         stash["patch"]), patch_lines(stash["patch"], full),
-                              code=True))
+    for ref, stash in repo.get("stashes", {}).items():
+        stashed = stash.get("patch")
+        if patch_summary.is_blob(stashed):
+            found.append(Part(blob_title(f"{ref} in {path} ({stash.get('message')})", stashed),
+                              patch_lines(stashed, full), code=True))
     return found
 
 
-def history_part(path: str, repo: dict[str, Any]) -> Part:
-    reflog = repo.get("reflog") or []
+def history_part(path: str, repo: Repo) -> Part:
+    reflog = repo.get("reflog", [])
     lines = [f"{e.get('selector')}  {short(e.get('new'))}  {e.get('message')}"
              for e in reflog[:REFLOG_SHOWN]]
     if len(reflog) > REFLOG_SHOWN:
         lines.append(f"... {len(reflog) - REFLOG_SHOWN} more reflog entries")
-    history = repo.get("history") or []
+    history = repo.get("history", [])
     lines += ["", "recent commits:"] + [f"{short(c.get('sha'))}  {c.get('subject')}"
                                         for c in history[:HISTORY_SHOWN]]
-    remotes = repo.get("remotes") or {}
+    remotes = repo.get("remotes", {})
     lines += ["", "remotes:"] + [f"{name}  {url}" for name, url in sorted(remotes.items())]
     return Part(f"git {path}: reflog and history", lines)
 
 
 def env_part(f: Facts) -> Part:
-    env = f.section("env")
-    lines = ["shell:"] + [f"  {k}={v}" for k, v in sorted((env.get("shell") or {}).items())]
-    for pid, info in (env.get("processes") or {}).items():
-        info = info if isinstance(info, dict) else {}
-        command = " ".join(str(a) for a in info.get("cmdline") or [])
+    env = f.env()
+    lines = ["shell:"] + [f"  {k}={v}" for k, v in sorted(env.get("shell", {}).items())]
+    for pid, info in env.get("processes", {}).items():
+        command = " ".join(info.get("cmdline", []))
         lines += ["", f"process {pid}: {command} ({info.get('matched', '')})"]
-        own = info.get("env")
-        if isinstance(own, dict) and "error" in own:
+        own = info.get("env", {})
+        if "error" in own:    # an environ envsnap could not read (another user's process)
             lines.append(f"  {not_captured(own['error'])}")
         else:
-            lines += [f"  {k}={v}" for k, v in sorted((own or {}).items())]
+            lines += [f"  {k}={v}" for k, v in sorted(own.items())]
     return Part("environment (shell and workers)", lines)
 
 
 def customize_parts(f: Facts) -> list[Part]:
-    customize = f.section("python_env").get("customize") or {}
-    return [Part(f"{name}.py ({info.get('path')})", str(info["content"]).splitlines())
+    customize = f.python_env().get("customize", {})
+    return [Part(f"{name}.py ({info.get('path')})", content.splitlines())
             for name, info in sorted(customize.items())
-            if isinstance(info, dict) and isinstance(info.get("content"), str)]
+            if info is not None and (content := info.get("content")) is not None]
 
 
-def bench_part(document: dict[str, Any]) -> list[Part]:
+def bench_part(document: Snapshot) -> list[Part]:
     record = snapshot.bench(document)
     if record is None or not record.get("runs"):
         return []
@@ -197,14 +203,14 @@ def guarded(title: str, make: Callable[[], Part | list[Part]]) -> list[Part]:
     return made if isinstance(made, list) else [made]
 
 
-def parts(document: dict[str, Any], full: bool = False) -> list[Part]:
+def parts(document: Snapshot, full: bool = False) -> list[Part]:
     f = Facts(document)
     found = guarded("GPUs", lambda: gpu_part(f))
     found += guarded("GPU topology", lambda: topology_part(f))
     found += guarded("NVIDIA kernel module", lambda: kernel_module_part(f))
     found += guarded("python packages", lambda: packages_part(f))
     found += guarded("git", lambda: [p for path, repo in sorted(
-        (f.section("git").get("repos") or {}).items()) for p in repo_parts(path, repo, full)])
+        f.git().get("repos", {}).items()) for p in repo_parts(path, repo, full)])
     found += guarded("environment", lambda: env_part(f))
     found += guarded("sitecustomize", lambda: customize_parts(f))
     return found + bench_part(document)

@@ -13,10 +13,13 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envsnap.snapshot import document as snap
 from envsnap.snapshot.provenance import Provenance
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Snapshot
 
 DIFF_HEADER = re.compile(r"^diff --git a/(.*?) b/(.*)$")
 
@@ -39,7 +42,7 @@ class ForeignPlan:
     left_alone: tuple[str, ...] = ()   # the snapshot's checkouts nobody named
 
 
-def foreign_plan(document: Mapping[str, Any], label: str, host: str, provenance: Provenance,
+def foreign_plan(document: Snapshot, label: str, host: str, provenance: Provenance,
                  *, repos: Sequence[str], pip: bool, rerun: str | None,
                  needs_consent: bool, serve: str | None = None) -> ForeignPlan:
     """repos: the snapshot's checkouts this restore may touch (restore/policy.py: those the
@@ -47,7 +50,7 @@ def foreign_plan(document: Mapping[str, Any], label: str, host: str, provenance:
     server --rerun --serve would start, with the env the snapshot gives it."""
     writes: list[PlannedWrite] = []
     commands = [capture_command(repos)]
-    for path, repo in sorted(snap.repos(dict(document)).items()):
+    for path, repo in sorted(snap.repos(document).items()):
         if str(path) not in repos:
             continue   # a checkout nobody named is left alone
         if not isinstance(repo, dict) or not isinstance(repo.get("head"), str):
@@ -58,7 +61,7 @@ def foreign_plan(document: Mapping[str, Any], label: str, host: str, provenance:
     writes += sitecustomize_writes(document)
     if pip:
         commands += [f"pip install --no-deps {shlex.quote(f'{name}=={version}')}"
-                     for name, version in sorted(snap.packages(dict(document)).items())
+                     for name, version in sorted(snap.packages(document).items())
                      if isinstance(version, str)]
     if rerun:
         commands.append(f"benchmark (--rerun): {rerun}")
@@ -91,7 +94,7 @@ def submodule_commands(path: str, submodules: Any) -> list[str]:
     return commands
 
 
-def repo_plan(path: str, repo: dict[str, Any]) -> tuple[list[PlannedWrite], list[str]]:
+def repo_plan(path: str, repo: Mapping[str, Any]) -> tuple[list[PlannedWrite], list[str]]:
     uncommitted = repo.get("uncommitted")
     work: dict[str, Any] = uncommitted if isinstance(uncommitted, dict) else {}
     quoted = shlex.quote(path)
@@ -134,8 +137,8 @@ def patched_files(text: str) -> list[tuple[str, int]]:
     return found
 
 
-def sitecustomize_writes(document: Mapping[str, Any]) -> list[PlannedWrite]:
-    customize = snap.section(dict(document), "python_env").get("customize")
+def sitecustomize_writes(document: Snapshot) -> list[PlannedWrite]:
+    customize = snap.section(document, "python_env").get("customize")
     site = customize.get("sitecustomize") if isinstance(customize, dict) else None
     if not (isinstance(site, dict) and isinstance(site.get("content"), str)):
         return []
@@ -148,18 +151,18 @@ def bytes_text(size: int | None) -> str:
     return "size unknown" if size is None else f"{size} bytes"
 
 
-def rerun_shown(document: Mapping[str, Any], rerun: bool, given: str | None) -> str | None:
+def rerun_shown(document: Snapshot, rerun: bool, given: str | None) -> str | None:
     """The benchmark command --rerun would run: the one given, else the recorded one."""
     if not rerun:
         return None
     if given:
         return given
-    record = snap.bench(dict(document)) or {}
+    record: Mapping[str, Any] = snap.bench(document) or {}
     command, cwd = record.get("command"), record.get("cwd")
     if not isinstance(command, str):
         return "(no benchmark recorded)"
     return command + (f"  (in {cwd})" if isinstance(cwd, str) and cwd else "")
 
 
-def recorded_repos(document: Mapping[str, Any]) -> list[str]:
-    return sorted(str(path) for path in snap.repos(dict(document)))
+def recorded_repos(document: Snapshot) -> list[str]:
+    return sorted(str(path) for path in snap.repos(document))

@@ -23,13 +23,16 @@ import os
 import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from envsnap.agent.redact import holds_marker
 from envsnap.errors import UsageError
 from envsnap.hostops.treefile import backup_dir
 from envsnap.hosts.inventory import Host
 from envsnap.snapshot import document as snap
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Snapshot
 
 CHOSEN_VAR = "restore_repos"            # host var: the snapshot's checkouts to restore
 UNNAMED_VAR = "restore_unnamed_repos"   # host var: the snapshot's checkouts left alone
@@ -48,7 +51,7 @@ def same_path(path: str, local: bool) -> str:
     return posixpath.normpath(os.path.abspath(os.path.expanduser(path)) if local else path)
 
 
-def choose_repos(document: dict[str, Any], host: Host, named_on_cli: Sequence[str],
+def choose_repos(document: Snapshot, host: Host, named_on_cli: Sequence[str],
                  mine: bool) -> RepoChoice:
     recorded = sorted(str(path) for path in snap.repos(document))
     named = list(named_on_cli) or host.list_var("repos")
@@ -96,7 +99,7 @@ class RecordedRerun:
     cwd: str | None
 
 
-def rerun_command(document: dict[str, Any], options_rerun: bool, given: str | None,
+def rerun_command(document: Snapshot, options_rerun: bool, given: str | None,
                   check: bool, confirm: Callable[[RecordedRerun], bool] | None) -> str | None:
     """The command `--rerun` will run: the user's own (--rerun-cmd), or the recorded one
     once `confirm` has shown it and said yes. Asked before anything changes."""
@@ -107,15 +110,15 @@ def rerun_command(document: dict[str, Any], options_rerun: bool, given: str | No
     if not options_rerun or check:
         return None
     record = snap.bench(document)
-    if record is None or not isinstance(record.get("command"), str):
+    command = record.get("command") if record is not None else None
+    if record is None or command is None:
         raise UsageError(f"snapshot {snap.label(document)!r} has no recorded benchmark to "
                          "rerun (record one with envsnap bench HOST --label ..., or give "
                          "the command with --rerun-cmd)")
-    if holds_marker(record["command"]):
-        raise UsageError(f"the recorded benchmark command {record['command']!r} had a secret "
+    if holds_marker(command):
+        raise UsageError(f"the recorded benchmark command {command!r} had a secret "
                          "masked at capture: give the command with --rerun-cmd")
-    recorded = RecordedRerun(snap.label(document), record["command"],
-                             str(record["cwd"]) if record.get("cwd") else None)
+    recorded = RecordedRerun(snap.label(document), command, record.get("cwd") or None)
     if confirm is None or not confirm(recorded):
         raise UsageError(f"--rerun would run the snapshot's recorded command "
                          f"{recorded.command!r}: pass --yes to run it, or give your own "

@@ -13,7 +13,7 @@ alone, as before.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from envsnap.bench import stats as benchstats
 from envsnap.errors import SnapshotError, UsageError
@@ -31,10 +31,13 @@ from envsnap.verdicts import (
     RerunOutcome,
 )
 
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Bench, Snapshot
+
 # Where the rerun landed between the endpoints.
 
 # Same restorable state: (a snapshot, a capture) -> whether restore would change nothing.
-SameState = Callable[[dict[str, Any], dict[str, Any]], bool]
+SameState = Callable[["Snapshot", "Snapshot"], bool]
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,7 @@ class Rerun:
     """The benchmark run again after a restore: its record, judged against the snapshot's
     runs (good) and, when the store knows it, against the state restored from (bad)."""
 
-    record: dict[str, Any]
+    record: Bench
     vs_good: benchstats.Comparison
     vs_bad: BadSide | None = None
 
@@ -59,16 +62,16 @@ class Rerun:
         return self.vs_good["verdict"]
 
 
-def same_benchmark(recorded: dict[str, Any] | None, rerun: dict[str, Any]) -> bool:
+def same_benchmark(recorded: Bench | None, rerun: Bench) -> bool:
     """Runs of the same command and metric, read the same way, enough to know their noise."""
-    return (isinstance(recorded, dict) and recorded.get("command") == rerun.get("command")
+    return (recorded is not None and recorded.get("command") == rerun.get("command")
             and recorded.get("metric") == rerun.get("metric")
             and bool(recorded.get("lower_is_better")) == bool(rerun.get("lower_is_better"))
-            and len(recorded.get("values") or []) >= benchstats.MIN_RUNS)
+            and len(recorded["values"]) >= benchstats.MIN_RUNS)
 
 
-def find_bad_side(store: Store, restored: dict[str, Any], rollback_label: str | None,
-                  host: str, rerun: dict[str, Any], same_state: SameState) -> BadSide | None:
+def find_bad_side(store: Store, restored: Snapshot, rollback_label: str | None,
+                  host: str, rerun: Bench, same_state: SameState) -> BadSide | None:
     """The bad endpoint for a rerun (module docstring), compared with it; None if unknown."""
     if rollback_label is None:
         return None      # nothing was restored: the host was already in the good state
@@ -91,7 +94,7 @@ def find_bad_side(store: Store, restored: dict[str, Any], rollback_label: str | 
     return None
 
 
-def newest_first(store: Store, host: str, leave_out: str) -> list[tuple[str, dict[str, Any]]]:
+def newest_first(store: Store, host: str, leave_out: str) -> list[tuple[str, Snapshot]]:
     found = []
     for entry in store.entries():
         if entry.host != host or entry.label == leave_out:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from envsnap.agent.sections import SECTIONS
 from envsnap.bench import run as bench
@@ -41,6 +41,9 @@ from envsnap.snapshot import document as snap
 from envsnap.snapshot import provenance
 from envsnap.snapshot.store import Store
 from envsnap.text import name_stamp
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Repo, Snapshot
 
 
 def shipped_playbook(name: str) -> Path:
@@ -149,7 +152,7 @@ def restore(store: Store, inventory: Inventory, options: RestoreOptions,
                                confirm)
 
 
-def check_provenance(document: dict[str, Any], host: Host, options: RestoreOptions,
+def check_provenance(document: Snapshot, host: Host, options: RestoreOptions,
                      review: Callable[[ForeignPlan], bool] | None) -> None:
     """A snapshot this user's envsnap did not sign is shown whole, then restored only when
     trusted; refused before the host is contacted (no lock, no journal, nothing written)."""
@@ -182,7 +185,7 @@ def lock_notes(host_name: str, holders: list[tuple[str, LockHolder]]) -> list[st
     return notes
 
 
-def target_host(document: dict[str, Any], inventory: Inventory,
+def target_host(document: Snapshot, inventory: Inventory,
                 options: RestoreOptions) -> Host:
     """--host, else the snapshot's host (hostrule.host_problem checks it is that machine),
     capturing the checkouts this restore may touch (policy.choose_repos)."""
@@ -207,7 +210,7 @@ def target_host(document: dict[str, Any], inventory: Inventory,
 class RestoreRun:
     """One restore of one snapshot onto one host, inside the host's lock."""
 
-    document: dict[str, Any]
+    document: Snapshot
     host: Host
     transport: Transport
     store: Store
@@ -245,7 +248,7 @@ class RestoreRun:
         self.apply(report, journal)
         return report
 
-    def plan(self, before: dict[str, Any], pending: Pending | None) -> RestoreReport:
+    def plan(self, before: Snapshot, pending: Pending | None) -> RestoreReport:
         plan = self.playbook(check=True)
         pins = snap.package_pins(self.document, before) if self.options.pip else []
         return RestoreReport(host=self.host.name, plan=plan, pending=pending, pip_pins=pins,
@@ -278,10 +281,10 @@ class RestoreRun:
         """The checkouts this restore writes: its locks and journal."""
         return touched_by(self.document, policy.chosen_repos(self.host))
 
-    def capture(self, label: str) -> dict[str, Any]:
+    def capture(self, label: str) -> Snapshot:
         return capture.snapshot_document(self.transport, self.host, label, self.options.capture)
 
-    def remaining(self, live: dict[str, Any]) -> list[Finding]:
+    def remaining(self, live: Snapshot) -> list[Finding]:
         """Drift restore.yml does not undo; with --serve less the server's env, which the
         rerun's server is started with."""
         found = remaining_drift(self.document, live, self.options.pip)
@@ -290,7 +293,7 @@ class RestoreRun:
         server = server_env(self.document, live)
         return [finding for finding in found if not about_server(finding, server)]
 
-    def rerun(self, report: RestoreReport, live: dict[str, Any]) -> None:
+    def rerun(self, report: RestoreReport, live: Snapshot) -> None:
         """The benchmark again: against the snapshot's runs, and against the runs of the
         state it was restored from when the store holds some (rerun.py). With --serve the
         server is started with the snapshot's server env (serve.py)."""
@@ -306,7 +309,7 @@ class RestoreRun:
             self.store, self.document, report.pre_restore, self.host.name, record,
             self.same_restorable_state))
 
-    def same_restorable_state(self, snapshot: dict[str, Any], live: dict[str, Any]) -> bool:
+    def same_restorable_state(self, snapshot: Snapshot, live: Snapshot) -> bool:
         """Restoring `snapshot` onto `live` would change nothing (in the chosen checkouts)."""
         chosen = policy.chosen_repos(self.host)
         return bool(touched_by(snapshot, chosen)) and \
@@ -318,7 +321,7 @@ class RestoreRun:
                                     None if check else self.backup_label)
 
 
-def save_rollback_point(store: Store, live: dict[str, Any]) -> str:
+def save_rollback_point(store: Store, live: Snapshot) -> str:
     """The host as it is now, stored, so `envsnap restore pre-restore-<time>` undoes this."""
     stamp = name_stamp()
     label = f"pre-restore-{stamp}"
@@ -346,7 +349,7 @@ def run_restore_playbook(host: Host, transport: Transport, store: Store,
                         on_event)
 
 
-def restorable_mismatches(snapshot: dict[str, Any], after: dict[str, Any],
+def restorable_mismatches(snapshot: Snapshot, after: Snapshot,
                           restored: list[str]) -> list[str]:
     """What restore puts back, compared exactly: HEAD, uncommitted patch, untracked files
     (of the checkouts it restored), sitecustomize. History, reflog and stashes differ after
@@ -365,7 +368,7 @@ def restorable_mismatches(snapshot: dict[str, Any], after: dict[str, Any],
     return problems
 
 
-def repo_fingerprint(repo: dict[str, Any]) -> dict[str, Any]:
+def repo_fingerprint(repo: Repo) -> dict[str, Any]:
     work = repo.get("uncommitted") or {}
     patch = work.get("patch") or {}
     return {"HEAD": repo.get("head"), "uncommitted patch": patch.get("sha256"),
@@ -377,7 +380,7 @@ def repo_fingerprint(repo: dict[str, Any]) -> dict[str, Any]:
 IDENTITY = (("system", ("hostname",)), ("system", ("boot_id",)))
 
 
-def remaining_drift(snapshot: dict[str, Any], live: dict[str, Any],
+def remaining_drift(snapshot: Snapshot, live: Snapshot,
                     pip: bool) -> list[Finding]:
     """Drift that restore.yml does not undo, ranked, each with what to do about it."""
     sections = tuple(name for name in SECTIONS if name != "git")   # restore.yml moves git

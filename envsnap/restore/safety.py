@@ -12,13 +12,15 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from envsnap.errors import StoreError, UsageError
 from envsnap.snapshot import document as snap
 from envsnap.snapshot.store import Store, atomic_write, label_from_name
 from envsnap.text import dump_json
 
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Snapshot
 JOURNAL_DIR = ".journal"
 
 # How a new restore relates to an interrupted one (check_pending).
@@ -27,7 +29,7 @@ Pending = Literal["resume", "rollback"]
 JournalState = Literal["planning", "applying", "verifying"]
 
 
-def touched_by(document: dict[str, Any], only: list[str] | None = None) -> list[str]:
+def touched_by(document: Snapshot, only: list[str] | None = None) -> list[str]:
     """The checkouts a restore of `document` writes (`only` those when it restores some),
     as recorded: its lock and journal names. sitecustomize takes no lock of its own: every
     system python of Debian and Ubuntu has one, so a lock on it would serialise all restores

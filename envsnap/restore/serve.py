@@ -9,13 +9,16 @@ of it. The drift findings about that worker are then not "left to the user" any 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envsnap.agent.redact import holds_marker
 from envsnap.bench.run import EnvChanges, ServeSpec
 from envsnap.diff.findings import Finding
 from envsnap.diff.keys import worker_keys
 from envsnap.snapshot import document as snap
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Snapshot
 
 STARTED_BY_ENVSNAP = "envsnap --serve"   # agent/benchserve.py MATCHED
 
@@ -29,14 +32,14 @@ class ServerEnv:
     masked: tuple[str, ...] = ()   # variables whose recorded value was masked: not put back
 
 
-def server_workers(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def server_workers(document: Snapshot) -> dict[str, dict[str, Any]]:
     """{pid: worker} of the processes a --serve server ran as, in the document's env."""
     processes = snap.section(document, "env").get("processes") or {}
     return {pid: info for pid, info in processes.items()
             if isinstance(info, dict) and info.get("role") == "server"}
 
 
-def main_server(document: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+def main_server(document: Snapshot) -> tuple[str, dict[str, Any]] | None:
     """(its key in a diff, the worker) of the server itself (not one of its children)."""
     workers = server_workers(document)
     for pid, info in sorted(workers.items()):
@@ -46,7 +49,7 @@ def main_server(document: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
     return None
 
 
-def server_env(snapshot: dict[str, Any], live: dict[str, Any]) -> ServerEnv:
+def server_env(snapshot: Snapshot, live: Snapshot) -> ServerEnv:
     """The env changes that start a server as the snapshot's server was started: every
     recorded variable that differs from the live environment (the agent's: env.shell) is
     set, every one the server did not have is unset."""
@@ -67,7 +70,7 @@ def server_env(snapshot: dict[str, Any], live: dict[str, Any]) -> ServerEnv:
     return ServerEnv(key, tuple(changes), masked)
 
 
-def serve_shown(document: dict[str, Any], serve: ServeSpec | None) -> str | None:
+def serve_shown(document: Snapshot, serve: ServeSpec | None) -> str | None:
     """What --rerun --serve would start, for a foreign snapshot's review: the command and
     every variable the snapshot's server env may set (LD_PRELOAD is code to run too)."""
     if serve is None:

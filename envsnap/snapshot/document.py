@@ -15,11 +15,31 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Any, Callable
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 from envsnap import __version__
 from envsnap.errors import SnapshotError
 from envsnap.snapshot.spec import Invalid, got
+
+if TYPE_CHECKING:   # records.py costs ~5 ms to import, and is read by mypy only
+    from envsnap.snapshot.records import (
+        Bench,
+        CaptureConfig,
+        Collector,
+        CudaNccl,
+        Env,
+        Facts,
+        Git,
+        Meta,
+        Nvidia,
+        Process,
+        PythonEnv,
+        Repo,
+        Snapshot,
+        System,
+        Volatile,
+    )
 
 SCHEMA = 1
 
@@ -36,8 +56,13 @@ def section_digest(section: Any) -> str:
 
 
 def build(agent_output: dict[str, Any], *, label: str, host: str, address: str,
-          captured_at: str, config: dict[str, Any]) -> dict[str, Any]:
-    """Turn the agent's JSON document into a snapshot document."""
+          captured_at: str, config: dict[str, Any]) -> Snapshot:
+    """Turn the agent's JSON document into a snapshot document; `config` is what the agent
+    was asked for (repos, procs, hot_paths, python, timeout).
+
+    Both are taken as schema.py describes them: the agent is the program that description
+    was written from (tests/test_schema.py checks its captures), and every later load checks
+    the saved file again."""
     collectors = agent_output.get("collectors", {})
     facts = {name: result.get("facts", {}) for name, result in collectors.items()}
     volatile = {name: result.get("volatile", {}) for name, result in collectors.items()}
@@ -50,113 +75,145 @@ def build(agent_output: dict[str, Any], *, label: str, host: str, address: str,
             "captured_at": captured_at,
             "envsnap_version": __version__,
             "agent": agent_output.get("agent", {}),
-            "config": config,
+            "config": cast("CaptureConfig", config),
             "collectors": {name: {"seconds": result.get("seconds"), "error": result.get("error")}
                            for name, result in collectors.items()},
         },
-        "facts": facts,
-        "volatile": volatile,
+        "facts": cast("Facts", facts),
+        "volatile": cast("Volatile", volatile),
         "digests": {name: section_digest(section) for name, section in facts.items()},
     }
 
 
-def problems(document: dict[str, Any]) -> list[str]:
+def problems(document: Snapshot) -> list[str]:
     """What failed during capture: failed collectors and repos that could not be read.
 
     Readings a GPU simply does not support are normal and are not listed here.
     """
     found = [f"{name}: {info['error']}" for name, info in sorted(collectors(document).items())
-             if isinstance(info, dict) and info.get("error")]
-    found += [f"git: {path}: {repo['error']}" for path, repo in sorted(repos(document).items())
-              if isinstance(repo, dict) and repo.get("error")]
+             if info.get("error")]
+    found += [f"git: {path}: {why}" for path, why in sorted(unreadable_repos(document).items())]
     return found
 
 
 # ---- reading a validated document: the one place that knows where things are ---------------
 
-def meta(document: dict[str, Any]) -> dict[str, Any]:
-    value = document.get("meta")
-    return value if isinstance(value, dict) else {}
+def meta(document: Snapshot) -> Meta:
+    # .get, though the schema requires it: readers of a part-built document (tests, the
+    # agent's output before build()) get "absent", never a KeyError
+    return document.get("meta", {})
 
 
-def label(document: dict[str, Any], default: str = "?") -> str:
-    return str(meta(document).get("label") or default)
+def label(document: Snapshot, default: str = "?") -> str:
+    return meta(document).get("label") or default
 
 
-def host(document: dict[str, Any], default: str = "?") -> str:
+def host(document: Snapshot, default: str = "?") -> str:
     """The name the host was reached by (`root@gpu-box`), as recorded at capture."""
-    return str(meta(document).get("host") or default)
+    return meta(document).get("host") or default
 
 
-def captured_at(document: dict[str, Any]) -> str | None:
-    value = meta(document).get("captured_at")
-    return value if isinstance(value, str) else None
+def captured_at(document: Snapshot) -> str | None:
+    return meta(document).get("captured_at")
 
 
-def envsnap_version(document: dict[str, Any]) -> str | None:
-    value = meta(document).get("envsnap_version")
-    return value if isinstance(value, str) else None
+def envsnap_version(document: Snapshot) -> str | None:
+    return meta(document).get("envsnap_version")
 
 
-def capture_config(document: dict[str, Any]) -> dict[str, Any]:
+def capture_config(document: Snapshot) -> CaptureConfig:
     """The options the capture ran with (repos, procs, hot_paths, python, timeout)."""
-    value = meta(document).get("config")
-    return value if isinstance(value, dict) else {}
+    return meta(document).get("config", {})
 
 
-def collectors(document: dict[str, Any]) -> dict[str, Any]:
-    value = meta(document).get("collectors")
-    return value if isinstance(value, dict) else {}
+def collectors(document: Snapshot) -> dict[str, Collector]:
+    return meta(document).get("collectors", {})
 
 
-def facts(document: dict[str, Any]) -> dict[str, Any]:
+def facts(document: Snapshot) -> Facts:
     """Every section's facts by name (a validated document always has this mapping)."""
-    value = document.get("facts")
-    return value if isinstance(value, dict) else {}
+    return document.get("facts", {})
 
 
-def section_names(document: dict[str, Any]) -> list[str]:
+def section_names(document: Snapshot) -> list[str]:
     return list(facts(document))
 
 
-def has_section(document: dict[str, Any], name: str) -> bool:
+def has_section(document: Snapshot, name: str) -> bool:
     return name in facts(document)
 
 
-def section(document: dict[str, Any], name: str) -> dict[str, Any]:
-    """One section's facts; {} when it was not captured (collector_error says why)."""
-    value = facts(document).get(name)
-    return value if isinstance(value, dict) else {}
+def section(document: Snapshot, name: str) -> Mapping[str, Any]:
+    """One section's facts by name, whichever section it is (a newer agent's too), for code
+    that walks every section alike; {} when it was not captured (collector_error says why).
+    The named readers below give each known section its type."""
+    sections: Mapping[str, Any] = facts(document)
+    found: Mapping[str, Any] = sections.get(name, {})
+    return found
 
 
-def collector_error(document: dict[str, Any], name: str) -> str | None:
+def system(document: Snapshot) -> System:
+    return facts(document).get("system", {})
+
+
+def nvidia(document: Snapshot) -> Nvidia:
+    return facts(document).get("nvidia", {})
+
+
+def cuda_nccl(document: Snapshot) -> CudaNccl:
+    return facts(document).get("cuda_nccl", {})
+
+
+def python_env(document: Snapshot) -> PythonEnv:
+    return facts(document).get("python_env", {})
+
+
+def env(document: Snapshot) -> Env:
+    return facts(document).get("env", {})
+
+
+def git(document: Snapshot) -> Git:
+    return facts(document).get("git", {})
+
+
+def collector_error(document: Snapshot, name: str) -> str | None:
     """Why a section holds nothing: its collector's error, or that it is absent; else None."""
     if name not in facts(document):
         return "not in this snapshot"
-    info = collectors(document).get(name)
-    error = info.get("error") if isinstance(info, dict) else None
-    return error if isinstance(error, str) and error else None
+    return collectors(document).get(name, {}).get("error") or None
 
 
-def hostname(document: dict[str, Any]) -> str | None:
+def hostname(document: Snapshot) -> str | None:
     """The host's own name (system.hostname); None when the system collector failed."""
-    value = section(document, "system").get("hostname")
-    return value if isinstance(value, str) else None
+    return system(document).get("hostname")
 
 
-def repos(document: dict[str, Any]) -> dict[str, Any]:
-    """The git repositories by path; a repo that could not be read is {"error": why}."""
-    value = section(document, "git").get("repos")
-    return value if isinstance(value, dict) else {}
+def repos(document: Snapshot) -> dict[str, Repo]:
+    """The git repositories by path, each read or not (repo_error tells which)."""
+    return git(document).get("repos", {})
 
 
-def packages(document: dict[str, Any]) -> dict[str, Any]:
+def repo_error(repo: Repo) -> str | None:
+    """Why a repository could not be read (it is then {"error": why}); None when it was."""
+    return repo.get("error") or None
+
+
+def readable_repos(document: Snapshot) -> dict[str, Repo]:
+    return {path: repo for path, repo in repos(document).items() if not repo_error(repo)}
+
+
+def unreadable_repos(document: Snapshot) -> dict[str, str]:
+    """{path: why} for each repository the capture could not read."""
+    return {path: why for path, repo in repos(document).items()
+            if (why := repo_error(repo)) is not None}
+
+
+def packages(document: Snapshot) -> dict[str, str | None]:
     """Installed distributions by name -> version (python_env.packages)."""
-    value = section(document, "python_env").get("packages")
-    return value if isinstance(value, dict) else {}
+    return python_env(document).get("packages", {})
 
 
-def customize_digest(document: dict[str, Any]) -> Any:
+def customize_digest(document: Snapshot) -> Any:
     """The recorded sitecustomize's sha256 (or what stands for it: None when there was none),
     what restore and explain compare to tell whether sitecustomize moved."""
     customize = section(document, "python_env").get("customize") or {}
@@ -164,7 +221,7 @@ def customize_digest(document: dict[str, Any]) -> Any:
     return site.get("sha256") if isinstance(site, dict) else site
 
 
-def package_pins(snapshot: dict[str, Any], live: dict[str, Any]) -> list[str]:
+def package_pins(snapshot: Snapshot, live: Snapshot) -> list[str]:
     """NAME==VERSION for each package whose version drifted or that went missing; packages
     added since the snapshot are left alone (uninstalling is not restore's call)."""
     recorded = packages(snapshot)
@@ -173,39 +230,47 @@ def package_pins(snapshot: dict[str, Any], live: dict[str, Any]) -> list[str]:
             if isinstance(version, str) and current.get(name) != version]
 
 
-def set_meta(document: dict[str, Any], name: str, value: Any) -> None:
-    """Stamp one meta field (a rollback point's own label, a pinned example version)."""
-    document.setdefault("meta", {})[name] = value
+def set_label(document: Snapshot, new_label: str) -> None:
+    """A rollback point's own label, an adopted snapshot's new one."""
+    document["meta"]["label"] = new_label
 
 
-def set_label(document: dict[str, Any], new_label: str) -> None:
-    set_meta(document, "label", new_label)
+def set_envsnap_version(document: Snapshot, version: str) -> None:
+    """Pin the version a document says it was made by (an example's bytes must not move)."""
+    document["meta"]["envsnap_version"] = version
 
 
-def bench(document: dict[str, Any]) -> dict[str, Any] | None:
+def set_signature(document: Snapshot, *, algorithm: str, key: str, digest: str) -> None:
+    """Stamp whose snapshot it is (provenance.signature of every other field)."""
+    document["meta"]["signature"] = {"algorithm": algorithm, "key": key, "digest": digest}
+
+
+def bench(document: Snapshot) -> Bench | None:
     """`envsnap bench`'s record, or None when the snapshot has none."""
-    value = document.get("bench")
-    return value if isinstance(value, dict) else None
+    return document.get("bench")
 
 
-def set_bench(document: dict[str, Any], record: dict[str, Any]) -> None:
-    """Attach the runs measured on the state the document holds (not a fact: never drift)."""
+def set_bench(document: Snapshot, record: Bench) -> None:
+    """Attach the runs measured on the state the document holds (not a fact: never drift).
+
+    `record` is bench/run.py's record of the agent's runs (build_record takes the agent's
+    report as build() takes its sections); a load checks it with the rest."""
     document["bench"] = record
 
 
-def add_workers(document: dict[str, Any], workers: dict[str, Any]) -> None:
+def add_workers(document: Snapshot, workers: dict[str, Process]) -> None:
     """Add processes to the env section's workers (a --serve server: envsnap started it after
     the capture), keeping the section's digest true."""
     if not workers:
         return
-    env = facts(document).setdefault("env", {})
-    env["processes"] = {**(env.get("processes") or {}), **workers}
-    document.setdefault("digests", {})["env"] = section_digest(env)
+    section = facts(document).setdefault("env", {})
+    section["processes"] = {**section.get("processes", {}), **workers}
+    document.setdefault("digests", {})["env"] = section_digest(section)
 
 
 # ---- loading ---------------------------------------------------------------------------------
 
-def validate(document: Any, source: str) -> dict[str, Any]:
+def validate(document: Any, source: str) -> Snapshot:
     """Check the whole shape (schema.py) and migrate an older schema forward.
 
     Raises SnapshotError naming the file, the path of the bad field and what was expected,
@@ -231,8 +296,8 @@ def validate(document: Any, source: str) -> dict[str, Any]:
     except Invalid as bad:
         where = bad.path()
         raise SnapshotError(f"{source}: {where + ': ' if where else ''}{bad.message}") from None
-    valid: dict[str, Any] = document
-    return valid
+    # The one place a mapping becomes a Snapshot: the check above is what the cast says.
+    return cast("Snapshot", document)
 
 
 

@@ -24,9 +24,12 @@ import hashlib
 import hmac
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envsnap.agent.redact import MARKER, REDACTED, is_marker, is_secret_name, redact_patch
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Snapshot
 
 MASKED = "<masked>"
 GPU_UUID = re.compile(r"\b(GPU|MIG)-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}\b")
@@ -89,15 +92,16 @@ class Masker:
         return value
 
 
-def masked_document(document: dict[str, Any], masker: Masker) -> dict[str, Any]:
+def masked_document(document: Snapshot, masker: Masker) -> Snapshot:
     """A snapshot fit for a bundle: masked, with its digests recomputed so that a diff of
-    two masked snapshots stays right (the diff trusts recorded digests)."""
+    two masked snapshots stays right (the diff trusts recorded digests). Masking rewrites
+    strings only, so the copy keeps the document's shape."""
     from envsnap.snapshot.document import section_digest
 
-    shown: dict[str, Any] = masker.tree(document)
-    facts = shown.get("facts")
-    if isinstance(facts, dict) and isinstance(shown.get("digests"), dict):
-        shown["digests"] = {name: section_digest(section) for name, section in facts.items()}
+    shown: Snapshot = masker.tree(document)
+    if "digests" in shown:
+        sections: Mapping[str, Any] = shown["facts"]
+        shown["digests"] = {name: section_digest(section) for name, section in sections.items()}
     return shown
 
 

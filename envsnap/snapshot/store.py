@@ -11,15 +11,17 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from envsnap import yamlread
 from envsnap.errors import SnapshotError, StoreError, UsageError, YamlError
-from envsnap.snapshot import provenance
-from envsnap.snapshot.document import captured_at, host, hostname, set_meta, validate
+from envsnap.snapshot.document import captured_at, host, hostname, validate
 from envsnap.snapshot.document import label as recorded_label
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Snapshot
 
 DEFAULT_STORE = "snapshots"
 SUFFIX = ".yaml"
@@ -66,7 +68,7 @@ def label_from_name(name: str) -> str:
     return cleaned[:100] or "host"
 
 
-def dump_yaml(document: dict[str, Any]) -> str:
+def dump_yaml(document: Mapping[str, Any]) -> str:
     return yaml.dump(document, Dumper=_BlockDumper, sort_keys=True, allow_unicode=True,
                      default_flow_style=False, width=100)
 
@@ -235,7 +237,7 @@ class Store:
         except OSError as exc:
             raise StoreError(f"store {self.root} is not writable: {exc.strerror}") from None
 
-    def save(self, document: dict[str, Any], label: str, replace: bool = True) -> Path:
+    def save(self, document: Snapshot, label: str, replace: bool = True) -> Path:
         """Store a snapshot envsnap made for this user (a capture, a bench record, a rollback
         point, one adopted with `envsnap trust`): signed with the user's key, so restore
         knows it for theirs (provenance.py). Every save signs the document as it is now: an
@@ -244,10 +246,12 @@ class Store:
         exists by now (another capture saved it meanwhile) is refused, never overwritten."""
         # on use: signing loads hmac and the key, which a command that only reads (diff) never
         # needs at start-up
+        from envsnap.snapshot import provenance
+        from envsnap.snapshot.document import set_signature
 
         path = self.path_for(label)
         signature = provenance.signature(document, provenance.user_key())
-        set_meta(document, provenance.SIGNATURE_FIELD, dict(signature))
+        set_signature(document, **signature)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             if replace:
@@ -279,11 +283,11 @@ class Store:
         raise UsageError(f"no snapshot labelled {label_or_path!r} in {self.root} "
                          "(envsnap list shows what there is)")
 
-    def load(self, label_or_path: str) -> dict[str, Any]:
+    def load(self, label_or_path: str) -> Snapshot:
         path = self.resolve(label_or_path)
         return validate(parse_document(read_snapshot_text(path), str(path)), str(path))
 
-    def load_all(self, labels_or_paths: list[str]) -> list[dict[str, Any]]:
+    def load_all(self, labels_or_paths: list[str]) -> list[Snapshot]:
         """Many snapshots at once (`diff --fleet`), with the cyclic garbage collector held
         off meanwhile: a loaded snapshot is a tree (aliases are refused), so it holds no cycle
         to collect, yet with a thousand of them alive every collection walked them all (a
@@ -321,7 +325,7 @@ class Store:
 
 # ---- adopting a foreign snapshot (`envsnap trust`) ------------------------------------------
 
-def adoption_label(store: Store, source: str, document: Mapping[str, Any],
+def adoption_label(store: Store, source: str, document: Snapshot,
                    wanted: str | None, force: bool) -> str:
     """The label a trusted snapshot is stored under: --label, else the label it is stored
     under already (trusted in place), else the one it records. Another snapshot of that label
@@ -331,7 +335,7 @@ def adoption_label(store: Store, source: str, document: Mapping[str, Any],
     if wanted is None and in_place is not None:
         return in_place
     chosen = validate_label(wanted) if wanted is not None else \
-        label_from_name(recorded_label(dict(document), path.stem))
+        label_from_name(recorded_label(document, path.stem))
     target = store.path_for(chosen)
     if target.exists() and not force and target.resolve() != path:
         raise UsageError(f"a snapshot labelled {chosen!r} is already in {store.root}: pass "

@@ -7,7 +7,7 @@ numbers did not come back. In check mode nothing runs.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from envsnap.bench import run as bench
 from envsnap.bench import stats as benchstats
@@ -32,6 +32,9 @@ from envsnap.playbook.tasks.facts import take_snapshot
 from envsnap.snapshot import document as snapshot
 from envsnap.verdicts import REGRESSION
 from envsnap.words import plural
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Bench, Snapshot
 
 NUMBERS = ("repeat", "sample_interval", "run_timeout", "threshold", "serve_timeout")
 
@@ -75,8 +78,10 @@ def baseline_values(ctx: Context, value: Any) -> list[float] | None:
             raise ArgError(f"bench: baseline must be a snapshot or a list of numbers, "
                            f"not {value!r}")
         return [number for number in numbers if number is not None]
-    document = value if isinstance(value, Mapping) else ctx.store.load(str(value))
-    recorded = snapshot.bench(dict(document))
+    # a mapping is the play's `snapshot` variable: a document the runner loaded (validated)
+    document = cast("Snapshot", value) if isinstance(value, Mapping) else \
+        ctx.store.load(str(value))
+    recorded = snapshot.bench(document)
     if recorded is None or not recorded.get("values"):
         raise ArgError("bench: the baseline snapshot has no recorded benchmark")
     return [float(v) for v in recorded["values"]]
@@ -106,15 +111,15 @@ def run_benchmark(ctx: Context, args: dict[str, Any]) -> ModuleResult:
     return judged(args, spec, baseline, record, said, data)
 
 
-def summary_text(record: dict[str, Any]) -> str:
+def summary_text(record: Bench) -> str:
     summary = record["summary"]
     spread = "-" if summary["spread"] is None else f"{summary['spread']:.1%}"
-    return (f"median {summary['median']:g} over {plural(summary['n'], 'run')} "
+    return (f"median {summary['median']:g} over {plural(int(summary['n'] or 0), 'run')} "
             f"(min {summary['min']:g}, max {summary['max']:g}, spread {spread})")
 
 
 def judged(args: dict[str, Any], spec: bench.BenchSpec, baseline: list[float],
-           record: dict[str, Any], said: str, data: dict[str, Any]) -> ModuleResult:
+           record: Bench, said: str, data: dict[str, Any]) -> ModuleResult:
     threshold = float(args.get("threshold") or benchstats.DEFAULT_THRESHOLD)
     verdict = benchstats.compare(baseline, record["values"], spec.lower_is_better, threshold)
     data["verdict"] = verdict
@@ -124,7 +129,7 @@ def judged(args: dict[str, Any], spec: bench.BenchSpec, baseline: list[float],
     return ModuleResult(changed=True, failed=regressed, drift=regressed, msg=said, data=data)
 
 
-def save(ctx: Context, args: dict[str, Any], record: dict[str, Any]) -> str:
+def save(ctx: Context, args: dict[str, Any], record: Bench) -> str:
     """As `envsnap bench --label`: the host's snapshot with the runs inside it."""
     label = str(args["label"])
     document = take_snapshot(ctx, args, label)

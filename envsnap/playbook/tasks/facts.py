@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envsnap.defaults import DEFAULT_COLLECTOR_TIMEOUT
 from envsnap.errors import ArgError, UsageError
@@ -27,6 +27,9 @@ from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.store import label_from_name, validate_label
 from envsnap.words import plural
 
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Snapshot
+
 CAPTURE_ARGS = ("repos", "procs", "python", "collector_timeout")
 TOKEN = re.compile(r"""\.?(?:\[(?:"(?P<dq>[^"]*)"|'(?P<sq>[^']*)'|(?P<index>\d+))\]"""
                    r"""|(?P<name>[^.\[\]]+))""")
@@ -34,7 +37,7 @@ MISSING = object()
 TOP_LEVEL = ("schema", "meta", "facts", "volatile", "digests")
 
 
-def take_snapshot(ctx: Context, args: dict[str, Any], label: str) -> dict[str, Any]:
+def take_snapshot(ctx: Context, args: dict[str, Any], label: str) -> Snapshot:
     """The host as it is now, as a snapshot document (not saved)."""
     for listed in ("repos", "procs"):
         try:
