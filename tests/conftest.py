@@ -1,8 +1,12 @@
 from __future__ import annotations
 
+import logging
 import os
+import signal
 import subprocess
 import sys
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,6 +34,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if uses_sshd(item):
             item.add_marker(pytest.mark.ssh)
+        # Under parallel workers (tests/run.sh: -n auto --dist loadgroup) each worker starts
+        # its own sshd (free port, its own folder); the Slurm tests share one worker, so one
+        # cluster starts, not one per worker on the same node name.
+        if "slurm_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("slurm"))
 
 
 @pytest.fixture(autouse=True)
@@ -86,28 +95,206 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Slurm]:
     cluster.stop()
 
 
+class CliTimeout(BaseException):
+    """An in-process command ran past its timeout. A BaseException: the CLI's top-level
+    handler turns every Exception into exit 70, and this must reach the test."""
+
+
 @dataclass
 class Cli:
-    """The real `envsnap` command in a subprocess, with its own HOME, XDG dirs and store."""
+    """The real `envsnap` command run in this process: envsnap.cli.main.main(argv), the same
+    parser, top-level handler and exit code as `python -m envsnap`, with its own HOME, XDG
+    dirs and store (`env` is the whole environment, as a subprocess would get it) and `cwd`.
+
+    What a process would have of its own is made so for the call and put back after:
+    os.environ, the working directory, sys.argv, the umask, signal handlers, logging's
+    handlers, sys.stdin (an empty file that is no terminal, as under the subprocess runner).
+    Output is captured at the file descriptors, so a program envsnap starts writes into
+    `stdout`/`stderr` as it would in a subprocess; both are decoded as `text=True` would
+    (UTF-8, universal newlines). The caches envsnap keeps (functools) are pure functions of
+    their arguments and the installed code, so sharing them between calls changes no answer.
+    What needs a real process (signals to it, a terminal, pipes it owns, an install, a crash
+    of the interpreter) uses CliProcess."""
 
     env: dict[str, str]
     cwd: Path
+
+    def __call__(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        argv = ["envsnap", *args]
+        with own_process_state(self.env, self.cwd, argv) as captured:
+            code = run_main(list(args), timeout)
+        return subprocess.CompletedProcess(argv, code, captured.stdout, captured.stderr)
+
+
+@dataclass
+class Captured:
+    stdout: str = ""
+    stderr: str = ""
+
+
+def run_main(args: list[str], timeout: float) -> int:
+    """main(args)'s exit code; argparse's SystemExit (help, usage errors) as the process's."""
+    from envsnap.cli.main import main
+
+    def expired(signum: int, frame: object) -> None:
+        raise CliTimeout(f"envsnap {' '.join(args)}: still running after {timeout:g} s")
+
+    signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        return main(args)
+    except SystemExit as ended:
+        if ended.code is None or isinstance(ended.code, int):
+            return ended.code or 0
+        sys.stderr.write(f"{ended.code}\n")   # what the interpreter does with a message
+        return 1
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+SAVED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, signal.SIGALRM,
+                 signal.SIGCHLD, signal.SIGHUP)
+
+
+@contextmanager
+def own_process_state(env: dict[str, str], cwd: Path, argv: list[str]) -> Iterator[Captured]:
+    saved_env, saved_cwd, saved_argv = dict(os.environ), os.getcwd(), sys.argv
+    saved_umask = os.umask(0o022)
+    os.umask(saved_umask)
+    saved_signals = {number: signal.getsignal(number) for number in SAVED_SIGNALS}
+    saved_logging = logging_state()
+    saved_streams = sys.stdin, sys.stdout, sys.stderr
+    saved_fds = os.dup(1), os.dup(2)
+    captured = Captured()
+    out, err = Drain(), Drain()
+    with open(os.devnull) as nothing:
+        try:
+            os.environ.clear()
+            os.environ.update(env)
+            time.tzset()
+            os.chdir(cwd)
+            sys.argv = argv
+            sys.stdout.flush()
+            sys.stderr.flush()
+            out.plug_into(1)
+            err.plug_into(2)
+            # what a child's streams are on a pipe: stdout strict, stderr backslashreplace
+            sys.stdout = open(1, "w", encoding="utf-8", closefd=False)
+            sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace",
+                              closefd=False, buffering=1)
+            sys.stdin = nothing
+            yield captured
+        finally:
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except (OSError, ValueError):
+                    pass
+            sys.stdin, sys.stdout, sys.stderr = saved_streams
+            os.dup2(saved_fds[0], 1)   # the pipes' last write ends close: their readers end
+            os.dup2(saved_fds[1], 2)
+            for fd in saved_fds:
+                os.close(fd)
+            captured.stdout, captured.stderr = out.text(), err.text()
+            restore_logging(saved_logging)
+            for number, handler in saved_signals.items():
+                signal.signal(number, handler if handler is not None else signal.SIG_DFL)
+            os.umask(saved_umask)
+            sys.argv = saved_argv
+            os.chdir(saved_cwd)
+            os.environ.clear()
+            os.environ.update(saved_env)
+            time.tzset()
+
+
+class Drain:
+    """A pipe for fd 1 or 2, as a subprocess's output is one: a command that opens
+    /dev/stdout, polls it or hands it to a child gets a pipe (a file there would be
+    replaced by `report -o /dev/stdout`). A thread empties it, as communicate() does."""
+
+    def __init__(self) -> None:
+        self.read_end, self.write_end = os.pipe()
+        self.chunks: list[bytes] = []
+        self.reader = threading.Thread(target=self.pump, name="cli-output", daemon=True)
+        self.reader.start()
+
+    def pump(self) -> None:
+        while True:
+            chunk = os.read(self.read_end, 1 << 16)
+            if not chunk:
+                return
+            self.chunks.append(chunk)
+
+    def plug_into(self, fd: int) -> None:
+        os.dup2(self.write_end, fd)
+        os.close(self.write_end)
+
+    def text(self) -> str:
+        """What subprocess.run(..., text=True) makes of the bytes: UTF-8, universal newlines.
+        A program the command left running that holds the pipe ends it later: what it had
+        written by then is all there is, as a subprocess's timeout would leave it."""
+        self.reader.join(timeout=30)
+        if not self.reader.is_alive():
+            os.close(self.read_end)
+        text = b"".join(self.chunks).decode("utf-8")
+        return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+LoggingState = dict[str, tuple[list[logging.Handler], int, bool, bool]]
+
+
+def all_loggers() -> list[logging.Logger]:
+    return [logging.getLogger(), *(logger for logger in logging.Logger.manager.loggerDict.values()
+                                   if isinstance(logger, logging.Logger))]
+
+
+def logging_state() -> LoggingState:
+    """Each logger's handlers, level and switches (the CLI quiets paramiko's logger)."""
+    return {logger.name: (list(logger.handlers), logger.level, logger.propagate,
+                          logger.disabled) for logger in all_loggers()}
+
+
+def restore_logging(saved: LoggingState) -> None:
+    """Loggers as they were before the call; one made during it is left with no handler."""
+    for logger in all_loggers():
+        handlers, level, propagate, disabled = saved.get(
+            logger.name, ([], logging.NOTSET, True, False))
+        logger.handlers[:] = handlers
+        logger.setLevel(level)
+        logger.propagate, logger.disabled = propagate, disabled
+
+
+@dataclass
+class CliProcess(Cli):
+    """The real `envsnap` command in a subprocess, with its own HOME, XDG dirs and store:
+    for what needs a process of its own (signals, a terminal, pipes, installs)."""
 
     def __call__(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "envsnap", *args], cwd=self.cwd,
                               env=self.env, capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.fixture
-def cli(tmp_path: Path) -> Cli:
+def cli_env(tmp_path: Path) -> dict[str, str]:
     home = tmp_path / "home"
-    home.mkdir()
+    home.mkdir(exist_ok=True)
     # HOME and XDG dirs of its own: the `local` host's agent cache and restore lock, crash
     # logs and anything else under ~ stay in this test's folder, never the real home.
     env = isolated_env(home)
     # The checkout under test, whatever an editable install elsewhere points at.
     env.update(ENVSNAP_STORE=str(tmp_path / "store"), PYTHONPATH=str(ROOT))
-    return Cli(env=env, cwd=tmp_path)
+    return env
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Cli:
+    """`envsnap ...` in this process (Cli): for behaviour and messages."""
+    return Cli(env=cli_env(tmp_path), cwd=tmp_path)
+
+
+@pytest.fixture
+def cli_process(tmp_path: Path) -> CliProcess:
+    """`envsnap ...` as a subprocess (CliProcess), the same HOME, XDG dirs and store."""
+    return CliProcess(env=cli_env(tmp_path), cwd=tmp_path)
 
 
 @pytest.fixture

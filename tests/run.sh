@@ -4,7 +4,7 @@
 # report's browser test, and as root Slurm and munge) is installed, and installs
 # the package into .venv/: a system Python may refuse `pip install` (PEP 668,
 # "externally-managed-environment", as on stock Debian/Ubuntu), a venv never does.
-# Arguments go to pytest (e.g. `bash tests/run.sh -m "not ssh"`).
+# Arguments go to pytest (e.g. `bash tests/run.sh -m "not ssh"`; `-n 0` runs them in one process).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 VENV=.venv
@@ -50,7 +50,8 @@ fi
 "$VENV/bin/python" -m ruff check envsnap tests bench snapshots || exit 1
 "$VENV/bin/python" -m mypy --strict envsnap || exit 1
 
-"$VENV/bin/python" -m pytest -q "$@"
+# Parallel workers, one per core (pytest-xdist); the Slurm tests share one (conftest.py)
+"$VENV/bin/python" -m pytest -q -n auto --dist loadgroup "$@"
 status=$?
 if [ "$status" -eq 5 ]; then
   echo "no tests were collected: that is a failure" >&2

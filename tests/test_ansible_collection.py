@@ -19,7 +19,8 @@ from conftest import ROOT, Cli, sleeping_worker, unique_marker
 from sshd import Sshd, start_sshd
 from test_capture_cli import make_repo
 
-pytestmark = pytest.mark.ssh
+# one worker runs them all: the module's fleet (an sshd, a collection, a play) is built once
+pytestmark = [pytest.mark.ssh, pytest.mark.xdist_group("ansible_collection")]
 
 VENV_BIN = Path(sys.executable).parent   # where pip put ansible-playbook and ansible-galaxy
 EXAMPLE = ROOT / "envsnap" / "ansible" / "examples" / "fleet.yml"

@@ -17,6 +17,10 @@ from gitrepos import Story
 from envsnap.demo.story_code import BAD_HEAD, GOOD_HEAD, HOT_COMMIT
 from envsnap.snapshot import document as snapshot
 
+# one worker runs them all (tests/run.sh runs parallel workers):
+# the module's real capture is taken once
+pytestmark = pytest.mark.xdist_group("examples")
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "snapshots" / "examples"
 GOOD, BAD = EXAMPLES / "story-good.yaml", EXAMPLES / "story-bad.yaml"

@@ -13,6 +13,10 @@ from conftest import ROOT, Cli
 from gitrepos import Story
 from restorestory import capture_good, moved_and_dirty
 
+# one worker runs them all (tests/run.sh runs parallel workers):
+# the module's wheel is built and installed once
+pytestmark = pytest.mark.xdist_group("packaging")
+
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:

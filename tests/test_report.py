@@ -263,10 +263,12 @@ def test_bad_bundle_name_and_unwritable_output(cli: Cli, tmp_path: Path) -> None
     assert cli("report", "nope").returncode == 2
 
 
-def test_output_to_a_device_or_pipe_is_written_there_not_replaced(cli: Cli,
+def test_output_to_a_device_or_pipe_is_written_there_not_replaced(cli_process: Cli,
                                                                   tmp_path: Path) -> None:
     """-o /dev/stdout (or a FIFO, a device) is written in place: a write beside it and a
-    rename, as for a file, would put a regular file where the device was."""
+    rename, as for a file, would put a regular file where the device was. A process of its
+    own: its /dev/stdout is the pipe the test reads."""
+    cli = cli_process
     result = cli("report", str(H200), "-o", "/dev/stdout")
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("# envsnap report") and Path("/dev/stdout").exists()

@@ -19,6 +19,10 @@ from sshd import Sshd, forwards_through, keygen, start_bastion
 from envsnap.errors import UsageError
 from envsnap.hosts.jump import Jump, ssh_args_jump
 
+# one worker runs them all (tests/run.sh runs parallel workers):
+# the session's bastion sshd starts once
+pytestmark = pytest.mark.xdist_group("ssh_bastion")
+
 
 @pytest.fixture(scope="session")
 def bastion(sshd: Sshd, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
