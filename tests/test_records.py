@@ -137,7 +137,7 @@ def record_differences(spec: Record, typed: Any, where: str,
 
 def walked(spec: Spec, typed: Any) -> tuple[list[str], set[tuple[int, Any]]]:
     seen: set[tuple[int, Any]] = set()
-    return record_differences(spec, typed, "", seen), seen  # type: ignore[arg-type]
+    return record_differences(spec, typed, "", seen), seen
 
 
 def reachable_records(spec: Spec, found: dict[int, Record]) -> dict[int, Record]:

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING
 
 from envsnap.agent.gitparse import PatchFiles, uncommitted_digest
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Blob, Commit, Git, ReflogEntry, Repo, Stash, Uncommitted
 
 REPO = "/root/sglang"
 VENV = "/root/ml-env"
@@ -74,12 +77,12 @@ OLD = [("[Docs] Fix links in the send request guide", "docs/basic_usage/send_req
 # ---- history and reflog ------------------------------------------------------------------
 
 def commit(sha_: str, parent: str, subject: str, files: list[str], when: int,
-           author: str) -> dict[str, Any]:
+           author: str) -> Commit:
     return {"author": author, "files": files, "parents": [parent], "sha": sha_,
             "subject": subject, "time": when}
 
 
-def older_commits(count: int) -> list[dict[str, Any]]:
+def older_commits(count: int) -> list[Commit]:
     """Upstream before the good HEAD, newest first, one every three hours."""
     start = epoch("2025-12-08T16:31:00")
     shas = [sha("", f"old {n}") for n in range(count + 1)]
@@ -92,13 +95,13 @@ def older_commits(count: int) -> list[dict[str, Any]]:
     return found
 
 
-def full_history() -> list[dict[str, Any]]:
+def full_history() -> list[Commit]:
     """The upstream as the bad snapshot sees it, newest first."""
     old = older_commits(HISTORY_LIMIT)
-    head = commit(GOOD_HEAD, old[0]["sha"], "Add Kimi-K2.5 tool call parser",
+    head = commit(GOOD_HEAD, str(old[0]["sha"]), "Add Kimi-K2.5 tool call parser",
                   ["python/sglang/srt/function_call/kimik2_detector.py"],
                   epoch("2025-12-08T19:31:00"), "contributor-2")
-    pulled: list[dict[str, Any]] = []
+    pulled: list[Commit] = []
     parent, when = GOOD_HEAD, epoch("2025-12-09T09:02:00")
     for number, (subject, files) in enumerate(PULLED):
         this = HOT_COMMIT if number == 4 else BAD_HEAD if number == 8 else \
@@ -109,12 +112,13 @@ def full_history() -> list[dict[str, Any]]:
     return pulled + [head] + old
 
 
-def reflog_entry(position: int, old: str, new: str, when: str, message: str) -> dict[str, Any]:
+def reflog_entry(position: int, old: str | None, new: str | None, when: str,
+                 message: str) -> ReflogEntry:
     return {"message": message, "new": new, "old": old, "selector": f"HEAD@{{{position}}}",
             "time": epoch(when), "tz": "+0000"}
 
 
-def reflog(good: bool, history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def reflog(good: bool, history: list[Commit]) -> list[ReflogEntry]:
     older = history[len(PULLED) + 1:]
     moves = [(GOOD_HEAD, GOOD_HEAD, "2025-12-09T14:07:31", "reset: moving to HEAD"),
              (older[6]["sha"], GOOD_HEAD, "2025-12-08T21:02:44", "pull origin main: Fast-forward"),
@@ -161,26 +165,28 @@ def file_diff(path: str, hunk: list[str]) -> str:
                       f"--- a/{path}", f"+++ b/{path}", *hunk]) + "\n"
 
 
-def blob(text: str) -> dict[str, Any]:
+def blob(text: str) -> Blob:
     """A patch as the agent records it: the text, and each file's part measured."""
     data = text.encode("utf-8")
-    recorded = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(), "text": text,
-                "truncated": False}
+    recorded: Blob = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
+                      "text": text, "truncated": False}
     measured = PatchFiles()
     measured.feed(data)
     files = measured.finish()
-    return dict(recorded, **files) if files["files_total"] else recorded
+    if files["files_total"]:
+        recorded["files"], recorded["files_total"] = files["files"], files["files_total"]
+    return recorded
 
 
-def uncommitted() -> dict[str, Any]:
+def uncommitted() -> Uncommitted:
     patch = blob("".join(file_diff(path, hunk) for path, hunk in sorted(HUNKS.items())))
-    return {"digest": uncommitted_digest(patch["sha256"], {}), "dirty": True, "patch": patch,
+    return {"digest": uncommitted_digest(str(patch["sha256"]), {}), "dirty": True, "patch": patch,
             "staged": blob(""),   # the local patches were never `git add`ed: tracked ".M"
             "tracked": {path: ".M" for path in sorted(HUNKS)}, "untracked": {},
             "untracked_count": 0, "untracked_truncated": False}
 
 
-def stashes() -> dict[str, Any]:
+def stashes() -> dict[str, Stash]:
     first_try = [HUNKS[FLASHINFER][0].replace("+412,3", "+412,2"), HUNKS[FLASHINFER][1],
                  HUNKS[FLASHINFER][2], HUNKS[FLASHINFER][4]]
     return {"stash@{0}": {"base": GOOD_HEAD, "has_untracked": False,
@@ -189,7 +195,7 @@ def stashes() -> dict[str, Any]:
                           "sha": sha("", "stash"), "time": epoch("2025-12-09T14:07:31")}}
 
 
-def repo(good: bool) -> dict[str, Any]:
+def repo(good: bool) -> Repo:
     history = full_history()
     window = history[len(PULLED):] if good else history
     return {"ahead": 0, "behind": 0, "branch": "main", "detached": False,
@@ -201,5 +207,5 @@ def repo(good: bool) -> dict[str, Any]:
             "uncommitted": uncommitted(), "upstream": "origin/main"}
 
 
-def git_facts(good: bool) -> dict[str, Any]:
+def git_facts(good: bool) -> Git:
     return {"git": {"path": "/usr/bin/git", "version": "2.39.5"}, "repos": {REPO: repo(good)}}

@@ -8,11 +8,21 @@ shell without them, so its /proc environ lacks them, exactly as a real capture w
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import TYPE_CHECKING
 
 from envsnap.agent import env as agent_env
 from envsnap.agent.cuda_nccl import library_source
 from envsnap.demo.story_code import NCCL_TUNING, REPO, SITE, VENV, VENV_PYTHON, made_up_hex
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import (
+        CudaNccl,
+        CustomizeFile,
+        Env,
+        Process,
+        PythonEnv,
+        VersionSource,
+    )
 
 NVIDIA_WHEELS = {
     "nvidia-cublas-cu12": "12.8.4.1", "nvidia-cuda-cupti-cu12": "12.8.90",
@@ -56,7 +66,7 @@ DISTUTILS_PTH = ("import os; var = 'SETUPTOOLS_USE_DISTUTILS'; enabled = os.envi
 
 # ---- python -------------------------------------------------------------------------------
 
-def customize() -> dict[str, Any]:
+def customize() -> dict[str, CustomizeFile | None]:
     data = SITECUSTOMIZE.encode("utf-8")
     return {"sitecustomize": {"content": SITECUSTOMIZE, "imported": True,
                               "path": f"{SITE}/sitecustomize.py", "redacted": False,
@@ -65,7 +75,7 @@ def customize() -> dict[str, Any]:
             "usercustomize": None}
 
 
-def python_env_facts() -> dict[str, Any]:
+def python_env_facts() -> PythonEnv:
     return {
         "customize": customize(), "direct_urls": {}, "editable": {"sglang": f"{REPO}/python"},
         "interpreter": {"base_prefix": "/usr",
@@ -84,16 +94,17 @@ def python_env_facts() -> dict[str, Any]:
     }
 
 
-def cuda_nccl_facts() -> dict[str, Any]:
+def cuda_nccl_facts() -> CudaNccl:
     nccl_lib = f"{SITE}/nvidia/nccl/lib/libnccl.so.2"
-    from_lib = {"source": library_source("ncclGetVersion", nccl_lib), "version": "2.27.5"}
+    from_lib: VersionSource = {"source": library_source("ncclGetVersion", nccl_lib),
+                               "version": "2.27.5"}
     return {
         "cuda_toolkit": {"source": "/usr/local/cuda/bin/nvcc --version", "version": "13.1.80"},
         "cuda_toolkits_installed": {"/usr/local/cuda-13": "13.1", "/usr/local/cuda-13.1": "13.1"},
         "cudnn": {"headers": {f"{SITE}/nvidia/cudnn/include/cudnn_version.h": "9.10.2"},
                   "wheels": {"nvidia-cudnn-cu12": {"source": "importlib.metadata",
                                                    "version": "9.10.2.21"}}},
-        "nccl": {"libraries": {nccl_lib: dict(from_lib)}, "torch": dict(from_lib),
+        "nccl": {"libraries": {nccl_lib: from_lib.copy()}, "torch": from_lib.copy(),
                  "wheels": {"nvidia-nccl-cu12": {"source": "importlib.metadata",
                                                  "version": "2.27.5"}}},
         "nvidia_wheels": dict(NVIDIA_WHEELS),
@@ -113,10 +124,11 @@ def login_env() -> dict[str, str]:
             "TERM": "xterm-256color", "OMP_NUM_THREADS": "8"}
 
 
-def selected(environ: dict[str, str]) -> dict[str, str]:
+def selected(environ: dict[str, str]) -> dict[str, str | None]:
     """What the agent keeps of an environment, redacted the agent's way."""
     chosen = agent_env.select_env(environ, (agent_env.DEFAULT_PREFIXES, agent_env.DEFAULT_NAMES))
-    return dict(sorted(chosen.items()))
+    kept: dict[str, str | None] = dict(sorted(chosen.items()))
+    return kept
 
 
 SERVER_ARGS = ["-m", "sglang.launch_server", "--model-path", "moonshotai/Kimi-K2.5", "--tp", "8",
@@ -127,7 +139,7 @@ SERVER_ARGS = ["-m", "sglang.launch_server", "--model-path", "moonshotai/Kimi-K2
 
 
 def process(cmdline: list[str], ppid: int, started: float, boot: int,
-            environ: dict[str, str], matched: str) -> dict[str, Any]:
+            environ: dict[str, str], matched: str) -> Process:
     return {"cmdline": cmdline, "cwd": "/root", "env": selected(environ),
             "exe": "/usr/bin/python3.11",
             "limits": {"memlock": {"hard": "unlimited", "soft": "unlimited"},
@@ -136,7 +148,7 @@ def process(cmdline: list[str], ppid: int, started: float, boot: int,
             "start_since_boot_s": started}
 
 
-def processes(good: bool, boot: int) -> dict[str, Any]:
+def processes(good: bool, boot: int) -> dict[str, Process]:
     """The server and its nine children: eight scheduler (TP) workers and a detokenizer."""
     server, started = (41873, 11520.0) if good else (88412, 172520.37)
     tuned = dict(login_env(), **NCCL_TUNING)
@@ -150,7 +162,7 @@ def processes(good: bool, boot: int) -> dict[str, Any]:
     return found
 
 
-def env_facts(good: bool, boot: int) -> dict[str, Any]:
+def env_facts(good: bool, boot: int) -> Env:
     return {"env_prefixes": list(agent_env.DEFAULT_PREFIXES), "proc_patterns": ["sglang"],
             "processes": processes(good, boot), "processes_omitted": 0,
             "shell": selected(dict(login_env(), **NCCL_TUNING))}

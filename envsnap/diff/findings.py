@@ -170,6 +170,7 @@ def summary_of_mapping(value: dict[str, Any]) -> str:
         return f"{human_bytes(size)} sha256 {value['sha256'][:12]}"
     if "dirty" in value:
         patch = value.get("patch")
+        # any value of a walked tree comes here, not only an uncommitted record
         patch = patch if isinstance(patch, dict) else {}
         return f"dirty, patch {human_bytes(patch.get('bytes'))}" if value["dirty"] else "clean"
     for key in ("message", "name", "version"):

@@ -13,9 +13,12 @@ for fleet disagreements alike.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Callable, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar
 
 from envsnap.diff.findings import Finding, path_text
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Gpu
 
 
 class Row(Protocol):
@@ -57,10 +60,10 @@ def index_ranges(indexes: list[int]) -> str:
     return ",".join(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]) for run in runs)
 
 
-def gpus_key(buses: list[str], gpus: dict[str, Any]) -> str:
+def gpus_key(buses: list[str], gpus: dict[str, Gpu]) -> str:
     """"0-7 (all 8)", "0,3 (2 of 8)", "3" for one GPU: nvidia-smi's indexes where known,
     else bus ids."""
-    indexes = [(gpus.get(bus) or {}).get("index") for bus in buses]
+    indexes = [gpus.get(bus, {}).get("index") for bus in buses]
     known = [i for i in indexes if isinstance(i, int)]
     if len(buses) == 1:
         return str(known[0]) if known else buses[0]
@@ -69,7 +72,7 @@ def gpus_key(buses: list[str], gpus: dict[str, Any]) -> str:
     return f"{names} ({share})"
 
 
-def merged(group: list[R], gpus: dict[str, Any]) -> R:
+def merged(group: list[R], gpus: dict[str, Gpu]) -> R:
     first = group[0]
     buses = [row.path[1] for row in group]
     path = ("gpus", gpus_key(buses, gpus), *first.path[2:])
@@ -83,7 +86,7 @@ def merged(group: list[R], gpus: dict[str, Any]) -> R:
     return replace(first, path=path, why=why)  # type: ignore[type-var]
 
 
-def merge_alike(rows: list[R], gpus: dict[str, Any],
+def merge_alike(rows: list[R], gpus: dict[str, Gpu],
                 moved: Callable[[R], Any]) -> list[R]:
     """Rows in their order, those alike on several GPUs merged at the first one's place.
     `gpus`: a snapshot's nvidia gpus (for indexes and the count); `moved`: what says how a
