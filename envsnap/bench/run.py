@@ -463,7 +463,8 @@ def under_load(summary: BenchGpu) -> GpuSummary:
 def reading(summary: GpuSummary, name: str) -> Stats | None:
     """One reading's spread (`sm_mhz`): schema.py types a bench GPU's other fields as Stats,
     which a TypedDict has no words for, so they are read by name here."""
-    return cast("Stats | None", cast(Mapping[str, object], summary).get(name))
+    fields: Mapping[str, object] = summary
+    return cast("Stats | None", fields.get(name))
 
 
 def busy_unread(summary: BenchGpu) -> bool:
