@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import yaml
 from conftest import ROOT, Cli, sleeping_worker, unique_marker
+from secretrepo import make_repo
 from sshd import Sshd, start_sshd
-from test_capture_cli import make_repo
 
 # one worker runs them all: the module's fleet (an sshd, a collection, a play) is built once
 pytestmark = [pytest.mark.ssh, pytest.mark.xdist_group("ansible_collection")]

@@ -6,14 +6,14 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from pathlib import Path
-from typing import Callable
 
 import pytest
 import yaml
+from benchscript import write_bench
 from conftest import Cli
+from procwatch import processes_with, soon
 from sshd import Sshd
 
 from envsnap.bench import run as bench
@@ -24,30 +24,6 @@ from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.store import Store
 
 METRIC = r"gen throughput \(token/s\): ([0-9.]+)"
-
-# A benchmark that prints its metric between log lines; each run bumps a counter, so the
-# values differ from run to run; `base` holds the level; it fails on the run FAIL_AT asks.
-SCRIPT = """\
-import pathlib, sys
-here = pathlib.Path(sys.argv[0]).parent
-counter = here / "counter"
-n = int(counter.read_text()) if counter.exists() else 0
-counter.write_text(str(n + 1))
-base = float((here / "base").read_text()) if (here / "base").exists() else 91.0
-print("loading model shards ...")
-if (here / "fail_at").exists() and int((here / "fail_at").read_text()) == n + 1:
-    print("RuntimeError: CUDA error: an illegal memory access", file=sys.stderr)
-    sys.exit(2)
-print("gen throughput (token/s): %.1f" % (base + (n % 5) * 0.7))
-print("shutting down")
-"""
-
-
-def write_bench(folder: Path) -> str:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "bench_one.py").write_text(SCRIPT)
-    return f"{sys.executable} {folder / 'bench_one.py'}"
-
 
 def saved(cli: Cli) -> list[Path]:
     return sorted(Path(cli.env["ENVSNAP_STORE"]).rglob("*.yaml"))
@@ -98,27 +74,6 @@ def test_bench_over_ssh(ssh_cli: Cli, sshd: Sshd, tmp_path: Path) -> None:
     assert document["bench"]["cwd"] == str(tmp_path)
     assert document["bench"]["lower_is_better"] is True
     assert "lower is better" in result.stdout
-
-
-def processes_with(marker: str, besides: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and int(entry.name) != besides and \
-                    marker.encode() in (entry / "cmdline").read_bytes():
-                found.append(int(entry.name))
-        except OSError:
-            continue  # it ended while we looked
-    return found
-
-
-def soon(condition: Callable[[], bool], seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return condition()
 
 
 @pytest.mark.parametrize("over_ssh", [False, True], ids=["local", "ssh"])

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import Cli, unique_marker
+from secretrepo import SECRET, make_repo
 from sshd import Sshd
 
 from envsnap.hosts import payload
 
-SECRET = "hf_" + "S3cr3tT0kenValue" * 3
 WORKER_TAG = unique_marker("test-worker")
 
 
@@ -24,19 +24,6 @@ def load(path: Path) -> dict:
 
 def store_text(cli: Cli) -> str:
     return "".join(p.read_text() for p in Path(cli.env["ENVSNAP_STORE"]).rglob("*.yaml"))
-
-
-def make_repo(path: Path) -> str:
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@x", "HOME": str(path.parent), "PATH": "/usr/bin:/bin"}
-    subprocess.run(["git", "init", "-q", "-b", "main", str(path)], check=True, env=env)
-    (path / "pynccl.py").write_text("ALGO = 'Ring'\n")
-    subprocess.run(["git", "-C", str(path), "add", "."], check=True, env=env)
-    subprocess.run(["git", "-C", str(path), "commit", "-qm", "first"], check=True, env=env)
-    subprocess.run(["git", "-C", str(path), "remote", "add", "origin",
-                    f"https://bob:{SECRET}@example.invalid/sglang.git"], check=True, env=env)
-    return subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], check=True,
-                          capture_output=True, text=True).stdout.strip()
 
 
 def test_capture_local_then_list_and_show(cli: Cli) -> None:

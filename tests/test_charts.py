@@ -11,54 +11,19 @@ import statistics
 import subprocess
 import sys
 import tarfile
-from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 import yaml
+from benchscript import write_bench
+from bisecthistory import SLOW, History, bisect, regression_at
 from conftest import ROOT, Cli
-from test_bench_cli import write_bench
-from test_bisect_cli import SLOW, History, bisect, regression_at
+from htmlcharts import charts_in, elements, of_class
 
 from envsnap.cli.progress import Tally, status_text
 from envsnap.report.charts import phases, sparkline
 
 STORY = ROOT / "tests" / "data" / "h200x2-story" / "snapshots"
-
-
-class Elements(HTMLParser):
-    """Every start tag with its attributes, in document order."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.found: list[tuple[str, dict[str, str]]] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.found.append((tag, {name: value or "" for name, value in attrs}))
-
-
-def elements(text: str) -> list[tuple[str, dict[str, str]]]:
-    parser = Elements()
-    parser.feed(text)
-    return parser.found
-
-
-def charts_in(text: str) -> dict[str, list[tuple[str, dict[str, str]]]]:
-    """Each <svg class="chart"> by its data-name, with the elements inside it."""
-    found: dict[str, list[tuple[str, dict[str, str]]]] = {}
-    current: str | None = None
-    for tag, attrs in elements(text):
-        if tag == "svg" and "chart" in attrs.get("class", "").split():
-            current = attrs["data-name"]
-            found[current] = []
-        elif current is not None:
-            found[current].append((tag, attrs))
-    return found
-
-
-def of_class(inside: list[tuple[str, dict[str, str]]], tag: str,
-             css: str) -> list[dict[str, str]]:
-    return [attrs for name, attrs in inside if name == tag and css in attrs.get("class", "")]
 
 
 def median_run(record: dict) -> dict:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from browser import dump_dom, near, read_png, screenshot
 from conftest import ROOT, Cli
-from test_charts import charts_in, of_class
+from htmlcharts import charts_in, of_class
 
 from envsnap.demo.snapshots import story_documents, write_examples
 from envsnap.report.charts import BUSY_FILL, SIDE_COLORS

@@ -16,8 +16,8 @@ import pytest
 import yaml
 from conftest import ROOT, Cli
 from gitrepos import Repo, git_env, init
+from procwatch import processes_with, soon
 from sshd import Sshd, free_port
-from test_bench_cli import processes_with, soon
 
 TOY = ROOT / "tests" / "toyserver.py"
 METRIC = r"throughput: ([0-9.]+) req/s"
