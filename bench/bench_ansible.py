@@ -1,5 +1,5 @@
 """The Ansible path (collection envsnap.gpu) against `ansible -m setup`, on the same hosts, in
-one run: N loopback aliases of one real sshd (tests/sshd.py) are N hosts.
+one run: N loopback aliases of one real sshd (tests/helpers/sshd.py) are N hosts.
 
 Both are ad-hoc `ansible` runs with the same inventory, forks and SSH settings, so Ansible's
 own start-up and connection costs are on both sides; what differs is the module (envsnap's
@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 from bench_capture import timed  # noqa: E402  (beside this script)
-from sshd import start_sshd  # noqa: E402
+from helpers.sshd import start_sshd  # noqa: E402
 
 BIN = Path(sys.executable).parent   # ansible and ansible-playbook beside this python
 

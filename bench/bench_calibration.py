@@ -12,7 +12,8 @@ Prints one row per noise model and runs per side (n):
 
 Noise is multiplicative around 100 (benchmark noise scales with the number): normal at a
 few CVs, lognormal, Student-t with 2 and 3 degrees of freedom (heavy tails), and outliers
-(one run in 10 at 3x). tests/test_bench_calibration.py asserts on a smaller draw of the same.
+(one run in 10 at 3x). tests/unit/bench/test_bench_calibration.py asserts on a smaller
+draw of the same.
 
 Usage: PYTHONPATH=. python3 bench/bench_calibration.py [--draws 2000] [--seed 14]
 """

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from sshd import start_sshd  # noqa: E402
+from helpers.sshd import start_sshd  # noqa: E402
 
 
 def timed(argv: list[str], env: dict[str, str], cwd: Path) -> float:

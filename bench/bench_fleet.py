@@ -1,7 +1,7 @@
 """Fleet scale, against baselines measured in the same run (these machines are noisy: only
 ratios from one run mean anything; the absolute numbers are printed too).
 
-Capture over SSH, loopback "hosts" of one test sshd (tests/sshd.py), agent already cached:
+Capture over SSH, loopback "hosts" of one test sshd (tests/helpers/sshd.py), agent already cached:
   controller CPU per host   user+sys CPU of the `envsnap capture` process alone (os.wait4:
                             the sshd and agent side are other processes), at 1, 8, 32 and 64
                             hosts; per host as a whole, and marginal (N hosts less 1 host,
@@ -13,7 +13,7 @@ Capture over SSH, loopback "hosts" of one test sshd (tests/sshd.py), agent alrea
   host-key setup            per connection, with a known_hosts listing 1,000 hosts: parsed
                             by each connection (as before) against parsed once per process.
 
-`diff --fleet` over N snapshots (default 1,000) made by tests/fleetgen.py from the real H200
+`diff --fleet` over N snapshots (default 1,000) made by tests/helpers/fleetgen.py from the real H200
 recording, with planted outliers (a driver, two nodes' NCCL env, a PCIe link at x8, a checkout
 3 commits ahead):
   wall time and peak RSS of the CLI (targets: at most 5 s and 1 GB); the report holds every
@@ -41,8 +41,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
-from fleetgen import expected_rows, make_fleet, reported_rows  # noqa: E402
-from sshd import Sshd, keygen, start_sshd  # noqa: E402
+from helpers.fleetgen import expected_rows, make_fleet, reported_rows  # noqa: E402
+from helpers.sshd import Sshd, keygen, start_sshd  # noqa: E402
 
 from envsnap.hosts import payload  # noqa: E402
 from envsnap.hosts.capture import CaptureOptions, agent_config  # noqa: E402

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from slurm import Slurm, missing_programs, start_slurm
-from sshd import Sshd, home_env, isolated_env, start_sshd
+from helpers.slurm import Slurm, missing_programs, start_slurm
+from helpers.sshd import Sshd, home_env, isolated_env, start_sshd
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -80,7 +80,7 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
 
 @pytest.fixture(scope="session")
 def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Slurm]:
-    """A one-node Slurm on loopback (tests/slurm.py), started once per session. As root (CI:
+    """A one-node Slurm on loopback (tests/helpers/slurm.py), started once per session. As root (CI:
     tests/run.sh installs slurm-wlm and munge) a missing program is a failure; a user who
     is not root cannot run the daemons as SlurmUser=root, so there the tests skip."""
     missing = missing_programs()

@@ -20,11 +20,11 @@ as_root_apt_get() {
 if ! command -v sshd >/dev/null && [ ! -x /usr/sbin/sshd ]; then
   as_root_apt_get openssh-server openssh-client git || exit 1
 fi
-# tests/test_report_browser.py renders the html report in headless Chromium (Debian's package)
+# tests/e2e/test_report_browser.py renders the html report in headless Chromium (Debian's package)
 if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null; then
   as_root_apt_get chromium || exit 1
 fi
-# tests/test_slurm.py starts a one-node Slurm (slurmctld, slurmd, munged) as root; a user who
+# tests/e2e/test_slurm.py starts a one-node Slurm (slurmctld, slurmd, munged) as root; a user who
 # is not root cannot run it, so there the tests skip and nothing is installed.
 if [ "$(id -u)" -eq 0 ]; then
   for program in munged slurmctld slurmd srun sbatch sinfo; do

@@ -5,7 +5,7 @@ beside this file.
     envsnap diff snapshots/examples/story-good.yaml snapshots/examples/story-bad.yaml
 
 The snapshots are built by envsnap.demo.snapshots (see its docstring for what is the STORY's and
-what is made up) and always come out byte for byte the same: tests/test_examples.py checks
+what is made up) and always come out byte for byte the same: tests/e2e/test_examples.py checks
 that the committed files are what this script writes.
 """
 from __future__ import annotations

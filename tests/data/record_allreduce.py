@@ -11,7 +11,7 @@ It writes OUT_DIR/record.tar.gz holding h200x<N>/ (N = GPUs; copy it to tests/da
   --proc allreduce_worker.py);
 - diff.txt, diff_all.txt, diff.json: `envsnap diff before during` (plain, --all, --json),
   diff_procs.txt: the two --proc captures, whose workers must pair up by rank;
-- crosscheck.json: tests/smicheck.py on the `before` snapshot; allreduce.json: each rank's
+- crosscheck.json: tests/helpers/smicheck.py on the `before` snapshot; allreduce.json: each rank's
   result (rounds, wrong elements, NCCL version); log.json: every command's exit code.
 NVLink multicast stays off in the workers (NCCL_NVLS_ENABLE=0 and the like), as the lent
 multi-GPU machines require.
@@ -32,7 +32,7 @@ ROOT = os.getcwd()
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
 
 import yaml  # noqa: E402
-from smicheck import crosscheck  # noqa: E402
+from helpers.smicheck import crosscheck  # noqa: E402
 
 from envsnap.agent import nvml_reader, smi  # noqa: E402
 

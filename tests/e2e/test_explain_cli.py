@@ -1,0 +1,439 @@
+"""`envsnap explain` through the real CLI: a real git checkout, a real server process
+(tests/helpers/toyserver.py, whose speed comes from the checkout's toy_speed.py and its
+env), locally
+and over the test sshd.
+
+Each case plants its causes between a `good` and a `bad` snapshot taken by `envsnap bench
+--serve` (the server's env recorded as a worker), leaves the user's work in the checkout (a
+staged and an unstaged edit, an untracked file, an ignored file, a stash of their own), and
+checks that explain names the planted cause, and that the checkout is byte-identical after.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import ROOT, Cli
+from helpers.gitrepos import git_env, init
+
+from envsnap.snapshot.provenance import signed, user_key
+
+TOY = ROOT / "tests" / "helpers" / "toyserver.py"
+# The client's fastest request: never faster than the server's delay, it hardly moves with
+# the load of a shared machine, so "same" is provable from 3 short runs (throughput's noise
+# there left "no effect" undecided and asked for re-runs); lower is better.
+METRIC = r"latency: min ([0-9.]+) ms"
+
+
+def speed(slow: str) -> str:
+    """toy_speed.py: 0.02 s a request when `slow` holds (env: the server's environ), else
+    0.004 s: a 5x gap that survives the noise of a loaded machine."""
+    return f"def delay(env):\n    slow = {slow}\n    return 0.02 if slow else 0.004\n"
+
+
+class Toy:
+    """A checkout whose toy_speed.py the server loads, and the commands that bench it."""
+
+    def __init__(self, root: Path, python: str = sys.executable) -> None:
+        (root / "home").mkdir(parents=True)
+        self.root = root
+        self.repo = init(root / "repo", git_env(root / "home"))
+        self.good = self.repo.commit("Initial", {
+            "toy_speed.py": speed("False"), "README.md": "toy\n", ".gitignore": "*.log\n",
+            "config.txt": "threads = 1\n"})
+        url = root / "url"
+        # -B: the server's import of toy_speed.py writes no __pycache__ into the checkout
+        # (the login over SSH has no PYTHONDONTWRITEBYTECODE); files a benchmark writes stay
+        self.serve = (f"{python} -B {TOY} serve --port 0 --repo {self.repo.path} "
+                      f"--url-file {url}")
+        self.cmd = f"{sys.executable} {TOY} client --url-file {url} --seconds 0.1"
+
+    def bench(self, cli: Cli, label: str, env: dict[str, str], *extra: str) -> None:
+        with_env = Cli(env={**cli.env, **env}, cwd=cli.cwd)
+        result = with_env("bench", "local", "--label", label, "--repo", str(self.repo.path),
+                          *extra,
+                          "--serve", self.serve, "--ready", "listening on", "--cmd", self.cmd,
+                          "--metric", METRIC, "--lower-is-better", "--repeat", "3",
+                          "--sample-interval", "0")
+        assert result.returncode == 0, result.stdout + result.stderr
+
+    def pull(self, slow_at_second: str | None) -> list[str]:
+        """Three commits; the second rewrites toy_speed.py when told to."""
+        return [self.repo.commit("Refactor the loader", {"loader.py": "LOADER = 1\n"}),
+                self.repo.commit("Tune the kernel", {"toy_speed.py": speed(slow_at_second)}
+                                 if slow_at_second else {"kernel.py": "K = 2\n"}),
+                self.repo.commit("Docs", {"README.md": "toy\nsee docs\n"})]
+
+    def dirty(self) -> None:
+        """The user's work: staged and unstaged edits, untracked and ignored files, a stash."""
+        self.repo.write("notes.txt", "stashed notes\n")
+        self.repo.git("stash", "push", "--include-untracked", "-q", "-m", "my own stash")
+        self.repo.write("config.txt", "threads = 1\nstaged = 1\n")
+        self.repo.git("add", "config.txt")
+        self.repo.write("config.txt", "threads = 1\nstaged = 1\nunstaged = 1\n")
+        self.repo.write("mine.txt", "untracked file of mine\n")
+        self.repo.write("server.log", "ignored file of mine\n")
+
+    def fingerprint(self) -> tuple[str, ...]:
+        """Everything explain must leave as it found it: every file of the worktree (tracked,
+        untracked, ignored) with its content, the index, refs, HEAD, the stash list."""
+        digest = hashlib.sha256()
+        for path in sorted(self.repo.path.rglob("*")):
+            if ".git" in path.relative_to(self.repo.path).parts or not path.is_file():
+                continue
+            digest.update(str(path.relative_to(self.repo.path)).encode() + b"\0")
+            digest.update(path.read_bytes() + b"\0")
+        return (digest.hexdigest(), self.repo.git("symbolic-ref", "HEAD"),
+                self.repo.git("show-ref"), self.repo.git("ls-files", "--stage"),
+                self.repo.git("stash", "list", "--format=%H %gs"),
+                self.repo.git("status", "--porcelain", "--ignored"))
+
+
+def explain(cli: Cli, toy: Toy, host: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    host_args = () if host == "local" else ("--host", host)
+    return cli("explain", "good", "bad", *host_args, "--serve", toy.serve, "--ready",
+               "listening on", "--cmd", toy.cmd, "--metric", METRIC, "--lower-is-better",
+               "--repeat", "3", "--yes", *extra, timeout=300)
+
+
+def where(request: pytest.FixtureRequest, over_ssh: bool) -> tuple[Cli, str]:
+    """The CLI and the host to explain on. Over SSH the snapshots are still taken locally
+    (the env of a server started there is what differs); explain runs through the sshd."""
+    if not over_ssh:
+        return request.getfixturevalue("cli"), "local"
+    return request.getfixturevalue("ssh_cli"), request.getfixturevalue("sshd").addresses[0]
+
+
+BOTH = pytest.mark.parametrize("over_ssh", [False, True], ids=["local", "ssh"])
+
+
+@BOTH
+def test_a_single_cause_in_code(request: pytest.FixtureRequest, over_ssh: bool,
+                                tmp_path: Path) -> None:
+    cli, host = where(request, over_ssh)
+    toy = Toy(tmp_path / "toy")
+    toy.bench(cli, "good", {"NCCL_DEBUG": "WARN"})
+    pulled = toy.pull(slow_at_second="True")
+    toy.bench(cli, "bad", {"NCCL_DEBUG": "INFO"})
+    toy.dirty()
+    before = toy.fingerprint()
+    result = explain(cli, toy, host)
+    assert result.returncode == 1, result.stdout + result.stderr
+    out = result.stdout
+    repo = toy.repo.path
+    assert f"  1. {repo}: 3 commits {toy.good[:12]}..{toy.repo.head()[:12]}\n" in out
+    assert f"  2. {repo}: the uncommitted patch added\n" in out
+    assert "  3. NCCL_DEBUG=INFO in the server env (was WARN)\n" in out
+    assert f"cause: {repo}: 3 commits {toy.good[:12]}..{toy.repo.head()[:12]}, alone: " in out
+    # the range, a cause alone, bisected at GOOD's state: which of its commits
+    assert "bisect the 3 commits at GOOD's state" in out
+    assert f"  first bad commit: {pulled[1]} Tune the kernel\n    toy_speed.py\n" in out
+    assert "no effect: NCCL_DEBUG=INFO in the server env (was WARN)" in out
+    assert f"no effect: {repo}: the uncommitted patch added" in out
+    assert toy.fingerprint() == before
+
+
+@BOTH
+def test_a_single_cause_in_the_server_env(request: pytest.FixtureRequest, over_ssh: bool,
+                                          tmp_path: Path) -> None:
+    cli, host = where(request, over_ssh)
+    toy = Toy(tmp_path / "toy")
+    toy.repo.commit("Read the protocol", {"toy_speed.py": speed('env.get("NCCL_PROTO") != "LL"')})
+    toy.bench(cli, "good", {"NCCL_PROTO": "LL"})
+    toy.pull(slow_at_second=None)
+    toy.bench(cli, "bad", {})
+    toy.dirty()
+    before = toy.fingerprint()
+    result = explain(cli, toy, host)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "cause: NCCL_PROTO=LL missing from the server env, alone: " in result.stdout
+    assert f"no effect: {toy.repo.path}: 3 commits" in result.stdout
+    assert toy.fingerprint() == before
+
+
+@BOTH
+def test_two_differences_that_only_together_slow_it(request: pytest.FixtureRequest,
+                                                    over_ssh: bool, tmp_path: Path) -> None:
+    """The pulled code is slow only with NCCL_ALGO=Tree, which the new server env sets."""
+    cli, host = where(request, over_ssh)
+    toy = Toy(tmp_path / "toy")
+    toy.bench(cli, "good", {})
+    toy.pull(slow_at_second='env.get("NCCL_ALGO") == "Tree"')
+    toy.bench(cli, "bad", {"NCCL_ALGO": "Tree"})
+    before = toy.fingerprint()
+    result = explain(cli, toy, host)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert (f"only together: {toy.repo.path}: 3 commits {toy.good[:12]}.."
+            f"{toy.repo.head()[:12]}; NCCL_ALGO=Tree added to the server env: ") in result.stdout
+    assert "cause:" not in result.stdout
+    assert toy.fingerprint() == before
+
+
+@BOTH
+def test_differences_without_a_regression(request: pytest.FixtureRequest, over_ssh: bool,
+                                          tmp_path: Path) -> None:
+    cli, host = where(request, over_ssh)
+    toy = Toy(tmp_path / "toy")
+    toy.bench(cli, "good", {"NCCL_DEBUG": "WARN"})
+    toy.pull(slow_at_second=None)
+    toy.bench(cli, "bad", {"NCCL_DEBUG": "INFO"})
+    toy.dirty()
+    before = toy.fingerprint()
+    result = explain(cli, toy, host)
+    assert result.returncode == 0, result.stdout + result.stderr
+    # a loaded machine may leave a few percent undecided: never a cause, either way
+    assert ("no regression between GOOD's state and the state now" in result.stdout or
+            "can't tell whether there is a regression" in result.stdout), result.stdout
+    assert "cause:" not in result.stdout and "only together" not in result.stdout
+    assert toy.fingerprint() == before
+
+
+def test_refused_before_anything_changes(cli: Cli, tmp_path: Path) -> None:
+    """Nothing to put back, an unknown label, no --yes without a terminal: one line, exit 2,
+    the checkout untouched."""
+    toy = Toy(tmp_path / "toy")
+    toy.bench(cli, "good", {})
+    toy.bench(cli, "bad", {})
+    same = explain(cli, toy, "local")
+    assert same.returncode == 2, same.stdout + same.stderr
+    assert "nothing that explain can put back differs between 'good' and local now" \
+        in same.stderr
+    unknown = cli("explain", "good", "nope", "--cmd", toy.cmd, "--metric", METRIC, "--yes")
+    assert unknown.returncode == 2 and "nope" in unknown.stderr
+    toy.pull(slow_at_second=None)
+    toy.dirty()
+    before = toy.fingerprint()
+    unasked = cli("explain", "good", "bad", "--serve", toy.serve, "--ready", "listening on",
+                  "--cmd", toy.cmd, "--metric", METRIC)
+    assert unasked.returncode == 2, unasked.stdout + unasked.stderr
+    assert "pass --yes" in unasked.stderr and "Traceback" not in unasked.stderr
+    assert toy.fingerprint() == before
+
+
+def test_another_host_is_refused_without_force_host(cli: Cli, tmp_path: Path) -> None:
+    toy = Toy(tmp_path / "toy")
+    toy.bench(cli, "good", {})
+    toy.pull(slow_at_second=None)
+    toy.bench(cli, "bad", {})
+    good = Path(cli.env["ENVSNAP_STORE"]) / "good.yaml"
+    document = yaml.safe_load(good.read_text())
+    document["facts"]["system"]["hostname"] = "elsewhere"
+    good.write_text(yaml.safe_dump(signed(document, user_key(cli.env))))
+    before = toy.fingerprint()
+    result = explain(cli, toy, "local")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "was taken on elsewhere" in result.stderr
+    assert toy.fingerprint() == before
+
+
+def test_a_foreign_snapshot_needs_trust(cli: Cli, tmp_path: Path) -> None:
+    """A snapshot edited by hand is foreign: its patch and env are not put in place."""
+    toy = Toy(tmp_path / "toy")
+    toy.bench(cli, "good", {})
+    toy.pull(slow_at_second=None)
+    toy.bench(cli, "bad", {})
+    good = Path(cli.env["ENVSNAP_STORE"]) / "good.yaml"
+    document = yaml.safe_load(good.read_text())
+    document["facts"]["env"]["processes"] = {}
+    good.write_text(yaml.safe_dump(document))
+    before = toy.fingerprint()
+    result = explain(cli, toy, "local")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "snapshot 'good' is foreign (content changed)" in result.stderr
+    assert "--trust-foreign" in result.stderr and toy.fingerprint() == before
+
+
+def test_ctrl_c_puts_the_checkout_and_the_work_back(cli: Cli, tmp_path: Path) -> None:
+    """Interrupted in the middle of a trial (a state with some differences in place): the
+    checkout, its branch, the user's work and stashes come back; no lock, no server left."""
+    toy = Toy(tmp_path / "toy")
+    toy.bench(cli, "good", {"NCCL_DEBUG": "WARN"})
+    toy.pull(slow_at_second="True")
+    toy.bench(cli, "bad", {"NCCL_DEBUG": "INFO"})
+    toy.dirty()
+    before = toy.fingerprint()
+    running = subprocess.Popen(
+        [sys.executable, "-m", "envsnap", "explain", "good", "bad", "--serve", toy.serve,
+         "--ready", "listening on", "--cmd", toy.cmd, "--metric", METRIC, "--lower-is-better",
+         "--repeat", "3", "--yes"], cwd=cli.cwd, env=cli.env, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    assert running.stdout is not None
+    seen = []
+    for line in running.stdout:          # interrupt once both endpoints are measured
+        seen.append(line)
+        if line.startswith("the state now: median"):
+            running.send_signal(signal.SIGINT)
+            break
+    out, err = running.communicate(timeout=120)
+    said = "".join(seen) + out
+    assert running.returncode == 130, said + err
+    assert "envsnap: interrupted" in err
+    assert "HEAD back to main at" in said and "your work is back" in said
+    assert toy.fingerprint() == before
+    assert not list((Path(cli.env["HOME"]) / ".cache" / "envsnap").glob("locks/*.lock"))
+    servers = subprocess.run(["pgrep", "-f", "--", f"--url-file {tmp_path}"],
+                             capture_output=True, text=True)
+    assert servers.returncode == 1 and servers.stdout == "", servers.stdout + servers.stderr
+
+
+def test_a_single_cause_in_sitecustomize(cli: Cli, tmp_path: Path) -> None:
+    """The incident's rewritten sitecustomize.py: the server's python sets a variable in its
+    own process there (one no env collector records). Put back for the trials that need it,
+    then the file is as found and no backup of explain's is left."""
+    venv = tmp_path / "venv"   # a python of its own: the suite's venv is shared
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path("
+                                "'purelib'))"], capture_output=True, text=True,
+                               check=True).stdout.strip()) / "sitecustomize.py"
+    toy = Toy(tmp_path / "toy", python)
+    toy.repo.commit("Read the tuning", {"toy_speed.py": speed('env.get("TOY_TUNED") != "1"')})
+    site.write_text('import os\nos.environ["TOY_TUNED"] = "1"\n')
+    toy.bench(cli, "good", {}, "--python", python)
+    site.write_text("import os\n")   # rewritten: the variable is gone
+    toy.pull(slow_at_second=None)
+    toy.bench(cli, "bad", {}, "--python", python)
+    before = toy.fingerprint()
+    result = explain(cli, toy, "local")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert f"cause: sitecustomize changed ({site}), alone: " in result.stdout, result.stdout
+    assert f"no effect: {toy.repo.path}: 3 commits" in result.stdout
+    assert "sitecustomize put back as it was" in result.stdout
+    assert site.read_text() == "import os\n" and toy.fingerprint() == before
+    backups = Path(cli.env["HOME"]) / ".cache" / "envsnap" / "restore-backup"
+    assert not list(backups.glob("explain-*"))
+
+
+def toy_wheel(folder: Path, version: str, slow: bool) -> None:
+    """A wheel of the package `toyspeedpkg` made by hand (a wheel is a zip with a RECORD)."""
+    info = f"toyspeedpkg-{version}.dist-info"
+    files = {"toyspeedpkg.py": f"SLOW = {slow}\n",
+             f"{info}/METADATA": f"Metadata-Version: 2.1\nName: toyspeedpkg\nVersion: {version}\n",
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\n"
+                              "Tag: py3-none-any\n"}
+    record = [f"{name},sha256="
+              f"{base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).decode().rstrip('=')}"
+              f",{len(text.encode())}" for name, text in files.items()]
+    files[f"{info}/RECORD"] = "\n".join([*record, f"{info}/RECORD,,"]) + "\n"
+    folder.mkdir(exist_ok=True)
+    with zipfile.ZipFile(folder / f"toyspeedpkg-{version}-py3-none-any.whl", "w") as wheel:
+        for name, text in files.items():
+            wheel.writestr(name, text)
+
+
+def test_a_single_cause_in_a_package_version_with_pip(cli: Cli, tmp_path: Path) -> None:
+    """--pip: a package upgraded since GOOD is pinned back for the trials that need it (pip,
+    from a local folder of wheels), and pinned to the version found at the end."""
+    venv = tmp_path / "venv"   # a python of its own: the suite's venv is shared
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    toy_wheel(tmp_path / "wheels", "1.0", slow=False)
+    toy_wheel(tmp_path / "wheels", "2.0", slow=True)
+    offline = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(tmp_path / "wheels"),
+               "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+
+    def install(version: str) -> None:
+        subprocess.run([python, "-m", "pip", "install", "-q", f"toyspeedpkg=={version}"],
+                       env={**os.environ, **offline}, check=True)
+
+    def version_now() -> str:
+        return subprocess.run([python, "-c", "import importlib.metadata as m; "
+                               "print(m.version('toyspeedpkg'))"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+
+    toy = Toy(tmp_path / "toy", python)
+    toy.repo.commit("Use the package", {"toy_speed.py": speed("__import__('toyspeedpkg').SLOW")})
+    install("1.0")
+    toy.bench(cli, "good", {}, "--python", python)
+    install("2.0")
+    toy.pull(slow_at_second=None)
+    toy.bench(cli, "bad", {}, "--python", python)
+    result = explain(Cli(env={**cli.env, **offline}, cwd=cli.cwd), toy, "local", "--pip")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "cause: package toyspeedpkg 1.0 -> 2.0, alone: " in result.stdout, result.stdout
+    assert f"no effect: {toy.repo.path}: 3 commits" in result.stdout
+    assert "local: 1 package pinned back: toyspeedpkg==2.0" in result.stdout
+    assert version_now() == "2.0"
+
+
+def test_the_ceiling_is_printed_first_and_never_passed(cli: Cli, tmp_path: Path) -> None:
+    """--max-invocations 2: the endpoints only; the search stops there and says why, the
+    regression still real (exit 1), the checkout as it was."""
+    toy = Toy(tmp_path / "toy")
+    toy.repo.commit("Read the protocol", {"toy_speed.py": speed('env.get("NCCL_PROTO") != "LL"')})
+    toy.bench(cli, "good", {"NCCL_PROTO": "LL"})
+    toy.pull(slow_at_second=None)
+    toy.bench(cli, "bad", {})
+    before = toy.fingerprint()
+    result = explain(cli, toy, "local", "--max-invocations", "2")
+    assert result.returncode == 1, result.stdout + result.stderr
+    out = result.stdout
+    assert "never more than 2 (--max-invocations)" in out
+    assert "(2 invocations)" in out
+    assert "can't tell: NCCL_PROTO=LL missing from the server env (2 invocations reached, " \
+           "the ceiling)" in out
+    assert "the ceiling stopped the search (raise --max-invocations)" in out
+    assert "cause:" not in out
+    assert toy.fingerprint() == before
+
+
+def site_fingerprint(folder: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file under a site folder, with its content and mode."""
+    return {str(path.relative_to(folder)): (path.read_bytes(), path.stat().st_mode)
+            for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+@BOTH
+def test_a_single_cause_in_the_startup_lines_of_a_pth_file(request: pytest.FixtureRequest,
+                                                           over_ssh: bool,
+                                                           tmp_path: Path) -> None:
+    """A .pth line that site.py runs at startup sets a variable in the server's own process
+    (no env collector records it). Between good and bad it was dropped from the file, whose
+    sys.path line stays: explain puts GOOD's line back beside it for the trials that need it;
+    a .pth added since (startup lines only) is removed for GOOD's state. Then both files are
+    byte for byte as found (mode too), and no backup of explain's is left. Over SSH the
+    inventory names the venv's python as the host's."""
+    cli, host = where(request, over_ssh)
+    venv = tmp_path / "venv"   # a python of its own: the suite's venv is shared
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    folder = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path("
+                                  "'purelib'))"], capture_output=True, text=True,
+                                 check=True).stdout.strip())
+    pth = folder / "toy_tuning.pth"
+    toy = Toy(tmp_path / "toy", python)
+    toy.repo.commit("Read the tuning", {"toy_speed.py": speed('env.get("TOY_TUNED") != "1"')})
+    pth.write_text(f"{tmp_path}/toy-extra\nimport os; os.environ.setdefault('TOY_TUNED', '1')\n")
+    toy.bench(cli, "good", {}, "--python", python)
+    pth.write_text(f"# the toy's own folder\n{tmp_path}/toy-extra")   # the startup line gone
+    pth.chmod(0o600)
+    added = folder / "toy_noise.pth"
+    added.write_text("import os\n")
+    toy.pull(slow_at_second=None)
+    toy.bench(cli, "bad", {}, "--python", python)
+    before, site_before = toy.fingerprint(), site_fingerprint(folder)
+    extra: tuple[str, ...] = ()
+    if over_ssh:
+        inventory = tmp_path / "inventory.yml"
+        inventory.write_text(yaml.safe_dump({"all": {"hosts": {host: {"python": python}}}}))
+        extra = ("--inventory", str(inventory))
+    result = explain(cli, toy, host, *extra)
+    assert result.returncode == 1, result.stdout + result.stderr
+    out = result.stdout
+    # the code that every start of that python will run is shown before anything moves
+    assert "       GOOD's: import os; os.environ.setdefault('TOY_TUNED', '1')\n" in out, out
+    assert f"cause: startup lines of {pth} (1 line changed), alone: " in out, out
+    assert f"no effect: {toy.repo.path}: 3 commits" in out
+    assert f"no effect: startup lines of {added} (1 line changed)" in out
+    assert f"{host}: 2 .pth files put back as found" in out
+    assert site_fingerprint(folder) == site_before and toy.fingerprint() == before
+    backups = Path(cli.env["HOME"]) / ".cache" / "envsnap" / "restore-backup"
+    assert not list(backups.glob("explain-*"))
