@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from gitrepos import PYNCCL, Story
+from helpers.gitrepos import PYNCCL, Story
 
 from envsnap.agent.git import PATCH_FLAGS
 from envsnap.hostops import git
@@ -24,7 +24,7 @@ from envsnap.hostops.shell import HostShell
 from envsnap.hosts.inventory import Host
 from envsnap.hosts.transport import LocalTransport
 
-HOSTOPS = Path(__file__).resolve().parent.parent / "envsnap" / "hostops"
+HOSTOPS = Path(__file__).resolve().parents[3] / "envsnap" / "hostops"
 
 
 @pytest.fixture
