@@ -10,7 +10,7 @@ matters; the interval says whether "same" is actually known or the runs are too 
 never reach p < 0.05, it is conclusive at 2-3 runs a side when the gap dwarfs the noise
 (296.8 vs 26.8 GB/s), and heavy tails or an outlier widen its interval rather than fake a
 verdict:
-tests/test_bench_calibration.py and bench/bench_calibration.py measure its false-positive
+tests/unit/bench/test_bench_calibration.py and bench/bench_calibration.py measure its false-positive
 rate and power. The Mann-Whitney U test below is the verdict it replaced, kept for that
 comparison. Exact distributions for the small samples benchmarks have, midranks for ties.
 """

@@ -61,8 +61,8 @@ def build(agent_output: dict[str, Any], *, label: str, host: str, address: str,
     was asked for (repos, procs, hot_paths, python, timeout).
 
     Both are taken as schema.py describes them: the agent is the program that description
-    was written from (tests/test_schema.py checks its captures), and every later load checks
-    the saved file again."""
+    was written from (tests/unit/snapshot/test_schema.py checks its captures), and every
+    later load checks the saved file again."""
     collectors = agent_output.get("collectors", {})
     facts = {name: result.get("facts", {}) for name, result in collectors.items()}
     volatile = {name: result.get("volatile", {}) for name, result in collectors.items()}
