@@ -2,8 +2,8 @@
 
 schema.py is the one runtime description; these TypedDicts say the same for the type checker,
 and tests/unit/snapshot/test_records.py walks both and fails on any field, required key or
-field type that one has and the other lacks. document.validate() is the one place that turns a checked
-mapping into a `Snapshot` (a cast: nothing is copied or converted).
+field type that one has and the other lacks. document.validate() is the one place that
+turns a checked mapping into a `Snapshot` (a cast: nothing is copied or converted).
 
 Why TypedDicts, not dataclasses built at load: the document stays the plain mapping it is on
 disk, in digests, in the diff's tree walk, in masking and in the YAML dump (each would need

@@ -3,7 +3,8 @@
 Read with envsnap/snapshot/document.py (what each part means) and the agent's collectors
 (envsnap/agent/*.py, which produce `facts` and `volatile`). Exported as
 docs/snapshot.schema.json (JSON Schema 2020-12) by exported_text();
-tests/unit/snapshot/test_schema.py checks that the committed file is what this module exports (and says how to rewrite it).
+tests/unit/snapshot/test_schema.py checks that the committed file is what this module
+exports (and says how to rewrite it).
 
 Conventions the agent follows, and so this description:
 - a reading the host cannot give is null, so scalar facts are "X or null";
