@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from helpers.slurm import Slurm, missing_programs, start_slurm
-from helpers.sshd import Sshd, home_env, isolated_env, start_sshd
+from helpers.sshd import UNINHERITED, Sshd, home_env, isolated_env, start_sshd
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -49,7 +49,8 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory,
     home = tmp_path_factory.mktemp("process-home")
     for name, value in home_env(home).items():
         monkeypatch.setenv(name, value)
-    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    for name in UNINHERITED:   # no ssh agent, and no terminal width of the one running pytest
+        monkeypatch.delenv(name, raising=False)
     return home
 
 

@@ -30,9 +30,16 @@ def home_env(home: Path) -> dict[str, str]:
     return {"HOME": str(home), **{name: str(home / sub) for name, sub in XDG_DIRS.items()}}
 
 
+UNINHERITED = ("SSH_AUTH_SOCK", "COLUMNS", "LINES")
+
+
 def isolated_env(home: Path) -> dict[str, str]:
-    """This process's environment with `home` in place of the user's home and no agent."""
-    env = {key: value for key, value in os.environ.items() if key != "SSH_AUTH_SOCK"}
+    """This process's environment with `home` in place of the user's home and no agent.
+
+    Without COLUMNS and LINES too: envsnap in a test is never at a terminal, and the width of
+    the one running pytest (pytest-xdist's workers set COLUMNS=80) must not change its output.
+    """
+    env = {key: value for key, value in os.environ.items() if key not in UNINHERITED}
     env.update(home_env(home))
     return env
 
