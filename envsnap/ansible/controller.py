@@ -24,6 +24,7 @@ from envsnap.hosts.capture import (
     save_snapshot,
 )
 from envsnap.hosts.inventory import Host, check_proc_patterns, inventory_bool, name_list
+from envsnap.hosts.inventory_graph import Vars
 from envsnap.hosts.payload import CollectConfig
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.store import DEFAULT_STORE, Store
@@ -115,7 +116,7 @@ def optional_number(args: Mapping[str, Any], name: str, integer: bool) -> float 
 def agent_run(args: Mapping[str, Any], host: HostSeen) -> AgentRun:
     """The agent's config from a task's options, built by capture's own agent_config."""
     python = optional_text(args, "python")
-    host_vars = {"repos": name_list(args.get("repos"), "repos"),
+    host_vars: Vars = {"repos": name_list(args.get("repos"), "repos"),
                  "procs": name_list(args.get("procs"), "procs"),
                  "hot_paths": name_list(args.get("hot_paths"), "hot_paths"),
                  "python": python or host.interpreter}
