@@ -166,8 +166,8 @@ class StrictLoader(SafeLoader):  # type: ignore[misc]
                 self.depth -= 1
         return super().construct_object(node, deep)
 
-    def string_keyed(self, node: Any) -> dict[str, Any]:
-        mapping = {}
+    def string_keyed(self, node: Any) -> dict[str, object]:
+        mapping: dict[str, object] = {}
         for key, value in node.value:
             self.visit(key)
             mapping[key.value] = self.construct_object(value)
