@@ -86,7 +86,7 @@ class TaskResult:
     status: TaskStatus
     msg: str = ""
     diff: str = ""
-    data: Mapping[str, object] = field(default_factory=dict)   # the module's, for `register`
+    data: dict[str, Any] = field(default_factory=dict)
     item: Any = None
     looped: bool = False
     ignored: bool = False    # failed, but the task says ignore_errors
