@@ -14,6 +14,10 @@ playbook's line numbers, Ansible's `!vault` and `!unsafe`); the guards are here,
   values, or that refers to itself, before anything is constructed.
 - Size: text over `max_chars` is refused unparsed (parsing costs about 10x its size).
 
+What a reader gets back is any YAML value; `as_mapping` is the one shape check of a mapping
+that a reader makes where it reads one, handing on a `Mapping[str, object]` (each reader says
+in its own words what it wanted instead).
+
 Every failure is one `YamlError` with the line where it was met (None where no line says it)
 and a one-line reason; each caller words it its own way (`file:line: YAML error: ...` for a
 playbook, `corrupt snapshot (...)` for a snapshot) and raises its own error class.
@@ -21,6 +25,7 @@ playbook, `corrupt snapshot (...)` for a snapshot) and raises its own error clas
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
@@ -51,6 +56,17 @@ def load(text: str, loader: type[Any], max_chars: int | None = DEFAULT_MAX_CHARS
         raise problem_of(exc) from None
     except ValueError as exc:   # an int of 5,000 digits: Python's limit on int(str)
         raise YamlError(None, str(exc).splitlines()[0]) from None
+
+
+def as_mapping(value: object) -> Mapping[str, object] | None:
+    """`value` as a mapping of names, or None when it is no mapping. YAML keys may be
+    numbers or booleans (`22:`, `yes:`); a name is text, so such a key is the text str()
+    gives (a mapping whose keys are text already is handed on as it is)."""
+    if not isinstance(value, dict):
+        return None
+    if all(type(key) is str for key in value):
+        return value
+    return {str(key): item for key, item in value.items()}
 
 
 def problem_of(exc: yaml.YAMLError) -> YamlError:
@@ -150,8 +166,8 @@ class StrictLoader(SafeLoader):  # type: ignore[misc]
                 self.depth -= 1
         return super().construct_object(node, deep)
 
-    def string_keyed(self, node: Any) -> dict[str, Any]:
-        mapping = {}
+    def string_keyed(self, node: Any) -> dict[str, object]:
+        mapping: dict[str, object] = {}
         for key, value in node.value:
             self.visit(key)
             mapping[key.value] = self.construct_object(value)

@@ -4,7 +4,9 @@ The collection's action plugins run inside ansible-playbook on the controller an
 module: it checks a task's options, plans labels as `envsnap capture` does, turns the agent's
 output (returned by the module from the host) into the same snapshot document and saves it
 in the store, and judges envsnap_assert's gates. It knows nothing of Ansible: the plugins
-hand it plain values and report its one-line errors as the task's failure message.
+hand it plain values and report its one-line errors as the task's failure message. A task's
+options (`TaskArgs`) are what the playbook's author wrote, any value until the reader of
+each option checks it.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from envsnap.hosts.capture import (
     save_snapshot,
 )
 from envsnap.hosts.inventory import Host, check_proc_patterns, inventory_bool, name_list
+from envsnap.hosts.inventory_graph import Vars
 from envsnap.hosts.payload import CollectConfig
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.store import DEFAULT_STORE, Store
@@ -43,6 +46,7 @@ ASSERT_OPTIONS = (*GATES, "store", *AGENT_OPTIONS)
 HARMLESS_CLOCK_EVENTS = frozenset({"gpu_idle", "applications_clocks_setting",
                                    "display_clocks_setting"})
 DRIFT_SHOWN = 5   # findings named in a failed baseline gate; the rest are counted
+TaskArgs = Mapping[str, object]
 
 
 @dataclass(frozen=True)
@@ -82,14 +86,14 @@ class AssertRequest:
     agent: AgentRun
 
 
-def check_known(args: Mapping[str, Any], known: tuple[str, ...], module: str) -> None:
+def check_known(args: TaskArgs, known: tuple[str, ...], module: str) -> None:
     unknown = sorted(set(args) - set(known))
     if unknown:
         raise UsageError(f"{module}: unsupported option(s) {', '.join(unknown)} "
                          f"(known: {', '.join(sorted(known))})")
 
 
-def optional_text(args: Mapping[str, Any], name: str) -> str | None:
+def optional_text(args: TaskArgs, name: str) -> str | None:
     value = args.get(name)
     if value is None or value == "":
         return None
@@ -98,24 +102,26 @@ def optional_text(args: Mapping[str, Any], name: str) -> str | None:
     return str(value)
 
 
-def optional_number(args: Mapping[str, Any], name: str, integer: bool) -> float | None:
+def optional_number(args: TaskArgs, name: str, integer: bool) -> float | None:
     value = args.get(name)
     if value is None:
         return None
-    try:
-        number = int(value) if integer else float(value)
-    except (TypeError, ValueError):
-        number = -1
+    number: float = -1
+    if isinstance(value, (int, float, str)):   # anything else is no number (below)
+        try:
+            number = int(value) if integer else float(value)
+        except ValueError:
+            pass
     if isinstance(value, bool) or number <= 0:
         kind = "a whole number" if integer else "a number"
         raise UsageError(f"{name} must be {kind} above 0, not {value!r}")
     return number
 
 
-def agent_run(args: Mapping[str, Any], host: HostSeen) -> AgentRun:
+def agent_run(args: TaskArgs, host: HostSeen) -> AgentRun:
     """The agent's config from a task's options, built by capture's own agent_config."""
     python = optional_text(args, "python")
-    host_vars = {"repos": name_list(args.get("repos"), "repos"),
+    host_vars: Vars = {"repos": name_list(args.get("repos"), "repos"),
                  "procs": name_list(args.get("procs"), "procs"),
                  "hot_paths": name_list(args.get("hot_paths"), "hot_paths"),
                  "python": python or host.interpreter}
@@ -132,12 +138,12 @@ def agent_run(args: Mapping[str, Any], host: HostSeen) -> AgentRun:
     return AgentRun(config=config, python=python, recorded=recorded_config(seen, config))
 
 
-def store_of(args: Mapping[str, Any], environ: Mapping[str, str]) -> Store:
+def store_of(args: TaskArgs, environ: Mapping[str, str]) -> Store:
     """`store`, else $ENVSNAP_STORE, else ./snapshots: where `envsnap capture` would write."""
     return Store(optional_text(args, "store") or environ.get(STORE_VARIABLE) or DEFAULT_STORE)
 
 
-def capture_request(args: Mapping[str, Any], host: HostSeen, play_hosts: list[str],
+def capture_request(args: TaskArgs, host: HostSeen, play_hosts: list[str],
                     environ: Mapping[str, str]) -> CaptureRequest:
     """A capture task's options checked, and this host's label planned as `envsnap capture`
     plans a fleet's: LABEL for a play of one host, LABEL/<host> for a play of several."""
@@ -178,7 +184,7 @@ def capture_time() -> str:
 
 # ---- envsnap_assert ------------------------------------------------------------------------
 
-def assert_request(args: Mapping[str, Any], host: HostSeen,
+def assert_request(args: TaskArgs, host: HostSeen,
                    environ: Mapping[str, str]) -> AssertRequest:
     check_known(args, ASSERT_OPTIONS, "envsnap_assert")
     if not any(args.get(gate) not in (None, "", False) for gate in GATES):

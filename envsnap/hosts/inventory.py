@@ -9,12 +9,12 @@ connection vars are understood, so an existing inventory works unchanged. envsna
 """
 from __future__ import annotations
 
-import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from envsnap import yamlread
 from envsnap.errors import UsageError, YamlError
 from envsnap.hosts import inventory_ansible
 from envsnap.hosts.inventory_graph import (
@@ -69,7 +69,7 @@ TRUE_WORDS = frozenset({"true", "yes", "on", "1"})
 FALSE_WORDS = frozenset({"false", "no", "off", "0"})
 
 
-def inventory_bool(value: Any, what: str) -> bool:
+def inventory_bool(value: object, what: str) -> bool:
     """A boolean var as YAML or Ansible users write it: true/false, "yes"/"no", "on"/"off",
     "1"/"0" (any case), 1/0. Anything else is a usage error, never a guess."""
     if isinstance(value, bool):
@@ -81,7 +81,7 @@ def inventory_bool(value: Any, what: str) -> bool:
     raise UsageError(f"{what} must be true or false (or yes/no, on/off, 1/0), not {value!r}")
 
 
-def name_list(value: Any, what: str) -> list[str]:
+def name_list(value: object, what: str) -> list[str]:
     """A host var that is one string or a list of them (paths, patterns). It comes from an
     inventory or a playbook task's args, so any YAML value can arrive here."""
     if not value:
@@ -94,7 +94,7 @@ def name_list(value: Any, what: str) -> list[str]:
     return [str(item) for item in value]
 
 
-def check_proc_patterns(value: Any, what: str) -> None:
+def check_proc_patterns(value: object, what: str) -> None:
     """Process patterns are regexes matched on the host: one that could backtrack
     catastrophically (`(a+)+$`) is refused here, before any host is contacted."""
     from envsnap.agent.patterns import proc_pattern_problem
@@ -123,21 +123,23 @@ def parse_host_spec(spec: str) -> Host:
 class Inventory:
     """Hosts and groups of one inventory, with vars merged Ansible's way."""
 
-    def __init__(self, document: Any, source: str = "<inventory>",
+    def __init__(self, document: object, source: str = "<inventory>",
                  folders: Path | None = None) -> None:
-        """`document`: a YAML inventory as loaded (None: the command was given none);
-        `folders`: where its host_vars/ and group_vars/ are."""
+        """`document`: a YAML inventory as loaded, any YAML value until it is checked here
+        (None: the command was given none); `folders`: where its host_vars/ and group_vars/
+        are."""
         self.source = source
         self.given = document is not None    # False: the command was given no inventory
         self.hosts: dict[str, Vars] = {}
         self.groups: dict[str, set[str]] = {}
         if document is None:
             return
-        if not isinstance(document, dict):
+        groups = yamlread.as_mapping(document)
+        if groups is None:
             raise UsageError(f"{source}: an inventory is a mapping of groups (like all:)")
         graph = InventoryGraph()
-        for group, body in document.items():
-            self._walk(graph, str(group), body, None)
+        for group, body in groups.items():
+            self._walk(graph, group, body, None)
         self.adopt(graph, folders)
 
     @classmethod
@@ -160,34 +162,34 @@ class Inventory:
         except RecursionError:   # children of children, a thousand deep
             raise UsageError(f"{self.source}: groups nested too deeply") from None
 
-    def _walk(self, graph: InventoryGraph, group: str, body: Any, parent: str | None) -> None:
-        body = self._mapping(body, f"group {group!r}")
+    def _walk(self, graph: InventoryGraph, group: str, value: object,
+              parent: str | None) -> None:
+        body = self._mapping(value, f"group {group!r}")
         graph.add_group(group)
         if parent is not None:
             graph.add_child(parent, group)
         graph.group_vars[group].update(self._mapping(body.get("vars"),
                                                      f"vars of group {group!r}"))
-        for pattern, host_vars in self._mapping(body.get("hosts"),
-                                                f"hosts of group {group!r}").items():
-            host_vars = self._mapping(host_vars, f"host {pattern!r}")
+        for pattern, own in self._mapping(body.get("hosts"),
+                                          f"hosts of group {group!r}").items():
+            host_vars = self._mapping(own, f"host {pattern!r}")
             try:
-                names = expand_range(str(pattern))
+                names = expand_range(pattern)
             except UsageError as exc:
                 raise UsageError(f"{self.source}: group {group!r}: {exc}") from None
             for name in names:
                 graph.add_host(name, group, host_vars)
         for child, child_body in self._mapping(body.get("children"),
                                                f"children of group {group!r}").items():
-            self._walk(graph, str(child), child_body, group)
+            self._walk(graph, child, child_body, group)
 
-    def _mapping(self, value: Any, what: str) -> Vars:
+    def _mapping(self, value: object, what: str) -> Mapping[str, object]:
         """An optional mapping of the inventory (None or empty is {}), else one clear line."""
-        if value is None:
-            return {}
-        if not isinstance(value, dict):
+        found = {} if value is None else yamlread.as_mapping(value)
+        if found is None:
             raise UsageError(f"{self.source}: {what} must be a mapping, not "
                              f"{type(value).__name__} {str(value)[:40]!r}")
-        return value
+        return found
 
     def names(self, pattern: str) -> list[str]:
         if pattern in self.hosts:
@@ -220,17 +222,25 @@ class Inventory:
             raise UsageError(f"{self.source}: host {name!r}: ansible_host {address!r} is not "
                              "a host name or address")
         return Host(name=name, address=address, port=self._port(name, host_vars),
-                    user=host_vars.get("ansible_user"),
-                    key_file=host_vars.get("ansible_ssh_private_key_file"), vars=host_vars)
+                    user=optional_text(host_vars.get("ansible_user")),
+                    key_file=optional_text(host_vars.get("ansible_ssh_private_key_file")),
+                    vars=host_vars)
 
     def _port(self, name: str, host_vars: Vars) -> int | None:
         port = host_vars.get("ansible_port")
         if port is None or port == "":
             return None
-        if isinstance(port, bool) or not str(port).isdigit() or not 0 < int(port) < 65536:
+        digits = str(port)
+        if isinstance(port, bool) or not digits.isdigit() or not 0 < int(digits) < 65536:
             raise UsageError(f"{self.source}: host {name!r}: ansible_port {port!r} is not a "
                              "port number (1-65535)")
-        return int(port)
+        return int(digits)
+
+
+def optional_text(value: object) -> str | None:
+    """A var that names something (a user, a key file): YAML may give `ansible_user: 1000`
+    as a number, which names it all the same."""
+    return None if value is None else str(value)
 
 
 def load_inventory(path: str | None) -> Inventory:
@@ -253,13 +263,12 @@ def load_inventory(path: str | None) -> Inventory:
     folders = source.parent
     if source.suffix == ".ini" or looks_like_ini(text):
         return Inventory.of_graph(parse_ini(text, path), path, folders)
-    document = load_json(text) if text.lstrip().startswith("{") else None
-    if isinstance(document, dict) and inventory_ansible.is_ansible_json(document):
+    found = load_json(text) if text.lstrip().startswith("{") else None
+    if found is not None and inventory_ansible.is_ansible_json(found):
         # JSON only (a YAML inventory has the shape of Ansible's yaml plugin), taken as it
         # is: ansible-inventory has applied the host_vars/ and group_vars/ it found already
-        return Inventory.of_graph(inventory_ansible.json_graph(document, path), path, None)
-    if document is None:
-        document = load_yaml(text, path)
+        return Inventory.of_graph(inventory_ansible.json_graph(found, path), path, None)
+    document = found if found is not None else load_yaml(text, path)
     if inventory_ansible.is_plugin_config(document):
         return through_ansible(path)
     if document is None or isinstance(document, str):   # host lines alone, or nothing
@@ -274,15 +283,16 @@ def through_ansible(path: str) -> Inventory:
     return Inventory.of_graph(inventory_ansible.json_graph(document, path), path, None)
 
 
-def load_json(text: str) -> Any:
-    """JSON (a YAML flow mapping that is not JSON is None here, and read as YAML)."""
+def load_json(text: str) -> inventory_ansible.InventoryJson | None:
+    """A JSON mapping, as Ansible reads one (a YAML flow mapping that is not JSON is None
+    here, and read as YAML)."""
     try:
-        return json.loads(text)
+        return yamlread.as_mapping(inventory_ansible.ansible_json(text))
     except (ValueError, RecursionError):
         return None
 
 
-def load_yaml(text: str, path: str) -> Any:
+def load_yaml(text: str, path: str) -> object:
     try:
         return inventory_ansible.ansible_yaml(text)
     except YamlError as exc:

@@ -12,8 +12,8 @@ import json
 import os
 import shutil
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -25,9 +25,9 @@ ANSIBLE_INVENTORY = "ansible-inventory"
 ANSIBLE_INVENTORY_TIMEOUT_S = 300     # a cloud plugin may page through an API for a while
 VARS_EXTENSIONS = ("", ".yml", ".yaml", ".json")   # Ansible's, in the order it tries them
 META = "_meta"
-# `ansible-inventory --list`'s JSON (or a script's) as printed, before json_graph reads it
+# `ansible-inventory --list`'s JSON (or a script's), a mapping as printed: json_graph reads it
 # into an InventoryGraph, checking each part's shape as it goes.
-InventoryJson = dict[str, Any]
+InventoryJson = Mapping[str, object]
 
 
 VAULT_KEY, UNSAFE_KEY = "__ansible_vault", "__ansible_unsafe"   # as ansible-inventory prints
@@ -43,7 +43,7 @@ def construct_vault(loader: AnsibleYamlLoader, node: yaml.Node) -> dict[str, str
     return {VAULT_KEY: loader.construct_scalar(node)}
 
 
-def construct_unsafe(loader: AnsibleYamlLoader, node: yaml.Node) -> Any:
+def construct_unsafe(loader: AnsibleYamlLoader, node: yaml.Node) -> object:
     if isinstance(node, yaml.MappingNode):
         return loader.construct_mapping(node, deep=True)
     if isinstance(node, yaml.SequenceNode):
@@ -55,9 +55,15 @@ AnsibleYamlLoader.add_constructor("!vault", construct_vault)
 AnsibleYamlLoader.add_constructor("!unsafe", construct_unsafe)
 
 
-def ansible_yaml(text: str) -> Any:
+def ansible_yaml(text: str) -> object:
     """YamlError when it is not YAML envsnap reads (yamlread.py)."""
     return yamlread.load(text, AnsibleYamlLoader)
+
+
+def ansible_json(text: str) -> object:
+    """JSON as ansible-inventory prints it, an `!unsafe` value as {"__ansible_unsafe": value}
+    read back as the value (a `!vault` one stays as printed); ValueError when it is not JSON."""
+    return json.loads(text, object_hook=without_unsafe_mark)
 
 
 def where(exc: YamlError) -> str:
@@ -65,50 +71,43 @@ def where(exc: YamlError) -> str:
     return f":{exc.line}" if exc.line else ""
 
 
-def without_unsafe_marks(value: Any) -> Any:
-    """ansible-inventory prints an `!unsafe` value as {"__ansible_unsafe": value}: the value."""
-    if isinstance(value, dict):
-        if set(value) == {UNSAFE_KEY}:
-            return without_unsafe_marks(value[UNSAFE_KEY])
-        return {key: without_unsafe_marks(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [without_unsafe_marks(item) for item in value]
-    return value
+def without_unsafe_mark(value: dict[str, object]) -> object:
+    """One JSON object as it is decoded (those inside it are decoded first)."""
+    return value[UNSAFE_KEY] if set(value) == {UNSAFE_KEY} else value
 
 
-def is_ansible_json(document: Any) -> bool:
+def is_ansible_json(document: InventoryJson) -> bool:
     """The shape `ansible-inventory --list` and inventory scripts print: `_meta.hostvars`,
     groups whose `hosts` and `children` are lists (or a group that is a list of hosts)."""
-    if not isinstance(document, dict):
-        return False
-    if META in document:
-        return True
-    return any(isinstance(body, list) or (isinstance(body, dict) and any(
-        isinstance(body.get(key), list) for key in ("hosts", "children")))
-        for body in document.values())
+    return META in document or any(map(is_group_json, document.values()))
+
+
+def is_group_json(body: object) -> bool:
+    group = yamlread.as_mapping(body)
+    return isinstance(body, list) or (group is not None and any(
+        isinstance(group.get(key), list) for key in ("hosts", "children")))
 
 
 def json_graph(document: InventoryJson, source: str) -> InventoryGraph:
     """The groups and vars of `ansible-inventory --list`'s JSON (or a script's)."""
-    document = without_unsafe_marks(document)
     graph = InventoryGraph()
-    for group, body in document.items():
+    for group, value in document.items():
         if group == META:
             continue
-        if isinstance(body, list):   # a script's short form: the group's hosts
-            body = {"hosts": body}
-        if not isinstance(body, dict):
+        # a list is a script's short form: the group's hosts
+        body = {"hosts": value} if isinstance(value, list) else yamlread.as_mapping(value)
+        if body is None:
             raise UsageError(f"{source}: group {group!r} must be a mapping (hosts, children, "
-                             f"vars) or a list of hosts, not {type(body).__name__}")
-        graph.add_group(str(group))
+                             f"vars) or a list of hosts, not {type(value).__name__}")
+        graph.add_group(group)
         for host in names_list(body.get("hosts"), f"{source}: hosts of group {group!r}"):
             if not HOST_NAME.match(host):
                 raise UsageError(f"{source}: group {group!r}: {host!r} is not a host name")
-            graph.add_host(host, str(group), {})
+            graph.add_host(host, group, {})
         for child in names_list(body.get("children"), f"{source}: children of {group!r}"):
-            graph.add_child(str(group), child)
-        graph.group_vars[str(group)].update(mapping(body.get("vars"),
-                                                    f"{source}: vars of group {group!r}"))
+            graph.add_child(group, child)
+        graph.group_vars[group].update(mapping(body.get("vars"),
+                                               f"{source}: vars of group {group!r}"))
     meta = mapping(document.get(META), f"{source}: {META}")
     for host, host_vars in mapping(meta.get("hostvars"), f"{source}: {META}.hostvars").items():
         if host in graph.host_vars:   # as Ansible: vars of a host no group names are unused
@@ -116,20 +115,19 @@ def json_graph(document: InventoryJson, source: str) -> InventoryGraph:
     return graph
 
 
-def names_list(value: Any, what: str) -> list[str]:
+def names_list(value: object, what: str) -> list[str]:
     if value is None:
         return []
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
         raise UsageError(f"{what} must be a list of names, not {str(value)[:40]!r}")
-    return value
+    return [str(item) for item in value]
 
 
-def mapping(value: Any, what: str) -> Vars:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
+def mapping(value: object, what: str) -> Mapping[str, object]:
+    found = {} if value is None else yamlread.as_mapping(value)
+    if found is None:
         raise UsageError(f"{what} must be a mapping, not {type(value).__name__}")
-    return value
+    return found
 
 
 # ---- host_vars/ and group_vars/ ----------------------------------------------------------
@@ -169,11 +167,10 @@ def read_vars_file(path: Path) -> Vars:
         raise UsageError(f"cannot read {path}: not UTF-8 text") from None
     except YamlError as exc:
         raise UsageError(f"{path}{where(exc)}: not valid YAML ({exc.reason})") from None
-    if document is None:
-        return {}
-    if not isinstance(document, dict):
+    found = {} if document is None else yamlread.as_mapping(document)
+    if found is None:
         raise UsageError(f"{path}: vars must be a mapping, not {type(document).__name__}")
-    return document
+    return dict(found)
 
 
 def folder_vars(base: Path | None, names: list[str], kind: str) -> dict[str, Vars]:
@@ -204,9 +201,10 @@ def needs_ansible(path: Path, head: bytes) -> bool:
     return False
 
 
-def is_plugin_config(document: Any) -> bool:
+def is_plugin_config(document: object) -> bool:
     """An inventory plugin's config (`plugin: amazon.aws.aws_ec2`), not an inventory."""
-    return isinstance(document, dict) and isinstance(document.get("plugin"), str)
+    config = yamlread.as_mapping(document)
+    return config is not None and isinstance(config.get("plugin"), str)
 
 
 def run_ansible_inventory(source: str) -> InventoryJson:
@@ -229,10 +227,10 @@ def run_ansible_inventory(source: str) -> InventoryJson:
         raise UsageError(f"{source}: {ANSIBLE_INVENTORY} failed (exit {done.returncode}): "
                          f"{ansible_error(done.stderr)}")
     try:
-        document = json.loads(done.stdout)
+        document = yamlread.as_mapping(ansible_json(done.stdout))
     except ValueError:
         raise UsageError(f"{source}: {ANSIBLE_INVENTORY} printed no JSON") from None
-    if not isinstance(document, dict):
+    if document is None:
         raise UsageError(f"{source}: {ANSIBLE_INVENTORY} printed no inventory")
     return document
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import re
 import string
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from envsnap.errors import UsageError
 
@@ -21,10 +21,11 @@ MAX_RANGE_HOSTS = 10_000                      # one typo (node[1:99999999]) must
 PRIORITY_VAR = "ansible_group_priority"       # Ansible's tie-break between groups of one depth
 
 # A host's or a group's vars as the inventory writes them: names to any YAML value, Ansible's
-# own, envsnap's and the user's (templates see them all). Open by nature, so not a record:
-# each var envsnap uses is read by its own reader (Host, inventory_bool, name_list,
-# inventory_jump), which says in one line what a wrong value should be.
-Vars = dict[str, Any]
+# own, envsnap's and the user's (templates see them all). Open by nature, so not a record,
+# and each value an `object`: each var envsnap uses is read by its own reader (Host,
+# inventory_bool, name_list, inventory_jump), which says in one line what a wrong value
+# should be.
+Vars = dict[str, object]
 
 
 def range_items(name: str, match: re.Match[str]) -> list[str]:
@@ -93,7 +94,7 @@ class InventoryGraph:
         self.group_children.setdefault(group, [])
         self.group_vars.setdefault(group, {})
 
-    def add_host(self, host: str, group: str, host_vars: Vars) -> None:
+    def add_host(self, host: str, group: str, host_vars: Mapping[str, object]) -> None:
         """A host in a group; a host named again keeps its vars, the later ones winning."""
         self.add_group(group)
         if host not in self.group_hosts[group]:
@@ -179,4 +180,4 @@ class InventoryGraph:
         if isinstance(value, bool) or not str(value).lstrip("-").isdigit():
             raise UsageError(f"group {group!r}: {PRIORITY_VAR} must be a whole number, "
                              f"not {value!r}")
-        return int(value)
+        return int(str(value))

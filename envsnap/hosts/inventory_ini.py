@@ -17,7 +17,6 @@ from __future__ import annotations
 import ast
 import re
 import shlex
-from typing import Any
 
 from envsnap.errors import UsageError
 from envsnap.hosts.inventory_graph import (
@@ -46,7 +45,7 @@ def looks_like_ini(text: str) -> bool:
     return False
 
 
-def ini_value(text: str) -> Any:
+def ini_value(text: str) -> object:
     """Ansible's typing of an INI value: a Python literal is that value, else the text."""
     try:
         value = ast.literal_eval(text)
@@ -55,7 +54,7 @@ def ini_value(text: str) -> Any:
     return plain(value)
 
 
-def plain(value: Any) -> Any:
+def plain(value: object) -> object:
     """What Ansible keeps of a literal: tuples and sets as lists, bytes as text, `...` and
     complex numbers as the text they were written as."""
     if isinstance(value, (list, tuple, set)):

@@ -14,6 +14,10 @@
 
 Every error names `file:line`: a YAML syntax error, an unknown module or argument, a bad
 template or `when`, and (run.py) an undefined variable.
+
+Every mapping the loader builds is a LineDict and every list a LineList (the few YAML tags
+that build other lists, `!!omap` and `!!pairs`, give plain ones): their lines are what the
+checks here and the renderer (run.py) read, and their types are what those checks test.
 """
 from __future__ import annotations
 
@@ -37,18 +41,19 @@ TASK_KEYS = ("name", "when", "register", "loop", "ignore_errors", "check_mode",
 EXPRESSION_KEYS = ("when", "changed_when", "failed_when")
 
 
-class LineDict(dict):  # type: ignore[type-arg]
-    """A YAML mapping that remembers where it and each of its values start (1-based)."""
+class LineDict(dict[object, object]):
+    """A YAML mapping that remembers where it and each of its values start (1-based). Its
+    keys are plain values (text, numbers, booleans) and its values any YAML value."""
 
     line: int = 0
-    key_lines: dict[Any, int]
+    key_lines: dict[object, int]
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         self.key_lines = {}   # an empty one made for a missing `vars:` has no lines either
 
 
-class LineList(list):  # type: ignore[type-arg]
+class LineList(list[object]):
     line: int = 0
     item_lines: list[int]
 
@@ -97,18 +102,18 @@ _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _sequen
 class Task:
     name: str
     module: str
-    args: Any
+    args: object         # as written (a mapping, or a free-form string): checked when rendered
     line: int            # the task's first line
     args_line: int       # the module key's value
     source: str
     when: str | None = None
     register: str | None = None
-    loop: Any = None
+    loop: object = None
     ignore_errors: bool = False
     check_mode: bool | None = None
     changed_when: str | None = None
     failed_when: str | None = None
-    lines: Mapping[str, int] = field(default_factory=dict)   # task keyword -> line
+    lines: Mapping[object, int] = field(default_factory=dict)   # task keyword -> line
 
     def where(self, key: str | None = None) -> Where:
         """The task's line, or the line of one of its keywords (`when`, `loop`, ...)."""
@@ -165,14 +170,14 @@ def parse(text: str, source: str, path: Path | None = None) -> Playbook:
     return Playbook(path or Path(source), source, plays)
 
 
-def parse_yaml(text: str, source: str) -> Any:
+def parse_yaml(text: str, source: str) -> object:
     try:
         return yamlread.load(text, _Loader)
     except YamlError as exc:
         raise PlaybookError(f"{source}:{exc.line or 1}: YAML error: {exc.reason}") from None
 
 
-def parse_play(play: Any, source: str, line: int) -> Play:
+def parse_play(play: object, source: str, line: int) -> Play:
     if not isinstance(play, LineDict):
         raise PlaybookError(f"{source}:{line}: a play is a mapping with hosts and tasks")
     where = f"{source}:{play.line}"
@@ -192,9 +197,9 @@ def parse_play(play: Any, source: str, line: int) -> Play:
                                                                         tasks.item_lines)])
 
 
-def host_patterns(value: Any, where: str) -> list[str]:
+def host_patterns(value: object, where: str) -> list[str]:
     patterns = value if isinstance(value, list) else str(value or "").split(",")
-    if isinstance(value, (dict, bool)) or not all(isinstance(pattern, (str, int))
+    if isinstance(value, (LineDict, bool)) or not all(isinstance(pattern, (str, int))
                                                   for pattern in patterns):
         raise PlaybookError(f"{where}: hosts must be a name, names separated by commas, "
                             f"or a list of names, not {value!r}")
@@ -211,7 +216,7 @@ def unknown_keys(mapping: LineDict, allowed: tuple[str, ...], source: str, what:
                                 f"{key!r} (allowed: {', '.join(allowed)})")
 
 
-def parse_task(task: Any, source: str, line: int) -> Task:
+def parse_task(task: object, source: str, line: int) -> Task:
     if not isinstance(task, LineDict):
         raise PlaybookError(f"{source}:{line}: a task is a mapping (- name: ..., module: args)")
     module_key = find_module(task, source)
@@ -239,13 +244,14 @@ def find_module(task: LineDict, source: str) -> str:
             raise PlaybookError(f"{source}:{task.key_lines[key]}: unknown module {key!r} "
                                 f"(modules: {', '.join(MODULES)}; task keys: "
                                 f"{', '.join(TASK_KEYS)})")
-    if len(candidates) > 1:
+    names = [str(key) for key in candidates]   # each a module's name now
+    if len(names) > 1:
         raise PlaybookError(f"{source}:{task.key_lines[candidates[1]]}: one module per task, "
-                            f"this one has {', '.join(candidates)}")
-    return str(candidates[0])
+                            f"this one has {', '.join(names)}")
+    return names[0]
 
 
-def check_args(module_name: str, args: Any, source: str, line: int) -> None:
+def check_args(module_name: str, args: object, source: str, line: int) -> None:
     """Names and literal choices now; values that are templates are checked when rendered."""
     check_templates(args, source, line)
     if isinstance(args, str) and is_template(args):
@@ -261,7 +267,7 @@ def check_args(module_name: str, args: Any, source: str, line: int) -> None:
 
 def check_keywords(task: LineDict, source: str) -> None:
     for key in EXPRESSION_KEYS:
-        if isinstance(task.get(key), (list, dict)):
+        if isinstance(task.get(key), (list, LineDict)):
             # str() of a list is a non-empty list literal: `when: [false]` would be true.
             raise PlaybookError(f"{source}:{task.key_lines[key]}: {key} must be one expression "
                                 f"(a string, e.g. x > 1), not a {yaml_kind(task[key])}")
@@ -284,7 +290,7 @@ def register_name(task: LineDict, source: str) -> str | None:
     return name
 
 
-def text_or_none(value: Any) -> str | None:
+def text_or_none(value: object) -> str | None:
     if value is None:
         return None
     if isinstance(value, bool):
@@ -292,22 +298,21 @@ def text_or_none(value: Any) -> str | None:
     return str(value)
 
 
-def check_templates(value: Any, source: str, line: int) -> None:
+def check_templates(value: object, source: str, line: int) -> None:
     """Every template compiles: syntax errors surface at load, with their line."""
     for text, at in strings_with_lines(value, line):
         if is_template(text):
             check_syntax(text, Where(source, at))
 
 
-def strings_with_lines(value: Any, line: int) -> list[tuple[str, int]]:
+def strings_with_lines(value: object, line: int) -> list[tuple[str, int]]:
     if isinstance(value, str):
         return [(value, line)]
-    if isinstance(value, dict):
-        lines = getattr(value, "key_lines", {})
+    if isinstance(value, LineDict):
         return [found for key, item in value.items()
-                for found in strings_with_lines(item, lines.get(key, line))]
+                for found in strings_with_lines(item, value.key_lines.get(key, line))]
     if isinstance(value, list):
-        lines = getattr(value, "item_lines", [line] * len(value))
+        lines = value.item_lines if isinstance(value, LineList) else [line] * len(value)
         return [found for item, at in zip(value, lines) for found in strings_with_lines(item, at)]
     return []
 
@@ -343,9 +348,9 @@ def parse_extra_var(value: str) -> Variables:
 
 def mapping_of(text: str, what: str) -> Variables:
     try:
-        loaded = yamlread.load(text, yamlread.Loader)
+        loaded = yamlread.as_mapping(yamlread.load(text, yamlread.Loader))
     except YamlError as exc:
         raise UsageError(f"-e {what}: not valid YAML ({exc.reason})") from None
-    if not isinstance(loaded, dict):
+    if loaded is None:
         raise UsageError(f"-e {what}: expected a mapping of variables")
-    return {str(key): item for key, item in loaded.items()}
+    return dict(loaded)

@@ -4,8 +4,6 @@ Pure functions from the engine's events to strings; envsnap/cli/ writes them.
 """
 from __future__ import annotations
 
-from typing import Any
-
 from envsnap.playbook.run import (
     Event,
     PlayStarted,
@@ -24,7 +22,8 @@ def banner(title: str) -> str:
     return f"\n{title} {'*' * max(3, WIDTH - len(title) - 1)}\n"
 
 
-def item_label(item: Any) -> str:
+def item_label(item: object) -> str:
+    """A loop item as the run shows it: a `dict2items` entry by its key."""
     if isinstance(item, dict) and "key" in item:
         item = item["key"]
     text = str(item)

@@ -26,7 +26,7 @@ from envsnap.defaults import DEFAULT_CONNECT_TIMEOUT, DEFAULT_FORKS
 from envsnap.errors import ArgError, EnvsnapError, ExitCode, HostError, PlaybookError, UsageError
 from envsnap.hosts.inventory import Host, Inventory, resolve_hosts
 from envsnap.hosts.transport import Transport, open_transport
-from envsnap.playbook.load import Play, Playbook, Task
+from envsnap.playbook.load import LineDict, LineList, Play, Playbook, Task
 from envsnap.playbook.location import Where
 from envsnap.playbook.modules import MODULES
 from envsnap.playbook.names import check_names
@@ -223,7 +223,7 @@ class Runner:
                 continue
             where = play.where(play.vars.key_lines[name])
             rendered = render_value(value, self.variables(state), where)
-            state.play_vars.update(self.with_snapshot({name: rendered}))
+            state.play_vars.update(self.with_snapshot({str(name): rendered}))
 
     # ---- running -----------------------------------------------------------------------
 
@@ -388,18 +388,19 @@ def registered(task: Task, results: list[TaskResult]) -> Variables:
             "msg": "; ".join(r["msg"] for r in each if r["msg"])}
 
 
-def render_value(value: Any, variables: Mapping[str, Any], where: Where) -> Any:
-    """Strings rendered, mappings and lists walked, each string reporting its own line."""
+def render_value(value: object, variables: Mapping[str, Any], where: Where) -> Any:
+    """Strings rendered, mappings and lists walked (as the loader built them: load.py),
+    each string reporting its own line."""
     if isinstance(value, str):
         return render_string(value, variables, where)
-    if isinstance(value, dict):
-        lines = getattr(value, "key_lines", {})
+    if isinstance(value, LineDict):
+        lines = value.key_lines
         return {key: render_value(item, variables, where.at(lines[key]) if key in lines else where)
                 for key, item in value.items()}
     if isinstance(value, list):
-        lines = getattr(value, "item_lines", None) or [None] * len(value)
+        at: list[int | None] = list(value.item_lines) if isinstance(value, LineList) else []
         return [render_value(item, variables, where.at(line) if line else where)
-                for item, line in zip(value, lines)]
+                for item, line in zip(value, at or [None] * len(value))]
     return value
 
 

@@ -74,13 +74,13 @@ def with_repo_choice(host: Host, choice: RepoChoice) -> Host:
 
 
 def chosen_repos(host: Host) -> list[str]:
-    return [str(path) for path in host.vars.get(CHOSEN_VAR) or []]
+    return host.list_var(CHOSEN_VAR)
 
 
 def refuse_unnamed(host: Host, check: bool) -> None:
     """Applying a snapshot none of whose checkouts was named is refused: restoring nothing
     of it while saying "restored" would mislead, and guessing is what must not happen."""
-    unnamed = [str(path) for path in host.vars.get(UNNAMED_VAR) or []]
+    unnamed = host.list_var(UNNAMED_VAR)
     if check or not unnamed or chosen_repos(host):
         return
     listed = ", ".join(unnamed[:5]) + (f" and {len(unnamed) - 5} more" if len(unnamed) > 5

@@ -17,13 +17,13 @@ Conventions the agent follows, and so this description:
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from envsnap.agent import sections as agent_sections
 from envsnap.agent.patterns import proc_pattern_problem, regex_problem
 from envsnap.snapshot.spec import (
     AnyValue,
     CheckedText,
+    JsonObject,
     ListOf,
     MapOf,
     OneOf,
@@ -287,7 +287,7 @@ DOCUMENT = record(
     bench=BENCH)
 
 
-def exported() -> dict[str, Any]:
+def exported() -> JsonObject:
     """The description as JSON Schema (draft 2020-12): docs/snapshot.schema.json."""
     return export(DOCUMENT, title="envsnap snapshot (schema 1)", identifier=SCHEMA_ID)
 

@@ -13,9 +13,14 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Callable
+from typing import Any, Callable, Union
 
 Check = Callable[[Any], None]
+# What json_schema() builds: JSON itself (the exported docs/snapshot.schema.json). The checks'
+# inputs stay Any: they are handed unknown values, and finding out what they are is their job.
+JsonValue = Union[str, int, float, bool, None, list["JsonValue"], dict[str, "JsonValue"]]
+JsonObject = dict[str, JsonValue]
+Defs = dict[str, JsonObject]   # the schema's $defs, one per Record, filled as records are met
 
 # JSON's scalar kinds, as Python types; bool is its own type, so True is never an integer.
 KIND_TYPES: dict[str, tuple[type, ...]] = {
@@ -75,7 +80,7 @@ class Spec:
     def compile(self) -> Check:
         raise NotImplementedError
 
-    def json_schema(self, defs: dict[str, Any]) -> Any:
+    def json_schema(self, defs: Defs) -> JsonValue:
         raise NotImplementedError
 
 
@@ -94,7 +99,7 @@ class AnyValue(Spec):
     def compile(self) -> Check:
         return check_json_value
 
-    def json_schema(self, defs: dict[str, Any]) -> Any:
+    def json_schema(self, defs: Defs) -> JsonValue:
         return True
 
 
@@ -140,8 +145,8 @@ class Scalar(Spec):
                 raise mismatch(expected, value)
         return check
 
-    def json_schema(self, defs: dict[str, Any]) -> Any:
-        kinds = list(self.kinds)
+    def json_schema(self, defs: Defs) -> JsonValue:
+        kinds: list[JsonValue] = list(self.kinds)
         return {"type": kinds[0] if len(kinds) == 1 else kinds}
 
 
@@ -170,7 +175,7 @@ class CheckedText(Spec):
                 raise Invalid(f"refused {value[:80]!r}: {why}")
         return check
 
-    def json_schema(self, defs: dict[str, Any]) -> Any:
+    def json_schema(self, defs: Defs) -> JsonValue:
         return {"type": ["string", "null"] if self.nullable else "string",
                 "description": self.doc}
 
@@ -194,7 +199,7 @@ class OneOfValues(Spec):
                 raise mismatch(expected, value)
         return check
 
-    def json_schema(self, defs: dict[str, Any]) -> Any:
+    def json_schema(self, defs: Defs) -> JsonValue:
         return {"enum": list(self.values)}
 
 
@@ -220,7 +225,7 @@ class ListOf(Spec):
                     raise bad.inside(f"[{index}]") from None
         return check
 
-    def json_schema(self, defs: dict[str, Any]) -> Any:
+    def json_schema(self, defs: Defs) -> JsonValue:
         return {"type": "array", "items": self.item.json_schema(defs)}
 
 
@@ -262,7 +267,7 @@ class MapOf(Spec):
                     raise bad.inside(key_part(key)) from None
         return check
 
-    def json_schema(self, defs: dict[str, Any]) -> Any:
+    def json_schema(self, defs: Defs) -> JsonValue:
         return {"type": "object", "description": f"keyed by {self.key}",
                 "additionalProperties": self.value.json_schema(defs)}
 
@@ -313,10 +318,10 @@ class Record(Spec):
                     raise bad.inside(field_part(key)) from None
         return check
 
-    def json_schema(self, defs: dict[str, Any]) -> Any:
+    def json_schema(self, defs: Defs) -> JsonObject:
         if self.name not in defs:
             defs[self.name] = {}  # placed first: a record may (one day) contain itself
-            body: dict[str, Any] = {"type": "object"}
+            body: JsonObject = {"type": "object"}
             if self.doc:
                 body["description"] = self.doc
             body["properties"] = {name: spec.json_schema(defs)
@@ -357,7 +362,7 @@ class OneOf(Spec):
             raise failure if failure and failure.parts else mismatch(expected, value)
         return check
 
-    def json_schema(self, defs: dict[str, Any]) -> Any:
+    def json_schema(self, defs: Defs) -> JsonValue:
         return {"anyOf": [option.json_schema(defs) for option in self.options]}
 
 
@@ -372,12 +377,12 @@ def accepts_kind(spec: Spec, value: Any) -> bool:
     return True
 
 
-def export(root: Spec, *, title: str, identifier: str) -> dict[str, Any]:
+def export(root: Record, *, title: str, identifier: str) -> JsonObject:
     """The tree as a JSON Schema (draft 2020-12) document."""
-    defs: dict[str, Any] = {}
+    defs: Defs = {}
     top = root.json_schema(defs)
-    schema: dict[str, Any] = {"$schema": "https://json-schema.org/draft/2020-12/schema",
+    schema: JsonObject = {"$schema": "https://json-schema.org/draft/2020-12/schema",
                               "$id": identifier, "title": title}
-    schema.update(top if "$ref" not in top else {"$ref": top["$ref"]})
+    schema["$ref"] = top["$ref"]
     schema["$defs"] = dict(sorted(defs.items()))
     return schema

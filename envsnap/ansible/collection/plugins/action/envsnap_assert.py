@@ -2,13 +2,21 @@
 # (nothing stored), then judge the gates with envsnap's own code (diff for the baseline).
 from __future__ import annotations
 
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
-from ansible_collections.envsnap.gpu.plugins.plugin_utils.envsnap_action import EnvsnapAction
+from ansible_collections.envsnap.gpu.plugins.plugin_utils.envsnap_action import (
+    EnvsnapAction,
+    Result,
+    TaskVars,
+)
+
+if TYPE_CHECKING:
+    from envsnap.ansible.controller import HostSeen
 
 
 class ActionModule(EnvsnapAction):
-    def act(self, controller: Any, host: Any, task_vars: dict[str, Any]) -> dict[str, Any]:
+    def act(self, controller: ModuleType, host: HostSeen, task_vars: TaskVars) -> Result:
         request = controller.assert_request(dict(self._task.args), host, self.environ())
         captured_at = controller.capture_time()
         result = self.run_agent("envsnap.gpu.envsnap_assert", request.agent, task_vars)

@@ -2,16 +2,23 @@
 # host through the module, then store the snapshot as `envsnap capture` stores it.
 from __future__ import annotations
 
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
-from ansible_collections.envsnap.gpu.plugins.plugin_utils.envsnap_action import EnvsnapAction
+from ansible_collections.envsnap.gpu.plugins.plugin_utils.envsnap_action import (
+    EnvsnapAction,
+    Result,
+    TaskVars,
+)
+
+if TYPE_CHECKING:
+    from envsnap.ansible.controller import HostSeen
 
 
 class ActionModule(EnvsnapAction):
-    def act(self, controller: Any, host: Any, task_vars: dict[str, Any]) -> dict[str, Any]:
-        request = controller.capture_request(
-            dict(self._task.args), host, list(task_vars.get("ansible_play_hosts_all") or []),
-            self.environ())
+    def act(self, controller: ModuleType, host: HostSeen, task_vars: TaskVars) -> Result:
+        request = controller.capture_request(dict(self._task.args), host,
+                                             self.play_hosts(task_vars), self.environ())
         captured_at = controller.capture_time()
         result = self.run_agent("envsnap.gpu.envsnap_capture", request.agent, task_vars)
         if result.get("failed") or "agent_output" not in result:
