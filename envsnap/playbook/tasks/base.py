@@ -201,9 +201,15 @@ def as_str(args: Mapping[str, object], name: str, default: str | None = None) ->
     value = args.get(name, default)
     if value is None:
         raise ArgError(f"missing argument {name!r}")
-    if isinstance(value, (dict, list)):
+    if not is_scalar(value):
         raise ArgError(f"{name} must be a string, not a {type(value).__name__}")
     return str(value)
+
+
+def is_scalar(value: object) -> bool:
+    """A YAML scalar (text, number, true/false, null), not a mapping or a list: what an
+    argument that becomes text may hold."""
+    return not isinstance(value, (dict, list))
 
 
 def finite_number(value: Any) -> float | None:

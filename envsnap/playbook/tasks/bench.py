@@ -45,9 +45,8 @@ class _Required(TypedDict):
     metric: object       # a regex whose first group is the number
 
 
-class BenchArgs(_Required, CaptureFields, total=False):
-    """`envsnap bench`'s options; repos, procs and python for the snapshot `label` saves
-    (collector_timeout is the capture's and not accepted here: the declaration says so)."""
+class BenchArgs(_Required, total=False):
+    """`envsnap bench`'s options; repos, procs and python for the snapshot `label` saves."""
 
     repeat: object
     lower_is_better: object
@@ -62,6 +61,9 @@ class BenchArgs(_Required, CaptureFields, total=False):
     serve: object        # a server started before the runs
     ready: object        # its ready line (a regex) or URL
     serve_timeout: object
+    repos: object
+    procs: object
+    python: object
 
 
 def serve_of(args: BenchArgs, numbers: dict[str, float]) -> bench.ServeSpec | None:
@@ -157,7 +159,9 @@ def judged(args: BenchArgs, spec: bench.BenchSpec, baseline: list[float],
 def save(ctx: Context, args: BenchArgs, record: Bench) -> str:
     """As `envsnap bench --label`: the host's snapshot with the runs inside it."""
     label = str(args["label"])
-    document = take_snapshot(ctx, args, label)
+    document = take_snapshot(ctx, CaptureFields(repos=args.get("repos"),
+                                                procs=args.get("procs"),
+                                                python=args.get("python")), label)
     snapshot.set_bench(document, record)
     snapshot.add_workers(document, bench.server_workers(record))
     ctx.store.save(document, label)

@@ -24,6 +24,7 @@ from envsnap.playbook.tasks.base import (
     as_str,
     failed,
     host_path,
+    is_scalar,
 )
 from envsnap.playbook.tasks.hostfile import install
 
@@ -68,7 +69,7 @@ def checked_env(env: dict[str, object]) -> dict[str, str]:
     for name, value in env.items():
         if not NAME.match(str(name)):
             raise ArgError(f"env_file: {name!r} is not a variable name")
-        if value is None or isinstance(value, (dict, list)):
+        if value is None or not is_scalar(value):
             raise ArgError(f"env_file: {name} needs a plain value, not {value!r}")
         if holds_marker(str(value)):
             raise ArgError(f"env_file: the value of {name} was masked at capture "

@@ -23,6 +23,7 @@ from envsnap.playbook.tasks.base import (
     as_mapping,
     as_number,
     failed,
+    is_scalar,
 )
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.store import label_from_name, validate_label
@@ -176,7 +177,7 @@ def same(actual: Any, expected: Any) -> bool:
     if actual is MISSING or expected is MISSING:
         return actual is expected
     return bool(actual == expected) or (
-        not isinstance(actual, (dict, list)) and str(actual) == str(expected))
+        is_scalar(actual) and str(actual) == str(expected))
 
 
 def describe(value: Any) -> str:
