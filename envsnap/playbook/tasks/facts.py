@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, TypedDict, cast
+from typing import TYPE_CHECKING, TypedDict, cast
 
 from envsnap.defaults import DEFAULT_COLLECTOR_TIMEOUT
 from envsnap.errors import ArgError, UsageError
@@ -155,13 +155,13 @@ def split_path(path: str) -> list[str | int]:
     return parts
 
 
-def lookup(document: Snapshot, path: str) -> Any:
+def lookup(document: Snapshot, path: str) -> object:
     """The value at `path` from the document's root; a path not starting with a top-level
     key (meta, facts, ...) is read under facts: `nvidia.driver` means `facts.nvidia.driver`."""
     parts = split_path(path)
     if parts and parts[0] not in TOP_LEVEL:
         parts.insert(0, "facts")
-    value: Any = document
+    value: object = document
     for part in parts:
         if isinstance(value, Mapping) and part in value:
             value = value[part]
@@ -172,7 +172,7 @@ def lookup(document: Snapshot, path: str) -> Any:
     return value
 
 
-def same(actual: Any, expected: Any) -> bool:
+def same(actual: object, expected: object) -> bool:
     """Equal, or equal as text: YAML reads `2.27` as a number where a fact holds "2.27"."""
     if actual is MISSING or expected is MISSING:
         return actual is expected
@@ -180,7 +180,7 @@ def same(actual: Any, expected: Any) -> bool:
         is_scalar(actual) and str(actual) == str(expected))
 
 
-def describe(value: Any) -> str:
+def describe(value: object) -> str:
     return "nothing (no such fact)" if value is MISSING else repr(value)
 
 
