@@ -15,7 +15,6 @@ import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from envsnap.agent.git import PATCH_FLAGS
 from envsnap.errors import ArgError
@@ -55,7 +54,7 @@ class Patch:
         return found
 
 
-def patch_from(value: Any) -> Patch:
+def patch_from(value: object) -> Patch:
     """Plain patch text, or a snapshot blob {text | base64, sha256, truncated, redacted}."""
     if isinstance(value, str):
         data = value.encode("utf-8")
@@ -73,7 +72,7 @@ def patch_from(value: Any) -> Patch:
     return Patch(data, digest)
 
 
-def refuse_unfaithful(blob: Mapping[str, Any]) -> None:
+def refuse_unfaithful(blob: Mapping[str, object]) -> None:
     if blob.get("truncated"):
         raise GitFailure(f"the snapshot's patch was cut at capture ({blob.get('bytes')} bytes, "
                          "not all kept): it cannot be applied; capture with a larger "
@@ -83,7 +82,7 @@ def refuse_unfaithful(blob: Mapping[str, Any]) -> None:
                          "would write the masks into your files; redo those lines by hand")
 
 
-def blob_bytes(blob: Mapping[str, Any]) -> bytes:
+def blob_bytes(blob: Mapping[str, object]) -> bytes:
     if "text" in blob:
         return str(blob["text"]).encode("utf-8", "surrogateescape")
     try:
@@ -92,7 +91,7 @@ def blob_bytes(blob: Mapping[str, Any]) -> bytes:
         raise ArgError("git: the patch's base64 is not valid") from None
 
 
-def expected_digest(value: Any) -> str:
+def expected_digest(value: object) -> str:
     """What `git diff HEAD` must hash to: a blob's recorded sha256 (kept exact even when the
     text was redacted), a bare sha256, or the hash of patch text."""
     if isinstance(value, Mapping) and SHA256.match(str(value.get("sha256", ""))):

@@ -5,6 +5,7 @@ host's python.
 A path is a trusted root (a checkout's top folder as git reports it, a site-packages folder
 as the host's python reports it) plus a relative path from the snapshot, which the host
 side walks with O_NOFOLLOW, never under `.git`, never outside. A refusal is TreeRefused.
+Requests and answers are treefile_host.py's TypedDicts, the one definition of the wire.
 """
 from __future__ import annotations
 
@@ -15,11 +16,23 @@ import json
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 from envsnap.errors import HostError
 from envsnap.hostops.files import FileState
 from envsnap.hostops.shell import Shell, last_line, quote_path, upload
+from envsnap.hostops.treefile_host import (
+    Answer,
+    FileAnswer,
+    NoteStashAnswer,
+    PutBackAnswer,
+    ReadManyAnswer,
+    RemoveAnswer,
+    Request,
+    SavedAnswer,
+    SiteDirsAnswer,
+    WriteAnswer,
+)
 
 BACKUP_DIR = "~/.cache/envsnap/restore-backup"
 
@@ -44,15 +57,17 @@ def drop_backup(shell: Shell, backup: str) -> None:
     shell.sh(f"rm -rf {quote_path(backup)}")
 
 
-def call(shell: Shell, request: dict[str, Any]) -> dict[str, Any]:
-    """Run one operation on the host; its JSON answer, or TreeRefused."""
+def call(shell: Shell, request: Request) -> Answer:
+    """Run one operation on the host; its JSON answer, or TreeRefused. The answer is checked
+    to be an object here, once; each caller reads the fields of its operation's answer and
+    converts them (the host's python sent them, not this process)."""
     request_path = upload(shell, json.dumps(request).encode("utf-8"), "treefile")
     command = (f"{shlex.quote(shell.host.python)} -c {shlex.quote(host_source())} "
                f'"$HOME"/{shlex.quote(request_path[2:])}')
     result = shell.sh(command)
     lines = result.stdout.strip().splitlines()
     if result.exit_code != 0 or not lines:
-        what = request.get("path") or request.get("root") or ""
+        what = str(request.get("path") or request.get("root") or "")
         raise HostError(f"{shell.host.name}: {request['op']} {what} failed: "
                         f"{last_line(result.stderr) or f'exit {result.exit_code}'}")
     try:
@@ -64,10 +79,10 @@ def call(shell: Shell, request: dict[str, Any]) -> dict[str, Any]:
                         f"{lines[-1][:200]}")
     if "refused" in answer:
         raise TreeRefused(str(answer["refused"]))
-    return answer
+    return cast("Answer", answer)
 
 
-def file_state(shell: Shell, where: str, answer: dict[str, Any]) -> FileState:
+def file_state(shell: Shell, where: str, answer: FileAnswer) -> FileState:
     if answer.get("kind") != "file":
         return FileState("absent")
     try:
@@ -79,11 +94,13 @@ def file_state(shell: Shell, where: str, answer: dict[str, Any]) -> FileState:
 
 def read_many(shell: Shell, root: str, paths: list[str]) -> dict[str, FileState]:
     """read() of many paths under one root, in one call on the host."""
-    answer = call(shell, {"op": "read_many", "root": root, "paths": paths})
+    answer = cast("ReadManyAnswer", call(shell, {"op": "read_many", "root": root,
+                                                  "paths": paths}))
     states = answer.get("states")
     if not isinstance(states, dict):
         raise HostError(f"{shell.host.name}: unreadable answer from the host's python")
-    return {path: file_state(shell, f"{root}/{path}", states.get(path) or {}) for path in paths}
+    return {path: file_state(shell, f"{root}/{path}", states.get(path) or {"kind": "absent"})
+            for path in paths}
 
 
 def write_many(shell: Shell, root: str, files: dict[str, bytes], backup: str | None) -> None:
@@ -96,8 +113,8 @@ def write_many(shell: Shell, root: str, files: dict[str, bytes], backup: str | N
 def read(shell: Shell, root: str, path: str, follow_last: bool = False) -> FileState:
     """What root/path holds; TreeRefused where a write would be refused. follow_last: read
     through a last symlink, only to compare (a write never follows one)."""
-    answer = call(shell, {"op": "read", "root": root, "path": path,
-                          "follow_last": follow_last})
+    answer = cast("FileAnswer", call(shell, {"op": "read", "root": root, "path": path,
+                                             "follow_last": follow_last}))
     return file_state(shell, f"{root}/{path}", answer)
 
 
@@ -106,21 +123,23 @@ def write(shell: Shell, root: str, path: str, data: bytes, backup: str | None,
     """created, updated or same; what it replaced is saved in `backup` first, and with
     record_absent that nothing was there (so that a rollback removes the file)."""
     source = upload(shell, data, "content")
-    answer = call(shell, {"op": "write", "root": root, "path": path, "source": source,
-                          "backup": backup, "record_absent": record_absent})
+    answer = cast("WriteAnswer", call(shell, {"op": "write", "root": root, "path": path,
+                                              "source": source, "backup": backup,
+                                              "record_absent": record_absent}))
     return str(answer.get("status"))
 
 
 def remove(shell: Shell, root: str, path: str, backup: str | None) -> bool:
     """root/path deleted (False: there was none); what it held saved in `backup` first."""
-    return bool(call(shell, {"op": "remove", "root": root, "path": path,
-                             "backup": backup}).get("removed"))
+    answer = cast("RemoveAnswer", call(shell, {"op": "remove", "root": root, "path": path,
+                                               "backup": backup}))
+    return bool(answer.get("removed"))
 
 
 def backup_repo(shell: Shell, root: str, sha: str | None, names: list[str],
                 backup: str) -> list[str]:
-    answer = call(shell, {"op": "backup_repo", "root": root, "sha": sha, "names": names,
-                          "backup": backup})
+    answer = cast("SavedAnswer", call(shell, {"op": "backup_repo", "root": root, "sha": sha,
+                                              "names": names, "backup": backup}))
     return [str(name) for name in answer.get("saved") or []]
 
 
@@ -131,7 +150,8 @@ def backup_file(shell: Shell, root: str, path: str, backup: str) -> None:
 def note_stash(shell: Shell, root: str, stash: str, backup: str) -> str:
     """Record a submodule's stash in the restore's backup folder; the stash kept there (the
     first one noted) is returned."""
-    answer = call(shell, {"op": "note_stash", "root": root, "stash": stash, "backup": backup})
+    answer = cast("NoteStashAnswer", call(shell, {"op": "note_stash", "root": root,
+                                                  "stash": stash, "backup": backup}))
     return str(answer.get("stash") or stash)
 
 
@@ -145,8 +165,9 @@ class PutBack:
 def put_back(shell: Shell, root: str, source: str, backup: str | None,
              dry: bool = False) -> PutBack:
     """The files saved in `source` for `root` written back (`dry`: which would be)."""
-    answer = call(shell, {"op": "put_back", "root": root, "source": source, "backup": backup,
-                          "dry": dry})
+    answer = cast("PutBackAnswer", call(shell, {"op": "put_back", "root": root,
+                                                "source": source, "backup": backup,
+                                                "dry": dry}))
     stash = answer.get("stash")
     return PutBack([str(name) for name in answer.get("restored") or []],
                    [str(name) for name in answer.get("removed") or []],
@@ -160,7 +181,7 @@ class SitePython:
 
 
 def site_python(shell: Shell) -> SitePython:
-    answer = call(shell, {"op": "site_dirs"})
+    answer = cast("SiteDirsAnswer", call(shell, {"op": "site_dirs"}))
     found = answer.get("sitecustomize")
     return SitePython([str(folder) for folder in answer.get("site_dirs") or []],
                       str(found) if found else None)

@@ -15,6 +15,8 @@ Whatever is overwritten or deleted is copied first into a backup folder with a m
 
 REQUEST is a JSON file (deleted once read); one JSON line comes back on stdout. A path the
 policy refuses is {"refused": why} with exit 0: the caller turns it into a failed task.
+The request and answer of each operation are the TypedDicts below, which treefile.py, the
+controller's side, imports: one definition for both ends of the wire.
 """
 from __future__ import annotations
 
@@ -27,13 +29,165 @@ import stat
 import subprocess
 import sys
 import uuid
-from typing import Any
+from typing import Any, Callable, Literal, TypedDict, Union, cast
 
 GIT_FLAGS = ["-c", "safe.directory=*", "-c", "core.fsmonitor=false", "-c", "core.quotepath=off"]
 GIT_LOCATING_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR",
                     "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES")
 MANIFEST = "manifest.json"
 READ_CAP = 64 << 20
+
+
+# ---- the wire: one request and one answer per operation -----------------------------------------
+# Typing names from `typing` only where Python 3.8 evaluates them (aliases, not annotations).
+
+class ReadRequest(TypedDict):
+    op: Literal["read"]
+    root: str
+    path: str
+    follow_last: bool
+
+
+class WriteRequest(TypedDict):
+    op: Literal["write"]
+    root: str
+    path: str
+    source: str               # the uploaded content's path on the host, deleted once read
+    backup: str | None
+    record_absent: bool
+
+
+class ReadManyRequest(TypedDict):
+    op: Literal["read_many"]
+    root: str
+    paths: list[str]
+
+
+class WriteManyRequest(TypedDict):
+    op: Literal["write_many"]
+    root: str
+    backup: str | None
+    files: dict[str, str]     # path -> base64 content
+
+
+class BackupRepoRequest(TypedDict):
+    op: Literal["backup_repo"]
+    root: str
+    sha: str | None           # the commit the checkout moves to
+    names: list[str]
+    backup: str
+
+
+class BackupFileRequest(TypedDict):
+    op: Literal["backup_file"]
+    root: str
+    path: str
+    backup: str
+
+
+class NoteStashRequest(TypedDict):
+    op: Literal["note_stash"]
+    root: str
+    stash: str
+    backup: str
+
+
+class RemoveRequest(TypedDict):
+    op: Literal["remove"]
+    root: str
+    path: str
+    backup: str | None
+
+
+class PutBackRequest(TypedDict):
+    op: Literal["put_back"]
+    root: str
+    source: str               # the backup folder of the restore being undone
+    backup: str | None
+    dry: bool
+
+
+class SiteDirsRequest(TypedDict):
+    op: Literal["site_dirs"]
+
+
+Request = Union[ReadRequest, WriteRequest, ReadManyRequest, WriteManyRequest,
+                BackupRepoRequest, BackupFileRequest, NoteStashRequest, RemoveRequest,
+                PutBackRequest, SiteDirsRequest]
+
+FileKind = Literal["file", "absent", "other"]
+WriteStatus = Literal["created", "updated", "same"]
+
+
+class _Kind(TypedDict):
+    kind: FileKind
+
+
+class FileAnswer(_Kind, total=False):
+    mode: int                 # a file's permission bits
+    base64: str               # a file's content
+
+
+class WriteAnswer(TypedDict):
+    status: WriteStatus
+
+
+class ReadManyAnswer(TypedDict):
+    states: dict[str, FileAnswer]
+
+
+class WriteManyAnswer(TypedDict):
+    statuses: dict[str, WriteStatus]
+
+
+class SavedAnswer(TypedDict):
+    saved: list[str]
+
+
+class NoteStashAnswer(TypedDict):
+    stash: str                # the stash kept (the first one noted)
+
+
+class RemoveAnswer(TypedDict):
+    removed: bool
+
+
+class PutBackAnswer(TypedDict):
+    restored: list[str]
+    removed: list[str]
+    stash: str | None
+
+
+class SiteDirsAnswer(TypedDict):
+    site_dirs: list[str]
+    sitecustomize: str | None
+
+
+class Refusal(TypedDict):
+    refused: str
+
+
+Answer = Union[FileAnswer, WriteAnswer, ReadManyAnswer, WriteManyAnswer, SavedAnswer,
+               NoteStashAnswer, RemoveAnswer, PutBackAnswer, SiteDirsAnswer, Refusal]
+
+
+class ManifestEntry(TypedDict, total=False):
+    absent: bool              # nothing was there: the rollback removes the file
+    file: str                 # else the saved copy's name in the backup folder
+    mode: int
+
+
+class _Files(TypedDict):
+    files: dict[str, ManifestEntry]
+
+
+class Manifest(_Files, total=False):
+    root: str
+    stash: str                # a submodule's work, stashed in its own repository
+
+
+def empty_manifest() -> Manifest:
+    return {"root": "", "files": {}}
 
 
 class Refused(Exception):
@@ -123,17 +277,19 @@ def backup_folder(backup: str, root: str) -> str:
     return folder
 
 
-def read_manifest(folder: str) -> dict[str, Any]:
+def read_manifest(folder: str) -> Manifest:
     try:
         with open(os.path.join(folder, MANIFEST), encoding="utf-8") as handle:
             data = json.load(handle)
     except FileNotFoundError:
-        return {"root": "", "files": {}}
-    return data if isinstance(data, dict) and isinstance(data.get("files"), dict) \
-        else {"root": "", "files": {}}
+        return empty_manifest()
+    # The one shape check on a file from disk; what passes is the manifest this script wrote.
+    if isinstance(data, dict) and isinstance(data.get("files"), dict):
+        return cast("Manifest", data)
+    return empty_manifest()
 
 
-def write_manifest(folder: str, manifest: dict[str, Any]) -> None:
+def write_manifest(folder: str, manifest: Manifest) -> None:
     temporary = os.path.join(folder, f".{MANIFEST}.{uuid.uuid4().hex}")
     with open(temporary, "w", encoding="utf-8") as handle:
         json.dump(manifest, handle, sort_keys=True)
@@ -161,15 +317,18 @@ def save_old(backup: str, root: str, path: str, data: bytes | None,
 
 # ---- operations ---------------------------------------------------------------------------------
 
-def op_read(request: dict[str, Any]) -> dict[str, Any]:
+def op_read(request: ReadRequest) -> FileAnswer:
+    return read_state(request["root"], request["path"], bool(request.get("follow_last")))
+
+
+def read_state(root: str, path: str, follow_last: bool = False) -> FileAnswer:
     """What `path` holds. `follow_last` reads through a last symlink (only to compare: a
     write never goes through one); folders above it are never followed."""
-    root, path = request["root"], request["path"]
     folder, name = walk(root, path, create=False)
     if folder is None:
         return {"kind": "absent"}
     try:
-        if request.get("follow_last"):
+        if follow_last:
             return read_followed(folder, name)
         found = lstat_in(folder, name, path)
         if found is None:
@@ -180,7 +339,7 @@ def op_read(request: dict[str, Any]) -> dict[str, Any]:
         os.close(folder)
 
 
-def read_followed(folder: int, name: str) -> dict[str, Any]:
+def read_followed(folder: int, name: str) -> FileAnswer:
     try:
         fd = os.open(name, os.O_RDONLY, dir_fd=folder)
     except FileNotFoundError:
@@ -220,7 +379,7 @@ def replace_in(folder: int, name: str, data: bytes, old: os.stat_result | None,
 
 
 def write_one(root: str, path: str, data: bytes, mode: int | None,
-              backup: str | None, record_absent: bool = False) -> str:
+              backup: str | None, record_absent: bool = False) -> WriteStatus:
     """created, updated or same. With `backup`, what is replaced is saved first; that the
     file did not exist is saved only with `record_absent` (a sitecustomize: the rollback
     removes it). In a checkout the rollback's own checkout and stash deal with new files, and
@@ -243,31 +402,28 @@ def write_one(root: str, path: str, data: bytes, mode: int | None,
         os.close(folder)
 
 
-def op_write(request: dict[str, Any]) -> dict[str, Any]:
+def op_write(request: WriteRequest) -> WriteAnswer:
     source = os.path.expanduser(request["source"])
     try:
         with open(source, "rb") as handle:
             data = handle.read()
     finally:
         os.unlink(source)
-    mode = request.get("mode")
-    return {"status": write_one(request["root"], request["path"], data,
-                                None if mode is None else int(mode), request.get("backup"),
-                                bool(request.get("record_absent")))}
+    return {"status": write_one(request["root"], request["path"], data, None,
+                                request.get("backup"), bool(request.get("record_absent")))}
 
 
-def op_read_many(request: dict[str, Any]) -> dict[str, Any]:
+def op_read_many(request: ReadManyRequest) -> ReadManyAnswer:
     """op_read for each path of one root: one python start for a checkout's untracked files."""
-    return {"states": {path: op_read({"root": request["root"], "path": path})
-                       for path in request["paths"]}}
+    return {"states": {path: read_state(request["root"], path) for path in request["paths"]}}
 
 
-def op_write_many(request: dict[str, Any]) -> dict[str, Any]:
+def op_write_many(request: WriteManyRequest) -> WriteManyAnswer:
     """Each of `files` (path -> base64) written under `root`; every path is checked first,
     so a refused one leaves the others unwritten too."""
     root, files = request["root"], request["files"]
     for path in files:
-        op_read({"root": root, "path": path})
+        read_state(root, path)
     return {"statuses": {path: write_one(root, path, base64.b64decode(data), None,
                                          request.get("backup"))
                          for path, data in files.items()}}
@@ -284,7 +440,7 @@ def git_names(root: str, *args: str) -> list[str]:
     return [name for name in done.stdout.decode("utf-8", "surrogateescape").split("\0") if name]
 
 
-def op_backup_repo(request: dict[str, Any]) -> dict[str, Any]:
+def op_backup_repo(request: BackupRepoRequest) -> SavedAnswer:
     """Before a checkout moves: every file in the tree that git does not keep safe and this
     restore may overwrite: untracked ones (the stash takes them, a rollback could not give
     binary ones back), and ignored ones that the target commit tracks or the snapshot's
@@ -292,8 +448,9 @@ def op_backup_repo(request: dict[str, Any]) -> dict[str, Any]:
     root, backup = request["root"], request["backup"]
     tracked = set(git_names(root, "ls-files", "-z"))
     wanted = set(git_names(root, "ls-files", "-z", "--others", "--exclude-standard"))
-    if request.get("sha"):
-        wanted.update(git_names(root, "ls-tree", "-r", "-z", "--name-only", request["sha"]))
+    sha = request.get("sha")
+    if sha:
+        wanted.update(git_names(root, "ls-tree", "-r", "-z", "--name-only", sha))
     wanted.update(str(name) for name in request.get("names") or [])
     saved = []
     for path in sorted(wanted - tracked):
@@ -315,16 +472,16 @@ def op_backup_repo(request: dict[str, Any]) -> dict[str, Any]:
     return {"saved": saved}
 
 
-def op_backup_file(request: dict[str, Any]) -> dict[str, Any]:
+def op_backup_file(request: BackupFileRequest) -> SavedAnswer:
     """One file as it is now, or that it is absent (so a rollback deletes it again)."""
     root, path = request["root"], request["path"]
-    state = op_read({"root": root, "path": path})
+    state = read_state(root, path)
     data = base64.b64decode(state["base64"]) if state["kind"] == "file" else None
     save_old(request["backup"], root, path, data, int(state.get("mode") or 0o644))
     return {"saved": [path] if data is not None else []}
 
 
-def op_note_stash(request: dict[str, Any]) -> dict[str, Any]:
+def op_note_stash(request: NoteStashRequest) -> NoteStashAnswer:
     """A submodule's work, stashed in its own repository before it moved: the stash's sha,
     kept beside the files saved for that root so the rollback of this restore applies it.
     The first note wins, as for files: a resumed restore must not name its own stash."""
@@ -353,12 +510,12 @@ def remove_one(root: str, path: str, backup: str | None) -> bool:
         os.close(folder)
 
 
-def op_remove(request: dict[str, Any]) -> dict[str, Any]:
+def op_remove(request: RemoveRequest) -> RemoveAnswer:
     """One file deleted, what it held saved in `backup` first."""
     return {"removed": remove_one(request["root"], request["path"], request.get("backup"))}
 
 
-def op_put_back(request: dict[str, Any]) -> dict[str, Any]:
+def op_put_back(request: PutBackRequest) -> PutBackAnswer:
     """A rollback: the files an earlier restore saved for `root`, written back exactly (and
     the ones it created, removed), each backed up in turn into this run's own backup."""
     root = request["root"]
@@ -368,7 +525,7 @@ def op_put_back(request: dict[str, Any]) -> dict[str, Any]:
     dry = bool(request.get("dry"))      # check mode: say what would change, change nothing
     restored, removed = [], []
     for path, entry in sorted(manifest["files"].items()):
-        state = op_read({"root": root, "path": path})
+        state = read_state(root, path)
         if entry.get("absent"):
             if state["kind"] == "file" and (dry or remove_one(root, path, request.get("backup"))):
                 removed.append(path)
@@ -385,7 +542,7 @@ def op_put_back(request: dict[str, Any]) -> dict[str, Any]:
     return {"restored": restored, "removed": removed, "stash": manifest.get("stash")}
 
 
-def op_site_dirs(_request: dict[str, Any]) -> dict[str, Any]:
+def op_site_dirs(_request: SiteDirsRequest) -> SiteDirsAnswer:
     """The folders this python itself reads sitecustomize from (as the capture agent sees
     them: site-packages, then the user site), and the sitecustomize it would load now."""
     import importlib.util
@@ -399,11 +556,11 @@ def op_site_dirs(_request: dict[str, Any]) -> dict[str, Any]:
             "sitecustomize": getattr(spec, "origin", None) if spec else None}
 
 
-OPERATIONS = {"read": op_read, "write": op_write, "read_many": op_read_many,
-              "write_many": op_write_many, "backup_repo": op_backup_repo,
-              "backup_file": op_backup_file, "put_back": op_put_back, "remove": op_remove,
-              "note_stash": op_note_stash,
-              "site_dirs": op_site_dirs}
+# Each operation reads the request the controller wrote for it (its `op`).
+OPERATIONS: dict[str, Callable[[Any], Answer]] = {
+    "read": op_read, "write": op_write, "read_many": op_read_many, "write_many": op_write_many,
+    "backup_repo": op_backup_repo, "backup_file": op_backup_file, "put_back": op_put_back,
+    "remove": op_remove, "note_stash": op_note_stash, "site_dirs": op_site_dirs}
 
 
 def main(request_path: str) -> int:
@@ -412,6 +569,7 @@ def main(request_path: str) -> int:
             request = json.load(handle)
     finally:
         os.unlink(request_path)
+    answer: Answer
     try:
         answer = OPERATIONS[request["op"]](request)
     except Refused as exc:

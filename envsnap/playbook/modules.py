@@ -6,6 +6,8 @@ imports nothing, never the registry that imports every module back.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from envsnap.playbook.tasks import (
     bench,
     control,
@@ -18,6 +20,7 @@ from envsnap.playbook.tasks import (
 )
 from envsnap.playbook.tasks.base import Module
 
-MODULES: dict[str, Module] = {module.name: module for module in (
+# Each module checks its own TypedDict of arguments; the runner hands on what normalize made.
+MODULES: dict[str, Module[Any]] = {module.name: module for module in (
     git.MODULE, files.COPY, files.TEMPLATE, env_file.MODULE, shell.MODULE, facts.CAPTURE,
     facts.ASSERT_FACTS, bench.MODULE, control.FAIL, control.DEBUG, sitecustomize.MODULE)}

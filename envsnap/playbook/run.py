@@ -30,7 +30,7 @@ from envsnap.playbook.load import LineDict, LineList, Play, Playbook, Task
 from envsnap.playbook.location import Where
 from envsnap.playbook.modules import MODULES
 from envsnap.playbook.names import check_names
-from envsnap.playbook.tasks.base import Context, ModuleResult
+from envsnap.playbook.tasks.base import Context, ModuleResult, TaskData
 from envsnap.playbook.templating import Variables, evaluate, render_string, render_text
 from envsnap.snapshot.store import Store
 from envsnap.text import name_stamp
@@ -86,7 +86,7 @@ class TaskResult:
     status: TaskStatus
     msg: str = ""
     diff: str = ""
-    data: dict[str, Any] = field(default_factory=dict)
+    data: TaskData = field(default_factory=TaskData)   # the module's, as ModuleResult.data
     item: Any = None
     looped: bool = False
     ignored: bool = False    # failed, but the task says ignore_errors

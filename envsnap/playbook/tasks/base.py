@@ -1,6 +1,12 @@
 """What every task module shares: its declaration, the context it runs in, its result.
 
-A module is a function `run(ctx, args) -> ModuleResult` plus the names of its arguments.
+A module is a function `run(ctx, args) -> ModuleResult` plus the names of its arguments;
+`args` is the module's own TypedDict (GitArgs, ShellArgs, ...), holding the task's rendered
+arguments once normalize() has checked their names and choices. Their values are still what
+the playbook wrote (YAML after templating), so each is read through as_str, as_bool, ...:
+the types name which keys a module reads, the helpers say what each must hold.
+`ModuleResult.data` is TaskData, every key a module returns beside the outcome (`register`
+exposes them to later tasks).
 It reaches the host only through `ctx.transport` (run a shell command, put a file), honours
 `ctx.check` (report, change nothing) and `ctx.diff` (fill `diff` with a unified diff), and
 never prints. A failure the playbook caused (a bad argument) raises ArgError; a failure on
@@ -12,7 +18,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Generic, TypedDict, TypeVar, cast
 
 from envsnap.errors import ArgError
 from envsnap.hostops.shell import DEFAULT_COMMAND_TIMEOUT
@@ -20,8 +26,64 @@ from envsnap.hosts.inventory import Host
 from envsnap.hosts.transport import Result, Transport
 from envsnap.snapshot.store import Store
 
+if TYPE_CHECKING:
+    from envsnap.bench.stats import Comparison
+    from envsnap.playbook.templating import Variables
+    from envsnap.snapshot.records import Bench, Snapshot
+
 FALSE_WORDS = {"", "0", "false", "no", "off", "n", "f"}
 TRUE_WORDS = {"1", "true", "yes", "on", "y", "t"}
+
+
+class SubmoduleMove(TypedDict):
+    """What the submodules step did to one submodule, for a rollback."""
+
+    stash: str | None       # its own work, stashed in its own repository
+    previous: str | None    # its HEAD before
+
+
+class TaskData(TypedDict, total=False):
+    """What a module returns beside its outcome, each key with the modules that set it."""
+
+    # git
+    repo: str
+    commit: str
+    previous: str | None
+    previous_branch: str | None
+    stash: str
+    message: str
+    sha256: str
+    head: str | None
+    patch_sha256: str
+    submodules: dict[str, SubmoduleMove]
+    saved: list[str]
+    restored: list[str]
+    removed: list[str]
+    written: list[str]
+    not_restorable: list[str]
+    # copy, template, env_file, sitecustomize
+    dest: str
+    backup: str
+    path: str
+    env: dict[str, str]
+    # shell
+    cmd: str
+    rc: int
+    stdout: str
+    stderr: str
+    # capture, assert_facts
+    label: str
+    problems: list[str]
+    snapshot: Snapshot
+    facts: dict[str, object]
+    drifted: list[str]
+    # bench
+    record: Bench
+    values: list[float]
+    median: float | None
+    verdict: Comparison
+    # debug
+    value: object
 
 
 @dataclass
@@ -32,16 +94,17 @@ class ModuleResult:
     drift: bool = False      # a failure that is a finding (the host is not as expected)
     msg: str = ""
     diff: str = ""           # unified diff text, filled in diff mode
-    data: dict[str, Any] = field(default_factory=dict)   # what `register` exposes beside these
+    data: TaskData = field(default_factory=TaskData)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> Variables:
+        """The result as a template reads it (`result.changed`)."""
         return {**self.data, "changed": self.changed, "failed": self.failed,
                 "skipped": self.skipped, "drift": self.drift, "msg": self.msg,
                 "diff": self.diff}
 
 
-def failed(msg: str, **data: Any) -> ModuleResult:
-    return ModuleResult(failed=True, msg=msg, data=data)
+def failed(msg: str, repo: str | None = None) -> ModuleResult:
+    return ModuleResult(failed=True, msg=msg, data={"repo": repo} if repo else {})
 
 
 @dataclass
@@ -62,10 +125,13 @@ class Context:
         return self.transport.run(command, timeout or self.command_timeout)
 
 
+Args = TypeVar("Args", bound=Mapping[str, object])   # a module's TypedDict of arguments
+
+
 @dataclass(frozen=True)
-class Module:
+class Module(Generic[Args]):
     name: str
-    run: Callable[[Context, dict[str, Any]], ModuleResult]
+    run: Callable[[Context, Args], ModuleResult]
     required: tuple[str, ...] = ()
     optional: tuple[str, ...] = ()
     free_form: str | None = None     # `shell: make bench` means {cmd: "make bench"}
@@ -75,8 +141,9 @@ class Module:
     def accepted(self) -> tuple[str, ...]:
         return self.required + self.optional
 
-    def normalize(self, args: Any) -> dict[str, Any]:
-        """The task's (rendered) arguments as a mapping, checked against the declaration."""
+    def normalize(self, args: object) -> Args:
+        """The task's (rendered) arguments as a mapping, checked against the declaration:
+        from here on they are the module's own TypedDict."""
         if isinstance(args, str) and self.free_form:
             args = {self.free_form: args}
         if args is None:
@@ -85,9 +152,9 @@ class Module:
             raise ArgError(f"{self.name}: arguments must be a mapping, not {yaml_kind(args)}")
         self.check_names(args)
         self.check_choices(args)
-        return dict(args)
+        return cast(Args, dict(args))
 
-    def check_names(self, args: Mapping[str, Any]) -> None:
+    def check_names(self, args: Mapping[str, object]) -> None:
         unknown = sorted(str(name) for name in args if name not in self.accepted)
         if unknown:
             raise ArgError(f"{self.name}: unknown argument {unknown[0]!r} "
@@ -96,7 +163,7 @@ class Module:
         if missing:
             raise ArgError(f"{self.name}: missing argument {missing[0]!r}")
 
-    def check_choices(self, args: Mapping[str, Any]) -> None:
+    def check_choices(self, args: Mapping[str, object]) -> None:
         for name, allowed in self.choices.items():
             value = args.get(name)
             if value is not None and not _templated(value) and value not in allowed:
@@ -104,7 +171,7 @@ class Module:
                                f"{', '.join(allowed)}")
 
 
-def yaml_kind(value: Any) -> str:
+def yaml_kind(value: object) -> str:
     """A value's type in the playbook's words: the loader's LineList is a `list` to its writer."""
     for kind in (list, dict):
         if isinstance(value, kind):
@@ -112,13 +179,13 @@ def yaml_kind(value: Any) -> str:
     return type(value).__name__
 
 
-def _templated(value: Any) -> bool:
+def _templated(value: object) -> bool:
     return isinstance(value, str) and "{{" in value
 
 
 # ---- argument helpers -----------------------------------------------------------------------
 
-def as_bool(args: Mapping[str, Any], name: str, default: bool = False) -> bool:
+def as_bool(args: Mapping[str, object], name: str, default: bool = False) -> bool:
     value = args.get(name, default)
     if isinstance(value, bool):
         return value
@@ -130,13 +197,19 @@ def as_bool(args: Mapping[str, Any], name: str, default: bool = False) -> bool:
     raise ArgError(f"{name} must be true or false, not {value!r}")
 
 
-def as_str(args: Mapping[str, Any], name: str, default: str | None = None) -> str:
+def as_str(args: Mapping[str, object], name: str, default: str | None = None) -> str:
     value = args.get(name, default)
     if value is None:
         raise ArgError(f"missing argument {name!r}")
-    if isinstance(value, (dict, list)):
+    if not is_scalar(value):
         raise ArgError(f"{name} must be a string, not a {type(value).__name__}")
     return str(value)
+
+
+def is_scalar(value: object) -> bool:
+    """A YAML scalar (text, number, true/false, null), not a mapping or a list: what an
+    argument that becomes text may hold."""
+    return not isinstance(value, (dict, list))
 
 
 def finite_number(value: Any) -> float | None:
@@ -151,7 +224,7 @@ def finite_number(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def as_number(args: Mapping[str, Any], name: str, default: float) -> float:
+def as_number(args: Mapping[str, object], name: str, default: float) -> float:
     value = args.get(name)
     if value is None:
         return default
@@ -161,14 +234,14 @@ def as_number(args: Mapping[str, Any], name: str, default: float) -> float:
     return number
 
 
-def as_mapping(args: Mapping[str, Any], name: str) -> dict[str, Any]:
+def as_mapping(args: Mapping[str, object], name: str) -> dict[str, object]:
     value = args.get(name) or {}
     if not isinstance(value, Mapping):
         raise ArgError(f"{name} must be a mapping, not {type(value).__name__}")
     return dict(value)
 
 
-def host_path(args: Mapping[str, Any], name: str) -> str:
+def host_path(args: Mapping[str, object], name: str) -> str:
     """A path on the host: absolute or ~/..., since a relative one would mean different
     folders to a local shell (its cwd) and to SSH (the login home)."""
     path = as_str(args, name)

@@ -7,7 +7,7 @@ numbers did not come back. In check mode nothing runs.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, TypedDict, cast
 
 from envsnap.bench import run as bench
 from envsnap.bench import stats as benchstats
@@ -22,13 +22,14 @@ from envsnap.playbook.tasks.base import (
     Context,
     Module,
     ModuleResult,
+    TaskData,
     as_bool,
     as_number,
     as_str,
     failed,
     finite_number,
 )
-from envsnap.playbook.tasks.facts import take_snapshot
+from envsnap.playbook.tasks.facts import CaptureFields, take_snapshot
 from envsnap.snapshot import document as snapshot
 from envsnap.verdicts import REGRESSION
 from envsnap.words import plural
@@ -39,7 +40,33 @@ if TYPE_CHECKING:
 NUMBERS = ("repeat", "sample_interval", "run_timeout", "threshold", "serve_timeout")
 
 
-def serve_of(args: dict[str, Any], numbers: dict[str, float]) -> bench.ServeSpec | None:
+class _Required(TypedDict):
+    cmd: object          # the benchmark's command on the host
+    metric: object       # a regex whose first group is the number
+
+
+class BenchArgs(_Required, total=False):
+    """`envsnap bench`'s options; repos, procs and python for the snapshot `label` saves."""
+
+    repeat: object
+    lower_is_better: object
+    cwd: object
+    sample_interval: object
+    run_timeout: object
+    baseline: object     # a snapshot with a recorded bench, or a list of values
+    threshold: object
+    fail_on_regression: object
+    label: object        # save the host's snapshot with the runs under this name
+    force: object
+    serve: object        # a server started before the runs
+    ready: object        # its ready line (a regex) or URL
+    serve_timeout: object
+    repos: object
+    procs: object
+    python: object
+
+
+def serve_of(args: BenchArgs, numbers: dict[str, float]) -> bench.ServeSpec | None:
     """serve/ready/serve_timeout: a server started before the runs (like --serve)."""
     if not args.get("serve"):
         if args.get("ready") or "serve_timeout" in numbers:
@@ -51,7 +78,7 @@ def serve_of(args: dict[str, Any], numbers: dict[str, float]) -> bench.ServeSpec
                            timeout=numbers.get("serve_timeout", DEFAULT_SERVE_TIMEOUT))
 
 
-def spec_of(args: dict[str, Any]) -> bench.BenchSpec:
+def spec_of(args: BenchArgs) -> bench.BenchSpec:
     numbers = {name: as_number(args, name, 0.0) for name in NUMBERS if args.get(name) is not None}
     spec = bench.BenchSpec(cmd=as_str(args, "cmd"), metric=as_str(args, "metric"),
                            repeat=int(numbers.get("repeat", DEFAULT_REPEAT)),
@@ -68,7 +95,7 @@ def spec_of(args: dict[str, Any]) -> bench.BenchSpec:
     return spec
 
 
-def baseline_values(ctx: Context, value: Any) -> list[float] | None:
+def baseline_values(ctx: Context, value: object) -> list[float] | None:
     """A snapshot (label, file or document) with a recorded bench, or a list of values."""
     if value is None or value == "":
         return None
@@ -87,7 +114,7 @@ def baseline_values(ctx: Context, value: Any) -> list[float] | None:
     return [float(v) for v in recorded["values"]]
 
 
-def run_benchmark(ctx: Context, args: dict[str, Any]) -> ModuleResult:
+def run_benchmark(ctx: Context, args: BenchArgs) -> ModuleResult:
     spec = spec_of(args)
     baseline = baseline_values(ctx, args.get("baseline"))
     if ctx.check:
@@ -100,8 +127,8 @@ def run_benchmark(ctx: Context, args: dict[str, Any]) -> ModuleResult:
         record = bench.bench_on(ctx.transport, ctx.host, spec)
     except BenchError as exc:  # a run failed or printed no metric: the task fails, the host is fine
         return failed(str(exc))
-    data: dict[str, Any] = {"record": record, "values": record["values"],
-                            "median": record["summary"]["median"]}
+    data = TaskData(record=record, values=record["values"],
+                    median=record["summary"]["median"])
     said = summary_text(record)
     if args.get("label"):
         data["label"] = save(ctx, args, record)
@@ -118,9 +145,9 @@ def summary_text(record: Bench) -> str:
             f"(min {summary['min']:g}, max {summary['max']:g}, spread {spread})")
 
 
-def judged(args: dict[str, Any], spec: bench.BenchSpec, baseline: list[float],
-           record: Bench, said: str, data: dict[str, Any]) -> ModuleResult:
-    threshold = float(args.get("threshold") or benchstats.DEFAULT_THRESHOLD)
+def judged(args: BenchArgs, spec: bench.BenchSpec, baseline: list[float],
+           record: Bench, said: str, data: TaskData) -> ModuleResult:
+    threshold = as_number(args, "threshold", 0.0) or benchstats.DEFAULT_THRESHOLD
     verdict = benchstats.compare(baseline, record["values"], spec.lower_is_better, threshold)
     data["verdict"] = verdict
     said += f"; vs baseline: {verdict['verdict']} ({verdict['why']})"
@@ -129,17 +156,19 @@ def judged(args: dict[str, Any], spec: bench.BenchSpec, baseline: list[float],
     return ModuleResult(changed=True, failed=regressed, drift=regressed, msg=said, data=data)
 
 
-def save(ctx: Context, args: dict[str, Any], record: Bench) -> str:
+def save(ctx: Context, args: BenchArgs, record: Bench) -> str:
     """As `envsnap bench --label`: the host's snapshot with the runs inside it."""
     label = str(args["label"])
-    document = take_snapshot(ctx, args, label)
+    document = take_snapshot(ctx, CaptureFields(repos=args.get("repos"),
+                                                procs=args.get("procs"),
+                                                python=args.get("python")), label)
     snapshot.set_bench(document, record)
     snapshot.add_workers(document, bench.server_workers(record))
     ctx.store.save(document, label)
     return label
 
 
-MODULE = Module(name="bench", run=run_benchmark, required=("cmd", "metric"),
+MODULE = Module[BenchArgs](name="bench", run=run_benchmark, required=("cmd", "metric"),
                 optional=("repeat", "lower_is_better", "cwd", "sample_interval", "run_timeout",
                           "baseline", "threshold", "fail_on_regression", "label", "force",
                           "repos", "procs", "python", "serve", "ready", "serve_timeout"),

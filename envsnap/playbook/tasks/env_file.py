@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Any
+from typing import TypedDict
 
 from envsnap.agent.redact import holds_marker
 from envsnap.errors import ArgError
@@ -24,6 +24,7 @@ from envsnap.playbook.tasks.base import (
     as_str,
     failed,
     host_path,
+    is_scalar,
 )
 from envsnap.playbook.tasks.hostfile import install
 
@@ -36,7 +37,19 @@ LOCATE = ("import importlib.machinery as m, sysconfig; "
           "sysconfig.get_path('purelib') + '/sitecustomize.py')")
 
 
-def env_file(ctx: Context, args: dict[str, Any]) -> ModuleResult:
+class _Required(TypedDict):
+    env: object          # variable names to plain values
+
+
+class EnvFileArgs(_Required, total=False):
+    path: object         # the file on the host, or
+    python: object       # an interpreter, whose sitecustomize.py it is
+    format: object       # sitecustomize, shell or dotenv (default: by the file's name)
+    override: object     # replace a value the environment already has
+    marker: object       # names the block between markers
+
+
+def env_file(ctx: Context, args: EnvFileArgs) -> ModuleResult:
     env = checked_env(as_mapping(args, "env"))
     path = target_path(ctx, args)
     if path is None:
@@ -48,15 +61,15 @@ def env_file(ctx: Context, args: dict[str, Any]) -> ModuleResult:
     block = render_block(style, env, marker, as_bool(args, "override"))
     result = install(ctx, path, replace_block(text, marker, block).encode("utf-8",
                                                                            "surrogateescape"))
-    result.data.update(path=path, env=env)
+    result.data["path"], result.data["env"] = path, env
     return result
 
 
-def checked_env(env: dict[str, Any]) -> dict[str, str]:
+def checked_env(env: dict[str, object]) -> dict[str, str]:
     for name, value in env.items():
         if not NAME.match(str(name)):
             raise ArgError(f"env_file: {name!r} is not a variable name")
-        if value is None or isinstance(value, (dict, list)):
+        if value is None or not is_scalar(value):
             raise ArgError(f"env_file: {name} needs a plain value, not {value!r}")
         if holds_marker(str(value)):
             raise ArgError(f"env_file: the value of {name} was masked at capture "
@@ -64,7 +77,7 @@ def checked_env(env: dict[str, Any]) -> dict[str, str]:
     return {str(name): str(value) for name, value in env.items()}
 
 
-def target_path(ctx: Context, args: dict[str, Any]) -> str | None:
+def target_path(ctx: Context, args: EnvFileArgs) -> str | None:
     if args.get("path"):
         return host_path(args, "path")
     if not args.get("python"):
@@ -112,6 +125,6 @@ def replace_block(text: str, marker: str, block: str) -> str:
     return text + separator + block
 
 
-MODULE = Module(name="env_file", run=env_file, required=("env",),
+MODULE = Module[EnvFileArgs](name="env_file", run=env_file, required=("env",),
                 optional=("path", "python", "format", "override", "marker"),
                 choices={"format": ("sitecustomize", "shell", "dotenv")})

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict, cast
 
 from envsnap.defaults import DEFAULT_COLLECTOR_TIMEOUT
 from envsnap.errors import ArgError, UsageError
@@ -18,10 +18,12 @@ from envsnap.playbook.tasks.base import (
     Context,
     Module,
     ModuleResult,
+    TaskData,
     as_bool,
     as_mapping,
     as_number,
     failed,
+    is_scalar,
 )
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.store import label_from_name, validate_label
@@ -37,7 +39,28 @@ MISSING = object()
 TOP_LEVEL = ("schema", "meta", "facts", "volatile", "digests")
 
 
-def take_snapshot(ctx: Context, args: dict[str, Any], label: str) -> Snapshot:
+class CaptureFields(TypedDict, total=False):
+    """What a capture on the host takes (CAPTURE_ARGS), as the host vars of the same names."""
+
+    repos: object        # checkouts to record: a list, or one comma-separated string
+    procs: object        # process names whose workers to record
+    python: object       # the interpreter whose packages to record
+    collector_timeout: object   # seconds per collector
+
+
+class CaptureArgs(CaptureFields, total=False):
+    label: object        # the snapshot's name in the store (default: host and time)
+    force: object        # replace a snapshot of that name
+
+
+class AssertFactsArgs(CaptureFields, total=False):
+    that: object         # dotted path -> the value it must hold
+    same_as: object      # a snapshot (name or document) whose `paths` values must hold
+    paths: object        # dotted paths, read in same_as
+    snapshot: object     # the facts to check (default: the host as it is now)
+
+
+def take_snapshot(ctx: Context, args: CaptureFields, label: str) -> Snapshot:
     """The host as it is now, as a snapshot document (not saved)."""
     for listed in ("repos", "procs"):
         try:
@@ -51,7 +74,7 @@ def take_snapshot(ctx: Context, args: dict[str, Any], label: str) -> Snapshot:
     return snapshot_document(ctx.transport, host, label, CaptureOptions(collector_timeout=seconds))
 
 
-def capture(ctx: Context, args: dict[str, Any]) -> ModuleResult:
+def capture(ctx: Context, args: CaptureArgs) -> ModuleResult:
     label = validate_label(str(args.get("label") or f"{label_from_name(ctx.host.name)}-"
                                                     f"{ctx.timestamp}"))
     if ctx.check:
@@ -70,23 +93,25 @@ def capture(ctx: Context, args: dict[str, Any]) -> ModuleResult:
 
 # ---- assert_facts -------------------------------------------------------------------------------
 
-def assert_facts(ctx: Context, args: dict[str, Any]) -> ModuleResult:
+def assert_facts(ctx: Context, args: AssertFactsArgs) -> ModuleResult:
     """`that: {path: value}`, and/or `same_as: SNAPSHOT` with `paths: [...]`: each path must
     hold what it holds in that snapshot (absent in both counts as the same)."""
     expected = expectations(ctx, args)
     document = source_document(ctx, args)
     found = {path: lookup(document, path) for path in expected}
     drifted = [path for path, value in expected.items() if not same(found[path], value)]
-    shown = {path: None if value is MISSING else value for path, value in found.items()}
+    shown: dict[str, object] = {path: None if value is MISSING else value
+                                for path, value in found.items()}
     if drifted:
         lines = [f"{path}: expected {describe(expected[path])}, found {describe(found[path])}"
                  for path in drifted]
         return ModuleResult(failed=True, drift=True, msg="drifted: " + "; ".join(lines),
-                            data={"facts": shown, "drifted": drifted})
-    return ModuleResult(msg=f"{plural(len(expected), 'fact')} as expected", data={"facts": shown})
+                            data=TaskData(facts=shown, drifted=drifted))
+    return ModuleResult(msg=f"{plural(len(expected), 'fact')} as expected",
+                        data=TaskData(facts=shown))
 
 
-def expectations(ctx: Context, args: dict[str, Any]) -> dict[str, Any]:
+def expectations(ctx: Context, args: AssertFactsArgs) -> dict[str, object]:
     expected = {str(path): value for path, value in as_mapping(args, "that").items()}
     paths = args.get("paths") or []
     if isinstance(paths, str) or not isinstance(paths, list):
@@ -101,15 +126,18 @@ def expectations(ctx: Context, args: dict[str, Any]) -> dict[str, Any]:
     return expected
 
 
-def source_document(ctx: Context, args: dict[str, Any]) -> Mapping[str, Any]:
+def source_document(ctx: Context, args: AssertFactsArgs) -> Snapshot:
     """The facts to check: a given snapshot, or the host as it is now."""
     if args.get("snapshot") is None:
         return take_snapshot(ctx, args, label="assert-facts")
     return load_document(ctx, args["snapshot"])
 
 
-def load_document(ctx: Context, source: Any) -> Mapping[str, Any]:
-    return source if isinstance(source, Mapping) else ctx.store.load(str(source))
+def load_document(ctx: Context, source: object) -> Snapshot:
+    """A snapshot's name in the store, or the document itself: the play's `snapshot`
+    variable, which the runner loaded (validated) from the store."""
+    return cast("Snapshot", source) if isinstance(source, Mapping) else \
+        ctx.store.load(str(source))
 
 
 def split_path(path: str) -> list[str | int]:
@@ -127,13 +155,13 @@ def split_path(path: str) -> list[str | int]:
     return parts
 
 
-def lookup(document: Mapping[str, Any], path: str) -> Any:
+def lookup(document: Snapshot, path: str) -> object:
     """The value at `path` from the document's root; a path not starting with a top-level
     key (meta, facts, ...) is read under facts: `nvidia.driver` means `facts.nvidia.driver`."""
     parts = split_path(path)
     if parts and parts[0] not in TOP_LEVEL:
         parts.insert(0, "facts")
-    value: Any = document
+    value: object = document
     for part in parts:
         if isinstance(value, Mapping) and part in value:
             value = value[part]
@@ -144,18 +172,19 @@ def lookup(document: Mapping[str, Any], path: str) -> Any:
     return value
 
 
-def same(actual: Any, expected: Any) -> bool:
+def same(actual: object, expected: object) -> bool:
     """Equal, or equal as text: YAML reads `2.27` as a number where a fact holds "2.27"."""
     if actual is MISSING or expected is MISSING:
         return actual is expected
     return bool(actual == expected) or (
-        not isinstance(actual, (dict, list)) and str(actual) == str(expected))
+        is_scalar(actual) and str(actual) == str(expected))
 
 
-def describe(value: Any) -> str:
+def describe(value: object) -> str:
     return "nothing (no such fact)" if value is MISSING else repr(value)
 
 
-CAPTURE = Module(name="capture", run=capture, optional=("label", "force", *CAPTURE_ARGS))
-ASSERT_FACTS = Module(name="assert_facts", run=assert_facts,
+CAPTURE = Module[CaptureArgs](name="capture", run=capture,
+                              optional=("label", "force", *CAPTURE_ARGS))
+ASSERT_FACTS = Module[AssertFactsArgs](name="assert_facts", run=assert_facts,
                       optional=("that", "same_as", "paths", "snapshot", *CAPTURE_ARGS))

@@ -6,14 +6,39 @@ diff mode, and change nothing when the content is already the same.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, Union
 
 from envsnap.errors import ArgError
 from envsnap.playbook.tasks.base import Context, Module, ModuleResult, as_bool, as_str, host_path
 from envsnap.playbook.tasks.hostfile import install
 
 
-def local_file(ctx: Context, args: dict[str, Any]) -> bytes:
+class _Dest(TypedDict):
+    dest: object         # the path on the host: absolute or ~/...
+
+
+class _Written(_Dest, total=False):
+    mode: object         # octal digits, like '0644'
+    backup: object       # keep what is overwritten (default true)
+
+
+class CopyArgs(_Written, total=False):
+    content: object      # the file's text, or
+    src: object          # a file on this machine, relative to the playbook's folder
+
+
+class _Source(TypedDict):
+    src: object          # a jinja2 template on this machine
+
+
+class TemplateArgs(_Written, _Source):
+    pass
+
+
+FileArgs = Union[CopyArgs, TemplateArgs]
+
+
+def local_file(ctx: Context, args: FileArgs) -> bytes:
     """`src` is on this machine, relative to the playbook's folder (as in Ansible)."""
     path = Path(as_str(args, "src")).expanduser()
     path = path if path.is_absolute() else ctx.base_dir / path
@@ -23,14 +48,14 @@ def local_file(ctx: Context, args: dict[str, Any]) -> bytes:
         raise ArgError(f"cannot read src {path}: {exc.strerror}") from None
 
 
-def mode_of(args: dict[str, Any]) -> str:
+def mode_of(args: FileArgs) -> str:
     mode = str(args.get("mode") or "")
     if mode and not (mode.isdigit() and set(mode) <= set("01234567") and len(mode) <= 4):
         raise ArgError(f"mode must be octal digits like '0644', not {mode!r}")
     return mode
 
 
-def copy(ctx: Context, args: dict[str, Any]) -> ModuleResult:
+def copy(ctx: Context, args: CopyArgs) -> ModuleResult:
     if ("content" in args) == ("src" in args):
         raise ArgError("copy: give exactly one of content and src")
     data = (str(args["content"]).encode("utf-8") if "content" in args
@@ -39,7 +64,7 @@ def copy(ctx: Context, args: dict[str, Any]) -> ModuleResult:
                    as_bool(args, "backup", True))
 
 
-def template(ctx: Context, args: dict[str, Any]) -> ModuleResult:
+def template(ctx: Context, args: TemplateArgs) -> ModuleResult:
     try:
         text = local_file(ctx, args).decode("utf-8")
     except UnicodeDecodeError:
@@ -49,7 +74,7 @@ def template(ctx: Context, args: dict[str, Any]) -> ModuleResult:
                    as_bool(args, "backup", True))
 
 
-COPY = Module(name="copy", run=copy, required=("dest",),
+COPY = Module[CopyArgs](name="copy", run=copy, required=("dest",),
               optional=("content", "src", "mode", "backup"))
-TEMPLATE = Module(name="template", run=template, required=("src", "dest"),
+TEMPLATE = Module[TemplateArgs](name="template", run=template, required=("src", "dest"),
                   optional=("mode", "backup"))

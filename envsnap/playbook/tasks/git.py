@@ -21,7 +21,7 @@ with bisect and explain; an action adds check and diff mode and the plan's words
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Callable
+from typing import Callable
 
 from envsnap.errors import ArgError
 from envsnap.hostops.git import (
@@ -51,20 +51,22 @@ from envsnap.playbook.tasks.base import (
     Context,
     Module,
     ModuleResult,
+    TaskData,
     as_bool,
     as_str,
     failed,
     host_path,
 )
+from envsnap.playbook.tasks.gitargs import GitArgs
 from envsnap.playbook.tasks.gitbackup import backup, put_back
 from envsnap.playbook.tasks.gitsubmodule import preflight_submodules, sync_submodules
 from envsnap.playbook.tasks.untracked import restore_untracked
 from envsnap.words import plural
 
-Action = Callable[[Context, str, dict[str, Any]], ModuleResult]
+Action = Callable[[Context, str, GitArgs], ModuleResult]
 
 
-def run_git_task(ctx: Context, args: dict[str, Any]) -> ModuleResult:
+def run_git_task(ctx: Context, args: GitArgs) -> ModuleResult:
     action = ACTIONS[as_str(args, "action")]
     top, problem = toplevel(ctx, host_path(args, "repo"))
     if top is None:
@@ -79,7 +81,7 @@ def run_git_task(ctx: Context, args: dict[str, Any]) -> ModuleResult:
 
 # ---- preflight ----------------------------------------------------------------------------------
 
-def preflight(ctx: Context, top: str, args: dict[str, Any]) -> ModuleResult:
+def preflight(ctx: Context, top: str, args: GitArgs) -> ModuleResult:
     sha = as_str(args, "sha")
     commit, note = ensure_commit(ctx, top, sha, as_bool(args, "fetch"), probe=ctx.check)
     patch = patch_from(args["patch"]) if args.get("patch") is not None else None
@@ -95,7 +97,7 @@ def preflight(ctx: Context, top: str, args: dict[str, Any]) -> ModuleResult:
 
 # ---- stash ------------------------------------------------------------------------------------
 
-def stash(ctx: Context, top: str, args: dict[str, Any]) -> ModuleResult:
+def stash(ctx: Context, top: str, args: GitArgs) -> ModuleResult:
     # Submodules are left out: `git stash` cannot take them ("No local changes to save" when
     # a moved submodule is all that changed); the submodules step keeps their work.
     entries = porcelain(ctx, top, submodules=False)
@@ -124,7 +126,7 @@ def stash(ctx: Context, top: str, args: dict[str, Any]) -> ModuleResult:
                             f"back with: git -C {top} stash apply --index {after[:12]}")
 
 
-def already_there(ctx: Context, top: str, args: dict[str, Any]) -> bool:
+def already_there(ctx: Context, top: str, args: GitArgs) -> bool:
     """Given the snapshot's sha and patch: the tree is that state, so nothing will move and
     a second restore does not stash the first one's result."""
     if args.get("sha") is None or args.get("patch") is None:
@@ -136,7 +138,7 @@ def already_there(ctx: Context, top: str, args: dict[str, Any]) -> bool:
 
 # ---- checkout ---------------------------------------------------------------------------------
 
-def checkout(ctx: Context, top: str, args: dict[str, Any]) -> ModuleResult:
+def checkout(ctx: Context, top: str, args: GitArgs) -> ModuleResult:
     move = plan_checkout(ctx, top, as_str(args, "sha"), str(args.get("branch") or ""),
                          as_bool(args, "fetch"), probe=ctx.check)
     if move.done:
@@ -179,7 +181,7 @@ def moving_summary(ctx: Context, top: str, now: str | None, commit: str) -> str:
 
 # ---- apply_patch ------------------------------------------------------------------------------
 
-def apply_patch(ctx: Context, top: str, args: dict[str, Any]) -> ModuleResult:
+def apply_patch(ctx: Context, top: str, args: GitArgs) -> ModuleResult:
     patch = patch_from(args.get("patch"))
     if not patch.data:
         return ModuleResult(msg=f"{top}: the snapshot has no uncommitted changes to apply")
@@ -209,7 +211,7 @@ def apply_patch(ctx: Context, top: str, args: dict[str, Any]) -> ModuleResult:
                             f"({plural(len(patch.files), 'file')}; {index})")
 
 
-def staged_part(value: Any) -> tuple[Patch | None, str]:
+def staged_part(value: object) -> tuple[Patch | None, str]:
     """The snapshot's staged patch (`git diff --cached` at capture), or None and why the index
     cannot be put back as it was (then the whole patch is staged, as before)."""
     if value is None:
@@ -233,10 +235,10 @@ def check_patch(ctx: Context, top: str, patch: Patch, base: str, diff: str) -> M
 
 # ---- verify -----------------------------------------------------------------------------------
 
-def verify(ctx: Context, top: str, args: dict[str, Any]) -> ModuleResult:
+def verify(ctx: Context, top: str, args: GitArgs) -> ModuleResult:
     if args.get("sha") is None and args.get("patch") is None:
         raise ArgError("git: verify needs sha, patch or both")
-    drift, facts = [], {}
+    drift, facts = [], TaskData()
     if args.get("sha") is not None:
         wanted, now = resolve_commit(ctx, top, str(args["sha"])), head(ctx, top)
         facts["head"] = now
@@ -254,7 +256,7 @@ def verify(ctx: Context, top: str, args: dict[str, Any]) -> ModuleResult:
     return ModuleResult(msg=f"{top}: matches the snapshot", data=facts)
 
 
-def submodules(ctx: Context, top: str, args: dict[str, Any]) -> ModuleResult:
+def submodules(ctx: Context, top: str, args: GitArgs) -> ModuleResult:
     return sync_submodules(ctx, top, args)
 
 
@@ -264,7 +266,7 @@ ACTIONS: Mapping[str, Action] = {
     "backup": backup, "put_back": put_back,
 }
 
-MODULE = Module(name="git", run=run_git_task, required=("repo", "action"),
+MODULE = Module[GitArgs](name="git", run=run_git_task, required=("repo", "action"),
                 optional=("sha", "branch", "fetch", "patch", "staged", "base", "message", "files",
                           "backup", "source", "submodules"),
                 choices={"action": tuple(ACTIONS)})

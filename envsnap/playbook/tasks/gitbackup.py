@@ -9,16 +9,15 @@ restore's backup folder on the host, named after its rollback point, before anyt
 """
 from __future__ import annotations
 
-from typing import Any
-
 from envsnap.hostops import treefile
 from envsnap.hostops.git import GitFailure, resolve_commit
 from envsnap.hostops.patch import patch_from
 from envsnap.playbook.tasks.base import Context, ModuleResult, as_mapping, as_str
+from envsnap.playbook.tasks.gitargs import GitArgs
 from envsnap.words import plural
 
 
-def backup(ctx: Context, top: str, args: dict[str, Any]) -> ModuleResult:
+def backup(ctx: Context, top: str, args: GitArgs) -> ModuleResult:
     folder = as_str(args, "backup")
     if ctx.check:
         return ModuleResult(msg=f"{top}: untracked and ignored files it may replace are "
@@ -38,7 +37,7 @@ def backup(ctx: Context, top: str, args: dict[str, Any]) -> ModuleResult:
                             f"in {folder}", data={"saved": saved})
 
 
-def put_back(ctx: Context, top: str, args: dict[str, Any]) -> ModuleResult:
+def put_back(ctx: Context, top: str, args: GitArgs) -> ModuleResult:
     source = as_str(args, "source")
     backup = str(args["backup"]) if args.get("backup") else None
     try:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from envsnap.errors import ArgError
 from envsnap.hostops import treefile
@@ -26,7 +25,8 @@ from envsnap.hostops.git import (
     run,
     stash_push,
 )
-from envsnap.playbook.tasks.base import Context, ModuleResult, as_bool, as_str
+from envsnap.playbook.tasks.base import Context, ModuleResult, SubmoduleMove, as_bool, as_str
+from envsnap.playbook.tasks.gitargs import GitArgs
 from envsnap.words import plural
 
 COMMIT = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
@@ -39,7 +39,7 @@ class Wanted:
     dirty: bool      # the snapshot saw work of the submodule's own in it
 
 
-def wanted_submodules(value: Any) -> list[Wanted]:
+def wanted_submodules(value: object) -> list[Wanted]:
     """The snapshot's `submodules` record, each with a full commit to go to."""
     if value is None:
         return []
@@ -86,7 +86,7 @@ def submodule_top(ctx: Context, top: str, path: str) -> str | None:
 
 # ---- preflight --------------------------------------------------------------------------------
 
-def preflight_submodules(ctx: Context, top: str, commit: str, value: Any,
+def preflight_submodules(ctx: Context, top: str, commit: str, value: object,
                          fetch: bool) -> list[str]:
     """Before anything moves: each submodule's commit is there (or fetched), so no restore
     stops half-way on a submodule."""
@@ -119,7 +119,7 @@ class Step:
     previous: str | None = None    # its HEAD before
 
 
-def sync_submodules(ctx: Context, top: str, args: dict[str, Any]) -> ModuleResult:
+def sync_submodules(ctx: Context, top: str, args: GitArgs) -> ModuleResult:
     message = as_str(args, "message", f"envsnap: work saved at {ctx.timestamp}")
     backup = str(args["backup"]) if args.get("backup") else None
     source = str(args["source"]) if args.get("source") else None
@@ -127,7 +127,8 @@ def sync_submodules(ctx: Context, top: str, args: dict[str, Any]) -> ModuleResul
     steps = [sync_one(ctx, top, want, message, backup, source, fetch)
              for want in wanted_submodules(args.get("submodules"))]
     said = [f"{step.path}: {', '.join(step.said)}" for step in steps if step.said]
-    data = {step.path: {"stash": step.stash, "previous": step.previous} for step in steps}
+    data = {step.path: SubmoduleMove(stash=step.stash, previous=step.previous)
+            for step in steps}
     return ModuleResult(changed=any(step.changed for step in steps),
                         msg=f"{top}: " + ("; ".join(said) or "submodules already at the "
                                           "snapshot's commits"),

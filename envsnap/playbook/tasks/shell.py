@@ -3,23 +3,42 @@ anything), unless the task says `check_mode: false` because the command only rea
 from __future__ import annotations
 
 import shlex
-from typing import Any
+from typing import TypedDict
 
 from envsnap.errors import ArgError
 from envsnap.hostops.shell import last_line, quote_path
-from envsnap.playbook.tasks.base import Context, Module, ModuleResult, as_mapping, as_number, as_str
+from envsnap.playbook.tasks.base import (
+    Context,
+    Module,
+    ModuleResult,
+    TaskData,
+    as_mapping,
+    as_number,
+    as_str,
+)
 from envsnap.playbook.tasks.env_file import NAME
 
 
-def shell(ctx: Context, args: dict[str, Any]) -> ModuleResult:
+class _Required(TypedDict):
+    cmd: object
+
+
+class ShellArgs(_Required, total=False):
+    chdir: object
+    creates: object      # a path: when it exists, the command is not run
+    env: object          # a mapping of variable names to values
+    timeout: object      # seconds
+
+
+def shell(ctx: Context, args: ShellArgs) -> ModuleResult:
     cmd = as_str(args, "cmd")
     if args.get("creates") and exists(ctx, str(args["creates"])):
         return ModuleResult(skipped=True, msg=f"{args['creates']} exists")
     if ctx.check:
         return ModuleResult(skipped=True, msg="skipped in check mode (check_mode: false runs it)")
     result = ctx.sh(full_command(cmd, args), timeout_of(args))
-    data = {"cmd": cmd, "rc": result.exit_code, "stdout": result.stdout.rstrip("\n"),
-            "stderr": result.stderr.rstrip("\n")}
+    data = TaskData(cmd=cmd, rc=result.exit_code, stdout=result.stdout.rstrip("\n"),
+                    stderr=result.stderr.rstrip("\n"))
     if result.exit_code != 0:
         why = last_line(result.stderr) or last_line(result.stdout)
         return ModuleResult(failed=True, msg=f"exit {result.exit_code}: {why}", data=data)
@@ -30,7 +49,7 @@ def exists(ctx: Context, path: str) -> bool:
     return ctx.sh(f"test -e {quote_path(path)}").exit_code == 0
 
 
-def full_command(cmd: str, args: dict[str, Any]) -> str:
+def full_command(cmd: str, args: ShellArgs) -> str:
     env = as_mapping(args, "env")
     for name in env:
         if not NAME.match(str(name)):
@@ -41,7 +60,7 @@ def full_command(cmd: str, args: dict[str, Any]) -> str:
     return f"(\n{exports}{chdir}{cmd}\n)"
 
 
-def timeout_of(args: dict[str, Any]) -> float | None:
+def timeout_of(args: ShellArgs) -> float | None:
     if args.get("timeout") is None:
         return None
     seconds = as_number(args, "timeout", 0.0)
@@ -50,5 +69,5 @@ def timeout_of(args: dict[str, Any]) -> float | None:
     return seconds
 
 
-MODULE = Module(name="shell", run=shell, required=("cmd",),
+MODULE = Module[ShellArgs](name="shell", run=shell, required=("cmd",),
                 optional=("chdir", "creates", "env", "timeout"), free_form="cmd")

@@ -8,7 +8,7 @@ write policy): it adds check mode, the diff, and the messages of a plan.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Callable, TypedDict
 
 from envsnap.hostops import site
 from envsnap.playbook.tasks.base import Context, Module, ModuleResult, as_str, failed
@@ -16,7 +16,18 @@ from envsnap.playbook.tasks.hostfile import unified_diff
 from envsnap.words import plural
 
 
-def write(ctx: Context, args: dict[str, Any]) -> ModuleResult:
+class _Required(TypedDict):
+    action: object       # write or put_back
+
+
+class SiteArgs(_Required, total=False):
+    content: object      # write: the snapshot's sitecustomize
+    path: object         # write: where it was recorded
+    backup: object       # the restore's backup folder on the host
+    source: object       # put_back: the backup folder of the restore being undone
+
+
+def write(ctx: Context, args: SiteArgs) -> ModuleResult:
     data = as_str(args, "content").encode("utf-8", "surrogateescape")
     backup = str(args["backup"]) if args.get("backup") else None
     try:
@@ -36,7 +47,7 @@ def write(ctx: Context, args: dict[str, Any]) -> ModuleResult:
                         data={"dest": done.path})
 
 
-def put_back(ctx: Context, args: dict[str, Any]) -> ModuleResult:
+def put_back(ctx: Context, args: SiteArgs) -> ModuleResult:
     source = as_str(args, "source")
     backup = str(args["backup"]) if args.get("backup") else None
     try:
@@ -51,13 +62,14 @@ def put_back(ctx: Context, args: dict[str, Any]) -> ModuleResult:
                                           f"restore made: {', '.join(restored + removed)}")
 
 
-ACTIONS = {"write": write, "put_back": put_back}
+ACTIONS: dict[str, Callable[[Context, SiteArgs], ModuleResult]] = {"write": write,
+                                                                  "put_back": put_back}
 
 
-def run(ctx: Context, args: dict[str, Any]) -> ModuleResult:
+def run(ctx: Context, args: SiteArgs) -> ModuleResult:
     return ACTIONS[as_str(args, "action")](ctx, args)
 
 
-MODULE = Module(name="sitecustomize", run=run, required=("action",),
+MODULE = Module[SiteArgs](name="sitecustomize", run=run, required=("action",),
                 optional=("content", "path", "backup", "source"),
                 choices={"action": tuple(ACTIONS)})

@@ -10,23 +10,24 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Mapping
-from typing import Any
 
 from envsnap.errors import ArgError
 from envsnap.hostops import treefile
 from envsnap.hostops.git import GitFailure
 from envsnap.hostops.patch import patch_from
 from envsnap.playbook.tasks.base import Context, ModuleResult, as_mapping
+from envsnap.playbook.tasks.gitargs import GitArgs
 from envsnap.playbook.tasks.hostfile import unified_diff
 
 
-def restore_untracked(ctx: Context, top: str, args: dict[str, Any]) -> ModuleResult:
+def restore_untracked(ctx: Context, top: str, args: GitArgs) -> ModuleResult:
     files = as_mapping(args, "files")
     patched = patched_paths(args.get("patch"))
     wanted: dict[str, bytes] = {}
     skipped = []
-    for name, facts in sorted(files.items()):
-        reason = unrestorable(str(name), facts)
+    for name, value in sorted(files.items()):
+        facts = file_facts(str(name), value)
+        reason = unrestorable(facts)
         if reason:
             skipped.append(f"{name} ({reason})")
             continue
@@ -42,7 +43,7 @@ def restore_untracked(ctx: Context, top: str, args: dict[str, Any]) -> ModuleRes
     return summary(ctx, top, written, skipped, diff)
 
 
-def patched_paths(value: Any) -> set[str]:
+def patched_paths(value: object) -> set[str]:
     """The paths the snapshot's patch writes (the untracked step comes after it)."""
     if value is None:
         return set()
@@ -57,7 +58,7 @@ def parents(name: str) -> list[str]:
     return ["/".join(parts[:depth]) for depth in range(1, len(parts))]
 
 
-def backup_arg(args: dict[str, Any]) -> str | None:
+def backup_arg(args: GitArgs) -> str | None:
     value = args.get("backup")
     return str(value) if value else None
 
@@ -78,9 +79,14 @@ def put_files(ctx: Context, top: str, wanted: dict[str, bytes],
     return list(changing), diff
 
 
-def unrestorable(name: str, facts: Any) -> str:
+def file_facts(name: str, facts: object) -> Mapping[str, object]:
+    """One untracked file's record, as the snapshot's repo record holds it."""
     if not isinstance(facts, Mapping):
         raise ArgError(f"git: files: {name!r} must map to the snapshot's file facts")
+    return facts
+
+
+def unrestorable(facts: Mapping[str, object]) -> str:
     if facts.get("redacted"):
         return "secrets were masked at capture"
     if "content" not in facts:
