@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from envsnap.cli.options import (
     add_capture_options,
@@ -22,6 +22,7 @@ from envsnap.defaults import DEFAULT_REPEAT, DEFAULT_RUN_TIMEOUT, DEFAULT_SAMPLE
 from envsnap.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:
+    from envsnap.cli.options import Commands
     from envsnap.hosts.inventory_graph import Vars
 
 EPILOG = exit_codes(
@@ -37,7 +38,7 @@ EPILOG = exit_codes(
 )
 
 
-def register(commands: Any) -> None:
+def register(commands: Commands) -> None:
     ben = commands.add_parser("bench", epilog=EPILOG,
                               help="snapshot a host, run a benchmark N times on it, save both")
     ben.add_argument("host", metavar="HOST", help="inventory host, [user@]host[:port], or 'local'")

@@ -5,7 +5,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from envsnap.cli.options import (
     add_connection_options,
@@ -21,6 +21,7 @@ from envsnap.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:   # bisect's modules load when the command runs, not for the parser
     from envsnap.bisect.run import BisectReport
+    from envsnap.cli.options import Commands
 
 EPILOG = exit_codes(
     (ExitCode.OK, "no regression between GOOD and BAD (or can't tell at the endpoints)"),
@@ -33,7 +34,7 @@ EPILOG = exit_codes(
 )
 
 
-def register(commands: Any) -> None:
+def register(commands: Commands) -> None:
     bis = commands.add_parser("bisect", epilog=EPILOG,
                               help="find the commit between two snapshots that made the "
                                    "benchmark slower")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from envsnap.cli.options import (
     add_capture_options,
@@ -20,6 +20,7 @@ from envsnap.defaults import DEFAULT_COLLECTOR_TIMEOUT, DEFAULT_FORKS
 from envsnap.errors import ExitCode
 
 if TYPE_CHECKING:
+    from envsnap.cli.options import Commands
     from envsnap.hosts.capture import Outcome
     from envsnap.hosts.inventory_graph import Vars
 
@@ -33,7 +34,7 @@ EPILOG = exit_codes(
 )
 
 
-def register(commands: Any) -> None:
+def register(commands: Commands) -> None:
     cap = commands.add_parser("capture", help="snapshot one or more hosts", epilog=EPILOG)
     cap.add_argument("hosts", nargs="+", metavar="HOST",
                      help="inventory host or group, [user@]host[:port], or 'local'")

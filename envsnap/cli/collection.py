@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from envsnap.cli.options import exit_codes
 from envsnap.errors import ExitCode, UsageError
+
+if TYPE_CHECKING:
+    from envsnap.cli.options import Commands
 
 EPILOG = exit_codes(
     (ExitCode.OK, "written: DEST/ansible_collections/envsnap/gpu (its path is printed)"),
@@ -16,7 +19,7 @@ EPILOG = exit_codes(
 )
 
 
-def register(commands: Any) -> None:
+def register(commands: Commands) -> None:
     build = commands.add_parser(
         "ansible", epilog=EPILOG,
         help="write the Ansible collection envsnap.gpu (modules envsnap_capture, "

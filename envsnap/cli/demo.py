@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from envsnap.cli.options import exit_codes
 from envsnap.errors import ExitCode
 
 if TYPE_CHECKING:   # the demo loads when the command runs, not for the parser
+    from envsnap.cli.options import Commands
     from envsnap.demo.scene import Scene, Step
 
 
-def register(commands: Any) -> None:
+def register(commands: Commands) -> None:
     demo = commands.add_parser(
         "demo", help="the STORY (docs/STORY.md: a silent git pull slowed a GPU server), "
                      "live, on this machine (no SSH, no GPU)",

@@ -7,13 +7,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from envsnap.cli.options import add_store_option, exit_codes
 from envsnap.errors import ExitCode, UsageError
 from envsnap.verdicts import REGRESSION
 
 if TYPE_CHECKING:
+    from envsnap.cli.options import Commands
     from envsnap.snapshot.store import Store
 
 DRIFT = "drift"
@@ -30,7 +31,7 @@ EPILOG = exit_codes(
 )
 
 
-def register(commands: Any) -> None:
+def register(commands: Commands) -> None:
     dif = commands.add_parser("diff", help="what changed between two snapshots, ranked",
                               epilog=EPILOG)
     dif.add_argument("snapshots", nargs="*", metavar="SNAPSHOT",

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from envsnap.cli.options import (
     add_connection_options,
@@ -20,6 +20,7 @@ from envsnap.defaults import DEFAULT_BISECT_REPEAT, DEFAULT_RUN_TIMEOUT
 from envsnap.errors import ExitCode
 
 if TYPE_CHECKING:   # explain's modules load when the command runs, not for the parser
+    from envsnap.cli.options import Commands
     from envsnap.explain.differences import Difference
     from envsnap.explain.run import Plan
 
@@ -35,7 +36,7 @@ EPILOG = exit_codes(
 )
 
 
-def register(commands: Any) -> None:
+def register(commands: Commands) -> None:
     exp = commands.add_parser("explain", epilog=EPILOG,
                               help="find which differences since a good snapshot make the "
                                    "benchmark slower, by putting them back one set at a time")

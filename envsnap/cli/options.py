@@ -14,6 +14,9 @@ from envsnap.snapshot.store import DEFAULT_STORE
 if TYPE_CHECKING:   # bench loads when a command runs, not for the parser
     from envsnap.bench.run import ServeSpec
 
+    # What build_parser hands each command module's register(): the subcommands' action.
+    Commands = argparse._SubParsersAction[argparse.ArgumentParser]
+
 CodeMeaning = tuple[int, str]   # an exit code and what it means to this command
 # What any command can end with, whatever it does: listed at the end of every epilog.
 ALWAYS: tuple[CodeMeaning, ...] = (

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 from envsnap.cli.options import add_connection_options, exit_codes, positive_int
 from envsnap.defaults import DEFAULT_FORKS
 from envsnap.errors import ExitCode
+
+if TYPE_CHECKING:
+    from envsnap.cli.options import Commands
 
 EPILOG = exit_codes(
     (ExitCode.OK, "every task ok or changed"),
@@ -22,7 +25,7 @@ EPILOG = exit_codes(
 )
 
 
-def register(commands: Any) -> None:
+def register(commands: Commands) -> None:
     play = commands.add_parser("play", help="run an Ansible-style playbook on hosts",
                                epilog=EPILOG)
     play.add_argument("playbook", metavar="PLAYBOOK", help="YAML playbook (playbooks/*.yml)")

@@ -4,11 +4,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from envsnap.cli.options import add_store_option, exit_codes
 from envsnap.defaults import REPORT_FORMATS
 from envsnap.errors import ExitCode, UsageError
+
+if TYPE_CHECKING:
+    from envsnap.cli.options import Commands
 
 EPILOG = exit_codes(
     (ExitCode.OK, "the report was written, whatever --vs found: a report is a rendering; "
@@ -20,7 +23,7 @@ SUFFIX_FORMATS = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html
                   ".json": "json"}
 
 
-def register(commands: Any) -> None:
+def register(commands: Commands) -> None:
     rep = commands.add_parser("report", epilog=EPILOG,
                               help="a bug report of a snapshot (markdown, html, json), "
                                    "optionally compared with another, or a bundle")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from envsnap.cli.options import (
     add_connection_options,
@@ -21,6 +21,7 @@ from envsnap.errors import ExitCode, UsageError
 from envsnap.verdicts import REGRESSION
 
 if TYPE_CHECKING:   # the restore code loads when the command runs, not with the parser
+    from envsnap.cli.options import Commands
     from envsnap.restore.foreign import ForeignPlan
     from envsnap.restore.policy import RecordedRerun
     from envsnap.restore.run import RestoreReport
@@ -41,7 +42,7 @@ EPILOG = exit_codes(
 )
 
 
-def register(commands: Any) -> None:
+def register(commands: Commands) -> None:
     res = commands.add_parser("restore", epilog=EPILOG,
                               help="bring a host's code and env back to a snapshot")
     res.add_argument("label", metavar="LABEL", nargs="?",

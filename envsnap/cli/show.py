@@ -7,19 +7,20 @@ import argparse
 import shutil
 import sys
 import textwrap
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from envsnap.cli.options import add_store_option, exit_codes
 from envsnap.errors import ExitCode
 
 if TYPE_CHECKING:   # loaded when the command runs, not for the parser
+    from envsnap.cli.options import Commands
     from envsnap.snapshot.records import Snapshot
 
 NAME_COLUMN_MAX = 24     # a longer row name (a repo's path) pushes its value, not the column
 FALLBACK_COLUMNS = 100   # not a terminal: wrap for a wide pager or an issue
 
 
-def add_list_parser(commands: Any) -> None:
+def add_list_parser(commands: Commands) -> None:
     lst = commands.add_parser("list", help="list stored snapshots", epilog=exit_codes(
         (ExitCode.OK, "listed (an empty store too)"),
         (ExitCode.USAGE, "usage error: bad argument")))
@@ -27,7 +28,7 @@ def add_list_parser(commands: Any) -> None:
     lst.set_defaults(run=cmd_list)
 
 
-def add_show_parser(commands: Any) -> None:
+def add_show_parser(commands: Commands) -> None:
     show = commands.add_parser(
         "show", help="one snapshot on one screen: host, versions, GPUs, repos, env, problems",
         epilog=exit_codes((ExitCode.OK, "shown"),
@@ -108,6 +109,6 @@ def aligned(rows: list[tuple[str, str]], columns: int) -> list[str]:
     return lines
 
 
-def register(commands: Any) -> None:
+def register(commands: Commands) -> None:
     add_list_parser(commands)
     add_show_parser(commands)

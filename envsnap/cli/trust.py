@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from envsnap.cli.options import add_store_option, ask, exit_codes, said_yes
 from envsnap.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:   # loaded when the command runs, not for the parser
+    from envsnap.cli.options import Commands
     from envsnap.snapshot.provenance import Provenance
     from envsnap.snapshot.records import Snapshot
 
@@ -22,7 +23,7 @@ EPILOG = exit_codes(
 )
 
 
-def register(commands: Any) -> None:
+def register(commands: Commands) -> None:
     trust = commands.add_parser(
         "trust", epilog=EPILOG,
         help="adopt a snapshot someone else made: show what it holds, then sign it as yours")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import posixpath
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from envsnap.agent.python_env import startup_lines
 from envsnap.agent.redact import holds_marker
@@ -24,7 +24,7 @@ from envsnap.snapshot import document as snap
 from envsnap.words import plural
 
 if TYPE_CHECKING:
-    from envsnap.snapshot.records import Repo, Snapshot
+    from envsnap.snapshot.records import CustomizeFile, Repo, Snapshot, StartupPth
 
 DifferenceKind = Literal["commits", "patch", "env", "sitecustomize", "pth", "package"]
 # Where an env variable is put back: the server's start (--serve) or the benchmark command's.
@@ -127,22 +127,21 @@ def repo_patch(repo: Repo, label: str, path: str) -> Patch | None:
     return patch if patch.data else None
 
 
-def worker_env(document: Snapshot) -> tuple[EnvSource, dict[str, Any]]:
+def worker_env(document: Snapshot) -> tuple[EnvSource, dict[str, str | None]]:
     """The env the benchmark's workers ran with: the managed server's when one was recorded,
-    else the first process --proc matched (its children carry the same), else the shell's."""
-    section = snap.section(document, "env")
-    processes = section.get("processes") or {}
-    workers = [processes[pid] for pid in sorted(processes, key=pid_order)
-               if isinstance(processes[pid], dict)]
+    else the first process --proc matched (its children carry the same), else the shell's.
+    As recorded: {"error": why} where the agent could not read it (env_differences says so)."""
+    section = snap.env(document)
+    processes = section.get("processes", {})
     server = main_server(document)
-    if server is not None and isinstance(server[1].get("env"), dict):
+    if server is not None and "env" in server[1]:
         return "server worker", server[1]["env"]
-    for worker in workers:
-        matched = str(worker.get("matched") or "")
-        if matched and not matched.startswith("child of") and isinstance(worker.get("env"),
-                                                                         dict):
+    for pid in sorted(processes, key=pid_order):
+        worker = processes[pid]
+        matched = worker.get("matched") or ""
+        if matched and not matched.startswith("child of") and "env" in worker:
             return "--proc worker", worker["env"]
-    return "shell", section.get("shell") or {}
+    return "shell", section.get("shell", {})
 
 
 def pid_order(pid: str) -> tuple[int, str]:
@@ -162,66 +161,48 @@ def env_differences(good: Snapshot, bad: Snapshot, target: EnvTarget,
         was, now = good_env.get(name), bad_env.get(name)
         if was == now:
             continue
-        if any(isinstance(v, str) and holds_marker(v) for v in (was, now)):
+        if any(value is not None and holds_marker(value) for value in (was, now)):
             skipped.append(f"{name}: differs, but its value was masked in the snapshot")
             continue
-        found.append(Difference("env", name, text_or_none(was), text_or_none(now),
-                                target=target))
+        found.append(Difference("env", name, was, now, target=target))
     if good_source != bad_source:
         skipped.append(f"worker env: {labels[0]} recorded the {good_source}'s, {labels[1]} "
                        f"the {bad_source}'s")
     return bad_source, found, skipped
 
 
-def untracked(repo: Repo) -> dict[str, Any]:
-    """Each untracked file's digest (its name when none was recorded)."""
-    files = (repo.get("uncommitted") or {}).get("untracked") or {}
-    return {name: facts.get("sha256") if isinstance(facts, dict) else facts
-            for name, facts in files.items()}
-
-
 def interpreter(document: Snapshot) -> str:
     """Which python (its sys.prefix: a venv is one of its own) the facts of python_env are
     of: another one's sitecustomize and packages are no difference to put back."""
-    found = snap.section(document, "python_env").get("interpreter") or {}
+    found = snap.python_env(document).get("interpreter", {})
     return str(found.get("prefix") or found.get("executable") or "?")
 
 
-def startup_pth(document: Snapshot) -> Any:
-    return snap.section(document, "python_env").get("startup_pth")
-
-
-def recorded_site(document: Snapshot) -> Any:
-    return (snap.section(document, "python_env").get("customize") or {}).get("sitecustomize")
-
-
 def digest(document: Snapshot) -> str | None:
-    site = recorded_site(document)
-    return str(site.get("sha256")) if isinstance(site, dict) else None
+    site = snap.sitecustomize(document)
+    return str(site.get("sha256")) if site is not None else None
 
 
-def recorded_whole(site: Any) -> bool:
+def recorded_whole(site: CustomizeFile | None) -> bool:
     """None (there was no file), or recorded with all its content."""
-    return site is None or (isinstance(site, dict) and isinstance(site.get("content"), str)
-                            and not site.get("redacted") and not site.get("truncated"))
+    return site is None or (site.get("content") is not None and not site.get("redacted")
+                            and not site.get("truncated"))
 
 
-def content(site: Any) -> str | None:
-    return str(site["content"]) if isinstance(site, dict) else None
+def content(site: CustomizeFile | None) -> str | None:
+    return site.get("content") if site is not None else None
 
 
 def site_ends(good: Snapshot, live: Snapshot) -> SiteEnds | str:
-    """Both ends' sitecustomize, or why it cannot be put back (not recorded whole)."""
-    was, now = recorded_site(good), recorded_site(live)
+    """Both ends' sitecustomize (one end at least has one: their digests differ), or why it
+    cannot be put back (not recorded whole)."""
+    was, now = snap.sitecustomize(good), snap.sitecustomize(live)
     if not (recorded_whole(was) and recorded_whole(now)):
         return ("sitecustomize differs, but was not recorded whole (masked or cut): "
                 "explain cannot put it back")
-    path = str((now if isinstance(now, dict) else was)["path"])
+    recorded = now if now is not None else was
+    path = str(recorded.get("path")) if recorded is not None else "?"
     return SiteEnds(path, content(was), content(now))
-
-
-def text_or_none(value: Any) -> str | None:
-    return None if value is None else str(value)
 
 
 def find_differences(good: Snapshot, bad: Snapshot, live: Snapshot,
@@ -232,7 +213,7 @@ def find_differences(good: Snapshot, bad: Snapshot, live: Snapshot,
     found = Differences()
     good_repos, live_repos = snap.repos(good), snap.repos(live)
     for path in paths:
-        was, now = good_repos.get(path) or {}, live_repos.get(path) or {}
+        was, now = good_repos.get(path, {}), live_repos.get(path, {})
         good_head, live_head = was.get("head"), now.get("head")
         if good_head is None or live_head is None:
             raise UsageError(f"{path}: no HEAD recorded in {labels[0]!r} or on the host now")
@@ -245,7 +226,7 @@ def find_differences(good: Snapshot, bad: Snapshot, live: Snapshot,
         digests = [p.sha256 if p else None for p in (ends.good_patch, ends.current_patch)]
         if digests[0] != digests[1]:
             found.items.append(Difference("patch", path, digests[0], digests[1]))
-        if untracked(was) != untracked(now):
+        if snap.untracked_digests(was) != snap.untracked_digests(now):
             found.not_searched.append(f"{path}: untracked files differ (explain does not "
                                       "write them: `envsnap restore` does)")
     target: EnvTarget = "server" if serve else "benchmark"
@@ -285,17 +266,17 @@ def pth_differences(good: Snapshot, live: Snapshot
     """Each .pth file of the host python's site folders whose startup lines differ; the
     snapshot records only those lines (and the file's digest), so that is what is put back."""
     was, now = recorded_pth(good), recorded_pth(live)
-    folders = snap.section(live, "python_env").get("site_dirs") or []
+    folders = snap.python_env(live).get("site_dirs", [])
     searched, skipped = [], []
     for path in sorted(set(was) | set(now)):
-        before, after = was.get(path) or {}, now.get(path) or {}
+        before, after = was.get(path, {}), now.get(path, {})
         if before == after:
             continue
         if "error" in before or "error" in after:
             skipped.append(f"{path}: startup lines differ, but the file could not be read")
             continue
-        lines = tuple(str(line) for line in before.get("code_lines") or [])
-        current = tuple(str(line) for line in after.get("code_lines") or [])
+        lines = tuple(before.get("code_lines", []))
+        current = tuple(after.get("code_lines", []))
         if lines == current:
             skipped.append(f"{path}: its sys.path lines differ (explain puts back only the "
                            "lines site.py runs)")
@@ -315,17 +296,13 @@ def pth_differences(good: Snapshot, live: Snapshot
         changed = sum(((Counter(lines) - Counter(current)) +
                        (Counter(current) - Counter(lines))).values())
         searched.append((PthEnds(path, lines, current),
-                         Difference("pth", path, text_or_none(before.get("sha256")),
-                                    text_or_none(after.get("sha256")), lines=changed)))
+                         Difference("pth", path, before.get("sha256"), after.get("sha256"),
+                                    lines=changed)))
     return searched, skipped
 
 
-def recorded_pth(document: Snapshot) -> dict[str, dict[str, Any]]:
-    found = startup_pth(document)
-    if not isinstance(found, dict):
-        return {}
-    return {str(path): facts if isinstance(facts, dict) else {"error": "unreadable"}
-            for path, facts in found.items()}
+def recorded_pth(document: Snapshot) -> dict[str, StartupPth]:
+    return snap.python_env(document).get("startup_pth", {})
 
 
 def package_differences(good: Snapshot,

@@ -146,8 +146,7 @@ def pick_repos(good: Snapshot, bad: Snapshot, wanted: tuple[str, ...],
                labels: tuple[str, str]) -> list[str]:
     """The checkouts, as GOOD recorded them: --repo, else every one both snapshots hold
     (none: only the env and the python's differences are searched)."""
-    recorded = {key: repo for key, repo in snap.repos(good).items()
-                if isinstance(repo, dict) and isinstance(repo.get("head"), str)}
+    recorded = snap.repos_with_head(good)
     if not wanted:
         return sorted(set(recorded) & set(snap.repos(bad)))
     paths = []

@@ -10,7 +10,7 @@ host is left as it is.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Callable
 
 from envsnap.errors import UsageError
 from envsnap.hostops.locks import CheckoutLocks
@@ -20,6 +20,10 @@ from envsnap.restore import policy
 from envsnap.restore.run import RestoreOptions, RestoreReport, restore
 from envsnap.restore.safety import Journal, JournalBook
 from envsnap.snapshot.store import Store
+
+if TYPE_CHECKING:
+    from envsnap.playbook.run import Event
+    from envsnap.restore.foreign import ForeignPlan
 
 
 @dataclass(frozen=True)
@@ -53,9 +57,10 @@ def rollback_target(journal: Journal) -> str:
 
 
 def abort(store: Store, inventory: Inventory, host: str | None, label: str | None,
-          options: RestoreOptions, **hooks: Any) -> Aborted:
-    """Abort the pending restore; `options` carries the connection settings, `hooks` the
-    restore's callbacks (on_event, review_foreign)."""
+          options: RestoreOptions, *, on_event: Callable[[Event], None] | None = None,
+          review_foreign: Callable[[ForeignPlan], bool] | None = None) -> Aborted:
+    """Abort the pending restore; `options` carries the connection settings, on_event and
+    review_foreign are the restore's callbacks (restore/run.py)."""
     book = JournalBook(store)
     journal = find_journal(book, host, label)
     if journal is None:
@@ -66,7 +71,8 @@ def abort(store: Store, inventory: Inventory, host: str | None, label: str | Non
         return Aborted(journal, target, cleared=True)
     rollback = replace(options, label=target, host=journal.host, check=False,
                        repos=tuple(journal.touched))
-    report = restore(store, inventory, rollback, consented, **hooks)
+    report = restore(store, inventory, rollback, consented, on_event=on_event,
+                     review_foreign=review_foreign)
     return Aborted(journal, target, report)
 
 

@@ -11,15 +11,15 @@ from __future__ import annotations
 import posixpath
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from envsnap.snapshot import document as snap
 from envsnap.snapshot.provenance import Provenance
 
 if TYPE_CHECKING:
-    from envsnap.snapshot.records import Snapshot
+    from envsnap.snapshot.records import Blob, Repo, Snapshot, Submodule
 
 DIFF_HEADER = re.compile(r"^diff --git a/(.*?) b/(.*)$")
 
@@ -50,12 +50,11 @@ def foreign_plan(document: Snapshot, label: str, host: str, provenance: Provenan
     server --rerun --serve would start, with the env the snapshot gives it."""
     writes: list[PlannedWrite] = []
     commands = [capture_command(repos)]
-    for path, repo in sorted(snap.repos(document).items()):
-        if str(path) not in repos:
-            continue   # a checkout nobody named is left alone
-        if not isinstance(repo, dict) or not isinstance(repo.get("head"), str):
-            continue   # restore.yml skips a repo without a commit
-        repo_writes, repo_commands = repo_plan(str(path), repo)
+    # restore.yml skips a repo without a commit, and a checkout nobody named is left alone
+    for path, repo in sorted(snap.repos_with_head(document).items()):
+        if path not in repos:
+            continue
+        repo_writes, repo_commands = repo_plan(path, repo)
         writes += repo_writes
         commands += repo_commands
     writes += sitecustomize_writes(document)
@@ -79,50 +78,49 @@ def capture_command(repos: Sequence[str]) -> str:
         (f" (git status in {', '.join(repos)})" if repos else "")
 
 
-def submodule_commands(path: str, submodules: Any) -> list[str]:
+def submodule_commands(path: str, submodules: dict[str, Submodule]) -> list[str]:
     """What the submodules step runs in each submodule the snapshot records (gitsubmodule.py)."""
     commands = []
-    for sub, record in sorted((submodules if isinstance(submodules, dict) else {}).items()):
-        if not isinstance(record, dict):
-            continue
-        commit = str(record.get("checked_out") or record.get("recorded") or "?")
-        quoted = shlex.quote(posixpath.join(path, str(sub)))
+    for sub, record in sorted(submodules.items()):
+        commit = record.get("checked_out") or record.get("recorded") or "?"
+        quoted = shlex.quote(posixpath.join(path, sub))
         commands += [f"git -C {shlex.quote(path)} submodule update --init -- "
-                     f"{shlex.quote(str(sub))}  (only if it is not checked out)",
+                     f"{shlex.quote(sub)}  (only if it is not checked out)",
                      f"git -C {quoted} stash push --include-untracked  (only if there is work)",
                      f"git -C {quoted} checkout --detach {commit}"]
     return commands
 
 
-def repo_plan(path: str, repo: Mapping[str, Any]) -> tuple[list[PlannedWrite], list[str]]:
-    uncommitted = repo.get("uncommitted")
-    work: dict[str, Any] = uncommitted if isinstance(uncommitted, dict) else {}
+def repo_plan(path: str, repo: Repo) -> tuple[list[PlannedWrite], list[str]]:
+    """What restoring one checkout runs and writes; `repo` has a HEAD (repos_with_head)."""
+    work = repo.get("uncommitted") or {}
     quoted = shlex.quote(path)
-    head = str(repo["head"])
+    head = str(repo.get("head"))
     commands = [f"git -C {quoted} stash push --include-untracked  (only if there is work)",
                 f"git -C {quoted} fetch  (only if {head[:12]} is not there)",
-                f"git -C {quoted} checkout {shlex.quote(str(repo.get('branch') or head))}"
+                f"git -C {quoted} checkout {shlex.quote(repo.get('branch') or head)}"
                 f"  (commit {head})"]
-    commands += submodule_commands(path, repo.get("submodules"))
+    commands += submodule_commands(path, repo.get("submodules", {}))
     writes: list[PlannedWrite] = []
-    for name in ("patch", "staged"):
-        blob = work.get(name)
-        text = blob.get("text") if isinstance(blob, dict) else None
-        if isinstance(blob, dict) and (blob.get("bytes") or text):
-            size = blob.get("bytes") if isinstance(blob.get("bytes"), int) else None
-            what = "staged changes" if name == "staged" else "uncommitted patch"
-            commands.append(f"git -C {quoted} apply{' --cached' if name == 'staged' else ''}"
-                            f"  (the snapshot's {what}, {bytes_text(size)})")
-            writes += [PlannedWrite(posixpath.join(path, file), file_size, "patched")
-                       for file, file_size in patched_files(text if isinstance(text, str)
-                                                            else "")]
-    untracked = work.get("untracked")
-    for name, facts in sorted((untracked if isinstance(untracked, dict) else {}).items()):
-        if isinstance(facts, dict) and isinstance(facts.get("content"), str):
-            writes.append(PlannedWrite(posixpath.join(path, str(name)),
-                                       len(facts["content"].encode("utf-8", "surrogateescape")),
-                                       "untracked file"))
+    for staged, blob in ((False, work.get("patch")), (True, work.get("staged"))):
+        if blob is not None and (blob.get("bytes") or blob.get("text")):
+            patch_writes, command = blob_plan(path, blob, staged)
+            writes += patch_writes
+            commands.append(command)
+    writes += [PlannedWrite(posixpath.join(path, name),
+                            len(content.encode("utf-8", "surrogateescape")), "untracked file")
+               for name, content in sorted(snap.untracked_contents(repo).items())]
     return writes, commands
+
+
+def blob_plan(path: str, blob: Blob, staged: bool) -> tuple[list[PlannedWrite], str]:
+    """The files a recorded patch (or staged changes) rewrites, and the apply that does it."""
+    what = "staged changes" if staged else "uncommitted patch"
+    command = (f"git -C {shlex.quote(path)} apply{' --cached' if staged else ''}"
+               f"  (the snapshot's {what}, {bytes_text(blob.get('bytes'))})")
+    writes = [PlannedWrite(posixpath.join(path, file), file_size, "patched")
+              for file, file_size in patched_files(blob.get("text") or "")]
+    return writes, command
 
 
 def patched_files(text: str) -> list[tuple[str, int]]:
@@ -138,13 +136,12 @@ def patched_files(text: str) -> list[tuple[str, int]]:
 
 
 def sitecustomize_writes(document: Snapshot) -> list[PlannedWrite]:
-    customize = snap.section(document, "python_env").get("customize")
-    site = customize.get("sitecustomize") if isinstance(customize, dict) else None
-    if not (isinstance(site, dict) and isinstance(site.get("content"), str)):
+    site = snap.sitecustomize(document)
+    content = site.get("content") if site is not None else None
+    if site is None or content is None:
         return []
     return [PlannedWrite(str(site.get("path")),
-                         len(site["content"].encode("utf-8", "surrogateescape")),
-                         "sitecustomize")]
+                         len(content.encode("utf-8", "surrogateescape")), "sitecustomize")]
 
 
 def bytes_text(size: int | None) -> str:
@@ -157,12 +154,13 @@ def rerun_shown(document: Snapshot, rerun: bool, given: str | None) -> str | Non
         return None
     if given:
         return given
-    record: Mapping[str, Any] = snap.bench(document) or {}
-    command, cwd = record.get("command"), record.get("cwd")
-    if not isinstance(command, str):
+    record = snap.bench(document)
+    command = record.get("command") if record is not None else None
+    if record is None or command is None:
         return "(no benchmark recorded)"
-    return command + (f"  (in {cwd})" if isinstance(cwd, str) and cwd else "")
+    cwd = record.get("cwd")
+    return command + (f"  (in {cwd})" if cwd else "")
 
 
 def recorded_repos(document: Snapshot) -> list[str]:
-    return sorted(str(path) for path in snap.repos(document))
+    return sorted(snap.repos(document))

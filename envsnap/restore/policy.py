@@ -23,7 +23,7 @@ import os
 import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from envsnap.agent.redact import holds_marker
 from envsnap.errors import UsageError
@@ -32,6 +32,7 @@ from envsnap.hosts.inventory import Host
 from envsnap.snapshot import document as snap
 
 if TYPE_CHECKING:
+    from envsnap.playbook.templating import Variables
     from envsnap.snapshot.records import Snapshot
 
 CHOSEN_VAR = "restore_repos"            # host var: the snapshot's checkouts to restore
@@ -58,8 +59,7 @@ def choose_repos(document: Snapshot, host: Host, named_on_cli: Sequence[str],
     if not named:
         return RepoChoice(recorded, []) if mine else RepoChoice([], recorded)
     wanted = {same_path(path, host.is_local) for path in named}
-    given = {path: str(repo.get("given_path") or path) if isinstance(repo, dict) else path
-             for path, repo in snap.repos(document).items()}
+    given = {path: repo.get("given_path") or path for path, repo in snap.repos(document).items()}
     # Recorded absolute since issue 13; a path named as it was typed (`sglang`) still names it.
     chosen = [path for path in recorded if same_path(path, host.is_local) in wanted
               or same_path(given.get(path, path), host.is_local) in wanted]
@@ -137,10 +137,10 @@ def rollback_backup_source(label: str) -> str | None:
     return None
 
 
-def playbook_vars(host: Host, label: str, backup_label: str | None) -> dict[str, Any]:
+def playbook_vars(host: Host, label: str, backup_label: str | None) -> Variables:
     """Extra vars for restore.yml: the checkouts to restore, where to save what is replaced
     (applying only), and, for a rollback, the backup folder of the restore it undoes."""
-    found: dict[str, Any] = {CHOSEN_VAR: chosen_repos(host)}
+    found: Variables = {CHOSEN_VAR: chosen_repos(host)}
     if backup_label:
         found["backup_dir"] = backup_dir(backup_label)
     source = rollback_backup_source(label)

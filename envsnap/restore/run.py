@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from envsnap.agent.sections import SECTIONS
 from envsnap.bench import run as bench
@@ -43,6 +43,7 @@ from envsnap.snapshot.store import Store
 from envsnap.text import name_stamp
 
 if TYPE_CHECKING:
+    from envsnap.hosts.inventory_graph import Vars
     from envsnap.snapshot.records import Repo, Snapshot
 
 
@@ -196,7 +197,7 @@ def target_host(document: Snapshot, inventory: Inventory,
         raise UsageError(f"--host {pattern!r} names {len(hosts)} hosts: restore one at a time")
     mine = provenance.verify_as_user(document).mine
     choice = policy.choose_repos(document, hosts[0], options.repos, mine)
-    wanted: dict[str, Any] = {"procs": config.get("procs"), "repos": choice.restore}
+    wanted: Vars = {"procs": config.get("procs"), "repos": choice.restore}
     # The interpreter: --python, else the inventory's, else the one the snapshot ran with,
     # if the snapshot is the user's own: a foreign one's would be a program it picked to run.
     inventory_python = any(hosts[0].vars.get(key)
@@ -357,9 +358,9 @@ def restorable_mismatches(snapshot: Snapshot, after: Snapshot,
     problems = []
     repos_after = snap.repos(after)
     for path, repo in snap.repos(snapshot).items():
-        if not isinstance(repo, dict) or "head" not in repo or path not in restored:
+        if "head" not in repo or path not in restored:
             continue
-        now = repos_after.get(path) or {}
+        now = repos_after.get(path, {})
         for name, value in repo_fingerprint(repo).items():
             if repo_fingerprint(now).get(name) != value:
                 problems.append(f"{path}: {name} differs from the snapshot")
@@ -368,11 +369,12 @@ def restorable_mismatches(snapshot: Snapshot, after: Snapshot,
     return problems
 
 
-def repo_fingerprint(repo: Repo) -> dict[str, Any]:
+def repo_fingerprint(repo: Repo) -> dict[str, str | list[str] | None]:
+    """What restore puts back of a checkout, by the name a mismatch is reported under."""
     work = repo.get("uncommitted") or {}
     patch = work.get("patch") or {}
     return {"HEAD": repo.get("head"), "uncommitted patch": patch.get("sha256"),
-            "untracked files": sorted(work.get("untracked") or {})}
+            "untracked files": sorted(work.get("untracked", {}))}
 
 
 # Which machine and which boot: checked before the restore (hostname, --force-host), never

@@ -12,7 +12,7 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal, TypedDict, get_args
 
 from envsnap.errors import StoreError, UsageError
 from envsnap.snapshot import document as snap
@@ -34,9 +34,8 @@ def touched_by(document: Snapshot, only: list[str] | None = None) -> list[str]:
     as recorded: its lock and journal names. sitecustomize takes no lock of its own: every
     system python of Debian and Ubuntu has one, so a lock on it would serialise all restores
     of a host again; two restores that both rewrite it differently are told by verify."""
-    return sorted(path for path, repo in snap.repos(document).items()
-                  if isinstance(repo, dict) and isinstance(repo.get("head"), str)
-                  and (only is None or path in only))
+    return sorted(path for path in snap.repos_with_head(document)
+                  if only is None or path in only)
 
 
 @dataclass
@@ -52,6 +51,35 @@ class Journal:
 
     def overlaps(self, touched: list[str]) -> bool:
         return not self.touched or not touched or bool(set(self.touched) & set(touched))
+
+
+class JournalFieldsRequired(TypedDict):
+    label: str
+    host: str
+    pre_restore: str
+    started: str
+
+
+class JournalFields(JournalFieldsRequired, total=False):
+    """A journal file's JSON, as JournalBook.write puts it there (state and touched may be
+    missing from a journal of an older envsnap)."""
+
+    state: JournalState
+    touched: list[str]
+
+
+def journal_from(text: str) -> Journal:
+    """The journal a file holds; ValueError or TypeError when it is not one write() wrote
+    (a journal is trusted to say which checkouts are locked, so its fields are checked)."""
+    fields: JournalFields = json.loads(text)
+    journal = Journal(**fields)
+    named = (journal.label, journal.host, journal.pre_restore, journal.started)
+    if not all(isinstance(value, str) for value in named) \
+            or journal.state not in get_args(JournalState) \
+            or not isinstance(journal.touched, list) \
+            or not all(isinstance(path, str) for path in journal.touched):
+        raise ValueError("not a restore journal of this envsnap")
+    return journal
 
 
 class JournalBook:
@@ -84,8 +112,7 @@ class JournalBook:
 
     def read_one(self, path: Path) -> Journal | None:
         try:
-            data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-            return Journal(**data)
+            return journal_from(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return None
         except OSError as exc:   # a folder of that name, or one we may not read

@@ -9,7 +9,7 @@ of it. The drift findings about that worker are then not "left to the user" any 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from envsnap.agent.redact import holds_marker
 from envsnap.bench.run import EnvChanges, ServeSpec
@@ -18,7 +18,7 @@ from envsnap.diff.keys import worker_keys
 from envsnap.snapshot import document as snap
 
 if TYPE_CHECKING:
-    from envsnap.snapshot.records import Snapshot
+    from envsnap.snapshot.records import Process, Snapshot
 
 STARTED_BY_ENVSNAP = "envsnap --serve"   # agent/benchserve.py MATCHED
 
@@ -32,19 +32,18 @@ class ServerEnv:
     masked: tuple[str, ...] = ()   # variables whose recorded value was masked: not put back
 
 
-def server_workers(document: Snapshot) -> dict[str, dict[str, Any]]:
+def server_workers(document: Snapshot) -> dict[str, Process]:
     """{pid: worker} of the processes a --serve server ran as, in the document's env."""
-    processes = snap.section(document, "env").get("processes") or {}
-    return {pid: info for pid, info in processes.items()
-            if isinstance(info, dict) and info.get("role") == "server"}
+    processes = snap.env(document).get("processes", {})
+    return {pid: info for pid, info in processes.items() if info.get("role") == "server"}
 
 
-def main_server(document: Snapshot) -> tuple[str, dict[str, Any]] | None:
+def main_server(document: Snapshot) -> tuple[str, Process] | None:
     """(its key in a diff, the worker) of the server itself (not one of its children)."""
     workers = server_workers(document)
     for pid, info in sorted(workers.items()):
         if info.get("matched") == STARTED_BY_ENVSNAP:
-            keys = worker_keys(snap.section(document, "env").get("processes") or {})
+            keys = worker_keys(snap.env(document).get("processes", {}))
             return keys[pid], info
     return None
 
@@ -57,10 +56,10 @@ def server_env(snapshot: Snapshot, live: Snapshot) -> ServerEnv:
     if found is None:
         return ServerEnv(None)
     key, worker = found
-    recorded = worker.get("env")
-    if not isinstance(recorded, dict) or "error" in recorded:
+    recorded = snap.process_env(worker)
+    if recorded is None:
         return ServerEnv(key)
-    now = snap.section(live, "env").get("shell") or {}
+    now = snap.env(live).get("shell", {})
     masked = tuple(sorted(name for name, value in recorded.items()
                           if isinstance(value, str) and holds_marker(value)))
     changes: list[tuple[str, str | None]] = [
@@ -76,8 +75,8 @@ def serve_shown(document: Snapshot, serve: ServeSpec | None) -> str | None:
     if serve is None:
         return None
     found = main_server(document)
-    recorded = found[1].get("env") if found is not None else None
-    if not isinstance(recorded, dict) or "error" in recorded:
+    recorded = snap.process_env(found[1]) if found is not None else None
+    if recorded is None:
         return f"{serve.cmd}  (the snapshot records no server env)"
     names = ", ".join(f"{name}={value}" for name, value in sorted(recorded.items()))
     return f"{serve.cmd}  (with the snapshot's server env, where it differs: {names})"

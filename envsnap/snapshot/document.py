@@ -28,6 +28,7 @@ if TYPE_CHECKING:   # records.py costs ~5 ms to import, and is read by mypy only
         CaptureConfig,
         Collector,
         CudaNccl,
+        CustomizeFile,
         Env,
         Facts,
         Git,
@@ -200,6 +201,43 @@ def repo_error(repo: Repo) -> str | None:
 
 def readable_repos(document: Snapshot) -> dict[str, Repo]:
     return {path: repo for path, repo in repos(document).items() if not repo_error(repo)}
+
+
+def repos_with_head(document: Snapshot) -> dict[str, Repo]:
+    """The repositories read with a commit recorded: what a restore, bisect or explain can
+    check out (restore.yml skips the others)."""
+    return {path: repo for path, repo in repos(document).items()
+            if repo.get("head") is not None}
+
+
+def untracked_contents(repo: Repo) -> dict[str, str]:
+    """{path: content} of the untracked files recorded whole enough to write back; a file
+    recorded without its content (binary, over the cap, a symlink, unreadable) is left out.
+    The schema leaves an untracked file's record free-form (the agent's file facts), so this
+    is where its shape is read."""
+    files: Mapping[str, Any] = (repo.get("uncommitted") or {}).get("untracked", {})
+    return {path: facts["content"] for path, facts in files.items()
+            if isinstance(facts, dict) and isinstance(facts.get("content"), str)}
+
+
+def untracked_digests(repo: Repo) -> dict[str, object]:
+    """{path: sha256} of each untracked file (the record itself where it holds no mapping),
+    for telling whether the untracked files moved."""
+    files: Mapping[str, Any] = (repo.get("uncommitted") or {}).get("untracked", {})
+    return {path: facts.get("sha256") if isinstance(facts, dict) else facts
+            for path, facts in files.items()}
+
+
+def process_env(process: Process) -> dict[str, str | None] | None:
+    """A process's environment as recorded; None when it was not (the agent writes
+    {"error": why} in its place when /proc/PID/environ could not be read)."""
+    found = process.get("env")
+    return None if found is None or "error" in found else found
+
+
+def sitecustomize(document: Snapshot) -> CustomizeFile | None:
+    """The recorded sitecustomize; None when the python had none."""
+    return python_env(document).get("customize", {}).get("sitecustomize")
 
 
 def unreadable_repos(document: Snapshot) -> dict[str, str]:
