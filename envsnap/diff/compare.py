@@ -45,6 +45,7 @@ from envsnap.snapshot.document import (
 )
 from envsnap.snapshot.document import host as host_of
 from envsnap.snapshot.document import label as label_of
+from envsnap.snapshot.spec import is_object
 
 if TYPE_CHECKING:
     from envsnap.diff.benchmark import Benchmark
@@ -227,7 +228,7 @@ def section_changes(name: str, a: Snapshot, b: Snapshot,
 
 def is_mapping(value: Any) -> bool:
     """A dict to descend into; a dict with a sha256 is a recorded blob, compared whole."""
-    return isinstance(value, dict) and "sha256" not in value
+    return is_object(value) and "sha256" not in value
 
 
 def unwrap(value: Any) -> Any:

@@ -5,8 +5,11 @@ Shared by diff, rules, fleet and render so a finding means the same thing everyw
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, TypedDict
+
+from envsnap.snapshot.spec import is_object
 
 if TYPE_CHECKING:
     from envsnap.snapshot.records import ReflogEntry
@@ -152,7 +155,7 @@ def short(value: Any, width: int = 40) -> str:
         return value[:7]
     if isinstance(value, list):
         text = ", ".join(short(item, width) for item in value) or "(empty)"
-    elif isinstance(value, dict):
+    elif is_object(value):
         text = summary_of_mapping(value)
     else:
         text = str(value)
@@ -160,7 +163,7 @@ def short(value: Any, width: int = 40) -> str:
     return text if len(text) <= width else text[:width - 3] + "..."
 
 
-def summary_of_mapping(value: dict[str, Any]) -> str:
+def summary_of_mapping(value: Mapping[str, Any]) -> str:
     """A mapping by what names it: an error, a blob's size and hash, a repository's
     uncommitted state, or its message, name or version."""
     if "error" in value and len(value) <= 2:
@@ -171,7 +174,7 @@ def summary_of_mapping(value: dict[str, Any]) -> str:
     if "dirty" in value:
         patch = value.get("patch")
         # any value of a walked tree comes here, not only an uncommitted record
-        patch = patch if isinstance(patch, dict) else {}
+        patch = patch if is_object(patch) else {}
         return f"dirty, patch {human_bytes(patch.get('bytes'))}" if value["dirty"] else "clean"
     for key in ("message", "name", "version"):
         if isinstance(value.get(key), str):

@@ -13,6 +13,8 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from envsnap.snapshot.spec import is_object
+
 if TYPE_CHECKING:
     from typing import TypeGuard
 
@@ -27,8 +29,7 @@ BINARY_MARKERS = ("GIT binary patch", "\nBinary files ")
 
 def is_blob(value: object) -> TypeGuard[Blob]:
     """A recorded blob, wherever it sits in a tree of facts (a walk meets every kind)."""
-    return isinstance(value, dict) and "sha256" in value and ("text" in value or
-                                                              "base64" in value)
+    return is_object(value) and "sha256" in value and ("text" in value or "base64" in value)
 
 
 def rest_field(blob: Blob, name: str) -> Any:
@@ -156,7 +157,7 @@ def summarise_tree(value: Any) -> Any:
     """Every blob inside a value replaced by its summary (for --json without --all)."""
     if is_blob(value):
         return summary(value)
-    if isinstance(value, dict):
+    if is_object(value):
         return {key: summarise_tree(item) for key, item in value.items()}
     if isinstance(value, list):
         return [summarise_tree(item) for item in value]
@@ -169,7 +170,7 @@ def safe_tree(value: Any) -> Any:
         shown = {k: v for k, v in value.items() if k not in ("text", "base64")}
         shown["text"] = shown_text(value)
         return shown
-    if isinstance(value, dict):
+    if is_object(value):
         return {key: safe_tree(item) for key, item in value.items()}
     if isinstance(value, list):
         return [safe_tree(item) for item in value]
@@ -181,7 +182,7 @@ def blobs_in(value: Any, prefix: str = "") -> list[tuple[str, Blob]]:
     if is_blob(value):
         return [(prefix or "patch", value)]
     found: list[tuple[str, Blob]] = []
-    if isinstance(value, dict):
+    if is_object(value):
         for key, item in value.items():
             found += blobs_in(item, f"{prefix}.{key}" if prefix else str(key))
     return found

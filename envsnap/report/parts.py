@@ -139,10 +139,9 @@ def repo_parts(path: str, repo: Repo, full: bool) -> list[Part]:
                           patch_lines(patch, full), code=True))
     untracked = work.get("untracked", {})
     if untracked:
-        # each untracked file's record is free-form (schema.py): sizes where it is a mapping
         found.append(Part(f"untracked files in {path} ({work.get('untracked_count')})",
-                          [f"{name}  {human_bytes(info.get('bytes'))}" for name, info in
-                           sorted(untracked.items()) if isinstance(info, dict)]))
+                          [f"{name}  {human_bytes(size)}" for name, size in
+                           sorted(snapshot.untracked_sizes(repo).items())]))
     for ref, stash in repo.get("stashes", {}).items():
         stashed = stash.get("patch")
         if patch_summary.is_blob(stashed):

@@ -228,6 +228,13 @@ def untracked_digests(repo: Repo) -> dict[str, object]:
             for path, facts in files.items()}
 
 
+def untracked_sizes(repo: Repo) -> dict[str, object]:
+    """{path: bytes} of each untracked file recorded as a mapping (its size as recorded), for
+    a report's list of them; a record of another shape is left out."""
+    files: Mapping[str, Any] = (repo.get("uncommitted") or {}).get("untracked", {})
+    return {path: facts.get("bytes") for path, facts in files.items() if isinstance(facts, dict)}
+
+
 def process_env(process: Process) -> dict[str, str | None] | None:
     """A process's environment as recorded; None when it was not (the agent writes
     {"error": why} in its place when /proc/PID/environ could not be read)."""

@@ -13,7 +13,11 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Callable, Union
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Callable, Union
+
+if TYPE_CHECKING:
+    from typing import TypeGuard  # Python 3.10: a string annotation here (3.9 runs this too)
 
 Check = Callable[[Any], None]
 # What json_schema() builds: JSON itself (the exported docs/snapshot.schema.json). The checks'
@@ -49,6 +53,14 @@ class Invalid(Exception):
 
     def path(self) -> str:
         return "".join(self.parts).lstrip(".")
+
+
+def is_object(value: object) -> TypeGuard[Mapping[str, Any]]:
+    """Whether a value met by a walk over a snapshot's tree is a JSON object. Every mapping of
+    a validated snapshot is one (string keys, JSON values): the generic walks of diff and
+    report (digests, blobs, summaries) descend through this, where typed reads of a known
+    record need no check at all."""
+    return isinstance(value, dict)
 
 
 def field_part(name: str) -> str:
