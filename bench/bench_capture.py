@@ -42,9 +42,12 @@ def median_of(repeat: int, argv_for: Callable[[int], Any], env: dict[str, str], 
     return statistics.median(run(argv_for(i)) for i in range(repeat))
 
 
-def parallel_ssh_agent(addresses: list[str], env: dict[str, str], ssh_config: str) -> float:
-    """The same remote work as a fleet capture, with OpenSSH and no envsnap in between."""
-    agent = sorted((Path.home() / ".cache" / "envsnap").glob("agent-*/"),
+def parallel_ssh_agent(addresses: list[str], env: dict[str, str], ssh_config: str,
+                       login_home: Path) -> float:
+    """The same remote work as a fleet capture, with OpenSSH and no envsnap in between.
+    The agent is the one the capture cached in the logins' HOME (the test sshd gives every
+    login one of its own), not this user's."""
+    agent = sorted((login_home / ".cache" / "envsnap").glob("agent-*/"),
                    key=lambda path: path.stat().st_mtime)[-1]
     command = f"cd && exec python3 .cache/envsnap/{agent.name} e30="   # config: {}
     started = time.perf_counter()
@@ -96,7 +99,8 @@ def main() -> None:
         print(f"ratio fleet{args.fleet} / one:                  {ratio:.2f}x  (target <= 3.0)")
         floor32 = median_of(max(3, args.repeat // 2), lambda i: None, env, work,
                             runner=lambda _argv: parallel_ssh_agent(daemon.addresses, env,
-                                                                    ssh_config))
+                                                                    ssh_config,
+                                                                    daemon.host_home))
         print(f"{args.fleet} concurrent OpenSSH runs of the agent:  {floor32:.3f} s")
         print(f"ratio fleet{args.fleet} / openssh{args.fleet}:            {fleet / floor32:.2f}x")
     finally:
