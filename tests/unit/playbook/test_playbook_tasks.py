@@ -19,7 +19,7 @@ from envsnap.playbook.tasks.base import Context
 from envsnap.snapshot.store import Store
 
 ENGINE_PATH = "python/sglang/srt/entrypoints/engine.py"
-TASKS = ROOT / "envsnap" / "tasks"
+TASKS = ROOT / "envsnap" / "playbook" / "tasks"
 
 
 def context(tmp_path: Path, check: bool = False, diff: bool = False) -> Context:
@@ -40,6 +40,7 @@ def story(tmp_path: Path) -> Story:
 
 def test_restore_never_resets_or_cleans() -> None:
     source = "".join(path.read_text() for path in TASKS.glob("*.py"))
+    assert "MODULE" in source   # the task modules were read: a moved folder fails here
     assert not re.search(r"""["'](reset|clean)["']""", source)
     assert not re.search(r"""["']--hard["']""", source)
 
