@@ -8,6 +8,10 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 VENV=.venv
+# The Python the README's users have: the distribution's own /usr/bin/python3 (on Debian and
+# Ubuntu: PEP 668, its sitecustomize.py in /usr/lib/python3.X), not whichever python3 comes
+# first on PATH (pyenv, conda). PYTHON=... picks another one on purpose.
+PYTHON=${PYTHON:-$( [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || command -v python3 )}
 
 as_root_apt_get() {
   if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then
@@ -37,12 +41,15 @@ fi
 
 # A venv with a working pip: Debian's python3 makes one only with python3-venv (ensurepip)
 # installed, and a failed attempt leaves a folder without pip behind.
-if ! "$VENV/bin/python" -m pip --version >/dev/null 2>&1; then
+# A venv left from another Python (an earlier run on PATH's python3) is made anew.
+base_of() { "$1" -c 'import sys; print(sys.base_prefix)' 2>/dev/null; }
+if ! "$VENV/bin/python" -m pip --version >/dev/null 2>&1 \
+    || [ "$(base_of "$VENV/bin/python")" != "$(base_of "$PYTHON")" ]; then
   rm -rf "$VENV"
-  if ! python3 -m venv "$VENV" >/dev/null 2>&1; then
+  if ! "$PYTHON" -m venv "$VENV" >/dev/null 2>&1; then
     rm -rf "$VENV"
     as_root_apt_get python3-venv || exit 1
-    python3 -m venv "$VENV" || exit 1
+    "$PYTHON" -m venv "$VENV" || exit 1
   fi
 fi
 "$VENV/bin/python" -m pip install -q -e '.[test]' || exit 1
