@@ -9,11 +9,17 @@
   one newline at the end; a value JSON has no type for (a datetime, a Path) as its str.
 - `timestamp` and `name_stamp`: the one form of a moment in a document (ISO 8601 in UTC,
   to the second) and in a file or label name (no `:`, sortable).
+- `plural`, `number`, `sparkline`, `values_at_a_glance`: how counts and measured values read,
+  the same in every command and report.
+
+It imports nothing of envsnap, so every floor (bench and hosts too) writes text as diff and
+report do.
 """
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -49,3 +55,33 @@ def timestamp(when: datetime | None = None) -> str:
 def name_stamp(when: datetime | None = None) -> str:
     """`20260101-120000`: a moment in a label or file name."""
     return (when or now_utc()).strftime("%Y%m%d-%H%M%S")
+
+BARS = "▁▂▃▄▅▆▇█"
+
+
+def plural(count: int, word: str, suffix: str = "s") -> str:
+    return f"{count} {word}{'' if count == 1 else suffix}"
+
+
+def number(value: float) -> str:
+    """A measured value in four significant digits: 285.7, 0.0123, 1.235e+04."""
+    return f"{value:.4g}"
+
+
+def sparkline(values: Sequence[float]) -> str:
+    """One character per value, its height between the smallest and the largest."""
+    if not values:
+        return ""
+    lo, hi = min(values), max(values)
+    if hi == lo:
+        return BARS[3] * len(values)
+    top = len(BARS) - 1
+    return "".join(BARS[round((v - lo) / (hi - lo) * top)] for v in values)
+
+
+def values_at_a_glance(values: Sequence[float], what: str = "run") -> str:
+    """"▃▁█▅ 285.7 .. 287 (4 runs)": the values in order, scaled between their extremes."""
+    if not values:
+        return "none"
+    return (f"{sparkline(values)} {number(min(values))} .. {number(max(values))} "
+            f"({len(values)} {what}{'s' if len(values) != 1 else ''})")

@@ -46,8 +46,7 @@ from envsnap.hosts.payload import AgentOutput, BenchConfig, ServeConfig
 from envsnap.hosts.transport import Transport, open_transport
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.store import SUFFIX, Store, atomic_write, dump_yaml
-from envsnap.text import now_utc, timestamp
-from envsnap.words import plural
+from envsnap.text import now_utc, plural, timestamp
 
 if TYPE_CHECKING:
     from envsnap.snapshot.records import (

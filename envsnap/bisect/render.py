@@ -5,8 +5,8 @@ import math
 import statistics
 
 from envsnap.bisect.run import BisectReport, Event, RunEnded, Step
+from envsnap.text import plural, values_at_a_glance
 from envsnap.verdicts import ENDS_UNDECIDED, FOUND, NO_REGRESSION, ONLY_SKIPPED
-from envsnap.words import plural, values_at_a_glance
 
 SUBJECT_WIDTH = 40
 

@@ -45,6 +45,7 @@ from envsnap.hosts.capture import CaptureOptions
 from envsnap.hosts.inventory import Inventory
 from envsnap.hosts.transport import open_transport
 from envsnap.snapshot.store import Store
+from envsnap.text import plural
 from envsnap.verdicts import (
     CANT_TELL,
     ENDS_UNDECIDED,
@@ -58,7 +59,6 @@ from envsnap.verdicts import (
     BisectOutcome,
     Classification,
 )
-from envsnap.words import plural
 
 StepKind = Literal["good", "bad", "step"]    # the two endpoints, or a commit between them
 

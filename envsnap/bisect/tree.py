@@ -33,7 +33,7 @@ from envsnap.hostops.git import (
 )
 from envsnap.hostops.patch import Patch, apply, remove, take_out, upload
 from envsnap.hostops.shell import Shell
-from envsnap.words import plural
+from envsnap.text import plural
 
 
 @contextmanager

@@ -76,7 +76,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from envsnap.hosts.capture import CaptureOptions
     from envsnap.hosts.inventory import load_inventory, resolve_hosts
     from envsnap.snapshot.store import Store
-    from envsnap.words import values_at_a_glance
+    from envsnap.text import values_at_a_glance
 
     spec = BenchSpec(cmd=args.cmd, metric=args.metric, repeat=args.repeat,
                      lower_is_better=args.lower_is_better, cwd=args.cwd,

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, Union
 
 from envsnap.diff.findings import short
 from envsnap.snapshot.document import bench as bench_of
+from envsnap.text import plural
 from envsnap.verdicts import CANT_TELL, IMPROVEMENT, REGRESSION, SAME, BenchVerdict
-from envsnap.words import plural
 
 if TYPE_CHECKING:
     from envsnap.snapshot.records import Bench, BenchRun, Snapshot

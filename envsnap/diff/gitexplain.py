@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, NamedTuple
 
 from envsnap.diff.findings import Detail, MovedCommit, RebasedPair, Relation
-from envsnap.words import plural
+from envsnap.text import plural
 
 if TYPE_CHECKING:
     from envsnap.snapshot.records import Commit, ReflogEntry, Repo

@@ -7,8 +7,7 @@ from typing import Any
 from envsnap.diff.findings import Finding, git_move, short
 from envsnap.diff.fleet import ABSENT, Disagreement, FleetReport
 from envsnap.diff.render_text import git_blocks, paint, rank_colour
-from envsnap.text import dump_json, markdown_cell, markdown_code
-from envsnap.words import plural
+from envsnap.text import dump_json, markdown_cell, markdown_code, plural
 
 FLEET_FORMAT = 1
 

@@ -26,7 +26,7 @@ from envsnap.diff.findings import (
     short,
 )
 from envsnap.diff.rules import PERFORMANCE
-from envsnap.words import plural
+from envsnap.text import plural
 
 if TYPE_CHECKING:
     from envsnap.snapshot.records import Blob, CustomizeFile

@@ -26,7 +26,7 @@ from envsnap.diff.findings import (
     short,
 )
 from envsnap.diff.gitexplain import CONFIGURED, verb_of
-from envsnap.words import plural
+from envsnap.text import plural
 
 if TYPE_CHECKING:
     from envsnap.snapshot.records import Gpu, InProgress, Stash, Submodule, Uncommitted

@@ -32,7 +32,7 @@ from envsnap.hostops.git import checkout
 from envsnap.hostops.patch import Patch, apply, remove, upload
 from envsnap.hostops.pip import pin_packages
 from envsnap.hostops.shell import Shell
-from envsnap.words import plural
+from envsnap.text import plural
 
 
 @dataclass(frozen=True)

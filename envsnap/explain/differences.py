@@ -21,7 +21,7 @@ from envsnap.hostops.git import GitFailure
 from envsnap.hostops.patch import Patch, patch_from
 from envsnap.restore.serve import main_server
 from envsnap.snapshot import document as snap
-from envsnap.words import plural
+from envsnap.text import plural
 
 if TYPE_CHECKING:
     from envsnap.snapshot.records import CustomizeFile, Repo, Snapshot, StartupPth

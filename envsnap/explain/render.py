@@ -9,8 +9,8 @@ from envsnap.bisect.run import RunEnded, Step
 from envsnap.explain.differences import Difference
 from envsnap.explain.run import Event, ExplainReport, Measured, Plan, state_name
 from envsnap.explain.search import Explanation
+from envsnap.text import plural
 from envsnap.verdicts import CANT_TELL, NO_REGRESSION
-from envsnap.words import plural
 
 
 def number(value: float) -> str:

@@ -47,8 +47,8 @@ from envsnap.hosts.transport import open_transport
 from envsnap.snapshot import document as snap
 from envsnap.snapshot import provenance
 from envsnap.snapshot.store import Store
+from envsnap.text import plural
 from envsnap.verdicts import REGRESSION
-from envsnap.words import plural
 
 if TYPE_CHECKING:
     from envsnap.snapshot.records import Snapshot

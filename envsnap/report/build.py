@@ -29,8 +29,7 @@ from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.document import problems
 from envsnap.snapshot.mask import Masker
 from envsnap.snapshot.store import atomic_write, holds_snapshot
-from envsnap.text import dump_json
-from envsnap.words import plural
+from envsnap.text import dump_json, plural
 
 if TYPE_CHECKING:
     from envsnap.snapshot.records import Bench, Snapshot, Telemetry

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from html import escape
 from typing import Union
 
+from envsnap.text import number
 from envsnap.verdicts import BAD, CANT_TELL, GOOD, REGRESSION
-from envsnap.words import number
 
 GOOD_COLOR = "#1a7f37"
 BAD_COLOR = "#cf222e"

@@ -15,7 +15,7 @@ from envsnap.diff import rules
 from envsnap.diff.findings import short
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.document import collector_error
-from envsnap.words import plural
+from envsnap.text import plural
 
 if TYPE_CHECKING:
     from envsnap.snapshot.records import (

@@ -14,7 +14,7 @@ from envsnap.diff import patch_summary
 from envsnap.diff.findings import human_bytes, short
 from envsnap.report.facts import Facts, RowValue, by_index, gpu_records, not_captured
 from envsnap.snapshot import document as snapshot
-from envsnap.words import plural
+from envsnap.text import plural
 
 if TYPE_CHECKING:
     from envsnap.snapshot.records import Blob, Gpu, Repo, Snapshot

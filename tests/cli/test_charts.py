@@ -22,7 +22,7 @@ from helpers.htmlcharts import charts_in, elements, of_class
 
 from envsnap.cli.progress import Tally, status_text
 from envsnap.report.charts import phases
-from envsnap.words import sparkline
+from envsnap.text import sparkline
 
 STORY = ROOT / "tests" / "data" / "h200x2-story" / "snapshots"
 

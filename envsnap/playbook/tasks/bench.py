@@ -31,8 +31,8 @@ from envsnap.playbook.tasks.base import (
 )
 from envsnap.playbook.tasks.facts import CaptureFields, take_snapshot
 from envsnap.snapshot import document as snapshot
+from envsnap.text import plural
 from envsnap.verdicts import REGRESSION
-from envsnap.words import plural
 
 if TYPE_CHECKING:
     from envsnap.snapshot.records import Bench, Snapshot

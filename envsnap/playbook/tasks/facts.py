@@ -27,7 +27,7 @@ from envsnap.playbook.tasks.base import (
 )
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.store import label_from_name, validate_label
-from envsnap.words import plural
+from envsnap.text import plural
 
 if TYPE_CHECKING:
     from envsnap.snapshot.records import Snapshot

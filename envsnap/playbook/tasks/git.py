@@ -61,7 +61,7 @@ from envsnap.playbook.tasks.gitargs import GitArgs
 from envsnap.playbook.tasks.gitbackup import backup, put_back
 from envsnap.playbook.tasks.gitsubmodule import preflight_submodules, sync_submodules
 from envsnap.playbook.tasks.untracked import restore_untracked
-from envsnap.words import plural
+from envsnap.text import plural
 
 Action = Callable[[Context, str, GitArgs], ModuleResult]
 

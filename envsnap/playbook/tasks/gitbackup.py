@@ -14,7 +14,7 @@ from envsnap.hostops.git import GitFailure, resolve_commit
 from envsnap.hostops.patch import patch_from
 from envsnap.playbook.tasks.base import Context, ModuleResult, as_mapping, as_str
 from envsnap.playbook.tasks.gitargs import GitArgs
-from envsnap.words import plural
+from envsnap.text import plural
 
 
 def backup(ctx: Context, top: str, args: GitArgs) -> ModuleResult:

@@ -27,7 +27,7 @@ from envsnap.hostops.git import (
 )
 from envsnap.playbook.tasks.base import Context, ModuleResult, SubmoduleMove, as_bool, as_str
 from envsnap.playbook.tasks.gitargs import GitArgs
-from envsnap.words import plural
+from envsnap.text import plural
 
 COMMIT = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 

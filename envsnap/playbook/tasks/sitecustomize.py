@@ -13,7 +13,7 @@ from typing import Callable, TypedDict
 from envsnap.hostops import site
 from envsnap.playbook.tasks.base import Context, Module, ModuleResult, as_str, failed
 from envsnap.playbook.tasks.hostfile import unified_diff
-from envsnap.words import plural
+from envsnap.text import plural
 
 
 class _Required(TypedDict):
