@@ -21,6 +21,7 @@ import pytest
 import yaml
 from conftest import Cli
 from helpers.gitrepos import Story
+from helpers.pythons import SHADOWED_SITECUSTOMIZE
 from helpers.restorestory import capture_good, moved_and_dirty, snapshot_of_tree
 from helpers.sshd import Sshd
 
@@ -297,6 +298,7 @@ def test_an_edited_ignored_file_comes_back_byte_identical_after_rollback(
     assert settings.stat().st_mode & 0o777 == 0o600
 
 
+@SHADOWED_SITECUSTOMIZE
 @over_ssh
 def test_a_sitecustomize_the_restore_created_is_removed_by_the_rollback(
         request: pytest.FixtureRequest, over_ssh: bool, story: Story, tmp_path: Path) -> None:

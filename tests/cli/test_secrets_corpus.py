@@ -29,6 +29,7 @@ import yaml
 from conftest import Cli, unique_marker
 from helpers.gitrepos import git_env
 from helpers.paths import DATA
+from helpers.pythons import SHADOWED_SITECUSTOMIZE
 
 CORPUS = json.loads((DATA / "secrets" / "corpus.json").read_text())
 CHANNELS = CORPUS["channels"]
@@ -147,6 +148,7 @@ def test_the_corpus_is_big_enough() -> None:
             "pem_private_key", "password", "high_entropy"} <= kinds
 
 
+@SHADOWED_SITECUSTOMIZE
 @pytest.mark.parametrize("over_ssh", [False, True], ids=["local", "ssh"])
 def test_no_planted_secret_is_written_anywhere(request: pytest.FixtureRequest, cli: Cli,
                                                tmp_path: Path, over_ssh: bool) -> None:

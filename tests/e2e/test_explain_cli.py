@@ -23,6 +23,7 @@ import pytest
 import yaml
 from conftest import ROOT, Cli
 from helpers.gitrepos import git_env, init
+from helpers.pythons import SHADOWED_SITECUSTOMIZE
 
 from envsnap.snapshot.provenance import signed, user_key
 
@@ -284,6 +285,7 @@ def test_ctrl_c_puts_the_checkout_and_the_work_back(cli: Cli, tmp_path: Path) ->
     assert servers.returncode == 1 and servers.stdout == "", servers.stdout + servers.stderr
 
 
+@SHADOWED_SITECUSTOMIZE
 def test_a_single_cause_in_sitecustomize(cli: Cli, tmp_path: Path) -> None:
     """The incident's rewritten sitecustomize.py: the server's python sets a variable in its
     own process there (one no env collector records). Put back for the trials that need it,
