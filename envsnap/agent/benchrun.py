@@ -33,6 +33,7 @@ from typing import Any, Dict, List, Optional
 
 from . import benchsample, benchserve
 from .patterns import PatternRefused, PatternTimeout, checked, last_match
+from .util import escaped
 
 PROGRESS_PREFIX = "envsnap-progress: "
 TAIL_BYTES = 64 * 1024   # the metric is printed near the end; whole logs can be huge
@@ -60,7 +61,7 @@ class Tail:
     def text(self) -> str:
         # A leftover child holding the pipe open must not hang the agent.
         self.thread.join(5.0)
-        return bytes(self.data[-TAIL_BYTES:]).decode("utf-8", "replace")
+        return escaped(bytes(self.data[-TAIL_BYTES:]))
 
 
 def kill_group(pgid: int) -> None:

@@ -26,7 +26,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import env as agent_env
 from .patterns import PatternTimeout, checked, search_lines
-from .util import read_text
+from .util import escaped, read_text
 
 DEFAULT_READY_TIMEOUT = 120.0
 STOP_GRACE = 10.0             # seconds between SIGTERM and SIGKILL: a server flushes, unmaps
@@ -86,11 +86,11 @@ class Output:
             data = bytes(self.unsearched)
             done = data.rfind(b"\n") + 1
             del self.unsearched[:done]
-        return data.decode("utf-8", "replace").splitlines()
+        return escaped(data).splitlines()
 
     def last_lines(self) -> str:
         with self.lock:
-            text = bytes(self.tail).decode("utf-8", "replace")
+            text = escaped(bytes(self.tail))
         lines = [line.rstrip() for line in text.splitlines() if line.strip()]
         return " | ".join(lines[-TAIL_LINES:]) or "(no output)"
 

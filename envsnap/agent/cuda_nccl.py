@@ -282,7 +282,7 @@ def probe_nccl(paths: List[str], timeout: float) -> Dict[str, Any]:
     except util.CollectorError as exc:
         return {path: str(exc) for path in paths}
     if code != 0:  # a library that crashes its loader (a segfault is exit -11)
-        reason = "probe exit %d: %s" % (code, err.decode("utf-8", "replace")[-200:])
+        reason = "probe exit %d: %s" % (code, util.escaped(err)[-200:])
         return {path: reason for path in paths}
     try:
         reasons: Dict[str, Any] = json.loads(out.decode("utf-8", "replace"))

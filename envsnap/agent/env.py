@@ -16,7 +16,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Pattern, Set, T
 
 from .patterns import PatternRefused, PatternTimeout, problem, search_lines
 from .redact import redact_argv, redact_env_value
-from .util import decode_path, read_text
+from .util import escaped, read_text
 
 DEFAULT_PREFIXES = (
     "NCCL_", "CUDA_", "TORCH_", "PYTORCH_", "NVIDIA_", "NVSHMEM_", "SGLANG_", "VLLM_", "OMP_",
@@ -58,8 +58,11 @@ def is_selected(name: str, selector: Selector) -> bool:
 
 
 def select_env(environ: Mapping[str, str], selector: Selector) -> Dict[str, str]:
-    return {name: redact_env_value(name, value) for name, value in environ.items()
-            if is_selected(name, selector)}
+    """The selected variables, masked. os.environ's undecodable bytes are escaped here, as
+    parse_environ escapes a worker's, before a secret is looked for: one text for one byte."""
+    chosen = {escaped(name): escaped(value) for name, value in environ.items()
+              if is_selected(name, selector)}
+    return {name: redact_env_value(name, value) for name, value in chosen.items()}
 
 
 def parse_environ(raw: bytes) -> Dict[str, str]:
@@ -68,13 +71,13 @@ def parse_environ(raw: bytes) -> Dict[str, str]:
     for entry in raw.split(b"\0"):
         name, eq, value = entry.partition(b"=")
         if eq and name:
-            env[decode_path(name)] = decode_path(value)
+            env[escaped(name)] = escaped(value)
     return env
 
 
 def parse_cmdline(raw: bytes) -> List[str]:
     # The kernel ends each argument with a NUL; drop the empty tail after the last one.
-    return [decode_path(arg) for arg in raw.split(b"\0")][:-1] if raw else []
+    return [escaped(arg) for arg in raw.split(b"\0")][:-1] if raw else []
 
 
 def parse_stat(text: str) -> Tuple[int, int]:

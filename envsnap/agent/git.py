@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, List, Optional, Set, Tuple, TypeVar
 
 from . import gitparse
 from .gitrun import Git, Stream
-from .util import CollectorError, decode_path, sha256_file, which
+from .util import CollectorError, escaped, sha256_file, which
 
 DEFAULTS: Dict[str, Any] = {
     "max_patch_bytes": 1 << 20,   # kept bytes per patch, and for untracked file contents
@@ -180,9 +180,9 @@ def locate(path: str, result: Tuple[int, bytes, bytes]) -> Dict[str, str]:
         raise RepoError("git rev-parse failed in %s: %s" % (path, first_line(err)))
     git_dir, common_dir, toplevel = out.split(b"\n")[:3]
     # --git-dir and --git-common-dir may be relative to the directory git ran in.
-    return {"git_dir": os.path.join(path, decode_path(git_dir)),
-            "common_dir": os.path.join(path, decode_path(common_dir)),
-            "toplevel": decode_path(toplevel)}
+    return {"git_dir": os.path.join(path, escaped(git_dir)),
+            "common_dir": os.path.join(path, escaped(common_dir)),
+            "toplevel": escaped(toplevel)}
 
 
 def head_facts(status: Dict[str, Any], reflog: List[Dict[str, Any]]) -> Dict[str, Any]:
@@ -428,7 +428,7 @@ def untracked_facts(top: str, paths: List[bytes],
                     settings: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
     budget = Budget(int(settings["max_patch_bytes"]), int(settings["max_hash_bytes"]))
     root = os.fsencode(top)
-    return {decode_path(raw): file_facts(os.path.join(root, raw), budget)
+    return {escaped(raw): file_facts(os.path.join(root, raw), budget)
             for raw in paths[:int(settings["max_untracked"])]}
 
 
@@ -438,7 +438,7 @@ def file_facts(path: bytes, budget: Budget) -> Dict[str, Any]:
     except OSError as exc:  # deleted between status and now
         return {"error": exc.strerror or str(exc)}
     if os.path.islink(path):
-        return {"symlink": decode_path(os.readlink(path))}
+        return {"symlink": escaped(os.readlink(path))}
     if not os.path.isfile(path):  # an untracked nested repository shows as a directory
         return {"bytes": None, "content_skipped": "not a regular file"}
     if info.st_size <= budget.content:
@@ -465,7 +465,7 @@ def small_file_facts(path: bytes, budget: Budget) -> Dict[str, Any]:
         facts["content_skipped"] = "binary"
         return facts
     budget.content -= len(data)
-    blob = gitparse.blob_of(data, decode_path(path))
+    blob = gitparse.blob_of(data, escaped(path))
     facts["content"] = blob["text"]
     if blob.get("redacted"):
         facts["redacted"] = True

@@ -1,8 +1,9 @@
 """Pure parsers for the git collector: git's bytes in, snapshot data out.
 
 Nothing here runs git or touches the disk, so every function is tested on literal bytes.
-Outputs are NUL-separated (-z, %x00) because file names may hold any byte but NUL; names
-are decoded with util.decode_path so undecodable bytes stay visible and reversible.
+Outputs are NUL-separated (-z, %x00) because file names may hold any byte but NUL; names,
+subjects and every other field are decoded with util.escaped, so undecodable bytes stay
+visible and reversible, escaped as every other channel escapes them.
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import hashlib
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 from . import redact
-from .util import decode_path
+from .util import escaped
 
 # Starts each commit of the history log; a file name would have to begin with these exact
 # bytes to be mistaken for a commit, so the NUL-split stream parses without ambiguity.
@@ -22,7 +23,8 @@ STASH_FIELDS = 4
 
 
 def text(raw: bytes) -> str:
-    return raw.decode("utf-8", "replace")
+    """git's bytes (a subject, an author, a ref) as text: util.escaped, as any channel."""
+    return escaped(raw)
 
 
 def split_nul(data: bytes) -> List[bytes]:
@@ -46,12 +48,12 @@ def parse_status(data: bytes) -> Dict[str, Any]:
             apply_branch_header(state, text(token[2:]))
         elif token[:2] in (b"1 ", b"2 ", b"u "):
             xy, path = changed_entry(token)
-            state["tracked"][decode_path(path)] = xy
+            state["tracked"][escaped(path)] = xy
             sub = text(token.split(b" ", 3)[2])
             if sub.startswith("S"):  # a submodule: S, then commit moved, modified, untracked
-                state["submodules"][decode_path(path)] = sub
+                state["submodules"][escaped(path)] = sub
             if token.startswith(b"u "):  # unmerged: what `git diff --diff-filter=U` names
-                state["conflicted"].append(decode_path(path))
+                state["conflicted"].append(escaped(path))
             if token.startswith(b"2 "):
                 next(tokens, None)  # a rename carries its original path as the next record
         elif token.startswith(b"? "):
@@ -89,7 +91,7 @@ def parse_gitlinks(data: bytes) -> Dict[str, str]:
         info, _, path = record.partition(b"\t")
         fields = info.split(b" ")
         if len(fields) == 3 and fields[0] == b"160000":
-            links[decode_path(path)] = text(fields[1])
+            links[escaped(path)] = text(fields[1])
     return links
 
 
@@ -137,7 +139,7 @@ def parse_history(data: bytes) -> List[Dict[str, Any]]:
             continue
         if commits and not repeated:  # the first file after a header follows a newline
             name = token[1:] if token.startswith(b"\n") and not commits[-1]["files"] else token
-            commits[-1]["files"].append(decode_path(name))
+            commits[-1]["files"].append(escaped(name))
         index += 1
     return commits
 
@@ -307,7 +309,7 @@ def patch_path(header: bytes) -> str:
     second = rest[(len(rest) + 1) // 2:]
     if second.startswith(b'"') and second.endswith(b'"'):
         second = unquote_c(second[1:-1])
-    return decode_path(second[2:] if second.startswith(b"b/") else second)
+    return escaped(second[2:] if second.startswith(b"b/") else second)
 
 
 C_ESCAPES = {ord("a"): 7, ord("b"): 8, ord("t"): 9, ord("n"): 10, ord("v"): 11, ord("f"): 12,

@@ -11,6 +11,8 @@ import ctypes
 import os
 from typing import Any, Dict, List, Optional, Tuple, Union
 
+from .util import escaped
+
 LIBRARY = "libnvidia-ml.so.1"
 MAX_NVLINKS = 18  # NVLink 4 (Hopper) has 18 per GPU; the first failing link ends the scan
 NVLINK_SWITCH = 2  # NVML_NVLINK_DEVICE_TYPE_SWITCH
@@ -131,7 +133,7 @@ def library_path() -> Optional[str]:
 def plain(value: Any) -> Any:
     """ctypes structs and arrays -> dicts and lists, bytes -> str: JSON-able."""
     if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
+        return escaped(value)
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     if isinstance(value, ctypes.Structure):

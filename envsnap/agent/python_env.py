@@ -19,7 +19,7 @@ from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Tuple
 from urllib.parse import unquote, urlparse
 
 from .redact import redact_code, redact_url
-from .util import sha256_bytes
+from .util import escaped, sha256_bytes
 
 CONTENT_CAP = 64 * 1024
 READ_CAP = 16 << 20  # a customize file larger than this is not worth hashing whole
@@ -178,7 +178,7 @@ def read_egg_links(site_dirs: List[str]) -> Dict[str, str]:
     for folder in site_dirs:
         for path in sorted(glob.glob(os.path.join(folder, "*.egg-link"))):
             loaded = read_capped(path, 4096)
-            lines = loaded[0].decode("utf-8", "replace").split() if loaded else []
+            lines = escaped(loaded[0]).split() if loaded else []
             if lines:  # the first line is the project folder
                 name = normalise_name(os.path.basename(path)[:-len(".egg-link")])
                 links.setdefault(name, lines[0])

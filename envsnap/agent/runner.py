@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, List
 
 from . import benchrun, cuda_nccl, env, exits, git, nvidia, python_env, redact, system
 from .sections import SECTIONS
+from .util import escaped_document
 
 AGENT_VERSION = "1"
 DEFAULT_TIMEOUT = 20.0
@@ -84,7 +85,8 @@ def agent_output(config: Dict[str, Any]) -> str:
         document["bench"] = benchrun.run_bench(config)
     else:
         document["collectors"] = collect_all(config)
-    # The last pass: every string leaves this host masked, whatever channel carried it
-    # (an error message, a benchmark's command line and output, a variable's name).
-    return json.dumps(redact.redact_document(document), sort_keys=True,
+    # The last passes: every string leaves this host escaped (util.escaped: a byte that is
+    # not UTF-8 reads the same on every path) and masked, whatever channel carried it (an
+    # error message, a benchmark's command line and output, a variable's name).
+    return json.dumps(redact.redact_document(escaped_document(document)), sort_keys=True,
                       default=lambda odd: redact.redact_text(str(odd)))

@@ -79,7 +79,7 @@ def query_argv(exe: str, fields: List[str]) -> List[str]:
 
 def failure_text(out: bytes, err: bytes) -> str:
     # nvidia-smi prints its own failures ("couldn't communicate with the driver") on stdout
-    text = (err or out).decode("utf-8", "replace").strip()
+    text = util.escaped(err or out).strip()
     return text.splitlines()[0] if text else "no output"
 
 
@@ -90,8 +90,8 @@ def query_gpus(exe: str, timeout: float,
     for _ in range(MAX_RETRIES):
         code, out, err = util.run(query_argv(exe, wanted), timeout=timeout)
         if code == 0:
-            return wanted, out.decode("utf-8", "replace")
-        unknown = INVALID_FIELD.search((out + err).decode("utf-8", "replace"))
+            return wanted, util.escaped(out)
+        unknown = INVALID_FIELD.search(util.escaped(out + err))
         if not unknown or unknown.group(1) not in wanted:
             raise util.CollectorError("nvidia-smi exit %d: %s" % (code, failure_text(out, err)))
         wanted.remove(unknown.group(1))
@@ -102,7 +102,7 @@ def topology_text(exe: str, timeout: float) -> str:
     code, out, err = util.run([exe, "topo", "-m"], timeout=timeout)
     if code != 0:
         raise util.CollectorError("nvidia-smi topo exit %d: %s" % (code, failure_text(out, err)))
-    return out.decode("utf-8", "replace")
+    return util.escaped(out)
 
 
 # ---- parsing (pure) ---------------------------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 DEFAULT_CMD_TIMEOUT = 10.0
 
@@ -35,14 +35,14 @@ def run_text(argv: List[str], timeout: float = DEFAULT_CMD_TIMEOUT,
     code, out, _ = run(argv, timeout=timeout, cwd=cwd)
     if code != 0:
         return None
-    return out.decode("utf-8", "replace")
+    return escaped(out)
 
 
 def read_text(path: str, limit: int = 1 << 20) -> Optional[str]:
     """A file's text (at most `limit` bytes), or None when it is absent or unreadable."""
     try:
         with open(path, "rb") as handle:
-            return handle.read(limit).decode("utf-8", "replace")
+            return escaped(handle.read(limit))
     except OSError:
         return None
 
@@ -75,6 +75,54 @@ def which(program: str) -> Optional[str]:
     return None
 
 
-def decode_path(raw: bytes) -> str:
-    """File names are bytes on Linux; keep undecodable ones readable and reversible."""
+def escaped(raw: Union[bytes, str]) -> str:
+    """The host's bytes as text, the one way every channel takes: env names and values (of
+    the shell and of workers), paths and file names, argv, commit subjects, the output of
+    a command or a benchmark.
+
+    Valid UTF-8 stays as it is; each byte that is not becomes the four characters \\xNN
+    (Python's "backslashreplace"): b"IN\\xffFO" -> "IN\\\\xffFO". A str is what Python
+    made of OS bytes (os.environ, os.readlink, sys.argv: PEP 383), its lone surrogates the
+    bytes it could not decode, so a variable of this shell reads the same as the same bytes
+    in /proc/PID/environ.
+
+    Why this escape: it is ASCII, so JSON, YAML, a terminal and markdown carry it unchanged
+    and a diff shows which byte it was. U+FFFD ("replace") loses the byte and makes two
+    names equal; lone surrogates ("surrogateescape") are no UTF-8 at all, so the snapshot
+    could not be written (a capture failed with exit 3, a bench with exit 70).
+
+    Stable: the same bytes give the same text on every path (local, SSH, bench, --serve)
+    and in every run, and escaping escaped text changes nothing, so equal bytes diff as
+    equal. It round-trips: turning each \\xNN (NN 80 to ff) back into its byte gives the
+    bytes again, unless they held such a four-character sequence as text already."""
+    if isinstance(raw, str):
+        if raw.isascii():
+            return raw   # the usual case, and O(1) for a str
+        try:
+            raw.encode("utf-8")
+            return raw
+        except UnicodeEncodeError:
+            raw = os_bytes(raw)
     return raw.decode("utf-8", "backslashreplace")
+
+
+def os_bytes(text: str) -> bytes:
+    """The bytes a str of OS data was decoded from: its lone surrogates are the bytes that
+    were no UTF-8 (PEP 383)."""
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:   # a surrogate no byte made (a JSON "\\ud800"): its UTF-8
+        return text.encode("utf-8", "surrogatepass")
+
+
+def escaped_document(value: Any) -> Any:
+    """escaped() on every string of what the agent returns, mapping keys too: the pass
+    before redaction, so no channel holds an undecodable byte another one escapes."""
+    if isinstance(value, str):
+        return escaped(value)
+    if isinstance(value, dict):
+        return {escaped(k) if isinstance(k, str) else k: escaped_document(v)
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [escaped_document(item) for item in value]
+    return value
