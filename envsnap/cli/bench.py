@@ -12,6 +12,7 @@ from envsnap.cli.options import (
     add_connection_options,
     add_serve_options,
     exit_codes,
+    inventory_from,
     non_negative_seconds,
     positive_int,
     positive_seconds,
@@ -74,7 +75,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from envsnap.cli.crash import state_dir
     from envsnap.cli.progress import StatusLine
     from envsnap.hosts.capture import CaptureOptions
-    from envsnap.hosts.inventory import load_inventory, resolve_hosts
+    from envsnap.hosts.inventory import resolve_hosts
     from envsnap.snapshot.store import Store
     from envsnap.text import values_at_a_glance
 
@@ -84,7 +85,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                      serve=serve_spec(args))
     spec.check()   # a bad regex is refused before any host is contacted
     overrides: Vars = {"repos": args.repo, "procs": args.proc, "python": args.python}
-    hosts = resolve_hosts([args.host], load_inventory(args.inventory), overrides)
+    hosts = resolve_hosts([args.host], inventory_from(args), overrides)
     if len(hosts) != 1:
         raise UsageError(f"bench runs on one host; {args.host!r} names {len(hosts)}")
     options = CaptureOptions(label=args.label, force=args.force,

@@ -11,6 +11,7 @@ from envsnap.cli.options import (
     add_capture_options,
     add_connection_options,
     exit_codes,
+    inventory_from,
     non_negative_int,
     positive_int,
     positive_seconds,
@@ -92,12 +93,12 @@ def render_outcome(outcome: Outcome, out: TextIO, err: TextIO) -> None:
 
 def cmd_capture(args: argparse.Namespace) -> int:
     from envsnap.hosts.capture import CaptureOptions, capture
-    from envsnap.hosts.inventory import load_inventory, resolve_hosts
+    from envsnap.hosts.inventory import resolve_hosts
     from envsnap.snapshot.store import Store
 
     overrides: Vars = {"repos": args.repo, "procs": args.proc, "python": args.python,
                                  "hot_paths": args.hot_path}
-    hosts = resolve_hosts(args.hosts, load_inventory(args.inventory), overrides)
+    hosts = resolve_hosts(args.hosts, inventory_from(args), overrides)
     options = CaptureOptions(label=args.label, force=args.force, forks=args.forks,
                              connect_timeout=args.connect_timeout,
                              collector_timeout=args.collector_timeout,

@@ -13,6 +13,7 @@ from envsnap.snapshot.store import DEFAULT_STORE
 
 if TYPE_CHECKING:   # bench loads when a command runs, not for the parser
     from envsnap.bench.run import ServeSpec
+    from envsnap.hosts.inventory import Inventory
 
     # What build_parser hands each command module's register(): the subcommands' action.
     Commands = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -91,8 +92,15 @@ def add_store_option(parser: argparse.ArgumentParser) -> None:
 def add_connection_options(parser: argparse.ArgumentParser) -> None:
     """How hosts are found and reached: the inventory, host keys, the connect timeout."""
     parser.add_argument("--inventory", default=os.environ.get("ENVSNAP_INVENTORY"),
-                        help="Ansible-style YAML inventory (default: $ENVSNAP_INVENTORY, "
-                             "else none: hosts are named on the command line)")
+                        help="an Ansible inventory: YAML, INI, TOML, the JSON of "
+                             "ansible-inventory --list, a script, a plugin's config or a "
+                             "folder (default: $ENVSNAP_INVENTORY, else none: hosts are named "
+                             "on the command line)")
+    parser.add_argument("--vault-password-file", action="append", default=[], metavar="FILE",
+                        help="for an inventory encrypted with ansible-vault: passed to "
+                             "ansible-inventory as to ansible (repeatable)")
+    parser.add_argument("--vault-id", action="append", default=[], metavar="ID",
+                        help="likewise, ansible's --vault-id (repeatable)")
     parser.add_argument("--accept-new-host-keys", action="store_true",
                         help="trust and record host keys not yet in known_hosts (default: "
                              "refuse them)")
@@ -185,3 +193,18 @@ def approved(yes: bool, question: str, without_terminal: str) -> bool:
     if not sys.stdin.isatty():
         raise UsageError(without_terminal)
     return said_yes(ask(question))
+
+
+def inventory_from(args: argparse.Namespace) -> Inventory:
+    """The inventory a command was given (--inventory, $ENVSNAP_INVENTORY), read with the
+    user's vault options."""
+    from envsnap.hosts.inventory import load_inventory
+
+    return load_inventory(args.inventory, vault_args(args))
+
+
+def vault_args(args: argparse.Namespace) -> list[str]:
+    """The user's vault options, as ansible-inventory takes them."""
+    return [*(arg for path in args.vault_password_file
+              for arg in ("--vault-password-file", path)),
+            *(arg for vault_id in args.vault_id for arg in ("--vault-id", vault_id))]
