@@ -10,11 +10,12 @@ from typing import TYPE_CHECKING, TextIO
 from envsnap.cli.options import (
     add_capture_options,
     add_connection_options,
+    add_limit_option,
     exit_codes,
-    inventory_from,
     non_negative_int,
     positive_int,
     positive_seconds,
+    selected_hosts,
     utf8_text,
 )
 from envsnap.defaults import DEFAULT_COLLECTOR_TIMEOUT, DEFAULT_FORKS
@@ -60,6 +61,7 @@ def register(commands: Commands) -> None:
                      help="most commits of git history recorded per repository (default "
                           "5000): the newest 200, and all that HEAD gained since the oldest "
                           "reflog entry recorded, up to N")
+    add_limit_option(cap)
     add_connection_options(cap)
     cap.set_defaults(run=cmd_capture)
 
@@ -93,12 +95,11 @@ def render_outcome(outcome: Outcome, out: TextIO, err: TextIO) -> None:
 
 def cmd_capture(args: argparse.Namespace) -> int:
     from envsnap.hosts.capture import CaptureOptions, capture
-    from envsnap.hosts.inventory import resolve_hosts
     from envsnap.snapshot.store import Store
 
     overrides: Vars = {"repos": args.repo, "procs": args.proc, "python": args.python,
                                  "hot_paths": args.hot_path}
-    hosts = resolve_hosts(args.hosts, inventory_from(args), overrides)
+    hosts = selected_hosts(args, args.hosts, overrides)
     options = CaptureOptions(label=args.label, force=args.force, forks=args.forks,
                              connect_timeout=args.connect_timeout,
                              collector_timeout=args.collector_timeout,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import textwrap
 from typing import TYPE_CHECKING, Callable
 
@@ -13,7 +14,8 @@ from envsnap.snapshot.store import DEFAULT_STORE
 
 if TYPE_CHECKING:   # bench loads when a command runs, not for the parser
     from envsnap.bench.run import ServeSpec
-    from envsnap.hosts.inventory import Inventory
+    from envsnap.hosts.inventory import Host, Inventory
+    from envsnap.hosts.inventory_graph import Vars
 
     # What build_parser hands each command module's register(): the subcommands' action.
     Commands = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -201,6 +203,30 @@ def inventory_from(args: argparse.Namespace) -> Inventory:
     from envsnap.hosts.inventory import load_inventory
 
     return load_inventory(args.inventory, vault_args(args))
+
+
+def add_limit_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-l", "--limit", metavar="PATTERN",
+                        help="only the hosts this Ansible host pattern selects: n2, "
+                             "'gpu:!n3', 'gpu:&rack1', 'gpu[0:3]', 'node0*', '~regex', "
+                             "@retry-file (README: Fleets)")
+
+
+def selected_hosts(args: argparse.Namespace, patterns: list[str], overrides: Vars) -> list[Host]:
+    """The hosts named on the command line, in the inventory, kept by --limit; a --limit
+    pattern that matches no host is a warning, as Ansible gives it."""
+    from envsnap.hosts.inventory import limit_hosts, no_host_left, resolve_hosts
+
+    inventory = inventory_from(args)
+    hosts = resolve_hosts(patterns, inventory, overrides)
+    if getattr(args, "limit", None) is None:
+        return hosts
+    hosts, unmatched = limit_hosts(hosts, inventory, args.limit)
+    if not hosts:
+        raise no_host_left(args.limit, unmatched)
+    for pattern in unmatched:
+        sys.stderr.write(f"warning: --limit: no host matches {pattern!r}, ignoring it\n")
+    return hosts
 
 
 def vault_args(args: argparse.Namespace) -> list[str]:

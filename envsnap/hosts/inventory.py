@@ -17,7 +17,7 @@ from pathlib import Path
 
 from envsnap import yamlread
 from envsnap.errors import UsageError, YamlError
-from envsnap.hosts import inventory_ansible, inventory_toml
+from envsnap.hosts import inventory_ansible, inventory_toml, patterns
 from envsnap.hosts.inventory_graph import (
     ALL,
     HOST_NAME,
@@ -133,6 +133,7 @@ class Inventory:
         self.given = document is not None    # False: the command was given no inventory
         self.hosts: dict[str, Vars] = {}
         self.groups: dict[str, set[str]] = {}
+        self.ordered_groups: dict[str, list[str]] = {}   # in Ansible's order, for patterns
         if document is None:
             return
         self.adopt(yaml_graph(document, source), folders)
@@ -152,6 +153,7 @@ class Inventory:
             hosts = inventory_ansible.folder_vars(folders, list(graph.host_vars), "host_vars")
             self.hosts = graph.merged_vars(groups, hosts)
             self.groups = graph.members()
+            self.ordered_groups = graph.ordered_members()
         except UsageError as exc:
             raise UsageError(f"{self.source}: {exc}") from None
         except RecursionError:   # children of children, a thousand deep
@@ -390,6 +392,26 @@ def resolve_hosts(patterns: list[str], inventory: Inventory,
     if not hosts:
         raise UsageError("no hosts given")
     return list(hosts.values())
+
+
+def limit_hosts(hosts: list[Host], inventory: Inventory, limit: str) -> tuple[list[Host],
+                                                                           list[str]]:
+    """The hosts a --limit keeps, in their order, and its patterns that matched no host.
+    Patterns see the inventory as Ansible does, and hosts named on the command line that it
+    does not hold as `ungrouped` ones."""
+    extra = [host.name for host in hosts if host.name not in inventory.hosts]
+    groups = {**inventory.ordered_groups}
+    groups[ALL] = [*groups.get(ALL, []), *extra]
+    selection = patterns.select(patterns.limit_patterns(limit),
+                                patterns.Hosts([*inventory.hosts, *extra], groups))
+    kept = set(selection.hosts)
+    return [host for host in hosts if host.name in kept], selection.unmatched
+
+
+def no_host_left(limit: str, unmatched: list[str]) -> UsageError:
+    """As Ansible: a limit that leaves no host to act on is an error."""
+    matched = f" (no host matches {', '.join(unmatched)})" if unmatched else ""
+    return UsageError(f"--limit {limit!r} leaves no host to act on{matched}")
 
 
 def ad_hoc_host(pattern: str, inventory: Inventory) -> Host:
