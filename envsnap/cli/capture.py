@@ -94,7 +94,7 @@ def render_outcome(outcome: Outcome, out: TextIO, err: TextIO) -> None:
 
 
 def cmd_capture(args: argparse.Namespace) -> int:
-    from envsnap.hosts.capture import CaptureOptions, capture
+    from envsnap.hosts.capture import CaptureOptions, capture, retry_of, write_retry_file
     from envsnap.snapshot.store import Store
 
     overrides: Vars = {"repos": args.repo, "procs": args.proc, "python": args.python,
@@ -105,12 +105,22 @@ def cmd_capture(args: argparse.Namespace) -> int:
                              collector_timeout=args.collector_timeout,
                              accept_new_host_keys=args.accept_new_host_keys,
                              max_patch_bytes=args.max_patch_bytes, history=args.history)
-    outcomes = capture(hosts, Store(args.store), options, Progress(len(hosts), sys.stderr))
+    store = Store(args.store)
+    retry = retry_of(hosts, store, options)
+    if retry.skipped:
+        print(f"skipped {len(retry.skipped)} hosts already in {args.label!r}: "
+              f"{', '.join(retry.skipped)} (--force captures them again)")
+    hosts = retry.hosts
+    outcomes = capture(hosts, store, options, Progress(len(hosts), sys.stderr), retry.labels)
     for outcome in outcomes:
         render_outcome(outcome, sys.stdout, sys.stderr)
     failed = [o for o in outcomes if not o.ok]
     if failed and len(outcomes) > 1:
-        sys.stderr.write(f"{len(failed)} of {len(outcomes)} hosts failed or partly failed\n")
+        retry_file = write_retry_file(store, outcomes)
+        again = f"; their names are in {retry_file} (--limit @{retry_file})" if retry_file \
+            else ""
+        sys.stderr.write(f"{len(failed)} of {len(outcomes)} hosts failed or partly "
+                         f"failed{again}\n")
     if failed and all(outcome.exit_code == ExitCode.USAGE for outcome in failed):
         return ExitCode.USAGE   # only labels other captures saved meanwhile, or the store refused
     return ExitCode.HOST if failed else ExitCode.OK

@@ -164,3 +164,40 @@ def test_a_fleet_of_one_is_nothing_to_compare(ansible_cli: Cli, fleet: Path) -> 
     assert result.returncode == 0, result.stderr
     assert result.stdout == f"nothing to compare: the fleet holds one snapshot " \
                             f"({fleet / 'node05.yaml'})\n"
+
+
+def test_a_failed_fleet_writes_a_retry_file_and_a_rerun_captures_only_the_missing(
+        cli: Cli) -> None:
+    inventory = cli.cwd / "fleet.ini"
+    inventory.write_text("[gpu]\nn1\nn2 python=/nonexistent/python3\nn3\n"
+                         "[gpu:vars]\nansible_connection=local\n")
+    first = cli("capture", "gpu", "--inventory", "fleet.ini", "--label", "run1")
+    assert first.returncode == 3
+    retry = cli.cwd / "store" / "run1.retry"
+    assert retry.read_text() == "n2\n"
+    assert f"1 of 3 hosts failed or partly failed; their names are in {retry} (--limit " \
+           f"@{retry})" in first.stderr
+    kept = {name: (cli.cwd / "store" / "run1" / name).read_bytes()
+            for name in ("n1.yaml", "n3.yaml")}
+
+    inventory.write_text("[gpu]\nn1\nn2\nn3\n[gpu:vars]\nansible_connection=local\n")
+    again = cli("capture", "gpu", "--inventory", "fleet.ini", "--label", "run1")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.startswith("skipped 2 hosts already in 'run1': n1, n3 (--force "
+                                   "captures them again)\nn2: saved run1/n2 -> ")
+    assert all((cli.cwd / "store" / "run1" / name).read_bytes() == data
+               for name, data in kept.items())   # the others' snapshots untouched
+
+    whole = cli("capture", "gpu", "--inventory", "fleet.ini", "--label", "run1")
+    assert whole.returncode == 2   # nothing missing: an existing label, as before
+    assert "already exists" in whole.stderr
+
+
+def test_the_retry_file_limits_a_capture(cli: Cli) -> None:
+    (cli.cwd / "fleet.ini").write_text("[gpu]\nn1\nn2\nn3\n[gpu:vars]\nansible_connection=local\n")
+    (cli.cwd / "run1.retry").write_text("n2\nn3\n")
+    result = cli("capture", "gpu", "--inventory", "fleet.ini", "--label", "run2", "--limit",
+                 "@run1.retry")
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in (cli.cwd / "store" / "run2").iterdir()) == \
+        ["n2.yaml", "n3.yaml"]
