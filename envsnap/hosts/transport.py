@@ -144,8 +144,7 @@ def known_hosts_policy(accept_new: bool, known_hosts: Path) -> paramiko.MissingH
 
     class RefuseUnknown(paramiko.MissingHostKeyPolicy):
         def missing_host_key(self, client: Any, hostname: str, key: Any) -> None:
-            raise HostError(f"{hostname}: unknown host key ({key.get_name()}); verify it and "
-                            "add it to known_hosts, or pass --accept-new-host-keys")
+            raise HostError(unknown_key_text(hostname, key.get_name(), key.asbytes()))
 
     class AcceptNew(paramiko.MissingHostKeyPolicy):
         def missing_host_key(self, client: Any, hostname: str, key: Any) -> None:
@@ -156,6 +155,21 @@ def known_hosts_policy(accept_new: bool, known_hosts: Path) -> paramiko.MissingH
                     handle.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
 
     return AcceptNew() if accept_new else RefuseUnknown()
+
+
+def unknown_key_text(known_as: str, key_type: str, key: bytes) -> str:
+    """What to do about a host key known_hosts lacks: its SHA256 fingerprint (as `ssh` and
+    `ssh-keygen -l` print it, to compare with the host's own) and the command that records
+    it. `known_as` is how known_hosts names the host: `name`, or `[name]:port`."""
+    import base64
+    import hashlib
+
+    fingerprint = base64.b64encode(hashlib.sha256(key).digest()).decode().rstrip("=")
+    address, _, port = known_as.removeprefix("[").partition("]:")
+    scan = f"ssh-keyscan -t {key_type} {'-p ' + port + ' ' if port else ''}{address}"
+    return (f"unknown host key {key_type} SHA256:{fingerprint} of {known_as}; if that is the "
+            f"host's key (ssh-keygen -lf /etc/ssh/ssh_host_*_key.pub on it), record it with "
+            f"`{scan} >> ~/.ssh/known_hosts`, or pass --accept-new-host-keys")
 
 
 class Lines:
@@ -254,9 +268,7 @@ class SSHTransport(ClosedOnExit):
     def _connect(self, connection: Connection, name: str) -> None:
         try:
             connection.open()
-        except HostError as exc:
-            if connection is self.connection:
-                raise
+        except HostError as exc:   # from the host key policy: said of the inventory's host
             raise HostError(f"{name}: {exc}") from None
         except Exception as exc:
             if isinstance(connection.gateway, str) and proxy_ended(exc):
