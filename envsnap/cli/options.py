@@ -87,8 +87,9 @@ non_negative_seconds = number_type(float, 0, True, "a number of seconds of at le
 # ---- options shared by several commands -------------------------------------------------------
 
 def add_store_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--store", default=os.environ.get("ENVSNAP_STORE", DEFAULT_STORE),
-                        help="snapshot folder (default: $ENVSNAP_STORE or ./snapshots)")
+    # None: the Store picks $ENVSNAP_STORE, else ./snapshots, and says so in its messages
+    parser.add_argument("--store", default=None,
+                        help=f"snapshot folder (default: $ENVSNAP_STORE, else ./{DEFAULT_STORE})")
 
 
 def add_connection_options(parser: argparse.ArgumentParser) -> None:

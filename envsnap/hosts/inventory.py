@@ -30,6 +30,7 @@ from envsnap.hosts.inventory_graph import (
 from envsnap.hosts.inventory_ini import parse_ini
 from envsnap.hosts.jump import inventory_jump
 from envsnap.hosts.sshconfig import is_known_host
+from envsnap.text import did_you_mean
 
 LOCAL = "local"
 HOST_SPEC = re.compile(r"^(?:(?P<user>[^@\s]+)@)?"
@@ -420,7 +421,9 @@ def ad_hoc_host(pattern: str, inventory: Inventory) -> Host:
     host = parse_host_spec(pattern)
     if host.is_local or is_known_host(host.address):
         return host
-    raise UsageError(f"{pattern}: {inventory.not_found_text()}not a known host")
+    known = [*inventory.hosts, *(group for group in inventory.groups if group != UNGROUPED)]
+    raise UsageError(f"{pattern}: {inventory.not_found_text()}not a known host"
+                     f"{did_you_mean(pattern, known)}")
 
 
 def inventory_of(host: Host) -> Inventory:

@@ -26,6 +26,7 @@ from envsnap.defaults import DEFAULT_CONNECT_TIMEOUT
 from envsnap.errors import HostError
 from envsnap.hosts.inventory import Host
 from envsnap.hosts.jump import Jump, inventory_jump, proxy_jump_hops
+from envsnap.text import duration
 
 if TYPE_CHECKING:
     import paramiko
@@ -111,7 +112,7 @@ class LocalTransport(ClosedOnExit):
             proc.kill()
             proc.communicate()
             if isinstance(exc, subprocess.TimeoutExpired):
-                raise HostError(f"{self.host.name}: command timed out after {timeout:g}s") \
+                raise HostError(f"{self.host.name}: command timed out after {duration(timeout)}") \
                     from None
             raise
         finally:
@@ -297,7 +298,7 @@ class SSHTransport(ClosedOnExit):
                 channel.shutdown_write()  # a followed command keeps stdin as its lifeline
             out, err = drain(channel, time.monotonic() + timeout, follow)
             if out is None:
-                raise HostError(f"{self.host.name}: command timed out after {timeout:g}s")
+                raise HostError(f"{self.host.name}: command timed out after {duration(timeout)}")
             return Result(channel.recv_exit_status(), out.decode("utf-8", "replace"),
                           err.decode("utf-8", "replace"))
         except (OSError, EOFError, paramiko.SSHException) as exc:
