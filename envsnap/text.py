@@ -68,6 +68,25 @@ def number(value: float) -> str:
     return f"{value:.4g}"
 
 
+def did_you_mean(typed: str, known: Sequence[str]) -> str:
+    """` (did you mean 'run1/n2'?)` when a known name is close to what was typed, else ""."""
+    import difflib
+
+    close = difflib.get_close_matches(typed, known, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def duration(seconds: float) -> str:
+    """Seconds as a person reads them: `1.0 s`, `12 s`, `3 min 05 s`; a measured 1.0082 is
+    not a precision anyone asked for."""
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest:02d} s"
+
+
 def sparkline(values: Sequence[float]) -> str:
     """One character per value, its height between the smallest and the largest."""
     if not values:

@@ -46,7 +46,7 @@ from envsnap.hosts.payload import AgentOutput, BenchConfig, ServeConfig
 from envsnap.hosts.transport import Transport, open_transport
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.store import SUFFIX, Store, atomic_write, dump_yaml
-from envsnap.text import now_utc, plural, timestamp
+from envsnap.text import duration, now_utc, plural, timestamp
 
 if TYPE_CHECKING:
     from envsnap.snapshot.records import (
@@ -210,7 +210,7 @@ def run_value(run: AgentOutput, total: int, metric: str) -> float:
     where = f"run {run['run']} of {total}"
     shown = last_line(run.get("output_tail", ""))
     if run.get("timed_out"):
-        raise BenchError(f"benchmark {where} timed out after {run['seconds']:g}s; "
+        raise BenchError(f"benchmark {where} timed out after {duration(run['seconds'])}; "
                          f"last output line: {shown}")
     if run.get("exit_code") != 0:
         raise BenchError(f"benchmark {where} exited {run.get('exit_code')}; "

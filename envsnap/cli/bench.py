@@ -10,11 +10,13 @@ from typing import TYPE_CHECKING
 from envsnap.cli.options import (
     add_capture_options,
     add_connection_options,
+    add_limit_option,
     add_serve_options,
     exit_codes,
     non_negative_seconds,
     positive_int,
     positive_seconds,
+    selected_hosts,
     serve_spec,
     utf8_text,
 )
@@ -65,6 +67,7 @@ def register(commands: Commands) -> None:
                      help=f"kill a run after S seconds (default {DEFAULT_RUN_TIMEOUT:g})")
     add_serve_options(ben)
     add_capture_options(ben)
+    add_limit_option(ben)
     add_connection_options(ben)
     ben.set_defaults(run=cmd_bench)
 
@@ -74,7 +77,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from envsnap.cli.crash import state_dir
     from envsnap.cli.progress import StatusLine
     from envsnap.hosts.capture import CaptureOptions
-    from envsnap.hosts.inventory import load_inventory, resolve_hosts
     from envsnap.snapshot.store import Store
     from envsnap.text import values_at_a_glance
 
@@ -84,9 +86,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
                      serve=serve_spec(args))
     spec.check()   # a bad regex is refused before any host is contacted
     overrides: Vars = {"repos": args.repo, "procs": args.proc, "python": args.python}
-    hosts = resolve_hosts([args.host], load_inventory(args.inventory), overrides)
+    hosts = selected_hosts(args, [args.host], overrides)
     if len(hosts) != 1:
-        raise UsageError(f"bench runs on one host; {args.host!r} names {len(hosts)}")
+        raise UsageError(f"bench runs on one host; {args.host!r} names {len(hosts)} "
+                         "(--limit picks one)")
     options = CaptureOptions(label=args.label, force=args.force,
                              connect_timeout=args.connect_timeout,
                              accept_new_host_keys=args.accept_new_host_keys)

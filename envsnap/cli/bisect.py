@@ -11,6 +11,7 @@ from envsnap.cli.options import (
     add_connection_options,
     add_serve_options,
     exit_codes,
+    inventory_from,
     positive_int,
     positive_seconds,
     serve_spec,
@@ -98,7 +99,6 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     from envsnap.bisect.run import BisectOptions, Event, RunEnded, Step, bisect
     from envsnap.cli.progress import StatusLine
     from envsnap.hosts.capture import CaptureOptions
-    from envsnap.hosts.inventory import load_inventory
     from envsnap.snapshot.store import Store
 
     spec = BenchSpec(cmd=args.cmd, metric=args.metric, repeat=args.repeat,
@@ -122,7 +122,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         status.say(event_line(event), sys.stdout)
 
     with StatusLine(sys.stderr, "bisect: ", None) as status:
-        report = bisect(Store(args.store), load_inventory(args.inventory), args.good,
+        report = bisect(Store(args.store), inventory_from(args), args.good,
                         args.bad, args.host, args.repo, spec, options, show)
     sys.stdout.write("".join(line + "\n" for line in final_lines(report)))
     print(medians_line(report))

@@ -10,10 +10,12 @@ from typing import TYPE_CHECKING, TextIO
 from envsnap.cli.options import (
     add_capture_options,
     add_connection_options,
+    add_limit_option,
     exit_codes,
     non_negative_int,
     positive_int,
     positive_seconds,
+    selected_hosts,
     utf8_text,
 )
 from envsnap.defaults import DEFAULT_COLLECTOR_TIMEOUT, DEFAULT_FORKS
@@ -59,6 +61,7 @@ def register(commands: Commands) -> None:
                      help="most commits of git history recorded per repository (default "
                           "5000): the newest 200, and all that HEAD gained since the oldest "
                           "reflog entry recorded, up to N")
+    add_limit_option(cap)
     add_connection_options(cap)
     cap.set_defaults(run=cmd_capture)
 
@@ -91,24 +94,33 @@ def render_outcome(outcome: Outcome, out: TextIO, err: TextIO) -> None:
 
 
 def cmd_capture(args: argparse.Namespace) -> int:
-    from envsnap.hosts.capture import CaptureOptions, capture
-    from envsnap.hosts.inventory import load_inventory, resolve_hosts
+    from envsnap.hosts.capture import CaptureOptions, capture, retry_of, write_retry_file
     from envsnap.snapshot.store import Store
 
     overrides: Vars = {"repos": args.repo, "procs": args.proc, "python": args.python,
                                  "hot_paths": args.hot_path}
-    hosts = resolve_hosts(args.hosts, load_inventory(args.inventory), overrides)
+    hosts = selected_hosts(args, args.hosts, overrides)
     options = CaptureOptions(label=args.label, force=args.force, forks=args.forks,
                              connect_timeout=args.connect_timeout,
                              collector_timeout=args.collector_timeout,
                              accept_new_host_keys=args.accept_new_host_keys,
                              max_patch_bytes=args.max_patch_bytes, history=args.history)
-    outcomes = capture(hosts, Store(args.store), options, Progress(len(hosts), sys.stderr))
+    store = Store(args.store)
+    retry = retry_of(hosts, store, options)
+    if retry.skipped:
+        print(f"skipped {len(retry.skipped)} hosts already in {args.label!r}: "
+              f"{', '.join(retry.skipped)} (--force captures them again)")
+    hosts = retry.hosts
+    outcomes = capture(hosts, store, options, Progress(len(hosts), sys.stderr), retry.labels)
     for outcome in outcomes:
         render_outcome(outcome, sys.stdout, sys.stderr)
     failed = [o for o in outcomes if not o.ok]
     if failed and len(outcomes) > 1:
-        sys.stderr.write(f"{len(failed)} of {len(outcomes)} hosts failed or partly failed\n")
+        retry_file = write_retry_file(store, outcomes)
+        again = f"; their names are in {retry_file} (--limit @{retry_file})" if retry_file \
+            else ""
+        sys.stderr.write(f"{len(failed)} of {len(outcomes)} hosts failed or partly "
+                         f"failed{again}\n")
     if failed and all(outcome.exit_code == ExitCode.USAGE for outcome in failed):
         return ExitCode.USAGE   # only labels other captures saved meanwhile, or the store refused
     return ExitCode.HOST if failed else ExitCode.OK

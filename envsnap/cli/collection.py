@@ -38,5 +38,9 @@ def cmd_collection(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise UsageError(f"cannot write the collection into {args.dest}: "
                          f"{exc.strerror or exc}") from None
-    sys.stdout.write(f"{built}\n")
+    sys.stdout.write(f"{built}\n")   # alone on stdout, for scripts: $(envsnap ansible DEST)
+    collections = built.parents[2]
+    sys.stderr.write(f"next: export ANSIBLE_COLLECTIONS_PATH={collections} and use "
+                     "envsnap.gpu.envsnap_capture in a play (README: Ansible), or pack it: "
+                     f"ansible-galaxy collection build {built}\n")
     return ExitCode.OK

@@ -25,8 +25,8 @@ EPILOG = exit_codes(
                   "drifted"),
     (ExitCode.DRIFT, "drift found (a result, not an error); with --fail-on regression: the "
                      "benchmark both snapshots ran is a regression (with --fleet: on some host)"),
-    (ExitCode.USAGE, "usage error: bad argument, unknown label or section, fewer than two "
-                     "snapshots"),
+    (ExitCode.USAGE, "usage error: bad argument, unknown label or section, no snapshot to "
+                     "compare (--fleet of one snapshot: nothing to compare, exit 0)"),
     (ExitCode.INVALID, "invalid snapshot (corrupt, not a snapshot, newer schema)"),
 )
 
@@ -49,6 +49,12 @@ def register(commands: Commands) -> None:
     dif.add_argument("--fleet", nargs="+", metavar="FILE",
                      help="N snapshots (files, labels or folders): facts where hosts "
                           "differ from the majority")
+    dif.add_argument("-l", "--limit", metavar="PATTERN",
+                     help="with --fleet: only the members this Ansible host pattern selects, "
+                          "by host name (groups from --inventory); README: Fleets")
+    dif.add_argument("--inventory", default=os.environ.get("ENVSNAP_INVENTORY"),
+                     help="with --limit: the inventory whose groups patterns may name "
+                          "(default: $ENVSNAP_INVENTORY)")
     dif.add_argument("--fail-on", choices=FAIL_ON, default=DRIFT,
                      help="what exits 1: drift (any fact changed) or regression (only a "
                           "benchmark regression verdict, for CI; drift alone exits 0) "
@@ -87,6 +93,23 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return ExitCode.DRIFT if result.drift else ExitCode.OK
 
 
+def limited_members(sources: list[str], limit: str, inventory_path: str | None) -> list[str]:
+    """The fleet's members a --limit selects, each named as its capture saved it (the file's
+    name without .yaml: the host's name); a pattern that matches none is a warning."""
+    from pathlib import Path
+
+    from envsnap.hosts.inventory import Host, limit_hosts, load_inventory, no_host_left
+
+    members = [Host(name=Path(source).stem) for source in sources]
+    kept, unmatched = limit_hosts(members, load_inventory(inventory_path), limit)
+    if not kept:
+        raise no_host_left(limit, unmatched)
+    for pattern in unmatched:
+        sys.stderr.write(f"warning: --limit: no member matches {pattern!r}, ignoring it\n")
+    names = {host.name for host in kept}
+    return [source for source in sources if Path(source).stem in names]
+
+
 def warn_nothing_to_regress(why: str) -> None:
     """CI asked to fail on a regression that cannot happen: say so rather than pass quietly."""
     sys.stderr.write(f"warning: --fail-on regression: {why}; nothing can regress (exit 0)\n")
@@ -98,8 +121,14 @@ def diff_fleet(args: argparse.Namespace, store: Store, sections: tuple[str, ...]
     from envsnap.diff.render_fleet import fleet_human, fleet_json, fleet_markdown
 
     sources = fleet_sources(args.snapshots + args.fleet, store)
-    if len(sources) < 2:
-        raise UsageError("--fleet needs at least two snapshots")
+    if args.limit is not None:
+        sources = limited_members(sources, args.limit, args.inventory)
+    if not sources:
+        raise UsageError("--fleet: no snapshot to compare in " + ", ".join(
+            args.snapshots + args.fleet))
+    if len(sources) == 1 and not (args.json or args.markdown):
+        print(f"nothing to compare: the fleet holds one snapshot ({sources[0]})")
+        return ExitCode.OK
     report = fleet(store.load_all(sources), sources, sections)
     sys.stdout.write(fleet_json(report) if args.json else fleet_markdown(report)
                      if args.markdown else fleet_human(report, color))

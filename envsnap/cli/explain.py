@@ -10,6 +10,7 @@ from envsnap.cli.options import (
     add_serve_options,
     approved,
     exit_codes,
+    inventory_from,
     positive_int,
     positive_seconds,
     serve_spec,
@@ -103,7 +104,6 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from envsnap.explain.render import event_line, final_lines
     from envsnap.explain.run import Event, ExplainOptions, explain_run
     from envsnap.hosts.capture import CaptureOptions
-    from envsnap.hosts.inventory import load_inventory
     from envsnap.snapshot.store import Store
 
     spec = BenchSpec(cmd=args.cmd, metric=args.metric, repeat=args.repeat,
@@ -126,7 +126,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         stream.write(event_line(event, items) + "\n")
         stream.flush()
 
-    report = explain_run(Store(args.store), load_inventory(args.inventory),
+    report = explain_run(Store(args.store), inventory_from(args),
                          (args.good, args.bad), args.host, spec, options, confirm, show)
     sys.stdout.write("".join(line + "\n" for line in final_lines(report)))
     return ExitCode.DRIFT if report.regression else ExitCode.OK

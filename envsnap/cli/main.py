@@ -15,6 +15,7 @@ from typing import Any, Callable, NoReturn
 from envsnap import __version__
 from envsnap.cli.options import ALL_EXIT_CODES, exit_codes
 from envsnap.errors import EnvsnapError, ExitCode
+from envsnap.text import did_you_mean
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -73,6 +74,10 @@ def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
 
 
 def parse_arguments(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    typed = next((word for word in argv if not word.startswith("-")), None)
+    if typed is not None and typed not in COMMAND_MODULES and not argv[0].startswith("-"):
+        parser.error(f"unknown command {typed!r}{did_you_mean(typed, list(COMMAND_MODULES))}; "
+                     "envsnap -h lists them")
     args, extras = parser.parse_known_args(argv)
     if extras:
         # argparse reports a subcommand's unknown options from the top parser, with the top
@@ -81,7 +86,9 @@ def parse_arguments(parser: argparse.ArgumentParser, argv: list[str]) -> argpars
         if args.command in argv and extras[0] in argv and \
                 argv.index(extras[0]) < argv.index(args.command):
             failed = parser   # unknown before the command: the top level's own
-        failed.error(f"unrecognized arguments: {' '.join(extras)}")
+        options = [name for action in failed._actions for name in action.option_strings]
+        failed.error(f"unrecognized arguments: {' '.join(extras)}"
+                     f"{did_you_mean(extras[0].split('=')[0], options)}")
     return args
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import textwrap
 from typing import TYPE_CHECKING, Callable
 
@@ -13,6 +14,8 @@ from envsnap.snapshot.store import DEFAULT_STORE
 
 if TYPE_CHECKING:   # bench loads when a command runs, not for the parser
     from envsnap.bench.run import ServeSpec
+    from envsnap.hosts.inventory import Host, Inventory
+    from envsnap.hosts.inventory_graph import Vars
 
     # What build_parser hands each command module's register(): the subcommands' action.
     Commands = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -84,15 +87,23 @@ non_negative_seconds = number_type(float, 0, True, "a number of seconds of at le
 # ---- options shared by several commands -------------------------------------------------------
 
 def add_store_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--store", default=os.environ.get("ENVSNAP_STORE", DEFAULT_STORE),
-                        help="snapshot folder (default: $ENVSNAP_STORE or ./snapshots)")
+    # None: the Store picks $ENVSNAP_STORE, else ./snapshots, and says so in its messages
+    parser.add_argument("--store", default=None,
+                        help=f"snapshot folder (default: $ENVSNAP_STORE, else ./{DEFAULT_STORE})")
 
 
 def add_connection_options(parser: argparse.ArgumentParser) -> None:
     """How hosts are found and reached: the inventory, host keys, the connect timeout."""
     parser.add_argument("--inventory", default=os.environ.get("ENVSNAP_INVENTORY"),
-                        help="Ansible-style YAML inventory (default: $ENVSNAP_INVENTORY, "
-                             "else none: hosts are named on the command line)")
+                        help="an Ansible inventory: YAML, INI, TOML, the JSON of "
+                             "ansible-inventory --list, a script, a plugin's config or a "
+                             "folder (default: $ENVSNAP_INVENTORY, else none: hosts are named "
+                             "on the command line)")
+    parser.add_argument("--vault-password-file", action="append", default=[], metavar="FILE",
+                        help="for an inventory encrypted with ansible-vault: passed to "
+                             "ansible-inventory as to ansible (repeatable)")
+    parser.add_argument("--vault-id", action="append", default=[], metavar="ID",
+                        help="likewise, ansible's --vault-id (repeatable)")
     parser.add_argument("--accept-new-host-keys", action="store_true",
                         help="trust and record host keys not yet in known_hosts (default: "
                              "refuse them)")
@@ -185,3 +196,42 @@ def approved(yes: bool, question: str, without_terminal: str) -> bool:
     if not sys.stdin.isatty():
         raise UsageError(without_terminal)
     return said_yes(ask(question))
+
+
+def inventory_from(args: argparse.Namespace) -> Inventory:
+    """The inventory a command was given (--inventory, $ENVSNAP_INVENTORY), read with the
+    user's vault options."""
+    from envsnap.hosts.inventory import load_inventory
+
+    return load_inventory(args.inventory, vault_args(args))
+
+
+def add_limit_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-l", "--limit", metavar="PATTERN",
+                        help="only the hosts this Ansible host pattern selects: n2, "
+                             "'gpu:!n3', 'gpu:&rack1', 'gpu[0:3]', 'node0*', '~regex', "
+                             "@retry-file (README: Fleets)")
+
+
+def selected_hosts(args: argparse.Namespace, patterns: list[str], overrides: Vars) -> list[Host]:
+    """The hosts named on the command line, in the inventory, kept by --limit; a --limit
+    pattern that matches no host is a warning, as Ansible gives it."""
+    from envsnap.hosts.inventory import limit_hosts, no_host_left, resolve_hosts
+
+    inventory = inventory_from(args)
+    hosts = resolve_hosts(patterns, inventory, overrides)
+    if getattr(args, "limit", None) is None:
+        return hosts
+    hosts, unmatched = limit_hosts(hosts, inventory, args.limit)
+    if not hosts:
+        raise no_host_left(args.limit, unmatched)
+    for pattern in unmatched:
+        sys.stderr.write(f"warning: --limit: no host matches {pattern!r}, ignoring it\n")
+    return hosts
+
+
+def vault_args(args: argparse.Namespace) -> list[str]:
+    """The user's vault options, as ansible-inventory takes them."""
+    return [*(arg for path in args.vault_password_file
+              for arg in ("--vault-password-file", path)),
+            *(arg for vault_id in args.vault_id for arg in ("--vault-id", vault_id))]

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from envsnap.cli.options import add_connection_options, exit_codes, positive_int
+from envsnap.cli.options import add_connection_options, exit_codes, inventory_from, positive_int
 from envsnap.defaults import DEFAULT_FORKS
 from envsnap.errors import ExitCode
 
@@ -49,7 +49,6 @@ def register(commands: Commands) -> None:
 
 
 def cmd_play(args: argparse.Namespace) -> int:
-    from envsnap.hosts.inventory import load_inventory
     from envsnap.playbook.load import load, parse_extra_vars
     from envsnap.playbook.render import render_event, render_recap
     from envsnap.playbook.run import PLAY_EXIT_CODES, Event, RunOptions, run_playbook
@@ -65,7 +64,7 @@ def cmd_play(args: argparse.Namespace) -> int:
         sys.stdout.write(render_event(event, args.diff))
         sys.stdout.flush()
 
-    result = run_playbook(load(args.playbook), load_inventory(args.inventory),
+    result = run_playbook(load(args.playbook), inventory_from(args),
                           Store(args.store), options, show)
     sys.stdout.write(render_recap(result, args.check))
     return PLAY_EXIT_CODES[result.outcome]

@@ -49,9 +49,15 @@ def register(commands: Commands) -> None:
 
 
 def output_format(args: argparse.Namespace) -> str:
+    """--format, else what -o's suffix says; a suffix of another format (x.pdf) is refused
+    rather than written as markdown under its name."""
     if args.format:
         return str(args.format)
-    return SUFFIX_FORMATS.get(Path(args.output).suffix.lower(), "md") if args.output else "md"
+    suffix = Path(args.output).suffix.lower() if args.output else ""
+    if suffix and suffix not in SUFFIX_FORMATS:
+        raise UsageError(f"-o {args.output}: envsnap writes no {suffix} file; name it "
+                         f"{', '.join(SUFFIX_FORMATS)}, or give --format")
+    return SUFFIX_FORMATS.get(suffix, "md")
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -63,6 +69,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     if args.bundle and not args.bundle.endswith((".tar.gz", ".tgz")):
         raise UsageError(f"--bundle {args.bundle!r}: name it FILE.tar.gz")
+    form = output_format(args)   # refused before anything is read
     store = Store(args.store)
     document = store.load(args.label)
     vs = store.load(args.vs) if args.vs else None
@@ -74,7 +81,7 @@ def cmd_report(args: argparse.Namespace) -> int:
                              rendered, Masker(options.mask), report.charts)
         print(f"saved {args.bundle}: " + ", ".join(name.split("/", 1)[1] for name in names))
     if args.output:
-        print(f"saved {save_text(args.output, render(report, output_format(args)))}")
+        print(f"saved {save_text(args.output, render(report, form))}")
     elif not args.bundle:
-        sys.stdout.write(render(report, output_format(args)))
+        sys.stdout.write(render(report, form))
     return ExitCode.OK

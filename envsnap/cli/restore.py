@@ -12,6 +12,7 @@ from envsnap.cli.options import (
     approved,
     ask,
     exit_codes,
+    inventory_from,
     non_negative_seconds,
     said_yes,
     serve_spec,
@@ -126,7 +127,6 @@ def ask_to_rerun(yes: bool) -> Callable[[RecordedRerun], bool]:
 
 def cmd_restore(args: argparse.Namespace) -> int:
     from envsnap.hosts.capture import CaptureOptions
-    from envsnap.hosts.inventory import load_inventory
     from envsnap.restore.render import outcome_lines, plan_lines
     from envsnap.restore.run import RestoreOptions, restore
     from envsnap.snapshot.store import Store
@@ -153,7 +153,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
         print("\n".join(plan_lines(report, check=False)))
         return confirm(report)
 
-    report = restore(Store(args.store), load_inventory(args.inventory), options,
+    report = restore(Store(args.store), inventory_from(args), options,
                      show_then_confirm, review_foreign=review_foreign,
                      confirm_rerun=ask_to_rerun(args.yes))
     if report.applied is None:
@@ -167,7 +167,6 @@ def cmd_abort(args: argparse.Namespace) -> int:
     """`restore --abort`: one line saying what was done (the failed rollback's own lines
     when it fails)."""
     from envsnap.hosts.capture import CaptureOptions
-    from envsnap.hosts.inventory import load_inventory
     from envsnap.restore.abort import abort
     from envsnap.restore.render import abort_lines
     from envsnap.restore.run import RestoreOptions
@@ -180,7 +179,7 @@ def cmd_abort(args: argparse.Namespace) -> int:
     options = RestoreOptions(label=args.label or "", wait=args.wait, python=args.python,
                              capture=CaptureOptions(connect_timeout=args.connect_timeout,
                                                     accept_new_host_keys=args.accept_new_host_keys))
-    done = abort(Store(args.store), load_inventory(args.inventory), args.host, args.label,
+    done = abort(Store(args.store), inventory_from(args), args.host, args.label,
                  options, review_foreign=review_foreign)
     print("\n".join(abort_lines(done, args.host)))
     return abort_exit(done.report)

@@ -10,7 +10,7 @@ import textwrap
 from typing import TYPE_CHECKING
 
 from envsnap.cli.options import add_store_option, exit_codes
-from envsnap.errors import ExitCode
+from envsnap.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:   # loaded when the command runs, not for the parser
     from envsnap.cli.options import Commands
@@ -48,9 +48,16 @@ def add_show_parser(commands: Commands) -> None:
 def cmd_list(args: argparse.Namespace) -> int:
     from envsnap.snapshot.store import Store
 
-    entries = Store(args.store).entries()
+    store = Store(args.store)
+    if not store.root.exists():
+        if not store.is_default:   # a folder named by hand that is not there: a typo?
+            raise UsageError(f"store {store.where} does not exist")
+        print(f"no snapshots yet: the store {store.where} does not exist; `envsnap capture "
+              "local` makes the first")
+        return ExitCode.OK
+    entries = store.entries()
     if not entries:
-        print(f"no snapshots in {args.store}")
+        print(f"no snapshots in {store.where}")
         return ExitCode.OK
     width = max(len(entry.label) for entry in entries)
     for entry in entries:

@@ -230,10 +230,50 @@ def check_before_capture(labels: dict[str, str], store: Store, force: bool) -> N
                              "(use --force to replace it, or another --label)")
 
 
-def capture(hosts: list[Host], store: Store, options: CaptureOptions,
-            on_outcome: Callable[[Outcome], None] | None = None) -> list[Outcome]:
-    """Capture every host through at most `options.forks` workers; outcomes in host order."""
+@dataclass(frozen=True)
+class Retry:
+    """A fleet captured again under its label: the hosts still to capture, and those whose
+    snapshots the label holds already (left as they are)."""
+
+    hosts: list[Host]
+    skipped: list[str]
+    labels: dict[str, str]      # the whole fleet's, as planned for it (LABEL/<host>)
+
+
+def retry_of(hosts: list[Host], store: Store, options: CaptureOptions) -> Retry:
+    """Like Ansible's retry: a fleet whose label holds some hosts' snapshots already captures
+    only the others. One host, a fleet all of whose snapshots exist, or --force: as asked
+    (check_before_capture then refuses an existing label, or --force replaces it)."""
     labels = plan_labels(hosts, options.label, now_utc())
+    if options.force or options.label is None or len(hosts) < 2:
+        return Retry(hosts, [], labels)
+    done = [host.name for host in hosts if store.exists(labels[host.name])]
+    if not done or len(done) == len(hosts):
+        return Retry(hosts, [], labels)
+    return Retry([host for host in hosts if host.name not in set(done)], done, labels)
+
+
+def write_retry_file(store: Store, outcomes: list[Outcome]) -> Path | None:
+    """The failed hosts of a fleet, one name a line, beside its folder (STORE/LABEL.retry),
+    for `--limit @STORE/LABEL.retry` as Ansible's retry files are; None when nothing failed
+    or the labels share no folder."""
+    failed = [outcome.host.name for outcome in outcomes if not outcome.ok]
+    folders = {outcome.label.split("/")[0] for outcome in outcomes if "/" in outcome.label}
+    if not failed or len(folders) != 1 or any("/" not in o.label for o in outcomes):
+        return None
+    path = store.root / f"{folders.pop()}.retry"
+    path.write_text("".join(f"{name}\n" for name in failed))
+    return path
+
+
+def capture(hosts: list[Host], store: Store, options: CaptureOptions,
+            on_outcome: Callable[[Outcome], None] | None = None,
+            labels: dict[str, str] | None = None) -> list[Outcome]:
+    """Capture every host through at most `options.forks` workers; outcomes in host order.
+    `labels`: host name -> label when planned for a larger fleet (a retry's), else planned
+    here."""
+    planned = labels or plan_labels(hosts, options.label, now_utc())
+    labels = {host.name: planned[host.name] for host in hosts}
     check_before_capture(labels, store, options.force)
     outcomes: dict[str, Outcome] = {}
     with ThreadPoolExecutor(max_workers=max(1, options.forks)) as pool:

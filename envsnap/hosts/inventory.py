@@ -9,14 +9,15 @@ connection vars are understood, so an existing inventory works unchanged. envsna
 """
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from envsnap import yamlread
 from envsnap.errors import UsageError, YamlError
-from envsnap.hosts import inventory_ansible
+from envsnap.hosts import inventory_ansible, inventory_toml, patterns
 from envsnap.hosts.inventory_graph import (
     ALL,
     HOST_NAME,
@@ -26,9 +27,10 @@ from envsnap.hosts.inventory_graph import (
     expand_range,
     is_ip_address,
 )
-from envsnap.hosts.inventory_ini import looks_like_ini, parse_ini
+from envsnap.hosts.inventory_ini import parse_ini
 from envsnap.hosts.jump import inventory_jump
 from envsnap.hosts.sshconfig import is_known_host
+from envsnap.text import did_you_mean
 
 LOCAL = "local"
 HOST_SPEC = re.compile(r"^(?:(?P<user>[^@\s]+)@)?"
@@ -132,15 +134,10 @@ class Inventory:
         self.given = document is not None    # False: the command was given no inventory
         self.hosts: dict[str, Vars] = {}
         self.groups: dict[str, set[str]] = {}
+        self.ordered_groups: dict[str, list[str]] = {}   # in Ansible's order, for patterns
         if document is None:
             return
-        groups = yamlread.as_mapping(document)
-        if groups is None:
-            raise UsageError(f"{source}: an inventory is a mapping of groups (like all:)")
-        graph = InventoryGraph()
-        for group, body in groups.items():
-            self._walk(graph, group, body, None)
-        self.adopt(graph, folders)
+        self.adopt(yaml_graph(document, source), folders)
 
     @classmethod
     def of_graph(cls, graph: InventoryGraph, source: str, folders: Path | None) -> Inventory:
@@ -157,39 +154,11 @@ class Inventory:
             hosts = inventory_ansible.folder_vars(folders, list(graph.host_vars), "host_vars")
             self.hosts = graph.merged_vars(groups, hosts)
             self.groups = graph.members()
+            self.ordered_groups = graph.ordered_members()
         except UsageError as exc:
             raise UsageError(f"{self.source}: {exc}") from None
         except RecursionError:   # children of children, a thousand deep
             raise UsageError(f"{self.source}: groups nested too deeply") from None
-
-    def _walk(self, graph: InventoryGraph, group: str, value: object,
-              parent: str | None) -> None:
-        body = self._mapping(value, f"group {group!r}")
-        graph.add_group(group)
-        if parent is not None:
-            graph.add_child(parent, group)
-        graph.group_vars[group].update(self._mapping(body.get("vars"),
-                                                     f"vars of group {group!r}"))
-        for pattern, own in self._mapping(body.get("hosts"),
-                                          f"hosts of group {group!r}").items():
-            host_vars = self._mapping(own, f"host {pattern!r}")
-            try:
-                names = expand_range(pattern)
-            except UsageError as exc:
-                raise UsageError(f"{self.source}: group {group!r}: {exc}") from None
-            for name in names:
-                graph.add_host(name, group, host_vars)
-        for child, child_body in self._mapping(body.get("children"),
-                                               f"children of group {group!r}").items():
-            self._walk(graph, child, child_body, group)
-
-    def _mapping(self, value: object, what: str) -> Mapping[str, object]:
-        """An optional mapping of the inventory (None or empty is {}), else one clear line."""
-        found = {} if value is None else yamlread.as_mapping(value)
-        if found is None:
-            raise UsageError(f"{self.source}: {what} must be a mapping, not "
-                             f"{type(value).__name__} {str(value)[:40]!r}")
-        return found
 
     def names(self, pattern: str) -> list[str]:
         if pattern in self.hosts:
@@ -237,16 +206,83 @@ class Inventory:
         return int(digits)
 
 
+def yaml_graph(document: object, source: str) -> InventoryGraph:
+    """The groups, hosts and vars of a YAML inventory as loaded (any YAML value until it is
+    checked here), as Ansible's yaml plugin reads them."""
+    groups = yamlread.as_mapping(document)
+    if groups is None:
+        raise UsageError(f"{source}: an inventory is a mapping of groups (like all:)")
+    refuse_names_ansible_refuses(document, "group name", source)
+    graph = InventoryGraph()
+    try:
+        for group, body in groups.items():
+            walk_group(graph, group, body, None, source)
+    except RecursionError:   # children of children, a thousand deep
+        raise UsageError(f"{source}: groups nested too deeply") from None
+    return graph
+
+
+def refuse_names_ansible_refuses(raw: object, what: str, source: str) -> None:
+    """YAML gives `1234:` as a number and `yes:` as a boolean; Ansible refuses such a host
+    or group name (it must be quoted), so envsnap does: a name is never guessed from it."""
+    for name in raw if isinstance(raw, dict) else ():
+        if not isinstance(name, str):
+            raise UsageError(f"{source}: {what} {name!r} must be a string; quote it, as "
+                             "Ansible asks (\"Enclose integers/floats in quotation marks\")")
+
+
+def walk_group(graph: InventoryGraph, group: str, value: object, parent: str | None,
+               source: str) -> None:
+    body = yaml_mapping(value, f"group {group!r}", source)
+    refuse_names_ansible_refuses(body.get("hosts"), f"group {group!r}: host", source)
+    refuse_names_ansible_refuses(body.get("children"), "group name", source)
+    graph.add_group(group)
+    if parent is not None:
+        graph.add_child(parent, group)
+    graph.group_vars[group].update(yaml_mapping(body.get("vars"), f"vars of group {group!r}",
+                                                source))
+    for pattern, own in yaml_mapping(body.get("hosts"), f"hosts of group {group!r}",
+                                     source).items():
+        host_vars = yaml_mapping(own, f"host {pattern!r}", source)
+        try:
+            names = expand_range(pattern)
+        except UsageError as exc:
+            raise UsageError(f"{source}: group {group!r}: {exc}") from None
+        for name in names:
+            graph.add_host(name, group, host_vars)
+    for child, child_body in yaml_mapping(body.get("children"),
+                                          f"children of group {group!r}", source).items():
+        walk_group(graph, child, child_body, group, source)
+
+
+def yaml_mapping(value: object, what: str, source: str) -> Mapping[str, object]:
+    """An optional mapping of the inventory (None or empty is {}), else one clear line."""
+    found = {} if value is None else yamlread.as_mapping(value)
+    if found is None:
+        raise UsageError(f"{source}: {what} must be a mapping, not "
+                         f"{type(value).__name__} {str(value)[:40]!r}")
+    return found
+
+
 def optional_text(value: object) -> str | None:
     """A var that names something (a user, a key file): YAML may give `ansible_user: 1000`
     as a number, which names it all the same."""
     return None if value is None else str(value)
 
 
-def load_inventory(path: str | None) -> Inventory:
-    """An inventory in any of Ansible's forms, told apart by content (a `.ini` name is INI):
-    JSON, INI `[sections]`, a YAML mapping, host lines alone (INI's `ungrouped`), or a
-    source only Ansible reads (a script, a plugin config, a folder) through ansible-inventory."""
+VAULT_HEADER = b"$ANSIBLE_VAULT;"
+# What makes ansible-inventory decrypt a vault without a flag, as it does for `ansible`.
+VAULT_ENV = ("ANSIBLE_VAULT_PASSWORD_FILE", "ANSIBLE_VAULT_IDENTITY_LIST")
+YAML_SUFFIXES = ("", ".yaml", ".yml", ".json")   # Ansible's yaml plugin's default extensions
+
+
+def load_inventory(path: str | None, vault_args: Sequence[str] = ()) -> Inventory:
+    """An inventory in any of Ansible's forms. A folder, a program, a plugin's config or a
+    file encrypted whole with ansible-vault is read by ansible-inventory itself
+    (`vault_args`: the user's --vault-password-file/--vault-id, passed on). The JSON of
+    `ansible-inventory --list` is taken as printed. Any other file goes through Ansible's
+    file plugins in Ansible's order, the first that reads it winning: yaml (names ending in
+    .yaml/.yml/.json or no suffix), ini (any name), toml (names ending in .toml)."""
     if not path:
         return Inventory(None)
     source = Path(path)
@@ -255,31 +291,73 @@ def load_inventory(path: str | None) -> Inventory:
     except OSError as exc:
         raise UsageError(f"cannot read inventory {path}: {exc.strerror}") from None
     if inventory_ansible.needs_ansible(source, head[:2048]):
-        return through_ansible(path)
+        return through_ansible(path, vault_args)
+    if head.lstrip().startswith(VAULT_HEADER):
+        return vaulted(path, vault_args)
     try:
         text = head.decode("utf-8")
     except UnicodeDecodeError:
         raise UsageError(f"cannot read inventory {path}: not UTF-8 text") from None
-    folders = source.parent
-    if source.suffix == ".ini" or looks_like_ini(text):
-        return Inventory.of_graph(parse_ini(text, path), path, folders)
     found = load_json(text) if text.lstrip().startswith("{") else None
     if found is not None and inventory_ansible.is_ansible_json(found):
-        # JSON only (a YAML inventory has the shape of Ansible's yaml plugin), taken as it
-        # is: ansible-inventory has applied the host_vars/ and group_vars/ it found already
+        # ansible-inventory has applied the host_vars/ and group_vars/ it found already
         return Inventory.of_graph(inventory_ansible.json_graph(found, path), path, None)
-    document = found if found is not None else load_yaml(text, path)
-    if inventory_ansible.is_plugin_config(document):
-        return through_ansible(path)
-    if document is None or isinstance(document, str):   # host lines alone, or nothing
-        return Inventory.of_graph(parse_ini(text, path), path, folders)
-    return Inventory(document, source=path, folders=folders)
+    return through_file_plugins(source, text, vault_args)
 
 
-def through_ansible(path: str) -> Inventory:
+def through_file_plugins(source: Path, text: str, vault_args: Sequence[str]) -> Inventory:
+    """As Ansible tries its file plugins: each that accepts the name parses, the first that
+    succeeds wins. When none does: the one plugin's own error, or one line with each one's."""
+    path, folders = str(source), source.parent
+    failures: list[tuple[str, UsageError]] = []
+    if source.suffix in YAML_SUFFIXES:
+        try:
+            document = load_yaml(text, path)
+            if inventory_ansible.is_plugin_config(document):
+                return through_ansible(path, vault_args)
+            if yamlread.as_mapping(document) is not None:
+                return Inventory.of_graph(yaml_graph(document, path), path, folders)
+        except UsageError as exc:
+            failures.append(("YAML", exc))
+    readers = [("INI", parse_ini)]
+    if source.suffix == inventory_toml.SUFFIX:
+        readers.append(("TOML", inventory_toml.parse_toml))
+    for form, read in readers:
+        try:
+            graph = read(text, path)
+        except UsageError as exc:
+            failures.append((form, exc))
+            continue
+        return Inventory.of_graph(graph, path, folders)
+    if len(failures) == 1:
+        raise failures[0][1]
+    reasons = "; ".join(f"as {form}: {without_source(exc, path)}" for form, exc in failures)
+    raise UsageError(f"{path}: not an inventory Ansible reads ({reasons})")
+
+
+def without_source(exc: UsageError, path: str) -> str:
+    """A reader's error without the `PATH:` it starts with (the line says it once), its
+    `PATH:LINE:` as `line LINE:`."""
+    said = str(exc).removeprefix(path)
+    line, colon, rest = said.removeprefix(":").partition(":")
+    if said.startswith(":") and colon and line.isdigit():
+        return f"line {line}:{rest}"
+    return said.removeprefix(": ")
+
+
+def vaulted(path: str, vault_args: Sequence[str]) -> Inventory:
+    """A file encrypted whole: only Ansible, with the user's vault secret, can read it."""
+    if vault_args or any(os.environ.get(name) for name in VAULT_ENV):
+        return through_ansible(path, vault_args)
+    raise UsageError(f"{path}: the inventory is encrypted with ansible-vault; give "
+                     "--vault-password-file FILE or --vault-id ID as to ansible (or set "
+                     "ANSIBLE_VAULT_PASSWORD_FILE)")
+
+
+def through_ansible(path: str, vault_args: Sequence[str] = ()) -> Inventory:
     """A source Ansible reads: its view as `ansible-inventory --list` prints it, with the
     host_vars/ and group_vars/ beside the source already applied by Ansible."""
-    document = inventory_ansible.run_ansible_inventory(path)
+    document = inventory_ansible.run_ansible_inventory(path, vault_args)
     return Inventory.of_graph(inventory_ansible.json_graph(document, path), path, None)
 
 
@@ -296,9 +374,8 @@ def load_yaml(text: str, path: str) -> object:
     try:
         return inventory_ansible.ansible_yaml(text)
     except YamlError as exc:
-        raise UsageError(f"{path}{inventory_ansible.where(exc)}: not valid YAML ({exc.reason}); "
-                         "an inventory is YAML, INI ([group] sections) or the JSON of "
-                         "ansible-inventory --list") from None
+        raise UsageError(f"{path}{inventory_ansible.where(exc)}: not valid YAML "
+                         f"({exc.reason})") from None
 
 
 def resolve_hosts(patterns: list[str], inventory: Inventory,
@@ -318,13 +395,35 @@ def resolve_hosts(patterns: list[str], inventory: Inventory,
     return list(hosts.values())
 
 
+def limit_hosts(hosts: list[Host], inventory: Inventory, limit: str) -> tuple[list[Host],
+                                                                           list[str]]:
+    """The hosts a --limit keeps, in their order, and its patterns that matched no host.
+    Patterns see the inventory as Ansible does, and hosts named on the command line that it
+    does not hold as `ungrouped` ones."""
+    extra = [host.name for host in hosts if host.name not in inventory.hosts]
+    groups = {**inventory.ordered_groups}
+    groups[ALL] = [*groups.get(ALL, []), *extra]
+    selection = patterns.select(patterns.limit_patterns(limit),
+                                patterns.Hosts([*inventory.hosts, *extra], groups))
+    kept = set(selection.hosts)
+    return [host for host in hosts if host.name in kept], selection.unmatched
+
+
+def no_host_left(limit: str, unmatched: list[str]) -> UsageError:
+    """As Ansible: a limit that leaves no host to act on is an error."""
+    matched = f" (no host matches {', '.join(unmatched)})" if unmatched else ""
+    return UsageError(f"--limit {limit!r} leaves no host to act on{matched}")
+
+
 def ad_hoc_host(pattern: str, inventory: Inventory) -> Host:
     """A host the inventory does not name: `local`, or a spec SSH can find. A name that is
     neither is most likely a typo, said as such before any connection is tried."""
     host = parse_host_spec(pattern)
     if host.is_local or is_known_host(host.address):
         return host
-    raise UsageError(f"{pattern}: {inventory.not_found_text()}not a known host")
+    known = [*inventory.hosts, *(group for group in inventory.groups if group != UNGROUPED)]
+    raise UsageError(f"{pattern}: {inventory.not_found_text()}not a known host"
+                     f"{did_you_mean(pattern, known)}")
 
 
 def inventory_of(host: Host) -> Inventory:

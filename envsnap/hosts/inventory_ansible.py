@@ -12,7 +12,7 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import yaml
@@ -207,8 +207,9 @@ def is_plugin_config(document: object) -> bool:
     return config is not None and isinstance(config.get("plugin"), str)
 
 
-def run_ansible_inventory(source: str) -> InventoryJson:
-    """`ansible-inventory -i SOURCE --list`: its JSON, or one line saying why not."""
+def run_ansible_inventory(source: str, vault_args: Sequence[str] = ()) -> InventoryJson:
+    """`ansible-inventory -i SOURCE --list`: its JSON, or one line saying why not.
+    `vault_args`: the user's --vault-password-file/--vault-id, passed on as given."""
     program = shutil.which(ANSIBLE_INVENTORY)
     if program is None:
         raise UsageError(f"{source}: this inventory (a script, a plugin config or a folder) "
@@ -218,7 +219,7 @@ def run_ansible_inventory(source: str) -> InventoryJson:
     env = {**os.environ, "ANSIBLE_INVENTORY_UNPARSED_FAILED": "true",
            "ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED": "true", "ANSIBLE_NOCOLOR": "1"}
     try:
-        done = subprocess.run([program, "-i", source, "--list"], capture_output=True,
+        done = subprocess.run([program, "-i", source, "--list", *vault_args], capture_output=True,
                               text=True, env=env, timeout=ANSIBLE_INVENTORY_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         raise UsageError(f"{source}: {ANSIBLE_INVENTORY} gave no inventory within "

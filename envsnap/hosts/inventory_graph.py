@@ -156,6 +156,23 @@ class InventoryGraph:
             hosts_of(group)
         return found
 
+    def ordered_members(self) -> dict[str, list[str]]:
+        """Each group's hosts in Ansible's order: its own, then its children's level by level
+        (`all` takes `ungrouped` first, as Ansible's `all` does); each host once."""
+        found: dict[str, list[str]] = {}
+        for group in self.group_hosts:
+            children = self.group_children[group]
+            if group == ALL and UNGROUPED in children:
+                children = [UNGROUPED, *(c for c in children if c != UNGROUPED)]
+            walked, level, seen = [group], list(children), {group}
+            while level:
+                level = [g for g in dict.fromkeys(level) if g not in seen]
+                seen.update(level)
+                walked += level
+                level = [child for g in level for child in self.group_children[g]]
+            found[group] = list(dict.fromkeys(host for g in walked for host in self.group_hosts[g]))
+        return found
+
     def merged_vars(self, folder_groups: dict[str, Vars],
                     folder_hosts: dict[str, Vars]) -> dict[str, Vars]:
         """Each host's vars by Ansible's precedence, lowest first: the inventory's group vars

@@ -36,15 +36,6 @@ V6_WITH_PORT = re.compile(r"^\[(?P<address>[0-9a-fA-F:.]+)\](?::(?P<port>\d{1,5}
 RANGE_MASK = re.compile(r"\[[^\]]*\]")
 
 
-def looks_like_ini(text: str) -> bool:
-    """The first line that is not blank or a comment is a `[section]` header."""
-    for line in text.splitlines():
-        line = line.strip()
-        if line and not line.startswith(COMMENT_MARKERS):
-            return SECTION.match(line) is not None
-    return False
-
-
 def ini_value(text: str) -> object:
     """Ansible's typing of an INI value: a Python literal is that value, else the text."""
     try:

@@ -26,6 +26,7 @@ from envsnap.defaults import DEFAULT_CONNECT_TIMEOUT
 from envsnap.errors import HostError
 from envsnap.hosts.inventory import Host
 from envsnap.hosts.jump import Jump, inventory_jump, proxy_jump_hops
+from envsnap.text import duration
 
 if TYPE_CHECKING:
     import paramiko
@@ -111,7 +112,7 @@ class LocalTransport(ClosedOnExit):
             proc.kill()
             proc.communicate()
             if isinstance(exc, subprocess.TimeoutExpired):
-                raise HostError(f"{self.host.name}: command timed out after {timeout:g}s") \
+                raise HostError(f"{self.host.name}: command timed out after {duration(timeout)}") \
                     from None
             raise
         finally:
@@ -144,8 +145,7 @@ def known_hosts_policy(accept_new: bool, known_hosts: Path) -> paramiko.MissingH
 
     class RefuseUnknown(paramiko.MissingHostKeyPolicy):
         def missing_host_key(self, client: Any, hostname: str, key: Any) -> None:
-            raise HostError(f"{hostname}: unknown host key ({key.get_name()}); verify it and "
-                            "add it to known_hosts, or pass --accept-new-host-keys")
+            raise HostError(unknown_key_text(hostname, key.get_name(), key.asbytes()))
 
     class AcceptNew(paramiko.MissingHostKeyPolicy):
         def missing_host_key(self, client: Any, hostname: str, key: Any) -> None:
@@ -156,6 +156,21 @@ def known_hosts_policy(accept_new: bool, known_hosts: Path) -> paramiko.MissingH
                     handle.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
 
     return AcceptNew() if accept_new else RefuseUnknown()
+
+
+def unknown_key_text(known_as: str, key_type: str, key: bytes) -> str:
+    """What to do about a host key known_hosts lacks: its SHA256 fingerprint (as `ssh` and
+    `ssh-keygen -l` print it, to compare with the host's own) and the command that records
+    it. `known_as` is how known_hosts names the host: `name`, or `[name]:port`."""
+    import base64
+    import hashlib
+
+    fingerprint = base64.b64encode(hashlib.sha256(key).digest()).decode().rstrip("=")
+    address, _, port = known_as.removeprefix("[").partition("]:")
+    scan = f"ssh-keyscan -t {key_type} {'-p ' + port + ' ' if port else ''}{address}"
+    return (f"unknown host key {key_type} SHA256:{fingerprint} of {known_as}; if that is the "
+            f"host's key (ssh-keygen -lf /etc/ssh/ssh_host_*_key.pub on it), record it with "
+            f"`{scan} >> ~/.ssh/known_hosts`, or pass --accept-new-host-keys")
 
 
 class Lines:
@@ -254,9 +269,7 @@ class SSHTransport(ClosedOnExit):
     def _connect(self, connection: Connection, name: str) -> None:
         try:
             connection.open()
-        except HostError as exc:
-            if connection is self.connection:
-                raise
+        except HostError as exc:   # from the host key policy: said of the inventory's host
             raise HostError(f"{name}: {exc}") from None
         except Exception as exc:
             if isinstance(connection.gateway, str) and proxy_ended(exc):
@@ -285,7 +298,7 @@ class SSHTransport(ClosedOnExit):
                 channel.shutdown_write()  # a followed command keeps stdin as its lifeline
             out, err = drain(channel, time.monotonic() + timeout, follow)
             if out is None:
-                raise HostError(f"{self.host.name}: command timed out after {timeout:g}s")
+                raise HostError(f"{self.host.name}: command timed out after {duration(timeout)}")
             return Result(channel.recv_exit_status(), out.decode("utf-8", "replace"),
                           err.decode("utf-8", "replace"))
         except (OSError, EOFError, paramiko.SSHException) as exc:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, TypedDict, Union
 
 from envsnap.defaults import DEFAULT_CONNECT_TIMEOUT, DEFAULT_FORKS
 from envsnap.errors import ArgError, EnvsnapError, ExitCode, HostError, PlaybookError, UsageError
-from envsnap.hosts.inventory import Host, Inventory, resolve_hosts
+from envsnap.hosts.inventory import LOCAL, Host, Inventory, limit_hosts, resolve_hosts
 from envsnap.hosts.transport import Transport, open_transport
 from envsnap.playbook.load import LineDict, LineList, Play, Playbook, Task
 from envsnap.playbook.location import Where
@@ -248,18 +248,21 @@ class Runner:
         return self.result
 
     def targets(self, play: Play, inventory: Inventory) -> list[Host]:
-        """The play's hosts, narrowed by --limit. `all` is every inventory host, or, with
-        no inventory, whatever the limit names (`-l local`, `-l user@gpu-box`)."""
-        limit = [p for pattern in self.options.limit for p in pattern.split(",") if p]
+        """The play's hosts, narrowed by --limit, an Ansible host pattern (`gpu:!n3`) as
+        `ansible-playbook -l` takes it. `all` is every inventory host, or, with no
+        inventory, whatever the limit names (`-l local`, `-l user@gpu-box`)."""
+        limit = ",".join(self.options.limit)
+        named = [pattern for pattern in limit.split(",") if pattern]
+        if play.hosts == ["all"] and not inventory.given:
+            return resolve_hosts(named, inventory) if named else []
         if play.hosts == ["all"]:
-            if limit:
-                return resolve_hosts(limit, inventory)
-            return [inventory.host(name) for name in sorted(inventory.hosts)]
-        hosts = resolve_hosts(play.hosts, inventory)
-        if not limit:
-            return hosts
-        allowed = {host.name for host in resolve_hosts(limit, inventory)}
-        return [host for host in hosts if host.name in allowed]
+            # `local` is envsnap's implicit host, as `localhost` is Ansible's
+            implicit = [Host(name=LOCAL)] if LOCAL in named and LOCAL not in inventory.hosts \
+                else []
+            hosts = [inventory.host(name) for name in sorted(inventory.hosts)] + implicit
+        else:
+            hosts = resolve_hosts(play.hosts, inventory)
+        return limit_hosts(hosts, inventory, limit)[0] if limit else hosts
 
     def start_play_or_stop(self, index: int, play: Play, state: HostRun) -> None:
         try:

@@ -19,6 +19,7 @@ from envsnap import yamlread
 from envsnap.errors import SnapshotError, StoreError, UsageError, YamlError
 from envsnap.snapshot.document import captured_at, host, hostname, validate
 from envsnap.snapshot.document import label as recorded_label
+from envsnap.text import did_you_mean
 
 if TYPE_CHECKING:
     from envsnap.snapshot.records import Snapshot
@@ -216,9 +217,37 @@ class Entry:
         return self.host
 
 
+STORE_VARIABLE = "ENVSNAP_STORE"
+GITIGNORE = ("# envsnap's snapshot store: snapshots describe hosts (names, paths, env, code);\n"
+             "# keep them out of commits. Delete this file to commit them anyway.\n*\n")
+
+
 class Store:
-    def __init__(self, root: str | Path = DEFAULT_STORE) -> None:
+    """The folder of snapshots. `root` None: $ENVSNAP_STORE, else ./snapshots; `chosen_by`
+    says how it was picked, so every message can say where a snapshot was looked for."""
+
+    def __init__(self, root: str | Path | None = None, chosen_by: str = "--store") -> None:
+        self.is_default = root is None and not os.environ.get(STORE_VARIABLE)
+        if root is None:
+            from_environment = os.environ.get(STORE_VARIABLE)
+            root = from_environment or DEFAULT_STORE
+            chosen_by = f"${STORE_VARIABLE}" if from_environment else \
+                f"the default ./{DEFAULT_STORE}; --store or ${STORE_VARIABLE} picks another"
         self.root = Path(root)
+        self.chosen_by = chosen_by
+
+    @property
+    def where(self) -> str:
+        """`/abs/path (how it was chosen)`, for messages."""
+        return f"{self.root.absolute()} ({self.chosen_by})"
+
+    def labels(self) -> list[str]:
+        """Every label in the store, for "did you mean" (an unreadable store: none)."""
+        try:
+            return [path.relative_to(self.root).with_suffix("").as_posix()
+                    for path in self.root.rglob(f"*{SUFFIX}")]
+        except OSError:
+            return []
 
     def path_for(self, label: str) -> Path:
         return self.root / (validate_label(label) + SUFFIX)
@@ -231,11 +260,14 @@ class Store:
         import tempfile
 
         try:
+            created = not self.root.exists()
             self.root.mkdir(parents=True, exist_ok=True)
             probe = tempfile.NamedTemporaryFile(dir=self.root, prefix=".probe-")
             probe.close()
+            if created and inside_git_checkout(self.root):
+                (self.root / ".gitignore").write_text(GITIGNORE)
         except OSError as exc:
-            raise StoreError(f"store {self.root} is not writable: {exc.strerror}") from None
+            raise StoreError(f"store {self.where} is not writable: {exc.strerror}") from None
 
     def save(self, document: Snapshot, label: str, replace: bool = True) -> Path:
         """Store a snapshot envsnap made for this user (a capture, a bench record, a rollback
@@ -257,7 +289,7 @@ class Store:
             if replace:
                 atomic_write(path, dump_yaml(document))
             elif not write_new(path, dump_yaml(document)):
-                raise StoreError(f"snapshot {label!r} was saved in {self.root} by another "
+                raise StoreError(f"snapshot {label!r} was saved in {self.where} by another "
                                  "capture meanwhile; this one is not saved (give each task "
                                  "its own label, e.g. with {rank}, or use --force)")
         except OSError as exc:
@@ -274,14 +306,18 @@ class Store:
         try:
             path = self.path_for(label_or_path)
         except UsageError:
-            raise UsageError(f"no snapshot {label_or_path!r}: not a label in {self.root} "
+            raise UsageError(f"no snapshot {label_or_path!r}: not a label in {self.where} "
                              "and not a file") from None
         if is_file(path):
             return path
         if is_file(candidate):   # no such label: a file of that name here, as typed
             return candidate
-        raise UsageError(f"no snapshot labelled {label_or_path!r} in {self.root} "
-                         "(envsnap list shows what there is)")
+        fleet = path.with_suffix("")
+        if fleet.is_dir():
+            raise UsageError(fleet_hint(label_or_path, fleet))
+        raise UsageError(f"no snapshot labelled {label_or_path!r} in {self.where}"
+                         f"{did_you_mean(label_or_path, self.labels())}; envsnap list shows "
+                         "what there is")
 
     def load(self, label_or_path: str) -> Snapshot:
         path = self.resolve(label_or_path)
@@ -304,12 +340,12 @@ class Store:
 
     def entries(self) -> list[Entry]:
         if self.root.exists() and not self.root.is_dir():
-            raise StoreError(f"store {self.root} is not a folder")
+            raise StoreError(f"store {self.where} is not a folder")
         if self.root.is_dir():
             try:   # rglob skips a folder it cannot list: "no snapshots" would be a lie
                 os.scandir(self.root).close()
             except OSError as exc:
-                raise StoreError(f"cannot list store {self.root}: {exc.strerror}") from None
+                raise StoreError(f"cannot list store {self.where}: {exc.strerror}") from None
         found = []
         for path in sorted(self.root.rglob(f"*{SUFFIX}")):
             label = path.relative_to(self.root).with_suffix("").as_posix()
@@ -321,6 +357,23 @@ class Store:
             found.append(Entry(label, host(document), hostname(document),
                                captured_at(document) or "?", path))
         return found
+
+
+def fleet_hint(label: str, folder: Path) -> str:
+    """A label that is a fleet's folder: what it holds and the two commands that read it."""
+    members = sorted(path.stem for path in folder.glob(f"*{SUFFIX}"))
+    listed = ", ".join(f"{label}/{name}" for name in members[:3]) + \
+        (", ..." if len(members) > 3 else "")
+    first = f"{label}/{members[0]}" if members else f"{label}/HOST"
+    return (f"{label!r} is a fleet's folder of {len(members)} snapshots ({listed}): name one "
+            f"(envsnap show {first}), or compare them: envsnap diff --fleet {label}")
+
+
+def inside_git_checkout(folder: Path) -> bool:
+    """A folder in a git work tree (a `.git` in it or a parent): a store made there would
+    otherwise show up in `git status` and end in a commit."""
+    where = folder.absolute()
+    return any((parent / ".git").exists() for parent in (where, *where.parents))
 
 
 # ---- adopting a foreign snapshot (`envsnap trust`) ------------------------------------------
@@ -338,7 +391,7 @@ def adoption_label(store: Store, source: str, document: Snapshot,
         label_from_name(recorded_label(document, path.stem))
     target = store.path_for(chosen)
     if target.exists() and not force and target.resolve() != path:
-        raise UsageError(f"a snapshot labelled {chosen!r} is already in {store.root}: pass "
+        raise UsageError(f"a snapshot labelled {chosen!r} is already in {store.where}: pass "
                          "--label NEW, or --force to replace it")
     return chosen
 

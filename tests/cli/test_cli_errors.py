@@ -54,7 +54,8 @@ def test_an_envsnap_error_is_one_line_with_its_code(cli: Cli) -> None:
     result = cli("show", "nope")
     assert result.returncode == EXIT_USAGE
     assert result.stderr == (f"envsnap: error: no snapshot labelled 'nope' in "
-                             f"{cli.env['ENVSNAP_STORE']} (envsnap list shows what there is)\n")
+                             f"{cli.env['ENVSNAP_STORE']} ($ENVSNAP_STORE); envsnap list "
+                             "shows what there is\n")
     assert result.stdout == ""
 
 

@@ -95,4 +95,5 @@ def test_list_refuses_a_store_that_is_a_file(scli: Cli) -> None:
     Path(scli.env["ENVSNAP_STORE"]).write_text("not a folder\n")
     result = scli("list")
     assert result.returncode == 2
-    assert result.stderr == f"envsnap: error: store {scli.env['ENVSNAP_STORE']} is not a folder\n"
+    assert result.stderr == (f"envsnap: error: store {scli.env['ENVSNAP_STORE']} "
+                             "($ENVSNAP_STORE) is not a folder\n")

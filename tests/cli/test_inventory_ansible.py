@@ -5,18 +5,18 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
-import subprocess
-import sys
-from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import Cli
+from helpers.ansibleview import (
+    ansible_inventory,
+    ansible_view,
+    envsnap_view,
+    with_ansible_on_path,
+    write_tree,
+)
 from helpers.sshd import Sshd
-
-VENV_BIN = Path(sys.executable).parent   # where pip put ansible-inventory
 
 RICH_INI = """\
 # before any section: ungrouped
@@ -68,57 +68,7 @@ VARS_FILES = {
 
 @pytest.fixture
 def ansible_cli(cli: Cli) -> Cli:
-    """The CLI with ansible-core's commands on PATH (they are in the test venv)."""
-    assert (VENV_BIN / "ansible-inventory").exists(), \
-        "ansible-core is missing: install the test extra (bash tests/run.sh does)"
-    cli.env["PATH"] = f"{VENV_BIN}{os.pathsep}{cli.env.get('PATH', '')}"
-    return cli
-
-
-def write_tree(root: Path, files: dict[str, str]) -> None:
-    for name, text in files.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
-
-
-def ansible_inventory(cli: Cli, source: str) -> dict[str, Any]:
-    done = subprocess.run([str(VENV_BIN / "ansible-inventory"), "-i", source, "--list"],
-                          cwd=cli.cwd, env=cli.env, capture_output=True, text=True, check=True)
-    document: dict[str, Any] = json.loads(done.stdout)
-    return document
-
-
-def ansible_view(document: dict[str, Any]) -> tuple[dict[str, set[str]], dict[str, Any]]:
-    """Each non-empty group's hosts (children's included) and each host's vars."""
-    def members(group: str) -> set[str]:
-        body = document.get(group, {})
-        return set(body.get("hosts", [])).union(*map(members, body.get("children", [])))
-
-    hostvars = json.loads(json.dumps(document["_meta"]["hostvars"]).replace(
-        '{"__ansible_unsafe": "{{ not_rendered }}"}', '"{{ not_rendered }}"'))
-    groups = {group: members(group) for group in document if group != "_meta"}
-    hosts = set().union(*groups.values())
-    return ({group: found for group, found in groups.items() if found},
-            {host: hostvars.get(host, {}) for host in hosts})
-
-
-def envsnap_view(cli: Cli, inventory: str, groups: list[str],
-                 names: list[str]) -> tuple[dict[str, set[str]], dict[str, Any]]:
-    """What `envsnap play` sees: a play per group, each host printing the named vars."""
-    shown = ", ".join(f"'{name}': {name} | default('<undefined>')" for name in names)
-    plays = [{"hosts": group, "tasks": [{"debug": {"msg": "{{ {" + shown + "} | tojson }}"}}]}
-             for group in groups]
-    (cli.cwd / "show.yml").write_text(json.dumps(plays))
-    result = cli("play", "show.yml", "--inventory", inventory)
-    assert result.returncode == 0, result.stdout + result.stderr
-    members: dict[str, set[str]] = {}
-    hosts: dict[str, Any] = {}
-    for chunk in result.stdout.split("PLAY [")[1:]:
-        group = chunk.split("]", 1)[0]
-        for host, dumped in re.findall(r"^ok: \[([^\]]+)\]: (\{.*\})$", chunk, re.M):
-            members.setdefault(group, set()).add(host)
-            hosts[host] = {k: v for k, v in json.loads(dumped).items() if v != "<undefined>"}
-    return members, hosts
+    return with_ansible_on_path(cli)
 
 
 def test_an_ini_inventory_with_vars_folders_is_read_as_ansible_reads_it(ansible_cli: Cli) -> None:

@@ -100,3 +100,19 @@ def test_sbatch_script_captures_the_nodes_and_diffs_them(job_env: dict[str, str]
     assert "fleet of 3 snapshots: 1 fact differs" in log and "NCCL_P2P_DISABLE" in log
     assert saved(store) == ["run3/reference-a.yaml", "run3/reference-b.yaml",
                             f"run3/{node}.yaml"]
+
+
+def test_sbatch_on_a_one_node_allocation_is_nothing_to_compare(job_env: dict[str, str],
+                                                               tmp_path: Path,
+                                                               slurm_cluster: Slurm) -> None:
+    """The capture worked: a fleet of one is not an error (it was exit 2, "needs at least
+    two snapshots", failing the job)."""
+    store = tmp_path / "shared"
+    output = tmp_path / "job.out"
+    job = run(job_env, tmp_path, "sbatch", "--wait", "--nodes=1", f"--output={output}",
+              str(SBATCH_SCRIPT), str(store), "run4")
+    log = output.read_text() if output.exists() else ""
+    node = slurm_cluster.node
+    assert job.returncode == 0, (job.stderr, log)
+    assert f"local: saved run4/{node} -> " in log
+    assert f"nothing to compare: the fleet holds one snapshot ({store}/run4/{node}.yaml)" in log
