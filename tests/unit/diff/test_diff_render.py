@@ -49,7 +49,10 @@ def test_human_is_plain_unless_colour_is_asked_for() -> None:
     assert "\033[" not in plain and render.RED in coloured
     lines = plain.splitlines()
     assert lines[0].startswith("envsnap diff good (vm, t) -> good (vm, t)")
-    assert lines[2] == render.verdict(report)
+    # the verdict's paragraph, broken between words to fit 160 columns
+    paragraph = plain.split("\n\n")[1].split("\n")
+    assert " ".join(paragraph) == render.verdict(report)
+    assert max(len(line) for line in lines) <= render.LINE_WIDTH < len(render.verdict(report))
     assert lines[-1] == "unchanged: driver, kernel module, CUDA, NCCL, torch, PCIe, sitecustomize"
 
 
