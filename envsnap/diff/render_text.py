@@ -349,7 +349,7 @@ def human(report: DiffReport, color: bool = False, full: bool = False) -> str:
             if not restates_the_row(f):
                 out += wrapped(f"{indent}{f.why}")
             for block in blocks(f, names, full):
-                out.append(f"{indent}  {block.title}" + (":" if block.lines else ""))
+                out += wrapped(f"{indent}  {block.title}" + (":" if block.lines else ""))
                 # a patch's or a hook's text is shown as it is, never re-broken
                 out += [part for line in block.lines
                         for part in ([f"{indent}    {line}"] if block.code

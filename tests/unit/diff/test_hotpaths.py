@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pytest
+from helpers.paths import ROOT
 
 from envsnap.diff import hotpaths as hp
 
@@ -89,3 +90,16 @@ def test_a_commit_scores_its_hottest_file_and_the_share_that_is_hot() -> None:
     assert one_fix > refactor > kernel_only > score(["README.md"]) == 0
     hot = hp.hot_files(["python/sglang/srt/managers/scheduler.py", PYNCCL], DEFAULTS)
     assert [m.path for m in hot] == [PYNCCL, "python/sglang/srt/managers/scheduler.py"]
+
+
+def test_the_readme_table_is_the_default_table() -> None:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("#### How hot paths are weighed", 1)[1].split("\n#", 1)[0]
+    kinds = {"communication": "communication", "kernel family": "kernel",
+             "generic component": "component"}
+    rows = [line.split("|")[1:4] for line in section.splitlines()
+            if line.startswith("| ") and line.split("|")[1].strip() in kinds]
+    documented = {(p.strip("` "), int(weight), kinds[kind.strip()])
+                  for kind, weight, patterns in rows for p in patterns.split(", ")}
+    assert documented == {(p.pattern, p.weight, p.area) for p in hp.DEFAULT_HOT_PATHS}
+    assert all(f"`{pattern}`" in section for pattern in hp.NEVER_HOT)
