@@ -13,12 +13,13 @@ from typing import Any
 
 import pytest
 from conftest import Cli
-from helpers.gitrepos import Repo, clone, count, git_env
+from helpers.gitrepos import Repo, clone, count, git_env, init
 from helpers.paths import DATA, ROOT
 
 HISTORIES = DATA / "histories"
 VLLM_ASCEND = HISTORIES / "vllm-ascend.bundle"
 NCCL_TESTS = HISTORIES / "nccl-tests.bundle"
+SGLANG_JAX = HISTORIES / "sglang-jax.bundle"
 # github.com/vllm-project/vllm-ascend, 20 commits, exactly one on vllm_ascend/distributed/
 SMALL_PULL = ("493768eb30438eb10bae75cf216d47226898b7a7",
               "997f156a51816a8c9303a1b85c0f25ad6e8bf865")
@@ -29,6 +30,11 @@ BIG_PULL = ("68fb63428b8b972dd60ad9189538909b0eb1fcc8",
 # github.com/NVIDIA/nccl-tests, 26 commits with merges
 NCCL_PULL = ("f67c258e8bc073b4271b681884743b0e64d4ad7f",
              "a0b82b2260cf5152b9f8c061bbf7eaf0ba096432")
+# github.com/sgl-project/sglang-jax, 21 commits, none on a communication path; the bundle is
+# shallow: its oldest commit is logged without its parents
+JAX_PULL = ("669b56905ac46856238bb38899013c4287c19b11",
+            "262cd5b98e6c88bf5b79f8a568a8efd3a8d1a639")
+JAX_BOUNDARY = "6ada59595aca47a3a528b6dfe4c55b32c4984b00"
 WHY = re.compile(r"([0-9a-f]{7}) (.*?) \(touches (\S+): ([a-z ]+)\)")
 
 
@@ -56,15 +62,19 @@ class Pull:
 
 
 def replay(cli: Cli, root: Path, bundle: Path, branch: str, old: str, new: str,
-           *capture_args: str) -> Pull:
-    """The upstream branch where it stood after the pull, a checkout where it stood before."""
+           *capture_args: str, shallow: str = "") -> Pull:
+    """The upstream branch where it stood after the pull, a checkout where it stood before.
+    A shallow bundle's edge is declared before it is fetched (git clone cannot)."""
     root = root / "git"
     env = git_env(root / "home")
     (root / "home").mkdir(parents=True)
-    upstream = root / "upstream.git"
-    Repo(root, env).git("clone", "-q", "--bare", "-b", branch, str(bundle), str(upstream))
-    Repo(upstream, env).git("update-ref", f"refs/heads/{branch}", new)
-    checkout = clone(upstream, root / "checkout", env, "-b", branch)
+    upstream = init(root / "upstream.git", env, bare=True)
+    if shallow:
+        (upstream.path / "shallow").write_text(shallow + "\n")
+    upstream.git("fetch", "-q", str(bundle), f"{branch}:{branch}")
+    upstream.git("symbolic-ref", "HEAD", f"refs/heads/{branch}")
+    upstream.git("update-ref", f"refs/heads/{branch}", new)
+    checkout = clone(upstream.path, root / "checkout", env, "-b", branch)
     checkout.git("reset", "-q", "--hard", old)
     capture(cli, "good", checkout, *capture_args)
     checkout.git("-c", "pull.rebase=false", "pull", "-q", "origin", branch)
@@ -102,7 +112,7 @@ def docs_or_tests(path: str) -> bool:
     *folders, name = path.split("/")
     return name.endswith((".md", ".rst")) or name.startswith("test_") or \
         name.endswith("_test.py") or bool({"docs", "doc", "test", "tests", "examples",
-                                            "benchmarks", ".github"} & set(folders))
+                                            "benchmark", "benchmarks", ".github"} & set(folders))
 
 
 def on_distributed(files: list[str]) -> bool:
@@ -252,4 +262,30 @@ def test_nccl_tests_configured_harness_comes_before_the_collectives(gcli: Cli,
     names = named(document["verdict"])
     assert len(names) == 3 and all(why == "configured hot path" and path.startswith("src/common.")
                                    for _, path, why in names), document["verdict"]
+    assert_readable(text_of(gcli), head)
+
+
+# ---- sglang-jax -------------------------------------------------------------------------------
+
+def test_sglang_jax_test_and_ci_edits_are_never_hot_kernels_are_named(gcli: Cli,
+                                                                       tmp_path: Path) -> None:
+    """SGLang's JAX port: in four of the pull's commits "attention" is only in the names of
+    test or benchmark files (test_flashattention.py...); a substring table called them hot."""
+    pull = replay(gcli, tmp_path, SGLANG_JAX, "main", *JAX_PULL, shallow=JAX_BOUNDARY)
+    assert len(pull.commits()) == 21
+    attention_tests = [sha for sha in pull.commits()
+                       if (named_so := [f for f in pull.files(sha) if "attention" in f])
+                       and all(docs_or_tests(f) for f in named_so)]
+    assert len(attention_tests) == 4
+
+    document = diff_json(gcli)
+    head = head_of(document)
+    assert_exact(pull, head)
+    assert head["detail"]["complete"] is True   # the shallow edge lies below the old HEAD
+    assert_no_docs_or_tests_hot(head)
+    names = named(document["verdict"])
+    assert names and all(why == "kernel family" for _, _, why in names), document["verdict"]
+    assert not {sha for sha, _, _ in names} & {s[:7] for s in attention_tests}
+    added = {c["sha"]: c for c in head["detail"]["added"]}
+    assert all(added[sha]["hot"] == [] for sha in attention_tests)
     assert_readable(text_of(gcli), head)
