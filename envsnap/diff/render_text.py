@@ -38,7 +38,7 @@ TEXT_LINES_SHOWN = 40   # lines of a small text diff shown unless --all
 WHERE_WIDTH = 64
 LINE_WIDTH = 160        # every line of the human form, --all's whole lists aside
 BLOCK_WIDTH = LINE_WIDTH - 24   # a block's line, under the deepest indent the form gives it
-SUBJECT_MIN = 24        # a commit's subject is cut no shorter than this
+SUBJECT_MIN = 12        # a commit's subject is cut no shorter than this (the files matter more)
 KEY_WIDTH = 24          # a worker's command line as a path key: both ends kept
 RED, YELLOW, DIM, BOLD, RESET = "\033[31m", "\033[33m", "\033[2m", "\033[1m", "\033[0m"
 
