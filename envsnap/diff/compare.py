@@ -25,8 +25,9 @@ from envsnap.diff.findings import (
     Finding,
     FindingKind,
 )
-from envsnap.diff.gitexplain import explain, hot_patterns, moves_since
+from envsnap.diff.gitexplain import explain, moves_since
 from envsnap.diff.gpumerge import merge_alike
+from envsnap.diff.hotpaths import HotPattern, hot_patterns
 from envsnap.diff.keys import Atom, View, env_view, repo_view
 from envsnap.errors import UsageError
 from envsnap.snapshot.document import bench as bench_of
@@ -186,7 +187,7 @@ def digest(document: Snapshot, name: str) -> str:
 
 
 def compare_section(name: str, a: Snapshot, b: Snapshot, options: DiffOptions,
-                    patterns: list[tuple[str, str]], notes: list[str]) -> list[Finding]:
+                    patterns: tuple[HotPattern, ...], notes: list[str]) -> list[Finding]:
     error_a, error_b = collector_error(a, name), collector_error(b, name)
     if error_a or error_b:
         # A failed collector recorded nothing: that is "not captured", never "all removed".
@@ -216,7 +217,7 @@ def volatile_section(document: Snapshot, name: str) -> Mapping[str, Any]:
 
 
 def section_changes(name: str, a: Snapshot, b: Snapshot,
-                    patterns: list[tuple[str, str]]) -> list[Finding]:
+                    patterns: tuple[HotPattern, ...]) -> list[Finding]:
     if name == "env":
         return env_changes(env(a), env(b))
     if name == "git":
@@ -317,7 +318,7 @@ def error_of(value: Mapping[str, Any] | None) -> str | None:
 
 # ---- git: HEAD moves explained, stashes by sha, uncommitted work as one unit ------------------
 
-def git_changes(before: Git, after: Git, patterns: list[tuple[str, str]]) -> list[Finding]:
+def git_changes(before: Git, after: Git, patterns: tuple[HotPattern, ...]) -> list[Finding]:
     found = walk_findings("git", drop(before, "repos"), drop(after, "repos"))
     repos_a, repos_b = before.get("repos", {}), after.get("repos", {})
     for path in list(repos_a) + [p for p in repos_b if p not in repos_a]:
@@ -326,7 +327,7 @@ def git_changes(before: Git, after: Git, patterns: list[tuple[str, str]]) -> lis
 
 
 def repo_changes(path: str, before: Repo | None, after: Repo | None,
-                 patterns: list[tuple[str, str]]) -> list[Finding]:
+                 patterns: tuple[HotPattern, ...]) -> list[Finding]:
     where = ("repos", path)
     if before is None or after is None:
         return [Finding("git", where, before, after, ADDED if before is None else REMOVED)]

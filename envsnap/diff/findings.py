@@ -36,8 +36,11 @@ class MovedCommit(TypedDict, total=False):
     author: str | None
     time: int | None
     files: list[str]
-    hot_files: dict[str, str]     # path -> what is hot there ("NCCL", "attention")
-    hot: list[str]
+    hot_files: dict[str, str]     # path -> what is hot there (a hotpaths.HotArea); built
+                                  # hottest first (JSON sorts its keys)
+    hot_patterns: dict[str, str]  # path -> the pattern that named it
+    hot: list[str]                # the areas, hottest first
+    score: int                    # hotpaths.score: the verdict names the highest first
     shallow_boundary: bool        # logged without its parents: counts through it are bounds
 
 

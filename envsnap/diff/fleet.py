@@ -17,8 +17,9 @@ from envsnap.diff import rules
 from envsnap.diff.benchmark import FleetBenchmark, fleet_benchmark
 from envsnap.diff.compare import SKIP_KEYS, configured_hot_paths, digest, is_mapping, unwrap
 from envsnap.diff.findings import ADDED, CHANGED, REMOVED, Detail, Finding, FindingKind
-from envsnap.diff.gitexplain import explain, hot_patterns
+from envsnap.diff.gitexplain import explain
 from envsnap.diff.gpumerge import merge_alike
+from envsnap.diff.hotpaths import hot_patterns
 from envsnap.diff.keys import env_view, repo_view
 from envsnap.diff.patch_summary import summarise_tree
 from envsnap.errors import UsageError

@@ -8,24 +8,16 @@ instead of guessing.
 """
 from __future__ import annotations
 
-import fnmatch
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, NamedTuple
 
+from envsnap.diff import hotpaths
 from envsnap.diff.findings import Detail, MovedCommit, RebasedPair, Relation
+from envsnap.diff.hotpaths import HotPattern
 from envsnap.text import plural
 
 if TYPE_CHECKING:
     from envsnap.snapshot.records import Commit, ReflogEntry, Repo
 
-# (pattern, what it is): a commit touching a matching file is on a performance-hot path.
-DEFAULT_HOT_PATHS: list[tuple[str, str]] = [
-    ("pynccl", "NCCL"), ("nccl", "NCCL"), ("parallel_state", "NCCL"),
-    ("custom_all_reduce", "all-reduce"), ("all_reduce", "all-reduce"),
-    ("allreduce", "all-reduce"), ("attention", "attention"), ("scheduler", "scheduler"),
-    ("cuda_graph", "CUDA-graph"), ("cudagraph", "CUDA-graph"),
-]
-CONFIGURED = "configured hot"
 # The first word of a reflog message says how HEAD moved; when several kinds of move
 # happened, the first in this order names them (a pull followed by a commit was a pull).
 VERBS = {"pull": "pulled into", "merge": "merged into", "rebase": "rebased in",
@@ -35,35 +27,17 @@ VERBS = {"pull": "pulled into", "merge": "merged into", "rebase": "rebased in",
 Graph = dict[str, "Commit"]   # sha -> the commit, in history order (newest first)
 
 
-def hot_patterns(configured: Iterable[str] = ()) -> list[tuple[str, str]]:
-    """Configured patterns first: they are what the user asked about, and rank higher."""
-    return [(str(p), CONFIGURED) for p in configured] + DEFAULT_HOT_PATHS
-
-
-def hot_label(path: str, patterns: list[tuple[str, str]]) -> str | None:
-    """A pattern with glob characters matches the path or its file name; any other pattern
-    is a case-insensitive substring, so "pynccl" matches .../device_communicators/pynccl.py."""
-    lowered = path.lower()
-    for pattern, label in patterns:
-        if any(c in pattern for c in "*?["):
-            name = path.rsplit("/", 1)[-1]
-            if fnmatch.fnmatch(path, pattern) or fnmatch.fnmatch(name, pattern):
-                return label
-        elif pattern.lower() in lowered:
-            return label
-    return None
-
-
-def annotate(commit: Commit, patterns: list[tuple[str, str]]) -> MovedCommit:
-    hot = {}
-    for path in commit.get("files", []):
-        label = hot_label(path, patterns)
-        if label:
-            hot[path] = label
+def annotate(commit: Commit, patterns: tuple[HotPattern, ...]) -> MovedCommit:
+    """The commit as a move lists it: its hot files, hottest first, each with the pattern
+    that names it, and its score (hotpaths.score)."""
+    files = list(commit.get("files", []))
+    hot = hotpaths.hot_files(files, patterns)
     annotated = MovedCommit(sha=commit.get("sha"), subject=commit.get("subject"),
-                            author=commit.get("author"), time=commit.get("time"),
-                            files=list(commit.get("files", [])), hot_files=hot,
-                            hot=sorted(set(hot.values())))
+                            author=commit.get("author"), time=commit.get("time"), files=files,
+                            hot_files={m.path: m.pattern.area for m in hot},
+                            hot_patterns={m.path: m.pattern.pattern for m in hot},
+                            hot=list(dict.fromkeys(m.pattern.area for m in hot)),
+                            score=hotpaths.score(hot, len(files)))
     if commit.get("shallow_boundary"):
         annotated["shallow_boundary"] = True
     return annotated
@@ -186,7 +160,7 @@ def reflog_move(entry: ReflogEntry) -> ReflogEntry:
             "time": entry.get("time"), "message": entry.get("message")}
 
 
-def explain(old_repo: Repo, new_repo: Repo, patterns: list[tuple[str, str]]) -> Detail:
+def explain(old_repo: Repo, new_repo: Repo, patterns: tuple[HotPattern, ...]) -> Detail:
     """A JSON-ready account of a HEAD move (GitMove's fields, as the finding's detail):
     relation, reflog moves, commits with hot files."""
     found = between(old_repo, new_repo)

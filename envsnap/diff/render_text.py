@@ -7,6 +7,7 @@ the human form indents and the markdown form folds into <details>.
 from __future__ import annotations
 
 import difflib
+import textwrap
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -35,6 +36,9 @@ VERDICT_ITEMS = 4       # the verdict is a paragraph, not a second list of findi
 COMMITS_SHOWN = 30      # commits listed per move unless --all
 TEXT_LINES_SHOWN = 40   # lines of a small text diff shown unless --all
 WHERE_WIDTH = 64
+LINE_WIDTH = 160        # every line of the human form, --all's whole lists aside
+BLOCK_WIDTH = LINE_WIDTH - 24   # a block's line, under the deepest indent the form gives it
+SUBJECT_MIN = 12        # a commit's subject is cut no shorter than this (the files matter more)
 KEY_WIDTH = 24          # a worker's command line as a path key: both ends kept
 RED, YELLOW, DIM, BOLD, RESET = "\033[31m", "\033[33m", "\033[2m", "\033[1m", "\033[0m"
 
@@ -174,20 +178,63 @@ def commits_shown(commits: list[MovedCommit]) -> list[MovedCommit]:
 
 
 def commit_lines(commits: list[MovedCommit], full: bool) -> list[str]:
+    """One line a commit, in history order: a hot one with its hot files (each with the
+    pattern that named it), then "+N other files"; --all adds every file on a line of its own."""
     shown = commits if full else commits_shown(commits)
     lines = []
     for commit in shown:
-        mark = "*" if commit["hot"] else " "
-        files = commit["files"] if full or commit["hot"] else []
-        where = f"  [{'/'.join(commit['hot'])}] " if commit["hot"] else "  "
-        listed = ", ".join(files) if files else plural(len(commit["files"]), "file")
         if commit.get("shallow_boundary"):  # fetched without its parents: changes unknown
-            listed = "shallow boundary: its parents and files were not fetched"
-        lines.append(f"{mark} {short(commit['sha'])} {commit['subject']}{where}{listed}")
+            lines.append(commit_line(commit, ["shallow boundary: its parents and files were "
+                                              "not fetched"], ""))
+        elif full:
+            lines.append(commit_line(commit, [], "", whole=True))
+            patterns = commit.get("hot_patterns", {})
+            lines += [f"    {path}" + (f"  [{patterns[path]}: {commit['hot_files'][path]}]"
+                                       if path in patterns else "")
+                      for path in commit["files"]]
+        elif commit["hot"]:
+            lines.append(hot_commit_line(commit))
+        else:
+            lines.append(commit_line(commit, [plural(len(commit["files"]), "file")], ""))
     if len(commits) > len(shown):
         lines.append(f"  ... {len(commits) - len(shown)} more, none on a hot path "
                      "(--all lists them)")
     return lines
+
+
+def commit_line(commit: MovedCommit, parts: list[str], tail: str, whole: bool = False) -> str:
+    """"* 0be30d4 Fix PCG MoE Error  <parts>, ...<tail>": the subject cut so that the line
+    stays within BLOCK_WIDTH (--all keeps it whole)."""
+    mark = "*" if commit["hot"] else " "
+    listed = ", ".join(parts) + tail
+    head = f"{mark} {short(commit['sha'])} "
+    room = BLOCK_WIDTH - len(head) - (len(listed) + 2 if listed else 0)
+    subject = str(commit["subject"] or "")
+    subject = subject if whole else short(subject, max(SUBJECT_MIN, room))
+    return f"{head}{subject}  {listed}" if listed else f"{head}{subject}"
+
+
+def hot_commit_line(commit: MovedCommit) -> str:
+    """As many hot files as the line holds (at least one), then what is left, counted."""
+    patterns = commit.get("hot_patterns", {})
+    hot = [f"{path} [{patterns.get(path, area)}]" for path, area in commit["hot_files"].items()]
+    parts: list[str] = []
+    for item in hot:
+        line = commit_line(commit, parts + [item], others_text(commit, len(parts) + 1))
+        if parts and len(line) > BLOCK_WIDTH:
+            break
+        parts.append(item)
+    return commit_line(commit, parts, others_text(commit, len(parts)))
+
+
+def others_text(commit: MovedCommit, shown: int) -> str:
+    """" +12 other files (2 hot)": the files a commit line leaves out."""
+    others = len(commit["files"]) - shown
+    hot_left = len(commit["hot_files"]) - shown
+    if others <= 0:
+        return ""
+    return f" +{others} other {'file' if others == 1 else 'files'}" + \
+        (f" ({hot_left} hot)" if hot_left else "")
 
 
 def patch_blocks(f: Finding, names: tuple[str, str], full: bool) -> list[Block]:
@@ -271,13 +318,23 @@ def restates_the_row(f: Finding) -> bool:
     return f.why_restates_row
 
 
+def wrapped(line: str) -> list[str]:
+    """A line longer than LINE_WIDTH, broken between words; a continuation stands under the
+    line's own indent, two deeper (the verdict's paragraph, which has none, stays flush)."""
+    if len(line) <= LINE_WIDTH:
+        return [line]
+    indent = line[:len(line) - len(line.lstrip(" "))]
+    return textwrap.wrap(line, LINE_WIDTH, subsequent_indent=indent + ("  " if indent else ""),
+                         break_long_words=False, break_on_hyphens=False)
+
+
 def human(report: DiffReport, color: bool = False, full: bool = False) -> str:
     names = (report.a.label, report.b.label)
     out = [paint(header(report), BOLD, color), ""]
     if report.benchmark:
         line = report.benchmark.line()
         out.append(paint(line, RED, color) if report.benchmark.regression else line)
-    out += [environment_verdict(report), ""]
+    out += [*wrapped(environment_verdict(report)), ""]
     if report.findings:
         section_w = max(len(f.section) for f in report.findings)
         wheres = [short(path_text(f.path, KEY_WIDTH), WHERE_WIDTH) or "(section)"
@@ -287,14 +344,17 @@ def human(report: DiffReport, color: bool = False, full: bool = False) -> str:
         for f, where in zip(report.findings, wheres):
             rank = paint(f"{f.rank:>3}", rank_colour(f.rank), color)
             volatile = " (reading)" if f.volatile else ""
-            out.append(f"  {rank} {f.section:<{section_w}} {where:<{where_w}}  "
-                       f"{change_text(f)}{volatile}")
+            out += wrapped(f"  {rank} {f.section:<{section_w}} {where:<{where_w}}  "
+                           f"{change_text(f)}{volatile}")
             if not restates_the_row(f):
-                out.append(f"{indent}{f.why}")
+                out += wrapped(f"{indent}{f.why}")
             for block in blocks(f, names, full):
-                out.append(f"{indent}  {block.title}" + (":" if block.lines else ""))
-                out += [f"{indent}    {line}" for line in block.lines]
+                out += wrapped(f"{indent}  {block.title}" + (":" if block.lines else ""))
+                # a patch's or a hook's text is shown as it is, never re-broken
+                out += [part for line in block.lines
+                        for part in ([f"{indent}    {line}"] if block.code
+                                     else wrapped(f"{indent}    {line}"))]
         out.append("")
     if report.unchanged:
-        out.append(f"unchanged: {', '.join(report.unchanged)}")
+        out += wrapped(f"unchanged: {', '.join(report.unchanged)}")
     return "\n".join(out).rstrip("\n") + "\n"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable
 
-from envsnap.diff import patch_summary
+from envsnap.diff import hotpaths, patch_summary
 from envsnap.diff.findings import (
     ADDED,
     MISSING,
@@ -25,7 +25,8 @@ from envsnap.diff.findings import (
     path_text,
     short,
 )
-from envsnap.diff.gitexplain import CONFIGURED, verb_of
+from envsnap.diff.gitexplain import verb_of
+from envsnap.diff.hotpaths import CONFIGURED
 from envsnap.text import plural
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ VERSIONS, PCIE_WIDTH, PCIE_GEN, THROTTLED, GPU_SETTINGS = 70, 68, 65, 60, 55
 NOT_CAPTURED_RANK, KERNEL, SYSTEM, WORKERS, OTHER_ENV, PCIE_OTHER = 50, 50, 45, 40, 40, 40
 GPU_PACKAGES, PACKAGES, OTHER, VOLATILE = 35, 30, 10, 5
 PERFORMANCE = PACKAGES
-HOT_NAMED = 3           # hot commits the verdict names; the rest are counted
+HOT_NAMED = 3           # hot commits the verdict names, by score; the rest are counted
 
 # Variables that steer NCCL, CUDA and torch, and the loader paths that pick their libraries.
 PERF_ENV_PREFIXES = ("NCCL_", "CUDA_", "TORCH_", "PYTORCH_", "NVSHMEM_", "CUBLAS_", "CUDNN_")
@@ -133,14 +134,28 @@ def edge_text(detail: GitMove) -> str:
             "(git fetch --unshallow fetches the rest)")
 
 
+def by_score(hot: list[MovedCommit]) -> list[MovedCommit]:
+    """Highest score first; equal scores keep history order (newest first)."""
+    return sorted(hot, key=lambda c: -c.get("score", 0))
+
+
+def named_why(commit: MovedCommit) -> str:
+    """Why a commit is named: its hottest file and what kind of hot path that is."""
+    path, area = next(iter(commit["hot_files"].items()))
+    return f"touches {path}: {hotpaths.AREA_WHY.get(area, area)}"
+
+
 def hot_text(hot: list[MovedCommit]) -> str:
+    """", 6 on a hot path, hottest first: <sha> <subject> (touches <file>: communication),
+    ... and 3 more": the commits named by score, each with its reason."""
     if not hot:
         return ""
-    areas = "/".join(sorted({label for c in hot for label in c["hot"]}))
-    verb = "touches" if len(hot) == 1 else "touch"
-    named = ", ".join(f"{short(c['sha'])} {c['subject']}" for c in hot[:HOT_NAMED])
+    ranked = by_score(hot)
+    named = ", ".join(f"{short(c['sha'])} {c['subject']} ({named_why(c)})"
+                      for c in ranked[:HOT_NAMED])
+    order = ", hottest first" if len(hot) > 1 else ""
     rest = f" and {len(hot) - HOT_NAMED} more" if len(hot) > HOT_NAMED else ""
-    return f", {len(hot)} {verb} the {areas} path ({named}{rest})"
+    return f", {len(hot)} on a hot path{order}: {named}{rest}"
 
 
 def uncommitted(f: Finding, ctx: Context) -> Rating | None:

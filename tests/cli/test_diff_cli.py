@@ -39,7 +39,8 @@ def capture(cli: Cli, label: str, *args: str) -> Path:
 
 
 def verdict_of(stdout: str) -> str:
-    return stdout.split("\n\n")[1]
+    """The verdict's paragraph, as one sentence (the text form breaks it to fit 160 columns)."""
+    return " ".join(stdout.split("\n\n")[1].split("\n"))
 
 
 # ---- the STORY incident (docs/STORY.md) ------------------------------------------------------
@@ -68,8 +69,8 @@ def test_diff_explains_the_pull_and_the_lost_worker_env(story_store: tuple[Cli, 
     verdict = verdict_of(result.stdout)
     repo = story.checkout.path
     assert verdict.startswith(f"code moved: 9 commits pulled into {repo} (pull origin main: "
-                              "Fast-forward), 1 touches the NCCL path (")
-    assert "Fix PCG MoE Error)" in verdict
+                              "Fast-forward), 1 on a hot path: ")
+    assert f"Fix PCG MoE Error (touches {PYNCCL}: communication)" in verdict
     assert f"NCCL_PROTO=LL missing in worker {pid} (still set in the shell)" in verdict
     assert verdict.endswith("nothing else that affects performance changed.")
     assert f"{PYNCCL}" in result.stdout  # the hot commit's files are listed

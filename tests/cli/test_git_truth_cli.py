@@ -42,7 +42,8 @@ def head_finding(document: dict[str, Any]) -> dict[str, Any]:
 
 
 def verdict_of(stdout: str) -> str:
-    return stdout.split("\n\n")[1]
+    """The verdict's paragraph, as one sentence (the text form breaks it to fit 160 columns)."""
+    return " ".join(stdout.split("\n\n")[1].split("\n"))
 
 
 # ---- 1. shallow clones ------------------------------------------------------------------------
@@ -94,9 +95,10 @@ def test_every_hot_commit_of_a_big_pull_is_listed_and_the_verdict_names_three(
 
     text = gcli("diff", "good", "bad")
     verdict = verdict_of(text.stdout)
-    named = ", ".join(f"{sha[:7]} NCCL tweak {13 - i}" for i, sha in enumerate(hot[:3]))
+    why = f"(touches {PYNCCL}: communication)"
+    named = ", ".join(f"{sha[:7]} NCCL tweak {13 - i} {why}" for i, sha in enumerate(hot[:3]))
     assert f"121 commits pulled into {story.checkout.path}" in verdict, verdict
-    assert f"13 touch the NCCL path ({named} and 10 more)" in verdict, verdict
+    assert f"13 on a hot path, hottest first: {named} and 10 more" in verdict, verdict
     markdown = gcli("diff", "good", "bad", "--markdown").stdout
     report = gcli("report", "bad", "--vs", "good").stdout
     for shown in (text.stdout, markdown, report):
@@ -154,7 +156,7 @@ def test_pull_rebase_with_a_local_commit_reads_rebased_onto_pulled(gcli: Cli,
     assert f"code moved: rebased 1 local commit onto {pulled} pulled in {checkout.path}" \
         in verdict, verdict
     assert "replaced by" not in verdict
-    assert "1 touches the NCCL path (" in verdict and "Fix PCG MoE Error" in verdict
+    assert "1 on a hot path: " in verdict and "Fix PCG MoE Error (touches " in verdict
     assert f"commits pulled: {pulled}, 1 on a hot path" in text
     assert f"local commits rebased onto them: {ours}" in text
     assert f"{local[:7]} -> {rebased[:7]} Local tuning" in text
@@ -327,7 +329,7 @@ def test_a_pull_bigger_than_the_window_is_recorded_whole(gcli: Cli, tmp_path: Pa
     assert pulled == 260
     verdict = verdict_of(gcli("diff", "good", "bad").stdout)
     assert f"code moved: {pulled} commits pulled into {story.checkout.path}" in verdict, verdict
-    assert f"3 touch the NCCL path ({hot[0][:7]} NCCL tweak 3" in verdict
+    assert f"3 on a hot path, hottest first: {hot[0][:7]} NCCL tweak 3" in verdict
     detail = head_finding(diff_json(gcli))["detail"]
     assert [c["sha"] for c in detail["added"]] == \
         story.checkout.git("rev-list", f"{story.good}..HEAD").split()

@@ -73,7 +73,8 @@ def test_diff_names_the_pull_and_the_commit_on_the_nccl_path(cli: Cli) -> None:
     result = cli("diff", snapshot_file("good"), snapshot_file("bad"))
     assert result.returncode == 1, result.stdout + result.stderr
     assert "4 commits pulled into" in result.stdout
-    assert f"1 touches the NCCL path ({sha[:7]} {subject})" in result.stdout
+    verdict = " ".join(result.stdout.split("\n\n")[1].split("\n"))
+    assert f"1 on a hot path: {sha[:7]} {subject} (touches " in verdict
     as_json = json.loads(cli("diff", snapshot_file("good"), snapshot_file("bad"),
                              "--json").stdout)
     (head,) = [f for f in as_json["findings"] if f["path"][-1] == "head"]
@@ -122,10 +123,11 @@ def test_diff_leads_with_the_bus_bandwidth_then_the_commit(cli: Cli) -> None:
     result = cli("diff", snapshot_file("good"), snapshot_file("bad"))
     assert result.returncode == 1, result.stderr   # the drift code, as before
     header, verdict = result.stdout.split("\n\n")[:2]
-    first, explanation = verdict.split("\n")
+    first, *paragraph = verdict.split("\n")
+    explanation = " ".join(paragraph)   # broken between words to fit 160 columns
     assert first == BUSBW_LINE
     assert explanation.startswith("code moved: 4 commits pulled into")
-    assert f"({sha[:7]} {subject})" in explanation
+    assert f": {sha[:7]} {subject} (touches " in explanation
     assert explanation.endswith("the benchmark moved; the findings above are the candidates.")
     assert "nothing else" not in result.stdout
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from envsnap.diff import gitexplain as gx
+from envsnap.diff.hotpaths import hot_patterns
 
 
 def sha(name: str) -> str:
@@ -33,7 +34,7 @@ def repo(head: str, history: list[dict[str, Any]], reflog: list[dict[str, Any]],
     return {"head": sha(head), "history": history, "reflog": reflog, **extra}
 
 
-PATTERNS = gx.hot_patterns()
+PATTERNS = hot_patterns()
 BASE_LOG = [move("b", "c", "commit: c", 2), move("a", "b", "commit: b", 1)]
 
 
@@ -45,7 +46,7 @@ def test_forward_pull_lists_new_commits_with_hot_files() -> None:
     found = gx.explain(old, new, PATTERNS)
     assert found["relation"] == "forward" and found["complete"]
     assert [c["subject"] for c in found["added"]] == ["commit f", "commit e", "commit d"]
-    assert [c["hot"] for c in found["added"]] == [[], ["NCCL"], []]
+    assert [c["hot"] for c in found["added"]] == [[], ["communication"], []]
     assert [m["message"] for m in found["moves"]] == ["pull origin main: Fast-forward"]
     assert gx.verb_of(found["moves"]) == "pulled into"
 
@@ -110,16 +111,6 @@ def test_reflog_falls_back_to_the_move_away_from_the_old_head() -> None:
     moves, reaches = gx.moves_since(old, repo("e", commits("e"), new_log))
     assert reaches and [m["time"] for m in moves] == [9, 8]
     assert gx.verb_of(moves) == "pulled into"
-
-
-def test_hot_paths_default_and_configured() -> None:
-    patterns = gx.hot_patterns(["*/engine.py", "flashinfer_mla"])
-    assert gx.hot_label("python/sglang/srt/entrypoints/engine.py", patterns) == gx.CONFIGURED
-    assert gx.hot_label("x/flashinfer_mla_backend.py", patterns) == gx.CONFIGURED
-    assert gx.hot_label("srt/layers/attention/triton.py", patterns) == "attention"
-    assert gx.hot_label("srt/model_executor/cuda_graph_runner.py", patterns) == "CUDA-graph"
-    assert gx.hot_label("srt/managers/scheduler.py", patterns) == "scheduler"
-    assert gx.hot_label("README.md", patterns) is None
 
 
 def test_a_stash_before_a_checkout_does_not_make_it_a_reset() -> None:

@@ -9,6 +9,7 @@ from helpers.diffdata import H200_BUS, edited, h200
 from envsnap.diff import patch_summary, render_formats
 from envsnap.diff import render_text as render
 from envsnap.diff.compare import DiffOptions, diff
+from envsnap.diff.findings import MovedCommit
 
 GOOD = h200()
 BINARY = ("diff --git a/w.bin b/w.bin\nindex 1..2 100644\nGIT binary patch\nliteral 3\n"
@@ -49,7 +50,10 @@ def test_human_is_plain_unless_colour_is_asked_for() -> None:
     assert "\033[" not in plain and render.RED in coloured
     lines = plain.splitlines()
     assert lines[0].startswith("envsnap diff good (vm, t) -> good (vm, t)")
-    assert lines[2] == render.verdict(report)
+    # the verdict's paragraph, broken between words to fit 160 columns
+    paragraph = plain.split("\n\n")[1].split("\n")
+    assert " ".join(paragraph) == render.verdict(report)
+    assert max(len(line) for line in lines) <= render.LINE_WIDTH < len(render.verdict(report))
     assert lines[-1] == "unchanged: driver, kernel module, CUDA, NCCL, torch, PCIe, sitecustomize"
 
 
@@ -154,3 +158,21 @@ def test_a_changed_patch_names_the_files_whose_hunks_moved() -> None:
     assert patch_summary.file_changes({"text": new, "sha256": "", "bytes": 1},
                                 {"text": old, "sha256": "", "bytes": 1}) == {
         "changed": ["b.py"], "added": [], "removed": ["c"]}
+
+
+def test_a_hot_commit_line_shows_hot_files_with_their_patterns_then_counts_the_rest() -> None:
+    hot = {f"python/sglang/srt/distributed/device_communicators/file_{n}.py": "communication"
+           for n in range(6)}
+    commit: MovedCommit = {
+        "sha": "0be30d4" + "0" * 33, "subject": "Fix PCG MoE Error " * 8,
+        "files": [*hot, "README.md", "docs/a.md"], "hot": ["communication"],
+        "hot_files": hot, "hot_patterns": dict.fromkeys(hot, "device_communicators/")}
+    (line,) = render.commit_lines([commit], full=False)
+    shown = [path for path in hot if f"{path} [device_communicators/]" in line]
+    assert line.startswith("* 0be30d4 Fix PCG") and len(line) <= render.BLOCK_WIDTH
+    assert 1 <= len(shown) < len(hot)
+    assert line.endswith(f" +{8 - len(shown)} other files ({len(hot) - len(shown)} hot)")
+    full = render.commit_lines([commit], full=True)
+    assert full[0] == f"* 0be30d4 {commit['subject']}" and len(full) == 1 + 8
+    assert full[1] == f"    {next(iter(hot))}  [device_communicators/: communication]"
+    assert full[-1] == "    docs/a.md"

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from envsnap.diff import rules
 from envsnap.diff.findings import ADDED, NOT_CAPTURED, REMOVED, Finding
-from envsnap.diff.gitexplain import CONFIGURED
+from envsnap.diff.hotpaths import CONFIGURED
 
 CTX = rules.Context(names=("good", "bad"), shell_after={"NCCL_PROTO": "LL"},
                     gpus_after={"B1": {"pcie_gen_current": 5, "pcie_gen_max": 5,
@@ -14,9 +14,9 @@ CTX = rules.Context(names=("good", "bad"), shell_after={"NCCL_PROTO": "LL"},
                                        "pcie_width_current": 16, "pcie_width_max": 16}})
 
 
-def commit(subject: str, hot: list[str]) -> dict:
-    return {"sha": "0be30d4" + "0" * 33, "subject": subject, "files": ["x/pynccl.py"],
-            "hot_files": {}, "hot": hot}
+def commit(subject: str, hot: list[str], score: int = 0, sha: str = "0be30d4") -> dict:
+    return {"sha": sha + "0" * 33, "subject": subject, "files": ["x/pynccl.py"],
+            "hot_files": {"x/pynccl.py": hot[0]} if hot else {}, "hot": hot, "score": score}
 
 
 def head_move(added: list[dict], relation: str = "forward", complete: bool = True) -> Finding:
@@ -30,10 +30,24 @@ def head_move(added: list[dict], relation: str = "forward", complete: bool = Tru
 
 def test_code_moved_names_the_pull_and_the_hot_commit() -> None:
     rating = rules.code_moved(head_move([commit("Change 9", []),
-                                         commit("Fix PCG MoE Error", ["NCCL"])]), CTX)
+                                         commit("Fix PCG MoE Error", ["communication"], 99)]),
+                              CTX)
     assert rating is not None and rating.rank == rules.HOT
     assert rating.why == ("code moved: 2 commits pulled into /root/sglang (pull origin main: "
-                          "Fast-forward), 1 touches the NCCL path (0be30d4 Fix PCG MoE Error)")
+                          "Fast-forward), 1 on a hot path: 0be30d4 Fix PCG MoE Error (touches "
+                          "x/pynccl.py: communication)")
+
+
+def test_the_verdict_names_hot_commits_by_score_then_history_order() -> None:
+    commits = [commit("Tune scheduler", ["component"], 31, "1111111"),
+               commit("Fix all-reduce", ["communication"], 99, "2222222"),
+               commit("Attention kernel", ["kernel"], 69, "3333333"),
+               commit("Fix NCCL again", ["communication"], 99, "4444444")]
+    rating = rules.code_moved(head_move(commits), CTX)
+    assert rating is not None and rating.why.endswith(
+        ", 4 on a hot path, hottest first: 2222222 Fix all-reduce (touches x/pynccl.py: "
+        "communication), 4444444 Fix NCCL again (touches x/pynccl.py: communication), 3333333 "
+        "Attention kernel (touches x/pynccl.py: kernel family) and 1 more")
 
 
 def test_code_moved_without_hot_commits_ranks_below_a_hot_move() -> None:

@@ -10,6 +10,7 @@ import pytest
 from envsnap.diff import gitexplain as gx
 from envsnap.diff.compare import diff
 from envsnap.diff.findings import Detail, GitMove, MovedCommit, RebasedPair, git_move
+from envsnap.diff.hotpaths import hot_patterns
 from envsnap.snapshot.records import ReflogEntry
 
 
@@ -76,7 +77,7 @@ def move_problems(move: dict[str, Any]) -> list[str]:
 @pytest.mark.parametrize("relation", sorted(MOVES))
 def test_an_explained_move_holds_only_declared_keys(relation: str) -> None:
     old, new = MOVES[relation]
-    move = gx.explain(old, new, gx.hot_patterns())
+    move = gx.explain(old, new, hot_patterns())
     assert move["relation"] == relation
     assert move_problems(dict(move)) == []
     assert git_move(move) is move
@@ -84,7 +85,7 @@ def test_an_explained_move_holds_only_declared_keys(relation: str) -> None:
 
 def test_the_check_finds_an_undeclared_key() -> None:
     old, new = MOVES["forward"]
-    move: dict[str, Any] = dict(gx.explain(old, new, gx.hot_patterns()))
+    move: dict[str, Any] = dict(gx.explain(old, new, hot_patterns()))
     move["extra"] = 1
     move["added"] = [dict(move["added"][0], branch="main")]
     assert move_problems(move) == ["move: extra", "added: branch"]

@@ -1,0 +1,131 @@
+"""Which files of a commit lie on a performance-hot path, and how hot: weighted evidence.
+
+A pattern names whole path segments, never a substring of one ("attention" does not match
+docs/attention_backend.md, "scheduler" does not match scheduler_metrics_mixin.py):
+
+- `name` (no slash): one segment, a directory or the file name, as a glob (`*`, `?`, `[...]`
+  stay inside the segment); a plain name also matches a file name less its extension, so
+  `pynccl` matches pynccl.py but not pynccl_wrapper.py.
+- `name/` (a trailing slash): a directory of that name anywhere in the path (`distributed/`).
+- `a/b/...` (a slash inside): the path from the repository's root, as a glob whose `*`
+  crosses slashes, or any directory above the file (`python/sglang/srt/distributed/*`,
+  `python/sglang/srt/distributed`).
+
+Each default pattern carries a weight by how specific it is to the performance of multi-GPU
+inference (DEFAULT_HOT_PATHS, documented in the README): communication (NCCL, collectives,
+the distributed layer) above kernel families (attention backends, MoE kernels) above generic
+components (scheduler, model runner, CUDA graphs). A configured pattern (`capture --hot-path`,
+the inventory's `hot_paths`) outranks every default. Docs, tests, benchmarks, examples and CI
+configuration are never hot by default (NEVER_HOT), though a configured pattern may name them:
+a pull's README edits must not stand before its all-reduce fix.
+
+A commit scores its hottest file's weight plus up to SHARE_BONUS for the share of its files
+that are hot, so a one-file NCCL fix stands before a 300-file refactor that brushes the NCCL
+path, and no share lifts a commit above a heavier class (the weights lie SHARE_BONUS+1 apart).
+"""
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal, NamedTuple
+
+HotArea = Literal["configured", "communication", "kernel", "component"]
+CONFIGURED: HotArea = "configured"
+# How a verdict says why a commit is named: "touches <file>: communication".
+AREA_WHY: dict[str, str] = {"configured": "configured hot path",
+                                "communication": "communication", "kernel": "kernel family",
+                                "component": "generic component"}
+CONFIGURED_WEIGHT = 100
+SHARE_BONUS = 9
+
+
+@dataclass(frozen=True)
+class HotPattern:
+    """One hot-path pattern: what it matches, how hot a match is, and of which kind."""
+
+    pattern: str
+    weight: int
+    area: HotArea
+
+
+def default(area: HotArea, weight: int, *patterns: str) -> list[HotPattern]:
+    return [HotPattern(p, weight, area) for p in patterns]
+
+
+DEFAULT_HOT_PATHS: tuple[HotPattern, ...] = (
+    *default("communication", 90, "device_communicators/", "pynccl*", "*nccl*",
+             "custom_all_reduce*", "*all_reduce*", "*allreduce*"),
+    *default("communication", 80, "distributed/", "parallel_state.py",
+             "communication_op.py", "*all_to_all*", "*all2all*"),
+    *default("kernel", 60, "attention", "*attention*/", "*attention_backend*",
+             "*attn_backend*", "fused_moe*", "*moe*/", "moe.py"),
+    *default("kernel", 50, "kernels/", "csrc/"),
+    *default("component", 30, "scheduler.py", "scheduler/", "model_runner*",
+             "cuda_graph_runner*", "*cuda_graph*", "*cudagraph*"),
+    *default("component", 20, "model_executor/"),
+)
+# Never hot by default, whatever default pattern they match: what they change is not what runs.
+NEVER_HOT: tuple[str, ...] = (
+    "*.md", "*.rst", "docs/", "doc/",                                 # docs
+    "test/", "tests/", "test_*.py", "*_test.py", "conftest.py",       # tests
+    "benchmark/", "benchmarks/", "examples/", "example/",             # benchmarks, examples
+    ".github/", ".gitlab-ci.yml", ".gitlab/", ".buildkite/", ".circleci/", ".ci/",  # CI
+)
+
+
+class HotMatch(NamedTuple):
+    """A file's hottest pattern."""
+
+    path: str
+    pattern: HotPattern
+
+
+def hot_patterns(configured: Iterable[str] = ()) -> tuple[HotPattern, ...]:
+    """Configured patterns first: they are what the user asked about, and outrank defaults."""
+    return tuple(HotPattern(str(p), CONFIGURED_WEIGHT, CONFIGURED) for p in configured) + \
+        DEFAULT_HOT_PATHS
+
+
+def matches(pattern: str, path: str) -> bool:
+    """Whether `pattern` names `path` (the module docstring's three forms); case-insensitive."""
+    pattern, path = pattern.lower(), path.lower().strip("/")
+    segments = path.split("/")
+    if pattern.endswith("/"):
+        name = pattern.rstrip("/")
+        if "/" in name:
+            return path.startswith(name + "/") or fnmatch.fnmatchcase(path, name + "/*")
+        return any(fnmatch.fnmatchcase(d, name) for d in segments[:-1])
+    if "/" in pattern:
+        pattern = pattern.lstrip("/")
+        parents = ["/".join(segments[:n]) for n in range(1, len(segments))]
+        return any(fnmatch.fnmatchcase(p, pattern) for p in [path, *parents])
+    stem = segments[-1].rsplit(".", 1)[0]
+    plain = not any(c in pattern for c in "*?[")
+    return any(fnmatch.fnmatchcase(s, pattern) for s in segments) or (plain and stem == pattern)
+
+
+def never_hot(path: str) -> bool:
+    return any(matches(p, path) for p in NEVER_HOT)
+
+
+def hottest(path: str, patterns: Iterable[HotPattern]) -> HotPattern | None:
+    """The heaviest pattern that names the file (the first of equal weights), or None."""
+    excluded = never_hot(path)
+    found = [p for p in patterns
+             if (p.area == CONFIGURED or not excluded) and matches(p.pattern, path)]
+    return max(found, key=lambda p: p.weight) if found else None
+
+
+def hot_files(files: Iterable[str], patterns: Iterable[HotPattern]) -> list[HotMatch]:
+    """The commit's hot files, hottest first (ties keep the commit's own order)."""
+    listed = tuple(patterns)
+    found = [HotMatch(path, p) for path in files if (p := hottest(path, listed)) is not None]
+    return sorted(found, key=lambda m: -m.pattern.weight)
+
+
+def score(hot: list[HotMatch], files: int) -> int:
+    """The hottest file's weight, plus up to SHARE_BONUS for the share of files that are hot."""
+    if not hot:
+        return 0
+    return hot[0].pattern.weight + SHARE_BONUS * len(hot) // max(files, len(hot))
