@@ -27,7 +27,7 @@ from envsnap.diff.findings import (
 )
 from envsnap.diff.gitexplain import explain, hot_patterns, moves_since
 from envsnap.diff.gpumerge import merge_alike
-from envsnap.diff.keys import Atom, View, env_view, repo_view
+from envsnap.diff.keys import Atom, View, env_view, python_env_view, repo_view
 from envsnap.errors import UsageError
 from envsnap.snapshot.document import bench as bench_of
 from envsnap.snapshot.document import (
@@ -39,6 +39,7 @@ from envsnap.snapshot.document import (
     git,
     hostname,
     nvidia,
+    python_env,
     section,
     section_digest,
     section_names,
@@ -221,6 +222,9 @@ def section_changes(name: str, a: Snapshot, b: Snapshot,
         return env_changes(env(a), env(b))
     if name == "git":
         return git_changes(git(a), git(b), patterns)
+    if name == "python_env":
+        return walk_findings(name, python_env_view(python_env(a)),
+                             python_env_view(python_env(b)))
     return walk_findings(name, section(a, name), section(b, name))
 
 
