@@ -28,7 +28,7 @@ from envsnap.diff.findings import (
 from envsnap.diff.gitexplain import explain, moves_since
 from envsnap.diff.gpumerge import merge_alike
 from envsnap.diff.hotpaths import HotPattern, hot_patterns
-from envsnap.diff.keys import Atom, View, env_view, repo_view
+from envsnap.diff.keys import Atom, View, env_view, python_env_view, repo_view
 from envsnap.errors import UsageError
 from envsnap.snapshot.document import bench as bench_of
 from envsnap.snapshot.document import (
@@ -40,6 +40,7 @@ from envsnap.snapshot.document import (
     git,
     hostname,
     nvidia,
+    python_env,
     section,
     section_digest,
     section_names,
@@ -222,6 +223,9 @@ def section_changes(name: str, a: Snapshot, b: Snapshot,
         return env_changes(env(a), env(b))
     if name == "git":
         return git_changes(git(a), git(b), patterns)
+    if name == "python_env":
+        return walk_findings(name, python_env_view(python_env(a)),
+                             python_env_view(python_env(b)))
     return walk_findings(name, section(a, name), section(b, name))
 
 

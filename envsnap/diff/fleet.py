@@ -20,7 +20,7 @@ from envsnap.diff.findings import ADDED, CHANGED, REMOVED, Detail, Finding, Find
 from envsnap.diff.gitexplain import explain
 from envsnap.diff.gpumerge import merge_alike
 from envsnap.diff.hotpaths import hot_patterns
-from envsnap.diff.keys import env_view, repo_view
+from envsnap.diff.keys import env_view, python_env_view, repo_view
 from envsnap.diff.patch_summary import summarise_tree
 from envsnap.errors import UsageError
 from envsnap.snapshot.document import (
@@ -30,6 +30,7 @@ from envsnap.snapshot.document import (
     has_section,
     meta,
     nvidia,
+    python_env,
     section,
     section_names,
 )
@@ -180,6 +181,8 @@ def comparable(name: str, document: Snapshot) -> Mapping[str, Any]:
         facts = git(document)
         return dict(facts, repos={path: repo_view(repo)
                                   for path, repo in facts.get("repos", {}).items()})
+    if name == "python_env":
+        return python_env_view(python_env(document))
     return section(document, name)
 
 

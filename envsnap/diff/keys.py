@@ -3,6 +3,8 @@ happened to sit.
 
 - Worker processes are keyed by command line, not pid: pids change on every restart.
 - Stashes are keyed by their commit sha, not `stash@{n}`: a new stash renumbers the others.
+- The interpreter is the binary it is: `python3` and `python3.11` that resolve to one file
+  are one interpreter (the venv, prefix and sys.path say what else differs).
 - A repository's uncommitted work is one unit (patch, untracked files, their digest), and the
   ordered history and reflog are left to gitexplain, which reads them as a graph.
 Shared by the pairwise diff and by fleet mode.
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from envsnap.snapshot.records import Env, Process, Repo, Stash
+    from envsnap.snapshot.records import Env, Process, PythonEnv, Repo, Stash
 
 # Facts about a process that change on every restart or name another pid.
 PROCESS_NOISE = frozenset(["ppid", "start_since_boot_s", "start_epoch", "matched", "cmdline"])
@@ -107,3 +109,14 @@ def repo_view(repo: Repo) -> View:
     if "submodules" in repo:  # one finding per submodule: its commit and its tree
         view["submodules"] = {path: Atom(sub) for path, sub in repo["submodules"].items()}
     return view
+
+
+def python_env_view(facts: PythonEnv) -> View:
+    """python_env with the interpreter named by its real path only, where one is recorded:
+    the path it was started by (`python3`, or `/usr/bin/python3.11` as Ansible discovers it)
+    is no change of interpreter."""
+    interpreter: Mapping[str, Any] = facts.get("interpreter", {})
+    if not interpreter.get("executable_real"):
+        return dict(facts)
+    return {**facts, "interpreter": {key: value for key, value in interpreter.items()
+                                     if key != "executable"}}
