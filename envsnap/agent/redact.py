@@ -75,6 +75,19 @@ def name_words(name: str) -> List[str]:
     return [word.lower() for word in NAME_WORD.findall(name)]
 
 
+# Services whose keys and tokens are credentials whatever qualifies them: PagerDuty's
+# `routing_key` is its integration key, where a message queue's routing key is a topic.
+SERVICE_WORDS = {"pagerduty", "opsgenie", "sendgrid", "mailgun", "mailchimp", "mandrill",
+                 "postmark", "sparkpost", "brevo", "sendinblue", "twilio", "vonage", "nexmo",
+                 "plivo", "messagebird", "slack", "discord", "mattermost", "telegram"}
+# A number under a name ending in one of these measures the secret, it is not the secret:
+# PASSWORD_MIN_LENGTH=12, SECRET_ROTATION_DAYS=90, --password-max 64.
+MEASURE_WORDS = {"length", "len", "min", "max", "minimum", "maximum", "size", "count", "ttl",
+                 "timeout", "days", "hours", "minutes", "seconds", "secs", "retries",
+                 "attempts", "rounds", "iterations", "iters", "bits", "bytes", "limit", "age",
+                 "expiry", "lifetime", "interval", "digits", "chars", "history", "port"}
+
+
 def is_secret_name(name: str) -> bool:
     words = name_words(name)
     if not words:
@@ -85,7 +98,8 @@ def is_secret_name(name: str) -> bool:
     if last not in LAST_WORDS:
         return False
     if last == "key":
-        return len(words) > 1 and words[-2] not in SAFE_KEY_QUALIFIERS
+        return len(words) > 1 and (words[-2] not in SAFE_KEY_QUALIFIERS or
+                                   any(word in SERVICE_WORDS for word in words))
     if last in ("sig", "signature"):
         return len(words) > 1 and words[-2] in ("api", "aws", "request", "hmac", "url")
     return True
@@ -134,7 +148,7 @@ def is_secret_value(name: str, value: str) -> bool:
     if not bare or NOT_A_VALUE.match(bare) or MARKER.search(bare):
         return False
     if NUMBER.match(bare):
-        return not counts_may_follow(name)
+        return not counts_may_follow(name) and not MEASURE_WORDS & set(name_words(name)[-1:])
     # `token = token`, `SERVER_AUTH: "serverAuth"`: the name again, not a value
     return not set(name_words(bare)) <= set(name_words(name))
 
@@ -154,17 +168,42 @@ TOKEN_PREFIXES = re.compile(
     r"|AIza[A-Za-z0-9_-]{35}"                       # Google API key
     r"|(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}"    # Stripe secret and restricted keys
     r"|xox[bpars]-[A-Za-z0-9-]{10,}"                # Slack
+    r"|xapp-[0-9]-[A-Za-z0-9-]{10,}"                # Slack app-level token
     r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"  # JWT
+    r"|SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}"     # SendGrid
+    r"|key-[0-9a-f]{32}"                            # Mailgun
+    r"|(?:AC|SK)[0-9a-f]{32}"                       # Twilio account and API key SIDs
+    r"|[0-9a-f]{32}-us[0-9]{1,2}"                   # Mailchimp (its data centre ends it)
+    r"|xkeysib-[0-9a-f]{64}-[A-Za-z0-9]{16}"        # Brevo (Sendinblue)
+    r"|[0-9]{8,10}:AA[A-Za-z0-9_-]{33}"             # Telegram bot token
     r")(?![A-Za-z0-9])")
 # In bytes: the text is masked as UTF-8 bytes (redact_text), and decoding 5 MB to run this
 # one pattern would cost twice what the pattern does.
 PEM_BLOCK = re.compile(rb"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
                        rb"[\s\S]*?(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\Z)")
 # `Authorization: Bearer <token>`: the scheme word is no secret, the word after it is.
-AUTH_SCHEME = re.compile(r"(?<![\w-])(?:[Bb]earer|Basic|BEARER)[ \t]+"
-                         r"(?P<value>[A-Za-z0-9._~+/-]{8,}=*)")
+# (Opsgenie's is GenieKey, PagerDuty's `Token token=...`, Okta's SSWS, Discord's Bot.)
+AUTH_SCHEMES = ("Bearer", "bearer", "BEARER", "Basic", "GenieKey")
+AUTH_SCHEME = re.compile(r"(?<![\w-])(?:%s)[ \t]+(?P<value>[A-Za-z0-9._~+/-]{8,}=*)"
+                         % "|".join(AUTH_SCHEMES))
+HEADER_SCHEMES = {"bearer", "basic", "token", "digest", "geniekey", "ssws", "bot",
+                  "apikey", "key", "oauth", "splunk", "negotiate", "hmac"}
 PEM_BODY = re.compile(r"[A-Za-z0-9+/=]{40,}")
 URL_CREDENTIALS = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^/@\s'\"]+)@")
+# Incoming webhooks of chat and alerting services: the URL is the credential, so what
+# follows the service's fixed part is masked and the host kept (a report still says
+# "a Slack hook"). Mattermost and Rocket.Chat run on any host: a `/hooks/` id of 17+
+# letters and digits (theirs are 26 and 17) that is no word (mask_webhook).
+WEBHOOK = re.compile(
+    r"(?P<service>hooks\.slack\.com/(?:services|workflows|triggers)/"
+    r"|discord(?:app)?\.com/api(?:/v[0-9]+)?/webhooks/"
+    r"|\.webhook\.office\.com/webhookb2/|outlook\.office(?:365)?\.com/webhook/"
+    r"|events\.pagerduty\.com/(?:integration|x-ere)/"
+    r"|hooks\.zapier\.com/hooks/catch/|maker\.ifttt\.com/trigger/[\w-]+/with/key/"
+    r"|api\.telegram\.org/bot"
+    r"|[?&](?:sig|signature|X-Amz-Signature|X-Goog-Signature)="   # signed URLs (Teams
+    r"|(?P<generic>/hooks/)(?=[A-Za-z0-9]{17}))"                   # workflows, Azure, S3)
+    r"(?P<secret>[A-Za-z0-9_@:.%~+=/-]{8,})")
 
 # ---- shapes around names --------------------------------------------------------------------
 
@@ -176,7 +215,7 @@ URL_CREDENTIALS = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinf
 HINTS = {b"token": (), b"pass": (b"word", b"wd", b"phrase"), b"pw": (b"d",), b"key": (),
          b"auth": (b"orization",), b"cred": (b"s", b"ential", b"entials"),
          b"sig": (b"nature",), b"secret": None, b"mysql": None, b"mariadb": (),
-         b"redis-cli": ()}
+         b"redis-cli": (), b"wandb": None, b"docker": None}
 # A bare `key` names no secret (`*_KEY`, `apiKey` do): most `key` in code is a dict's.
 AFTER_A_WORD = {b"key"}
 # Where a token of TOKEN_PREFIXES may be, each prefix found from a rare byte of it: the `_`
@@ -187,9 +226,11 @@ AFTER_A_WORD = {b"key"}
 # token unless TOKEN_PREFIXES says so.
 TOKEN_PREFIX_HINTS = (
     re.compile(rb"_(?:(?<=gh[pousr]_)|(?<=github_pat_)|(?<=hf_)|(?<=k_live_)|(?<=k_test_))"),
-    re.compile(rb"-(?:(?<=glpat-)|(?<=sk-)|(?<=xox[bpars]-))"),
-    re.compile(rb"A(?:KIA|SIA|Iza)"),
-    re.compile(rb"J(?<=eyJ)"))
+    re.compile(rb"-(?:(?<=glpat-)|(?<=sk-)|(?<=xox[bpars]-)|(?<=xapp-)|(?<=key-)"
+               rb"|(?<=xkeysib-)|(?=us[0-9]))"),
+    re.compile(rb"A(?:KIA|SIA|Iza|C[0-9a-f]|A(?<=[0-9]:AA))"),
+    re.compile(rb"J(?<=eyJ)"),
+    re.compile(rb"S(?:G\.|K[0-9a-f])"))
 # The same in one regex, for a short text: one scan costs less to start than four.
 TOKEN_PREFIX_HINTS_SHORT = re.compile(b"|".join(hint.pattern for hint in TOKEN_PREFIX_HINTS))
 QUOTED = r""""(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'"""
@@ -202,14 +243,44 @@ ASSIGNMENT = re.compile(
 FLAG = re.compile(r"(?<![\w-])(?P<name>--?[A-Za-z][\w-]*)(?P<close>)(?P<sep>=|[ \t]+)"
                   r"(?P<value>" + QUOTED + r"|[^\s'\"]+)")
 # Clients whose short flag takes a password (psql's -p is its port: PGPASSWORD or a URL
-# carries its password, and both are masked by name).
+# carries its password, and both are masked by name); a registry client's only after
+# `login` (`docker run -p 8080:80` publishes a port).
 CLIENT_PASSWORD_FLAGS = {"mysql": "-p", "mysqldump": "-p", "mysqladmin": "-p", "mariadb": "-p",
                          "mysqlimport": "-p", "sshpass": "-p", "redis-cli": "-a"}
-# Each client's name holds one of these (mysqldump holds mysql).
-CLIENT_WORDS = ("mysql", "mariadb", "sshpass", "redis-cli")
-CLIENT_FLAG = re.compile(r"(?<![\w-])(?P<client>mysql|mysqldump|mysqladmin|mysqlimport|"
-                         r"mariadb|sshpass|redis-cli)\b[^\n|;&]*?[ \t]"
-                         r"(?P<flag>-p|-a)(?P<sep>[ \t]*)(?P<value>" + QUOTED + r"|[^\s'\"]+)")
+LOGIN_PASSWORD_FLAGS = {"docker": "-p"}
+# curl's flags that take `user:password` (the part after the first colon is the secret).
+USER_PASSWORD_FLAGS = ("-u", "--user", "-U", "--proxy-user")
+# Programs whose arguments carry a secret by position (secret_args), and what a line must
+# hold for one of them to be there (mysqldump holds mysql). A curl line is one with a URL
+# (redact_trigger_line); the others' names are HINTS.
+COMMAND_WORDS = ("mysql", "mariadb", "sshpass", "redis-cli", "wandb", "docker", "curl")
+COMMAND = re.compile(r"(?<![\w.-])(?P<program>mysql|mysqldump|mysqladmin|mysqlimport|mariadb|"
+                     r"sshpass|redis-cli|docker|curl|wandb)"
+                     r"(?![\w-])(?P<args>[^\n|;&]*)")
+# One shell word: a run of unquoted characters and quoted strings (one character at a time
+# outside quotes: a repeated run inside the repetition would backtrack).
+SHELL_WORD = re.compile(r"""(?:[^\s'"]|"(?:\\.|[^"\\\n])*"|'[^'\n]*')+""")
+WANDB_LOGIN_CALL = re.compile(r"wandb\.login\([^)\n]*?\bkey[ \t]*=[ \t]*(?P<value>" + QUOTED + r")")
+# .netrc: `machine HOST login USER password SECRET`, on one line or with `password SECRET`
+# on a line of its own; .pgpass: `host:port:database:user:password`, a line of its own.
+NETRC = re.compile(r"(?P<context>(?<![\w-])(?:machine[ \t]+\S+|default)[ \t]+"
+                   r"(?:login[ \t]+\S+[ \t]+)?|(?<![\w-])login[ \t]+\S+[ \t]+|^[ \t+-]*)"
+                   r"password[ \t]+(?P<value>\S+)(?P<alone>[ \t]*$)?")
+PGPASS = re.compile(r"^[+ -]?[ \t]*[\w.*\[\]-]+:(?:[0-9]{2,5}|\*):[^:\s]+:[^:\s]+:"
+                    r"(?P<value>\S+)[ \t]*$")
+# Where a .pgpass line may be: `:5432:` (a port or `*` between colons), from its colon.
+PGPASS_HINT = re.compile(rb":(?:[0-9]{2,5}|\*):")
+# A private key, base64 of its PEM text (kubeconfig client-key-data, a Helm value, a
+# Kubernetes Secret's tls.key): base64 of `PRIVATE KEY-----` at each of the three
+# alignments, the characters that do not depend on the bytes around it. A certificate's or a
+# public key's base64 holds none of them.
+BASE64_PRIVATE_KEY = (b"UFJJVkFURSBLRVktLS0tL", b"BSSVZBVEUgS0VZLS0tLS", b"QUklWQVRFIEtFWS0tLS0t")
+# All three hold this (base64 of `---`, at any alignment): one search for it, then each.
+BASE64_ARMOR = b"LS0t"
+BASE64_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=")
+BASE64_LINE = re.compile(rb"[+ -]?[ \t]*(?P<run>[A-Za-z0-9+/]{4,}={0,2})[ \t\r]*")
+# PagerDuty's integration key under a queue's name for a key: 32 letters and digits.
+ROUTING_KEY_VALUE = re.compile(r"[A-Za-z0-9]*[0-9][A-Za-z0-9]*$")
 
 # ---- high entropy in an assignment context -------------------------------------------------
 
@@ -412,6 +483,7 @@ def redact_text(text: str, code: CodeRule = False) -> str:
     original = data = text.encode("utf-8", ERRORS)
     if b"-----BEGIN" in data:
         data = PEM_BLOCK.sub(mask_pem, data)
+    data = mask_base64_keys(data)
     lines = trigger_lines(data)
     if lines:
         data = rebuilt(data, lines, code(data) if callable(code) else (lambda _: code))
@@ -432,8 +504,9 @@ def trigger_lines(data: bytes) -> Dict[int, Tuple[int, int]]:
         if len(data) < SHORT_TEXT else \
         sorted(hint.start() for pattern in TOKEN_PREFIX_HINTS for hint in pattern.finditer(data))
     lines: Dict[int, Tuple[int, int]] = {}
+    pgpass_hits = [hint.start() for hint in PGPASS_HINT.finditer(data)]
     for kind, hits in ((TOKEN_PREFIX, prefix_hits), (URL, literal_hits(data, (b"://",))),
-                       (HINT, literal_hits(data.lower(), HINTS))):
+                       (HINT, literal_hits(data.lower(), HINTS)), (HINT, pgpass_hits)):
         end = -1
         for hit in hits:
             if hit < end:
@@ -468,6 +541,8 @@ def redact_trigger_line(line: str, kinds: int, is_code: Callable[[], bool]) -> s
         masked = TOKEN_PREFIXES.sub(mask_whole, masked)
     if kinds & URL:
         masked = redact_url(masked)
+        if "curl" in masked and not kinds & HINT:   # `curl -u user:password https://...`
+            masked = mask_commands(masked)
     if kinds & HINT or masked != line:
         masked = redact_line(masked, is_code())
     return masked
@@ -545,6 +620,69 @@ def rare_first_searches(words: Tuple[bytes, ...]) -> Searches:
         for tail, (word, anchor) in by_tail.items())), by_tail) for by_tail in groups.values())
 
 
+def mask_base64_keys(data: bytes) -> bytes:
+    """Each base64 block holding a private key's PEM text, masked whole."""
+    armor = find_all(data, BASE64_ARMOR)
+    if not armor:
+        return data
+    spans = sorted(base64_block(data, at) for hint in BASE64_PRIVATE_KEY
+                   for at in find_all(data, hint))
+    if not spans:
+        return data
+    out: List[bytes] = []
+    done = 0
+    for start, end in spans:
+        if start < done:
+            continue   # the same block, found from another of its hints
+        out.append(data[done:start])
+        out.append(mask_secret(data[start:end].decode("ascii")).encode("ascii"))
+        done = end
+    out.append(data[done:])
+    return b"".join(out)
+
+
+def find_all(data: bytes, word: bytes) -> List[int]:
+    found = []
+    at = data.find(word)
+    while at >= 0:
+        found.append(at)
+        at = data.find(word, at + len(word))
+    return found
+
+
+def base64_block(data: bytes, at: int) -> Tuple[int, int]:
+    """(start, end) of the base64 around `at`, with the lines above and below it that hold
+    nothing else (a YAML block scalar, a patch's `+` lines, base64 wrapped at 64 or 76)."""
+    start = end = at
+    while start and data[start - 1] in BASE64_BYTES:
+        start -= 1
+    while end < len(data) and data[end] in BASE64_BYTES:
+        end += 1
+    line_start = data.rfind(b"\n", 0, start) + 1
+    if start == line_start and data[start:start + 1] == b"+":
+        start += 1   # a patch's added line: its `+` is no base64
+    if not data[line_start:start].strip(b"+- \t"):   # the run opens its line: look above
+        while line_start:
+            above = BASE64_LINE.fullmatch(data, data.rfind(b"\n", 0, line_start - 1) + 1,
+                                          line_start - 1)
+            if above is None or len(above.group("run")) < 40:   # wrapped lines are full
+                break
+            start, line_start = above.start("run"), above.start()
+    line_end = line_end_at(data, end)
+    if not data[end:line_end].strip():   # the run closes its line: look below
+        while line_end < len(data):
+            below = BASE64_LINE.fullmatch(data, line_end + 1, line_end_at(data, line_end + 1))
+            if below is None:
+                break
+            end, line_end = below.end("run"), below.end()
+    return start, end
+
+
+def line_end_at(data: bytes, at: int) -> int:
+    end = data.find(b"\n", at)
+    return len(data) if end < 0 else end
+
+
 def mask_pem(match: "re.Match[bytes]") -> bytes:
     """A key block has a body; the bare BEGIN/END lines (a parser's constants) are kept."""
     block = match.group(0).decode("utf-8", ERRORS)
@@ -603,14 +741,18 @@ def mask_auth_scheme(match: "re.Match[str]") -> str:
 def redact_line(line: str, code: bool = False) -> str:
     """Each pattern only where its literal part is in the line: these patterns start with a
     lookbehind, so the regex engine tries them at every character of the line."""
-    if any(client in line for client in CLIENT_WORDS):
-        line = CLIENT_FLAG.sub(mask_client_flag, line)
+    if any(word in line for word in COMMAND_WORDS):
+        line = mask_commands(line)
     if "-" in line:
         line = sub_named(FLAG, line, code)
     if "=" in line or ":" in line:
         line = sub_named(ASSIGNMENT, line, code)
-    if "earer" in line or "Basic" in line or "BEARER" in line:
+    if "earer" in line or "Basic" in line or "BEARER" in line or "GenieKey" in line:
         line = AUTH_SCHEME.sub(mask_auth_scheme, line)
+    if "password" in line:
+        line = NETRC.sub(mask_netrc, line)
+    if line.count(":") >= 4:
+        line = PGPASS.sub(mask_password_value, line)
     return line
 
 
@@ -636,9 +778,13 @@ def sub_named(pattern: "re.Pattern[str]", line: str, code: bool) -> str:
 
 
 def mask_named(match: "re.Match[str]", code: bool) -> str:
-    name, value = match.group("name"), match.group("value")
-    if not is_secret_name(name) or not is_secret_value(name, value):
+    name = match.group("name")
+    at, value = credential_in(match)
+    if not (is_secret_name(name) or is_routing_key(name, value)) or \
+            not is_secret_value(name, value):
         return match.group(0)
+    if match.group("sep").isspace() and value.startswith("-"):
+        return match.group(0)   # `--password-stdin -u ada`: the next flag, not a value
     if "]" in match.group("close") and not set("'\"") & set(match.group("close")):
         return match.group(0)   # table[cache_key] = ...: a variable used as an index
     if weak_name(name) and (len(value.strip("'\"")) < 8 or reads_as_words(value)):
@@ -646,7 +792,31 @@ def mask_named(match: "re.Match[str]", code: bool) -> str:
     if code and (match.group("sep") == "==" or not is_quoted(value) and (
             match.group("sep") != "=" or IDENTIFIER_VALUE.match(value))):
         return match.group(0)   # code: a comparison, a variable, an annotation
-    return replace_value(match, value)
+    return replace_value(match, value, at)
+
+
+def credential_in(match: "re.Match[str]") -> Tuple[int, str]:
+    """(where, what) of the secret in a match's value: the value, less what follows the
+    quote that opened before the name (`-H 'X-Api-Key: abc' https://...`: the header ends
+    at its quote, and the command goes on), less a header's scheme word (`Authorization:
+    Basic abc`: only `abc`)."""
+    at, value = match.start("value"), match.group("value")
+    opened = match.string[match.start() - 1:match.start()]
+    if opened in ("'", '"') and not is_quoted(value) and opened in value:
+        value = value[:value.index(opened)]
+    scheme, space, credential = value.partition(" ")
+    if space and scheme.lower() in HEADER_SCHEMES and credential.strip():
+        credential = credential.lstrip()
+        at += len(value) - len(credential)
+        value = credential.split()[0] if credential.split() else credential
+    return at, value
+
+
+def is_routing_key(name: str, value: str) -> bool:
+    """PagerDuty's `routing_key` holds its integration key; a queue's holds a topic."""
+    bare = value.strip("'\"")
+    return name_words(name)[-2:] == ["routing", "key"] and len(bare) == 32 and \
+        bool(ROUTING_KEY_VALUE.match(bare))
 
 
 def is_quoted(value: str) -> bool:
@@ -654,29 +824,95 @@ def is_quoted(value: str) -> bool:
     return len(value) >= 2 and value[0] in "'\"" and value[-1] == value[0]
 
 
-def mask_client_flag(match: "re.Match[str]") -> str:
-    value = match.group("value")
-    if CLIENT_PASSWORD_FLAGS[match.group("client")] != match.group("flag") or \
-            not is_secret_value("password", value):
-        return match.group(0)
-    return replace_value(match, value)
-
-
-def replace_value(match: "re.Match[str]", value: str) -> str:
-    """The value masked in place, its quotes kept: `"x"` -> `"<secret:...>"`."""
+def replace_value(match: "re.Match[str]", value: str, at: Optional[int] = None) -> str:
+    """The value (at `at` in the line, else the match's value) masked in place, its quotes
+    kept: `"x"` -> `"<secret:...>"`."""
     quoted = is_quoted(value)
     prefix = value[:len(value) - len(value.lstrip("bBrRuUfF"))] if quoted else ""
     literal = value[len(prefix):]
     secret = literal[1:-1] if quoted else value.rstrip()
     shown = (prefix + literal[0] + mask_secret(secret) + literal[-1]) if quoted else \
         mask_secret(secret) + value[len(secret):]
-    start, end = match.start("value") - match.start(0), match.end("value") - match.start(0)
+    start = (match.start("value") if at is None else at) - match.start(0)
     whole = match.group(0)
-    return whole[:start] + shown + whole[end:]
+    return whole[:start] + shown + whole[start + len(value):]
+
+
+def mask_password_value(match: "re.Match[str]") -> str:
+    value = match.group("value")
+    if not is_secret_value("password", value) or value in ("*", "-") or value.isdigit():
+        return match.group(0)
+    return replace_value(match, value)
+
+
+def mask_netrc(match: "re.Match[str]") -> str:
+    """`password X` after `machine`/`login`, or alone on its line (netrc's own layout)."""
+    if not match.group("context").strip(" \t+-") and match.group("alone") is None:
+        return match.group(0)
+    return mask_password_value(match)
+
+
+# ---- command lines ----------------------------------------------------------------------------
+
+def secret_args(program: str, args: List[str]) -> Dict[int, int]:
+    """Argument index -> where in it a secret starts, for the programs that take one by
+    position: `mysql -pX` / `-p X`, `redis-cli -a X`, `docker login -p X`, `curl -u
+    user:X`, `wandb login X`."""
+    program = program.rsplit("/", 1)[-1]
+    flag = CLIENT_PASSWORD_FLAGS.get(program) or \
+        (LOGIN_PASSWORD_FLAGS.get(program) if "login" in args else None)
+    found: Dict[int, int] = {}
+    after_login = False
+    for index, arg in enumerate(args):
+        following = index + 1 < len(args) and not args[index + 1].startswith("-")
+        if flag is not None and arg == flag and following:
+            found[index + 1] = 0
+        elif flag == "-p" and arg.startswith("-p") and len(arg) > 2:
+            found[index] = 2
+        elif program == "curl" and arg in USER_PASSWORD_FLAGS and following:
+            if ":" in args[index + 1]:
+                found[index + 1] = args[index + 1].index(":") + 1
+        elif program == "curl" and ":" in arg and \
+                arg.startswith(("--user=", "--proxy-user=", "-u", "-U")):
+            found[index] = arg.index(":") + 1   # --user=ada:X, -uada:X
+        elif program == "wandb" and arg == "login":
+            after_login = True
+        elif after_login and not arg.startswith("-") and args[index - 1] != "--host":
+            found[index] = 0   # the key, wherever its flags put it
+            after_login = False
+    return found
+
+
+def mask_commands(line: str) -> str:
+    """Each command of secret_args on the line, its words masked where it says; and
+    `wandb.login(key="...")` in code."""
+    if "wandb.login(" in line:
+        line = WANDB_LOGIN_CALL.sub(lambda match: replace_value(match, match.group("value")),
+                                    line)
+    out: List[str] = []
+    done = 0
+    for command in COMMAND.finditer(line):
+        words = list(SHELL_WORD.finditer(command.group("args")))
+        secrets = secret_args(command.group("program"), [word.group() for word in words])
+        for index, at in sorted(secrets.items()):
+            word = words[index]
+            start = command.start("args") + word.start() + at
+            value = word.group()[at:]
+            if not is_secret_value("password", value) or is_marker(value.strip("'\"")):
+                continue
+            out.append(line[done:start])
+            out.append(value[0] + mask_secret(value[1:-1]) + value[-1] if is_quoted(value)
+                       else mask_secret(value))
+            done = start + len(value)
+    if not out:
+        return line
+    out.append(line[done:])
+    return "".join(out)
 
 
 def redact_url(url: str) -> str:
-    """https://user:pass@host/x -> https://user:<secret:..>@host/x (a bare token user too)."""
+    """https://user:pass@host/x -> https://user:<secret:..>@host/x (a bare token user too);
+    an incoming webhook's secret part masked (hooks.slack.com/services/<secret:..>)."""
     def mask(match: "re.Match[str]") -> str:
         user, _, password = match.group("userinfo").partition(":")
         if password and not is_marker(password):
@@ -684,7 +920,21 @@ def redact_url(url: str) -> str:
         hidden = len(user) >= 20 and not is_marker(user) and not password
         return "%s%s@" % (match.group("scheme"), mask_secret(user) if hidden
                           else match.group("userinfo"))
+    if "hook" in url or "sig" in url or "bot" in url or "key" in url:
+        url = WEBHOOK.sub(mask_webhook, url)
     return URL_CREDENTIALS.sub(mask, url)
+
+
+def mask_webhook(match: "re.Match[str]") -> str:
+    secret = match.group("secret")
+    if match.group("generic"):
+        first = secret.split("/")[0]
+        if not (char_kinds(first) >= 2 and any(c.isdigit() for c in first)) or \
+                reads_as_words(first):
+            return match.group(0)   # a path that names hooks, no hook's id
+    if MARKER_START in secret:
+        return match.group(0)
+    return match.group("service") + mask_secret(secret)
 
 
 def redact_env_value(name: str, value: str) -> str:
@@ -701,24 +951,27 @@ def redact_env(environ: "dict[str, str]") -> "dict[str, str]":
 
 
 def redact_argv(argv: List[str]) -> List[str]:
-    """A process's arguments: the value after --token/--db-pass/mysql -p, and secrets
-    anywhere else."""
-    client_flag = CLIENT_PASSWORD_FLAGS.get(argv[0].rsplit("/", 1)[-1]) if argv else None
+    """A process's arguments: the value after --token/--db-pass, the secrets of
+    secret_args (mysql -p, curl -u, wandb login...), and secrets anywhere else."""
+    program = next((index for index, arg in enumerate(argv[:3])
+                    if COMMAND.fullmatch(arg.rsplit("/", 1)[-1])), None)
+    positional = {} if program is None else \
+        {program + 1 + index: at for index, at in
+         secret_args(argv[program], argv[program + 1:]).items()}
     out: List[str] = []
-    hide_next = False
-    for arg in argv:
+    secret_flag = None
+    for number, arg in enumerate(argv):
         flag, eq, value = arg.partition("=")
-        if hide_next and is_secret_value("password", arg):
+        if number in positional and is_secret_value("password", arg[positional[number]:]):
+            out.append(arg[:positional[number]] + mask_secret(arg[positional[number]:]))
+        elif secret_flag and not arg.startswith("-") and is_secret_value(secret_flag, arg):
             out.append(mask_secret(arg))
         elif eq and flag.startswith("-") and is_secret_name(flag) and \
                 is_secret_value(flag, value):
             out.append("%s=%s" % (flag, mask_secret(value)))
-        elif client_flag == "-p" and arg.startswith("-p") and len(arg) > 2:
-            out.append("-p" + mask_secret(arg[2:]))    # mysql -pSECRET
         else:
             out.append(redact_text(arg))
-        hide_next = not eq and (arg == client_flag or
-                                (arg.startswith("-") and is_secret_name(arg)))
+        secret_flag = arg if not eq and arg.startswith("-") and is_secret_name(arg) else None
     return out
 
 
