@@ -75,6 +75,8 @@ def name_words(name: str) -> List[str]:
     return [word.lower() for word in NAME_WORD.findall(name)]
 
 
+# `--password-stdin`, `--password-prompt`: where the secret comes from, not the secret.
+SWITCH_WORDS = {"stdin", "prompt"}
 # Services whose keys and tokens are credentials whatever qualifies them: PagerDuty's
 # `routing_key` is its integration key, where a message queue's routing key is a topic.
 SERVICE_WORDS = {"pagerduty", "opsgenie", "sendgrid", "mailgun", "mailchimp", "mandrill",
@@ -90,7 +92,7 @@ MEASURE_WORDS = {"length", "len", "min", "max", "minimum", "maximum", "size", "c
 
 def is_secret_name(name: str) -> bool:
     words = name_words(name)
-    if not words:
+    if not words or words[-1] in SWITCH_WORDS:
         return False
     if any(word in STRONG_WORDS for word in words):
         return True
@@ -204,6 +206,7 @@ WEBHOOK = re.compile(
     r"|[?&](?:sig|signature|X-Amz-Signature|X-Goog-Signature)="   # signed URLs (Teams
     r"|(?P<generic>/hooks/)(?=[A-Za-z0-9]{17}))"                   # workflows, Azure, S3)
     r"(?P<secret>[A-Za-z0-9_@:.%~+=/-]{8,})")
+WEBHOOK_WORDS = ("hook", "pagerduty", "ifttt", "telegram", "sig")
 
 # ---- shapes around names --------------------------------------------------------------------
 
@@ -227,7 +230,7 @@ AFTER_A_WORD = {b"key"}
 TOKEN_PREFIX_HINTS = (
     re.compile(rb"_(?:(?<=gh[pousr]_)|(?<=github_pat_)|(?<=hf_)|(?<=k_live_)|(?<=k_test_))"),
     re.compile(rb"-(?:(?<=glpat-)|(?<=sk-)|(?<=xox[bpars]-)|(?<=xapp-)|(?<=key-)"
-               rb"|(?<=xkeysib-)|(?=us[0-9]))"),
+               rb"|(?<=xkeysib-)|(?=us[0-9])|(?=u[ \t]|-user[ \t=]|U[ \t]))"),   # curl -u
     re.compile(rb"A(?:KIA|SIA|Iza|C[0-9a-f]|A(?<=[0-9]:AA))"),
     re.compile(rb"J(?<=eyJ)"),
     re.compile(rb"S(?:G\.|K[0-9a-f])"))
@@ -541,8 +544,8 @@ def redact_trigger_line(line: str, kinds: int, is_code: Callable[[], bool]) -> s
         masked = TOKEN_PREFIXES.sub(mask_whole, masked)
     if kinds & URL:
         masked = redact_url(masked)
-        if "curl" in masked and not kinds & HINT:   # `curl -u user:password https://...`
-            masked = mask_commands(masked)
+    if kinds & (URL | TOKEN_PREFIX) and not kinds & HINT and "curl" in masked:
+        masked = mask_commands(masked)   # `curl -u user:password`: its -u is a hint
     if kinds & HINT or masked != line:
         masked = redact_line(masked, is_code())
     return masked
@@ -779,15 +782,18 @@ def sub_named(pattern: "re.Pattern[str]", line: str, code: bool) -> str:
 
 def mask_named(match: "re.Match[str]", code: bool) -> str:
     name = match.group("name")
+    routing = not is_secret_name(name)
+    if routing and not name.lower().endswith("routing_key"):
+        return match.group(0)
     at, value = credential_in(match)
-    if not (is_secret_name(name) or is_routing_key(name, value)) or \
-            not is_secret_value(name, value):
+    if routing and not is_routing_key(name, value) or not is_secret_value(name, value):
         return match.group(0)
     if match.group("sep").isspace() and value.startswith("-"):
         return match.group(0)   # `--password-stdin -u ada`: the next flag, not a value
     if "]" in match.group("close") and not set("'\"") & set(match.group("close")):
         return match.group(0)   # table[cache_key] = ...: a variable used as an index
-    if weak_name(name) and (len(value.strip("'\"")) < 8 or reads_as_words(value)):
+    if weak_name(name) and not routing and (len(value.strip("'\"")) < 8 or
+                                            reads_as_words(value)):
         return match.group(0)   # a lookup key ("cls", "LogXML"), not a credential
     if code and (match.group("sep") == "==" or not is_quoted(value) and (
             match.group("sep") != "=" or IDENTIFIER_VALUE.match(value))):
@@ -920,7 +926,7 @@ def redact_url(url: str) -> str:
         hidden = len(user) >= 20 and not is_marker(user) and not password
         return "%s%s@" % (match.group("scheme"), mask_secret(user) if hidden
                           else match.group("userinfo"))
-    if "hook" in url or "sig" in url or "bot" in url or "key" in url:
+    if any(word in url for word in WEBHOOK_WORDS):
         url = WEBHOOK.sub(mask_webhook, url)
     return URL_CREDENTIALS.sub(mask, url)
 
@@ -928,9 +934,8 @@ def redact_url(url: str) -> str:
 def mask_webhook(match: "re.Match[str]") -> str:
     secret = match.group("secret")
     if match.group("generic"):
-        first = secret.split("/")[0]
-        if not (char_kinds(first) >= 2 and any(c.isdigit() for c in first)) or \
-                reads_as_words(first):
+        first = secret.split("/")[0]   # ids are generated: letters and digits mixed
+        if first.isalpha() or first.isdigit() or not first.isalnum():
             return match.group(0)   # a path that names hooks, no hook's id
     if MARKER_START in secret:
         return match.group(0)
