@@ -74,7 +74,8 @@ def test_look_alikes_are_left_alone(text: str) -> None:
 
 
 HEX32 = "3f9a" * 8
-KEY_PEM = "-----BEGIN EC PRIVATE KEY-----\n" + "MHcCAQEEIB" * 12 + "\n-----END EC PRIVATE KEY-----\n"
+KEY_PEM = ("-----BEGIN EC PRIVATE KEY-----\n" + "MHcCAQEEIB" * 12 +
+           "\n-----END EC PRIVATE KEY-----\n")
 KEY_B64 = base64.b64encode(KEY_PEM.encode()).decode()
 CERT_B64 = base64.b64encode(("-----BEGIN CERTIFICATE-----\n" + "MIIB" * 40 +
                              "\n-----END CERTIFICATE-----\n").encode()).decode()
