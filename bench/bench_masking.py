@@ -1,6 +1,7 @@
 """Secret masking on the corpora (tests/data/secrets*/corpus.json): recall, false positives, cost.
 
     python bench/bench_masking.py [--mb 5] [--runs 3] [--no-capture] [--baseline REV]
+                                  [--baseline-source FILE]
 
 - recall: planted secrets that no longer show after masking, by channel and overall, each
   channel masked the way the agent masks it (a patch by its files, a file by its name, a
@@ -11,7 +12,8 @@
   envsnap's own sources, changed), against a real `envsnap capture local` of a repository
   holding that same patch (median of --runs); the target is at most 10% of the capture;
 - against a baseline: the detector of commit --baseline (read from git, not imported from
-  the work tree), on the same patch in the same run, the two timed in turn (median of
+  the work tree; or from --baseline-source, a copy of it, where there is no git), on the
+  same patch in the same run, the two timed in turn (median of
   --runs each): the cost per MB of both and their ratio (target: at most 1.2x), the recall
   of the baseline on each corpus, and the time to import each (a fresh interpreter,
   bytecode cached, median of 10).
@@ -124,10 +126,11 @@ def big_patch(corpus: dict[str, Any], megabytes: float) -> dict[str, str]:
 
 def masking_seconds(detectors: list[Detector], patch: str, runs: int) -> list[float]:
     """CPU seconds to mask `patch`, median of `runs`, for each detector: timed in turn, run
-    after run, so that a busy machine slows both alike."""
+    after run, so that a busy machine slows both alike (and which goes first alternates)."""
     times: list[list[float]] = [[] for _ in detectors]
-    for _ in range(runs):
-        for redact, taken in zip(detectors, times):
+    for run in range(runs):
+        pairs = list(zip(detectors, times))
+        for redact, taken in pairs[::-1] if run % 2 else pairs:
             redact.redact_patch.cache_clear()   # each run masks anew
             started = time.process_time()
             redact.redact_patch(patch)
@@ -216,8 +219,11 @@ def main() -> None:
     parser.add_argument("--no-capture", action="store_true", help="skip the capture timing")
     parser.add_argument("--baseline", default=BASELINE,
                         help="the commit whose detector to compare with (default: %(default)s)")
+    parser.add_argument("--baseline-source", type=Path,
+                        help="the baseline detector's source file (instead of --baseline)")
     args = parser.parse_args()
-    old_source = baseline_source(args.baseline)
+    old_source = args.baseline_source.read_text() if args.baseline_source else \
+        baseline_source(args.baseline)
     baseline = load_detector(old_source, "baseline_redact")
     for redact in (current, baseline):
         redact.emit_digests()   # as in the agent

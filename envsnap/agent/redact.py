@@ -175,8 +175,14 @@ TOKEN_PREFIXES = re.compile(
     r"|SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}"     # SendGrid
     r"|key-[0-9a-f]{32}"                            # Mailgun
     r"|(?:AC|SK)[0-9a-f]{32}"                       # Twilio account and API key SIDs
-    r"|[0-9a-f]{32}-us[0-9]{1,2}"                   # Mailchimp (its data centre ends it)
     r"|xkeysib-[0-9a-f]{64}-[A-Za-z0-9]{16}"        # Brevo (Sendinblue)
+    r")(?![A-Za-z0-9])")
+# Tokens whose fixed part is not at their start: tried at every character, a leading run of
+# digits would cost each line of hex (a git SHA) its length, so only on a line holding
+# their fixed part (`-us`, `:AA`).
+TOKEN_INFIX_SHAPES = re.compile(
+    r"(?<![A-Za-z0-9_])(?:"
+    r"[0-9a-f]{32}-us[0-9]{1,2}"                    # Mailchimp (its data centre ends it)
     r"|[0-9]{8,10}:AA[A-Za-z0-9_-]{33}"             # Telegram bot token
     r")(?![A-Za-z0-9])")
 # In bytes: the text is masked as UTF-8 bytes (redact_text), and decoding 5 MB to run this
@@ -229,11 +235,12 @@ AFTER_A_WORD = {b"key"}
 # token unless TOKEN_PREFIXES says so.
 TOKEN_PREFIX_HINTS = (
     re.compile(rb"_(?:(?<=gh[pousr]_)|(?<=github_pat_)|(?<=hf_)|(?<=k_live_)|(?<=k_test_))"),
-    re.compile(rb"-(?:(?<=glpat-)|(?<=sk-)|(?<=xox[bpars]-)|(?<=xapp-)|(?<=key-)"
-               rb"|(?<=xkeysib-)|(?=us[0-9])|(?=u[ \t]|-user[ \t=]|U[ \t]))"),   # curl -u
+    # (each alternative behind a test of one byte: there is a `-` every 80 bytes of code)
+    re.compile(rb"-(?:(?<=[tkypbars]-)(?:(?<=glpat-)|(?<=sk-)|(?<=xox[bpars]-)|(?<=xapp-)"
+               rb"|(?<=key-)|(?<=xkeysib-))|(?=[uU-])(?:us[0-9]|[uU][ \t]|-user[ \t=]))"),
     re.compile(rb"A(?:KIA|SIA|Iza|C[0-9a-f]|A(?<=[0-9]:AA))"),
     re.compile(rb"J(?<=eyJ)"),
-    re.compile(rb"S(?:G\.|K[0-9a-f])"))
+    re.compile(rb"S(?:G\.|K[0-9a-f]|0t(?<=LS0t))"))   # LS0t: BASE64_ARMOR
 # The same in one regex, for a short text: one scan costs less to start than four.
 TOKEN_PREFIX_HINTS_SHORT = re.compile(b"|".join(hint.pattern for hint in TOKEN_PREFIX_HINTS))
 QUOTED = r""""(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'"""
@@ -253,10 +260,9 @@ CLIENT_PASSWORD_FLAGS = {"mysql": "-p", "mysqldump": "-p", "mysqladmin": "-p", "
 LOGIN_PASSWORD_FLAGS = {"docker": "-p"}
 # curl's flags that take `user:password` (the part after the first colon is the secret).
 USER_PASSWORD_FLAGS = ("-u", "--user", "-U", "--proxy-user")
-# Programs whose arguments carry a secret by position (secret_args), and what a line must
-# hold for one of them to be there (mysqldump holds mysql). A curl line is one with a URL
-# (redact_trigger_line); the others' names are HINTS.
-COMMAND_WORDS = ("mysql", "mariadb", "sshpass", "redis-cli", "wandb", "docker", "curl")
+# Programs whose arguments carry a secret by position (secret_args); a line is searched for
+# them where it holds one of their names (redact_line: mysqldump holds mysql). A curl line
+# is one with a URL or a `-u ` (redact_trigger_line); the others' names are HINTS.
 COMMAND = re.compile(r"(?<![\w.-])(?P<program>mysql|mysqldump|mysqladmin|mysqlimport|mariadb|"
                      r"sshpass|redis-cli|docker|curl|wandb)"
                      r"(?![\w-])(?P<args>[^\n|;&]*)")
@@ -271,15 +277,20 @@ NETRC = re.compile(r"(?P<context>(?<![\w-])(?:machine[ \t]+\S+|default)[ \t]+"
                    r"password[ \t]+(?P<value>\S+)(?P<alone>[ \t]*$)?")
 PGPASS = re.compile(r"^[+ -]?[ \t]*[\w.*\[\]-]+:(?:[0-9]{2,5}|\*):[^:\s]+:[^:\s]+:"
                     r"(?P<value>\S+)[ \t]*$")
-# Where a .pgpass line may be: `:5432:` (a port or `*` between colons), from its colon.
+# Where a .pgpass line may be: `:5432:` (a port or `*` between colons), from its colon:
+# anywhere in a text below PGPASS_ANYWHERE bytes (a file, a bench tail, a value), and in a
+# longer one (a patch) where it names pgpass (a .pgpass file's diff header): a scan of
+# every colon of a 5 MB patch would cost more than all the other shapes added with it.
 PGPASS_HINT = re.compile(rb":(?:[0-9]{2,5}|\*):")
+PGPASS_ANYWHERE = 1 << 20
 # A private key, base64 of its PEM text (kubeconfig client-key-data, a Helm value, a
 # Kubernetes Secret's tls.key): base64 of `PRIVATE KEY-----` at each of the three
 # alignments, the characters that do not depend on the bytes around it. A certificate's or a
 # public key's base64 holds none of them.
 BASE64_PRIVATE_KEY = (b"UFJJVkFURSBLRVktLS0tL", b"BSSVZBVEUgS0VZLS0tLS", b"QUklWQVRFIEtFWS0tLS0t")
-# All three hold this (base64 of `---`, at any alignment): one search for it, then each.
+# All three hold this (base64 of `---`, at any alignment): TOKEN_PREFIX_HINTS finds it.
 BASE64_ARMOR = b"LS0t"
+MIN_KEY_BASE64 = 120   # the shortest, an Ed25519 key, is 119 bytes of PEM: 160 of base64
 BASE64_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=")
 BASE64_LINE = re.compile(rb"[+ -]?[ \t]*(?P<run>[A-Za-z0-9+/]{4,}={0,2})[ \t\r]*")
 # PagerDuty's integration key under a queue's name for a key: 32 letters and digits.
@@ -486,8 +497,12 @@ def redact_text(text: str, code: CodeRule = False) -> str:
     original = data = text.encode("utf-8", ERRORS)
     if b"-----BEGIN" in data:
         data = PEM_BLOCK.sub(mask_pem, data)
-    data = mask_base64_keys(data)
-    lines = trigger_lines(data)
+    lines, armour = trigger_lines(data)
+    if armour:
+        keyless = mask_base64_keys(data, armour)
+        if keyless != data:   # rare: the lines are found again in what is left
+            data = keyless
+            lines = trigger_lines(data)[0]
     if lines:
         data = rebuilt(data, lines, code(data) if callable(code) else (lambda _: code))
     data = mask_random_values(data)
@@ -499,17 +514,21 @@ def redact_text(text: str, code: CodeRule = False) -> str:
 TOKEN_PREFIX, URL, HINT = 1, 2, 4
 
 
-def trigger_lines(data: bytes) -> Dict[int, Tuple[int, int]]:
+def trigger_lines(data: bytes) -> Tuple[Dict[int, Tuple[int, int]], List[int]]:
     """Line start -> (line end, TOKEN_PREFIX | URL | HINT bits) for each line that holds a
     token prefix, a `://` or a hint word; each line is then parsed once for all kinds, not
-    once per kind, and the text is copied once."""
+    once per kind, and the text is copied once. And where the text holds base64 of PEM
+    armour (BASE64_ARMOR, found by the same scan as the token prefixes)."""
     prefix_hits = [hint.start() for hint in TOKEN_PREFIX_HINTS_SHORT.finditer(data)] \
         if len(data) < SHORT_TEXT else \
         sorted(hint.start() for pattern in TOKEN_PREFIX_HINTS for hint in pattern.finditer(data))
+    armour = [hit for hit in prefix_hits if data.startswith(BASE64_ARMOR[1:], hit)]
     lines: Dict[int, Tuple[int, int]] = {}
-    pgpass_hits = [hint.start() for hint in PGPASS_HINT.finditer(data)]
+    lowered = data.lower()
+    pgpass_hits = [hint.start() for hint in PGPASS_HINT.finditer(data)] \
+        if len(data) < PGPASS_ANYWHERE or b"pgpass" in lowered else []
     for kind, hits in ((TOKEN_PREFIX, prefix_hits), (URL, literal_hits(data, (b"://",))),
-                       (HINT, literal_hits(data.lower(), HINTS)), (HINT, pgpass_hits)):
+                       (HINT, literal_hits(lowered, HINTS)), (HINT, pgpass_hits)):
         end = -1
         for hit in hits:
             if hit < end:
@@ -518,7 +537,7 @@ def trigger_lines(data: bytes) -> Dict[int, Tuple[int, int]]:
             end = data.find(b"\n", hit)
             end = len(data) if end < 0 else end
             lines[start] = (end, lines.get(start, (end, 0))[1] | kind)
-    return lines
+    return lines, armour
 
 
 def rebuilt(data: bytes, lines: Dict[int, Tuple[int, int]], code_at: Callable[[int], bool]
@@ -542,6 +561,8 @@ def redact_trigger_line(line: str, kinds: int, is_code: Callable[[], bool]) -> s
     masked = line
     if kinds & TOKEN_PREFIX:
         masked = TOKEN_PREFIXES.sub(mask_whole, masked)
+        if "-us" in masked or ":AA" in masked:
+            masked = TOKEN_INFIX_SHAPES.sub(mask_whole, masked)
     if kinds & URL:
         masked = redact_url(masked)
     if kinds & (URL | TOKEN_PREFIX) and not kinds & HINT and "curl" in masked:
@@ -609,7 +630,9 @@ def rare_first_searches(words: Tuple[bytes, ...]) -> Searches:
     at each `k`, where bytes.find(b"token") stops at each `t`, `o`, `k`, `e` or `n`. Words
     with the same rarest byte share a regex (`cred|cret(?<=secret)`, one scan for both),
     unless one could hide another's match: a tail that holds that byte again, or that starts
-    another tail. (No named groups: the engine would then try the regex at every byte.)"""
+    another tail. (No named groups: the engine would then try the regex at every byte.)
+    A word of AFTER_A_WORD is looked behind for the byte before it too (`key(?<=[a-z_.-]key)`):
+    the 3 in 4 `key`s of code that follow no word then cost no step in Python."""
     groups: Dict[Tuple[bytes, ...], Dict[bytes, Tuple[bytes, int]]] = {}
     for word in words:
         anchor = max(range(len(word)), key=lambda at: BYTES_BY_FREQUENCY.find(word[at:at + 1]))
@@ -618,18 +641,22 @@ def rare_first_searches(words: Tuple[bytes, ...]) -> Searches:
         alone = tail[:1] in tail[1:] or any(
             other.startswith(tail) or tail.startswith(other) for other in shared)
         groups.setdefault((tail[:1], word) if alone else (tail[:1],), {})[tail] = (word, anchor)
-    return tuple((re.compile(b"|".join(
-        re.escape(tail) + (b"(?<=" + re.escape(word) + b")" if anchor else b"")
-        for tail, (word, anchor) in by_tail.items())), by_tail) for by_tail in groups.values())
+    def behind(word: bytes, anchor: int) -> bytes:
+        if word in AFTER_A_WORD:
+            return b"(?<=[a-z_.\\-]" + re.escape(word) + b")"
+        return b"(?<=" + re.escape(word) + b")" if anchor else b""
+    return tuple((re.compile(b"|".join(re.escape(tail) + behind(word, anchor)
+                                       for tail, (word, anchor) in by_tail.items())), by_tail)
+                 for by_tail in groups.values())
 
 
-def mask_base64_keys(data: bytes) -> bytes:
-    """Each base64 block holding a private key's PEM text, masked whole."""
-    armor = find_all(data, BASE64_ARMOR)
-    if not armor:
-        return data
-    spans = sorted(base64_block(data, at) for hint in BASE64_PRIVATE_KEY
-                   for at in find_all(data, hint))
+def mask_base64_keys(data: bytes, armour: List[int]) -> bytes:
+    """Each base64 block holding a private key's PEM text, masked whole; `armour`: where
+    BASE64_ARMOR is, a key's hint is around one of them."""
+    spans = sorted(span for span in (base64_block(data, at) for at in armour
+                                     if any(hint in data[max(0, at - 24):at + 24]
+                                            for hint in BASE64_PRIVATE_KEY))
+                   if span[1] - span[0] >= MIN_KEY_BASE64)   # not the hint quoted alone
     if not spans:
         return data
     out: List[bytes] = []
@@ -642,15 +669,6 @@ def mask_base64_keys(data: bytes) -> bytes:
         done = end
     out.append(data[done:])
     return b"".join(out)
-
-
-def find_all(data: bytes, word: bytes) -> List[int]:
-    found = []
-    at = data.find(word)
-    while at >= 0:
-        found.append(at)
-        at = data.find(word, at + len(word))
-    return found
 
 
 def base64_block(data: bytes, at: int) -> Tuple[int, int]:
@@ -744,8 +762,9 @@ def mask_auth_scheme(match: "re.Match[str]") -> str:
 def redact_line(line: str, code: bool = False) -> str:
     """Each pattern only where its literal part is in the line: these patterns start with a
     lookbehind, so the regex engine tries them at every character of the line."""
-    if any(word in line for word in COMMAND_WORDS):
-        line = mask_commands(line)
+    if "mysql" in line or "mariadb" in line or "sshpass" in line or "redis-cli" in line or \
+            "wandb" in line or "docker" in line or "curl" in line:   # a chain of `in`, 4x
+        line = mask_commands(line)                                    # as fast as any()
     if "-" in line:
         line = sub_named(FLAG, line, code)
     if "=" in line or ":" in line:
@@ -783,7 +802,7 @@ def sub_named(pattern: "re.Pattern[str]", line: str, code: bool) -> str:
 def mask_named(match: "re.Match[str]", code: bool) -> str:
     name = match.group("name")
     routing = not is_secret_name(name)
-    if routing and not name.lower().endswith("routing_key"):
+    if routing and name[-3:].lower() != "key":   # most names: no routing_key either
         return match.group(0)
     at, value = credential_in(match)
     if routing and not is_routing_key(name, value) or not is_secret_value(name, value):
