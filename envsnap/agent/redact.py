@@ -629,8 +629,10 @@ def rare_first_searches(words: Tuple[bytes, ...]) -> Searches:
     first byte of a literal in a tight loop and stops only where it is: `ken(?<=token)` stops
     at each `k`, where bytes.find(b"token") stops at each `t`, `o`, `k`, `e` or `n`. Words
     with the same rarest byte share a regex (`cred|cret(?<=secret)`, one scan for both),
-    unless one could hide another's match: a tail that holds that byte again, or that starts
-    another tail. (No named groups: the engine would then try the regex at every byte.)
+    unless one could hide another's match: a tail that holds that byte again, or equals
+    another tail. One that starts another comes after it (`wandb|w(?<=pw)`): it hides that
+    one only where both end a word at the same byte (`pwandb`), and neither word is then a
+    hint's alone. (No named groups: the engine would then try the regex at every byte.)
     A word of AFTER_A_WORD is looked behind for the byte before it too (`key(?<=[a-z_.-]key)`):
     the 3 in 4 `key`s of code that follow no word then cost no step in Python."""
     groups: Dict[Tuple[bytes, ...], Dict[bytes, Tuple[bytes, int]]] = {}
@@ -638,16 +640,16 @@ def rare_first_searches(words: Tuple[bytes, ...]) -> Searches:
         anchor = max(range(len(word)), key=lambda at: BYTES_BY_FREQUENCY.find(word[at:at + 1]))
         tail = word[anchor:]
         shared = groups.get((tail[:1],), {})
-        alone = tail[:1] in tail[1:] or any(
-            other.startswith(tail) or tail.startswith(other) for other in shared)
+        alone = tail[:1] in tail[1:] or tail in shared
         groups.setdefault((tail[:1], word) if alone else (tail[:1],), {})[tail] = (word, anchor)
     def behind(word: bytes, anchor: int) -> bytes:
         if word in AFTER_A_WORD:
             return b"(?<=[a-z_.\\-]" + re.escape(word) + b")"
         return b"(?<=" + re.escape(word) + b")" if anchor else b""
     return tuple((re.compile(b"|".join(re.escape(tail) + behind(word, anchor)
-                                       for tail, (word, anchor) in by_tail.items())), by_tail)
-                 for by_tail in groups.values())
+                                       for tail, (word, anchor) in
+                                       sorted(by_tail.items(), key=lambda item: -len(item[0])))),
+                  by_tail) for by_tail in groups.values())
 
 
 def mask_base64_keys(data: bytes, armour: List[int]) -> bytes:
