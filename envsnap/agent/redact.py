@@ -6,17 +6,26 @@ masked before it leaves the host. The detector combines (README "Secrets"):
 - names: a value under a name whose last word is token, key, pass, pw, pwd, auth, secret,
   or that holds password, passwd, passphrase, secret, credential anywhere (`HF_TOKEN`,
   `DB_PASSWORD`, `HF_HUB_PW`, `--db-pass`); `*_KEY` except names of non-secret keys
-  (`PRIMARY_KEY`, `SORT_KEY`...); plural counts (`max_tokens`) and `tokenizer` are names;
+  (`PRIMARY_KEY`, `SORT_KEY`...) unless a service's (`PAGERDUTY_ROUTING_KEY`); plural counts
+  (`max_tokens`) and `tokenizer` are names, and so are `--password-stdin` and a number under
+  a measure (`PASSWORD_MIN_LENGTH=12`);
 - key/value and assignment shapes around such names in code, YAML, JSON, INI, .env and
-  shell: `password = "..."`, `password: ...`, `"token": "..."`, `--db-pass X`, `-p X` after
-  mysql-like clients;
-- URLs with user:password;
+  shell: `password = "..."`, `password: ...`, `"token": "..."`, `--db-pass X`; a header's
+  credential only (`-H 'Authorization: Basic X' https://...`: the scheme and the rest of the
+  command stay);
+- credentials on command lines by position: `-p X`/`-pX` after mysql-like clients and
+  `docker login`, `-a X` after redis-cli, `curl -u user:X`, `wandb login X`,
+  `wandb.login(key=...)`; .netrc (`machine H login U password X`) and .pgpass
+  (`host:port:db:user:X`) lines;
+- URLs with user:password; incoming webhooks of Slack, Discord, Teams (and its workflows'
+  signed URLs), PagerDuty, Zapier, IFTTT, Telegram, Mattermost and Rocket.Chat (`/hooks/ID`);
 - the documented token prefixes of GitHub, GitLab, Hugging Face, OpenAI, Anthropic, AWS,
-  Google, Stripe, Slack; JWTs; PEM private key blocks;
+  Google, Stripe, Slack, SendGrid, Mailgun, Twilio, Mailchimp, Brevo, Telegram; JWTs; PEM
+  private key blocks, and their base64 (kubeconfig `client-key-data`, a Helm value);
 - high-entropy strings in an assignment context (`x = "9fQ2..."`, NAME=value).
 
 It leaves alone what a diff needs: git SHAs and other hex digests, UUIDs, versions, package
-names, paths, numbers (token counts), base64 of text.
+names, paths, numbers (token counts), base64 of text and of certificates.
 
 A masked value becomes `<secret:` + 32 hex + `>` here: a digest of the value, so that equal
 secrets are equal markers. The controller replaces each with a short hash keyed by the
@@ -24,13 +33,15 @@ user's own masking key before anything is written (`rekey`): `<secret:4f2a09c1>`
 never travels to the host (a host's other users can read a process's arguments), and the
 unkeyed digest never reaches a disk.
 
-Cost (`bench/bench_masking.py --mb 5 --runs 5`, a 5.1 MB patch, a shared 2-core machine,
-three runs each, interleaved): 19-23 ms of CPU per MB, 8.2-9.2% of a 1.2 s `capture local`
-of that patch, where this detector as first written took 36-40 ms per MB (13.7-15.0%);
-recall 178/178 and 0/322 false positives both times. Most of a patch holds nothing to mask,
-so the text is scanned as bytes for what makes a line worth parsing (hint words, token
-prefixes, `://`), each from its rarest byte (rare_first_searches), and only those lines
-are parsed, once each for all kinds.
+Cost (`bench/bench_masking.py --mb 5 --runs 15`, a 5.1 MB patch, a shared 2-core machine):
+19-23 ms of CPU per MB with the first corpus's shapes, where this detector as first written
+took 36-40 ms per MB; with the second corpus's shapes 1.09-1.17x the detector before them,
+timed beside it in the same run (recall 178/178 and 189/189, 0/322 and 0/152 look-alikes
+changed, where the one before masked 86/189 and changed 55/152). Most of a patch holds
+nothing to mask, so the text is scanned as bytes for what makes a line worth parsing (hint
+words, token prefixes, `://`), each from its rarest byte (rare_first_searches), and only
+those lines are parsed, once each for all kinds; a new shape costs a scan only where no
+scan already finds it (`LS0t`, the base64 of `---`, rides on the token prefixes' `S` scan).
 """
 from __future__ import annotations
 
