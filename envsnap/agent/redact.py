@@ -53,13 +53,40 @@ import hashlib
 import hmac
 import math
 import re
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union, overload
+
+
+class LazyPattern:
+    """A regex compiled where it is first used, not at import: the controller imports this
+    module to rekey markers and runs few of its fifty patterns, and compiling them all cost
+    more than the rest of the import. Once compiled, its methods are the compiled pattern's
+    own, in this object's dict: a call costs what it costs on the pattern itself."""
+
+    METHODS = ("search", "match", "fullmatch", "finditer", "findall", "sub", "subn", "split")
+
+    def __init__(self, source: "str | bytes", flags: int) -> None:
+        self.source, self.source_flags = source, flags
+
+    def __getattr__(self, name: str) -> Any:   # only until compiled, and for the rest
+        compiled = re.compile(self.source, self.source_flags)
+        for method in self.METHODS:
+            setattr(self, method, getattr(compiled, method))
+        return getattr(compiled, name)
+
+
+@overload
+def lazy(source: str, flags: int = 0) -> "re.Pattern[str]": ...
+@overload
+def lazy(source: bytes, flags: int = 0) -> "re.Pattern[bytes]": ...
+def lazy(source: "str | bytes", flags: int = 0) -> Any:
+    return LazyPattern(source, flags)
+
 
 REDACTED = "<secret>"          # a secret masked without a key to hash it with
 MARKER_START = "<secret"
-TRANSIT_MARKER = re.compile(r"<secret:([0-9a-f]{32})>")
+TRANSIT_MARKER = lazy(r"<secret:([0-9a-f]{32})>")
 # `<redacted>`: what envsnap wrote before markers carried a hash
-MARKER = re.compile(r"<secret(?::[0-9a-f]{8}|:[0-9a-f]{32})?>|<redacted>")
+MARKER = lazy(r"<secret(?::[0-9a-f]{8}|:[0-9a-f]{32})?>|<redacted>")
 SHOWN_HASH_CHARS = 8
 
 # ---- names -------------------------------------------------------------------------------
@@ -78,7 +105,7 @@ SAFE_KEY_QUALIFIERS = {"public", "primary", "sort", "cache", "partition", "forei
                        "metric", "label", "name", "column", "field", "attr", "state", "dataset",
                        "table", "prefix", "sequence", "seq", "input", "output", "batch",
                        "cluster", "monkey", "turn"}
-NAME_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+NAME_WORD = lazy(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 
 def name_words(name: str) -> List[str]:
@@ -139,7 +166,7 @@ def counts_may_follow(name: str) -> bool:
 
 # ---- values a secret name may hold without being a secret --------------------------------
 
-NOT_A_VALUE = re.compile(
+NOT_A_VALUE = lazy(
     r"""(?ix)
     (?:true|false|none|null|nil|yes|no|on|off|undefined|empty|required|optional|\*{3,}|x{3,}|\.\.\.)$
     | [(\[{]                       # a call's or a literal's start: the value comes later
@@ -152,8 +179,8 @@ NOT_A_VALUE = re.compile(
          settings|kwargs|params)\b[.\[]
     | -*$
     """)
-IDENTIFIER_VALUE = re.compile(r"[A-Za-z_][\w.]*$")
-NUMBER = re.compile(r"[+-]?[0-9]+(?:\.[0-9]+)?(?:e[+-]?[0-9]+)?$", re.IGNORECASE)
+IDENTIFIER_VALUE = lazy(r"[A-Za-z_][\w.]*$")
+NUMBER = lazy(r"[+-]?[0-9]+(?:\.[0-9]+)?(?:e[+-]?[0-9]+)?$", re.IGNORECASE)
 
 
 def is_secret_value(name: str, value: str) -> bool:
@@ -168,7 +195,7 @@ def is_secret_value(name: str, value: str) -> bool:
 
 # ---- values that are secrets by their shape -------------------------------------------------
 
-TOKEN_PREFIXES = re.compile(
+TOKEN_PREFIXES = lazy(
     r"(?<![A-Za-z0-9_])(?:"
     r"gh[pousr]_[A-Za-z0-9]{30,}"                   # GitHub classic tokens
     r"|github_pat_[A-Za-z0-9_]{40,}"                # GitHub fine-grained
@@ -191,29 +218,29 @@ TOKEN_PREFIXES = re.compile(
 # Tokens whose fixed part is not at their start: tried at every character, a leading run of
 # digits would cost each line of hex (a git SHA) its length, so only on a line holding
 # their fixed part (`-us`, `:AA`).
-TOKEN_INFIX_SHAPES = re.compile(
+TOKEN_INFIX_SHAPES = lazy(
     r"(?<![A-Za-z0-9_])(?:"
     r"[0-9a-f]{32}-us[0-9]{1,2}"                    # Mailchimp (its data centre ends it)
     r"|[0-9]{8,10}:AA[A-Za-z0-9_-]{33}"             # Telegram bot token
     r")(?![A-Za-z0-9])")
 # In bytes: the text is masked as UTF-8 bytes (redact_text), and decoding 5 MB to run this
 # one pattern would cost twice what the pattern does.
-PEM_BLOCK = re.compile(rb"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
+PEM_BLOCK = lazy(rb"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
                        rb"[\s\S]*?(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\Z)")
 # `Authorization: Bearer <token>`: the scheme word is no secret, the word after it is.
 # (Opsgenie's is GenieKey, PagerDuty's `Token token=...`, Okta's SSWS, Discord's Bot.)
 AUTH_SCHEMES = ("Bearer", "bearer", "BEARER", "Basic", "GenieKey")
-AUTH_SCHEME = re.compile(r"(?<![\w-])(?:%s)[ \t]+(?P<value>[A-Za-z0-9._~+/-]{8,}=*)"
+AUTH_SCHEME = lazy(r"(?<![\w-])(?:%s)[ \t]+(?P<value>[A-Za-z0-9._~+/-]{8,}=*)"
                          % "|".join(AUTH_SCHEMES))
 HEADER_SCHEMES = {"bearer", "basic", "token", "digest", "geniekey", "ssws", "bot",
                   "apikey", "key", "oauth", "splunk", "negotiate", "hmac"}
-PEM_BODY = re.compile(r"[A-Za-z0-9+/=]{40,}")
-URL_CREDENTIALS = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^/@\s'\"]+)@")
+PEM_BODY = lazy(r"[A-Za-z0-9+/=]{40,}")
+URL_CREDENTIALS = lazy(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^/@\s'\"]+)@")
 # Incoming webhooks of chat and alerting services: the URL is the credential, so what
 # follows the service's fixed part is masked and the host kept (a report still says
 # "a Slack hook"). Mattermost and Rocket.Chat run on any host: a `/hooks/` id of 17+
 # letters and digits (theirs are 26 and 17) that is no word (mask_webhook).
-WEBHOOK = re.compile(
+WEBHOOK = lazy(
     r"(?P<service>hooks\.slack\.com/(?:services|workflows|triggers)/"
     r"|discord(?:app)?\.com/api(?:/v[0-9]+)?/webhooks/"
     r"|\.webhook\.office\.com/webhookb2/|outlook\.office(?:365)?\.com/webhook/"
@@ -244,24 +271,25 @@ AFTER_A_WORD = {b"key"}
 # cost less than a third of a bytes.find pass per prefix (and a regex that starts with a set
 # of bytes, `[_A-]`, is tested byte by byte: twice the four). A line found here holds no
 # token unless TOKEN_PREFIXES says so.
-TOKEN_PREFIX_HINTS = (
-    re.compile(rb"_(?:(?<=gh[pousr]_)|(?<=github_pat_)|(?<=hf_)|(?<=k_live_)|(?<=k_test_))"),
+TOKEN_PREFIX_HINT_SOURCES = (
+    rb"_(?:(?<=gh[pousr]_)|(?<=github_pat_)|(?<=hf_)|(?<=k_live_)|(?<=k_test_))",
     # (each alternative behind a test of one byte: there is a `-` every 80 bytes of code)
-    re.compile(rb"-(?:(?<=[tkypbars]-)(?:(?<=glpat-)|(?<=sk-)|(?<=xox[bpars]-)|(?<=xapp-)"
-               rb"|(?<=key-)|(?<=xkeysib-))|(?=[uU-])(?:us[0-9]|[uU][ \t]|-user[ \t=]))"),
-    re.compile(rb"A(?:KIA|SIA|Iza|C[0-9a-f]|A(?<=[0-9]:AA))"),
-    re.compile(rb"J(?<=eyJ)"),
-    re.compile(rb"S(?:G\.|K[0-9a-f]|0t(?<=LS0t))"))   # LS0t: BASE64_ARMOR
+    rb"-(?:(?<=[tkypbars]-)(?:(?<=glpat-)|(?<=sk-)|(?<=xox[bpars]-)|(?<=xapp-)"
+    rb"|(?<=key-)|(?<=xkeysib-))|(?=[uU-])(?:us[0-9]|[uU][ \t]|-user[ \t=]))",
+    rb"A(?:KIA|SIA|Iza|C[0-9a-f]|A(?<=[0-9]:AA))",
+    rb"J(?<=eyJ)",
+    rb"S(?:G\.|K[0-9a-f]|0t(?<=LS0t))")   # LS0t: BASE64_ARMOR
+TOKEN_PREFIX_HINTS = tuple(lazy(source) for source in TOKEN_PREFIX_HINT_SOURCES)
 # The same in one regex, for a short text: one scan costs less to start than four.
-TOKEN_PREFIX_HINTS_SHORT = re.compile(b"|".join(hint.pattern for hint in TOKEN_PREFIX_HINTS))
+TOKEN_PREFIX_HINTS_SHORT = lazy(b"|".join(TOKEN_PREFIX_HINT_SOURCES))
 QUOTED = r""""(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'"""
-ASSIGNMENT = re.compile(
+ASSIGNMENT = lazy(
     r"(?<![<\w.$-])(?P<name>[A-Za-z_][\w.-]*)(?P<close>[\"'\]]*)[ \t]*"
     r"(?P<sep>:=|=>|==|=|:(?![:/]))[ \t]*"
     r"(?P<value>(?:[bBrRuUfF]{1,2}(?=[\"']))?(?:" + QUOTED + r")"
     r"|(?:(?<=:)|(?<=: )|(?<=:\t))[^\s#'\"({\[][^#\n]*?(?=[ \t]+#|[ \t]*$|[,}\]]\s*$)"
     r"|[^\s'\",;&|)}\]]+)", re.MULTILINE)
-FLAG = re.compile(r"(?<![\w-])(?P<name>--?[A-Za-z][\w-]*)(?P<close>)(?P<sep>=|[ \t]+)"
+FLAG = lazy(r"(?<![\w-])(?P<name>--?[A-Za-z][\w-]*)(?P<close>)(?P<sep>=|[ \t]+)"
                   r"(?P<value>" + QUOTED + r"|[^\s'\"]+)")
 # Clients whose short flag takes a password (psql's -p is its port: PGPASSWORD or a URL
 # carries its password, and both are masked by name); a registry client's only after
@@ -274,25 +302,25 @@ USER_PASSWORD_FLAGS = ("-u", "--user", "-U", "--proxy-user")
 # Programs whose arguments carry a secret by position (secret_args); a line is searched for
 # them where it holds one of their names (redact_line: mysqldump holds mysql). A curl line
 # is one with a URL or a `-u ` (redact_trigger_line); the others' names are HINTS.
-COMMAND = re.compile(r"(?<![\w.-])(?P<program>mysql|mysqldump|mysqladmin|mysqlimport|mariadb|"
+COMMAND = lazy(r"(?<![\w.-])(?P<program>mysql|mysqldump|mysqladmin|mysqlimport|mariadb|"
                      r"sshpass|redis-cli|docker|curl|wandb)"
                      r"(?![\w-])(?P<args>[^\n|;&]*)")
 # One shell word: a run of unquoted characters and quoted strings (one character at a time
 # outside quotes: a repeated run inside the repetition would backtrack).
-SHELL_WORD = re.compile(r"""(?:[^\s'"]|"(?:\\.|[^"\\\n])*"|'[^'\n]*')+""")
-WANDB_LOGIN_CALL = re.compile(r"wandb\.login\([^)\n]*?\bkey[ \t]*=[ \t]*(?P<value>" + QUOTED + r")")
+SHELL_WORD = lazy(r"""(?:[^\s'"]|"(?:\\.|[^"\\\n])*"|'[^'\n]*')+""")
+WANDB_LOGIN_CALL = lazy(r"wandb\.login\([^)\n]*?\bkey[ \t]*=[ \t]*(?P<value>" + QUOTED + r")")
 # .netrc: `machine HOST login USER password SECRET`, on one line or with `password SECRET`
 # on a line of its own; .pgpass: `host:port:database:user:password`, a line of its own.
-NETRC = re.compile(r"(?P<context>(?<![\w-])(?:machine[ \t]+\S+|default)[ \t]+"
+NETRC = lazy(r"(?P<context>(?<![\w-])(?:machine[ \t]+\S+|default)[ \t]+"
                    r"(?:login[ \t]+\S+[ \t]+)?|(?<![\w-])login[ \t]+\S+[ \t]+|^[ \t+-]*)"
                    r"password[ \t]+(?P<value>\S+)(?P<alone>[ \t]*$)?")
-PGPASS = re.compile(r"^[+ -]?[ \t]*[\w.*\[\]-]+:(?:[0-9]{2,5}|\*):[^:\s]+:[^:\s]+:"
+PGPASS = lazy(r"^[+ -]?[ \t]*[\w.*\[\]-]+:(?:[0-9]{2,5}|\*):[^:\s]+:[^:\s]+:"
                     r"(?P<value>\S+)[ \t]*$")
 # Where a .pgpass line may be: `:5432:` (a port or `*` between colons), from its colon:
 # anywhere in a text below PGPASS_ANYWHERE bytes (a file, a bench tail, a value), and in a
 # longer one (a patch) where it names pgpass (a .pgpass file's diff header): a scan of
 # every colon of a 5 MB patch would cost more than all the other shapes added with it.
-PGPASS_HINT = re.compile(rb":(?:[0-9]{2,5}|\*):")
+PGPASS_HINT = lazy(rb":(?:[0-9]{2,5}|\*):")
 PGPASS_ANYWHERE = 1 << 20
 # A private key, base64 of its PEM text (kubeconfig client-key-data, a Helm value, a
 # Kubernetes Secret's tls.key): base64 of `PRIVATE KEY-----` at each of the three
@@ -303,24 +331,24 @@ BASE64_PRIVATE_KEY = (b"UFJJVkFURSBLRVktLS0tL", b"BSSVZBVEUgS0VZLS0tLS", b"QUklW
 BASE64_ARMOR = b"LS0t"
 MIN_KEY_BASE64 = 120   # the shortest, an Ed25519 key, is 119 bytes of PEM: 160 of base64
 BASE64_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=")
-BASE64_LINE = re.compile(rb"[+ -]?[ \t]*(?P<run>[A-Za-z0-9+/]{4,}={0,2})[ \t\r]*")
+BASE64_LINE = lazy(rb"[+ -]?[ \t]*(?P<run>[A-Za-z0-9+/]{4,}={0,2})[ \t\r]*")
 # PagerDuty's integration key under a queue's name for a key: 32 letters and digits.
-ROUTING_KEY_VALUE = re.compile(r"[A-Za-z0-9]*[0-9][A-Za-z0-9]*$")
+ROUTING_KEY_VALUE = lazy(r"[A-Za-z0-9]*[0-9][A-Za-z0-9]*$")
 
 # ---- high entropy in an assignment context -------------------------------------------------
 
 # `(?:...|)`, not `(?:...)?`: the same match, but a group repeat is slow in the engine.
 ASSIGNED_VALUE = rb">?[ \t]*(?:[bBrRuU]{0,2}[\"']|)(?P<value>[A-Za-z0-9+/_=.-]{20,})"
-ASSIGNED_RANDOM_BYTES = re.compile(rb"[=:]" + ASSIGNED_VALUE)
+ASSIGNED_RANDOM_BYTES = lazy(rb"[=:]" + ASSIGNED_VALUE)
 # Where ASSIGNED_RANDOM_BYTES may start, one regex per separator: each is scanned for its
 # first byte at memchr speed, where `[=:]` is tested byte by byte (twice the time on a
 # patch). A lookahead, so that every start is found, even one inside another's value.
-ASSIGNMENT_STARTS = (re.compile(rb"=(?=" + ASSIGNED_VALUE + rb")"),
-                     re.compile(rb":(?=" + ASSIGNED_VALUE + rb")"))
-HEX = re.compile(r"(?:(?:sha\d*|md5|blake2\w*)[:-])?[0-9a-fA-F]+$")
-UUID_ANYWHERE = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
-VERSION_LIKE = re.compile(r"v?[0-9]+(?:[.+_-][0-9A-Za-z]+)*$")
-PATH_LIKE = re.compile(r"(?:[/~.]|[A-Za-z]:\\)|[\w.-]+(?:/[\w.-]+)+/?$")
+ASSIGNMENT_STARTS = (lazy(rb"=(?=" + ASSIGNED_VALUE + rb")"),
+                     lazy(rb":(?=" + ASSIGNED_VALUE + rb")"))
+HEX = lazy(r"(?:(?:sha\d*|md5|blake2\w*)[:-])?[0-9a-fA-F]+$")
+UUID_ANYWHERE = lazy(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
+VERSION_LIKE = lazy(r"v?[0-9]+(?:[.+_-][0-9A-Za-z]+)*$")
+PATH_LIKE = lazy(r"(?:[/~.]|[A-Za-z]:\\)|[\w.-]+(?:/[\w.-]+)+/?$")
 
 
 def char_class(char: str) -> int:
@@ -329,8 +357,8 @@ def char_class(char: str) -> int:
 
 # For ASCII, char_class by regex: a loop over characters in Python costs more than all
 # the other tests of looks_random together, on the thousand candidates of a 5 MB patch.
-ASCII_KINDS = (re.compile("[a-z]"), re.compile("[A-Z]"), re.compile("[0-9]"))
-ASCII_CLASS_RUNS = re.compile("[a-z]+|[A-Z]+|[0-9]+|[^a-zA-Z0-9]+")
+ASCII_KINDS = (lazy("[a-z]"), lazy("[A-Z]"), lazy("[0-9]"))
+ASCII_CLASS_RUNS = lazy("[a-z]+|[A-Z]+|[0-9]+|[^a-zA-Z0-9]+")
 
 
 def char_kinds(value: str) -> int:
@@ -456,7 +484,7 @@ def holds_marker(value: str) -> bool:
 CODE_SUFFIXES = (".py", ".pyi", ".pyx", ".js", ".mjs", ".ts", ".tsx", ".jsx", ".go", ".rs",
                  ".c", ".h", ".cc", ".cpp", ".cxx", ".hpp", ".cu", ".cuh", ".java", ".kt",
                  ".scala", ".rb", ".php", ".cs", ".swift", ".lua", ".jl")
-DIFF_HEADER_BYTES = re.compile(rb"diff --git (?:\"?a/)?(?P<path>[^\n]*?)\"? (?:\"?b/)")
+DIFF_HEADER_BYTES = lazy(rb"diff --git (?:\"?a/)?(?P<path>[^\n]*?)\"? (?:\"?b/)")
 
 
 def is_code_path(path: str) -> bool:
@@ -1014,9 +1042,9 @@ def redact_argv(argv: List[str]) -> List[str]:
 
 # ---- source code (sitecustomize, .pth) --------------------------------------------------------
 
-ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*$")
-QUOTED_LITERAL = re.compile(r"""(?P<q>['"])(?P<body>(?:\\.|(?!(?P=q)).)*)(?P=q)""")
-IDENTIFIER = re.compile(r"[A-Za-z_][\w-]*")
+ENV_NAME = lazy(r"[A-Z_][A-Z0-9_]*$")
+QUOTED_LITERAL = lazy(r"""(?P<q>['"])(?P<body>(?:\\.|(?!(?P=q)).)*)(?P=q)""")
+IDENTIFIER = lazy(r"[A-Za-z_][\w-]*")
 
 
 def names_a_secret(line: str) -> bool:
