@@ -152,6 +152,10 @@ def test_clients_argv() -> None:
     assert redact_argv(["app", "--password-min-length", "12"])[2] == "12"
     assert redact_argv(["docker", "login", "--password-stdin", "r.example.com"])[3] == \
         "r.example.com"
+    assert redact_argv(["python", "-m", "wandb", "login", HEX32])[4] == REDACTED
+    assert redact_argv(["bash", "-c", "curl -u ada:Hunter22x https://x"])[2] == \
+        f"curl -u ada:{REDACTED} https://x"
+    assert redact_text("password: basic words here") == f"password: {REDACTED}"
 
 
 def test_code_keeps_variables_and_masks_literals() -> None:
