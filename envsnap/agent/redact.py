@@ -317,9 +317,9 @@ WANDB_LOGIN_CALL = lazy(r"wandb\.login\([^)\n]*?\bkey[ \t]*=[ \t]*(?P<value>" + 
 # on a line of its own; .pgpass: `host:port:database:user:password`, a line of its own.
 NETRC = lazy(r"(?P<context>(?<![\w-])(?:machine[ \t]+\S+|default)[ \t]+"
                    r"(?:login[ \t]+\S+[ \t]+)?|(?<![\w-])login[ \t]+\S+[ \t]+|^[ \t+-]*)"
-                   r"password[ \t]+(?P<value>\S+)(?P<alone>[ \t]*$)?")
+                   r"password[ \t]+(?P<value>\S+)(?P<alone>[ \t\r]*$)?")
 PGPASS = lazy(r"^[+ -]?[ \t]*[\w.*\[\]-]+:(?:[0-9]{2,5}|\*):[^:\s]+:[^:\s]+:"
-                    r"(?P<value>\S+)[ \t]*$")
+                    r"(?P<value>\S+)[ \t\r]*$")
 # Where a .pgpass line may be: `:5432:` (a port or `*` between colons), from its colon:
 # anywhere in a text below PGPASS_ANYWHERE bytes (a file, a bench tail, a value), and in a
 # longer one (a patch) where it names pgpass (a .pgpass file's diff header): a scan of

@@ -100,6 +100,7 @@ CERT_B64 = base64.b64encode(("-----BEGIN CERTIFICATE-----\n" + "MIIB" * 40 +
     ("machine api.example.com login ada password Hunter22x", "Hunter22x"),
     ("machine h\n  login ada\n  password Hunter22x\n", "Hunter22x"),
     ("db.internal:5432:bench:ada:Hunter22x", "Hunter22x"),
+    ("db:5432:x:ada:Hunter22x\r\nmachine h\r\n  password Hunter22y\r\n", "Hunter22"),
     ("client-key-data: " + KEY_B64, KEY_B64[100:140]),
     ("tls.key: |\n" + "".join("    " + KEY_B64[at:at + 76] + "\n"
                                for at in range(0, len(KEY_B64), 76)), KEY_B64[152:228]),
