@@ -322,7 +322,7 @@ PGPASS = lazy(r"^[+ -]?[ \t]*[\w.*\[\]-]+:(?:[0-9]{2,5}|\*):[^:\s]+:[^:\s]+:"
                     r"(?P<value>\S+)[ \t\r]*$")
 # Where a .pgpass line may be: `:5432:` (a port or `*` between colons), from its colon:
 # anywhere in a text below PGPASS_ANYWHERE bytes (a file, a bench tail, a value), and in a
-# longer one (a patch) where it names pgpass (a .pgpass file's diff header): a scan of
+# longer one (a patch) where a diff header names a pgpass file: a scan of
 # every colon of a 5 MB patch would cost more than all the other shapes added with it.
 PGPASS_HINT = lazy(rb":(?:[0-9]{2,5}|\*):")
 PGPASS_ANYWHERE = 1 << 20
@@ -568,10 +568,12 @@ def trigger_lines(data: bytes) -> Tuple[Dict[int, Tuple[int, int]], List[int]]:
     armour = [hit for hit in prefix_hits if data.startswith(BASE64_ARMOR[1:], hit)]
     lines: Dict[int, Tuple[int, int]] = {}
     lowered = data.lower()
+    hint_hits = literal_hits(lowered, HINTS)
     pgpass_hits = [hint.start() for hint in PGPASS_HINT.finditer(data)] \
-        if len(data) < PGPASS_ANYWHERE or b"pgpass" in lowered else []
+        if len(data) < PGPASS_ANYWHERE or any(in_pgpass_header(lowered, hit)
+                                              for hit in hint_hits) else []
     for kind, hits in ((TOKEN_PREFIX, prefix_hits), (URL, literal_hits(data, (b"://",))),
-                       (HINT, literal_hits(lowered, HINTS)), (HINT, pgpass_hits)):
+                       (HINT, hint_hits), (HINT, pgpass_hits)):
         end = -1
         for hit in hits:
             if hit < end:
@@ -581,6 +583,12 @@ def trigger_lines(data: bytes) -> Tuple[Dict[int, Tuple[int, int]], List[int]]:
             end = len(data) if end < 0 else end
             lines[start] = (end, lines.get(start, (end, 0))[1] | kind)
     return lines, armour
+
+
+def in_pgpass_header(lowered: bytes, hit: int) -> bool:
+    """Whether the hint word at `hit` is the `pass` of a diff header naming a pgpass file."""
+    return lowered[hit - 2:hit] == b"pg" and \
+        lowered.startswith(b"diff --git ", lowered.rfind(b"\n", 0, hit) + 1)
 
 
 def rebuilt(data: bytes, lines: Dict[int, Tuple[int, int]], code_at: Callable[[int], bool]

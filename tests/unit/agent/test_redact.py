@@ -144,6 +144,14 @@ def test_a_masked_header_keeps_the_rest_of_the_command() -> None:
         f'-H "X-Api-Key: {REDACTED}" https://x'
 
 
+def test_a_pgpass_file_in_a_long_patch() -> None:
+    """Beyond 1 MiB, .pgpass lines are looked for where a diff header names a pgpass file."""
+    filler = "+x = 1\n" * 200_000
+    patch = ("diff --git a/src/x.py b/src/x.py\n" + filler +
+             "diff --git a/home/.pgpass b/home/.pgpass\n+db:5432:x:ada:Hunter22x\n")
+    assert "Hunter22x" not in redact_patch(patch)
+
+
 def test_clients_argv() -> None:
     assert redact_argv(["curl", "-u", "ada:Hunter22x", "https://x"]) == \
         ["curl", "-u", f"ada:{REDACTED}", "https://x"]
