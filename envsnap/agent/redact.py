@@ -36,7 +36,7 @@ unkeyed digest never reaches a disk.
 Cost (`bench/bench_masking.py --mb 5 --runs 15`, a 5.1 MB patch, a shared 2-core machine):
 19-23 ms of CPU per MB with the first corpus's shapes, where this detector as first written
 took 36-40 ms per MB; with the second corpus's shapes 25.8-28.4 ms per MB, 1.15-1.20x the
-detector before them (22.2-23.9) timed beside it in the same run, three runs (recall
+detector before them (22.2-23.9) timed beside it in the same run, five runs (recall
 178/178 and 189/189, 0/322 and 0/152 look-alikes changed, where the one before masked
 86/189 and changed 55/152). Most of a patch holds nothing to mask, so the text is scanned
 as bytes for what makes a line worth parsing (hint words, token prefixes, `://`), each
