@@ -1,6 +1,7 @@
-"""Secret masking on the corpus (tests/data/secrets/corpus.json): recall, false positives, cost.
+"""Secret masking on the corpora (tests/data/secrets*/corpus.json): recall, false positives, cost.
 
-    python bench/bench_masking.py [--mb 5] [--runs 3] [--no-capture]
+    python bench/bench_masking.py [--mb 5] [--runs 3] [--no-capture] [--baseline REV]
+                                  [--baseline-source FILE]
 
 - recall: planted secrets that no longer show after masking, by channel and overall, each
   channel masked the way the agent masks it (a patch by its files, a file by its name, a
@@ -9,11 +10,18 @@
   package names, paths) that did not survive as they were;
 - cost: seconds of masking per MB of patch text, on a patch of --mb MB (the corpus files and
   envsnap's own sources, changed), against a real `envsnap capture local` of a repository
-  holding that same patch (median of --runs); the target is at most 10% of the capture.
+  holding that same patch (median of --runs); the target is at most 10% of the capture;
+- against a baseline: the detector of commit --baseline (read from git, not imported from
+  the work tree; or from --baseline-source, a copy of it, where there is no git), on the
+  same patch in the same run, the two timed in turn (median of
+  --runs each): the cost per MB of both and their ratio (target: at most 1.2x), the recall
+  of the baseline on each corpus, and the time to import each (its own, in a fresh
+  interpreter, bytecode cached, the least of 15).
 """
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -21,15 +29,22 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from envsnap.agent import redact  # noqa: E402
+from envsnap.agent import redact as current  # noqa: E402
 
-CORPUS = ROOT / "tests" / "data" / "secrets" / "corpus.json"
+Detector = types.ModuleType   # envsnap/agent/redact.py, of this tree or of the baseline
+
+CORPORA = [ROOT / "tests" / "data" / "secrets" / "corpus.json",
+           ROOT / "tests" / "data" / "secrets-shapes" / "corpus.json"]
+# main when the second corpus was added: the detector before it knew webhooks, mail keys,
+# .netrc/.pgpass, base64 keys and command lines
+BASELINE = "e4c9853f945868151a3a60fa67664593a081ebc0"
 
 
 def as_patch(files: dict[str, str]) -> str:
@@ -43,7 +58,7 @@ def as_patch(files: dict[str, str]) -> str:
     return "".join(parts)
 
 
-def masked_channels(channels: dict[str, Any]) -> dict[str, str]:
+def masked_channels(redact: Detector, channels: dict[str, Any]) -> dict[str, str]:
     """Each channel's text as the agent returns it."""
     shown = {
         "patch": redact.redact_patch(as_patch(channels["tracked"])),
@@ -54,6 +69,9 @@ def masked_channels(channels: dict[str, Any]) -> dict[str, str]:
         "reflog": "\n".join(map(redact.redact_text, channels["reflog"])),
         "remote": "\n".join(map(redact.redact_text, channels["remotes"].values())),
         "worker_argv": "\n".join(redact.redact_argv(["python", *channels["worker_argv"]])),
+        "command_argv": "\n".join("\n".join(redact.redact_argv(argv))
+                                  for argv in channels.get("commands", [])),
+        "crash_log": "\n".join(redact.redact_argv(channels.get("crash_argv", []))),
         "sitecustomize": redact.redact_code(channels["sitecustomize"]),
         "pth": redact.redact_code(channels["pth"]),
         "bench_cmd": redact.redact_text(channels["bench_cmd"]),
@@ -67,13 +85,14 @@ def masked_channels(channels: dict[str, Any]) -> dict[str, str]:
     return shown
 
 
-def quality(corpus: dict[str, Any]) -> dict[str, Any]:
-    shown = masked_channels(corpus["channels"])
-    everything = "\n".join(shown.values())
+def quality(redact: Detector, corpus: dict[str, Any]) -> dict[str, Any]:
+    """Planted values that show anywhere in what the detector returns (a file's value is
+    planted under env_file or config_file, carried by the patch and the untracked files)."""
+    everything = "\n".join(masked_channels(redact, corpus["channels"]).values())
     by_channel: dict[str, list[int]] = {}
     leaked = []
     for entry in corpus["planted"]:
-        found = entry["value"] in shown[entry["channel"]] or entry["value"] in everything
+        found = entry["value"] in everything
         counts = by_channel.setdefault(entry["channel"], [0, 0])
         counts[0] += not found
         counts[1] += 1
@@ -106,14 +125,54 @@ def big_patch(corpus: dict[str, Any], megabytes: float) -> dict[str, str]:
     return files
 
 
-def masking_seconds(patch: str, runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        redact.redact_patch.cache_clear()   # each run masks anew
-        started = time.process_time()
-        redact.redact_patch(patch)
-        times.append(time.process_time() - started)
-    return statistics.median(times)
+def masking_seconds(detectors: list[Detector], patch: str, runs: int) -> list[list[float]]:
+    """CPU seconds to mask `patch`, `runs` times, for each detector: timed in turn, run
+    after run, so that a busy machine slows both alike (and which goes first alternates)."""
+    times: list[list[float]] = [[] for _ in detectors]
+    for run in range(runs):
+        pairs = list(zip(detectors, times))
+        for redact, taken in pairs[::-1] if run % 2 else pairs:
+            redact.redact_patch.cache_clear()   # each run masks anew
+            gc.collect()   # as timeit: no collection of the other's garbage inside a run
+            gc.disable()
+            started = time.process_time()
+            redact.redact_patch(patch)
+            taken.append(time.process_time() - started)
+            gc.enable()
+    return times
+
+
+def baseline_source(revision: str) -> str:
+    return subprocess.run(["git", "-C", str(ROOT), "show", f"{revision}:envsnap/agent/redact.py"],
+                          check=True, capture_output=True, text=True).stdout
+
+
+def load_detector(source: str, name: str) -> Detector:
+    """The detector from its source text (it imports only the standard library)."""
+    module = types.ModuleType(name)
+    sys.modules[name] = module   # dataclasses and typing look their module up
+    exec(compile(source, f"{name}.py", "exec"), module.__dict__)
+    return module
+
+
+def import_seconds(sources: list[str], repeats: int = 15) -> list[float]:
+    """Seconds each source takes to import as a module of its own (-X importtime's self
+    time: not the standard library it imports), in a fresh interpreter, bytecode cached (as
+    an installed envsnap's is); the least of `repeats`, taken in turn."""
+    times: list[list[float]] = [[] for _ in sources]
+    with tempfile.TemporaryDirectory() as folder:
+        for number, source in enumerate(sources):
+            Path(folder, f"detector{number}.py").write_text(source)
+        subprocess.run([sys.executable, "-m", "compileall", "-q", folder], check=True)
+        for _ in range(repeats):
+            for number, taken in enumerate(times):
+                done = subprocess.run([sys.executable, "-X", "importtime", "-c",
+                                       f"import detector{number}"], cwd=folder, check=True,
+                                      capture_output=True, text=True)
+                line = next(line for line in done.stderr.splitlines()
+                            if line.endswith(f" detector{number}"))
+                taken.append(int(line.split("|")[0].split(":")[1]) / 1e6)
+    return [min(taken) for taken in times]
 
 
 def capture_seconds(files: dict[str, str], runs: int) -> float:
@@ -145,31 +204,55 @@ def capture_seconds(files: dict[str, str], runs: int) -> float:
         return statistics.median(times)
 
 
+def report_quality(name: str, found: dict[str, Any], detail: bool) -> None:
+    print(f"{name}: {found['masked']}/{found['planted']} planted secrets masked "
+          f"({found['recall']:.1%}), {len(found['benign_lost'])}/{found['benign']} "
+          f"look-alikes changed ({found['false_positive_rate']:.1%})")
+    if not detail:
+        return
+    for channel, (masked, total) in sorted(found["by_channel"].items()):
+        print(f"  {channel:14} {masked}/{total}")
+    for leak in found["leaked"]:
+        print(f"  LEAKED {leak}")
+    for lost in found["benign_lost"]:
+        print(f"  CHANGED {lost}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--mb", type=float, default=5.0)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--no-capture", action="store_true", help="skip the capture timing")
+    parser.add_argument("--baseline", default=BASELINE,
+                        help="the commit whose detector to compare with (default: %(default)s)")
+    parser.add_argument("--baseline-source", type=Path,
+                        help="the baseline detector's source file (instead of --baseline)")
     args = parser.parse_args()
-    redact.emit_digests()   # as in the agent
-    corpus = json.loads(CORPUS.read_text())
-    found = quality(corpus)
-    print(f"recall: {found['masked']}/{found['planted']} planted secrets masked "
-          f"({found['recall']:.1%})")
-    for channel, (masked, total) in sorted(found["by_channel"].items()):
-        print(f"  {channel:14} {masked}/{total}")
-    for leak in found["leaked"]:
-        print(f"  LEAKED {leak}")
-    print(f"false positives: {len(found['benign_lost'])}/{found['benign']} benign values "
-          f"changed ({found['false_positive_rate']:.1%})")
-    for lost in found["benign_lost"]:
-        print(f"  CHANGED {lost}")
-    files = big_patch(corpus, args.mb)
+    old_source = args.baseline_source.read_text() if args.baseline_source else \
+        baseline_source(args.baseline)
+    baseline = load_detector(old_source, "baseline_redact")
+    for redact in (current, baseline):
+        redact.emit_digests()   # as in the agent
+    corpora = [json.loads(path.read_text()) for path in CORPORA]
+    for path, corpus in zip(CORPORA, corpora):
+        where = path.parent.name
+        report_quality(f"{where}, this tree", quality(current, corpus), detail=True)
+        report_quality(f"{where}, baseline {args.baseline[:9]}", quality(baseline, corpus),
+                       detail=False)
+    files = big_patch(corpora[0], args.mb)
     patch = as_patch(files)
     megabytes = len(patch.encode()) / 1e6
-    seconds = masking_seconds(patch, args.runs)
+    now, then = masking_seconds([current, baseline], patch, args.runs)
+    seconds, before = statistics.median(now), statistics.median(then)
     print(f"masking: {seconds:.3f} s CPU for a {megabytes:.1f} MB patch "
-          f"({seconds / megabytes * 1000:.0f} ms per MB)")
+          f"({seconds / megabytes * 1000:.1f} ms per MB); baseline "
+          f"{before / megabytes * 1000:.1f} ms per MB: {seconds / before:.2f}x "
+          f"(target: at most 1.2x); least disturbed runs: {min(now) / megabytes * 1000:.1f} "
+          f"and {min(then) / megabytes * 1000:.1f} ms per MB, {min(now) / min(then):.2f}x")
+    new_import, old_import = import_seconds([(ROOT / "envsnap" / "agent" / "redact.py")
+                                             .read_text(), old_source])
+    print(f"import of the detector (its own time): {new_import * 1000:.1f} ms; baseline "
+          f"{old_import * 1000:.1f} ms")
     if not args.no_capture:
         capture = capture_seconds(files, args.runs)
         print(f"capture local of that patch: {capture:.2f} s; masking is "

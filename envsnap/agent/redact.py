@@ -6,17 +6,26 @@ masked before it leaves the host. The detector combines (README "Secrets"):
 - names: a value under a name whose last word is token, key, pass, pw, pwd, auth, secret,
   or that holds password, passwd, passphrase, secret, credential anywhere (`HF_TOKEN`,
   `DB_PASSWORD`, `HF_HUB_PW`, `--db-pass`); `*_KEY` except names of non-secret keys
-  (`PRIMARY_KEY`, `SORT_KEY`...); plural counts (`max_tokens`) and `tokenizer` are names;
+  (`PRIMARY_KEY`, `SORT_KEY`...) unless a service's (`PAGERDUTY_ROUTING_KEY`); plural counts
+  (`max_tokens`) and `tokenizer` are names, and so are `--password-stdin` and a number under
+  a measure (`PASSWORD_MIN_LENGTH=12`);
 - key/value and assignment shapes around such names in code, YAML, JSON, INI, .env and
-  shell: `password = "..."`, `password: ...`, `"token": "..."`, `--db-pass X`, `-p X` after
-  mysql-like clients;
-- URLs with user:password;
+  shell: `password = "..."`, `password: ...`, `"token": "..."`, `--db-pass X`; a header's
+  credential only (`-H 'Authorization: Basic X' https://...`: the scheme and the rest of the
+  command stay);
+- credentials on command lines by position: `-p X`/`-pX` after mysql-like clients and
+  `docker login`, `-a X` after redis-cli, `curl -u user:X`, `wandb login X`,
+  `wandb.login(key=...)`; .netrc (`machine H login U password X`) and .pgpass
+  (`host:port:db:user:X`) lines;
+- URLs with user:password; incoming webhooks of Slack, Discord, Teams (and its workflows'
+  signed URLs), PagerDuty, Zapier, IFTTT, Telegram, Mattermost and Rocket.Chat (`/hooks/ID`);
 - the documented token prefixes of GitHub, GitLab, Hugging Face, OpenAI, Anthropic, AWS,
-  Google, Stripe, Slack; JWTs; PEM private key blocks;
+  Google, Stripe, Slack, SendGrid, Mailgun, Twilio, Mailchimp, Brevo, Telegram; JWTs; PEM
+  private key blocks, and their base64 (kubeconfig `client-key-data`, a Helm value);
 - high-entropy strings in an assignment context (`x = "9fQ2..."`, NAME=value).
 
 It leaves alone what a diff needs: git SHAs and other hex digests, UUIDs, versions, package
-names, paths, numbers (token counts), base64 of text.
+names, paths, numbers (token counts), base64 of text and of certificates.
 
 A masked value becomes `<secret:` + 32 hex + `>` here: a digest of the value, so that equal
 secrets are equal markers. The controller replaces each with a short hash keyed by the
@@ -24,13 +33,18 @@ user's own masking key before anything is written (`rekey`): `<secret:4f2a09c1>`
 never travels to the host (a host's other users can read a process's arguments), and the
 unkeyed digest never reaches a disk.
 
-Cost (`bench/bench_masking.py --mb 5 --runs 5`, a 5.1 MB patch, a shared 2-core machine,
-three runs each, interleaved): 19-23 ms of CPU per MB, 8.2-9.2% of a 1.2 s `capture local`
-of that patch, where this detector as first written took 36-40 ms per MB (13.7-15.0%);
-recall 178/178 and 0/322 false positives both times. Most of a patch holds nothing to mask,
-so the text is scanned as bytes for what makes a line worth parsing (hint words, token
-prefixes, `://`), each from its rarest byte (rare_first_searches), and only those lines
-are parsed, once each for all kinds.
+Cost (`bench/bench_masking.py --mb 5 --runs 15`, a 5.1 MB patch, a shared 2-core machine):
+19-23 ms of CPU per MB with the first corpus's shapes, where this detector as first written
+took 36-40 ms per MB; with the second corpus's shapes 25.8-28.4 ms per MB, 1.15-1.20x the
+detector before them (22.2-23.9) timed beside it in the same run, five runs (recall
+178/178 and 189/189, 0/322 and 0/152 look-alikes changed, where the one before masked
+86/189 and changed 55/152). Most of a patch holds nothing to mask, so the text is scanned
+as bytes for what makes a line worth parsing (hint words, token prefixes, `://`), each
+from its rarest byte (rare_first_searches), and only those lines are parsed, once each for
+all kinds; a new shape costs a scan only where no scan already finds it (`LS0t`, the
+base64 of `---`, rides on the token prefixes' `S` scan). Each pattern is compiled where it
+is first used (LazyPattern): importing this module took 1.7 ms of its own where it took
+5.4 ms with half as many patterns compiled at import.
 """
 from __future__ import annotations
 
@@ -42,13 +56,40 @@ import hashlib
 import hmac
 import math
 import re
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union, overload
+
+
+class LazyPattern:
+    """A regex compiled where it is first used, not at import: the controller imports this
+    module to rekey markers and runs few of its fifty patterns, and compiling them all cost
+    more than the rest of the import. Once compiled, its methods are the compiled pattern's
+    own, in this object's dict: a call costs what it costs on the pattern itself."""
+
+    METHODS = ("search", "match", "fullmatch", "finditer", "findall", "sub", "subn", "split")
+
+    def __init__(self, source: "str | bytes", flags: int) -> None:
+        self.source, self.source_flags = source, flags
+
+    def __getattr__(self, name: str) -> Any:   # only until compiled, and for the rest
+        compiled = re.compile(self.source, self.source_flags)
+        for method in self.METHODS:
+            setattr(self, method, getattr(compiled, method))
+        return getattr(compiled, name)
+
+
+@overload
+def lazy(source: str, flags: int = 0) -> "re.Pattern[str]": ...
+@overload
+def lazy(source: bytes, flags: int = 0) -> "re.Pattern[bytes]": ...
+def lazy(source: "str | bytes", flags: int = 0) -> Any:
+    return LazyPattern(source, flags)
+
 
 REDACTED = "<secret>"          # a secret masked without a key to hash it with
 MARKER_START = "<secret"
-TRANSIT_MARKER = re.compile(r"<secret:([0-9a-f]{32})>")
+TRANSIT_MARKER = lazy(r"<secret:([0-9a-f]{32})>")
 # `<redacted>`: what envsnap wrote before markers carried a hash
-MARKER = re.compile(r"<secret(?::[0-9a-f]{8}|:[0-9a-f]{32})?>|<redacted>")
+MARKER = lazy(r"<secret(?::[0-9a-f]{8}|:[0-9a-f]{32})?>|<redacted>")
 SHOWN_HASH_CHARS = 8
 
 # ---- names -------------------------------------------------------------------------------
@@ -67,7 +108,7 @@ SAFE_KEY_QUALIFIERS = {"public", "primary", "sort", "cache", "partition", "forei
                        "metric", "label", "name", "column", "field", "attr", "state", "dataset",
                        "table", "prefix", "sequence", "seq", "input", "output", "batch",
                        "cluster", "monkey", "turn"}
-NAME_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+NAME_WORD = lazy(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 
 def name_words(name: str) -> List[str]:
@@ -75,9 +116,24 @@ def name_words(name: str) -> List[str]:
     return [word.lower() for word in NAME_WORD.findall(name)]
 
 
+# `--password-stdin`, `--password-prompt`: where the secret comes from, not the secret.
+SWITCH_WORDS = {"stdin", "prompt"}
+# Services whose keys and tokens are credentials whatever qualifies them: PagerDuty's
+# `routing_key` is its integration key, where a message queue's routing key is a topic.
+SERVICE_WORDS = {"pagerduty", "opsgenie", "sendgrid", "mailgun", "mailchimp", "mandrill",
+                 "postmark", "sparkpost", "brevo", "sendinblue", "twilio", "vonage", "nexmo",
+                 "plivo", "messagebird", "slack", "discord", "mattermost", "telegram"}
+# A number under a name ending in one of these measures the secret, it is not the secret:
+# PASSWORD_MIN_LENGTH=12, SECRET_ROTATION_DAYS=90, --password-max 64.
+MEASURE_WORDS = {"length", "len", "min", "max", "minimum", "maximum", "size", "count", "ttl",
+                 "timeout", "days", "hours", "minutes", "seconds", "secs", "retries",
+                 "attempts", "rounds", "iterations", "iters", "bits", "bytes", "limit", "age",
+                 "expiry", "lifetime", "interval", "digits", "chars", "history", "port"}
+
+
 def is_secret_name(name: str) -> bool:
     words = name_words(name)
-    if not words:
+    if not words or words[-1] in SWITCH_WORDS:
         return False
     if any(word in STRONG_WORDS for word in words):
         return True
@@ -85,7 +141,8 @@ def is_secret_name(name: str) -> bool:
     if last not in LAST_WORDS:
         return False
     if last == "key":
-        return len(words) > 1 and words[-2] not in SAFE_KEY_QUALIFIERS
+        return len(words) > 1 and (words[-2] not in SAFE_KEY_QUALIFIERS or
+                                   any(word in SERVICE_WORDS for word in words))
     if last in ("sig", "signature"):
         return len(words) > 1 and words[-2] in ("api", "aws", "request", "hmac", "url")
     return True
@@ -112,7 +169,7 @@ def counts_may_follow(name: str) -> bool:
 
 # ---- values a secret name may hold without being a secret --------------------------------
 
-NOT_A_VALUE = re.compile(
+NOT_A_VALUE = lazy(
     r"""(?ix)
     (?:true|false|none|null|nil|yes|no|on|off|undefined|empty|required|optional|\*{3,}|x{3,}|\.\.\.)$
     | [(\[{]                       # a call's or a literal's start: the value comes later
@@ -125,8 +182,8 @@ NOT_A_VALUE = re.compile(
          settings|kwargs|params)\b[.\[]
     | -*$
     """)
-IDENTIFIER_VALUE = re.compile(r"[A-Za-z_][\w.]*$")
-NUMBER = re.compile(r"[+-]?[0-9]+(?:\.[0-9]+)?(?:e[+-]?[0-9]+)?$", re.IGNORECASE)
+IDENTIFIER_VALUE = lazy(r"[A-Za-z_][\w.]*$")
+NUMBER = lazy(r"[+-]?[0-9]+(?:\.[0-9]+)?(?:e[+-]?[0-9]+)?$", re.IGNORECASE)
 
 
 def is_secret_value(name: str, value: str) -> bool:
@@ -134,14 +191,14 @@ def is_secret_value(name: str, value: str) -> bool:
     if not bare or NOT_A_VALUE.match(bare) or MARKER.search(bare):
         return False
     if NUMBER.match(bare):
-        return not counts_may_follow(name)
+        return not counts_may_follow(name) and not MEASURE_WORDS & set(name_words(name)[-1:])
     # `token = token`, `SERVER_AUTH: "serverAuth"`: the name again, not a value
     return not set(name_words(bare)) <= set(name_words(name))
 
 
 # ---- values that are secrets by their shape -------------------------------------------------
 
-TOKEN_PREFIXES = re.compile(
+TOKEN_PREFIXES = lazy(
     r"(?<![A-Za-z0-9_])(?:"
     r"gh[pousr]_[A-Za-z0-9]{30,}"                   # GitHub classic tokens
     r"|github_pat_[A-Za-z0-9_]{40,}"                # GitHub fine-grained
@@ -154,17 +211,49 @@ TOKEN_PREFIXES = re.compile(
     r"|AIza[A-Za-z0-9_-]{35}"                       # Google API key
     r"|(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}"    # Stripe secret and restricted keys
     r"|xox[bpars]-[A-Za-z0-9-]{10,}"                # Slack
+    r"|xapp-[0-9]-[A-Za-z0-9-]{10,}"                # Slack app-level token
     r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"  # JWT
+    r"|SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}"     # SendGrid
+    r"|key-[0-9a-f]{32}"                            # Mailgun
+    r"|(?:AC|SK)[0-9a-f]{32}"                       # Twilio account and API key SIDs
+    r"|xkeysib-[0-9a-f]{64}-[A-Za-z0-9]{16}"        # Brevo (Sendinblue)
+    r")(?![A-Za-z0-9])")
+# Tokens whose fixed part is not at their start: tried at every character, a leading run of
+# digits would cost each line of hex (a git SHA) its length, so only on a line holding
+# their fixed part (`-us`, `:AA`).
+TOKEN_INFIX_SHAPES = lazy(
+    r"(?<![A-Za-z0-9_])(?:"
+    r"[0-9a-f]{32}-us[0-9]{1,2}"                    # Mailchimp (its data centre ends it)
+    r"|[0-9]{8,10}:AA[A-Za-z0-9_-]{33}"             # Telegram bot token
     r")(?![A-Za-z0-9])")
 # In bytes: the text is masked as UTF-8 bytes (redact_text), and decoding 5 MB to run this
 # one pattern would cost twice what the pattern does.
-PEM_BLOCK = re.compile(rb"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
+PEM_BLOCK = lazy(rb"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
                        rb"[\s\S]*?(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\Z)")
 # `Authorization: Bearer <token>`: the scheme word is no secret, the word after it is.
-AUTH_SCHEME = re.compile(r"(?<![\w-])(?:[Bb]earer|Basic|BEARER)[ \t]+"
-                         r"(?P<value>[A-Za-z0-9._~+/-]{8,}=*)")
-PEM_BODY = re.compile(r"[A-Za-z0-9+/=]{40,}")
-URL_CREDENTIALS = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^/@\s'\"]+)@")
+# (Opsgenie's is GenieKey, PagerDuty's `Token token=...`, Okta's SSWS, Discord's Bot.)
+AUTH_SCHEMES = ("Bearer", "bearer", "BEARER", "Basic", "GenieKey")
+AUTH_SCHEME = lazy(r"(?<![\w-])(?:%s)[ \t]+(?P<value>[A-Za-z0-9._~+/-]{8,}=*)"
+                         % "|".join(AUTH_SCHEMES))
+HEADER_SCHEMES = {"bearer", "basic", "token", "digest", "geniekey", "ssws", "bot",
+                  "apikey", "key", "oauth", "splunk", "negotiate", "hmac"}
+PEM_BODY = lazy(r"[A-Za-z0-9+/=]{40,}")
+URL_CREDENTIALS = lazy(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^/@\s'\"]+)@")
+# Incoming webhooks of chat and alerting services: the URL is the credential, so what
+# follows the service's fixed part is masked and the host kept (a report still says
+# "a Slack hook"). Mattermost and Rocket.Chat run on any host: a `/hooks/` id of 17+
+# letters and digits (theirs are 26 and 17) that is no word (mask_webhook).
+WEBHOOK = lazy(
+    r"(?P<service>hooks\.slack\.com/(?:services|workflows|triggers)/"
+    r"|discord(?:app)?\.com/api(?:/v[0-9]+)?/webhooks/"
+    r"|\.webhook\.office\.com/webhookb2/|outlook\.office(?:365)?\.com/webhook/"
+    r"|events\.pagerduty\.com/(?:integration|x-ere)/"
+    r"|hooks\.zapier\.com/hooks/catch/|maker\.ifttt\.com/trigger/[\w-]+/with/key/"
+    r"|api\.telegram\.org/bot"
+    r"|[?&](?:sig|signature|X-Amz-Signature|X-Goog-Signature)="   # signed URLs (Teams
+    r"|(?P<generic>/hooks/)(?=[A-Za-z0-9]{17}))"                   # workflows, Azure, S3)
+    r"(?P<secret>[A-Za-z0-9_@:.%~+=/-]{8,})")
+WEBHOOK_WORDS = ("hook", "pagerduty", "ifttt", "telegram", "sig")
 
 # ---- shapes around names --------------------------------------------------------------------
 
@@ -176,7 +265,7 @@ URL_CREDENTIALS = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinf
 HINTS = {b"token": (), b"pass": (b"word", b"wd", b"phrase"), b"pw": (b"d",), b"key": (),
          b"auth": (b"orization",), b"cred": (b"s", b"ential", b"entials"),
          b"sig": (b"nature",), b"secret": None, b"mysql": None, b"mariadb": (),
-         b"redis-cli": ()}
+         b"redis-cli": (), b"wandb": None, b"docker": None}
 # A bare `key` names no secret (`*_KEY`, `apiKey` do): most `key` in code is a dict's.
 AFTER_A_WORD = {b"key"}
 # Where a token of TOKEN_PREFIXES may be, each prefix found from a rare byte of it: the `_`
@@ -185,46 +274,85 @@ AFTER_A_WORD = {b"key"}
 # cost less than a third of a bytes.find pass per prefix (and a regex that starts with a set
 # of bytes, `[_A-]`, is tested byte by byte: twice the four). A line found here holds no
 # token unless TOKEN_PREFIXES says so.
-TOKEN_PREFIX_HINTS = (
-    re.compile(rb"_(?:(?<=gh[pousr]_)|(?<=github_pat_)|(?<=hf_)|(?<=k_live_)|(?<=k_test_))"),
-    re.compile(rb"-(?:(?<=glpat-)|(?<=sk-)|(?<=xox[bpars]-))"),
-    re.compile(rb"A(?:KIA|SIA|Iza)"),
-    re.compile(rb"J(?<=eyJ)"))
+TOKEN_PREFIX_HINT_SOURCES = (
+    rb"_(?:(?<=gh[pousr]_)|(?<=github_pat_)|(?<=hf_)|(?<=k_live_)|(?<=k_test_))",
+    # (each alternative behind a test of one byte: there is a `-` every 80 bytes of code)
+    rb"-(?:(?<=[tkypbars]-)(?:(?<=glpat-)|(?<=sk-)|(?<=xox[bpars]-)|(?<=xapp-)"
+    rb"|(?<=key-)|(?<=xkeysib-))|(?=[uU-])(?:us[0-9]|[uU][ \t]|-user[ \t=]))",
+    rb"A(?:KIA|SIA|Iza|C[0-9a-f]|A(?<=[0-9]:AA))",
+    rb"J(?<=eyJ)",
+    rb"S(?:G\.|K[0-9a-f]|0t(?<=LS0t))")   # LS0t: BASE64_ARMOR
+TOKEN_PREFIX_HINTS = tuple(lazy(source) for source in TOKEN_PREFIX_HINT_SOURCES)
 # The same in one regex, for a short text: one scan costs less to start than four.
-TOKEN_PREFIX_HINTS_SHORT = re.compile(b"|".join(hint.pattern for hint in TOKEN_PREFIX_HINTS))
+TOKEN_PREFIX_HINTS_SHORT = lazy(b"|".join(TOKEN_PREFIX_HINT_SOURCES))
 QUOTED = r""""(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'"""
-ASSIGNMENT = re.compile(
+ASSIGNMENT = lazy(
     r"(?<![<\w.$-])(?P<name>[A-Za-z_][\w.-]*)(?P<close>[\"'\]]*)[ \t]*"
     r"(?P<sep>:=|=>|==|=|:(?![:/]))[ \t]*"
     r"(?P<value>(?:[bBrRuUfF]{1,2}(?=[\"']))?(?:" + QUOTED + r")"
     r"|(?:(?<=:)|(?<=: )|(?<=:\t))[^\s#'\"({\[][^#\n]*?(?=[ \t]+#|[ \t]*$|[,}\]]\s*$)"
     r"|[^\s'\",;&|)}\]]+)", re.MULTILINE)
-FLAG = re.compile(r"(?<![\w-])(?P<name>--?[A-Za-z][\w-]*)(?P<close>)(?P<sep>=|[ \t]+)"
+FLAG = lazy(r"(?<![\w-])(?P<name>--?[A-Za-z][\w-]*)(?P<close>)(?P<sep>=|[ \t]+)"
                   r"(?P<value>" + QUOTED + r"|[^\s'\"]+)")
 # Clients whose short flag takes a password (psql's -p is its port: PGPASSWORD or a URL
-# carries its password, and both are masked by name).
+# carries its password, and both are masked by name); a registry client's only after
+# `login` (`docker run -p 8080:80` publishes a port).
 CLIENT_PASSWORD_FLAGS = {"mysql": "-p", "mysqldump": "-p", "mysqladmin": "-p", "mariadb": "-p",
                          "mysqlimport": "-p", "sshpass": "-p", "redis-cli": "-a"}
-# Each client's name holds one of these (mysqldump holds mysql).
-CLIENT_WORDS = ("mysql", "mariadb", "sshpass", "redis-cli")
-CLIENT_FLAG = re.compile(r"(?<![\w-])(?P<client>mysql|mysqldump|mysqladmin|mysqlimport|"
-                         r"mariadb|sshpass|redis-cli)\b[^\n|;&]*?[ \t]"
-                         r"(?P<flag>-p|-a)(?P<sep>[ \t]*)(?P<value>" + QUOTED + r"|[^\s'\"]+)")
+LOGIN_PASSWORD_FLAGS = {"docker": "-p"}
+# curl's flags that take `user:password` (the part after the first colon is the secret).
+USER_PASSWORD_FLAGS = ("-u", "--user", "-U", "--proxy-user")
+# Programs whose arguments carry a secret by position (secret_args); a line is searched for
+# them where it holds one of their names (redact_line: mysqldump holds mysql). A curl line
+# is one with a URL or a `-u ` (redact_trigger_line); the others' names are HINTS.
+POSITIONAL_PROGRAMS = ("mysql", "mysqldump", "mysqladmin", "mysqlimport", "mariadb", "sshpass",
+                       "redis-cli", "docker", "curl", "wandb")
+COMMAND = lazy(r"(?<![\w.-])(?P<program>%s)(?![\w-])(?P<args>[^\n|;&]*)"
+               % "|".join(POSITIONAL_PROGRAMS))
+# One shell word: a run of unquoted characters and quoted strings (one character at a time
+# outside quotes: a repeated run inside the repetition would backtrack).
+SHELL_WORD = lazy(r"""(?:[^\s'"]|"(?:\\.|[^"\\\n])*"|'[^'\n]*')+""")
+WANDB_LOGIN_CALL = lazy(r"wandb\.login\([^)\n]*?\bkey[ \t]*=[ \t]*(?P<value>" + QUOTED + r")")
+# .netrc: `machine HOST login USER password SECRET`, on one line or with `password SECRET`
+# on a line of its own; .pgpass: `host:port:database:user:password`, a line of its own.
+NETRC = lazy(r"(?P<context>(?<![\w-])(?:machine[ \t]+\S+|default)[ \t]+"
+                   r"(?:login[ \t]+\S+[ \t]+)?|(?<![\w-])login[ \t]+\S+[ \t]+|^[ \t+-]*)"
+                   r"password[ \t]+(?P<value>\S+)(?P<alone>[ \t\r]*$)?")
+PGPASS = lazy(r"^[+ -]?[ \t]*[\w.*\[\]-]+:(?:[0-9]{2,5}|\*):[^:\s]+:[^:\s]+:"
+                    r"(?P<value>\S+)[ \t\r]*$")
+# Where a .pgpass line may be: `:5432:` (a port or `*` between colons), from its colon:
+# anywhere in a text below PGPASS_ANYWHERE bytes (a file, a bench tail, a value), and in a
+# longer one (a patch) where a diff header names a pgpass file: a scan of
+# every colon of a 5 MB patch would cost more than all the other shapes added with it.
+PGPASS_HINT = lazy(rb":(?:[0-9]{2,5}|\*):")
+PGPASS_ANYWHERE = 1 << 20
+# A private key, base64 of its PEM text (kubeconfig client-key-data, a Helm value, a
+# Kubernetes Secret's tls.key): base64 of `PRIVATE KEY-----` at each of the three
+# alignments, the characters that do not depend on the bytes around it. A certificate's or a
+# public key's base64 holds none of them.
+BASE64_PRIVATE_KEY = (b"UFJJVkFURSBLRVktLS0tL", b"BSSVZBVEUgS0VZLS0tLS", b"QUklWQVRFIEtFWS0tLS0t")
+# All three hold this (base64 of `---`, at any alignment): TOKEN_PREFIX_HINTS finds it.
+BASE64_ARMOR = b"LS0t"
+MIN_KEY_BASE64 = 120   # the shortest, an Ed25519 key, is 119 bytes of PEM: 160 of base64
+BASE64_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=")
+BASE64_LINE = lazy(rb"[+ -]?[ \t]*(?P<run>[A-Za-z0-9+/]{4,}={0,2})[ \t\r]*")
+# PagerDuty's integration key under a queue's name for a key: 32 letters and digits.
+ROUTING_KEY_VALUE = lazy(r"[A-Za-z0-9]*[0-9][A-Za-z0-9]*$")
 
 # ---- high entropy in an assignment context -------------------------------------------------
 
 # `(?:...|)`, not `(?:...)?`: the same match, but a group repeat is slow in the engine.
 ASSIGNED_VALUE = rb">?[ \t]*(?:[bBrRuU]{0,2}[\"']|)(?P<value>[A-Za-z0-9+/_=.-]{20,})"
-ASSIGNED_RANDOM_BYTES = re.compile(rb"[=:]" + ASSIGNED_VALUE)
+ASSIGNED_RANDOM_BYTES = lazy(rb"[=:]" + ASSIGNED_VALUE)
 # Where ASSIGNED_RANDOM_BYTES may start, one regex per separator: each is scanned for its
 # first byte at memchr speed, where `[=:]` is tested byte by byte (twice the time on a
 # patch). A lookahead, so that every start is found, even one inside another's value.
-ASSIGNMENT_STARTS = (re.compile(rb"=(?=" + ASSIGNED_VALUE + rb")"),
-                     re.compile(rb":(?=" + ASSIGNED_VALUE + rb")"))
-HEX = re.compile(r"(?:(?:sha\d*|md5|blake2\w*)[:-])?[0-9a-fA-F]+$")
-UUID_ANYWHERE = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
-VERSION_LIKE = re.compile(r"v?[0-9]+(?:[.+_-][0-9A-Za-z]+)*$")
-PATH_LIKE = re.compile(r"(?:[/~.]|[A-Za-z]:\\)|[\w.-]+(?:/[\w.-]+)+/?$")
+ASSIGNMENT_STARTS = (lazy(rb"=(?=" + ASSIGNED_VALUE + rb")"),
+                     lazy(rb":(?=" + ASSIGNED_VALUE + rb")"))
+HEX = lazy(r"(?:(?:sha\d*|md5|blake2\w*)[:-])?[0-9a-fA-F]+$")
+UUID_ANYWHERE = lazy(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
+VERSION_LIKE = lazy(r"v?[0-9]+(?:[.+_-][0-9A-Za-z]+)*$")
+PATH_LIKE = lazy(r"(?:[/~.]|[A-Za-z]:\\)|[\w.-]+(?:/[\w.-]+)+/?$")
 
 
 def char_class(char: str) -> int:
@@ -233,8 +361,8 @@ def char_class(char: str) -> int:
 
 # For ASCII, char_class by regex: a loop over characters in Python costs more than all
 # the other tests of looks_random together, on the thousand candidates of a 5 MB patch.
-ASCII_KINDS = (re.compile("[a-z]"), re.compile("[A-Z]"), re.compile("[0-9]"))
-ASCII_CLASS_RUNS = re.compile("[a-z]+|[A-Z]+|[0-9]+|[^a-zA-Z0-9]+")
+ASCII_KINDS = (lazy("[a-z]"), lazy("[A-Z]"), lazy("[0-9]"))
+ASCII_CLASS_RUNS = lazy("[a-z]+|[A-Z]+|[0-9]+|[^a-zA-Z0-9]+")
 
 
 def char_kinds(value: str) -> int:
@@ -360,7 +488,7 @@ def holds_marker(value: str) -> bool:
 CODE_SUFFIXES = (".py", ".pyi", ".pyx", ".js", ".mjs", ".ts", ".tsx", ".jsx", ".go", ".rs",
                  ".c", ".h", ".cc", ".cpp", ".cxx", ".hpp", ".cu", ".cuh", ".java", ".kt",
                  ".scala", ".rb", ".php", ".cs", ".swift", ".lua", ".jl")
-DIFF_HEADER_BYTES = re.compile(rb"diff --git (?:\"?a/)?(?P<path>[^\n]*?)\"? (?:\"?b/)")
+DIFF_HEADER_BYTES = lazy(rb"diff --git (?:\"?a/)?(?P<path>[^\n]*?)\"? (?:\"?b/)")
 
 
 def is_code_path(path: str) -> bool:
@@ -412,7 +540,12 @@ def redact_text(text: str, code: CodeRule = False) -> str:
     original = data = text.encode("utf-8", ERRORS)
     if b"-----BEGIN" in data:
         data = PEM_BLOCK.sub(mask_pem, data)
-    lines = trigger_lines(data)
+    lines, armour = trigger_lines(data)
+    if armour:
+        keyless = mask_base64_keys(data, armour)
+        if keyless != data:   # rare: the lines are found again in what is left
+            data = keyless
+            lines = trigger_lines(data)[0]
     if lines:
         data = rebuilt(data, lines, code(data) if callable(code) else (lambda _: code))
     data = mask_random_values(data)
@@ -424,16 +557,23 @@ def redact_text(text: str, code: CodeRule = False) -> str:
 TOKEN_PREFIX, URL, HINT = 1, 2, 4
 
 
-def trigger_lines(data: bytes) -> Dict[int, Tuple[int, int]]:
+def trigger_lines(data: bytes) -> Tuple[Dict[int, Tuple[int, int]], List[int]]:
     """Line start -> (line end, TOKEN_PREFIX | URL | HINT bits) for each line that holds a
     token prefix, a `://` or a hint word; each line is then parsed once for all kinds, not
-    once per kind, and the text is copied once."""
+    once per kind, and the text is copied once. And where the text holds base64 of PEM
+    armour (BASE64_ARMOR, found by the same scan as the token prefixes)."""
     prefix_hits = [hint.start() for hint in TOKEN_PREFIX_HINTS_SHORT.finditer(data)] \
         if len(data) < SHORT_TEXT else \
         sorted(hint.start() for pattern in TOKEN_PREFIX_HINTS for hint in pattern.finditer(data))
+    armour = [hit for hit in prefix_hits if data.startswith(BASE64_ARMOR[1:], hit)]
     lines: Dict[int, Tuple[int, int]] = {}
+    lowered = data.lower()
+    hint_hits = literal_hits(lowered, HINTS)
+    pgpass_hits = [hint.start() for hint in PGPASS_HINT.finditer(data)] \
+        if len(data) < PGPASS_ANYWHERE or any(in_pgpass_header(lowered, hit)
+                                              for hit in hint_hits) else []
     for kind, hits in ((TOKEN_PREFIX, prefix_hits), (URL, literal_hits(data, (b"://",))),
-                       (HINT, literal_hits(data.lower(), HINTS))):
+                       (HINT, hint_hits), (HINT, pgpass_hits)):
         end = -1
         for hit in hits:
             if hit < end:
@@ -442,7 +582,13 @@ def trigger_lines(data: bytes) -> Dict[int, Tuple[int, int]]:
             end = data.find(b"\n", hit)
             end = len(data) if end < 0 else end
             lines[start] = (end, lines.get(start, (end, 0))[1] | kind)
-    return lines
+    return lines, armour
+
+
+def in_pgpass_header(lowered: bytes, hit: int) -> bool:
+    """Whether the hint word at `hit` is the `pass` of a diff header naming a pgpass file."""
+    return lowered[hit - 2:hit] == b"pg" and \
+        lowered.startswith(b"diff --git ", lowered.rfind(b"\n", 0, hit) + 1)
 
 
 def rebuilt(data: bytes, lines: Dict[int, Tuple[int, int]], code_at: Callable[[int], bool]
@@ -466,8 +612,12 @@ def redact_trigger_line(line: str, kinds: int, is_code: Callable[[], bool]) -> s
     masked = line
     if kinds & TOKEN_PREFIX:
         masked = TOKEN_PREFIXES.sub(mask_whole, masked)
+        if "-us" in masked or ":AA" in masked:
+            masked = TOKEN_INFIX_SHAPES.sub(mask_whole, masked)
     if kinds & URL:
         masked = redact_url(masked)
+    if kinds & (URL | TOKEN_PREFIX) and not kinds & HINT and "curl" in masked:
+        masked = mask_commands(masked)   # `curl -u user:password`: its -u is a hint
     if kinds & HINT or masked != line:
         masked = redact_line(masked, is_code())
     return masked
@@ -530,19 +680,81 @@ def rare_first_searches(words: Tuple[bytes, ...]) -> Searches:
     first byte of a literal in a tight loop and stops only where it is: `ken(?<=token)` stops
     at each `k`, where bytes.find(b"token") stops at each `t`, `o`, `k`, `e` or `n`. Words
     with the same rarest byte share a regex (`cred|cret(?<=secret)`, one scan for both),
-    unless one could hide another's match: a tail that holds that byte again, or that starts
-    another tail. (No named groups: the engine would then try the regex at every byte.)"""
+    unless one could hide another's match: a tail that holds that byte again, or equals
+    another tail. One that starts another comes after it (`wandb|w(?<=pw)`): it hides that
+    one only where both end a word at the same byte (`pwandb`), and neither word is then a
+    hint's alone. (No named groups: the engine would then try the regex at every byte.)
+    A word of AFTER_A_WORD is looked behind for the byte before it too (`key(?<=[a-z_.-]key)`):
+    the 3 in 4 `key`s of code that follow no word then cost no step in Python."""
     groups: Dict[Tuple[bytes, ...], Dict[bytes, Tuple[bytes, int]]] = {}
     for word in words:
         anchor = max(range(len(word)), key=lambda at: BYTES_BY_FREQUENCY.find(word[at:at + 1]))
         tail = word[anchor:]
         shared = groups.get((tail[:1],), {})
-        alone = tail[:1] in tail[1:] or any(
-            other.startswith(tail) or tail.startswith(other) for other in shared)
+        alone = tail[:1] in tail[1:] or tail in shared
         groups.setdefault((tail[:1], word) if alone else (tail[:1],), {})[tail] = (word, anchor)
-    return tuple((re.compile(b"|".join(
-        re.escape(tail) + (b"(?<=" + re.escape(word) + b")" if anchor else b"")
-        for tail, (word, anchor) in by_tail.items())), by_tail) for by_tail in groups.values())
+    def behind(word: bytes, anchor: int) -> bytes:
+        if word in AFTER_A_WORD:
+            return b"(?<=[a-z_.\\-]" + re.escape(word) + b")"
+        return b"(?<=" + re.escape(word) + b")" if anchor else b""
+    return tuple((re.compile(b"|".join(re.escape(tail) + behind(word, anchor)
+                                       for tail, (word, anchor) in
+                                       sorted(by_tail.items(), key=lambda item: -len(item[0])))),
+                  by_tail) for by_tail in groups.values())
+
+
+def mask_base64_keys(data: bytes, armour: List[int]) -> bytes:
+    """Each base64 block holding a private key's PEM text, masked whole; `armour`: where
+    BASE64_ARMOR is, a key's hint is around one of them."""
+    spans = sorted(span for span in (base64_block(data, at) for at in armour
+                                     if any(hint in data[max(0, at - 24):at + 24]
+                                            for hint in BASE64_PRIVATE_KEY))
+                   if span[1] - span[0] >= MIN_KEY_BASE64)   # not the hint quoted alone
+    if not spans:
+        return data
+    out: List[bytes] = []
+    done = 0
+    for start, end in spans:
+        if start < done:
+            continue   # the same block, found from another of its hints
+        out.append(data[done:start])
+        out.append(mask_secret(data[start:end].decode("ascii")).encode("ascii"))
+        done = end
+    out.append(data[done:])
+    return b"".join(out)
+
+
+def base64_block(data: bytes, at: int) -> Tuple[int, int]:
+    """(start, end) of the base64 around `at`, with the lines above and below it that hold
+    nothing else (a YAML block scalar, a patch's `+` lines, base64 wrapped at 64 or 76)."""
+    start = end = at
+    while start and data[start - 1] in BASE64_BYTES:
+        start -= 1
+    while end < len(data) and data[end] in BASE64_BYTES:
+        end += 1
+    line_start = data.rfind(b"\n", 0, start) + 1
+    if start == line_start and data[start:start + 1] == b"+":
+        start += 1   # a patch's added line: its `+` is no base64
+    if not data[line_start:start].strip(b"+- \t"):   # the run opens its line: look above
+        while line_start:
+            above = BASE64_LINE.fullmatch(data, data.rfind(b"\n", 0, line_start - 1) + 1,
+                                          line_start - 1)
+            if above is None or len(above.group("run")) < 40:   # wrapped lines are full
+                break
+            start, line_start = above.start("run"), above.start()
+    line_end = line_end_at(data, end)
+    if not data[end:line_end].strip():   # the run closes its line: look below
+        while line_end < len(data):
+            below = BASE64_LINE.fullmatch(data, line_end + 1, line_end_at(data, line_end + 1))
+            if below is None:
+                break
+            end, line_end = below.end("run"), below.end()
+    return start, end
+
+
+def line_end_at(data: bytes, at: int) -> int:
+    end = data.find(b"\n", at)
+    return len(data) if end < 0 else end
 
 
 def mask_pem(match: "re.Match[bytes]") -> bytes:
@@ -603,14 +815,19 @@ def mask_auth_scheme(match: "re.Match[str]") -> str:
 def redact_line(line: str, code: bool = False) -> str:
     """Each pattern only where its literal part is in the line: these patterns start with a
     lookbehind, so the regex engine tries them at every character of the line."""
-    if any(client in line for client in CLIENT_WORDS):
-        line = CLIENT_FLAG.sub(mask_client_flag, line)
+    if "mysql" in line or "mariadb" in line or "sshpass" in line or "redis-cli" in line or \
+            "wandb" in line or "docker" in line or "curl" in line:   # a chain of `in`, 4x
+        line = mask_commands(line)                                    # as fast as any()
     if "-" in line:
         line = sub_named(FLAG, line, code)
     if "=" in line or ":" in line:
         line = sub_named(ASSIGNMENT, line, code)
-    if "earer" in line or "Basic" in line or "BEARER" in line:
+    if "earer" in line or "Basic" in line or "BEARER" in line or "GenieKey" in line:
         line = AUTH_SCHEME.sub(mask_auth_scheme, line)
+    if "password" in line:
+        line = NETRC.sub(mask_netrc, line)
+    if line.count(":") >= 4:
+        line = PGPASS.sub(mask_password_value, line)
     return line
 
 
@@ -636,17 +853,49 @@ def sub_named(pattern: "re.Pattern[str]", line: str, code: bool) -> str:
 
 
 def mask_named(match: "re.Match[str]", code: bool) -> str:
-    name, value = match.group("name"), match.group("value")
-    if not is_secret_name(name) or not is_secret_value(name, value):
+    name = match.group("name")
+    routing = not is_secret_name(name)
+    if routing and name[-3:].lower() != "key":   # most names: no routing_key either
         return match.group(0)
+    at, value = credential_in(match)
+    if routing and not is_routing_key(name, value) or not is_secret_value(name, value):
+        return match.group(0)
+    if match.group("sep").isspace() and value.startswith("-"):
+        return match.group(0)   # `--password-stdin -u ada`: the next flag, not a value
     if "]" in match.group("close") and not set("'\"") & set(match.group("close")):
         return match.group(0)   # table[cache_key] = ...: a variable used as an index
-    if weak_name(name) and (len(value.strip("'\"")) < 8 or reads_as_words(value)):
+    if weak_name(name) and not routing and (len(value.strip("'\"")) < 8 or
+                                            reads_as_words(value)):
         return match.group(0)   # a lookup key ("cls", "LogXML"), not a credential
     if code and (match.group("sep") == "==" or not is_quoted(value) and (
             match.group("sep") != "=" or IDENTIFIER_VALUE.match(value))):
         return match.group(0)   # code: a comparison, a variable, an annotation
-    return replace_value(match, value)
+    return replace_value(match, value, at)
+
+
+def credential_in(match: "re.Match[str]") -> Tuple[int, str]:
+    """(where, what) of the secret in a match's value: the value, less what follows the
+    quote that opened before the name (`-H 'X-Api-Key: abc' https://...`: the header ends
+    at its quote, and the command goes on), less a header's scheme word (`Authorization:
+    Basic abc`: only `abc`)."""
+    at, value = match.start("value"), match.group("value")
+    opened = match.string[match.start() - 1:match.start()]
+    if opened in ("'", '"') and not is_quoted(value) and opened in value:
+        value = value[:value.index(opened)]
+    scheme, space, credential = value.partition(" ")
+    if space and scheme.lower() in HEADER_SCHEMES and credential.strip() and \
+            "auth" in match.group("name").lower():
+        credential = credential.lstrip()
+        at += len(value) - len(credential)
+        value = credential.split()[0] if credential.split() else credential
+    return at, value
+
+
+def is_routing_key(name: str, value: str) -> bool:
+    """PagerDuty's `routing_key` holds its integration key; a queue's holds a topic."""
+    bare = value.strip("'\"")
+    return name_words(name)[-2:] == ["routing", "key"] and len(bare) == 32 and \
+        bool(ROUTING_KEY_VALUE.match(bare))
 
 
 def is_quoted(value: str) -> bool:
@@ -654,29 +903,95 @@ def is_quoted(value: str) -> bool:
     return len(value) >= 2 and value[0] in "'\"" and value[-1] == value[0]
 
 
-def mask_client_flag(match: "re.Match[str]") -> str:
-    value = match.group("value")
-    if CLIENT_PASSWORD_FLAGS[match.group("client")] != match.group("flag") or \
-            not is_secret_value("password", value):
-        return match.group(0)
-    return replace_value(match, value)
-
-
-def replace_value(match: "re.Match[str]", value: str) -> str:
-    """The value masked in place, its quotes kept: `"x"` -> `"<secret:...>"`."""
+def replace_value(match: "re.Match[str]", value: str, at: Optional[int] = None) -> str:
+    """The value (at `at` in the line, else the match's value) masked in place, its quotes
+    kept: `"x"` -> `"<secret:...>"`."""
     quoted = is_quoted(value)
     prefix = value[:len(value) - len(value.lstrip("bBrRuUfF"))] if quoted else ""
     literal = value[len(prefix):]
     secret = literal[1:-1] if quoted else value.rstrip()
     shown = (prefix + literal[0] + mask_secret(secret) + literal[-1]) if quoted else \
         mask_secret(secret) + value[len(secret):]
-    start, end = match.start("value") - match.start(0), match.end("value") - match.start(0)
+    start = (match.start("value") if at is None else at) - match.start(0)
     whole = match.group(0)
-    return whole[:start] + shown + whole[end:]
+    return whole[:start] + shown + whole[start + len(value):]
+
+
+def mask_password_value(match: "re.Match[str]") -> str:
+    value = match.group("value")
+    if not is_secret_value("password", value) or value in ("*", "-") or value.isdigit():
+        return match.group(0)
+    return replace_value(match, value)
+
+
+def mask_netrc(match: "re.Match[str]") -> str:
+    """`password X` after `machine`/`login`, or alone on its line (netrc's own layout)."""
+    if not match.group("context").strip(" \t+-") and match.group("alone") is None:
+        return match.group(0)
+    return mask_password_value(match)
+
+
+# ---- command lines ----------------------------------------------------------------------------
+
+def secret_args(program: str, args: List[str]) -> Dict[int, int]:
+    """Argument index -> where in it a secret starts, for the programs that take one by
+    position: `mysql -pX` / `-p X`, `redis-cli -a X`, `docker login -p X`, `curl -u
+    user:X`, `wandb login X`."""
+    program = program.rsplit("/", 1)[-1]
+    flag = CLIENT_PASSWORD_FLAGS.get(program) or \
+        (LOGIN_PASSWORD_FLAGS.get(program) if "login" in args else None)
+    found: Dict[int, int] = {}
+    after_login = False
+    for index, arg in enumerate(args):
+        following = index + 1 < len(args) and not args[index + 1].startswith("-")
+        if flag is not None and arg == flag and following:
+            found[index + 1] = 0
+        elif flag == "-p" and arg.startswith("-p") and len(arg) > 2:
+            found[index] = 2
+        elif program == "curl" and arg in USER_PASSWORD_FLAGS and following:
+            if ":" in args[index + 1]:
+                found[index + 1] = args[index + 1].index(":") + 1
+        elif program == "curl" and ":" in arg and \
+                arg.startswith(("--user=", "--proxy-user=", "-u", "-U")):
+            found[index] = arg.index(":") + 1   # --user=ada:X, -uada:X
+        elif program == "wandb" and arg == "login":
+            after_login = True
+        elif after_login and not arg.startswith("-") and args[index - 1] != "--host":
+            found[index] = 0   # the key, wherever its flags put it
+            after_login = False
+    return found
+
+
+def mask_commands(line: str) -> str:
+    """Each command of secret_args on the line, its words masked where it says; and
+    `wandb.login(key="...")` in code."""
+    if "wandb.login(" in line:
+        line = WANDB_LOGIN_CALL.sub(lambda match: replace_value(match, match.group("value")),
+                                    line)
+    out: List[str] = []
+    done = 0
+    for command in COMMAND.finditer(line):
+        words = list(SHELL_WORD.finditer(command.group("args")))
+        secrets = secret_args(command.group("program"), [word.group() for word in words])
+        for index, at in sorted(secrets.items()):
+            word = words[index]
+            start = command.start("args") + word.start() + at
+            value = word.group()[at:]
+            if not is_secret_value("password", value) or is_marker(value.strip("'\"")):
+                continue
+            out.append(line[done:start])
+            out.append(value[0] + mask_secret(value[1:-1]) + value[-1] if is_quoted(value)
+                       else mask_secret(value))
+            done = start + len(value)
+    if not out:
+        return line
+    out.append(line[done:])
+    return "".join(out)
 
 
 def redact_url(url: str) -> str:
-    """https://user:pass@host/x -> https://user:<secret:..>@host/x (a bare token user too)."""
+    """https://user:pass@host/x -> https://user:<secret:..>@host/x (a bare token user too);
+    an incoming webhook's secret part masked (hooks.slack.com/services/<secret:..>)."""
     def mask(match: "re.Match[str]") -> str:
         user, _, password = match.group("userinfo").partition(":")
         if password and not is_marker(password):
@@ -684,7 +999,20 @@ def redact_url(url: str) -> str:
         hidden = len(user) >= 20 and not is_marker(user) and not password
         return "%s%s@" % (match.group("scheme"), mask_secret(user) if hidden
                           else match.group("userinfo"))
+    if any(word in url for word in WEBHOOK_WORDS):
+        url = WEBHOOK.sub(mask_webhook, url)
     return URL_CREDENTIALS.sub(mask, url)
+
+
+def mask_webhook(match: "re.Match[str]") -> str:
+    secret = match.group("secret")
+    if match.group("generic"):
+        first = secret.split("/")[0]   # ids are generated: letters and digits mixed
+        if first.isalpha() or first.isdigit() or not first.isalnum():
+            return match.group(0)   # a path that names hooks, no hook's id
+    if MARKER_START in secret:
+        return match.group(0)
+    return match.group("service") + mask_secret(secret)
 
 
 def redact_env_value(name: str, value: str) -> str:
@@ -701,32 +1029,35 @@ def redact_env(environ: "dict[str, str]") -> "dict[str, str]":
 
 
 def redact_argv(argv: List[str]) -> List[str]:
-    """A process's arguments: the value after --token/--db-pass/mysql -p, and secrets
-    anywhere else."""
-    client_flag = CLIENT_PASSWORD_FLAGS.get(argv[0].rsplit("/", 1)[-1]) if argv else None
+    """A process's arguments: the value after --token/--db-pass, the secrets of
+    secret_args (mysql -p, curl -u, wandb login...), and secrets anywhere else."""
+    program = next((index for index, arg in enumerate(argv[:3])   # sudo, python -m, env
+                    if arg.rsplit("/", 1)[-1] in POSITIONAL_PROGRAMS), None)
+    positional = {} if program is None else \
+        {program + 1 + index: at for index, at in
+         secret_args(argv[program], argv[program + 1:]).items()}
     out: List[str] = []
-    hide_next = False
-    for arg in argv:
+    secret_flag = None
+    for number, arg in enumerate(argv):
         flag, eq, value = arg.partition("=")
-        if hide_next and is_secret_value("password", arg):
+        if number in positional and is_secret_value("password", arg[positional[number]:]):
+            out.append(arg[:positional[number]] + mask_secret(arg[positional[number]:]))
+        elif secret_flag and not arg.startswith("-") and is_secret_value(secret_flag, arg):
             out.append(mask_secret(arg))
         elif eq and flag.startswith("-") and is_secret_name(flag) and \
                 is_secret_value(flag, value):
             out.append("%s=%s" % (flag, mask_secret(value)))
-        elif client_flag == "-p" and arg.startswith("-p") and len(arg) > 2:
-            out.append("-p" + mask_secret(arg[2:]))    # mysql -pSECRET
         else:
             out.append(redact_text(arg))
-        hide_next = not eq and (arg == client_flag or
-                                (arg.startswith("-") and is_secret_name(arg)))
+        secret_flag = arg if not eq and arg.startswith("-") and is_secret_name(arg) else None
     return out
 
 
 # ---- source code (sitecustomize, .pth) --------------------------------------------------------
 
-ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*$")
-QUOTED_LITERAL = re.compile(r"""(?P<q>['"])(?P<body>(?:\\.|(?!(?P=q)).)*)(?P=q)""")
-IDENTIFIER = re.compile(r"[A-Za-z_][\w-]*")
+ENV_NAME = lazy(r"[A-Z_][A-Z0-9_]*$")
+QUOTED_LITERAL = lazy(r"""(?P<q>['"])(?P<body>(?:\\.|(?!(?P=q)).)*)(?P=q)""")
+IDENTIFIER = lazy(r"[A-Za-z_][\w-]*")
 
 
 def names_a_secret(line: str) -> bool:

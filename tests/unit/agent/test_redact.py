@@ -4,6 +4,7 @@ The corpus test (test_secrets_corpus.py) checks every channel through the CLI; t
 shapes one by one, so a regression names the shape it broke."""
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 
@@ -70,6 +71,100 @@ def test_secrets_are_masked(text: str, secret: str) -> None:
 ])
 def test_look_alikes_are_left_alone(text: str) -> None:
     assert redact_text(text) == text
+
+
+HEX32 = "3f9a" * 8
+KEY_PEM = ("-----BEGIN EC PRIVATE KEY-----\n" + "MHcCAQEEIB" * 12 +
+           "\n-----END EC PRIVATE KEY-----\n")
+KEY_B64 = base64.b64encode(KEY_PEM.encode()).decode()
+CERT_B64 = base64.b64encode(("-----BEGIN CERTIFICATE-----\n" + "MIIB" * 40 +
+                             "\n-----END CERTIFICATE-----\n").encode()).decode()
+
+
+@pytest.mark.parametrize("text, secret", [
+    ("https://hooks.slack.com/services/T0AB12CD3/B0EF45GH6/" + FAKE[:24], FAKE[:24]),
+    ("hook: https://discord.com/api/webhooks/123456789012345678/" + FAKE + "_-x", FAKE),
+    ("https://x.webhook.office.com/webhookb2/a@b/IncomingWebhook/" + HEX32 + "/c", HEX32),
+    ("https://prod.logic.azure.com/workflows/1/triggers/x?api-version=1&sv=1.0&sig=" + FAKE,
+     FAKE),
+    ("url: https://chat.example.com/hooks/3ozqmcncfwd3kmbfejnfztwhoa", "3ozqmcncfwd3kmbfe"),
+    ("https://rocket.example.com/hooks/" + FAKE[:17] + "/" + FAKE, FAKE),
+    ("https://events.pagerduty.com/integration/" + HEX32 + "/enqueue", HEX32),
+    ("routing_key: " + HEX32, HEX32), ("PAGERDUTY_ROUTING_KEY=" + HEX32, HEX32),
+    ("curl -H 'Authorization: GenieKey 4f8aeacb-989a-49c7-8274-ccd8e03e0f10' https://x",
+     "4f8aeacb-989a"),
+    ("mail SG." + FAKE[:22] + "." + FAKE + "q", FAKE[:22]),
+    ("api:key-" + HEX32, HEX32), ("sid AC" + HEX32, HEX32), ("SK" + HEX32, HEX32),
+    ("mc " + HEX32 + "-us14", HEX32), ("xkeysib-" + HEX32 * 2 + "-" + FAKE[:16], HEX32),
+    ("https://api.telegram.org/bot1234567890:AA" + FAKE[:33] + "/sendMessage", FAKE[:33]),
+    ("machine api.example.com login ada password Hunter22x", "Hunter22x"),
+    ("machine h\n  login ada\n  password Hunter22x\n", "Hunter22x"),
+    ("db.internal:5432:bench:ada:Hunter22x", "Hunter22x"),
+    ("db:5432:x:ada:Hunter22x\r\nmachine h\r\n  password Hunter22y\r\n", "Hunter22"),
+    ("client-key-data: " + KEY_B64, KEY_B64[100:140]),
+    ("tls.key: |\n" + "".join("    " + KEY_B64[at:at + 76] + "\n"
+                               for at in range(0, len(KEY_B64), 76)), KEY_B64[152:228]),
+    ('{"tls.key": "' + KEY_B64 + '"}', KEY_B64[180:220]),
+    ("curl -sf -u ada:Hunter22x https://x", "Hunter22x"),
+    ("curl --user=ci:Hunter22x example.com/x", "Hunter22x"),
+    ("wandb login " + "ab12" * 10, "ab12" * 10), ("wandb login --relogin " + HEX32, HEX32),
+    ('wandb.login(key="' + HEX32 + '")', HEX32),
+    ("huggingface-cli login --token Hunter22x", "Hunter22x"),
+    ("docker login -u ada -p Hunter22x registry.example.com", "Hunter22x"),
+    ("mysql -h db -pHunter22x results", "Hunter22x"), ("./x --passwd=Hunter22x", "Hunter22x"),
+    ("./x --api-key Hunter22x", "Hunter22x"), ("./x --token=Hunter22x", "Hunter22x"),
+])
+def test_secrets_of_the_shapes_people_use_are_masked(text: str, secret: str) -> None:
+    assert secret not in redact_text(text)
+
+
+@pytest.mark.parametrize("text", [
+    "PASSWORD_MIN_LENGTH=12", "password_max_length: 128", "--password-min-length 16",
+    "SECRET_ROTATION_DAYS=90", "https://api.slack.com/messaging/webhooks",
+    "https://github.com/ada/bench/settings/hooks/412345678", ".git/hooks/pre-commit",
+    "https://events.pagerduty.com/v2/enqueue", "routing_key: alerts.gpu.h200",
+    "keep the key-value store warm", "d41d8cd98f00b204e9800998ecf8427e-us-west-2",
+    "login with your password manager, never a shared file", "localhost:5432:*:*:*",
+    "00:01:02:03:04", "client-certificate-data: " + CERT_B64,
+    "curl -sf -u ada https://grafana.example.com", 'curl -u "$CI_USER:$CI_TOKEN" https://x',
+    "wandb login --host https://wandb.example.com",
+    "docker login -u ada --password-stdin registry.example.com", "docker run -p 8080:80 x",
+    "mysql -p -h db.internal -u ada results",
+])
+def test_look_alikes_of_those_shapes_are_left_alone(text: str) -> None:
+    assert redact_text(text) == text
+
+
+def test_a_masked_header_keeps_the_rest_of_the_command() -> None:
+    shown = redact_text("curl -H 'Authorization: Basic YWRhOkh1bnRlcjIyeA==' "
+                        "http://127.0.0.1:9/v1 -o /dev/null && python3 bench.py --batch 8")
+    assert shown == (f"curl -H 'Authorization: Basic {REDACTED}' http://127.0.0.1:9/v1 "
+                     "-o /dev/null && python3 bench.py --batch 8")
+    assert redact_text('-H "X-Api-Key: Hunter22x" https://x') == \
+        f'-H "X-Api-Key: {REDACTED}" https://x'
+
+
+def test_a_pgpass_file_in_a_long_patch() -> None:
+    """Beyond 1 MiB, .pgpass lines are looked for where a diff header names a pgpass file."""
+    filler = "+x = 1\n" * 200_000
+    patch = ("diff --git a/src/x.py b/src/x.py\n" + filler +
+             "diff --git a/home/.pgpass b/home/.pgpass\n+db:5432:x:ada:Hunter22x\n")
+    assert "Hunter22x" not in redact_patch(patch)
+
+
+def test_clients_argv() -> None:
+    assert redact_argv(["curl", "-u", "ada:Hunter22x", "https://x"]) == \
+        ["curl", "-u", f"ada:{REDACTED}", "https://x"]
+    assert redact_argv(["/usr/bin/wandb", "login", HEX32]) == ["/usr/bin/wandb", "login", REDACTED]
+    assert redact_argv(["docker", "login", "-p", "Hunter22x", "r.example.com"])[3] == REDACTED
+    assert redact_argv(["docker", "run", "-p", "8080:80", "x"])[3] == "8080:80"
+    assert redact_argv(["app", "--password-min-length", "12"])[2] == "12"
+    assert redact_argv(["docker", "login", "--password-stdin", "r.example.com"])[3] == \
+        "r.example.com"
+    assert redact_argv(["python", "-m", "wandb", "login", HEX32])[4] == REDACTED
+    assert redact_argv(["bash", "-c", "curl -u ada:Hunter22x https://x"])[2] == \
+        f"curl -u ada:{REDACTED} https://x"
+    assert redact_text("password: basic words here") == f"password: {REDACTED}"
 
 
 def test_code_keeps_variables_and_masks_literals() -> None:
