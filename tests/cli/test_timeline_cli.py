@@ -1,0 +1,157 @@
+"""`envsnap timeline`: what changed, and when, from the evidence on the host (real git, pip,
+files, a worker, Debian's own dpkg and apt lines), locally and over the test sshd."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Cli, unique_marker
+from helpers.timelinestory import Story, happen, prepare
+
+SINCE = "2025-06-01T00:00:00Z"   # before the oldest recorded dpkg line
+
+
+@pytest.fixture
+def story(tmp_path: Path) -> Iterator[Story]:
+    found = prepare(tmp_path / "host", unique_marker("timeline-worker"))
+    yield found
+    found.stop()
+
+
+def timeline(cli: Cli, host: str, story: Story, *extra: str) -> dict[str, Any]:
+    cli.env["TZ"] = "UTC"   # dpkg and apt write local time; the recorded host's was UTC
+    result = cli("timeline", host, "--repo", str(story.checkout), "--python", str(story.python),
+                 "--proc", story.marker, "--log-root", str(story.root), "--since", SINCE,
+                 "--json", *extra)
+    assert result.returncode == 0, result.stderr
+    found: dict[str, Any] = json.loads(result.stdout)
+    return found
+
+
+def first(events: list[dict[str, Any]], kind: str, text: str) -> int:
+    """The index of the first event of `kind` whose line holds `text`."""
+    for index, event in enumerate(events):
+        if event["kind"] == kind and text in event["what"]:
+            return index
+    raise AssertionError(f"no {kind} event with {text!r} in: "
+                         + "\n".join(e["what"] for e in events))
+
+
+@pytest.mark.parametrize("over_ssh", [False, True], ids=["local", "ssh"])
+def test_each_change_in_order_with_its_time_and_exactness(
+        over_ssh: bool, story: Story, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    cli: Cli = request.getfixturevalue("ssh_cli" if over_ssh else "cli")
+    host = request.getfixturevalue("sshd").addresses[0] if over_ssh else "local"
+    happen(story, tmp_path / "host")
+    events = timeline(cli, host, story)["events"]
+    order = [first(events, "system-package", "dpkg upgrade libsystemd0 252.36-1~deb12u1"),
+             first(events, "system-package", "dpkg install perl "),
+             first(events, "system-package", "apt: apt-get install -y tzdata"),
+             first(events, "checkout", "pull in"),
+             first(events, "checkout", "rebase in"),
+             first(events, "stash", "stash pushed"),
+             first(events, "stash", "stash popped"),
+             first(events, "python-package", "tinypkg 2.0"),
+             first(events, "kernel-message", "GPU fallen off the bus"),
+             first(events, "file", "sitecustomize.py"),
+             first(events, "process-start", story.marker)]
+    assert order == sorted(order)
+    by_index = [events[index] for index in order]
+    # the times, as each tool wrote them (dpkg, apt: local time, here UTC)
+    assert by_index[0]["at"] == "2025-06-24T14:36:25+00:00"      # from dpkg.log.2.gz
+    assert by_index[1]["at"] == "2025-06-24T14:36:30+00:00"      # from dpkg.log.1
+    assert by_index[2]["at"] == "2026-05-09T07:28:46+00:00"
+    for event, step in zip(by_index[3:], ["pull", "rebase", "stash push", "stash pop",
+                                          "pip upgrade", "kernel", "sitecustomize", "worker"]):
+        assert abs(event["time"] - story.times[step]) < 1.05, (step, event)
+    assert [event["exactness"] for event in by_index] == [
+        "recorded", "recorded", "recorded", "recorded", "recorded", "recorded", "file time",
+        "file time", "recorded", "file time", "recorded"]
+    # the evidence each was read from
+    assert "dpkg.log.2.gz" in by_index[0]["evidence"]
+    assert "Commandline: apt-get install -y tzdata" in by_index[2]["evidence"]
+    assert "pull -q origin main: Fast-forward" in by_index[3]["evidence"]
+    assert any("Change pynccl.py" in line for line in by_index[3]["details"])
+    assert "--rebase origin main (finish): returning to refs/heads/main" in \
+        by_index[4]["evidence"]
+    assert any("Change engine.py" in line for line in by_index[4]["details"])
+    assert "On main: first try" in by_index[5]["what"]   # the popped one left no line
+    assert "(1 left)" in by_index[6]["what"]
+    assert "tinypkg-2.0.dist-info" in by_index[7]["evidence"]
+    assert "NVRM: Xid" in by_index[8]["evidence"]
+    assert "NCCL_ALGO=Ring" in by_index[10]["details"][0]
+
+
+def test_text_lists_the_changes_with_how_to_undo_them(cli: Cli, story: Story,
+                                                      tmp_path: Path) -> None:
+    def capture() -> None:
+        assert cli("capture", "local", "--label", "before-upgrade", "--repo",
+                   str(story.checkout), "--python", str(story.python)).returncode == 0
+
+    happen(story, tmp_path / "host", before_upgrade=capture)
+    cli.env["TZ"] = "UTC"
+    result = cli("timeline", "local", "--repo", str(story.checkout), "--python",
+                 str(story.python), "--log-root", str(story.root), "--since", "10m")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    # 10 minutes back: Debian's old lines are out of the window, the story's changes in it
+    assert "tzdata" not in out and "libsystemd0" not in out
+    assert out.index("pull in") < out.index("rebase in") < out.index("tinypkg 2.0") < \
+        out.index("sitecustomize.py written")
+    assert "(recorded by the tool)" in out and "(file time (a later touch may move it))" in out
+    # how to test or undo each: the pin a snapshot recorded, the old copy it holds
+    assert "test/undo: pip install 'tinypkg==1.0' (as snapshot before-upgrade recorded" in out
+    assert "test/undo: older copy: snapshot before-upgrade holds its content" in out
+    assert "snapshot before-upgrade captured" in out
+    # the pull came before any snapshot of the checkout: git's own bisect is what is left
+    assert "no snapshot holds " + str(story.checkout) + " before it" in out
+
+
+def test_a_move_after_a_snapshot_offers_envsnap_bisect(cli: Cli, story: Story,
+                                                      tmp_path: Path) -> None:
+    assert cli("capture", "local", "--label", "good", "--repo", str(story.checkout),
+               "--python", str(story.python)).returncode == 0
+    happen(story, tmp_path / "host")
+    assert cli("capture", "local", "--label", "bad", "--repo", str(story.checkout),
+               "--python", str(story.python)).returncode == 0
+    events = timeline(cli, "local", story, "--since", "good")["events"]
+    pull = events[first(events, "checkout", "pull in")]
+    assert pull["test"].startswith(f"envsnap bisect good bad --repo {story.checkout} --cmd CMD")
+    assert all(event["time"] >= pull["time"] - 2 for event in events)   # --since good
+
+
+def test_rotated_logs_are_opened_only_while_the_window_reaches_them(
+        cli: Cli, story: Story) -> None:
+    broken = story.root / "var" / "log" / "dpkg.log.2.gz"
+    broken.write_bytes(b"\x1f\x8b not a gzip stream")
+    cli.env["TZ"] = "UTC"
+    base = ["timeline", "local", "--python", str(story.python), "--log-root", str(story.root),
+            "--json", "--until", "2026-06-01T00:00:00Z"]
+    recent = cli(*base, "--since", "2026-05-01T00:00:00Z")
+    assert recent.returncode == 0 and "dpkg.log.2.gz" not in recent.stderr
+    older = cli(*base, "--since", SINCE)
+    assert older.returncode == 0
+    assert "cannot read dpkg: " in older.stderr and "dpkg.log.2.gz" in older.stderr
+    found = json.loads(older.stdout)
+    assert any("dpkg install perl " in e["what"] for e in found["events"])   # .1 still read
+
+
+def test_a_missing_log_is_not_a_change(cli: Cli, story: Story) -> None:
+    shutil.rmtree(story.root / "var" / "log")
+    os.makedirs(story.root / "var" / "log")
+    result = cli("timeline", "local", "--python", str(story.python), "--log-root",
+                 str(story.root), "--since", "1h", "--json")
+    assert result.returncode == 0, result.stderr
+    assert not [e for e in json.loads(result.stdout)["events"] if e["kind"] == "system-package"]
+
+
+@pytest.mark.parametrize("since", ["yesterday", "2h ago", "no-such-label"])
+def test_a_bad_time_is_one_clear_usage_error(cli: Cli, since: str) -> None:
+    result = cli("timeline", "local", "--since", since)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].startswith(f"envsnap: error: time {since!r}")
