@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -155,3 +158,48 @@ def test_a_bad_time_is_one_clear_usage_error(cli: Cli, since: str) -> None:
     result = cli("timeline", "local", "--since", since)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1].startswith(f"envsnap: error: time {since!r}")
+
+
+BENCH = ("import random, runpy, sys; v = runpy.run_path(sys.argv[1])['VERIFY_MS']; "
+         "print('gen throughput (token/s): %.2f' % "
+         "(2000.0 / (v + 2.3) * random.uniform(0.99, 1.01)))")
+METRIC = r"gen throughput \(token/s\): ([0-9.]+)"
+
+
+def test_the_changes_between_the_last_good_and_first_bad_benchmark_come_first(
+        cli: Cli, story: Story, tmp_path: Path) -> None:
+    cmd = f"{sys.executable} -c {shlex.quote(BENCH)} {story.checkout / 'pynccl.py'}"
+
+    def bench(label: str) -> None:
+        result = cli("bench", "local", "--cmd", cmd, "--metric", METRIC, "--repeat", "3",
+                     "--label", label, "--repo", str(story.checkout))
+        assert result.returncode == 0, result.stderr
+
+    bench("fast")          # VERIFY_MS 19: ~94 tok/s
+    time.sleep(1.1)
+    bench("still-fast")
+    time.sleep(1.1)
+    happen(story, tmp_path / "host")   # the pull brings VERIFY_MS 29
+    bench("slow")          # ~64 tok/s
+    cli.env["TZ"] = "UTC"
+    result = cli("timeline", "local", "--repo", str(story.checkout), "--python",
+                 str(story.python), "--log-root", str(story.root), "--since", "fast",
+                 "--json")
+    assert result.returncode == 0, result.stderr
+    found = json.loads(result.stdout)
+    assert found["last_good"]["subject"] == "still-fast"
+    assert found["first_bad"]["subject"] == "slow"
+    assert "median 9" in found["last_good"]["what"] and "median 6" in found["first_bad"]["what"]
+    between = [event["what"] for event in found["between"]]
+    assert any(line.startswith("pull in") for line in between)
+    assert any("sitecustomize.py written" in line for line in between)
+    assert not any(line.startswith("bench") for line in between)
+    # the pull's test is a bisect over the benchmark's own command, from a bench record
+    pull = next(e for e in found["between"] if e["what"].startswith("pull in"))
+    assert pull["test"].startswith(f"envsnap bisect still-fast slow --repo {story.checkout}")
+    assert "--metric " in pull["test"] and "pynccl.py" in pull["test"]
+    text = cli("timeline", "local", "--repo", str(story.checkout), "--python",
+               str(story.python), "--log-root", str(story.root), "--since", "fast").stdout
+    head, _, rest = text.partition("all events, oldest first:")
+    assert "between the last good and the first bad benchmark:" in head and "pull in" in head
+    assert "LAST GOOD bench still-fast" in rest and "FIRST BAD bench slow" in rest
