@@ -22,7 +22,9 @@ REBASE_STEP = re.compile(r"^(?:pull\b[^(]*--rebase[^(]*|rebase[^(]*) \((start|pi
 MOVE_NAMES = (("pull", "pull"), ("merge", "merge"), ("checkout", "checkout"),
               ("reset", "reset"), ("commit", "commit"), ("cherry-pick", "cherry-pick"),
               ("revert", "revert"), ("clone", "clone"), ("rebase", "rebase"))
+ZERO_SHA = ("0" * 40, "0" * 64)
 SHOWN_COMMITS = 10
+UNSHOWN_ENV = ("PATH",)   # long, and rarely what moved a benchmark; --json keeps nothing less
 
 
 def short(sha: str) -> str:
@@ -101,7 +103,8 @@ def move_event(entry: dict[str, Any], start: dict[str, Any] | None,
         what=f"{name} in {repo}: {short(old)} -> {short(entry['new'])}{brought}",
         evidence=f"reflog {entry.get('selector', 'HEAD')}: {message}",
         exactness=RECORDED, details=lines,
-        test="HEAD did not move: nothing to test" if old == entry["new"] else None,
+        test="HEAD did not move: nothing to test" if old == entry["new"] else
+        "a new checkout: nothing before it to test" if old in ZERO_SHA else None,
         role="hot path" if any("[hot path:" in line for line in lines) else None)
 
 
@@ -151,7 +154,7 @@ def file_events(records: list[dict[str, Any]]) -> list[Event]:
     return [Event(time=float(record["time"]), kind="file", subject=record["path"],
                   what=f"{record['path']} written ({record['size']} bytes)",
                   evidence=f"{record['path']}: mtime, sha256 {str(record['sha256'])[:12]}",
-                  exactness=FILE_TIME,
+                  exactness=FILE_TIME, digest=record.get("sha256"),
                   test=f"older copy: envsnap backup {record['backups'][-1]}"
                   if record.get("backups") else None)
             for record in records]
@@ -162,7 +165,7 @@ def process_events(records: list[dict[str, Any]]) -> list[Event]:
     for record in records:
         env = record.get("env") or {}
         shown_env = ((f"env unreadable: {env['error']}",) if "error" in env else
-                     tuple(f"{k}={v}" for k, v in sorted(env.items())))
+                     tuple(f"{k}={v}" for k, v in sorted(env.items()) if k not in UNSHOWN_ENV))
         argv = " ".join(record.get("cmdline") or [])
         events.append(Event(
             time=float(record["time"]), kind="process-start", subject=str(record["pid"]),

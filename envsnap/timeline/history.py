@@ -59,9 +59,9 @@ def store_events(stored: list[Stored], since: float, until: float) -> list[Event
             what = f"bench {item.label}: median {median:g}" if median is not None else \
                 f"bench {item.label}"
             if since <= when <= until:
-                events.append(Event(time=when, kind="bench", subject=item.label,
-                                    what=what + f" ({record.get('command') or '?'})",
-                                    evidence=f"the store's bench record {item.label}",
+                events.append(Event(time=when, kind="bench", subject=item.label, what=what,
+                                    evidence=f"the store's bench record {item.label}: "
+                                             f"{record.get('command') or '?'}",
                                     exactness=RECORDED, metric=median))
         elif since <= item.time <= until:
             events.append(Event(time=item.time, kind="snapshot", subject=item.label,
@@ -132,8 +132,8 @@ def test_of(event: Event, stored: list[Stored], host: str, bench_cmd: str) -> st
 def checkout_test(event: Event, stored: list[Stored], host: str, bench_cmd: str) -> str:
     repo = event.subject
     holding = [item for item in stored if repo in snap.repos(item.document)]
-    before = [item for item in holding if item.time <= event.time]
-    after = [item for item in holding if item.time > event.time]
+    before = [item for item in holding if is_before(item, event)]
+    after = [item for item in holding if item.time >= event.time]
     if not before:
         return (f"no snapshot holds {repo} before it: `git -C {shlex.quote(repo)} bisect` "
                 "over the move's range")
@@ -144,9 +144,14 @@ def checkout_test(event: Event, stored: list[Stored], host: str, bench_cmd: str)
     return f"envsnap bisect {good} {after[0].label} --repo {shlex.quote(repo)} {bench_cmd}"
 
 
+def is_before(item: Stored, event: Event) -> bool:
+    """Captured before the event for sure: a capture time keeps whole seconds."""
+    return item.time + 1 <= event.time
+
+
 def package_pin(event: Event, stored: list[Stored]) -> str:
     name = event.subject
-    for item in reversed([item for item in stored if item.time <= event.time]):
+    for item in reversed([item for item in stored if is_before(item, event)]):
         version = snap.packages(item.document).get(name)
         if version:
             return (f"pip install '{name}=={version}' (as snapshot {item.label} recorded; "
@@ -158,10 +163,12 @@ def package_pin(event: Event, stored: list[Stored]) -> str:
 
 def file_copy(event: Event, stored: list[Stored]) -> str:
     path = event.subject
-    for item in reversed(stored):
+    for item in reversed([item for item in stored if is_before(item, event)]):
         customize = snap.python_env(item.document).get("customize") or {}
         for recorded in customize.values():
             if isinstance(recorded, dict) and recorded.get("path") == path and \
-                    recorded.get("content") is not None and item.time <= event.time:
-                return f"older copy: snapshot {item.label} holds its content"
+                    recorded.get("content") is not None:
+                same = event.digest is not None and recorded.get("sha256") == event.digest
+                return (f"older copy: snapshot {item.label} holds its content"
+                        + (" (the same bytes: this write changed nothing)" if same else ""))
     return "no older copy: no snapshot or envsnap backup holds it"

@@ -41,6 +41,7 @@ class Event:
     test: str | None = None          # how to test or undo it; "none" said in words
     role: str | None = None          # "system: driver", "hot path"...: why it may matter
     metric: float | None = None      # a bench record's median
+    digest: str | None = None        # a file's sha256 now
 
 
 @dataclass(frozen=True)
