@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from conftest import Cli, unique_marker
-from helpers.timelinestory import Story, happen, prepare
+from helpers.timelinestory import Story, git, happen, prepare
 
 SINCE = "2025-06-01T00:00:00Z"   # before the oldest recorded dpkg line
 
@@ -204,3 +204,28 @@ def test_the_changes_between_the_last_good_and_first_bad_benchmark_come_first(
     head, _, rest = text.partition("all events, oldest first:")
     assert "between the last good and the first bad benchmark:" in head and "pull in" in head
     assert "LAST GOOD bench still-fast" in rest and "FIRST BAD bench slow" in rest
+
+
+TOKEN = "ghp_" + "Zq8vR2mXk4Lw9TnB7yHc3Fd6Js1Pa0Ue5Gi"   # a made-up GitHub token's shape
+
+
+def test_secrets_and_control_characters_never_reach_the_terminal(cli: Cli, story: Story,
+                                                                 tmp_path: Path) -> None:
+    """A commit message carrying a token and an escape sequence: the reflog's line and the
+    pulled commit's subject are masked on the host and shown with the escape made visible."""
+    dev = tmp_path / "host" / "dev"
+    (dev / "evil.py").write_text("X = 1\n")
+    git(dev, story.env, "add", "-A")
+    git(dev, story.env, "commit", "-q", "-m", f"export GITHUB_TOKEN={TOKEN} \x1b[2J done")
+    git(dev, story.env, "push", "-q", "origin", "main")
+    git(story.checkout, story.env, "-c", "pull.rebase=false", "pull", "-q", "origin", "main")
+    git(story.checkout, story.env, "commit", "-q", "--allow-empty", "-m", f"token={TOKEN}")
+    for form in ([], ["--json"]):
+        result = cli("timeline", "local", "--repo", str(story.checkout), "--python",
+                     str(story.python), "--log-root", str(story.root), "--since", "10m", *form)
+        assert result.returncode == 0, result.stderr
+        assert TOKEN not in result.stdout and "Zq8vR2mXk4" not in result.stdout
+        assert "\x1b" not in result.stdout
+        assert "<secret:" in result.stdout
+    text = cli("timeline", "local", "--repo", str(story.checkout), "--since", "10m").stdout
+    assert "\\x1b[2J done" in text   # the subject, its escape made visible
