@@ -292,6 +292,17 @@ def kernel_line_time(line: str, boot: Optional[float]) -> Optional[float]:
     return None
 
 
+def kernel_message(line: str) -> str:
+    """The message without its stamp and, in syslog's and the journal's forms, the host's
+    name and "kernel:": the same message read from two sources reads the same."""
+    for stamp in (ISO_TIME, UNIX_TIME, DMESG_TIME):
+        match = stamp.match(line)
+        if match:
+            rest = line[match.end():]
+            return rest.split(" kernel: ", 1)[1] if " kernel: " in rest else rest
+    return line
+
+
 def iso_epoch(stamp: str, fraction: Optional[str], zone: Optional[str]) -> Optional[float]:
     """Epoch seconds of an ISO stamp split by ISO_TIME (by hand: Python 3.8's fromisoformat
     takes neither a comma nor a zone without its colon); no zone is the host's local time."""
@@ -351,6 +362,7 @@ def read_kernel(root: str, since: float, until: float) -> Dict[str, Any]:
                 if when <= until and KERNEL_WORDS.search(line):
                     records.append({"time": when, "file": source["name"],
                                     "line": redact_text(line),
+                                    "message": redact_text(kernel_message(line)),
                                     "since_boot": bool(DMESG_TIME.match(line))})
         except OSError as exc:
             errors.append("%s: %s" % (source["name"], exc.strerror or exc))

@@ -41,6 +41,9 @@ def register(commands: Commands) -> None:
     tim.add_argument("--proc", action="append", default=[], metavar="PATTERN", type=utf8_text,
                      help="workers whose start time and env are read (repeatable; default: "
                           "the inventory's procs, else none)")
+    tim.add_argument("--hot-path", action="append", default=[], metavar="GLOB", type=utf8_text,
+                     help="code paths marked in the commits a move brought in (repeatable; "
+                          "default: the inventory's hot_paths, else none)")
     tim.add_argument("--json", action="store_true",
                      help="the events as JSON for scripts (default: text for a person)")
     tim.add_argument("--log-root", metavar="DIR", type=utf8_text,
@@ -61,7 +64,8 @@ def cmd_timeline(args: argparse.Namespace) -> int:
     from envsnap.timeline.render import render_json, render_text, visible
     from envsnap.timeline.run import TimelineOptions, timeline
 
-    overrides: Vars = {"repos": args.repo, "procs": args.proc, "python": args.python}
+    overrides: Vars = {"repos": args.repo, "procs": args.proc, "python": args.python,
+                       "hot_paths": args.hot_path}
     hosts = resolve_hosts([args.host], load_inventory(args.inventory), overrides)
     options = TimelineOptions(since=args.since, until=args.until, root=args.log_root,
                               connect_timeout=args.connect_timeout,

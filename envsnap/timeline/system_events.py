@@ -24,6 +24,7 @@ KERNEL_KINDS = (
     ("NVIDIA driver loaded", re.compile(r"NVRM: loading|nvidia: module license|"
                                         r"nvidia-nvlink: Nvlink Core is being initialized")),
 )
+SAME_MESSAGE_S = 1.5
 NVRM_VERSION = re.compile(r"Kernel Module(?: for \S+)?\s+(\d+(?:\.\d+)+)")
 
 
@@ -125,10 +126,21 @@ def kernel_kind(line: str) -> str:
 
 
 def kernel_events(records: list[dict[str, Any]]) -> list[Event]:
-    return [Event(time=float(r["time"]), kind="kernel-message", subject=r["file"],
-                  what=f"kernel: {kernel_kind(r['line'])}", evidence=f"{r['file']}: {r['line']}",
-                  exactness=KERNEL_CLOCK if r.get("since_boot") else RECORDED)
-            for r in records]
+    """One event per message: the journal, dmesg and kern.log may each hold it, their times
+    a second apart at most (dmesg's boot time keeps whole seconds); the first source read,
+    the journal's or dmesg's, is the one shown."""
+    events: list[Event] = []
+    seen: dict[str, list[float]] = {}
+    for r in records:
+        message, when = r.get("message", r["line"]), float(r["time"])
+        if any(abs(when - other) <= SAME_MESSAGE_S for other in seen.get(message, [])):
+            continue
+        seen.setdefault(message, []).append(when)
+        events.append(Event(time=float(r["time"]), kind="kernel-message", subject=r["file"],
+                            what=f"kernel: {kernel_kind(r['line'])}",
+                            evidence=f"{r['file']}: {r['line']}",
+                            exactness=KERNEL_CLOCK if r.get("since_boot") else RECORDED))
+    return events
 
 
 def nvidia_version(proc_version: str | None) -> str | None:

@@ -185,7 +185,7 @@ def test_the_changes_between_the_last_good_and_first_bad_benchmark_come_first(
     cli.env["TZ"] = "UTC"
     result = cli("timeline", "local", "--repo", str(story.checkout), "--python",
                  str(story.python), "--log-root", str(story.root), "--since", "fast",
-                 "--json")
+                 "--hot-path", "pynccl*", "--json")
     assert result.returncode == 0, result.stderr
     found = json.loads(result.stdout)
     assert found["last_good"]["subject"] == "still-fast"
@@ -197,6 +197,11 @@ def test_the_changes_between_the_last_good_and_first_bad_benchmark_come_first(
     assert not any(line.startswith("bench") for line in between)
     # the pull's test is a bisect over the benchmark's own command, from a bench record
     pull = next(e for e in found["between"] if e["what"].startswith("pull in"))
+    assert pull["role"] == "hot path"
+    assert any(line.endswith("Change pynccl.py  [hot path: pynccl.py]")
+               for line in pull["details"])
+    rebase = next(e for e in found["between"] if e["what"].startswith("pull --rebase in"))
+    assert rebase["role"] is None   # it brought engine.py only
     assert pull["test"].startswith(f"envsnap bisect still-fast slow --repo {story.checkout}")
     assert "--metric " in pull["test"] and "pynccl.py" in pull["test"]
     text = cli("timeline", "local", "--repo", str(story.checkout), "--python",

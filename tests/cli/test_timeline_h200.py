@@ -88,6 +88,14 @@ def test_ubuntus_package_logs_name_cuda_and_fold_dpkg_into_its_apt_run(
     assert not [e for e in packages if e["what"].startswith("dpkg ")]
 
 
+def test_a_message_in_two_kernel_logs_is_one_event(cli: Cli, h200_root: Path) -> None:
+    (h200_root / "var" / "log" / "kern.log").write_text(recorded("dmesg_iso.txt"))
+    events = events_of(cli, h200_root, "2026-12-01T14:00:00Z", "2026-12-01T14:03:03Z")
+    loading = [e for e in events if "NVRM: loading NVIDIA UNIX" in e["evidence"]]
+    assert len(loading) == 1 and loading[0]["exactness"] == "recorded"   # kern.log's ISO time
+    assert loading[0]["at"] == "2026-12-01T14:02:39+00:00"
+
+
 def test_the_iso_and_since_boot_dmesg_agree_with_the_boot_time() -> None:
     """The recording holds dmesg twice, as seconds since boot and as ISO times: read with the
     recorded btime, each line's time is the same to within a second."""
