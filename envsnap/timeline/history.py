@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 from envsnap.bench.stats import DEFAULT_THRESHOLD, compare
 from envsnap.snapshot import document as snap
-from envsnap.snapshot.records import Snapshot
+from envsnap.snapshot.records import CustomizeFile, Snapshot
 from envsnap.timeline.model import RECORDED, Event
 from envsnap.timeline.window import iso_seconds
 from envsnap.verdicts import REGRESSION
@@ -162,13 +162,22 @@ def package_pin(event: Event, stored: list[Stored]) -> str:
 
 
 def file_copy(event: Event, stored: list[Stored]) -> str:
-    path = event.subject
-    for item in reversed([item for item in stored if is_before(item, event)]):
-        customize = snap.python_env(item.document).get("customize") or {}
-        for recorded in customize.values():
-            if isinstance(recorded, dict) and recorded.get("path") == path and \
-                    recorded.get("content") is not None:
-                same = event.digest is not None and recorded.get("sha256") == event.digest
-                return (f"older copy: snapshot {item.label} holds its content"
-                        + (" (the same bytes: this write changed nothing)" if same else ""))
+    """The newest snapshot, up to the write's second, that holds other bytes of the file
+    (a restore's rollback point is captured the second it writes); else one from before it
+    that holds the same bytes, which says the write changed nothing."""
+    held = [(item, recorded) for item in reversed(stored) if item.time <= event.time
+            for recorded in recorded_copies(item.document, event.subject)]
+    for item, recorded in held:
+        if event.digest is None or recorded.get("sha256") != event.digest:
+            return f"older copy: snapshot {item.label} holds its content before this write"
+    for item, _ in held:
+        if is_before(item, event):
+            return (f"older copy: snapshot {item.label} holds its content (the same bytes: "
+                    "this write changed nothing)")
     return "no older copy: no snapshot or envsnap backup holds it"
+
+
+def recorded_copies(document: Snapshot, path: str) -> list[CustomizeFile]:
+    customize = snap.python_env(document).get("customize") or {}
+    return [recorded for recorded in customize.values() if isinstance(recorded, dict)
+            and recorded.get("path") == path and recorded.get("content") is not None]

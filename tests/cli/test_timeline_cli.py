@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import sys
@@ -234,3 +235,44 @@ def test_secrets_and_control_characters_never_reach_the_terminal(cli: Cli, story
         assert "<secret:" in result.stdout
     text = cli("timeline", "local", "--repo", str(story.checkout), "--since", "10m").stdout
     assert "\\x1b[2J done" in text   # the subject, its escape made visible
+
+
+def file_tests(cli: Cli, story: Story, path: Path) -> list[str]:
+    result = cli("timeline", "local", "--python", str(story.python), "--log-root",
+                 str(story.root), "--since", "5m", "--json")
+    assert result.returncode == 0, result.stderr
+    return [e["test"] for e in json.loads(result.stdout)["events"]
+            if e["kind"] == "file" and e["subject"] == str(path)]
+
+
+def test_a_sitecustomize_put_back_by_restore_names_the_rollback_point(cli: Cli,
+                                                                     story: Story) -> None:
+    site = story.site / "sitecustomize.py"
+    assert cli("capture", "local", "--label", "good", "--python",
+               str(story.python)).returncode == 0
+    time.sleep(1.1)
+    site.write_text("import os\nos.environ['NCCL_PROTO'] = 'Simple'\n")   # the bad rewrite
+    restored = cli("restore", "good", "--yes")
+    assert restored.returncode == 0, restored.stdout + restored.stderr
+    rollback = re.search(r"rollback point: envsnap restore (\S+)", restored.stdout)
+    assert rollback is not None, restored.stdout
+    assert file_tests(cli, story, site) == [
+        f"older copy: snapshot {rollback.group(1)} holds its content before this write"]
+
+
+def test_a_config_file_a_playbook_replaced_names_its_backup(cli: Cli, story: Story,
+                                                           tmp_path: Path) -> None:
+    conf = Path(cli.env["HOME"]) / ".nccl.conf"
+    conf.write_text("NCCL_PROTO=LL\n")
+    playbook = tmp_path / "tune.yml"
+    playbook.write_text("- hosts: all\n  tasks:\n    - name: NCCL by its config file\n"
+                        "      copy: {dest: ~/.nccl.conf, content: \"NCCL_PROTO=Simple\\n\"}\n")
+    played = cli("play", str(playbook), "-l", "local")
+    assert played.returncode == 0, played.stdout + played.stderr
+    backups = sorted(conf.parent.glob(".nccl.conf.envsnap-backup-*"))
+    assert len(backups) == 1 and backups[0].read_text() == "NCCL_PROTO=LL\n"
+    assert file_tests(cli, story, conf) == [f"older copy: envsnap backup {backups[0]}"]
+    conf.unlink()
+    backups[0].unlink()
+    conf.write_text("NCCL_PROTO=Simple\n")
+    assert file_tests(cli, story, conf) == ["no older copy: no snapshot or envsnap backup holds it"]
