@@ -15,8 +15,8 @@ if TYPE_CHECKING:
     from envsnap.hosts.inventory_graph import Vars
 
 EPILOG = exit_codes(
-    (ExitCode.OK, "the timeline was shown (a source the host could not read is named on "
-                  "stderr)"),
+    (ExitCode.OK, "the timeline was shown (a source the host could not read is named at its "
+                  "end, and with --json on stderr)"),
     (ExitCode.USAGE, "usage error: bad argument or time, unknown host or label, bad inventory"),
     (ExitCode.HOST, "the host unreachable, or the agent failed there"),
 )
@@ -73,6 +73,7 @@ def cmd_timeline(args: argparse.Namespace) -> int:
                               accept_new_host_keys=args.accept_new_host_keys)
     found = timeline(hosts[0], options, Store(args.store))
     sys.stdout.write(render_json(found) if args.json else render_text(found))
-    for problem in found.unreadable:
-        sys.stderr.write(f"warning: {hosts[0].name}: cannot read {visible(problem)}\n")
+    if args.json:   # the text names them at its end; a script's reader sees them here too
+        for problem in found.unreadable:
+            sys.stderr.write(f"warning: {hosts[0].name}: cannot read {visible(problem)}\n")
     return ExitCode.OK
