@@ -134,20 +134,21 @@ def python_events(source: dict[str, Any]) -> list[Event]:
             evidence=f"{record['folder']}: {what_file} mtime", exactness=FILE_TIME,
             role=package_role(name)))
     for record in source.get("conda") or []:
+        command, changes = conda_block(record["block"])
+        added = sum(line.startswith("+") for line in changes)
         events.append(Event(time=float(record["time"]), kind="conda", subject=record["file"],
-                            what="conda: " + conda_summary(record["block"]),
-                            evidence=f"{record['file']}: {first_line(record['block'])}",
-                            exactness=RECORDED))
+                            what=f"conda: {command}: +{added} -{len(changes) - added}",
+                            evidence=f"{record['file']}: # cmd: {command}",
+                            exactness=RECORDED, details=tuple(changes[:SHOWN_COMMITS * 2])))
     return events
 
 
-def conda_summary(block: str) -> str:
-    changes = [line for line in block.splitlines() if line[:1] in "+-"]
-    return ", ".join(changes[:8]) + (f" ... {len(changes) - 8} more" if len(changes) > 8 else "")
-
-
-def first_line(text: str) -> str:
-    return (text.splitlines() or [""])[0]
+def conda_block(block: str) -> tuple[str, list[str]]:
+    """A conda-meta/history block: its `# cmd:` and its +package/-package lines (a first
+    block lists what the prefix held, without signs: not a change of this moment)."""
+    command = next((line[len("# cmd: "):] for line in block.splitlines()
+                    if line.startswith("# cmd: ")), "(no command recorded)")
+    return command, [line for line in block.splitlines() if line[:1] in "+-"]
 
 
 def file_events(records: list[dict[str, Any]]) -> list[Event]:

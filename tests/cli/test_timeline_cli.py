@@ -17,6 +17,7 @@ import pytest
 from conftest import Cli, unique_marker
 from helpers.timelinestory import Story, git, happen, prepare
 
+DATA = Path(__file__).resolve().parent.parent / "data" / "timeline"
 SINCE = "2025-06-01T00:00:00Z"   # before the oldest recorded dpkg line
 
 
@@ -276,3 +277,26 @@ def test_a_config_file_a_playbook_replaced_names_its_backup(cli: Cli, story: Sto
     backups[0].unlink()
     conf.write_text("NCCL_PROTO=Simple\n")
     assert file_tests(cli, story, conf) == ["no older copy: no snapshot or envsnap backup holds it"]
+
+
+def test_conda_history_of_the_interpreters_prefix(cli: Cli, story: Story) -> None:
+    """A real conda-meta/history (tests/data/timeline/README.md says whose) in the prefix of
+    the interpreter: each block one event at the time conda wrote, with its command."""
+    meta = story.python.parent.parent / "conda-meta"
+    meta.mkdir()
+    shutil.copy(DATA / "conda" / "history", meta / "history")
+    cli.env["TZ"] = "UTC"
+    result = cli("timeline", "local", "--python", str(story.python), "--log-root",
+                 str(story.root), "--since", "2016-02-16T13:31:35Z", "--until",
+                 "2016-02-18T00:00:00Z", "--json")
+    assert result.returncode == 0, result.stderr
+    conda = [e for e in json.loads(result.stdout)["events"] if e["kind"] == "conda"]
+    assert [(e["at"], e["what"]) for e in conda] == [
+        ("2016-02-16T13:31:41+00:00", "conda: /home/ilan/minonda/bin/conda update conda: +7 -7"),
+        ("2016-02-16T13:34:30+00:00",
+         "conda: /home/ilan/minonda/bin/conda install cas-mirror: +3 -0"),
+        ("2016-02-16T14:17:47+00:00",
+         "conda: /home/ilan/minonda/bin/conda update cas-mirror: +1 -1"),
+        ("2016-02-16T17:19:39+00:00", "conda: /home/ilan/minonda/bin/conda install grin: +1 -0")]
+    assert conda[2]["details"] == ["-cas-mirror-1.4.0-py27_x0", "+cas-mirror-1.4.1-py27_x0"]
+    assert all(e["exactness"] == "recorded" for e in conda)
