@@ -172,5 +172,7 @@ def process_events(records: list[dict[str, Any]]) -> list[Event]:
             time=float(record["time"]), kind="process-start", subject=str(record["pid"]),
             what=f"process {record['pid']} started: {argv[:160]}",
             evidence=f"/proc/{record['pid']}/stat start time + boot time", exactness=RECORDED,
-            details=("its env now: " + ", ".join(shown_env),) if shown_env else ()))
+            details=("its env now: " + ", ".join(shown_env),) if shown_env else (),
+            argv=tuple(record.get("cmdline") or ()),
+            env=tuple((k, str(v)) for k, v in sorted(env.items()) if k != "error")))
     return events

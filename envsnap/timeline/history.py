@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 from envsnap.bench.stats import DEFAULT_THRESHOLD, compare
 from envsnap.snapshot import document as snap
-from envsnap.snapshot.records import CustomizeFile, Snapshot
+from envsnap.snapshot.records import CustomizeFile, Process, Snapshot
 from envsnap.timeline.model import RECORDED, Event
 from envsnap.timeline.window import iso_seconds
 from envsnap.verdicts import REGRESSION
@@ -106,8 +106,35 @@ def good_and_bad(events: list[Event], stored: list[Stored]) -> tuple[Event | Non
 
 def with_tests(events: list[Event], stored: list[Stored], host: str) -> list[Event]:
     bench_cmd = latest_bench_command(stored)
+    events = [with_restart(event, stored) if event.kind == "process-start" else event
+              for event in events]
     return [replace(event, test=test_of(event, stored, host, bench_cmd))
             if event.test is None else event for event in events]
+
+
+def with_restart(event: Event, stored: list[Stored]) -> Event:
+    """A worker whose command line a snapshot before it recorded under another pid was
+    restarted: say which pid it replaced and how its env differs from that one's."""
+    for item in reversed([item for item in stored if is_before(item, event)]):
+        for pid, process in (snap.env(item.document).get("processes") or {}).items():
+            if pid != event.subject and tuple(process.get("cmdline") or ()) == event.argv:
+                return replace(event, what=event.what.replace(" started:", " restarted:", 1),
+                               details=event.details + restart_lines(pid, item.label,
+                                                                     process, event))
+    return event
+
+
+def restart_lines(pid: str, label: str, process: Process, event: Event) -> tuple[str, ...]:
+    before = snap.process_env(process)
+    lines = [f"replaces pid {pid} of snapshot {label}"]
+    if before is None:
+        return tuple(lines)
+    now = dict(event.env)
+    for name in sorted(set(before) | set(now)):
+        if before.get(name) != now.get(name):
+            was = "-" if before.get(name) is None else before[name]
+            lines.append(f"env {name}: {was} -> {now.get(name, '-')}")
+    return tuple(lines)
 
 
 def latest_bench_command(stored: list[Stored]) -> str:

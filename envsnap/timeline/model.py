@@ -42,6 +42,8 @@ class Event:
     role: str | None = None          # "system: driver", "hot path"...: why it may matter
     metric: float | None = None      # a bench record's median
     digest: str | None = None        # a file's sha256 now
+    argv: tuple[str, ...] = ()       # a started process's command line
+    env: tuple[tuple[str, str], ...] = ()   # and its env now (name, value)
 
 
 @dataclass(frozen=True)

@@ -95,14 +95,19 @@ def test_each_change_in_order_with_its_time_and_exactness(
 
 def test_text_lists_the_changes_with_how_to_undo_them(cli: Cli, story: Story,
                                                       tmp_path: Path) -> None:
+    assert story.worker is not None
+    old_worker = story.worker.pid
+
     def capture() -> None:
         assert cli("capture", "local", "--label", "before-upgrade", "--repo",
-                   str(story.checkout), "--python", str(story.python)).returncode == 0
+                   str(story.checkout), "--python", str(story.python), "--proc",
+                   story.marker).returncode == 0
 
     happen(story, tmp_path / "host", before_upgrade=capture)
     cli.env["TZ"] = "UTC"
     result = cli("timeline", "local", "--repo", str(story.checkout), "--python",
-                 str(story.python), "--log-root", str(story.root), "--since", "10m")
+                 str(story.python), "--log-root", str(story.root), "--since", "10m",
+                 "--proc", story.marker)
     assert result.returncode == 0, result.stderr
     out = result.stdout
     # 10 minutes back: Debian's old lines are out of the window, the story's changes in it
@@ -114,6 +119,9 @@ def test_text_lists_the_changes_with_how_to_undo_them(cli: Cli, story: Story,
     assert "test/undo: pip install 'tinypkg==1.0' (as snapshot before-upgrade recorded" in out
     assert "test/undo: older copy: snapshot before-upgrade holds its content" in out
     assert "snapshot before-upgrade captured" in out
+    # the worker is known from that snapshot: a restart, the pid it replaced
+    assert re.search(r"process \d+ restarted: ", out)
+    assert f"replaces pid {old_worker} of snapshot before-upgrade" in out
     # the pull came before any snapshot of the checkout: git's own bisect is what is left
     assert "no snapshot holds " + str(story.checkout) + " before it" in out
 
