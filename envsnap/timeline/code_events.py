@@ -96,6 +96,9 @@ def move_event(entry: dict[str, Any], start: dict[str, Any] | None,
     commits = (start or entry).get("commits") or {}
     total = int(commits.get("added_total") or len(commits.get("added") or []))
     name = move_name(message)
+    if message == "reset: moving to HEAD" and old == entry["new"]:
+        name = ("reset to HEAD (as `git stash push` does; no stash of that time remains: "
+                "popped or dropped since)")
     brought = f", {total} commit(s) brought in" if total else ""
     lines = commit_lines(commits, hot_paths)
     return Event(

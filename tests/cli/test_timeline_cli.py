@@ -308,3 +308,22 @@ def test_conda_history_of_the_interpreters_prefix(cli: Cli, story: Story) -> Non
         ("2016-02-16T17:19:39+00:00", "conda: /home/ilan/minonda/bin/conda install grin: +1 -0")]
     assert conda[2]["details"] == ["-cas-mirror-1.4.0-py27_x0", "+cas-mirror-1.4.1-py27_x0"]
     assert all(e["exactness"] == "recorded" for e in conda)
+
+
+def test_a_stash_pushed_and_popped_leaves_its_reset(cli: Cli, story: Story) -> None:
+    """Popping the only stash deletes the stash reflog: what is left is the reset git wrote
+    when the stash was pushed."""
+    (story.checkout / "local.py").write_text("LOCAL = 9\n")
+    git(story.checkout, story.env, "add", "-A")
+    git(story.checkout, story.env, "stash", "push", "-q", "-m", "only try")
+    git(story.checkout, story.env, "stash", "pop", "-q")
+    assert not (story.checkout / ".git" / "logs" / "refs" / "stash").exists()
+    result = cli("timeline", "local", "--repo", str(story.checkout), "--python",
+                 str(story.python), "--log-root", str(story.root), "--since", "5m", "--json")
+    assert result.returncode == 0, result.stderr
+    moves = [e for e in json.loads(result.stdout)["events"] if e["kind"] in ("checkout", "stash")]
+    assert moves[-1]["what"].startswith(f"reset to HEAD (as `git stash push` does; no stash of "
+                                        f"that time remains: popped or dropped since) in "
+                                        f"{story.checkout}")
+    assert moves[-1]["exactness"] == "recorded"
+    assert moves[-1]["test"] == "HEAD did not move: nothing to test"
