@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+import shlex
 from typing import Any
 
 from envsnap.timeline.model import FILE_TIME, RECORDED, Event
@@ -121,7 +122,7 @@ def stash_event(entry: dict[str, Any]) -> Event:
     return Event(time=float(entry["time"]), kind="stash", subject=repo,
                  what=f"stash pushed in {repo}: {entry['message']}",
                  evidence=f"stash reflog: {entry['message']}", exactness=RECORDED,
-                 test=f"git -C {repo} stash list; `git stash apply` puts it back")
+                 test=f"git -C {shlex.quote(repo)} stash list; `git stash apply` puts it back")
 
 
 def python_events(source: dict[str, Any]) -> list[Event]:

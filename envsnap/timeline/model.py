@@ -20,8 +20,8 @@ RECORDED: Exactness = "recorded"
 FILE_TIME: Exactness = "file time"
 KERNEL_CLOCK: Exactness = "kernel clock"
 EXACTNESS_SAID: dict[Exactness, str] = {
-    RECORDED: "recorded by the tool", FILE_TIME: "file time (a later touch may move it)",
-    KERNEL_CLOCK: "kernel clock (seconds since boot)"}
+    RECORDED: "recorded by the tool", FILE_TIME: "file time: a later touch may move it",
+    KERNEL_CLOCK: "kernel clock: seconds since boot"}
 
 # What an event is, by the source it came from.
 Kind = Literal["checkout", "stash", "python-package", "conda", "system-package", "file",

@@ -114,7 +114,7 @@ def test_text_lists_the_changes_with_how_to_undo_them(cli: Cli, story: Story,
     assert "tzdata" not in out and "libsystemd0" not in out
     assert out.index("pull in") < out.index("rebase in") < out.index("tinypkg 2.0") < \
         out.index("sitecustomize.py written")
-    assert "(recorded by the tool)" in out and "(file time (a later touch may move it))" in out
+    assert "(recorded by the tool)" in out and "(file time: a later touch may move it)" in out
     # how to test or undo each: the pin a snapshot recorded, the old copy it holds
     assert "test/undo: pip install 'tinypkg==1.0' (as snapshot before-upgrade recorded" in out
     assert "test/undo: older copy: snapshot before-upgrade holds its content" in out
