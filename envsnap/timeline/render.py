@@ -3,7 +3,9 @@ message, an apt command line, a kernel line), so each is shown with its control 
 made visible: a planted escape sequence cannot repaint the terminal.
 
 With a last good and a first bad benchmark, the changes between them come first, under their
-own heading; the whole timeline follows, oldest first, the two benchmarks marked in it.
+own heading; the whole timeline follows, oldest first, the two benchmarks marked in it. The
+JSON is versioned like diff's ({"envsnap_timeline": 1, ...}, keys sorted): each event with
+its epoch `time` and ISO `at`, and `between`, `last_good`, `first_bad`, `unreadable`.
 """
 from __future__ import annotations
 
@@ -72,8 +74,12 @@ def event_json(event: Event) -> dict[str, Any]:
     return found
 
 
+JSON_VERSION = 1   # {"envsnap_timeline": 1, ...}: a later version only adds keys
+
+
 def render_json(timeline: Timeline) -> str:
     return dump_json({
+        "envsnap_timeline": JSON_VERSION,
         "host": timeline.host,
         "since": event_time(timeline.window.since), "until": event_time(timeline.window.until),
         "events": [event_json(event) for event in timeline.events],

@@ -152,6 +152,7 @@ def test_rotated_logs_are_opened_only_while_the_window_reaches_them(
     assert older.returncode == 0
     assert "cannot read dpkg: " in older.stderr and "dpkg.log.2.gz" in older.stderr
     found = json.loads(older.stdout)
+    assert found["envsnap_timeline"] == 1
     assert any("dpkg install perl " in e["what"] for e in found["events"])   # .1 still read
 
 
