@@ -12,6 +12,9 @@ How to test or undo, from what exists, never guessed:
   line names the old version itself);
 - a file: an older copy, in a snapshot that recorded it with another digest or in a backup
   envsnap made beside it; where there is none, it says so.
+
+A worker that a snapshot before its start recorded under another pid, with the same command
+line, was restarted: the event says which pid it replaced and how the env differs.
 """
 from __future__ import annotations
 
