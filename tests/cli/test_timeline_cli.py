@@ -159,10 +159,21 @@ def test_rotated_logs_are_opened_only_while_the_window_reaches_them(
 def test_a_missing_log_is_not_a_change(cli: Cli, story: Story) -> None:
     shutil.rmtree(story.root / "var" / "log")
     os.makedirs(story.root / "var" / "log")
+    gone = story.root / "no-checkout"
     result = cli("timeline", "local", "--python", str(story.python), "--log-root",
-                 str(story.root), "--since", "1h", "--json")
+                 str(story.root), "--since", "1h", "--repo", str(gone), "--json")
     assert result.returncode == 0, result.stderr
-    assert not [e for e in json.loads(result.stdout)["events"] if e["kind"] == "system-package"]
+    found = json.loads(result.stdout)
+    assert not [e for e in found["events"] if e["kind"] == "system-package"]
+    assert not [e for e in found["unreadable"] if e.startswith(("dpkg", "apt"))]   # absent
+    assert [e for e in found["unreadable"] if e.startswith(f"git: {gone}: ")]   # said
+    assert f"warning: local: cannot read git: {gone}: " in result.stderr
+
+
+def test_a_window_that_ends_before_it_starts_is_refused(cli: Cli) -> None:
+    result = cli("timeline", "local", "--since", "2h", "--until", "3h")
+    assert result.returncode == 2
+    assert result.stderr.strip() == "envsnap: error: --since 2h is after --until 3h"
 
 
 @pytest.mark.parametrize("since", ["yesterday", "2h ago", "no-such-label"])
