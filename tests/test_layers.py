@@ -37,7 +37,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("hosts",),
     ("hostops",),
     ("bench",),
-    ("diff",),
+    ("diff", "timeline"),
     ("playbook", "ansible"),
     ("restore",),
     ("bisect",),

@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List
 
-from . import benchrun, cuda_nccl, env, exits, git, nvidia, python_env, redact, system
+from . import benchrun, cuda_nccl, env, exits, git, nvidia, python_env, redact, system, timeline
 from .sections import SECTIONS
 from .util import escaped_document
 
@@ -83,6 +83,8 @@ def agent_output(config: Dict[str, Any]) -> str:
     }
     if config.get("mode") == "bench":
         document["bench"] = benchrun.run_bench(config)
+    elif config.get("mode") == "timeline":
+        document["timeline"] = timeline.collect(config)
     else:
         document["collectors"] = collect_all(config)
     # The last passes: every string leaves this host escaped (util.escaped: a byte that is

@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import venv
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -182,11 +183,17 @@ def make_venv(scene: Scene) -> None:
 
 def the_silent_pull(scene: Scene) -> None:
     """The engineer puts the local patch away; something pulls upstream; the server is
-    restarted from a unit file that lacks one NCCL variable."""
+    restarted from a unit file that lacks one NCCL variable; then, the hunt's first step
+    (docs/STORY.md), the engineer writes the sitecustomize again, the same lines."""
+    time.sleep(1.1)   # after the good benchmark's last second, as a day later would be
     scene.git("stash", "push", "-q", "-m", "engineer's local patches")
     upstream_moves(scene)
     scene.git("-c", "pull.rebase=false", "pull", "-q", "origin", "main")
+    time.sleep(1.1)   # the reflog keeps whole seconds: the restart is after the pull
     start_worker(scene, {k: v for k, v in NCCL_ENV.items() if k != DROPPED_VARIABLE})
+    time.sleep(0.2)
+    site = next((scene.root / "ml-env" / "lib").glob("python3*/site-packages"))
+    (site / "sitecustomize.py").write_text("import os\n" + SITECUSTOMIZE)
 
 
 def envsnap(*args: str) -> list[str]:
@@ -213,21 +220,27 @@ def steps(scene: Scene) -> list[Step]:
              bench_args(scene, "bad"), prepare=lambda: the_silent_pull(scene),
              note="meanwhile the local patch was stashed, something ran `git pull`, and the "
                   f"server was restarted without {DROPPED_VARIABLE}"),
-        Step("3. what changed, ranked by what matters", envsnap("diff", "good", "bad"),
+        Step("3. what changed on the host in the last hour, from its own evidence (no "
+             "snapshot needed)",
+             envsnap("timeline", "local", "--since", "1h", "--repo", str(scene.checkout),
+                     "--python", str(scene.python), "--proc", scene.worker_tag),
+             note="the reflog, the worker's start time, the sitecustomize's mtime; the "
+                  "benchmarks of steps 1 and 2 mark where the numbers moved"),
+        Step("4. what changed, ranked by what matters", envsnap("diff", "good", "bad"),
              expect=(ExitCode.DRIFT,)),
-        Step("4. which difference did it: each put back and benchmarked (explain)",
+        Step("5. which difference did it: each put back and benchmarked (explain)",
              envsnap("explain", "good", "bad", "--repo", str(scene.checkout),
                      "--cmd", bench_command(scene), "--metric", METRIC, "--repeat", "3",
                      "--yes"),
              expect=(ExitCode.DRIFT,),
              note=f"the pull, the stashed patch, {DROPPED_VARIABLE} gone from the server: "
                   "suspects until measured"),
-        Step("5. bring the good state back (your current work is stashed), rerun the benchmark",
+        Step("6. bring the good state back (your current work is stashed), rerun the benchmark",
              envsnap("restore", "good", "--yes", "--rerun"), expect=(ExitCode.DRIFT,),
              note=f"a running server's env is not restore's to change: it names "
                   f"{DROPPED_VARIABLE} for you to set by hand, harmless here as explain "
                   "measured"),
-        Step("6. which of the nine pulled commits did it (noise-aware bisect)",
+        Step("7. which of the nine pulled commits did it (noise-aware bisect)",
              envsnap("bisect", "good", "bad", "--repo", str(scene.checkout),
                      "--cmd", bench_command(scene), "--metric", METRIC, "--repeat", "5"),
              expect=(ExitCode.DRIFT,)),

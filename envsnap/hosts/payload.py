@@ -70,7 +70,20 @@ class BenchConfig(TypedDict, total=False):
     lifeline: bool
 
 
-AgentConfig = Union[CollectConfig, BenchConfig]   # the agent's one argument, as JSON
+class TimelineConfig(TypedDict, total=False):
+    """What `envsnap timeline` asks the agent (agent/timeline.py)."""
+
+    mode: Literal["timeline"]
+    repos: list[str]
+    procs: list[str]
+    since: float                    # epoch seconds
+    until: float
+    root: str                       # where / is for the logs read (tests: recorded ones)
+    timeout: float                  # each source's
+    lifeline: bool
+
+
+AgentConfig = Union[CollectConfig, BenchConfig, TimelineConfig]   # the agent's one argument
 
 
 def payload_files() -> dict[str, bytes]:

@@ -19,6 +19,19 @@ def test_demo_tells_the_story_and_cleans_up(cli: Cli) -> None:
                      r"benchmark: gen throughput \(token/s\) [0-9.]+ -> [0-9.]+ "
                      r"\(-3\d%, regression, 5 vs 5 runs\)\ncode moved: 9 commits pulled", out)
     assert "nothing else that affects performance changed" not in out
+    # before the diff, the timeline of the last hour, from the host's own evidence (issue 28):
+    # between the two benchmarks, the pull, the server's restart, the sitecustomize written
+    timeline = out.split("$ envsnap timeline local --since 1h ")[1].split("\n== 4. ")[0]
+    first_part = timeline.split("all events, oldest first:")[0]
+    assert "between the last good and the first bad benchmark: 4 changes" in first_part
+    assert first_part.index("stash pushed in ") < first_part.index("pull in ") < \
+        first_part.index("process ") < first_part.index("sitecustomize.py written")
+    assert "9 commit(s) brought in" in first_part and "Fix PCG MoE Error" in first_part
+    assert "(the same bytes: this write changed nothing)" in first_part
+    assert re.search(r"process \d+ restarted: ", first_part)   # snapshot good had it running
+    assert re.search(r"replaces pid \d+ of snapshot good\n\s+env NCCL_PROTO: LL -> -\n",
+                     first_part), first_part
+    assert "LAST GOOD bench good" in timeline and "FIRST BAD bench bad" in timeline
     # the second suspect: the server restarted without NCCL_PROTO, which explain clears by
     # experiment while it names the pull, with the pull's effect alone
     assert re.search(r"NCCL_PROTO=LL missing in worker \d+", out)

@@ -1,0 +1,246 @@
+"""`envsnap timeline`'s mode of the agent: the evidence of change already on the host, with times.
+
+One exec, like a capture. Each source is read in its own thread with the collectors' timeout
+and reports its own error, so an unreadable journal never loses the reflogs:
+
+- git: each checkout's HEAD reflog (read from the file's end, like the capture) with the
+  commits each move brought in and the files they touched; the stash reflog, whose file is
+  rewritten (its mtime moved) when a stash is popped or dropped, which no reflog records;
+- python: the interpreter's .dist-info/.egg-info folders with their RECORD's mtime and
+  INSTALLER (pip, uv, conda, ...), and conda-meta/history where there is one;
+- files: sitecustomize/usercustomize as the interpreter finds them, its .pth files,
+  /etc/nccl.conf, ~/.nccl.conf, /etc/environment: mtime, digest, and any backup envsnap made;
+- procs: each --proc worker's start time and its env now (agent/env.py's reading);
+- dpkg, apt, rpm, kernel, host: agent/timelinelogs.py.
+
+Nothing is written and nothing but git and the log readers runs.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import threading
+import time
+from typing import Any, Callable, Dict, List, Optional
+
+from . import gitparse, timelinelogs
+from .env import DEFAULT_NAMES, DEFAULT_PREFIXES, find_processes
+from .git import tail_lines
+from .gitrun import Git
+from .python_env import CUSTOMIZE_MODULES, describe_module, site_directories, target_sys_path
+from .util import CollectorError, sha256_file, which
+
+REFLOG_LINES = 2000       # newest reflog lines looked at per checkout
+MOVE_COMMITS = 50         # commits listed per reflog move
+BACKUP_INFIX = ".envsnap-backup-"   # hostops/files.py names its backups so
+CONFIG_FILES = ("/etc/nccl.conf", "/etc/environment")
+Source = Dict[str, Any]
+
+
+def collect(config: Dict[str, Any]) -> Dict[str, Any]:
+    since = float(config.get("since") or 0.0)
+    until = float(config.get("until") or time.time() + 60)
+    root = str(config.get("root") or "/")
+    readers: Dict[str, Callable[[], Optional[Source]]] = {
+        "git": lambda: read_git([str(p) for p in config.get("repos") or []], since, until),
+        "python": lambda: read_python(since, until),
+        "files": lambda: read_files(root),
+        "procs": lambda: read_procs([str(p) for p in config.get("procs") or []]),
+        "dpkg": lambda: timelinelogs.read_dpkg(root, since, until),
+        "apt": lambda: timelinelogs.read_apt(root, since, until),
+        "rpm": lambda: timelinelogs.read_rpm(root, since, until),
+        "kernel": lambda: timelinelogs.read_kernel(root, since, until),
+        "host": lambda: read_host(root),
+    }
+    sources = run_all(readers, float(config.get("timeout") or 20.0))
+    return {"now": time.time(), "since": since, "until": until, "sources": sources}
+
+
+def run_all(readers: Dict[str, Callable[[], Optional[Source]]], timeout: float
+            ) -> Dict[str, Source]:
+    results: Dict[str, Source] = {}
+
+    def one(name: str) -> None:
+        started = time.monotonic()
+        try:
+            found = readers[name]()
+        except Exception as exc:  # one unreadable source must never lose the others
+            found = {"records": [], "error": "%s: %s" % (type(exc).__name__, exc)}
+        if found is not None:
+            found["seconds"] = round(time.monotonic() - started, 4)
+            results[name] = found
+
+    threads = [threading.Thread(target=one, args=(name,), daemon=True) for name in readers]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + timeout
+    for name, thread in zip(readers, threads):
+        thread.join(max(0.0, deadline - time.monotonic()))
+        if thread.is_alive():
+            results[name] = {"records": [], "error": "timed out after %gs" % timeout}
+    return {name: results[name] for name in readers if name in results}
+
+
+# ---- git ------------------------------------------------------------------------------------
+
+def read_git(repos: List[str], since: float, until: float) -> Optional[Source]:
+    if not repos:
+        return None
+    exe = which("git")
+    if exe is None:
+        return {"records": [], "error": "git not found"}
+    git = Git(exe, 10.0)
+    records: List[Dict[str, Any]] = []
+    errors = []
+    for given in repos:
+        path = os.path.abspath(os.path.expanduser(given))
+        try:
+            records.extend(repo_records(git, path, since, until))
+        except (CollectorError, OSError) as exc:
+            errors.append("%s: %s" % (path, exc))
+    return {"records": records, "error": "; ".join(errors) or None}
+
+
+def repo_records(git: Git, path: str, since: float, until: float) -> List[Dict[str, Any]]:
+    code, out, err = git.run(path, ["rev-parse", "--absolute-git-dir", "--git-common-dir"])
+    if code != 0:
+        raise CollectorError(err.decode("utf-8", "replace").strip() or "not a git checkout")
+    git_dir, common = out.decode("utf-8", "replace").splitlines()[:2]
+    common = os.path.join(path, common)   # relative to where git ran; an absolute one stays
+    records = []
+    head_log = os.path.join(git_dir, "logs", "HEAD")
+    lines = tail_lines(head_log, REFLOG_LINES)[0] if os.path.exists(head_log) else []
+    for entry in gitparse.parse_reflog(lines):
+        if since <= entry["time"] <= until:
+            entry.update(repo=path, ref="HEAD", commits=moved_commits(git, path, entry))
+            records.append(entry)
+    records.extend(stash_records(os.path.join(common, "logs", "refs", "stash"), path,
+                                 since, until))
+    return records
+
+
+def moved_commits(git: Git, path: str, entry: Dict[str, Any]) -> Dict[str, Any]:
+    """The commits a move brought in (old..new) with their files, and how many it left."""
+    old, new = entry["old"], entry["new"]
+    if old in gitparse.ZERO_SHA or old == new:
+        return {"added": [], "removed": 0}
+    code, out, _ = git.run(path, ["log", "--no-renames", "--name-only", "-n",
+                                  str(MOVE_COMMITS), "--format=%x1e%H%x1f%ct%x1f%s",
+                                  "%s..%s" % (old, new)])
+    added = parse_moved(out.decode("utf-8", "replace")) if code == 0 else []
+    code, out, _ = git.run(path, ["rev-list", "--count", "%s..%s" % (new, old)])
+    removed = int(out.strip() or 0) if code == 0 else 0
+    code, out, _ = git.run(path, ["rev-list", "--count", "%s..%s" % (old, new)])
+    total = int(out.strip() or 0) if code == 0 else len(added)
+    return {"added": added, "added_total": total, "removed": removed}
+
+
+def parse_moved(text: str) -> List[Dict[str, Any]]:
+    commits = []
+    for block in text.split("\x1e")[1:]:
+        head, _, files = block.partition("\n")
+        sha, when, subject = (head.split("\x1f") + ["", ""])[:3]
+        commits.append({"sha": sha, "time": int(when or 0), "subject": subject,
+                        "files": [line for line in files.splitlines() if line]})
+    return commits
+
+
+def stash_records(log: str, repo: str, since: float, until: float) -> List[Dict[str, Any]]:
+    """Stash pushes from the stash reflog; a pop or drop rewrites that file without a line of
+    its own, so a file time after its newest entry is reported as one (a file time)."""
+    if not os.path.exists(log):
+        return []
+    entries = gitparse.parse_reflog(tail_lines(log, REFLOG_LINES)[0], ref="stash")
+    records = [dict(entry, repo=repo, ref="stash") for entry in entries
+               if since <= entry["time"] <= until]
+    mtime = os.stat(log).st_mtime
+    newest = max((entry["time"] for entry in entries), default=0)
+    if mtime > newest + 1 and since <= mtime <= until:
+        records.append({"repo": repo, "ref": "stash", "time": mtime, "dropped": True,
+                        "file": log, "left": len(entries)})
+    return records
+
+
+# ---- python ---------------------------------------------------------------------------------
+
+def read_python(since: float, until: float) -> Source:
+    import sys
+
+    records = []
+    for folder in site_directories():
+        for meta in glob.glob(os.path.join(folder, "*.dist-info")) + \
+                glob.glob(os.path.join(folder, "*.egg-info")):
+            record = dist_record(meta)
+            if record is not None and since <= record["time"] <= until:
+                records.append(record)
+    found: Source = {"records": records, "error": None,
+                     "interpreter": sys.executable, "site_dirs": site_directories()}
+    conda = timelinelogs.read_conda_history(sys.prefix, since, until)
+    if conda is not None:
+        found["conda"] = conda["records"]
+    return found
+
+
+def dist_record(meta: str) -> Optional[Dict[str, Any]]:
+    """A distribution's install time: its RECORD's mtime (written last by pip), else the
+    folder's; `name-version.dist-info` gives the name and version."""
+    stem = os.path.basename(meta).rsplit(".", 1)[0]
+    name, _, version = stem.partition("-")
+    record_file = os.path.join(meta, "RECORD")
+    try:
+        when = os.stat(record_file if os.path.exists(record_file) else meta).st_mtime
+    except OSError:
+        return None
+    installer = None
+    try:
+        with open(os.path.join(meta, "INSTALLER"), "r", encoding="utf-8", errors="replace") as f:
+            installer = f.read(100).strip() or None
+    except OSError:
+        pass
+    return {"time": when, "folder": meta, "name": name, "version": version.split("-")[0],
+            "installer": installer, "has_record": os.path.exists(record_file)}
+
+
+# ---- files ----------------------------------------------------------------------------------
+
+def watched_files(root: str) -> List[str]:
+    paths = []
+    search_path = target_sys_path()
+    for name in CUSTOMIZE_MODULES:
+        found = describe_module(name, search_path)
+        if found and found.get("path"):
+            paths.append(str(found["path"]))
+    for folder in site_directories():
+        paths.extend(sorted(glob.glob(os.path.join(folder, "*.pth"))))
+    paths.extend(timelinelogs.at_root(root, path) for path in CONFIG_FILES)
+    paths.append(os.path.expanduser("~/.nccl.conf"))
+    return paths
+
+
+def read_files(root: str) -> Source:
+    records = []
+    for path in watched_files(root):
+        try:
+            status = os.stat(path)
+        except OSError:
+            continue
+        backups = sorted(glob.glob(glob.escape(path) + BACKUP_INFIX + "*"))
+        records.append({"time": status.st_mtime, "path": path, "size": status.st_size,
+                        "sha256": sha256_file(path), "backups": backups})
+    return {"records": records, "error": None}
+
+
+# ---- processes and the host -----------------------------------------------------------------
+
+def read_procs(patterns: List[str]) -> Optional[Source]:
+    if not patterns:
+        return None
+    found, omitted = find_processes(patterns, (DEFAULT_PREFIXES, DEFAULT_NAMES))
+    records = [dict(facts, pid=int(pid), time=facts.get("start_epoch"))
+               for pid, facts in found.items() if facts.get("start_epoch") is not None]
+    return {"records": records, "error": None, "omitted": omitted}
+
+
+def read_host(root: str) -> Source:
+    return {"records": [], "error": None, "boot": timelinelogs.boot_time(root),
+            "nvidia": timelinelogs.nvidia_module(root)}

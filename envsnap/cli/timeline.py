@@ -1,0 +1,79 @@
+"""`envsnap timeline`: its arguments and its command (part of the CLI, so it may print).
+The timeline library loads when the command runs: building the parser must not load SSH."""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+from envsnap.cli.options import add_connection_options, exit_codes, positive_seconds, utf8_text
+from envsnap.defaults import DEFAULT_COLLECTOR_TIMEOUT
+from envsnap.errors import ExitCode
+
+if TYPE_CHECKING:
+    from envsnap.cli.options import Commands
+    from envsnap.hosts.inventory_graph import Vars
+
+EPILOG = exit_codes(
+    (ExitCode.OK, "the timeline was shown (a source the host could not read is named at its "
+                  "end, and with --json on stderr)"),
+    (ExitCode.USAGE, "usage error: bad argument or time, unknown host or label, bad inventory"),
+    (ExitCode.HOST, "the host unreachable, or the agent failed there"),
+)
+
+
+def register(commands: Commands) -> None:
+    tim = commands.add_parser("timeline", epilog=EPILOG,
+                              help="what changed on a host, and when, from the evidence on it")
+    tim.add_argument("host", metavar="HOST",
+                     help="inventory host, [user@]host[:port], or 'local'")
+    tim.add_argument("--since", default="24h", type=utf8_text, metavar="TIME",
+                     help="from when: 2h, 30m, 1d back from now, an ISO time (UTC unless it "
+                          "says), or a snapshot label (its capture time) (default: 24h)")
+    tim.add_argument("--until", type=utf8_text, metavar="TIME",
+                     help="up to when, in the same forms (default: now)")
+    tim.add_argument("--repo", action="append", default=[], metavar="PATH", type=utf8_text,
+                     help="git checkout whose reflog is read (repeatable; default: the "
+                          "inventory's repos, else none)")
+    tim.add_argument("--python", type=utf8_text,
+                     help="interpreter whose packages and customize files are read, and "
+                          "which runs the agent (default: the inventory's python, else python3)")
+    tim.add_argument("--proc", action="append", default=[], metavar="PATTERN", type=utf8_text,
+                     help="workers whose start time and env are read (repeatable; default: "
+                          "the inventory's procs, else none)")
+    tim.add_argument("--hot-path", action="append", default=[], metavar="GLOB", type=utf8_text,
+                     help="code paths marked in the commits a move brought in (repeatable; "
+                          "default: the inventory's hot_paths, else none)")
+    tim.add_argument("--json", action="store_true",
+                     help="the events as JSON for scripts (default: text for a person)")
+    tim.add_argument("--log-root", metavar="DIR", type=utf8_text,
+                     help="read the host's system files (/var/log, /proc/stat, "
+                          "/sys/module/nvidia, /etc) under DIR, a recorded copy, instead of / "
+                          "(default: /)")
+    tim.add_argument("--collector-timeout", type=positive_seconds,
+                     default=DEFAULT_COLLECTOR_TIMEOUT, metavar="S",
+                     help=f"seconds each source may take on the host (default "
+                          f"{DEFAULT_COLLECTOR_TIMEOUT:g})")
+    add_connection_options(tim)
+    tim.set_defaults(run=cmd_timeline)
+
+
+def cmd_timeline(args: argparse.Namespace) -> int:
+    from envsnap.hosts.inventory import load_inventory, resolve_hosts
+    from envsnap.snapshot.store import Store
+    from envsnap.timeline.render import render_json, render_text, visible
+    from envsnap.timeline.run import TimelineOptions, timeline
+
+    overrides: Vars = {"repos": args.repo, "procs": args.proc, "python": args.python,
+                       "hot_paths": args.hot_path}
+    hosts = resolve_hosts([args.host], load_inventory(args.inventory), overrides)
+    options = TimelineOptions(since=args.since, until=args.until, root=args.log_root,
+                              connect_timeout=args.connect_timeout,
+                              collector_timeout=args.collector_timeout,
+                              accept_new_host_keys=args.accept_new_host_keys)
+    found = timeline(hosts[0], options, Store(args.store))
+    sys.stdout.write(render_json(found) if args.json else render_text(found))
+    if args.json:   # the text names them at its end; a script's reader sees them here too
+        for problem in found.unreadable:
+            sys.stderr.write(f"warning: {hosts[0].name}: cannot read {visible(problem)}\n")
+    return ExitCode.OK

@@ -1,0 +1,1 @@
+"""`envsnap timeline`: what changed on a host, and when, from the evidence already there."""

@@ -1,0 +1,182 @@
+"""The agent's evidence about code and its start-up -> events: checkouts, Python packages,
+customize and config files, worker processes (agent/timeline.py reads them on the host).
+
+A rebase writes one reflog line per step (start, each pick, finish); a timeline shows it as
+one move, from where HEAD stood before the start to where the finish left it, with the
+commits the start brought in. A stash push shows as its stash-reflog line (git's own
+"reset: moving to HEAD" beside it is the same act); a pop or drop leaves no line anywhere,
+only the stash reflog's rewritten file, so it is a file time.
+"""
+from __future__ import annotations
+
+import fnmatch
+import re
+import shlex
+from typing import Any
+
+from envsnap.timeline.model import FILE_TIME, RECORDED, Event
+from envsnap.timeline.roles import package_role
+
+# "rebase (pick): ...", "rebase -i (finish): ...", "pull --rebase origin main (start): ..."
+REBASE_STEP = re.compile(r"^(?:pull\b[^(]*--rebase[^(]*|rebase[^(]*) \((start|pick|continue|"
+                         r"squash|fixup|reword|edit|finish)\)")
+MOVE_NAMES = (("pull", "pull"), ("merge", "merge"), ("checkout", "checkout"),
+              ("reset", "reset"), ("commit", "commit"), ("cherry-pick", "cherry-pick"),
+              ("revert", "revert"), ("clone", "clone"), ("rebase", "rebase"))
+ZERO_SHA = ("0" * 40, "0" * 64)
+SHOWN_COMMITS = 10
+UNSHOWN_ENV = ("PATH",)   # long, and rarely what moved a benchmark; --json keeps nothing less
+
+
+def short(sha: str) -> str:
+    return sha[:10]
+
+
+def move_name(message: str) -> str:
+    if not message:
+        return "HEAD set (a new checkout or worktree)"
+    if REBASE_STEP.match(message):
+        return "pull --rebase" if message.startswith("pull") else "rebase"
+    for prefix, name in MOVE_NAMES:
+        if message.startswith(prefix):
+            return name
+    return message.split(":", 1)[0] or "move"
+
+
+def commit_lines(commits: dict[str, Any], hot_paths: list[str]) -> tuple[str, ...]:
+    added = commits.get("added") or []
+    lines = [f"{short(c['sha'])} {c['subject']}" + hot_mark(c.get("files") or [], hot_paths)
+             for c in added[:SHOWN_COMMITS]]
+    total = int(commits.get("added_total") or len(added))
+    if total > SHOWN_COMMITS:
+        lines.append(f"... {total - SHOWN_COMMITS} more")
+    if commits.get("removed"):
+        lines.append(f"{commits['removed']} commit(s) left behind (no longer in HEAD's history)")
+    return tuple(lines)
+
+
+def hot_mark(files: list[str], hot_paths: list[str]) -> str:
+    hot = [path for path in files if any(fnmatch.fnmatch(path, glob) for glob in hot_paths)]
+    return f"  [hot path: {', '.join(hot[:3])}]" if hot else ""
+
+
+def git_events(records: list[dict[str, Any]], hot_paths: list[str]) -> list[Event]:
+    """Reflog entries (newest first per checkout, as read) -> one event per move."""
+    events = []
+    rebase_start: dict[str, dict[str, Any]] = {}
+    stashed = {(entry["repo"], entry["time"]) for entry in records
+               if entry.get("ref") == "stash" and not entry.get("dropped")}
+    for entry in reversed(records):   # oldest first, so a rebase's start comes before its end
+        repo = entry["repo"]
+        if entry.get("ref") == "stash":
+            events.append(stash_event(entry))
+            continue
+        if is_stash_reset(entry, stashed):
+            continue
+        step = REBASE_STEP.match(entry["message"])
+        if step and step.group(1) == "start":
+            rebase_start[repo] = entry
+        if step and step.group(1) != "finish":
+            continue
+        start = rebase_start.pop(repo, None) if step else None
+        events.append(move_event(entry, start, hot_paths))
+    return events
+
+
+def is_stash_reset(entry: dict[str, Any], stashed: set[tuple[str, Any]]) -> bool:
+    """`git stash push` resets the worktree, which HEAD's reflog writes as "reset: moving to
+    HEAD" in the same second: the stash's own line says it better."""
+    return (entry["message"] == "reset: moving to HEAD" and entry["old"] == entry["new"]
+            and any((entry["repo"], entry["time"] + delta) in stashed for delta in (-1, 0, 1)))
+
+
+def move_event(entry: dict[str, Any], start: dict[str, Any] | None,
+               hot_paths: list[str]) -> Event:
+    repo, message = entry["repo"], entry["message"]
+    old = (start or entry)["old"]
+    commits = (start or entry).get("commits") or {}
+    total = int(commits.get("added_total") or len(commits.get("added") or []))
+    name = move_name(message)
+    if message == "reset: moving to HEAD" and old == entry["new"]:
+        name = ("reset to HEAD (as `git stash push` does; no stash of that time remains: "
+                "popped or dropped since)")
+    brought = f", {total} commit(s) brought in" if total else ""
+    lines = commit_lines(commits, hot_paths)
+    return Event(
+        time=float(entry["time"]), kind="checkout", subject=repo,
+        what=f"{name} in {repo}: {short(old)} -> {short(entry['new'])}{brought}",
+        evidence=f"reflog {entry.get('selector', 'HEAD')}: {message}",
+        exactness=RECORDED, details=lines,
+        test="HEAD did not move: nothing to test" if old == entry["new"] else
+        "a new checkout: nothing before it to test" if old in ZERO_SHA else None,
+        role="hot path" if any("[hot path:" in line for line in lines) else None)
+
+
+def stash_event(entry: dict[str, Any]) -> Event:
+    repo = entry["repo"]
+    if entry.get("dropped"):
+        return Event(time=float(entry["time"]), kind="stash", subject=repo,
+                     what=f"stash popped or dropped in {repo} ({entry.get('left', 0)} left)",
+                     evidence=f"{entry['file']}: mtime (git records no line for a pop)",
+                     exactness=FILE_TIME)
+    return Event(time=float(entry["time"]), kind="stash", subject=repo,
+                 what=f"stash pushed in {repo}: {entry['message']}",
+                 evidence=f"stash reflog: {entry['message']}", exactness=RECORDED,
+                 test=f"git -C {shlex.quote(repo)} stash list; `git stash apply` puts it back")
+
+
+def python_events(source: dict[str, Any]) -> list[Event]:
+    interpreter = source.get("interpreter") or "the interpreter"
+    events = []
+    for record in source.get("records") or []:
+        name, version = record["name"], record["version"]
+        by = f" by {record['installer']}" if record.get("installer") else ""
+        what_file = "RECORD" if record.get("has_record") else "folder"
+        events.append(Event(
+            time=float(record["time"]), kind="python-package", subject=name,
+            what=f"python package {name} {version} installed{by} ({interpreter})",
+            evidence=f"{record['folder']}: {what_file} mtime", exactness=FILE_TIME,
+            role=package_role(name)))
+    for record in source.get("conda") or []:
+        command, changes = conda_block(record["block"])
+        added = sum(line.startswith("+") for line in changes)
+        events.append(Event(time=float(record["time"]), kind="conda", subject=record["file"],
+                            what=f"conda: {command}: +{added} -{len(changes) - added}",
+                            evidence=f"{record['file']}: # cmd: {command}",
+                            exactness=RECORDED, details=tuple(changes[:SHOWN_COMMITS * 2])))
+    return events
+
+
+def conda_block(block: str) -> tuple[str, list[str]]:
+    """A conda-meta/history block: its `# cmd:` and its +package/-package lines (a first
+    block lists what the prefix held, without signs: not a change of this moment)."""
+    command = next((line[len("# cmd: "):] for line in block.splitlines()
+                    if line.startswith("# cmd: ")), "(no command recorded)")
+    return command, [line for line in block.splitlines() if line[:1] in "+-"]
+
+
+def file_events(records: list[dict[str, Any]]) -> list[Event]:
+    return [Event(time=float(record["time"]), kind="file", subject=record["path"],
+                  what=f"{record['path']} written ({record['size']} bytes)",
+                  evidence=f"{record['path']}: mtime, sha256 {str(record['sha256'])[:12]}",
+                  exactness=FILE_TIME, digest=record.get("sha256"),
+                  test=f"older copy: envsnap backup {record['backups'][-1]}"
+                  if record.get("backups") else None)
+            for record in records]
+
+
+def process_events(records: list[dict[str, Any]]) -> list[Event]:
+    events = []
+    for record in records:
+        env = record.get("env") or {}
+        shown_env = ((f"env unreadable: {env['error']}",) if "error" in env else
+                     tuple(f"{k}={v}" for k, v in sorted(env.items()) if k not in UNSHOWN_ENV))
+        argv = " ".join(record.get("cmdline") or [])
+        events.append(Event(
+            time=float(record["time"]), kind="process-start", subject=str(record["pid"]),
+            what=f"process {record['pid']} started: {argv[:160]}",
+            evidence=f"/proc/{record['pid']}/stat start time + boot time", exactness=RECORDED,
+            details=("its env now: " + ", ".join(shown_env),) if shown_env else (),
+            argv=tuple(record.get("cmdline") or ()),
+            env=tuple((k, str(v)) for k, v in sorted(env.items()) if k != "error")))
+    return events

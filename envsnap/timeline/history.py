@@ -1,0 +1,213 @@
+"""What the store knows of this host: its earlier snapshots and bench records as events, the
+last good and first bad benchmark, and, for each change, how to test or undo it.
+
+A benchmark is bad when bench/stats.compare calls it a regression against the first one in
+the window (or, with too few runs to tell, when its median moved worse than the threshold);
+the last good is the latest benchmark before the first bad that was not.
+
+How to test or undo, from what exists, never guessed:
+- a checkout move: `envsnap bisect` between the snapshots that hold the checkout before and
+  after it (with the bench record's command and metric when there is one);
+- a package: the pin line back to the version a snapshot before it recorded (dpkg's own
+  line names the old version itself);
+- a file: an older copy, in a snapshot that recorded it with another digest or in a backup
+  envsnap made beside it; where there is none, it says so.
+
+A worker that a snapshot before its start recorded under another pid, with the same command
+line, was restarted: the event says which pid it replaced and how the env differs.
+"""
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, replace
+
+from envsnap.bench.stats import DEFAULT_THRESHOLD, compare
+from envsnap.snapshot import document as snap
+from envsnap.snapshot.records import CustomizeFile, Process, Snapshot
+from envsnap.timeline.model import RECORDED, Event
+from envsnap.timeline.window import iso_seconds
+from envsnap.verdicts import REGRESSION
+
+
+@dataclass(frozen=True)
+class Stored:
+    label: str
+    time: float
+    document: Snapshot
+
+
+def stored_of(pairs: list[tuple[str, Snapshot]]) -> list[Stored]:
+    """(label, document) of this host -> oldest first, those without a time left out."""
+    found = []
+    for label, document in pairs:
+        when = iso_seconds(snap.captured_at(document) or "")
+        if when is not None:
+            found.append(Stored(label, when, document))
+    return sorted(found, key=lambda stored: stored.time)
+
+
+def bench_time(stored: Stored) -> float:
+    record = snap.bench(stored.document)
+    finished = record.get("finished_at") if record else None
+    return iso_seconds(finished or "") or stored.time
+
+
+def store_events(stored: list[Stored], since: float, until: float) -> list[Event]:
+    events = []
+    for item in stored:
+        record = snap.bench(item.document)
+        if record is not None and record.get("values"):
+            when = bench_time(item)
+            median = (record.get("summary") or {}).get("median")
+            what = f"bench {item.label}: median {median:g}" if median is not None else \
+                f"bench {item.label}"
+            if since <= when <= until:
+                events.append(Event(time=when, kind="bench", subject=item.label, what=what,
+                                    evidence=f"the store's bench record {item.label}: "
+                                             f"{record.get('command') or '?'}",
+                                    exactness=RECORDED, metric=median))
+        elif since <= item.time <= until:
+            events.append(Event(time=item.time, kind="snapshot", subject=item.label,
+                                what=f"snapshot {item.label} captured",
+                                evidence=f"the store's snapshot {item.label}",
+                                exactness=RECORDED))
+    return events
+
+
+def values_of(stored: list[Stored], label: str) -> tuple[list[float], bool]:
+    for item in stored:
+        if item.label == label and (record := snap.bench(item.document)):
+            return list(record.get("values") or []), bool(record.get("lower_is_better"))
+    return [], False
+
+
+def is_worse(baseline: list[float], new: list[float], lower_is_better: bool) -> bool:
+    result = compare(baseline, new, lower_is_better=lower_is_better)
+    if result["verdict"] == REGRESSION:
+        return True
+    ratio = result["ratio"]
+    if result["p_value"] is not None or ratio is None:
+        return False
+    return ratio > 1 + DEFAULT_THRESHOLD if lower_is_better else ratio < 1 - DEFAULT_THRESHOLD
+
+
+def good_and_bad(events: list[Event], stored: list[Stored]) -> tuple[Event | None, Event | None]:
+    benches = [event for event in events if event.kind == "bench"]
+    if len(benches) < 2:
+        return None, None
+    baseline, lower = values_of(stored, benches[0].subject)
+    last_good = benches[0]
+    for event in benches[1:]:
+        values, _ = values_of(stored, event.subject)
+        if is_worse(baseline, values, lower):
+            return last_good, event
+        last_good = event
+    return None, None
+
+
+# ---- how to test or undo --------------------------------------------------------------------
+
+def with_tests(events: list[Event], stored: list[Stored], host: str) -> list[Event]:
+    bench_cmd = latest_bench_command(stored)
+    events = [with_restart(event, stored) if event.kind == "process-start" else event
+              for event in events]
+    return [replace(event, test=test_of(event, stored, host, bench_cmd))
+            if event.test is None else event for event in events]
+
+
+def with_restart(event: Event, stored: list[Stored]) -> Event:
+    """A worker whose command line a snapshot before it recorded under another pid was
+    restarted: say which pid it replaced and how its env differs from that one's."""
+    for item in reversed([item for item in stored if is_before(item, event)]):
+        for pid, process in (snap.env(item.document).get("processes") or {}).items():
+            if pid != event.subject and tuple(process.get("cmdline") or ()) == event.argv:
+                return replace(event, what=event.what.replace(" started:", " restarted:", 1),
+                               details=event.details + restart_lines(pid, item.label,
+                                                                     process, event))
+    return event
+
+
+def restart_lines(pid: str, label: str, process: Process, event: Event) -> tuple[str, ...]:
+    before = snap.process_env(process)
+    lines = [f"replaces pid {pid} of snapshot {label}"]
+    if before is None:
+        return tuple(lines)
+    now = dict(event.env)
+    for name in sorted(set(before) | set(now)):
+        if before.get(name) != now.get(name):
+            was = "-" if before.get(name) is None else before[name]
+            lines.append(f"env {name}: {was} -> {now.get(name, '-')}")
+    return tuple(lines)
+
+
+def latest_bench_command(stored: list[Stored]) -> str:
+    for item in reversed(stored):
+        record = snap.bench(item.document)
+        if record and record.get("command") and record.get("metric"):
+            return (f"--cmd {shlex.quote(str(record['command']))} "
+                    f"--metric {shlex.quote(str(record['metric']))}")
+    return "--cmd CMD --metric REGEX"
+
+
+def test_of(event: Event, stored: list[Stored], host: str, bench_cmd: str) -> str | None:
+    if event.kind == "checkout":
+        return checkout_test(event, stored, host, bench_cmd)
+    if event.kind == "python-package":
+        return package_pin(event, stored)
+    if event.kind == "file":
+        return file_copy(event, stored)
+    return None
+
+
+def checkout_test(event: Event, stored: list[Stored], host: str, bench_cmd: str) -> str:
+    repo = event.subject
+    holding = [item for item in stored if repo in snap.repos(item.document)]
+    before = [item for item in holding if is_before(item, event)]
+    after = [item for item in holding if item.time >= event.time]
+    if not before:
+        return (f"no snapshot holds {repo} before it: `git -C {shlex.quote(repo)} bisect` "
+                "over the move's range")
+    good = before[-1].label
+    if not after:
+        return (f"envsnap capture {host} --repo {shlex.quote(repo)} --label after-move, then "
+                f"envsnap bisect {good} after-move --repo {shlex.quote(repo)} {bench_cmd}")
+    return f"envsnap bisect {good} {after[0].label} --repo {shlex.quote(repo)} {bench_cmd}"
+
+
+def is_before(item: Stored, event: Event) -> bool:
+    """Captured before the event for sure: a capture time keeps whole seconds."""
+    return item.time + 1 <= event.time
+
+
+def package_pin(event: Event, stored: list[Stored]) -> str:
+    name = event.subject
+    for item in reversed([item for item in stored if is_before(item, event)]):
+        version = snap.packages(item.document).get(name)
+        if version:
+            return (f"pip install '{name}=={version}' (as snapshot {item.label} recorded; "
+                    f"envsnap restore {item.label} --pip)")
+        if name in snap.packages(item.document):
+            break
+    return f"no snapshot before it records {name}: the version it replaced is not known"
+
+
+def file_copy(event: Event, stored: list[Stored]) -> str:
+    """The newest snapshot, up to the write's second, that holds other bytes of the file
+    (a restore's rollback point is captured the second it writes); else one from before it
+    that holds the same bytes, which says the write changed nothing."""
+    held = [(item, recorded) for item in reversed(stored) if item.time <= event.time
+            for recorded in recorded_copies(item.document, event.subject)]
+    for item, recorded in held:
+        if event.digest is None or recorded.get("sha256") != event.digest:
+            return f"older copy: snapshot {item.label} holds its content before this write"
+    for item, _ in held:
+        if is_before(item, event):
+            return (f"older copy: snapshot {item.label} holds its content (the same bytes: "
+                    "this write changed nothing)")
+    return "no older copy: no snapshot or envsnap backup holds it"
+
+
+def recorded_copies(document: Snapshot, path: str) -> list[CustomizeFile]:
+    customize = snap.python_env(document).get("customize") or {}
+    return [recorded for recorded in customize.values() if isinstance(recorded, dict)
+            and recorded.get("path") == path and recorded.get("content") is not None]

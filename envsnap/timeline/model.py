@@ -1,0 +1,73 @@
+"""What a timeline is made of: typed events in time order, and the window they fall in.
+
+An event is one change the host's evidence shows: when, what changed, the evidence it was
+read from (a reflog line, a log line, a file and its mtime, a process's start time), how
+exact that time is, and how to test or undo it. Exactness is said, never implied:
+
+- "recorded": the tool that made the change wrote the time (git's reflog, dpkg, apt, rpm,
+  conda, envsnap's own snapshots and bench records, the kernel's boot time);
+- "file time": a file's mtime, which a later touch, copy or restore may have moved;
+- "kernel clock": dmesg's seconds since boot, turned into a time by the boot time (a
+  suspended host's clock drifts from it).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Exactness = Literal["recorded", "file time", "kernel clock"]
+RECORDED: Exactness = "recorded"
+FILE_TIME: Exactness = "file time"
+KERNEL_CLOCK: Exactness = "kernel clock"
+EXACTNESS_SAID: dict[Exactness, str] = {
+    RECORDED: "recorded by the tool", FILE_TIME: "file time: a later touch may move it",
+    KERNEL_CLOCK: "kernel clock: seconds since boot"}
+
+# What an event is, by the source it came from.
+Kind = Literal["checkout", "stash", "python-package", "conda", "system-package", "file",
+               "process-start", "boot", "kernel-module", "kernel-message", "snapshot",
+               "bench"]
+
+
+@dataclass(frozen=True)
+class Event:
+    time: float                      # epoch seconds
+    kind: Kind
+    subject: str                     # the checkout, package, file, pid... it is about
+    what: str                        # one line: what changed
+    evidence: str                    # where it was read, as read
+    exactness: Exactness
+    details: tuple[str, ...] = ()    # the commits a move brought in, a worker's env...
+    test: str | None = None          # how to test or undo it; "none" said in words
+    role: str | None = None          # "system: driver", "hot path"...: why it may matter
+    metric: float | None = None      # a bench record's median
+    digest: str | None = None        # a file's sha256 now
+    argv: tuple[str, ...] = ()       # a started process's command line
+    env: tuple[tuple[str, str], ...] = ()   # and its env now (name, value)
+
+
+@dataclass(frozen=True)
+class Window:
+    since: float
+    until: float
+    since_text: str                  # as the user gave it, for the header
+    until_text: str | None = None
+
+
+@dataclass
+class Timeline:
+    host: str
+    window: Window
+    events: list[Event]                               # oldest first
+    unreadable: list[str] = field(default_factory=list)  # "kernel: dmesg: not permitted"
+    last_good: Event | None = None
+    first_bad: Event | None = None
+
+    @property
+    def between(self) -> list[Event]:
+        """The changes after the last good benchmark and up to the first bad one."""
+        if self.last_good is None or self.first_bad is None:
+            return []
+        start, end = self.last_good.time, self.first_bad.time
+        return [event for event in self.events if start < event.time <= end
+                and event.kind not in ("bench", "snapshot")]

@@ -1,0 +1,94 @@
+"""A timeline as text (a person) and JSON (a script). Every string came from a host (a reflog
+message, an apt command line, a kernel line), so each is shown with its control characters
+made visible: a planted escape sequence cannot repaint the terminal.
+
+With a last good and a first bad benchmark, the changes between them come first, under their
+own heading; the whole timeline follows, oldest first, the two benchmarks marked in it. The
+JSON is versioned like diff's ({"envsnap_timeline": 1, ...}, keys sorted): each event with
+its epoch `time` and ISO `at`, and `between`, `last_good`, `first_bad`, `unreadable`.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict
+from datetime import datetime, timezone
+from typing import Any
+
+from envsnap.text import dump_json, plural
+from envsnap.timeline.model import EXACTNESS_SAID, Event, Timeline
+
+
+def visible(text: str) -> str:
+    """Control characters (an ESC, a carriage return, a newline inside a line) as \\xNN."""
+    return "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}" for ch in text)
+
+
+def moment(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def event_lines(event: Event, mark: str = "") -> list[str]:
+    role = f" [{event.role}]" if event.role else ""
+    lines = [f"{moment(event.time)}  {mark}{visible(event.what)}{role}",
+             f"    evidence: {visible(event.evidence)} ({EXACTNESS_SAID[event.exactness]})"]
+    lines += [f"      {visible(detail)}" for detail in event.details]
+    if event.test:
+        lines.append(f"    test/undo: {visible(event.test)}")
+    return lines
+
+
+def mark_of(timeline: Timeline, event: Event) -> str:
+    if event is timeline.last_good:
+        return "LAST GOOD "
+    if event is timeline.first_bad:
+        return "FIRST BAD "
+    return ""
+
+
+def render_text(timeline: Timeline) -> str:
+    window = timeline.window
+    until = moment(window.until) if window.until_text else "now"
+    lines = [f"timeline of {visible(timeline.host)}: {moment(window.since)} -> {until} UTC "
+             f"(since {visible(window.since_text)}), {plural(len(timeline.events), 'event')}"]
+    between = timeline.between
+    if timeline.last_good and timeline.first_bad:
+        lines += ["", f"between the last good and the first bad benchmark: "
+                      f"{plural(len(between), 'change')}"]
+        lines += [f"  {visible(timeline.last_good.what)}  ->  "
+                  f"{visible(timeline.first_bad.what)}"]
+        for event in between:
+            lines += event_lines(event)
+    lines += ["", "all events, oldest first:" if between else "events, oldest first:"]
+    for event in timeline.events:
+        lines += event_lines(event, mark_of(timeline, event))
+    if not timeline.events:
+        lines.append("  (none in this window)")
+    for problem in timeline.unreadable:
+        lines.append(f"unreadable: {visible(problem)}")
+    return "\n".join(lines) + "\n"
+
+
+def event_json(event: Event) -> dict[str, Any]:
+    found = asdict(event)
+    found["at"] = datetime.fromtimestamp(event.time, timezone.utc).isoformat(timespec="seconds")
+    found["details"] = list(event.details)
+    return found
+
+
+JSON_VERSION = 1   # {"envsnap_timeline": 1, ...}: a later version only adds keys
+
+
+def render_json(timeline: Timeline) -> str:
+    return dump_json({
+        "envsnap_timeline": JSON_VERSION,
+        "host": timeline.host,
+        "since": event_time(timeline.window.since), "until": event_time(timeline.window.until),
+        "events": [event_json(event) for event in timeline.events],
+        "last_good": event_json(timeline.last_good) if timeline.last_good else None,
+        "first_bad": event_json(timeline.first_bad) if timeline.first_bad else None,
+        "between": [event_json(event) for event in timeline.between],
+        "unreadable": timeline.unreadable,
+    })
+
+
+def event_time(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, timezone.utc).isoformat(timespec="seconds")

@@ -1,0 +1,77 @@
+"""The timeline's pure parts: the window's times, package roles, the text renderer."""
+from __future__ import annotations
+
+import pytest
+
+from envsnap.errors import UsageError
+from envsnap.timeline.model import RECORDED, Event, Timeline, Window
+from envsnap.timeline.render import render_text, visible
+from envsnap.timeline.roles import package_role
+from envsnap.timeline.window import parse_moment
+
+NOW = 1_796_140_000.0
+
+
+def no_label(label: str) -> str | None:
+    return None
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("2h", NOW - 7200), ("30m", NOW - 1800), ("1d", NOW - 86400), ("45s", NOW - 45),
+    ("1.5h", NOW - 5400),
+    ("2026-12-01T13:50:00Z", 1_796_133_000.0),
+    ("2026-12-01T13:50:00", 1_796_133_000.0),          # no zone: UTC, as envsnap writes
+    ("2026-12-01T14:50:00+01:00", 1_796_133_000.0),
+])
+def test_a_span_or_an_iso_time(text: str, expected: float) -> None:
+    assert parse_moment(text, NOW, no_label) == expected
+
+
+def test_a_snapshot_label_is_its_capture_time() -> None:
+    def label_time(label: str) -> str | None:
+        return "2026-12-01T13:50:00+00:00" if label == "good" else None
+
+    assert parse_moment("good", NOW, label_time) == 1_796_133_000.0
+    with pytest.raises(UsageError, match="time 'bad': give a span back from now"):
+        parse_moment("bad", NOW, label_time)
+
+
+@pytest.mark.parametrize("name, role", [
+    ("nvidia-driver-580-open", "NVIDIA driver"), ("libnvidia-compute-580", "NVIDIA driver"),
+    ("nvidia-dkms-550", "NVIDIA driver"), ("kmod-nvidia-open-dkms", "NVIDIA driver"),
+    ("libnccl2", "NCCL"), ("libnccl-dev", "NCCL"), ("nvidia-nccl-cu12", "NCCL"),
+    ("cuda-toolkit-13-0", "CUDA"), ("libcudnn9-cuda-13", "CUDA"),
+    ("nvidia-cublas-cu12", "CUDA"), ("linux-image-6.8.0-45-generic", "kernel"),
+    ("kernel-core", "kernel"), ("torch", "torch"), ("triton", "torch"),
+    ("perl", None), ("libxnvctrl0", None), ("kernelshark", None),
+])
+def test_packages_named_by_what_they_are_to_a_gpu_job(name: str, role: str | None) -> None:
+    assert package_role(name) == role
+
+
+def test_control_characters_are_shown_not_obeyed() -> None:
+    assert visible("pull \x1b[2J\rdone\t") == "pull \\x1b[2J\\x0ddone\\x09"
+    assert visible("Fix PCG MoE Error — ok") == "Fix PCG MoE Error — ok"
+
+
+def test_an_empty_window_says_so_and_names_what_was_unreadable() -> None:
+    timeline = Timeline("gpu01", Window(NOW - 3600, NOW + 60, "1h"), [],
+                        ["kernel: dmesg: Operation not permitted"])
+    text = render_text(timeline)
+    assert "timeline of gpu01: 2026-12-01 14:46:40 -> now UTC (since 1h), 0 events" in text
+    assert "(none in this window)" in text
+    assert "unreadable: kernel: dmesg: Operation not permitted" in text
+
+
+def test_the_changes_between_the_benchmarks_come_first() -> None:
+    good = Event(NOW - 600, "bench", "good", "bench good: median 94.1", "record", RECORDED)
+    pull = Event(NOW - 500, "checkout", "/root/sglang", "pull in /root/sglang", "reflog",
+                 RECORDED)
+    bad = Event(NOW - 60, "bench", "bad", "bench bad: median 60.2", "record", RECORDED)
+    timeline = Timeline("gpu01", Window(NOW - 3600, NOW + 60, "1h"), [good, pull, bad],
+                        last_good=good, first_bad=bad)
+    text = render_text(timeline)
+    head, _, rest = text.partition("all events, oldest first:")
+    assert "between the last good and the first bad benchmark: 1 change\n" in head
+    assert "pull in /root/sglang" in head and "LAST GOOD bench good" in rest
+    assert timeline.between == [pull]
