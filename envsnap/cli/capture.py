@@ -16,6 +16,7 @@ from envsnap.cli.options import (
     positive_seconds,
     utf8_text,
 )
+from envsnap.cli.output import control
 from envsnap.defaults import DEFAULT_COLLECTOR_TIMEOUT, DEFAULT_FORKS
 from envsnap.errors import ExitCode
 
@@ -75,7 +76,8 @@ class Progress:
         self.done += 1
         self.failed += not outcome.ok
         if self.live:
-            self.stream.write(f"\r{self.done}/{self.total} hosts, {self.failed} failed")
+            control(self.stream, "\r")
+            self.stream.write(f"{self.done}/{self.total} hosts, {self.failed} failed")
             self.stream.write("\n" if self.done == self.total else "")
             self.stream.flush()
 

@@ -13,6 +13,7 @@ from envsnap.restore.foreign import ForeignPlan, bytes_text
 from envsnap.restore.rerun import outcome as rerun_outcome
 from envsnap.restore.run import RestoreReport, advice_for
 from envsnap.restore.serve import changes_text
+from envsnap.text import visible_line
 
 WOULD = re.compile(r"\bwould\b")
 
@@ -151,10 +152,11 @@ def foreign_lines(plan: ForeignPlan) -> list[str]:
              "your key, so here is everything restoring it could do to "
              f"{plan.host}:"]
     lines.append(f"  files it would write ({len(plan.writes)}):")
-    lines += [f"    {write.path}  ({write.what}: {bytes_text(write.size)})"
+    # One line each, newlines and tabs escaped too: the exact bytes that would be written or run.
+    lines += [f"    {visible_line(write.path)}  ({write.what}: {bytes_text(write.size)})"
               for write in plan.writes] or ["    none"]
     lines.append(f"  commands it would run ({len(plan.commands)}):")
-    lines += [f"    {command}" for command in plan.commands]
+    lines += [f"    {visible_line(command)}" for command in plan.commands]
     if plan.left_alone:
         lines.append("  checkouts it records that nobody named (left alone; --repo PATH "
                      f"names one): {', '.join(plan.left_alone)}")
