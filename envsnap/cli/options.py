@@ -13,6 +13,7 @@ from envsnap.snapshot.store import DEFAULT_STORE
 
 if TYPE_CHECKING:   # bench loads when a command runs, not for the parser
     from envsnap.bench.run import ServeSpec
+    from envsnap.hostops.gate import ForeignPlan
 
     # What build_parser hands each command module's register(): the subcommands' action.
     Commands = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -185,3 +186,27 @@ def approved(yes: bool, question: str, without_terminal: str) -> bool:
     if not sys.stdin.isatty():
         raise UsageError(without_terminal)
     return said_yes(ask(question))
+
+
+def add_trust_foreign_option(parser: argparse.ArgumentParser, doing: str) -> None:
+    """The one way past the gate (hostops/gate.py) from a script; `doing` says what with."""
+    parser.add_argument("--trust-foreign", action="store_true",
+                        help=f"{doing} a snapshot not signed with your key (a colleague's, a "
+                             "bug report's, one edited by hand) after showing all it would "
+                             "write and run (default: show that and refuse, or ask to type "
+                             "its label at a terminal)")
+
+
+def review_foreign(plan: ForeignPlan) -> bool:
+    """The one review of a foreign snapshot, for every command that acts on a host from one:
+    everything it would do is shown; when that is all that stands in the way, a person at a
+    terminal may trust it by typing its label (a script passes --trust-foreign)."""
+    import sys
+
+    from envsnap.hostops.gate import review_lines
+
+    sys.stdout.write("".join(line + "\n" for line in review_lines(plan)))
+    sys.stdout.flush()
+    if not plan.needs_consent:
+        return False
+    return bool(ask(f"type the label ({plan.label}) to trust this snapshot: ") == plan.label)
