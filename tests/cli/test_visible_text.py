@@ -92,3 +92,16 @@ def test_show_list_and_diff_write_no_raw_escape(cli: Cli, story: Story) -> None:
     assert "\\x1b]52;c;cHduZWQ=\\x07" in shown, shown
     assert "Fix\\u202e gnp.exe\\u200b \\x1b]0;owned\\x07" in shown, shown
 
+
+
+def test_show_yaml_of_a_bidi_value_is_the_same_document_and_safe(cli: Cli, story: Story) -> None:
+    """--yaml is a document to read back: a bidi or zero-width character is escaped by YAML
+    itself (the same value when parsed), not by the output layer (which would change it)."""
+    capture_good(cli, story, "local")
+    path = Path(cli.env["ENVSNAP_STORE"]) / "good.yaml"
+    document = yaml.safe_load(path.read_text())
+    document["facts"]["env"].setdefault("shell", {})["NOTE"] = "abc\u202edef\u200bghi"
+    path.write_text(yaml.safe_dump(document, allow_unicode=True))
+    shown = cli("show", "good", "--yaml").stdout
+    assert raw_controls(shown) == []
+    assert yaml.safe_load(shown)["facts"]["env"]["shell"]["NOTE"] == "abc\u202edef\u200bghi"
