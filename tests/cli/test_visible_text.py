@@ -3,6 +3,10 @@ reaches the terminal as its escape (text.visible, through the CLI's one output l
 reviews, show, list, diff and error lines, locally and over the test sshd."""
 from __future__ import annotations
 
+import os
+import pty
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -82,8 +86,7 @@ def test_show_list_and_diff_write_no_raw_escape(cli: Cli, story: Story) -> None:
     document["facts"]["env"].setdefault("shell", {})["CLIP"] = "\x1b]52;c;cHduZWQ=\x07"
     document["meta"]["host"] = "gpu\x9b2J01"
     path.write_text(yaml.safe_dump(document))
-    for args in (("show", "bad"), ("list",), ("diff", "good", "bad", "--all"),
-                 ("diff", "good", "bad", "--color", "always")):
+    for args in (("show", "bad"), ("list",), ("diff", "good", "bad", "--all")):
         result = cli(*args)
         out = result.stdout + result.stderr
         assert raw_controls(out) == [], (args, out)
@@ -91,6 +94,31 @@ def test_show_list_and_diff_write_no_raw_escape(cli: Cli, story: Story) -> None:
     shown = cli("diff", "good", "bad", "--all").stdout
     assert "\\x1b]52;c;cHduZWQ=\\x07" in shown, shown
     assert "Fix\\u202e gnp.exe\\u200b \\x1b]0;owned\\x07" in shown, shown
+    coloured = diff_at_a_terminal(cli)
+    assert "\x1b[0m" in coloured, coloured       # envsnap's own colour codes pass
+    assert "\\x1b]52;c;cHduZWQ=\\x07" in coloured and "\x1b]" not in coloured, coloured
+
+
+def diff_at_a_terminal(cli: Cli) -> str:
+    """`diff good bad --all` with stdout on a terminal (so in colour), as the terminal got it."""
+    main_end, child_end = pty.openpty()
+    running = subprocess.Popen([sys.executable, "-m", "envsnap", "diff", "good", "bad", "--all"],
+                               cwd=cli.cwd, env={k: v for k, v in cli.env.items()
+                                                 if k != "NO_COLOR"},
+                               stdin=subprocess.DEVNULL, stdout=child_end, stderr=child_end)
+    os.close(child_end)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(main_end, 65536)
+        except OSError:   # the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    running.wait(timeout=120)
+    os.close(main_end)
+    return b"".join(chunks).decode("utf-8", "replace")
 
 
 
