@@ -133,3 +133,17 @@ def test_show_yaml_of_a_bidi_value_is_the_same_document_and_safe(cli: Cli, story
     shown = cli("show", "good", "--yaml").stdout
     assert raw_controls(shown) == []
     assert yaml.safe_load(shown)["facts"]["env"]["shell"]["NOTE"] == "abc\u202edef\u200bghi"
+
+
+def test_an_error_line_naming_data_shows_the_escape(cli: Cli, story: Story) -> None:
+    """The one error line of an invalid snapshot names the repo key it found: a window-title
+    escape in that key is shown, not obeyed."""
+    capture_good(cli, story, "local")
+    path = Path(cli.env["ENVSNAP_STORE"]) / "good.yaml"
+    document = yaml.safe_load(path.read_text())
+    document["facts"]["git"]["repos"]["/x\x1b]0;pwned\x07"] = {"head": ["not", "a", "sha"]}
+    path.write_text(yaml.safe_dump(document))
+    result = cli("show", "good")
+    assert result.returncode == 4, result.stdout + result.stderr
+    assert '["/x\\x1b]0;pwned\\x07"].head: expected a string' in result.stderr, result.stderr
+    assert raw_controls(result.stderr) == []
