@@ -129,14 +129,20 @@ def test_explain_shows_the_review_with_the_pth_line_visible(cli: Cli, tmp_path: 
     assert "--trust-foreign" in result.stderr and history.state() == before
 
 
-def test_play_shows_the_review_then_refuses(cli: Cli, tmp_path: Path) -> None:
+@pytest.mark.parametrize("named_by", ["extra var", "host var"])
+def test_play_shows_the_review_then_refuses(cli: Cli, tmp_path: Path, named_by: str) -> None:
+    """`-e snapshot=good`, or an inventory whose host vars name it."""
     story = Story(tmp_path / "story")
     capture_good(cli, story, "local")
     moved_and_dirty(story)
     edit(cli, "good", lambda document: document["meta"].pop("signature"))
     playbook = str(ROOT / "playbooks" / "restore.yml")
     head = story.checkout.head()
-    refused = cli("play", playbook, "-e", "snapshot=good", "-l", "local")
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"local": {"snapshot": "good"}}}}))
+    naming = ["-e", "snapshot=good"] if named_by == "extra var" else \
+        ["--inventory", str(inventory)]
+    refused = cli("play", playbook, *naming, "-l", "local")
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert "snapshot good is foreign (unsigned)" in refused.stdout
     assert "bench_one.py  (untracked file: " in refused.stdout
