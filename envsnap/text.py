@@ -11,6 +11,15 @@
   to the second) and in a file or label name (no `:`, sortable).
 - `plural`, `number`, `sparkline`, `values_at_a_glance`: how counts and measured values read,
   the same in every command and report.
+- `visible` and `visible_line`: the one renderer of untrusted text (from a snapshot, a host, a
+  repository) for a terminal. A control character would act rather than show: a carriage
+  return and an erase-line escape rewrite what a review said, ESC starts window-title,
+  clipboard (OSC 52) and hidden-link (OSC 8) sequences, bidi controls reorder a line, zero-width
+  and tag characters hide text. Each is written as its Python escape instead (`\\r`,
+  `\\x1b`, `\\u202e`): C0 and C1 controls, DEL, the Unicode format characters (bidi,
+  zero-width, BOM, tags), line and paragraph separators and lone surrogates (bytes that were
+  not UTF-8). `visible` keeps newline and tab (and the few colour codes `keep` names: envsnap's
+  own); `visible_line` escapes those too, for one field that must stay one line (a command).
 
 It imports nothing of envsnap, so every floor (bench and hosts too) writes text as diff and
 report do.
@@ -24,6 +33,38 @@ from datetime import datetime, timezone
 from typing import Any
 
 BACKTICKS = re.compile(r"`+")
+# What a terminal would act on rather than show (see the docstring); \t and \n are 09 and 0a.
+CONTROLS = ("\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e"
+            "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\ud800-\udfff\U000e0000-\U000e007f")
+UNSAFE = re.compile(f"[{CONTROLS}]")
+UNSAFE_IN_LINE = re.compile(f"[\t\n{CONTROLS}]")
+
+
+SHORT_ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def escaped(char: str) -> str:
+    """One character as Python writes it in a string literal: \\r, \\x1b, \\u202e."""
+    code = ord(char)
+    return SHORT_ESCAPES.get(char) or (f"\\x{code:02x}" if code < 0x100 else
+                                       f"\\u{code:04x}" if code < 0x10000 else
+                                       f"\\U{code:08x}")
+
+
+def visible(text: str, keep: re.Pattern[str] | None = None) -> str:
+    """`text` with every control character written as its escape; newline and tab kept, and
+    whatever `keep` matches (whole sequences: envsnap's own colour codes)."""
+    if UNSAFE.search(text) is None:
+        return text
+    if keep is None:
+        return UNSAFE.sub(lambda found: escaped(found.group()), text)
+    either = re.compile(f"({keep.pattern})|{UNSAFE.pattern}")
+    return either.sub(lambda found: found.group(1) or escaped(found.group()), text)
+
+
+def visible_line(text: str) -> str:
+    """`text` as one line: newline and tab escaped too (a command in a review)."""
+    return UNSAFE_IN_LINE.sub(lambda found: escaped(found.group()), text)
 
 
 def markdown_cell(text: str) -> str:

@@ -27,16 +27,19 @@ from envsnap.bisect.inputs import (
     files_touched,
     find_toplevel,
     good_patch,
+    matches,
     merged_by,
     pick_host,
     pick_repo,
     recorded_baseline,
+    repos_of,
     subject_of,
 )
 from envsnap.bisect.search import Commit, Search
 from envsnap.bisect.tree import Tree, sigint_deferred
 from envsnap.defaults import DEFAULT_MAX_REPEAT
 from envsnap.errors import BenchError, HostError, UsageError
+from envsnap.hostops.gate import ForeignPlan, endpoint_plan, gate
 from envsnap.hostops.git import GitFailure
 from envsnap.hostops.locks import CheckoutLocks
 from envsnap.hostops.patch import Patch
@@ -44,6 +47,7 @@ from envsnap.hostops.shell import HostShell, Shell
 from envsnap.hosts.capture import CaptureOptions
 from envsnap.hosts.inventory import Inventory
 from envsnap.hosts.transport import open_transport
+from envsnap.snapshot import provenance
 from envsnap.snapshot.store import Store
 from envsnap.text import plural
 from envsnap.verdicts import (
@@ -69,6 +73,7 @@ class BisectOptions:
     with_patch: bool = False                 # re-apply the good snapshot's uncommitted patch
     good_from_snapshot: bool = False         # the good snapshot's recorded runs as baseline
     keep_untracked: bool = False             # leave untracked files in place (bench scripts)
+    trust_foreign: bool = False              # go on with a snapshot not signed by this user
     capture: CaptureOptions = field(default_factory=CaptureOptions)
 
 
@@ -125,12 +130,23 @@ class BisectReport:
 
 def bisect(store: Store, inventory: Inventory, good_label: str, bad_label: str,
            host: str | None, repo: str | None, spec: BenchSpec, options: BisectOptions,
-           on_event: Callable[[Event], None] | None = None) -> BisectReport:
-    """Find the first commit between two snapshots' HEADs where the benchmark regressed."""
+           on_event: Callable[[Event], None] | None = None,
+           review: Callable[[ForeignPlan], bool] | None = None) -> BisectReport:
+    """Find the first commit between two snapshots' HEADs where the benchmark regressed.
+    A foreign endpoint passes the gate first (hostops/gate.py): `review` sees what bisect
+    would take from it (its commit, GOOD's patch with --with-patch, BAD's python)."""
     check_options(spec, options.max_repeat)
     good_doc, bad_doc = store.load(good_label), store.load(bad_label)
     path, good_repo, bad_repo = pick_repo(good_doc, bad_doc, repo, (good_label, bad_label))
     target = pick_host(bad_doc, inventory, host)
+    for document, label, is_bad in ((good_doc, good_label, False), (bad_doc, bad_label, True)):
+        gate(endpoint_plan(document, label, target.name, provenance.verify_as_user(document),
+                           doing=f"bisecting with it (as {'BAD' if is_bad else 'GOOD'})",
+                           needs_consent=not options.trust_foreign,
+                           repos=[key for key, value in repos_of(document).items()
+                                  if matches(path, key, value)],
+                           patches=options.with_patch and not is_bad,
+                           python=is_bad and host is None), review, "bisect with it")
     patch = good_patch(good_repo, good_label) if options.with_patch else None
     baseline = recorded_baseline(good_doc, spec, good_label) if options.good_from_snapshot \
         else None

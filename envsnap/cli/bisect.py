@@ -10,10 +10,12 @@ from typing import TYPE_CHECKING
 from envsnap.cli.options import (
     add_connection_options,
     add_serve_options,
+    add_trust_foreign_option,
     exit_codes,
     inventory_from,
     positive_int,
     positive_seconds,
+    review_foreign,
     serve_spec,
     utf8_text,
 )
@@ -28,8 +30,9 @@ EPILOG = exit_codes(
     (ExitCode.OK, "no regression between GOOD and BAD (or can't tell at the endpoints)"),
     (ExitCode.DRIFT, "regression: first bad commit found (or narrowed down when commits were "
                      "skipped or too noisy)"),
-    (ExitCode.USAGE, "usage error: bad argument, GOOD not an ancestor of BAD, unknown repo; "
-                     "a --plot file that cannot be written (after the answer is printed)"),
+    (ExitCode.USAGE, "usage error: bad argument, GOOD not an ancestor of BAD, unknown repo, "
+                     "a foreign snapshot without --trust-foreign (nothing changed); a --plot "
+                     "file that cannot be written (after the answer is printed)"),
     (ExitCode.HOST, "host or benchmark failure at an endpoint"),
     (ExitCode.INVALID, "invalid snapshot"),
 )
@@ -60,6 +63,7 @@ def register(commands: Commands) -> None:
     bis.add_argument("--with-patch", action="store_true",
                      help="re-apply the GOOD snapshot's uncommitted patch at every commit "
                           "(default: the commits alone)")
+    add_trust_foreign_option(bis, "bisect with")
     bis.add_argument("--good-from-snapshot", action="store_true",
                      help="take GOOD's recorded benchmark runs as the good baseline "
                           "(default: measure the good commit again)")
@@ -108,6 +112,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     options = BisectOptions(max_repeat=args.max_repeat, with_patch=args.with_patch,
                             good_from_snapshot=args.good_from_snapshot,
                             keep_untracked=args.keep_untracked,
+                            trust_foreign=args.trust_foreign,
                             capture=CaptureOptions(connect_timeout=args.connect_timeout,
                                                    accept_new_host_keys=args.accept_new_host_keys))
 
@@ -123,7 +128,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
 
     with StatusLine(sys.stderr, "bisect: ", None) as status:
         report = bisect(Store(args.store), inventory_from(args), args.good,
-                        args.bad, args.host, args.repo, spec, options, show)
+                        args.bad, args.host, args.repo, spec, options, show, review_foreign)
     sys.stdout.write("".join(line + "\n" for line in final_lines(report)))
     print(medians_line(report))
     if plot is not None:

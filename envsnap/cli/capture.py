@@ -18,6 +18,7 @@ from envsnap.cli.options import (
     selected_hosts,
     utf8_text,
 )
+from envsnap.cli.output import control
 from envsnap.defaults import DEFAULT_COLLECTOR_TIMEOUT, DEFAULT_FORKS
 from envsnap.errors import ExitCode
 
@@ -78,7 +79,8 @@ class Progress:
         self.done += 1
         self.failed += not outcome.ok
         if self.live:
-            self.stream.write(f"\r{self.done}/{self.total} hosts, {self.failed} failed")
+            control(self.stream, "\r")
+            self.stream.write(f"{self.done}/{self.total} hosts, {self.failed} failed")
             self.stream.write("\n" if self.done == self.total else "")
             self.stream.flush()
 

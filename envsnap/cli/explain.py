@@ -8,11 +8,13 @@ from typing import TYPE_CHECKING, Callable
 from envsnap.cli.options import (
     add_connection_options,
     add_serve_options,
+    add_trust_foreign_option,
     approved,
     exit_codes,
     inventory_from,
     positive_int,
     positive_seconds,
+    review_foreign,
     serve_spec,
     two_or_more,
     utf8_text,
@@ -77,8 +79,7 @@ def register(commands: Commands) -> None:
                      help=f"kill a run after S seconds (default {DEFAULT_RUN_TIMEOUT:g})")
     exp.add_argument("--force-host", action="store_true",
                      help="run on a host other than GOOD's (default: refuse)")
-    exp.add_argument("--trust-foreign", action="store_true",
-                     help="put a foreign snapshot's patch and env in place (default: refuse)")
+    add_trust_foreign_option(exp, "put in place the patch, env and startup files of")
     exp.add_argument("--yes", action="store_true",
                      help="start without asking (default: ask at a terminal, else refuse)")
     add_serve_options(exp)   # the workers' env differences go to it (else to --cmd)
@@ -127,6 +128,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         stream.flush()
 
     report = explain_run(Store(args.store), inventory_from(args),
-                         (args.good, args.bad), args.host, spec, options, confirm, show)
+                         (args.good, args.bad), args.host, spec, options, confirm, show,
+                         review_foreign)
     sys.stdout.write("".join(line + "\n" for line in final_lines(report)))
     return ExitCode.DRIFT if report.regression else ExitCode.OK

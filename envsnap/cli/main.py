@@ -14,6 +14,7 @@ from typing import Any, Callable, NoReturn
 
 from envsnap import __version__
 from envsnap.cli.options import ALL_EXIT_CODES, exit_codes
+from envsnap.cli.output import visible_output
 from envsnap.errors import EnvsnapError, ExitCode
 from envsnap.text import did_you_mean
 
@@ -153,6 +154,11 @@ def internal_error(error: BaseException, argv: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     """The one top-level handler: no traceback reaches the user, whatever happens."""
     arguments = sys.argv[1:] if argv is None else list(argv)
+    with visible_output():
+        return handled(arguments)
+
+
+def handled(arguments: list[str]) -> int:
     code: int = ExitCode.OK   # what a command that ran to its end said, if its output pipe closed
     try:
         code = run(arguments)

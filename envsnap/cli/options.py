@@ -14,6 +14,7 @@ from envsnap.snapshot.store import DEFAULT_STORE
 
 if TYPE_CHECKING:   # bench loads when a command runs, not for the parser
     from envsnap.bench.run import ServeSpec
+    from envsnap.hostops.gate import ForeignPlan
     from envsnap.hosts.inventory import Host, Inventory
     from envsnap.hosts.inventory_graph import Vars
 
@@ -235,3 +236,25 @@ def vault_args(args: argparse.Namespace) -> list[str]:
     return [*(arg for path in args.vault_password_file
               for arg in ("--vault-password-file", path)),
             *(arg for vault_id in args.vault_id for arg in ("--vault-id", vault_id))]
+def add_trust_foreign_option(parser: argparse.ArgumentParser, doing: str) -> None:
+    """The one way past the gate (hostops/gate.py) from a script; `doing` says what with."""
+    parser.add_argument("--trust-foreign", action="store_true",
+                        help=f"{doing} a snapshot not signed with your key (a colleague's, a "
+                             "bug report's, one edited by hand) after showing all it would "
+                             "write and run (default: show that and refuse, or ask to type "
+                             "its label at a terminal)")
+
+
+def review_foreign(plan: ForeignPlan) -> bool:
+    """The one review of a foreign snapshot, for every command that acts on a host from one:
+    everything it would do is shown; when that is all that stands in the way, a person at a
+    terminal may trust it by typing its label (a script passes --trust-foreign)."""
+    import sys
+
+    from envsnap.hostops.gate import review_lines
+
+    sys.stdout.write("".join(line + "\n" for line in review_lines(plan)))
+    sys.stdout.flush()
+    if not plan.needs_consent:
+        return False
+    return bool(ask(f"type the label ({plan.label}) to trust this snapshot: ") == plan.label)

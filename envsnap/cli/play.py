@@ -6,7 +6,14 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from envsnap.cli.options import add_connection_options, exit_codes, inventory_from, positive_int
+from envsnap.cli.options import (
+    add_connection_options,
+    add_trust_foreign_option,
+    exit_codes,
+    inventory_from,
+    positive_int,
+    review_foreign,
+)
 from envsnap.defaults import DEFAULT_FORKS
 from envsnap.errors import ExitCode
 
@@ -39,9 +46,7 @@ def register(commands: Commands) -> None:
                       help="report what would change, change nothing (default: apply)")
     play.add_argument("--diff", action="store_true",
                       help="show file and repo changes as diffs (default: one line each)")
-    play.add_argument("--trust-foreign", action="store_true",
-                      help="apply a -e snapshot= that this user's envsnap did not sign "
-                           "(default: refuse it unless --check)")
+    add_trust_foreign_option(play, "apply (a -e snapshot= or a host var naming one)")
     play.add_argument("--forks", type=positive_int, default=DEFAULT_FORKS,
                       help=f"hosts worked on at once (default {DEFAULT_FORKS})")
     add_connection_options(play)
@@ -58,7 +63,7 @@ def cmd_play(args: argparse.Namespace) -> int:
                          check=args.check, diff=args.diff, forks=args.forks,
                          connect_timeout=args.connect_timeout,
                          accept_new_host_keys=args.accept_new_host_keys,
-                         trust_foreign=args.trust_foreign)
+                         trust_foreign=args.trust_foreign, review=review_foreign)
 
     def show(event: Event) -> None:
         sys.stdout.write(render_event(event, args.diff))

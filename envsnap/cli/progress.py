@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Callable, TextIO
 
+from envsnap.cli.output import control
+
 CLEAR = "\r\x1b[K"     # back to the start of the line and erase it
 TICK_SECONDS = 1.0
 
@@ -86,7 +88,7 @@ class StatusLine:
             self.ticker.join()
         if self.live:
             with self.lock:
-                self.stream.write(CLEAR)
+                control(self.stream, CLEAR)
                 self.stream.flush()
 
     def tally(self) -> Tally:
@@ -101,7 +103,8 @@ class StatusLine:
     def draw(self) -> None:
         """Under the lock."""
         if self.live:
-            self.stream.write(CLEAR + self.prefix + status_text(self.tally()))
+            control(self.stream, CLEAR)
+            self.stream.write(self.prefix + status_text(self.tally()))
             self.stream.flush()
 
     def say(self, line: str, stream: TextIO | None = None) -> None:
@@ -109,7 +112,7 @@ class StatusLine:
         target = stream or self.stream
         with self.lock:
             if self.live:
-                self.stream.write(CLEAR)
+                control(self.stream, CLEAR)
                 self.stream.flush()
             target.write(line + "\n")
             target.flush()

@@ -9,11 +9,13 @@ from typing import TYPE_CHECKING, Callable
 from envsnap.cli.options import (
     add_connection_options,
     add_serve_options,
+    add_trust_foreign_option,
     approved,
     ask,
     exit_codes,
     inventory_from,
     non_negative_seconds,
+    review_foreign,
     said_yes,
     serve_spec,
     utf8_text,
@@ -23,7 +25,6 @@ from envsnap.verdicts import REGRESSION
 
 if TYPE_CHECKING:   # the restore code loads when the command runs, not with the parser
     from envsnap.cli.options import Commands
-    from envsnap.restore.foreign import ForeignPlan
     from envsnap.restore.policy import RecordedRerun
     from envsnap.restore.run import RestoreReport
 
@@ -70,11 +71,7 @@ def register(commands: Commands) -> None:
                      help="a checkout to restore, as the snapshot records it (repeatable; "
                           "default: the inventory's repos, else those of a snapshot of your "
                           "own; a foreign snapshot restores only checkouts named so)")
-    res.add_argument("--trust-foreign", action="store_true",
-                     help="restore a snapshot not signed with your key (a colleague's, a bug "
-                          "report's, one edited by hand) after showing all it would write and "
-                          "run (default: show that and refuse, or ask to type its label at a "
-                          "terminal)")
+    add_trust_foreign_option(res, "restore")
     res.add_argument("--wait", type=non_negative_seconds, default=0.0, metavar="SECONDS",
                      help="wait up to SECONDS for another restore of the same checkout to "
                           "end (default 0: refuse at once, naming it)")
@@ -99,17 +96,6 @@ def ask_to_apply(yes: bool) -> Callable[[RestoreReport], bool]:
                         f"restore would change {report.host}: pass --yes "
                         "(or --check to only see the plan)")
     return confirm
-
-
-def review_foreign(plan: ForeignPlan) -> bool:
-    """Show everything a foreign snapshot would do; when that is all that stands in the way,
-    a person at a terminal may trust it by typing its label (a script passes --trust-foreign)."""
-    from envsnap.restore.render import foreign_lines
-
-    print("\n".join(foreign_lines(plan)))
-    if not plan.needs_consent:
-        return False
-    return bool(ask(f"type the label ({plan.label}) to trust this snapshot: ") == plan.label)
 
 
 def ask_to_rerun(yes: bool) -> Callable[[RecordedRerun], bool]:

@@ -67,14 +67,17 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     from envsnap.snapshot.store import Store, dump_yaml
-    from envsnap.text import dump_json
+    from envsnap.text import UNSAFE, dump_json
 
     store = Store(args.store)
     document = store.load(args.label)
     if args.json:
         sys.stdout.write(dump_json(document))
     elif args.yaml:
-        sys.stdout.write(dump_yaml(document))
+        text = dump_yaml(document)
+        # YAML writes a bidi or zero-width character as it is: escaped by YAML itself, the
+        # text stays the same document when read back (the output layer would change it).
+        sys.stdout.write(dump_yaml(document, ascii_only=True) if UNSAFE.search(text) else text)
     else:
         columns = shutil.get_terminal_size((FALLBACK_COLUMNS, 24)).columns
         path = str(store.resolve(args.label))

@@ -6,7 +6,13 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from envsnap.cli.options import add_connection_options, exit_codes, positive_seconds, utf8_text
+from envsnap.cli.options import (
+    add_connection_options,
+    exit_codes,
+    positive_seconds,
+    selected_hosts,
+    utf8_text,
+)
 from envsnap.defaults import DEFAULT_COLLECTOR_TIMEOUT
 from envsnap.errors import ExitCode
 
@@ -59,14 +65,14 @@ def register(commands: Commands) -> None:
 
 
 def cmd_timeline(args: argparse.Namespace) -> int:
-    from envsnap.hosts.inventory import load_inventory, resolve_hosts
     from envsnap.snapshot.store import Store
-    from envsnap.timeline.render import render_json, render_text, visible
+    from envsnap.text import visible_line
+    from envsnap.timeline.render import render_json, render_text
     from envsnap.timeline.run import TimelineOptions, timeline
 
     overrides: Vars = {"repos": args.repo, "procs": args.proc, "python": args.python,
                        "hot_paths": args.hot_path}
-    hosts = resolve_hosts([args.host], load_inventory(args.inventory), overrides)
+    hosts = selected_hosts(args, [args.host], overrides)
     options = TimelineOptions(since=args.since, until=args.until, root=args.log_root,
                               connect_timeout=args.connect_timeout,
                               collector_timeout=args.collector_timeout,
@@ -75,5 +81,5 @@ def cmd_timeline(args: argparse.Namespace) -> int:
     sys.stdout.write(render_json(found) if args.json else render_text(found))
     if args.json:   # the text names them at its end; a script's reader sees them here too
         for problem in found.unreadable:
-            sys.stderr.write(f"warning: {hosts[0].name}: cannot read {visible(problem)}\n")
+            sys.stderr.write(f"warning: {hosts[0].name}: cannot read {visible_line(problem)}\n")
     return ExitCode.OK

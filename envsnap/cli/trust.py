@@ -39,8 +39,8 @@ def register(commands: Commands) -> None:
 
 
 def summary_lines(document: Snapshot, source: str, found: Provenance) -> list[str]:
-    from envsnap.restore.foreign import foreign_plan, recorded_repos, rerun_shown
-    from envsnap.restore.render import foreign_lines
+    from envsnap.hostops.gate import foreign_plan, recorded_repos, rerun_shown, review_lines
+    from envsnap.restore.serve import recorded_server_env
     from envsnap.snapshot import document as snap
 
     lines = [f"{source}: {found.describe()}",
@@ -52,8 +52,9 @@ def summary_lines(document: Snapshot, source: str, found: Provenance) -> list[st
                                            if head is not None else "no commit"))
     plan = foreign_plan(document, source, snap.host(document), found,
                         repos=recorded_repos(document), pip=False,
-                        rerun=rerun_shown(document, True, None), needs_consent=True)
-    return lines + foreign_lines(plan)[1:]
+                        rerun=rerun_shown(document, True, None), needs_consent=True,
+                        env=recorded_server_env(document))   # restore --rerun --serve's
+    return lines + review_lines(plan)[1:]
 
 
 def ask_to_adopt(yes: bool, source: str) -> bool:

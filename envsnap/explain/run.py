@@ -36,6 +36,7 @@ from envsnap.explain.search import (
     worst_case_invocations,
 )
 from envsnap.hostops import hostrule
+from envsnap.hostops.gate import ForeignPlan, endpoint_plan, gate
 from envsnap.hostops.git import GitFailure, run
 from envsnap.hostops.locks import CheckoutLocks
 from envsnap.hostops.patch import Patch, check_on_commit
@@ -44,6 +45,7 @@ from envsnap.hosts import capture
 from envsnap.hosts.capture import CaptureOptions
 from envsnap.hosts.inventory import Host, Inventory, with_vars
 from envsnap.hosts.transport import open_transport
+from envsnap.restore.serve import recorded_server_env
 from envsnap.snapshot import document as snap
 from envsnap.snapshot import provenance
 from envsnap.snapshot.store import Store
@@ -106,15 +108,21 @@ class ExplainReport:
 
 def explain_run(store: Store, inventory: Inventory, labels: tuple[str, str], host: str | None,
                 spec: BenchSpec, options: ExplainOptions, confirm: Callable[[Plan], bool],
-                on_event: Callable[[Event], None] | None = None) -> ExplainReport:
-    """Find the smallest sets of differences that turn GOOD's state into the slow one."""
+                on_event: Callable[[Event], None] | None = None,
+                review: Callable[[ForeignPlan], bool] | None = None) -> ExplainReport:
+    """Find the smallest sets of differences that turn GOOD's state into the slow one.
+    A foreign snapshot passes the gate first (hostops/gate.py: `review` sees it)."""
     spec.check()
     emit = on_event or (lambda _: None)
     good, bad = store.load(labels[0]), store.load(labels[1])
-    for document, label in zip((good, bad), labels):
-        check_trusted(document, label, options.trust_foreign)
     paths = pick_repos(good, bad, options.repos, labels)
     target = pick_host(bad, inventory, host)
+    gate(good_plan(good, labels[0], target.name, paths, spec, options), review,
+         "explain with it")
+    gate(endpoint_plan(bad, labels[1], target.name, provenance.verify_as_user(bad),
+                       doing="explaining with it (as BAD)",
+                       needs_consent=not options.trust_foreign, python=host is None),
+         review, "explain with it")
     try:
         with open_transport(target, options.capture.connect_timeout,
                             options.capture.accept_new_host_keys) as transport, \
@@ -132,14 +140,20 @@ def default_ceiling(n: int) -> int:
     return (1 + MAX_REMEASURES) * worst_case_invocations(n, min(2, n))
 
 
-def check_trusted(document: Snapshot, label: str, trust_foreign: bool) -> None:
-    """A foreign snapshot's patch and env would run on this host: like restore, only when
-    the user trusts it (--trust-foreign) or adopted it (`envsnap trust`)."""
-    found = provenance.verify_as_user(document)
-    if not found.mine and not trust_foreign:
-        raise UsageError(f"snapshot {label!r} is foreign ({found.foreign}): its patch and env "
-                         "would be put in place; nothing changed: pass --trust-foreign, or "
-                         f"adopt it first with `envsnap trust {label}`")
+def good_plan(good: Snapshot, label: str, host: str, paths: list[str], spec: BenchSpec,
+              options: ExplainOptions) -> ForeignPlan:
+    """All explain may put in place from GOOD: its commits and patches, sitecustomize and
+    .pth startup lines, its server's (with --serve) or shell's env, its packages (--pip)."""
+    recorded = recorded_server_env(good) if spec.serve is not None else {}
+    env = recorded or {name: value for name, value in snap.env(good).get("shell", {}).items()
+                       if isinstance(value, str)}
+    pins = [f"pip install --no-deps {name}=={version}"
+            for name, version in sorted(snap.packages(good).items())
+            if options.pip and isinstance(version, str)]
+    return endpoint_plan(good, label, host, provenance.verify_as_user(good),
+                         doing="explaining with it (as GOOD)",
+                         needs_consent=not options.trust_foreign, repos=paths, patches=True,
+                         startup=True, env=env, commands=pins)
 
 
 def pick_repos(good: Snapshot, bad: Snapshot, wanted: tuple[str, ...],

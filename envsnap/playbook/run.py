@@ -36,6 +36,7 @@ from envsnap.snapshot.store import Store
 from envsnap.text import name_stamp
 
 if TYPE_CHECKING:
+    from envsnap.hostops.gate import ForeignPlan
     from envsnap.snapshot.records import Snapshot
 
 # What became of one task on one host (Ansible's words; render.py says "skipping").
@@ -70,6 +71,12 @@ class RunOptions:
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     accept_new_host_keys: bool = False
     trust_foreign: bool = False   # apply a snapshot this user's envsnap did not sign
+    # A foreign snapshot's review (hostops/gate.py): shown, and asked when nothing settled it.
+    review: Callable[[ForeignPlan], bool] | None = None
+    # Documents the caller loaded and already passed through the gate (restore's), by label:
+    # used as they are, never read from the store again (a file swapped after the check
+    # must not be what is written).
+    checked: Mapping[str, Snapshot] = field(default_factory=dict)
     # The caller's own open connection, for a run limited to its one host (restore's): used
     # for every task, and left open for the caller to close. Default: each host's own.
     connection: Transport | None = None
@@ -174,7 +181,7 @@ class Runner:
         self.options = options
         self.emit = on_event or (lambda event: None)
         self.timestamp = name_stamp()
-        self.snapshots: dict[str, Snapshot] = {}
+        self.snapshots: dict[str, Snapshot] = dict(options.checked)
         self.extra = self.with_snapshot(dict(options.extra_vars))
         self.result = RunResult()
         self.play_hosts: list[str] = []
@@ -192,17 +199,17 @@ class Runner:
 
     def checked_provenance(self, label: str, document: Snapshot) -> Snapshot:
         """A snapshot drives writes and commands on hosts: one this user's envsnap did not
-        sign (a bug report's, a colleague's, one edited by hand) is read freely in check
-        mode and applied only when the user says they trust it, as restore does."""
-        if self.options.check or self.options.trust_foreign:
-            return document
+        sign (a bug report's, a colleague's, one edited by hand) passes the gate: its review
+        is shown, it is read freely in check mode and applied only when the user says they
+        trust it, as restore does. The document checked is the one used, loaded once."""
+        from envsnap.hostops.gate import foreign_plan, gate, recorded_repos
         from envsnap.snapshot import provenance
 
-        found = provenance.verify_as_user(document)
-        if not found.mine:
-            raise UsageError(f"snapshot {label!r} is foreign ({found.foreign}): nothing ran; "
-                             "look with --check, then pass --trust-foreign, or adopt it "
-                             f"first with `envsnap trust {label}`")
+        plan = foreign_plan(document, label, "the play's hosts",
+                            provenance.verify_as_user(document),
+                            repos=recorded_repos(document), pip=False, rerun=None,
+                            needs_consent=not (self.options.check or self.options.trust_foreign))
+        gate(plan, self.options.review, "apply it")
         return document
 
     def magic(self, host: Host) -> MagicVars:

@@ -22,8 +22,8 @@ from envsnap.restore.safety import Journal, JournalBook
 from envsnap.snapshot.store import Store
 
 if TYPE_CHECKING:
+    from envsnap.hostops.gate import ForeignPlan
     from envsnap.playbook.run import Event
-    from envsnap.restore.foreign import ForeignPlan
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ from envsnap.diff.findings import short
 from envsnap.playbook.render import item_label
 from envsnap.playbook.run import FAILED, TaskResult
 from envsnap.restore.abort import Aborted
-from envsnap.restore.foreign import ForeignPlan, bytes_text
 from envsnap.restore.rerun import outcome as rerun_outcome
 from envsnap.restore.run import RestoreReport, advice_for
 from envsnap.restore.serve import changes_text
@@ -142,20 +141,3 @@ def rerun_lines(report: RestoreReport) -> list[str]:
 
 def median_text(summary: Summary) -> str:
     return f"{summary['median']:.4g}" if summary.get("n") else "-"
-
-
-def foreign_lines(plan: ForeignPlan) -> list[str]:
-    """All a foreign snapshot would make restore do: every write with its size, every
-    command, whether or not the host has drifted from it."""
-    lines = [f"snapshot {plan.label} is foreign ({plan.provenance.foreign}): not signed with "
-             "your key, so here is everything restoring it could do to "
-             f"{plan.host}:"]
-    lines.append(f"  files it would write ({len(plan.writes)}):")
-    lines += [f"    {write.path}  ({write.what}: {bytes_text(write.size)})"
-              for write in plan.writes] or ["    none"]
-    lines.append(f"  commands it would run ({len(plan.commands)}):")
-    lines += [f"    {command}" for command in plan.commands]
-    if plan.left_alone:
-        lines.append("  checkouts it records that nobody named (left alone; --repo PATH "
-                     f"names one): {', '.join(plan.left_alone)}")
-    return lines

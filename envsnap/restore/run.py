@@ -23,6 +23,7 @@ from envsnap.diff.compare import DiffOptions, diff
 from envsnap.diff.findings import Finding
 from envsnap.errors import EnvsnapError, UsageError
 from envsnap.hostops import hostrule
+from envsnap.hostops.gate import ForeignPlan, foreign_plan, gate, rerun_shown
 from envsnap.hostops.locks import CheckoutLocks, LockHolder
 from envsnap.hostops.pip import pin_packages
 from envsnap.hostops.shell import HostShell
@@ -33,10 +34,15 @@ from envsnap.hosts.transport import Transport, open_transport
 from envsnap.playbook.load import load
 from envsnap.playbook.run import Event, RunOptions, RunResult, TaskResult, run_playbook
 from envsnap.restore import policy
-from envsnap.restore.foreign import ForeignPlan, foreign_plan, rerun_shown
 from envsnap.restore.rerun import Rerun, find_bad_side
 from envsnap.restore.safety import Journal, JournalBook, Pending, check_pending, touched_by, way_out
-from envsnap.restore.serve import ServerEnv, about_server, serve_shown, server_env
+from envsnap.restore.serve import (
+    ServerEnv,
+    about_server,
+    recorded_server_env,
+    serve_shown,
+    server_env,
+)
 from envsnap.snapshot import document as snap
 from envsnap.snapshot import provenance
 from envsnap.snapshot.store import Store
@@ -158,19 +164,14 @@ def check_provenance(document: Snapshot, host: Host, options: RestoreOptions,
     """A snapshot this user's envsnap did not sign is shown whole, then restored only when
     trusted; refused before the host is contacted (no lock, no journal, nothing written)."""
     found = provenance.verify_as_user(document)
-    if found.mine:
-        return
-    needs_consent = not (options.check or options.trust_foreign)
+    serving = options.serve if options.rerun else None
     plan = foreign_plan(document, options.label, host.name, found,
                         repos=host.list_var("repos"), pip=options.pip,
                         rerun=rerun_shown(document, options.rerun, options.rerun_command),
-                        needs_consent=needs_consent,
-                        serve=serve_shown(document, options.serve) if options.rerun else None)
-    consented = review(plan) if review is not None else False
-    if needs_consent and not consented:
-        raise UsageError(f"snapshot {options.label!r} is foreign ({found.foreign}): nothing "
-                         "changed; pass --trust-foreign to restore it as planned above, or "
-                         f"adopt it first with `envsnap trust {options.label}`")
+                        needs_consent=not (options.check or options.trust_foreign),
+                        serve=serve_shown(document, serving),
+                        env=recorded_server_env(document) if serving else None)
+    gate(plan, review, "restore it")
 
 
 def lock_notes(host_name: str, holders: list[tuple[str, LockHolder]]) -> list[str]:
@@ -317,8 +318,8 @@ class RestoreRun:
             not restorable_mismatches(snapshot, live, chosen)
 
     def playbook(self, check: bool) -> RunResult:
-        return run_restore_playbook(self.host, self.transport, self.store, self.options,
-                                    check, None if check else self.on_event,
+        return run_restore_playbook(self.document, self.host, self.transport, self.store,
+                                    self.options, check, None if check else self.on_event,
                                     None if check else self.backup_label)
 
 
@@ -335,7 +336,7 @@ def save_rollback_point(store: Store, live: Snapshot) -> str:
     return label
 
 
-def run_restore_playbook(host: Host, transport: Transport, store: Store,
+def run_restore_playbook(document: Snapshot, host: Host, transport: Transport, store: Store,
                          options: RestoreOptions, check: bool,
                          on_event: Callable[[Event], None] | None,
                          backup_label: str | None = None) -> RunResult:
@@ -343,9 +344,10 @@ def run_restore_playbook(host: Host, transport: Transport, store: Store,
     # playbook's own name check is told to stand aside.
     extra = {"snapshot": options.label, "force_host": True,
              **policy.playbook_vars(host, options.label, backup_label)}
-    # check_provenance has already shown a foreign snapshot and had it trusted.
+    # The document restore loaded once and check_provenance passed through the gate: the
+    # playbook takes it as it is, and never reads the store's file again.
     run_options = RunOptions(extra_vars=extra, limit=(host.name,), check=check, diff=True,
-                             trust_foreign=True, connection=transport)
+                             connection=transport, checked={options.label: document})
     return run_playbook(load(str(RESTORE_PLAYBOOK)), inventory_of(host), store, run_options,
                         on_event)
 

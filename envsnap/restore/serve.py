@@ -69,17 +69,22 @@ def server_env(snapshot: Snapshot, live: Snapshot) -> ServerEnv:
     return ServerEnv(key, tuple(changes), masked)
 
 
-def serve_shown(document: Snapshot, serve: ServeSpec | None) -> str | None:
-    """What --rerun --serve would start, for a foreign snapshot's review: the command and
-    every variable the snapshot's server env may set (LD_PRELOAD is code to run too)."""
-    if serve is None:
-        return None
+def recorded_server_env(document: Snapshot) -> dict[str, str]:
+    """Every variable the snapshot's server ran with: what --rerun --serve may start one with
+    (where it differs from the host's), for a foreign snapshot's review (hostops/gate.py)."""
     found = main_server(document)
     recorded = snap.process_env(found[1]) if found is not None else None
-    if recorded is None:
+    return {name: value for name, value in (recorded or {}).items() if isinstance(value, str)}
+
+
+def serve_shown(document: Snapshot, serve: ServeSpec | None) -> str | None:
+    """What --rerun --serve would start, for a foreign snapshot's review: the command; the
+    variables it may set are listed with the review's env (LD_PRELOAD is code to run too)."""
+    if serve is None:
+        return None
+    if main_server(document) is None or not recorded_server_env(document):
         return f"{serve.cmd}  (the snapshot records no server env)"
-    names = ", ".join(f"{name}={value}" for name, value in sorted(recorded.items()))
-    return f"{serve.cmd}  (with the snapshot's server env, where it differs: {names})"
+    return f"{serve.cmd}  (with the snapshot's server env where it differs, listed below)"
 
 
 def about_server(finding: Finding, server: ServerEnv) -> bool:

@@ -69,8 +69,10 @@ def label_from_name(name: str) -> str:
     return cleaned[:100] or "host"
 
 
-def dump_yaml(document: Mapping[str, Any]) -> str:
-    return yaml.dump(document, Dumper=_BlockDumper, sort_keys=True, allow_unicode=True,
+def dump_yaml(document: Mapping[str, Any], ascii_only: bool = False) -> str:
+    """ascii_only: every character beyond ASCII as a YAML escape (`"\\u202e"`), the same
+    document, for a terminal (show --yaml of one that holds a bidi or zero-width character)."""
+    return yaml.dump(document, Dumper=_BlockDumper, sort_keys=True, allow_unicode=not ascii_only,
                      default_flow_style=False, width=100)
 
 

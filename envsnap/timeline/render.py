@@ -13,13 +13,8 @@ from dataclasses import asdict
 from datetime import datetime, timezone
 from typing import Any
 
-from envsnap.text import dump_json, plural
+from envsnap.text import dump_json, plural, visible_line
 from envsnap.timeline.model import EXACTNESS_SAID, Event, Timeline
-
-
-def visible(text: str) -> str:
-    """Control characters (an ESC, a carriage return, a newline inside a line) as \\xNN."""
-    return "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}" for ch in text)
 
 
 def moment(seconds: float) -> str:
@@ -28,11 +23,11 @@ def moment(seconds: float) -> str:
 
 def event_lines(event: Event, mark: str = "") -> list[str]:
     role = f" [{event.role}]" if event.role else ""
-    lines = [f"{moment(event.time)}  {mark}{visible(event.what)}{role}",
-             f"    evidence: {visible(event.evidence)} ({EXACTNESS_SAID[event.exactness]})"]
-    lines += [f"      {visible(detail)}" for detail in event.details]
+    lines = [f"{moment(event.time)}  {mark}{visible_line(event.what)}{role}",
+             f"    evidence: {visible_line(event.evidence)} ({EXACTNESS_SAID[event.exactness]})"]
+    lines += [f"      {visible_line(detail)}" for detail in event.details]
     if event.test:
-        lines.append(f"    test/undo: {visible(event.test)}")
+        lines.append(f"    test/undo: {visible_line(event.test)}")
     return lines
 
 
@@ -47,14 +42,14 @@ def mark_of(timeline: Timeline, event: Event) -> str:
 def render_text(timeline: Timeline) -> str:
     window = timeline.window
     until = moment(window.until) if window.until_text else "now"
-    lines = [f"timeline of {visible(timeline.host)}: {moment(window.since)} -> {until} UTC "
-             f"(since {visible(window.since_text)}), {plural(len(timeline.events), 'event')}"]
+    lines = [f"timeline of {visible_line(timeline.host)}: {moment(window.since)} -> {until} UTC "
+             f"(since {visible_line(window.since_text)}), {plural(len(timeline.events), 'event')}"]
     between = timeline.between
     if timeline.last_good and timeline.first_bad:
         lines += ["", f"between the last good and the first bad benchmark: "
                       f"{plural(len(between), 'change')}"]
-        lines += [f"  {visible(timeline.last_good.what)}  ->  "
-                  f"{visible(timeline.first_bad.what)}"]
+        lines += [f"  {visible_line(timeline.last_good.what)}  ->  "
+                  f"{visible_line(timeline.first_bad.what)}"]
         for event in between:
             lines += event_lines(event)
     lines += ["", "all events, oldest first:" if between else "events, oldest first:"]
@@ -63,7 +58,7 @@ def render_text(timeline: Timeline) -> str:
     if not timeline.events:
         lines.append("  (none in this window)")
     for problem in timeline.unreadable:
-        lines.append(f"unreadable: {visible(problem)}")
+        lines.append(f"unreadable: {visible_line(problem)}")
     return "\n".join(lines) + "\n"
 
 

@@ -302,8 +302,9 @@ def test_a_foreign_snapshots_server_env_is_shown_before_it_is_trusted(
     result = cli("restore", str(tmp_path / "colleague.yaml"), "--rerun", "--serve", plain,
                  "--ready", "listening on", "--repo", str(repo.path))
     assert result.returncode == 2, result.stdout + result.stderr
-    assert f"server (--rerun --serve): {plain}  (with the snapshot's server env, where it " \
-        "differs: LD_PRELOAD=/tmp/evil.so" in result.stdout
+    assert f"server (--rerun --serve): {plain}  (with the snapshot's server env where it " \
+        "differs, listed below)" in result.stdout
+    assert "    LD_PRELOAD=/tmp/evil.so  (changes how a process starts)\n" in result.stdout
     assert "is foreign" in result.stderr
 
 

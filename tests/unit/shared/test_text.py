@@ -33,3 +33,12 @@ def test_a_moment_is_written_in_utc_to_the_second() -> None:
     assert name_stamp(when) == "20260102-030405"
     now = datetime.fromisoformat(timestamp())
     assert now.tzinfo is not None and abs(datetime.now(timezone.utc) - now) < timedelta(5)
+
+
+def test_visible_escapes_every_control_and_keeps_the_rest() -> None:
+    from envsnap.text import visible, visible_line
+
+    assert visible("a\r\x1b[2Kb\x07\x7f\x9b\u202e\u200b\ufeff\U000e0041\udc80\n\tok é") == \
+        "a\\r\\x1b[2Kb\\x07\\x7f\\x9b\\u202e\\u200b\\ufeff\\U000e0041\\udc80\n\tok é"
+    assert visible_line("run\nthis\tnow") == "run\\nthis\\tnow"
+    assert visible("plain text, no controls") == "plain text, no controls"
