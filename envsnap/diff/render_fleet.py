@@ -85,7 +85,7 @@ def fleet_json(report: FleetReport) -> str:
 
 
 def fleet_markdown(report: FleetReport) -> str:
-    out = [f"## {fleet_summary(report)}", ""]
+    out = [f"## {markdown_cell(fleet_summary(report))}", ""]
     lines = benchmark_lines(report)
     if lines:   # under the title, before the facts: the numbers are what was asked
         out += [f"**{markdown_cell(lines[0])}**", ""]
@@ -94,11 +94,12 @@ def fleet_markdown(report: FleetReport) -> str:
     if report.disagreements:
         out += ["| rank | section | path | majority | differing hosts | why |",
                 "|---:|---|---|---|---|---|"]
-        out += [f"| {d.rank} | {d.section} | "
+        out += [f"| {d.rank} | {markdown_cell(d.section)} | "
                 f"{markdown_code(Finding(d.section, d.path, None, None).where)} | "
                 f"{markdown_cell(majority_text(d))} | {markdown_cell(others_text(d))} | "
                 f"{markdown_cell(d.why)} |" for d in report.disagreements]
-    out += [f"- not captured: {s} on {h} ({e})" for s, h, e in report.not_captured]
+    out += [f"- not captured: {markdown_cell(f'{s} on {h} ({e})')}"
+            for s, h, e in report.not_captured]
     out += [f"- unreadable: {markdown_cell(source)} ({markdown_cell(why)})"
             for source, why in report.unreadable]
     return "\n".join(out).rstrip("\n") + "\n"

@@ -206,10 +206,8 @@ def check_entry(path: Path) -> None:
 
     try:
         mode = path.stat().st_mode
-    except FileNotFoundError:
-        return   # free (a dangling link too: a save replaces the link, never its target)
-    except OSError as exc:
-        raise StoreError(f"cannot read {path}: {exc.strerror}") from None
+    except OSError:   # free (a dangling link too: a save replaces the link, not its target),
+        return        # or a folder on the way gone: the write that follows says so
     if not stat.S_ISREG(mode):
         raise StoreError(f"{path}: the store entry is not a regular file ({kind_of(mode)}), "
                          "refused: move it away")
