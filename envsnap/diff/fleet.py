@@ -148,14 +148,14 @@ class Members:
 
     documents: list[Snapshot]
     sources: list[str]
-    unreadable: list[tuple[str, str]]   # (source, why it was refused)
+    refused: list[tuple[str, EnvsnapError]]   # (source, why it could not be read)
 
 
 def load_members(store: Store, sources: list[str]) -> Members:
     members = Members([], [], [])
     for source, loaded in zip(sources, store.load_each(sources)):
         if isinstance(loaded, EnvsnapError):
-            members.unreadable.append((source, str(loaded)))
+            members.refused.append((source, loaded))
         else:
             members.documents.append(loaded)
             members.sources.append(source)
@@ -163,12 +163,14 @@ def load_members(store: Store, sources: list[str]) -> Members:
 
 
 def fleet_of(members: Members, sections: tuple[str, ...] = ()) -> FleetReport:
-    """The readable members compared; the unreadable ones named in the report."""
+    """The readable members compared, the unreadable ones named in the report; with fewer
+    than two readable, nothing is compared, and the first refusal is the error."""
     if len(members.documents) < 2:
-        named = "; ".join(why for _, why in members.unreadable)
-        raise UsageError(f"--fleet needs at least two readable snapshots ({named})")
+        if members.refused:
+            raise members.refused[0][1]
+        raise UsageError("--fleet needs at least two snapshots")
     report = fleet(members.documents, members.sources, sections)
-    report.unreadable = members.unreadable
+    report.unreadable = [(source, str(why)) for source, why in members.refused]
     return report
 
 
