@@ -1,10 +1,16 @@
 """Text that envsnap writes, each kind written one way: markdown cells, JSON documents, times.
 
-- `markdown_cell`: plain text inside a markdown table cell or a `<summary>`. A pipe would end
-  the cell, `<` could start an HTML tag (an unknown one is dropped, so text would vanish),
-  `*` and `\\` would turn into emphasis or eat the next character; a newline would end the
-  table row. `markdown_code` is the same text as a code span: there markdown shows every
-  character as it is, so only what a table itself reads (`|`, a newline) is escaped.
+- `markdown_cell`: the one way text from data (a snapshot, a host, a repository) enters
+  markdown outside code: a table cell, a list item, a heading, a paragraph, or (`html=True`)
+  a `<summary>`, where GitHub reads HTML, not markdown. Made safe to paste into a GitHub
+  issue: no HTML element (`<` is `&lt;`, an entity is shown as typed), no image or link
+  (`[`, `]` escaped), no autolink, e-mail link nor @mention (each URL, `www.` name, address
+  and `@name` is put in a code span, which GitHub links and mentions from never); a pipe
+  would end the cell, `*` and `\\` would turn into emphasis or eat the next character, and a
+  line break (LF or CR) would end the row. `markdown_code` is the same text as a code span:
+  there markdown shows every character as it is, so only what a table itself reads (`|`, a
+  line break) is escaped, and the span is fenced by more backticks than the text holds.
+  Code blocks (diff/render_formats.fence) are fenced the same way: data cannot close them.
 - `dump_json`: a JSON document for a person and a diff tool alike: indented, keys sorted,
   one newline at the end; a value JSON has no type for (a datetime, a Path) as its str.
 - `timestamp` and `name_stamp`: the one form of a moment in a document (ISO 8601 in UTC,
@@ -67,14 +73,50 @@ def visible_line(text: str) -> str:
     return UNSAFE_IN_LINE.sub(lambda found: escaped(found.group()), text)
 
 
-def markdown_cell(text: str) -> str:
-    return (text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;")
-            .replace("*", "\\*").replace("\n", " "))
+# Where text splits into words for markdown_cell: whitespace, and the characters a word that
+# goes into a code span must not hold (a pipe ends a table cell, a backtick the span, `<` is
+# always escaped).
+WORD_BREAKS = re.compile(r"(\s+|[|`<])")
+MARKDOWN_ESCAPES = str.maketrans({"\\": "\\\\", "|": "\\|", "*": "\\*", "[": "\\[",
+                                  "]": "\\]", "`": "\\`", "<": "&lt;", "\n": " ", "\r": " "})
+HTML_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "\n": " ", "\r": " "})
+ENTITY = re.compile(r"&(?=#?[A-Za-z0-9]+;)")   # `&lt;` from data is shown as typed
+
+
+def markdown_cell(text: str, html: bool = False) -> str:
+    """Data as plain text in markdown (or, with `html`, in a raw HTML element such as
+    `<summary>`): see the module's docstring for what it cannot become."""
+    shown = []
+    for word in WORD_BREAKS.split(text):
+        if html:
+            escaped = word.translate(HTML_ESCAPES)
+            shown.append(f"<code>{escaped}</code>" if links_on_github(word) else escaped)
+        else:
+            shown.append(f"`{word}`" if links_on_github(word)
+                         else ENTITY.sub("&amp;", word).translate(MARKDOWN_ESCAPES))
+    return "".join(shown)
+
+
+def links_on_github(word: str) -> bool:
+    """A word GitHub would make a link or a mention of: a URL, a `www.` name, an e-mail
+    address or an `@name` (an `@` before a letter or digit, after no word character, or
+    with a `.` after it). Plain string tests, so a long word costs one pass."""
+    lowered = word.lower()
+    if "://" in word or "www." in lowered:
+        return True
+    at = word.find("@")
+    while at != -1:
+        if word[at + 1:at + 2].isalnum() and (
+                at == 0 or not (word[at - 1].isalnum() or word[at - 1] == "_")
+                or word.find(".", at) != -1):
+            return True
+        at = word.find("@", at + 1)
+    return False
 
 
 def markdown_code(text: str) -> str:
     """`text` as one code span in a table cell, fenced by more backticks than it holds."""
-    inner = text.replace("|", "\\|").replace("\n", " ")
+    inner = text.replace("|", "\\|").replace("\n", " ").replace("\r", " ")
     ticks = "`" * (1 + max([0] + [len(run) for run in BACKTICKS.findall(inner)]))
     pad = " " if inner.startswith("`") or inner.endswith("`") else ""
     return f"{ticks}{pad}{inner}{pad}{ticks}"

@@ -5,6 +5,10 @@ daemon thread reads NVML every `sample_interval` seconds during each run. The co
 in a process group of its own: a run past its timeout is killed with everything it started,
 and what a run leaves behind is killed too, so it never overlaps the next run.
 
+Each run, and everything it starts, carries a mark of its own in its environment
+(reaper.py): what a run leaves behind outside its group (a child that called setsid) is
+stopped with it, and marked processes of an agent that is gone are stopped before the runs.
+
 A benchmark must not outlive the person who started it: with "lifeline", the controller
 holds the agent's stdin open while it waits, and end of file there (Ctrl-C, a killed
 controller, a dropped SSH connection) kills the run in progress and starts no other. Such a
@@ -31,7 +35,7 @@ import threading
 import time
 from typing import Any, Dict, List, Optional
 
-from . import benchsample, benchserve
+from . import benchsample, benchserve, reaper
 from .patterns import PatternRefused, PatternTimeout, checked, last_match
 from .util import escaped
 
@@ -102,9 +106,10 @@ def run_once(cmd: str, cwd: str, timeout: float, sampler: benchsample.Sampler,
     started_at = time.time()
     sampler.start()
     started = time.perf_counter()
+    mark = reaper.own_mark("run")
     proc = subprocess.Popen(["sh", "-c", cmd], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True,
-                            env=env)
+                            env=reaper.marked(dict(os.environ) if env is None else env, mark))
     lifeline.group = proc.pid
     if lifeline.lost.is_set():  # lost between the check before this run and now
         kill_group(proc.pid)
@@ -116,6 +121,7 @@ def run_once(cmd: str, cwd: str, timeout: float, sampler: benchsample.Sampler,
         # a local controller, which reaches this agent but not the run's own session, must
         # not leave the benchmark running.
         kill_group(proc.pid)
+        reaper.stop_marked(mark)   # and what left the group (setsid) but kept the mark
         lifeline.group = None
     seconds = time.perf_counter() - started
     telemetry = sampler.stop()
@@ -209,6 +215,7 @@ def run_bench(config: Dict[str, Any]) -> Dict[str, Any]:
                                        int(config.get("max_samples",
                                                       benchsample.DEFAULT_MAX_SAMPLES)))
     lifeline = Lifeline(sys.stdin.buffer if config.get("lifeline") else None)
+    reaper.reap_orphans()   # left by an agent killed with -9: neither lingers nor skews runs
     server = benchserve.Server(config["serve"], cwd) if config.get("serve") else None
     try:
         out["telemetry"] = sampler.info

@@ -6,8 +6,11 @@ process group of its own, with the given env changes on top of the agent's envir
 waits until it is ready (a regex found in its output, or a URL that answers); reads the
 environment it really runs with from /proc once ready, filtered and masked like a --proc
 worker's (env.py); and after the runs stops the whole group: SIGTERM, a grace period, then
-SIGKILL. Every way out (runs done, a run failed, the server not ready in time or dead, the
-controller gone, Ctrl-C) goes through that stop: nothing it started is left running.
+SIGKILL, and then every process still carrying the server's mark (reaper.py: a child that
+left the group and session with setsid keeps it). Every way out (runs done, a run failed,
+the server not ready in time or dead, the controller gone, Ctrl-C) goes through that stop:
+nothing it started is left running; should the agent itself be killed with -9, the next
+benchmark on the host stops what it left.
 
 Config (bench mode's "serve"): {"cmd": str, "ready": regex or http(s):// URL,
                                 "timeout": seconds to become ready, "env": [[name, value|null]]}
@@ -25,6 +28,7 @@ import urllib.request
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import env as agent_env
+from . import reaper
 from .patterns import PatternTimeout, checked, search_lines
 from .util import escaped, read_text
 
@@ -123,13 +127,14 @@ class Server:
         self.output: Optional[Output] = None
         self.started = 0.0
         self.stopped: Optional[str] = None
+        self.mark = reaper.own_mark("server")
 
     def start(self) -> None:
         self.started = time.monotonic()
         self.proc = subprocess.Popen(
             ["sh", "-c", self.cmd], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, cwd=self.cwd, start_new_session=True,
-            env=changed_env(dict(os.environ), self.changes))
+            env=reaper.marked(changed_env(dict(os.environ), self.changes), self.mark))
         self.output = Output(self.proc.stdout)
 
     @property
@@ -231,6 +236,8 @@ class Server:
         finally:   # a second Ctrl-C during the grace period still leaves nothing behind
             if self.stopped == "kill":
                 signal_group(group, signal.SIGKILL)
+            # what left the group (setsid) but kept the mark: a moment to end, as the group had
+            reaper.stop_marked(self.mark, grace=min(self.grace, 2.0))
             self.proc.wait()
             if self.output is not None:
                 self.output.thread.join(1.0)

@@ -28,6 +28,7 @@ from envsnap.hosts.capture import (
 from envsnap.hosts.inventory import Host, check_proc_patterns, inventory_bool, name_list
 from envsnap.hosts.inventory_graph import Vars
 from envsnap.hosts.payload import CollectConfig
+from envsnap.hosts.transport import max_output_bytes, output_refused
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.store import DEFAULT_STORE, Store
 from envsnap.text import now_utc, timestamp
@@ -166,7 +167,11 @@ def capture_request(args: TaskArgs, host: HostSeen, play_hosts: list[str],
 def document_from(agent_output: str, host: HostSeen, label: str, captured_at: str,
                   agent: AgentRun) -> Snapshot:
     """The module's result (the agent's JSON text) -> a snapshot document, read and built
-    as the SSH path does it (hosts/capture.py)."""
+    as the SSH path does it (hosts/capture.py), under the same cap on its size (Ansible has
+    read it by now; envsnap parses no more of it than of a host's output over SSH)."""
+    limit = max_output_bytes()
+    if len(agent_output) > limit:
+        raise output_refused(host.name, limit)
     return document_of(agent_json(host.name, agent_output), host.name, host.address, label,
                        captured_at, agent.recorded)
 

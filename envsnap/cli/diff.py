@@ -117,7 +117,7 @@ def warn_nothing_to_regress(why: str) -> None:
 
 def diff_fleet(args: argparse.Namespace, store: Store, sections: tuple[str, ...],
                color: bool) -> int:
-    from envsnap.diff.fleet import fleet, fleet_sources
+    from envsnap.diff.fleet import fleet_of, fleet_sources, load_members
     from envsnap.diff.render_fleet import fleet_human, fleet_json, fleet_markdown
 
     sources = fleet_sources(args.snapshots + args.fleet, store)
@@ -126,12 +126,16 @@ def diff_fleet(args: argparse.Namespace, store: Store, sections: tuple[str, ...]
     if not sources:
         raise UsageError("--fleet: no snapshot to compare in " + ", ".join(
             args.snapshots + args.fleet))
-    if len(sources) == 1 and not (args.json or args.markdown):
+    if len(sources) == 1:
         print(f"nothing to compare: the fleet holds one snapshot ({sources[0]})")
         return ExitCode.OK
-    report = fleet(store.load_all(sources), sources, sections)
+    report = fleet_of(load_members(store, sources), sections)
     sys.stdout.write(fleet_json(report) if args.json else fleet_markdown(report)
                      if args.markdown else fleet_human(report, color))
+    for _, why in report.unreadable:   # the others are compared; an unreadable one is named
+        sys.stderr.write(f"envsnap: error: {why} (left out of the fleet)\n")
+    if report.unreadable:
+        return ExitCode.INVALID
     if args.fail_on == REGRESSION:
         if report.benchmark is None or report.benchmark.different:
             warn_nothing_to_regress("the hosts do not hold runs of one benchmark")

@@ -22,7 +22,7 @@ from envsnap.diff.gpumerge import merge_alike
 from envsnap.diff.hotpaths import hot_patterns
 from envsnap.diff.keys import env_view, python_env_view, repo_view
 from envsnap.diff.patch_summary import summarise_tree
-from envsnap.errors import UsageError
+from envsnap.errors import EnvsnapError, UsageError
 from envsnap.snapshot.document import (
     collector_error,
     env,
@@ -87,6 +87,8 @@ class FleetReport:
     not_captured: list[tuple[str, str, str]]  # (section, host, error)
     # each host's benchmark runs against the others' (None unless two hosts hold runs)
     benchmark: FleetBenchmark | None = None
+    # members that could not be read (source, why): named, and left out of the comparison
+    unreadable: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def drift(self) -> bool:
@@ -140,6 +142,38 @@ def is_label(store: Store, name: str) -> bool:
         return store.exists(name)
     except UsageError:   # not even a label's shape (an absolute path, `..`)
         return False
+
+
+@dataclass(frozen=True)
+class Members:
+    """A fleet's snapshots as read: those that loaded, with their sources, and the others."""
+
+    documents: list[Snapshot]
+    sources: list[str]
+    refused: list[tuple[str, EnvsnapError]]   # (source, why it could not be read)
+
+
+def load_members(store: Store, sources: list[str]) -> Members:
+    members = Members([], [], [])
+    for source, loaded in zip(sources, store.load_each(sources)):
+        if isinstance(loaded, EnvsnapError):
+            members.refused.append((source, loaded))
+        else:
+            members.documents.append(loaded)
+            members.sources.append(source)
+    return members
+
+
+def fleet_of(members: Members, sections: tuple[str, ...] = ()) -> FleetReport:
+    """The readable members compared, the unreadable ones named in the report; with fewer
+    than two readable, nothing is compared, and the first refusal is the error."""
+    if len(members.documents) < 2:
+        if members.refused:
+            raise members.refused[0][1]
+        raise UsageError("--fleet needs at least two snapshots")
+    report = fleet(members.documents, members.sources, sections)
+    report.unreadable = [(source, str(why)) for source, why in members.refused]
+    return report
 
 
 def fleet(documents: list[Snapshot], sources: list[str],

@@ -28,13 +28,17 @@ def fleet_summary(report: FleetReport) -> str:
     count = len(report.disagreements)
     head = f"fleet of {len(report.hosts)} snapshots: "
     if not report.drift:
-        return head + "every compared fact agrees."
+        unread = f" ({plural(len(report.unreadable), 'snapshot')} unreadable)" \
+            if report.unreadable else ""
+        return head + "every compared fact agrees" + unread + "."
     against = (f"between {' and '.join(report.hosts)}" if len(report.hosts) == 2
                else "from the majority")   # two hosts have no majority: name them both
     found = f"{count} fact{'s differ' if count != 1 else ' differs'} {against}"
     missing = f"; {plural(len(report.not_captured), 'section')} not captured" \
         if report.not_captured else ""
-    return head + found + missing + "."
+    unread = f"; {plural(len(report.unreadable), 'snapshot')} unreadable" \
+        if report.unreadable else ""
+    return head + found + missing + unread + "."
 
 
 def majority_text(d: Disagreement) -> str:
@@ -64,6 +68,7 @@ def fleet_human(report: FleetReport, color: bool = False) -> str:
                 out += [f"          {line}" for line in block.lines]
     for name, host, error in report.not_captured:
         out.append(f"  not captured: {name} on {host} ({error})")
+    out += [f"  unreadable: {source} ({why})" for source, why in report.unreadable]
     return "\n".join(out).rstrip("\n") + "\n"
 
 
@@ -74,11 +79,13 @@ def fleet_json(report: FleetReport) -> str:
                      "regression": report.regression,
                      "disagreements": [d.as_json() for d in report.disagreements],
                      "not_captured": [{"section": s, "host": h, "error": e}
-                                      for s, h, e in report.not_captured]})
+                                      for s, h, e in report.not_captured],
+                     "unreadable": [{"source": source, "error": why}
+                                    for source, why in report.unreadable]})
 
 
 def fleet_markdown(report: FleetReport) -> str:
-    out = [f"## {fleet_summary(report)}", ""]
+    out = [f"## {markdown_cell(fleet_summary(report))}", ""]
     lines = benchmark_lines(report)
     if lines:   # under the title, before the facts: the numbers are what was asked
         out += [f"**{markdown_cell(lines[0])}**", ""]
@@ -87,9 +94,12 @@ def fleet_markdown(report: FleetReport) -> str:
     if report.disagreements:
         out += ["| rank | section | path | majority | differing hosts | why |",
                 "|---:|---|---|---|---|---|"]
-        out += [f"| {d.rank} | {d.section} | "
+        out += [f"| {d.rank} | {markdown_cell(d.section)} | "
                 f"{markdown_code(Finding(d.section, d.path, None, None).where)} | "
                 f"{markdown_cell(majority_text(d))} | {markdown_cell(others_text(d))} | "
                 f"{markdown_cell(d.why)} |" for d in report.disagreements]
-    out += [f"- not captured: {s} on {h} ({e})" for s, h, e in report.not_captured]
+    out += [f"- not captured: {markdown_cell(f'{s} on {h} ({e})')}"
+            for s, h, e in report.not_captured]
+    out += [f"- unreadable: {markdown_cell(source)} ({markdown_cell(why)})"
+            for source, why in report.unreadable]
     return "\n".join(out).rstrip("\n") + "\n"

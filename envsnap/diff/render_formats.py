@@ -47,27 +47,32 @@ def as_json(report: DiffReport, full: bool = False) -> str:
 
 # ---- --markdown --------------------------------------------------------------------------------
 
-def fence(lines: list[str]) -> list[str]:
-    """A code fence longer than any run of backticks inside, so a patch cannot close it."""
+def fence(lines: list[str], language: str = "diff") -> list[str]:
+    """A code fence longer than any run of backticks inside, so a patch cannot close it.
+    Text that is not a patch is fenced too: an indented block ends at a carriage return in
+    the data, and what follows it would be read as markdown (or HTML, inside <details>)."""
     runs = BACKTICKS.findall("\n".join(lines))
     ticks = "`" * max([3] + [len(run) + 1 for run in runs])
-    return [ticks + "diff", *lines, ticks]
+    return [ticks + language, *lines, ticks]
 
 
 def details(block: Block) -> list[str]:
-    body = fence(block.lines) if block.code else [f"    {line}" for line in block.lines]
-    return ["<details>", f"<summary>{markdown_cell(block.title)}</summary>", "", *body, "",
-            "</details>", ""]
+    """A block folded under its title; the title is HTML there (GitHub reads no markdown
+    inside <summary>), escaped as such."""
+    body = fence(block.lines, "diff" if block.code else "text")
+    return ["<details>", f"<summary>{markdown_cell(block.title, html=True)}</summary>", "",
+            *body, "", "</details>", ""]
 
 
 def markdown(report: DiffReport, full: bool = False) -> str:
     names = (report.a.label, report.b.label)
     first, *rest = verdict_lines(report)   # the benchmark's line, when there is one
-    out = [f"## {header(report)}", "", f"**Verdict:** {first}", ""]
-    out += [line for paragraph in rest for line in (paragraph, "")]
+    out = [f"## {markdown_cell(header(report))}", "", f"**Verdict:** {markdown_cell(first)}", ""]
+    out += [line for paragraph in rest for line in (markdown_cell(paragraph), "")]
     if report.findings:
         out += ["| rank | section | path | change | why |", "|---:|---|---|---|---|"]
-        out += [f"| {f.rank} | {f.section} | {markdown_code(f.where or '(section)')} | "
+        out += [f"| {f.rank} | {markdown_cell(f.section)} | "
+                f"{markdown_code(f.where or '(section)')} | "
                 f"{markdown_cell(change_text(f, 30))} | {markdown_cell(f.why)} |"
                 for f in report.findings]
         out.append("")
@@ -76,5 +81,5 @@ def markdown(report: DiffReport, full: bool = False) -> str:
             out += details(Block(f"{f.section} {f.where}: {block.title}", block.lines,
                                  block.code))
     if report.unchanged:
-        out.append(f"**Unchanged:** {', '.join(report.unchanged)}")
+        out.append(f"**Unchanged:** {markdown_cell(', '.join(report.unchanged))}")
     return "\n".join(out).rstrip("\n") + "\n"

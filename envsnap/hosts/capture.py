@@ -7,7 +7,10 @@ Every capture takes one path from the agent's output to a stored snapshot, whoev
 agent: `envsnap capture` and `envsnap bench` over a transport, the Ansible action plugin
 (ansible/controller.py) through its module. agent_json reads what the agent printed (output
 that is not JSON is a HostError, whichever path met it), document_of builds the snapshot with
-what was asked recorded (recorded_config), save_snapshot stores it and says its problems.
+what was asked recorded (recorded_config) and checks it against the schema (a host that
+prints wrong field types is refused in one line, before anything is signed or saved: a
+stranger's host is no more trusted than a stranger's file), save_snapshot stores it and says
+its problems. What the host printed is read with a cap (hosts/transport.py).
 """
 from __future__ import annotations
 
@@ -22,14 +25,15 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from envsnap.agent.redact import redact_document, rekey
 from envsnap.defaults import DEFAULT_COLLECTOR_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FORKS
-from envsnap.errors import EnvsnapError, ExitCode, HostError, UsageError
+from envsnap.errors import EnvsnapError, ExitCode, HostError, SnapshotError, UsageError
 from envsnap.hosts import payload
 from envsnap.hosts.inventory import Host
 from envsnap.hosts.labels import HOST, host_field, parse_template, shared_values
 from envsnap.hosts.payload import AgentConfig, AgentOutput, CollectConfig
-from envsnap.hosts.transport import Transport, open_transport
+from envsnap.hosts.transport import Transport, max_output_bytes, open_transport
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.mask import masking_key
+from envsnap.snapshot.spec import got
 from envsnap.snapshot.store import Store, label_from_name, validate_label
 from envsnap.text import name_stamp, now_utc, timestamp
 
@@ -154,10 +158,29 @@ def agent_json(host_name: str, output: str) -> AgentOutput:
     before anything is written, each becomes a short hash under this user's masking key."""
     try:
         document: AgentOutput = json.loads(rekey(output, masking_key()))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         raise HostError(f"{host_name}: the agent's output is not JSON: "
                         f"{str(output)[:120]!r}") from None
+    check_agent_shape(host_name, document)
     return document
+
+
+def check_agent_shape(host_name: str, document: Any) -> None:
+    """The agent's output has the outline build() reads (an object; collectors: name ->
+    object; agent: an object); the schema checks the rest once the snapshot is built."""
+    collectors = document.get("collectors", {}) if isinstance(document, dict) else None
+    if not isinstance(collectors, dict):
+        where, value = ("collectors", collectors) if isinstance(document, dict) \
+            else ("the document", document)
+        raise HostError(f"{host_name}: the agent's output is refused: {where}: expected a "
+                        f"mapping, got {got(value)}; nothing saved")
+    for name, result in collectors.items():
+        if not isinstance(result, dict):
+            raise HostError(f"{host_name}: the agent's output is refused: collectors.{name}: "
+                            f"expected a mapping, got {got(result)}; nothing saved")
+    if not isinstance(document.get("agent", {}), dict):
+        raise HostError(f"{host_name}: the agent's output is refused: agent: expected a "
+                        f"mapping, got {got(document['agent'])}; nothing saved")
 
 
 def check_agent_exit(host: Host, exit_code: int, stderr: str) -> None:
@@ -190,9 +213,14 @@ def recorded_config(host: Host, config: CollectConfig) -> dict[str, Any]:
 
 def document_of(output: AgentOutput, host_name: str, address: str, label: str,
                 captured_at: str, recorded: dict[str, Any]) -> Snapshot:
-    """The agent's read output (agent_json) as a snapshot document, not yet saved."""
-    return snapshot.build(output, label=label, host=host_name, address=address,
-                          captured_at=captured_at, config=recorded)
+    """The agent's read output (agent_json) as a snapshot document, not yet saved, checked
+    against the schema as every load checks a file."""
+    built = snapshot.build(output, label=label, host=host_name, address=address,
+                           captured_at=captured_at, config=recorded)
+    try:
+        return snapshot.validate(built, "the agent's output")
+    except SnapshotError as exc:
+        raise HostError(f"{host_name}: {exc} (refused: nothing saved)") from None
 
 
 def save_snapshot(store: Store, document: Snapshot, label: str, replace: bool) -> Saved:
@@ -222,6 +250,7 @@ def capture_host(host: Host, label: str, store: Store, options: CaptureOptions) 
 def check_before_capture(labels: dict[str, str], store: Store, force: bool) -> None:
     """Refuse early, before any host is contacted: nothing is overwritten by accident."""
     store.check_writable()
+    max_output_bytes()   # a cap mistyped is said once, not once per host
     if force:
         return
     for label in labels.values():

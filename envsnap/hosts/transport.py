@@ -6,6 +6,12 @@ remote host go through exactly the same agent path.
 
 Both are context managers: `with open_transport(host) as transport:` closes the connection
 (and the bastions it went through) when the block ends, however it ends.
+
+What a host prints is read with a cap (`max_output_bytes`: 256 MiB, or
+ENVSNAP_MAX_AGENT_OUTPUT_MB): a real snapshot is 0.1-5 MB, and a host that prints without
+end must not take the controller's memory with it. Past the cap the command is stopped, its
+output dropped, and the run refused in one line (HostError), so the controller holds at most
+the cap (and the chunk that crossed it) of one command's output.
 """
 from __future__ import annotations
 
@@ -23,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol, TypedDict, TypeVar
 
 from envsnap.defaults import DEFAULT_CONNECT_TIMEOUT
-from envsnap.errors import HostError
+from envsnap.errors import HostError, UsageError
 from envsnap.hosts.inventory import Host
 from envsnap.hosts.jump import Jump, inventory_jump, proxy_jump_hops
 from envsnap.text import duration
@@ -40,6 +46,34 @@ POLL_FIRST_S, POLL_MAX_S = 0.001, 0.05
 LIFELINE_GRACE_S = 5.0   # for a local command whose lifeline was cut to end its own work
 # paramiko's words for a peer that took the TCP connection and then said nothing
 HANDSHAKE_LOST = re.compile(r"banner|No existing session|not open", re.IGNORECASE)
+MAX_OUTPUT_MB_VARIABLE = "ENVSNAP_MAX_AGENT_OUTPUT_MB"
+DEFAULT_MAX_OUTPUT_MB = 256   # far above any real snapshot (0.1-5 MB), far below a runaway
+
+
+class TooMuchOutput(Exception):
+    """A command printed more than the cap; turned into the host's HostError by its run."""
+
+
+def max_output_bytes() -> int:
+    """The cap on what one command on a host may print: ENVSNAP_MAX_AGENT_OUTPUT_MB (MiB),
+    else 256 MiB."""
+    raw = os.environ.get(MAX_OUTPUT_MB_VARIABLE, "").strip()
+    if not raw:
+        return DEFAULT_MAX_OUTPUT_MB << 20
+    try:
+        megabytes = float(raw)
+    except ValueError:
+        megabytes = -1.0
+    if not 0 < megabytes < 1 << 20:
+        raise UsageError(f"{MAX_OUTPUT_MB_VARIABLE}={raw!r}: expected a size in MiB "
+                         f"(default {DEFAULT_MAX_OUTPUT_MB})")
+    return int(megabytes * (1 << 20))
+
+
+def output_refused(host_name: str, limit: int) -> HostError:
+    return HostError(f"{host_name}: the host printed more than {limit / (1 << 20):g} MiB, "
+                     f"refused unread (a snapshot is a few MB; {MAX_OUTPUT_MB_VARIABLE} raises "
+                     "the cap)")
 
 
 @dataclass(frozen=True)
@@ -96,14 +130,17 @@ class LocalTransport(ClosedOnExit):
     def run(self, command: str, timeout: float, follow: Follow | None = None) -> Result:
         # A lifeline's write end stays here; the kernel closes it should this process die.
         lifeline = follow is not None
+        limit = max_output_bytes()
         stdin, held = os.pipe() if lifeline else (subprocess.DEVNULL, -1)
         proc = subprocess.Popen(["sh", "-c", command], stdin=stdin, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE)
         if lifeline:
             os.close(stdin)  # the command has its copy
         try:
-            out, err = proc.communicate(timeout=timeout) if follow is None \
-                else pump(proc, time.monotonic() + timeout, follow)
+            out, err = pump(proc, time.monotonic() + timeout, follow, limit)
+        except TooMuchOutput:
+            stop_unread(proc)
+            raise output_refused(self.host.name, limit) from None
         except BaseException as exc:  # timed out, or Ctrl-C
             if lifeline:
                 os.close(held)
@@ -176,11 +213,13 @@ def unknown_key_text(known_as: str, key_type: str, key: bytes) -> str:
 class Lines:
     """Bytes in, each complete line out to `follow` (decoded); all of it kept."""
 
-    def __init__(self, follow: Follow | None) -> None:
-        self.follow, self.data, self.done = follow, bytearray(), 0
+    def __init__(self, follow: Follow | None, limit: int) -> None:
+        self.follow, self.data, self.done, self.limit = follow, bytearray(), 0, limit
 
     def add(self, chunk: bytes) -> None:
         self.data += chunk
+        if len(self.data) > self.limit:
+            raise TooMuchOutput
         end = self.data.rfind(b"\n") + 1
         if self.follow is not None and end > self.done:
             for line in bytes(self.data[self.done:end]).decode("utf-8", "replace").splitlines():
@@ -188,10 +227,11 @@ class Lines:
         self.done = max(self.done, end)
 
 
-def pump(proc: subprocess.Popen[bytes], deadline: float,
-         follow: Follow) -> tuple[bytes, bytes]:
-    """communicate(), passing stderr lines on as they come."""
-    out, err = bytearray(), Lines(follow)
+def pump(proc: subprocess.Popen[bytes], deadline: float, follow: Follow | None,
+         limit: int) -> tuple[bytes, bytes]:
+    """communicate(), passing stderr lines on as they come; TooMuchOutput once stdout or
+    stderr holds more than `limit` bytes."""
+    out, err = bytearray(), Lines(follow, limit)
     with selectors.DefaultSelector() as selector:
         for stream in (proc.stdout, proc.stderr):
             selector.register(stream, selectors.EVENT_READ)  # type: ignore[arg-type]
@@ -204,10 +244,23 @@ def pump(proc: subprocess.Popen[bytes], deadline: float,
                     selector.unregister(key.fileobj)
                 elif key.fileobj is proc.stdout:
                     out += chunk
+                    if len(out) > limit:
+                        raise TooMuchOutput
                 else:
                     err.add(chunk)
     proc.wait(max(0.0, deadline - time.monotonic()))
     return bytes(out), bytes(err.data)
+
+
+def stop_unread(proc: subprocess.Popen[bytes]) -> None:
+    """End a command that printed past the cap without reading any more of it: killed, and
+    its pipes closed, so a child of its shell that still writes meets a broken pipe rather
+    than a reader (communicate() would read the runaway whole)."""
+    proc.kill()
+    for stream in (proc.stdout, proc.stderr):
+        if stream is not None:
+            stream.close()
+    proc.wait()
 
 
 def settle(proc: subprocess.Popen[bytes]) -> None:
@@ -296,7 +349,11 @@ class SSHTransport(ClosedOnExit):
             channel.exec_command(command)
             if follow is None:
                 channel.shutdown_write()  # a followed command keeps stdin as its lifeline
-            out, err = drain(channel, time.monotonic() + timeout, follow)
+            limit = max_output_bytes()
+            try:
+                out, err = drain(channel, time.monotonic() + timeout, follow, limit)
+            except TooMuchOutput:   # closing the channel (below) ends the command
+                raise output_refused(self.host.name, limit) from None
             if out is None:
                 raise HostError(f"{self.host.name}: command timed out after {duration(timeout)}")
             return Result(channel.recv_exit_status(), out.decode("utf-8", "replace"),
@@ -477,20 +534,22 @@ def names_itself(connection: Connection, hops: tuple[str, ...]) -> bool:
     return any(derive_shorthand(hop)["host"] in names for hop in hops)
 
 
-def drain(channel: paramiko.Channel, deadline: float,
-          follow: Follow | None) -> tuple[Any, bytes]:
+def drain(channel: paramiko.Channel, deadline: float, follow: Follow | None,
+          limit: int) -> tuple[Any, bytes]:
     """(stdout, stderr) of a command once it exits, or (None, b"") past the deadline;
-    stderr lines go to `follow` as they come.
+    stderr lines go to `follow` as they come; TooMuchOutput past `limit` bytes of either.
 
     The server sends a command's output before its exit status, and paramiko queues
     messages in order: once the status is in, what is buffered is all there is."""
-    out, err = bytearray(), Lines(follow)
+    out, err = bytearray(), Lines(follow, limit)
     pause = POLL_FIRST_S
     while True:
         finished = channel.exit_status_ready()
         got = False
         while channel.recv_ready():
             out += channel.recv(READ_CHUNK)
+            if len(out) > limit:
+                raise TooMuchOutput
             got = True
         while channel.recv_stderr_ready():
             err.add(channel.recv_stderr(READ_CHUNK))

@@ -54,14 +54,13 @@ def md_table(rows: list[Fact]) -> list[str]:
 
 def md_parts(found: list[Part]) -> list[str]:
     out: list[str] = []
-    for part in found:
-        # the title sits inside <summary>: a '<masked>' there would be taken for a tag
-        out += details(Block(part.title.replace("<", "&lt;"), part.lines, part.code))
+    for part in found:   # details() escapes the title for the <summary> it sits in
+        out += details(Block(part.title, part.lines, part.code))
     return out
 
 
 def markdown(report: Report) -> str:
-    out = [f"# {title(report)}", "", markdown_cell(byline(report)), ""]
+    out = [f"# {markdown_cell(title(report))}", "", markdown_cell(byline(report)), ""]
     headline = lead(report)
     if headline:
         out += [f"**{markdown_cell(headline)}**", ""]

@@ -11,12 +11,12 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import yaml
 
 from envsnap import yamlread
-from envsnap.errors import SnapshotError, StoreError, UsageError, YamlError
+from envsnap.errors import EnvsnapError, SnapshotError, StoreError, UsageError, YamlError
 from envsnap.snapshot.document import captured_at, host, hostname, validate
 from envsnap.snapshot.document import label as recorded_label
 from envsnap.text import did_you_mean
@@ -202,6 +202,29 @@ def is_file(path: Path) -> bool:
         raise StoreError(f"cannot read {path}: {exc.strerror}") from None
 
 
+def check_entry(path: Path) -> None:
+    """A store entry that exists is a regular file (or a link to one), else it is refused: a
+    FIFO would hang the reader, and a device or a link to one would be written through."""
+    import stat
+
+    try:
+        mode = path.stat().st_mode
+    except OSError:   # free (a dangling link too: a save replaces the link, not its target),
+        return        # or a folder on the way gone: the write that follows says so
+    if not stat.S_ISREG(mode):
+        raise StoreError(f"{path}: the store entry is not a regular file ({kind_of(mode)}), "
+                         "refused: move it away")
+
+
+def kind_of(mode: int) -> str:
+    import stat
+
+    kinds = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+             (stat.S_ISDIR, "a folder"))
+    return next((name for test, name in kinds if test(mode)), "not a file")
+
+
 @dataclass(frozen=True)
 class Entry:
     label: str
@@ -284,6 +307,8 @@ class Store:
         from envsnap.snapshot.document import set_signature
 
         path = self.path_for(label)
+        validate(document, f"snapshot {label!r} (not saved)")   # nothing ill-typed is signed
+        check_entry(path)
         signature = provenance.signature(document, provenance.user_key())
         set_signature(document, **signature)
         try:
@@ -312,6 +337,7 @@ class Store:
                              "and not a file") from None
         if is_file(path):
             return path
+        check_entry(path)
         if is_file(candidate):   # no such label: a file of that name here, as typed
             return candidate
         fleet = path.with_suffix("")
@@ -326,19 +352,34 @@ class Store:
         return validate(parse_document(read_snapshot_text(path), str(path)), str(path))
 
     def load_all(self, labels_or_paths: list[str]) -> list[Snapshot]:
-        """Many snapshots at once (`diff --fleet`), with the cyclic garbage collector held
-        off meanwhile: a loaded snapshot is a tree (aliases are refused), so it holds no cycle
-        to collect, yet with a thousand of them alive every collection walked them all (a
-        third of the load time)."""
+        """Many snapshots at once; the first that cannot be read is raised."""
+        loaded = self.load_each(labels_or_paths)
+        for each in loaded:
+            if isinstance(each, EnvsnapError):
+                raise each
+        return cast("list[Snapshot]", loaded)
+
+    def load_each(self, labels_or_paths: list[str]) -> list[Snapshot | EnvsnapError]:
+        """Many snapshots at once (`diff --fleet`), each one's refusal in its place (one bad
+        member of a fleet's folder is named, not the fleet lost), with the cyclic garbage
+        collector held off meanwhile: a loaded snapshot is a tree (aliases are refused), so it
+        holds no cycle to collect, yet with a thousand of them alive every collection walked
+        them all (a third of the load time)."""
         import gc
 
         was_enabled = gc.isenabled()
         gc.disable()
         try:
-            return [self.load(name) for name in labels_or_paths]
+            return [self.load_or_refusal(name) for name in labels_or_paths]
         finally:
             if was_enabled:
                 gc.enable()
+
+    def load_or_refusal(self, label_or_path: str) -> Snapshot | EnvsnapError:
+        try:
+            return self.load(label_or_path)
+        except (SnapshotError, StoreError) as exc:
+            return exc
 
     def entries(self) -> list[Entry]:
         if self.root.exists() and not self.root.is_dir():

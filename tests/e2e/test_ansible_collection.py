@@ -65,6 +65,18 @@ CHECKS = """
        when: inventory_hostname == "n1"}
     - {envsnap.gpu.envsnap_assert: {baseline: nowhere}, register: missing_baseline,
        ignore_errors: true, when: inventory_hostname == "n1"}
+    - {envsnap.gpu.envsnap_capture: {label: lie1, python: "{{ liar_python }}"},
+       environment: {AGENT_SAYS: not_an_object}, register: output_not_an_object,
+       ignore_errors: true, when: inventory_hostname == "n1"}
+    - {envsnap.gpu.envsnap_capture: {label: lie2, python: "{{ liar_python }}"},
+       environment: {AGENT_SAYS: wrong_type}, register: output_of_wrong_type,
+       ignore_errors: true, when: inventory_hostname == "n1"}
+    - {envsnap.gpu.envsnap_assert: {driver: "1", python: "{{ liar_python }}"},
+       environment: {AGENT_SAYS: not_an_object}, register: assert_not_an_object,
+       ignore_errors: true, when: inventory_hostname == "n1"}
+    - {envsnap.gpu.envsnap_capture: {label: lie3, python: "{{ liar_python }}"},
+       environment: {AGENT_SAYS: too_big}, register: output_too_big,
+       ignore_errors: true, when: inventory_hostname == "n1"}
     - name: what each task returned, for the test
       delegate_to: localhost
       ansible.builtin.copy:
@@ -72,7 +84,22 @@ CHECKS = """
         content: "{{ dict(names | zip(names | map('extract', vars))) | to_json }}"
       vars:
         names: [baseline_gate, driver_gate, bad_label, taken, unknown_option, bad_pattern,
-                bad_timeout, no_python, venv, no_gate, missing_baseline]
+                bad_timeout, no_python, venv, no_gate, missing_baseline, output_not_an_object,
+                output_of_wrong_type, assert_not_an_object, output_too_big]
+"""
+
+# A host's python that runs the module as ever, then puts AGENT_SAYS's lie in place of the
+# agent's output in the module's result: what a broken or hostile host could send back.
+LIAR = """#!{python}
+import json, os, subprocess, sys
+LIES = {{"not_an_object": "[1, 2]", "too_big": " " * (5 << 20),
+         "wrong_type": json.dumps({{"collectors": {{"system": {{"facts": {{"hostname": 5}}}}}}}})}}
+done = subprocess.run([{python!r}, *sys.argv[1:]], stdout=subprocess.PIPE)
+result = json.loads(done.stdout)
+if "agent_output" in result:
+    result["agent_output"] = LIES[os.environ["AGENT_SAYS"]]
+sys.stdout.write(json.dumps(result))
+sys.exit(done.returncode)
 """
 
 
@@ -157,8 +184,13 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
             example = run([*playbook, str(EXAMPLE), "-e", "envsnap_label=fleet1"], env, root)
             (root / "checks.yml").write_text(CHECKS)
             (root / "out").mkdir()
+            liar = root / "liar-python"
+            liar.write_text(LIAR.format(python=PYTHON))
+            liar.chmod(0o755)
+            # a cap of 4 MiB on what a host sends back: a capture here is well under 1 MiB
             checks = run([*playbook, "checks.yml", "-e", f"out={root / 'out'}",
-                          "-e", f"venv_python={sys.executable}"], env, root)
+                          "-e", f"venv_python={sys.executable}", "-e", f"liar_python={liar}"],
+                         {**env, "ENVSNAP_MAX_AGENT_OUTPUT_MB": "4"}, root)
         fleet_diff = envsnap(env, root, "diff", "--fleet", str(root / "store" / "fleet1"),
                              "--json")
         results = {path.stem: json.loads(path.read_text())
@@ -267,12 +299,22 @@ def test_assert_passes_a_good_host_and_names_the_gate_a_bad_one_fails(fleet: Fle
     ("no_python", "python not found on the host ('/nowhere/python3'): set the python "),
     ("no_gate", "envsnap_assert: no gate given (one or more of driver, nccl, "),
     ("missing_baseline", "no snapshot labelled 'nowhere' in "),
+    ("output_not_an_object", "n1: the agent's output is refused: the document: expected a "
+                             "mapping, got a list; nothing saved"),
+    ("output_of_wrong_type", "n1: the agent's output: facts.system.hostname: expected a "
+                             "string or null, got an integer (refused: nothing saved)"),
+    ("assert_not_an_object", "n1: the agent's output is refused: the document: expected a "
+                             "mapping, got a list; nothing saved"),
+    ("output_too_big", "n1: the host printed more than 4 MiB, refused unread (a snapshot is "
+                       "a few MB; ENVSNAP_MAX_AGENT_OUTPUT_MB raises the cap)"),
 ])
 def test_bad_input_fails_the_task_with_one_clear_line(fleet: Fleet, name: str,
                                                       message: str) -> None:
     result = task(fleet, "n1", name)
     assert result["failed"] and result["msg"].startswith(message), result
     assert "\n" not in result["msg"] and "Traceback" not in result["msg"]
+    assert "Unexpected failure" not in result["msg"]   # not an exception Ansible caught
+    assert not list(fleet.store.glob("lie*"))   # nothing saved of what a host lied
 
 
 def test_a_build_replaces_its_own_earlier_build_but_nothing_else(cli: Cli) -> None:

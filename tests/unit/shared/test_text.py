@@ -13,9 +13,21 @@ def test_a_markdown_cell_cannot_end_the_cell_open_a_tag_or_emphasise() -> None:
         "a\\|b &lt;img src=x> \\*x\\* \\\\n next"
 
 
+def test_a_markdown_cell_makes_no_link_image_or_mention_and_keeps_plain_words() -> None:
+    assert markdown_cell("![x](y) [a](b)") == "!\\[x\\](y) \\[a\\](b)"
+    assert markdown_cell("see https://e.x/p, www.e.x @bob a@b.c") == \
+        "see `https://e.x/p,` `www.e.x` `@bob` `a@b.c`"
+    assert markdown_cell("stash@{0} user@gpu-box &amp; R&D") == \
+        "stash@{0} user@gpu-box &amp;amp; R&D"
+    assert markdown_cell("a\rb") == "a b"
+    assert markdown_cell("<b>@bob</b> *x*", html=True) == \
+        "&lt;<code>b&gt;@bob</code>&lt;/b&gt; *x*"
+
+
 def test_a_code_span_shows_its_text_as_is_except_what_the_table_reads() -> None:
     assert markdown_code("env.NCCL_*<x>") == "`env.NCCL_*<x>`"
     assert markdown_code("a|b\nc") == "`a\\|b c`"
+    assert markdown_code("a\rb") == "`a b`"
     assert markdown_code("x `y` ``z`` w") == "```x `y` ``z`` w```"
     assert markdown_code("x `y`") == "`` x `y` ``"
     assert markdown_code("`edge") == "`` `edge ``"

@@ -28,7 +28,9 @@ Result = dict[str, object]
 
 class EnvsnapAction(ActionBase):
     """Each plugin's `act` runs with envsnap's controller code and the host; an EnvsnapError
-    it raises (a bad option, a label taken, agent output refused) fails the host in one line."""
+    it raises (a bad option, a label taken, agent output refused) fails the host in one line,
+    and so does any other error (a host's output envsnap did not foresee): a failed task,
+    never a traceback in the play's output."""
 
     TRANSFERS_FILES = False
 
@@ -43,7 +45,9 @@ class EnvsnapAction(ActionBase):
         try:
             return self.act(controller, self.host_seen(controller, task_vars), task_vars)
         except EnvsnapError as exc:
-            return self.failed(str(exc))
+            return self.failed(one_line(str(exc)))
+        except Exception as exc:   # envsnap's own fault, said as one: the host still fails alone
+            return self.failed(one_line(f"envsnap failed ({type(exc).__name__}: {exc})"))
 
     def act(self, controller: ModuleType, host: HostSeen, task_vars: TaskVars) -> Result:
         raise NotImplementedError
@@ -94,3 +98,7 @@ class EnvsnapAction(ActionBase):
 
     def environ(self) -> dict[str, str]:
         return dict(os.environ)
+
+
+def one_line(message: str) -> str:
+    return " ".join(message.split("\n"))
