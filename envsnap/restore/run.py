@@ -81,6 +81,7 @@ class RestoreOptions:
     pip: bool = False
     rerun: bool = False
     python: str | None = None          # --python: wins over the inventory and the snapshot
+    host_wide: bool = False            # --host-wide: may write a sitecustomize every python loads
     wait: float = 0.0                  # --wait: seconds to wait for a checkout's lock
     trust_foreign: bool = False        # restore a snapshot not signed by this user
     repos: tuple[str, ...] = ()        # --repo: the checkouts the user names (policy.py)
@@ -341,7 +342,7 @@ def run_restore_playbook(host: Host, transport: Transport, store: Store,
                          backup_label: str | None = None) -> RunResult:
     # The hostname check above is the real one (names differ, machines may not), so the
     # playbook's own name check is told to stand aside.
-    extra = {"snapshot": options.label, "force_host": True,
+    extra = {"snapshot": options.label, "force_host": True, "host_wide": options.host_wide,
              **policy.playbook_vars(host, options.label, backup_label)}
     # check_provenance has already shown a foreign snapshot and had it trusted.
     run_options = RunOptions(extra_vars=extra, limit=(host.name,), check=check, diff=True,

@@ -29,7 +29,7 @@ import yaml
 from conftest import Cli, unique_marker
 from helpers.gitrepos import git_env
 from helpers.paths import DATA
-from helpers.pythons import SHADOWED_SITECUSTOMIZE
+from helpers.pythons import site_packages, venv_with_own_sitecustomize
 
 CORPUS = json.loads((DATA / "secrets" / "corpus.json").read_text())
 CHANNELS = CORPUS["channels"]
@@ -71,11 +71,11 @@ def build_repo(repo: Path) -> Path:
 
 def make_venv(folder: Path) -> str:
     """An interpreter whose sitecustomize.py and startup .pth hold secrets."""
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
-    site = next(folder.glob("lib/python3*/site-packages"))
+    python = venv_with_own_sitecustomize(folder)
+    site = site_packages(python)
     (site / "sitecustomize.py").write_text(CHANNELS["sitecustomize"])
     (site / "zz_settings.pth").write_text(CHANNELS["pth"])
-    return str(folder / "bin" / "python")
+    return str(python)
 
 
 @contextmanager
@@ -148,7 +148,6 @@ def test_the_corpus_is_big_enough() -> None:
             "pem_private_key", "password", "high_entropy"} <= kinds
 
 
-@SHADOWED_SITECUSTOMIZE
 @pytest.mark.parametrize("over_ssh", [False, True], ids=["local", "ssh"])
 def test_no_planted_secret_is_written_anywhere(request: pytest.FixtureRequest, cli: Cli,
                                                tmp_path: Path, over_ssh: bool) -> None:

@@ -23,7 +23,7 @@ import pytest
 import yaml
 from conftest import ROOT, Cli
 from helpers.gitrepos import git_env, init
-from helpers.pythons import SHADOWED_SITECUSTOMIZE
+from helpers.pythons import site_packages, venv_with_own_sitecustomize
 
 from envsnap.snapshot.provenance import signed, user_key
 
@@ -285,17 +285,13 @@ def test_ctrl_c_puts_the_checkout_and_the_work_back(cli: Cli, tmp_path: Path) ->
     assert servers.returncode == 1 and servers.stdout == "", servers.stdout + servers.stderr
 
 
-@SHADOWED_SITECUSTOMIZE
 def test_a_single_cause_in_sitecustomize(cli: Cli, tmp_path: Path) -> None:
     """The incident's rewritten sitecustomize.py: the server's python sets a variable in its
     own process there (one no env collector records). Put back for the trials that need it,
     then the file is as found and no backup of explain's is left."""
-    venv = tmp_path / "venv"   # a python of its own: the suite's venv is shared
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    python = str(venv / "bin" / "python")
-    site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path("
-                                "'purelib'))"], capture_output=True, text=True,
-                               check=True).stdout.strip()) / "sitecustomize.py"
+    # a python of its own (the suite's venv is shared) whose own sitecustomize.py runs
+    python = str(venv_with_own_sitecustomize(tmp_path / "venv"))
+    site = site_packages(Path(python)) / "sitecustomize.py"
     toy = Toy(tmp_path / "toy", python)
     toy.repo.commit("Read the tuning", {"toy_speed.py": speed('env.get("TOY_TUNED") != "1"')})
     site.write_text('import os\nos.environ["TOY_TUNED"] = "1"\n')
