@@ -45,6 +45,11 @@ def destination(site: treefile.SitePython, recorded: str,
     Only this python's own folders (a venv's site-packages, no link out) are written, unless
     `host_wide`: then a sitecustomize every python of the host loads, at its real path."""
     loaded = site.sitecustomize
+    if posixpath.basename(posixpath.normpath(recorded or "/")) != NAME:
+        found = ", ".join(site.site_dirs) or "none found"
+        raise SiteRefused(f"the snapshot records sitecustomize at {recorded}, which is not in "
+                          f"this python's site-packages ({found}): not written; restore it "
+                          "by hand")
     if loaded and not site.sitecustomize_own and (site.shadows_own or not site.own_dirs):
         # Debian's stdlib one: it comes before the venv's site-packages, and shadows its file
         shown = linked(loaded, site.sitecustomize_real)
@@ -61,21 +66,20 @@ def destination(site: treefile.SitePython, recorded: str,
     wanted = posixpath.normpath(recorded) if recorded else ""
     if wanted in own:
         return own[wanted], ""
-    if posixpath.basename(wanted) == NAME and site.own_dirs:
+    if site.own_dirs:
         # another python's folders (a colleague's venv): this python's own file instead
         folder = posixpath.dirname(loaded) if loaded and site.sitecustomize_own \
             else site.own_dirs[0]
         return folder, (f" (the snapshot recorded {recorded}; this python loads "
                         f"{posixpath.join(folder, NAME)})")
-    if posixpath.basename(wanted) == NAME and site.site_dirs and host_wide:
+    if site.site_dirs and host_wide:
         return site.site_dirs[0], f" ({site.host_wide_words}, as --host-wide asked)"
-    if posixpath.basename(wanted) == NAME and site.site_dirs:
+    if site.site_dirs:
         raise SiteRefused(f"sitecustomize: {posixpath.join(site.site_dirs[0], NAME)} is not in "
                           f"a venv ({site.host_wide_words}): not written: --host-wide writes "
                           "it; or use a venv's python (--python)")
-    raise SiteRefused(f"the snapshot records sitecustomize at {recorded}, which is not in this "
-                      f"python's site-packages ({', '.join(site.site_dirs) or 'none found'}): "
-                      "not written; restore it by hand")
+    raise SiteRefused("sitecustomize: this python reports no site-packages folder: not "
+                      "written; restore it by hand")
 
 
 def own_file(site: treefile.SitePython, recorded: str) -> bool:
@@ -105,7 +109,16 @@ def write(shell: Shell, data: bytes, recorded: str, backup: str | None,
           dry: bool = False, host_wide: bool = False) -> SiteWrite:
     """`data` written as this python's sitecustomize (`dry`: only where and what it replaces);
     SiteRefused when there is no place for it or the write policy refuses it."""
-    folder, note = destination(treefile.site_python(shell), recorded, host_wide)
+    found = treefile.site_python(shell)
+    if found.sitecustomize and posixpath.normpath(recorded or "/") == found.sitecustomize:
+        try:   # the file loaded now is the recorded one, as wanted: nothing to write, anywhere
+            now = treefile.read(shell, posixpath.dirname(found.sitecustomize), NAME,
+                                follow_last=True)
+        except treefile.TreeRefused:
+            now = None
+        if now is not None and now.exists and now.data == data:
+            return SiteWrite(found.sitecustomize, "", None)
+    folder, note = destination(found, recorded, host_wide)
     path = posixpath.join(folder, NAME)
     try:
         current = treefile.read(shell, folder, NAME, follow_last=True)

@@ -165,7 +165,7 @@ def check_provenance(document: Snapshot, host: Host, options: RestoreOptions,
     plan = foreign_plan(document, options.label, host.name, found,
                         repos=host.list_var("repos"), pip=options.pip,
                         rerun=rerun_shown(document, options.rerun, options.rerun_command),
-                        needs_consent=needs_consent,
+                        needs_consent=needs_consent, host_wide=options.host_wide,
                         serve=serve_shown(document, options.serve) if options.rerun else None)
     consented = review(plan) if review is not None else False
     if needs_consent and not consented:

@@ -23,7 +23,13 @@ import pytest
 import yaml
 from conftest import ROOT, Cli
 from helpers.gitrepos import git_env, init
-from helpers.pythons import site_packages, venv_with_own_sitecustomize
+from helpers.pythons import (
+    OWN_FIRST,
+    shadowing_python,
+    site_packages,
+    stdlib_sitecustomize,
+    venv_with_own_sitecustomize,
+)
 
 from envsnap.snapshot.provenance import signed, user_key
 
@@ -308,6 +314,30 @@ def test_a_single_cause_in_sitecustomize(cli: Cli, tmp_path: Path) -> None:
     assert site.read_text() == "import os\n" and toy.fingerprint() == before
     backups = Path(cli.env["HOME"]) / ".cache" / "envsnap" / "restore-backup"
     assert not list(backups.glob("explain-*"))
+
+
+def test_a_sitecustomize_debians_python_would_shadow_is_not_switched(cli: Cli,
+                                                                     tmp_path: Path) -> None:
+    """GOOD ran the venv's own sitecustomize.py (a startup .pth put it first); now Debian's
+    stdlib one shadows it. Switching the venv's file would measure nothing, the stdlib's is
+    every python's: explain stops before it asks or moves anything, in one line."""
+    python = str(venv_with_own_sitecustomize(tmp_path / "venv", shadowing_python()))
+    site = site_packages(Path(python)) / "sitecustomize.py"
+    stdlib = str(stdlib_sitecustomize(python))
+    toy = Toy(tmp_path / "toy", python)
+    site.write_text('import os\nos.environ["TOY_TUNED"] = "1"\n')
+    toy.bench(cli, "good", {}, "--python", python)
+    site.write_text("import os\n")
+    toy.bench(cli, "bad", {}, "--python", python)
+    (site.parent / OWN_FIRST).unlink()
+    before = (toy.fingerprint(), Path(stdlib).read_bytes())
+    result = explain(cli, toy, "local")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert (f"local: sitecustomize: this python loads {stdlib} (-> {os.path.realpath(stdlib)}) "
+            "(host-wide: loaded by every python3.") in result.stderr, result.stderr
+    assert ("not written: --host-wide writes it; or ways that work: a .pth startup line"
+            in result.stderr) and "Traceback" not in result.stderr
+    assert (toy.fingerprint(), Path(stdlib).read_bytes()) == before
 
 
 def toy_wheel(folder: Path, version: str, slow: bool) -> None:
