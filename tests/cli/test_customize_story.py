@@ -177,3 +177,30 @@ def test_restore_writes_the_venvs_own_sitecustomize_where_it_runs(cli: Cli, stor
     restored = ok(cli("restore", "good", "--yes"))
     assert own.read_text() == TUNED and f"will update {own}" in restored, restored
     assert "host-wide" not in restored
+
+
+def test_a_playbooks_env_file_never_writes_a_host_wide_sitecustomize_unasked(
+        cli: Cli, tmp_path: Path) -> None:
+    """The story playbook's task, with `python:` a venv of Debian's python: the file that
+    would run is the stdlib's, every python3.X of the host loads it, so the task stops in
+    one line; `format: pth` is the way that works there."""
+    python = make_venv(tmp_path / "venv", shadowing_python())
+    stdlib = str(stdlib_sitecustomize(str(python)))
+    before = Path(stdlib).read_bytes()
+    task = f"env_file: {{python: {python}, env: {{NCCL_ALGO: Ring}}}}"
+    (tmp_path / "pb.yml").write_text(f"- hosts: local\n  tasks:\n    - {task}\n")
+    for mode in (("--check",), ()):
+        stopped = cli("play", str(tmp_path / "pb.yml"), *mode)
+        assert stopped.returncode == 3, stopped.stdout + stopped.stderr
+        assert (f"failed: [local]: {python}'s own sitecustomize.py would be shadowed by "
+                f"{linked(stdlib)}: it would never run; not written; what works: format: pth"
+                in stopped.stdout), stopped.stdout
+        assert f"host_wide: true writes {linked(stdlib)}, host-wide: loaded by every " \
+            "python3." in stopped.stdout
+    assert Path(stdlib).read_bytes() == before
+    (tmp_path / "pb.yml").write_text(f"- hosts: local\n  tasks:\n    - {task[:-1]}, "
+                                     "format: pth}\n")
+    ok(cli("play", str(tmp_path / "pb.yml")))
+    ran = subprocess.run([str(python), "-c", "import os; print(os.environ['NCCL_ALGO'])"],
+                         capture_output=True, text=True, check=True, env={"PATH": "/usr/bin"})
+    assert ran.stdout == "Ring\n" and Path(stdlib).read_bytes() == before
