@@ -26,6 +26,7 @@ DEFAULT_PREFIXES = (
 DEFAULT_NAMES = (
     "LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH", "PATH", "VIRTUAL_ENV", "CONDA_PREFIX",
     "PYTHONHASHSEED", "TOKENIZERS_PARALLELISM",
+    "PYTHONNOUSERSITE", "PYTHONSAFEPATH",   # they change which customize file runs
     # set by torchrun and friends: they tell apart workers that share one command line
     "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
 )

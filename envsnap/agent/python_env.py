@@ -4,6 +4,13 @@ Packages come from importlib.metadata, read as text: Distribution.metadata parse
 METADATA file as an email message (0.4-0.7 ms per package, 0.85 s for 2000), while
 the Name and Version headers sit in its first lines. Nothing is imported except the stdlib:
 sitecustomize and usercustomize are located with find_spec, which does not run them.
+
+The customize story is told as Python sees it: the file of each hook that is imported (or
+would be), with its real path (Debian's /usr/lib/python3.X/sitecustomize.py is a link into
+/etc), and every other file of that name on sys.path, which never runs because the first one
+wins (on stock Debian and Ubuntu the standard library's own sitecustomize.py comes before a
+venv's site-packages, so a venv's sitecustomize.py is dead). `user_site` says whether
+usercustomize can run at all (a venv turns the user site off).
 """
 from __future__ import annotations
 
@@ -43,6 +50,9 @@ def collect(config: Dict[str, Any]) -> Dict[str, Any]:
         "sys_path": search_path,
         "site_dirs": site_dirs,
         "customize": {name: describe_module(name, search_path) for name in CUSTOMIZE_MODULES},
+        "customize_shadowed": shadowed_customize(search_path),
+        "user_site": {"enabled": bool(site.ENABLE_USER_SITE),
+                      "path": getattr(site, "USER_SITE", None)},
         "startup_pth": find_startup_pth(site_dirs),
     }
     facts.update(package_facts(importlib.metadata.distributions(path=search_path), site_dirs))
@@ -209,14 +219,44 @@ def describe_module(name: str, search_path: List[str]) -> Optional[Dict[str, Any
     return info
 
 
+def customize_files(name: str, search_path: List[str]) -> List[str]:
+    """Every `name`.py on the search path, in the order import looks at them."""
+    found = []
+    for entry in search_path:
+        path = os.path.join(entry, name + ".py")
+        if os.path.isfile(path) and path not in found:
+            found.append(path)
+    return found
+
+
+def shadowed_customize(search_path: List[str]) -> Dict[str, Any]:
+    """{path: its record} for each sitecustomize.py/usercustomize.py that never runs, with
+    the file that runs in its place (`shadowed_by`, and that one's real path)."""
+    shadowed: Dict[str, Any] = {}
+    for name in CUSTOMIZE_MODULES:
+        module = sys.modules.get(name)
+        spec = getattr(module, "__spec__", None)
+        files = customize_files(name, search_path)
+        winner = spec.origin if spec is not None and spec.origin else (files[0] if files else None)
+        for path in files:
+            if winner is None or os.path.realpath(path) == os.path.realpath(winner):
+                continue
+            info = describe_source(path)
+            info.update(module=name, shadowed_by=winner,
+                        shadowed_by_real=os.path.realpath(winner))
+            shadowed[path] = info
+    return shadowed
+
+
 def describe_source(path: str) -> Dict[str, Any]:
     loaded = read_capped(path, READ_CAP)
     if loaded is None:
-        return {"path": path, "error": "unreadable"}
+        return {"path": path, "real_path": os.path.realpath(path), "error": "unreadable"}
     raw, complete = loaded
     shown, digest, redacted = redact_with_digest(raw)
     encoded = shown.encode("utf-8")
-    return {"path": path, "size": len(raw) if complete else None,
+    return {"path": path, "real_path": os.path.realpath(path),
+            "size": len(raw) if complete else None,
             "sha256": digest if complete else None,
             "redacted": redacted, "truncated": len(encoded) > CONTENT_CAP,
             "content": encoded[:CONTENT_CAP].decode("utf-8", "ignore")}

@@ -77,6 +77,10 @@ def register(commands: Commands) -> None:
     exp.add_argument("--run-timeout", type=positive_seconds, default=DEFAULT_RUN_TIMEOUT,
                      metavar="S",
                      help=f"kill a run after S seconds (default {DEFAULT_RUN_TIMEOUT:g})")
+    exp.add_argument("--host-wide", action="store_true",
+                     help="may switch a sitecustomize that every python of the host loads "
+                          "(Debian's /usr/lib/python3.X one, which shadows a venv's own); "
+                          "default: only inside the python's venv")
     exp.add_argument("--force-host", action="store_true",
                      help="run on a host other than GOOD's (default: refuse)")
     add_trust_foreign_option(exp, "put in place the patch, env and startup files of")
@@ -113,7 +117,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     options = ExplainOptions(repos=tuple(args.repo), force_host=args.force_host,
                              trust_foreign=args.trust_foreign,
                              keep_untracked=args.keep_untracked, pip=args.pip,
-                             max_invocations=args.max_invocations,
+                             host_wide=args.host_wide, max_invocations=args.max_invocations,
                              capture=CaptureOptions(connect_timeout=args.connect_timeout,
                                                     accept_new_host_keys=args.accept_new_host_keys))
     items: list[Difference] = []

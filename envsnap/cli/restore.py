@@ -84,6 +84,10 @@ def register(commands: Commands) -> None:
                      help="interpreter on the host to run the agent with (default: the "
                           "inventory's python, else the one a snapshot of your own was "
                           "captured with, else python3)")
+    res.add_argument("--host-wide", action="store_true",
+                     help="may write a sitecustomize that every python of the host loads "
+                          "(Debian's /usr/lib/python3.X one, which shadows a venv's own); "
+                          "default: only inside the python's venv")
     add_serve_options(res)
     add_connection_options(res)
     res.set_defaults(run=cmd_restore)
@@ -130,7 +134,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
                              rerun=rerun, serve=serve,
                              rerun_command=args.rerun_cmd, repos=tuple(args.repo),
                              python=args.python, trust_foreign=args.trust_foreign,
-                             wait=args.wait,
+                             wait=args.wait, host_wide=args.host_wide,
                              capture=CaptureOptions(connect_timeout=args.connect_timeout,
                                                     accept_new_host_keys=args.accept_new_host_keys))
     confirm = ask_to_apply(args.yes)

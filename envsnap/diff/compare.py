@@ -126,7 +126,7 @@ def diff(a: Snapshot, b: Snapshot, options: DiffOptions | None = None,
         raw += compare_section(name, a, b, options, patterns, notes)
     context = rules.Context(names=(side_a.label, side_b.label), same_host=same_host,
                             shell_after=env(b).get("shell", {}),
-                            gpus_after=nvidia(b).get("gpus", {}))
+                            gpus_after=nvidia(b).get("gpus", {}), documents=(a, b))
     findings = merge_alike(rules.rank_all(raw, context), context.gpus_after, how_it_moved)
     return DiffReport(side_a, side_b, findings, unchanged(a, b, sections, findings), notes,
                       same_host, sections, options.include_volatile,

@@ -121,7 +121,7 @@ def blocks(f: Finding, names: tuple[str, str], full: bool) -> list[Block]:
     if move is not None:
         return git_blocks(move, names, full)
     found = [b for b in patch_blocks(f, names, full)]
-    if f.section == "python_env" and f.path[:1] == ("customize",):
+    if f.section == "python_env" and f.path[:1] in (("customize",), ("customize_shadowed",)):
         found += text_diff_blocks(f, names, full)
     return found
 

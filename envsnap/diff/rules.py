@@ -8,7 +8,7 @@ Every rule is a pure function of (finding, context), tested on its own.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 from envsnap.diff import hotpaths, patch_summary
 from envsnap.diff.findings import (
@@ -27,10 +27,20 @@ from envsnap.diff.findings import (
 )
 from envsnap.diff.gitexplain import verb_of
 from envsnap.diff.hotpaths import CONFIGURED
+from envsnap.snapshot import customize as customize_words
+from envsnap.snapshot import document as snapshot_doc
 from envsnap.text import plural
 
 if TYPE_CHECKING:
-    from envsnap.snapshot.records import Gpu, InProgress, Stash, Submodule, Uncommitted
+    from envsnap.snapshot.records import (
+        CustomizeFile,
+        Gpu,
+        InProgress,
+        Snapshot,
+        Stash,
+        Submodule,
+        Uncommitted,
+    )
 
 HOT_CONFIGURED, HOT, CODE_MOVED = 100, 97, 90
 WORKER_ENV, ENV, PATCH, STARTUP_CODE = 85, 80, 78, 75
@@ -59,6 +69,7 @@ class Context:
     same_host: bool = True
     shell_after: dict[str, str | None] = field(default_factory=dict)
     gpus_after: dict[str, Gpu] = field(default_factory=dict)
+    documents: tuple[Snapshot, Snapshot] | None = None   # to name a customize file's place
 
 
 Rule = Callable[[Finding, Context], "Rating | None"]
@@ -307,8 +318,50 @@ def startup_code(f: Finding, ctx: Context) -> Rating | None:
         return None
     what = f.path[1] if f.path[0] == "customize" and len(f.path) > 1 else \
         f"startup .pth {f.path[1] if len(f.path) > 1 else ''}".strip()
-    return Rating(STARTUP_CODE, f"{what} changed: it runs in every python process and can "
-                                f"set NCCL/CUDA env ({short(f.before)} -> {short(f.after)})")
+    # the file that runs is another one: said first, it is what the user looks for
+    was, now = (customize_path(side) for side in (f.before, f.after))
+    move = f"the {what} that runs moved from {was} to {now}; " \
+        if f.path[0] == "customize" and was and now and was != now else ""
+    return Rating(STARTUP_CODE, f"{move}{what} changed: it runs in every python process and "
+                                f"can set NCCL/CUDA env ({short(f.before)} -> {short(f.after)})")
+
+
+def customize_path(value: Any) -> str | None:
+    """A customize record's path and where its link leads; None for anything else."""
+    if not isinstance(value, dict) or not value.get("path"):
+        return None
+    file = cast("CustomizeFile", value)
+    return customize_words.linked(file.get("path"), file.get("real_path"))
+
+
+def shadowed_code(f: Finding, ctx: Context) -> Rating | None:
+    """A sitecustomize.py/usercustomize.py that never runs (an earlier one on sys.path is
+    imported): a change to it has no effect, unless it started or stopped running."""
+    if f.section != "python_env" or f.path[:1] != ("customize_shadowed",) or len(f.path) != 2:
+        return None
+    path = f.path[1]
+    record = f.before if f.kind == REMOVED else f.after
+    if ctx.documents is None or not isinstance(record, dict):
+        return None
+    before, after = ctx.documents
+    name = customize_words.place(after if f.kind != REMOVED else before, path)
+    by = customize_words.linked(record.get("shadowed_by"), record.get("shadowed_by_real"))
+    if f.kind == REMOVED and runs(after, path):
+        return Rating(PACKAGES, f"{name} is no longer shadowed: it now runs")
+    if f.kind == ADDED and runs(before, path):
+        return Rating(PACKAGES, f"{name} no longer runs: it is now shadowed by {by}")
+    if f.kind == REMOVED:
+        return Rating(OTHER, f"{name} removed: it was shadowed by {by} and never ran, "
+                             "so that has no effect")
+    verb = "added" if f.kind == ADDED else "changed"
+    return Rating(OTHER, f"{name} {verb}, but it is shadowed by {by}: it never runs, so the "
+                         "change has no effect")
+
+
+def runs(document: Snapshot, path: str) -> bool:
+    """`path` is the file of a customize hook this snapshot's python imports."""
+    hooks = snapshot_doc.python_env(document).get("customize", {})
+    return any(hook and hook.get("path") == path for hook in hooks.values())
 
 
 # ---- versions and hardware ------------------------------------------------------------------
@@ -426,6 +479,7 @@ def anything(f: Finding, ctx: Context) -> Rating | None:
 
 
 RULES: list[Rule] = [not_captured, code_moved, uncommitted, worker_env, shell_env, startup_code,
+                     shadowed_code,
                      throttled, versions, pcie, gpu_settings, system, python_env, volatile,
                      anything]
 

@@ -140,8 +140,9 @@ class SiteFile:
     between states; on exit, what was there before the first write is put back (or the file
     removed when there was none), whatever happened."""
 
-    def __init__(self, shell: Shell, note: Callable[[str], None]) -> None:
-        self.shell, self.note = shell, note
+    def __init__(self, shell: Shell, note: Callable[[str], None],
+                 host_wide: bool = False) -> None:
+        self.shell, self.note, self.host_wide = shell, note, host_wide
         self.backup = treefile.backup_dir(f"explain-{uuid.uuid4().hex[:12]}")
         self.written = False
         self.content: str | None = None
@@ -156,7 +157,8 @@ class SiteFile:
             self.written = True   # a write that fails half way is put back too
             try:
                 content = (wanted.content or "").encode("utf-8", "surrogateescape")
-                sitecustomize.write(self.shell, content, wanted.path, self.backup)
+                sitecustomize.write(self.shell, content, wanted.path, self.backup,
+                                    host_wide=self.host_wide)
             except sitecustomize.SiteRefused as exc:
                 raise HostError(f"{self.shell.host.name}: {exc}") from None
             self.content = wanted.content
@@ -192,8 +194,9 @@ class StartupFiles:
     the backup taken before its first write, byte for byte and mode too (one that did not
     exist removed again), whatever happened."""
 
-    def __init__(self, shell: Shell, note: Callable[[str], None]) -> None:
-        self.shell, self.note = shell, note
+    def __init__(self, shell: Shell, note: Callable[[str], None],
+                 host_wide: bool = False) -> None:
+        self.shell, self.note, self.host_wide = shell, note, host_wide
         self.backup = treefile.backup_dir(f"explain-{uuid.uuid4().hex[:12]}")
         self.found: dict[str, FileState] = {}       # path -> as explain found it
         self.now: dict[str, bytes | None] = {}      # path -> what it holds (None: no file)

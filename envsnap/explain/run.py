@@ -36,6 +36,7 @@ from envsnap.explain.search import (
     worst_case_invocations,
 )
 from envsnap.hostops import hostrule
+from envsnap.hostops import site as sitecustomize
 from envsnap.hostops.gate import ForeignPlan, endpoint_plan, gate
 from envsnap.hostops.git import GitFailure, run
 from envsnap.hostops.locks import CheckoutLocks
@@ -63,6 +64,7 @@ class ExplainOptions:
     trust_foreign: bool = False
     keep_untracked: bool = False      # leave untracked files in the checkouts (bench scripts)
     pip: bool = False                 # search changed package versions too (pip pins them)
+    host_wide: bool = False           # --host-wide: may switch a sitecustomize every python loads
     max_invocations: int | None = None   # the ceiling (default: default_ceiling(n))
     capture: CaptureOptions = field(default_factory=CaptureOptions)
 
@@ -153,7 +155,7 @@ def good_plan(good: Snapshot, label: str, host: str, paths: list[str], spec: Ben
     return endpoint_plan(good, label, host, provenance.verify_as_user(good),
                          doing="explaining with it (as GOOD)",
                          needs_consent=not options.trust_foreign, repos=paths, patches=True,
-                         startup=True, env=env, commands=pins)
+                         startup=True, env=env, commands=pins, host_wide=options.host_wide)
 
 
 def pick_repos(good: Snapshot, bad: Snapshot, wanted: tuple[str, ...],
@@ -178,6 +180,7 @@ class Explainer:
     def __init__(self, shell: Shell, spec: BenchSpec, labels: tuple[str, str],
                  emit: Callable[[Event], None]) -> None:
         self.shell, self.spec, self.labels, self.emit = shell, spec, labels, emit
+        self.host_wide = False
 
     def run(self, good: Snapshot, bad: Snapshot, paths: list[str],
             host_given: bool, options: ExplainOptions,
@@ -193,6 +196,7 @@ class Explainer:
             left = f" ({'; '.join(found.not_searched)})" if found.not_searched else ""
             raise UsageError(f"nothing that explain can put back differs between "
                              f"{self.labels[0]!r} and {self.shell.host.name} now{left}")
+        self.check_site(found, options.host_wide)
         n = len(found.items)
         plan = Plan(self.shell.host.name, self.labels, found, worst_case_invocations(n, 1),
                     worst_case_invocations(n, min(2, n)),
@@ -205,7 +209,7 @@ class Explainer:
                                self.emit, options.keep_untracked) for ends in found.repos]
             for tree in trees:
                 stack.enter_context(tree)
-            site = stack.enter_context(SiteFile(self.shell, self.emit))
+            site = stack.enter_context(SiteFile(self.shell, self.emit, options.host_wide))
             pth = stack.enter_context(StartupFiles(self.shell, self.emit))
             pins = stack.enter_context(PipPins(self.shell, installed(found), self.emit))
             report.explanation = explain(
@@ -225,6 +229,7 @@ class Explainer:
         """A commit range that alone is a cause, of more than one commit, bisected at GOOD's
         state otherwise (its patch, its env), GOOD's runs the baseline: which commit. Only
         with one checkout (bisect moves one) and a patch that does not need the range."""
+        host_wide = self.host_wide
         ranges = [found.items[index] for cause in explanation.causes if len(cause) == 1
                   for index in cause if found.items[index].kind == "commits"]
         if not ranges or len(found.repos) != 1 or ranges[0].with_patch \
@@ -237,7 +242,7 @@ class Explainer:
                             list(explanation.good), self.emit)
         self.emit(f"{ends.path}: bisect the {ranges[0].commits} commits at GOOD's state")
         try:
-            with SiteFile(self.shell, self.emit) as site, \
+            with SiteFile(self.shell, self.emit, host_wide) as site, \
                     StartupFiles(self.shell, self.emit) as pth, \
                     PipPins(self.shell, installed(found), self.emit) as pins:
                 put_python(good, site, pth, pins)
@@ -247,6 +252,20 @@ class Explainer:
         except UsageError as exc:   # not a line of commits: nothing moved
             self.emit(f"{ends.path}: not bisected: {exc}")
             return None
+
+    def check_site(self, found: Differences, host_wide: bool) -> None:
+        """Before anything is asked or moved: sitecustomize, where it is a difference, can
+        be switched here (only inside the python's venv, unless --host-wide); else one line
+        that says why and what works."""
+        self.host_wide = host_wide
+        if found.site is None:
+            return
+        try:
+            sitecustomize.write(self.shell, (found.site.good or "").encode(
+                "utf-8", "surrogateescape"), found.site.path, None, dry=True,
+                host_wide=host_wide)
+        except sitecustomize.SiteRefused as exc:
+            raise UsageError(f"{self.shell.host.name}: {exc}") from None
 
     def capture_now(self, paths: list[str], options: CaptureOptions) -> Snapshot:
         host: Host = with_vars(self.shell.host, {"repos": paths})

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from envsnap.errors import UsageError
+from envsnap.snapshot import customize as customize_words
 from envsnap.snapshot import document as snap
 from envsnap.snapshot.provenance import Provenance
 from envsnap.text import visible_line
@@ -114,10 +115,12 @@ def interpreter_command(python: str) -> str:
 def foreign_plan(document: Snapshot, label: str, host: str, provenance: Provenance,
                  *, repos: Sequence[str], pip: bool, rerun: str | None,
                  needs_consent: bool, serve: str | None = None,
-                 env: Mapping[str, str] | None = None) -> ForeignPlan:
+                 env: Mapping[str, str] | None = None, host_wide: bool = False) -> ForeignPlan:
     """repos: the snapshot's checkouts this restore may touch (restore/policy.py: those the
     user named); rerun: the command --rerun would run, None without --rerun; serve: the
-    server --rerun --serve would start; env: what the snapshot would start it with."""
+    server --rerun --serve would start; env: what the snapshot would start it with;
+    host_wide: --host-wide, without which a sitecustomize outside the recorded venv is not
+    written."""
     writes: list[PlannedWrite] = []
     commands = [capture_command(repos)]
     # restore.yml skips a repo without a commit, and a checkout nobody named is left alone
@@ -127,7 +130,7 @@ def foreign_plan(document: Snapshot, label: str, host: str, provenance: Provenan
         repo_writes, repo_commands = repo_plan(path, repo)
         writes += repo_writes
         commands += repo_commands
-    writes += sitecustomize_writes(document)
+    writes += sitecustomize_writes(document, host_wide)
     if pip:
         commands += [f"pip install --no-deps {shlex.quote(f'{name}=={version}')}"
                      for name, version in sorted(snap.packages(document).items())
@@ -205,10 +208,17 @@ def patched_files(text: str) -> list[tuple[str, int]]:
     return found
 
 
-def sitecustomize_writes(document: Snapshot) -> list[PlannedWrite]:
+def sitecustomize_writes(document: Snapshot, host_wide: bool = False) -> list[PlannedWrite]:
+    """The recorded sitecustomize, where restore may write it: inside the recorded python's
+    venv, or anywhere with --host-wide (hostops/site.py decides on the host itself)."""
     site = snap.sitecustomize(document)
     content = site.get("content") if site is not None else None
     if site is None or content is None:
+        return []
+    interpreter = snap.python_env(document).get("interpreter", {})
+    in_venv = bool(interpreter.get("venv")) and customize_words.inside(
+        str(site.get("real_path") or site.get("path")), interpreter.get("prefix"))
+    if not (in_venv or host_wide):
         return []
     return [PlannedWrite(str(site.get("path")),
                          len(content.encode("utf-8", "surrogateescape")), "sitecustomize")]
@@ -240,7 +250,7 @@ def endpoint_plan(document: Snapshot, label: str, host: str, found: Provenance, 
                   doing: str, needs_consent: bool, repos: Sequence[str] = (),
                   patches: bool = False, startup: bool = False, python: bool = False,
                   env: Mapping[str, str] | None = None,
-                  commands: Sequence[str] = ()) -> ForeignPlan:
+                  commands: Sequence[str] = (), host_wide: bool = False) -> ForeignPlan:
     """What bisect or explain would take from one of its two snapshots, read from it alone:
     the commit each of `repos` is checked out at, their uncommitted patches (`patches`),
     sitecustomize and the .pth startup lines (`startup`: code every start of that python
@@ -260,7 +270,7 @@ def endpoint_plan(document: Snapshot, label: str, host: str, found: Provenance, 
             writes += patch_writes
             run.append(command)
     if startup:
-        writes += sitecustomize_writes(document)
+        writes += sitecustomize_writes(document, host_wide)
         for pth, record in sorted(snap.python_env(document).get("startup_pth", {}).items()):
             lines = record.get("code_lines") or []
             writes.append(PlannedWrite(pth, sum(len(line.encode("utf-8", "surrogateescape"))

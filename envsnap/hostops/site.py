@@ -2,10 +2,13 @@
 
 Restore's sitecustomize task and explain's states both write it here, one way. The path a
 snapshot records is compared, never trusted: the host's python (the one this host runs
-envsnap with) is asked for its own site-packages folders and the sitecustomize it loads
-now. The recorded path is written when it is `<one of those folders>/sitecustomize.py` or
-the one loaded now; else (another python's sitecustomize.py, a colleague's venv) the one
-loaded now, when there is one; else (`~/.bashrc`, say) nothing, with one line saying why.
+envsnap with) is asked for its site-packages folders, which of them are its own (inside its
+venv, no link out of it), and the sitecustomize it loads now. Only its own folders are
+written: the recorded path when it is `<own folder>/sitecustomize.py`, else (a colleague's
+venv) this python's own file. A sitecustomize outside them (Debian's
+/usr/lib/python3.X/sitecustomize.py, a link into /etc, which every python3.X of the host
+loads, and which shadows a venv's own) is written only as `host_wide` (--host-wide) asks, at
+its real path; else one line says why and what works instead.
 The write goes through the write policy (treefile.py: no symlink followed), and what it
 replaces, or that nothing was there, is saved in `backup` so the rollback undoes it.
 """
@@ -25,29 +28,71 @@ class SiteRefused(Exception):
     """sitecustomize is not written (or put back) here; the message says why."""
 
 
-def destination(site: treefile.SitePython, recorded: str) -> tuple[str | None, str]:
-    """(the site folder to write into, a note); None and why when there is none."""
-    own = {posixpath.join(folder, NAME): folder for folder in site.site_dirs}
-    if site.sitecustomize and posixpath.basename(site.sitecustomize) == NAME:
-        # the one this python loads now, wherever it reports it (Debian's is in the stdlib)
-        own[site.sitecustomize] = posixpath.dirname(site.sitecustomize)
+# What works where the python's own sitecustomize.py would never run (said in a refusal).
+WAYS = ("ways that work: a .pth startup line in the venv's site-packages, usercustomize "
+        "where the user site is on, or the server's env through --serve")
+
+
+def linked(path: str, real: str | None) -> str:
+    return f"{path} (-> {real})" if real and real != path else path
+
+
+def destination(site: treefile.SitePython, recorded: str,
+                host_wide: bool = False) -> tuple[str, str]:
+    """(the folder to write sitecustomize.py into, a note said after its path); SiteRefused
+    with one line and the next step where it is not written.
+
+    Only this python's own folders (a venv's site-packages, no link out) are written, unless
+    `host_wide`: then a sitecustomize every python of the host loads, at its real path."""
+    loaded = site.sitecustomize
+    if posixpath.basename(posixpath.normpath(recorded or "/")) != NAME:
+        found = ", ".join(site.site_dirs) or "none found"
+        raise SiteRefused(f"the snapshot records sitecustomize at {recorded}, which is not in "
+                          f"this python's site-packages ({found}): not written; restore it "
+                          "by hand")
+    if loaded and not site.sitecustomize_own and (site.shadows_own or not site.own_dirs):
+        # Debian's stdlib one: it comes before the venv's site-packages, and shadows its file
+        shown = linked(loaded, site.sitecustomize_real)
+        if host_wide:
+            return (posixpath.dirname(site.sitecustomize_real or loaded),
+                    f" ({site.host_wide_words}, as --host-wide asked)")
+        if own_file(site, recorded):
+            raise SiteRefused(f"the venv's own {recorded} would be shadowed by {shown}: it "
+                              f"would never run; not written: {WAYS}; or --host-wide writes "
+                              f"{shown} ({site.host_wide_words})")
+        raise SiteRefused(f"sitecustomize: this python loads {shown} ({site.host_wide_words}): "
+                          f"not written: --host-wide writes it; or {WAYS}")
+    own = {posixpath.join(folder, NAME): folder for folder in site.own_dirs}
     wanted = posixpath.normpath(recorded) if recorded else ""
     if wanted in own:
         return own[wanted], ""
-    if posixpath.basename(wanted) == NAME and site.sitecustomize and site.sitecustomize in own:
+    if site.own_dirs:
         # another python's folders (a colleague's venv): this python's own file instead
-        return own[site.sitecustomize], (f" (the snapshot recorded {recorded}; this python "
-                                         f"loads {site.sitecustomize})")
-    return None, (f"the snapshot records sitecustomize at {recorded}, which is not in this "
-                  f"python's site-packages ({', '.join(site.site_dirs) or 'none found'}): "
-                  "not written; restore it by hand")
+        folder = posixpath.dirname(loaded) if loaded and site.sitecustomize_own \
+            else site.own_dirs[0]
+        return folder, (f" (the snapshot recorded {recorded}; this python loads "
+                        f"{posixpath.join(folder, NAME)})")
+    if site.site_dirs and host_wide:
+        return site.site_dirs[0], f" ({site.host_wide_words}, as --host-wide asked)"
+    if site.site_dirs:
+        raise SiteRefused(f"sitecustomize: {posixpath.join(site.site_dirs[0], NAME)} is not in "
+                          f"a venv ({site.host_wide_words}): not written: --host-wide writes "
+                          "it; or use a venv's python (--python)")
+    raise SiteRefused("sitecustomize: this python reports no site-packages folder: not "
+                      "written; restore it by hand")
+
+
+def own_file(site: treefile.SitePython, recorded: str) -> bool:
+    return posixpath.dirname(posixpath.normpath(recorded or "/")) in site.own_dirs
 
 
 def folders(site: treefile.SitePython) -> list[str]:
-    """Every folder `destination` may write into."""
+    """Every folder `destination` may write into (a host-wide one only as --host-wide
+    asked: a rollback puts back only what a restore saved there)."""
     found = list(site.site_dirs)
-    if site.sitecustomize and posixpath.dirname(site.sitecustomize) not in found:
-        found.append(posixpath.dirname(site.sitecustomize))
+    loaded = site.sitecustomize_real or site.sitecustomize
+    if loaded and posixpath.dirname(loaded) not in found:
+        found.append(posixpath.dirname(loaded))
     return found
 
 
@@ -61,12 +106,19 @@ class SiteWrite:
 
 
 def write(shell: Shell, data: bytes, recorded: str, backup: str | None,
-          dry: bool = False) -> SiteWrite:
+          dry: bool = False, host_wide: bool = False) -> SiteWrite:
     """`data` written as this python's sitecustomize (`dry`: only where and what it replaces);
     SiteRefused when there is no place for it or the write policy refuses it."""
-    folder, note = destination(treefile.site_python(shell), recorded)
-    if folder is None:
-        raise SiteRefused(note)
+    found = treefile.site_python(shell)
+    if found.sitecustomize and posixpath.normpath(recorded or "/") == found.sitecustomize:
+        try:   # the file loaded now is the recorded one, as wanted: nothing to write, anywhere
+            now = treefile.read(shell, posixpath.dirname(found.sitecustomize), NAME,
+                                follow_last=True)
+        except treefile.TreeRefused:
+            now = None
+        if now is not None and now.exists and now.data == data:
+            return SiteWrite(found.sitecustomize, "", None)
+    folder, note = destination(found, recorded, host_wide)
     path = posixpath.join(folder, NAME)
     try:
         current = treefile.read(shell, folder, NAME, follow_last=True)

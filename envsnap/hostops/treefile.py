@@ -14,7 +14,7 @@ import binascii
 import functools
 import json
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
 
@@ -176,12 +176,28 @@ def put_back(shell: Shell, root: str, source: str, backup: str | None,
 
 @dataclass(frozen=True)
 class SitePython:
-    site_dirs: list[str]           # where this python reads sitecustomize from
-    sitecustomize: str | None      # the one it loads now, if any
+    """The folders a python reads sitecustomize from, which of them are its own (inside its
+    venv, no link out), and the sitecustomize it loads now, its real path and whether it is
+    its own; any other is host-wide: every python of that version on the host loads it."""
+
+    site_dirs: list[str]
+    sitecustomize: str | None
+    own_dirs: list[str] = field(default_factory=list)
+    sitecustomize_real: str | None = None
+    sitecustomize_own: bool = False
+    version: str = "3"
+    shadows_own: bool = False     # the one loaded now, not its own, comes before its own folders
+
+    @property
+    def host_wide_words(self) -> str:
+        return f"host-wide: loaded by every python{self.version} on this host"
 
 
 def site_python(shell: Shell) -> SitePython:
     answer = cast("SiteDirsAnswer", call(shell, {"op": "site_dirs"}))
-    found = answer.get("sitecustomize")
+    found, real = answer.get("sitecustomize"), answer.get("sitecustomize_real")
     return SitePython([str(folder) for folder in answer.get("site_dirs") or []],
-                      str(found) if found else None)
+                      str(found) if found else None,
+                      [str(folder) for folder in answer.get("own_dirs") or []],
+                      str(real) if real else None, answer.get("sitecustomize_own") is True,
+                      str(answer.get("version") or "3"), answer.get("shadows_own") is True)

@@ -158,9 +158,14 @@ class PutBackAnswer(TypedDict):
     stash: str | None
 
 
-class SiteDirsAnswer(TypedDict):
+class SiteDirsAnswer(TypedDict, total=False):
     site_dirs: list[str]
+    own_dirs: list[str]           # those inside this python's own prefix (a venv), no link out
     sitecustomize: str | None
+    sitecustomize_real: str | None
+    sitecustomize_own: bool       # the one loaded now is inside the own prefix
+    shadows_own: bool             # ... and it is not, and comes before the own folders
+    version: str                  # "3.11"
 
 
 class Refusal(TypedDict):
@@ -552,8 +557,38 @@ def op_site_dirs(_request: SiteDirsRequest) -> SiteDirsAnswer:
         folders.append(site.getusersitepackages())
     sys.path[:] = sys.path[1:]     # `-c` put the working folder first: not the target's
     spec = importlib.util.find_spec("sitecustomize")
-    return {"site_dirs": [folder for folder in folders if os.path.isdir(folder)],
-            "sitecustomize": getattr(spec, "origin", None) if spec else None}
+    found = getattr(spec, "origin", None) if spec else None
+    folders = [folder for folder in folders if os.path.isdir(folder)]
+    own_dirs = [folder for folder in folders if own(folder)]
+    return {"site_dirs": folders, "own_dirs": own_dirs,
+            "shadows_own": bool(found and not own(found) and own_dirs
+                                and search_index(os.path.dirname(found))
+                                < min(search_index(folder) for folder in own_dirs)),
+            "sitecustomize": found,
+            "sitecustomize_real": os.path.realpath(found) if found else None,
+            "sitecustomize_own": bool(found and own(found)),
+            "version": f"{sys.version_info[0]}.{sys.version_info[1]}"}
+
+
+def search_index(folder: str) -> int:
+    """Where `folder` is on sys.path (import looks there in this order); past the end if not."""
+    entries = [os.path.abspath(entry) for entry in sys.path if entry]
+    folder = os.path.abspath(folder)
+    return entries.index(folder) if folder in entries else len(entries)
+
+
+# A prefix every python of the host shares: what is written there is host-wide.
+SYSTEM_PREFIXES = ("/", "/usr", "/usr/local")
+
+
+def own(path: str) -> bool:
+    """`path` is this python's own (inside its prefix, a venv's folder, a link leading
+    nowhere else), not a file every python of the host loads."""
+    prefix = os.path.realpath(sys.prefix)
+    if prefix in SYSTEM_PREFIXES:
+        return False
+    inside = (os.path.abspath(path) + "/").startswith(os.path.abspath(sys.prefix) + "/")
+    return inside and (os.path.realpath(path) + "/").startswith(prefix + "/")
 
 
 # Each operation reads the request the controller wrote for it (its `op`).

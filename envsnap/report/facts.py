@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Callable, Union
 
 from envsnap.diff import rules
 from envsnap.diff.findings import short
+from envsnap.snapshot import customize as customize_words
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.document import collector_error
 from envsnap.text import plural
@@ -199,16 +200,18 @@ def python(f: Facts) -> str:
 
 
 def sitecustomize(f: Facts) -> str:
+    """The files that run at python's start, then what never runs and why (the story)."""
     customize = f.python_env().get("customize", {})
     shown = [customize_text(name, info) for name, info in sorted(customize.items()) if info]
-    return "; ".join(shown) or "none"
+    return "; ".join(shown + customize_words.story(f.document)) or "none"
 
 
 def customize_text(name: str, info: CustomizeFile) -> str:
     if info.get("error"):
         return f"{name} at {info.get('path')}: {info['error']}"
     sha = str(info.get("sha256") or "?")[:12]
-    text = f"{name} present: {info.get('path')}, sha256 {sha}" + \
+    where = customize_words.linked(info.get("path"), info.get("real_path"))
+    text = f"{name} present: {where}, sha256 {sha}" + \
         (", imported" if info.get("imported") else "")
     assigned = sorted(set(ENV_ASSIGNED.findall(info.get("content") or "")))
     return text + (f"; sets {', '.join(assigned)}" if assigned else "")

@@ -7,9 +7,10 @@ A snapshot is data: it may be a colleague's, a bug report's, or edited by hand. 
   own (signed with their key, snapshot/provenance.py: they named its repos when they
   captured it) restores the checkouts it records when nothing else is named. A foreign one
   never picks a folder by itself: its checkouts are restored only where named.
-- Files. Inside those checkouts' working trees and the host python's own sitecustomize, and
-  nowhere else (hostops/treefile.py enforces it on the host, hostops/site.py compares
-  the recorded path with the python's own folders).
+- Files. Inside those checkouts' working trees and the host python's own sitecustomize (in
+  its venv; one every python of the host loads only with --host-wide), and nowhere else
+  (hostops/treefile.py enforces it on the host, hostops/site.py compares the recorded path
+  with the python's own folders).
 - The host. `--host`, or the snapshot's recorded host only when the machine reached there
   has the hostname the snapshot recorded. A snapshot with no hostname is of an unknown
   host: like another machine, restored only with --force-host (and then only onto --host);

@@ -37,8 +37,9 @@ def plan_lines(report: RestoreReport, check: bool) -> list[str]:
 
 
 def failure_text(result: TaskResult) -> str:
+    """The task's own words and next step; never where in restore.yml (envsnap's own file)."""
     item = f" [{item_label(result.item)}]" if result.looped else ""
-    return f"{result.name}{item}: {result.msg} ({result.where})"
+    return f"{result.name}{item}: {result.msg}"
 
 
 def change_lines(result: TaskResult, check: bool = True) -> list[str]:

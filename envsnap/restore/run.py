@@ -87,6 +87,7 @@ class RestoreOptions:
     pip: bool = False
     rerun: bool = False
     python: str | None = None          # --python: wins over the inventory and the snapshot
+    host_wide: bool = False            # --host-wide: may write a sitecustomize every python loads
     wait: float = 0.0                  # --wait: seconds to wait for a checkout's lock
     trust_foreign: bool = False        # restore a snapshot not signed by this user
     repos: tuple[str, ...] = ()        # --repo: the checkouts the user names (policy.py)
@@ -169,6 +170,7 @@ def check_provenance(document: Snapshot, host: Host, options: RestoreOptions,
                         repos=host.list_var("repos"), pip=options.pip,
                         rerun=rerun_shown(document, options.rerun, options.rerun_command),
                         needs_consent=not (options.check or options.trust_foreign),
+                        host_wide=options.host_wide,
                         serve=serve_shown(document, serving),
                         env=recorded_server_env(document) if serving else None)
     gate(plan, review, "restore it")
@@ -342,7 +344,7 @@ def run_restore_playbook(document: Snapshot, host: Host, transport: Transport, s
                          backup_label: str | None = None) -> RunResult:
     # The hostname check above is the real one (names differ, machines may not), so the
     # playbook's own name check is told to stand aside.
-    extra = {"snapshot": options.label, "force_host": True,
+    extra = {"snapshot": options.label, "force_host": True, "host_wide": options.host_wide,
              **policy.playbook_vars(host, options.label, backup_label)}
     # The document restore loaded once and check_provenance passed through the gate: the
     # playbook takes it as it is, and never reads the store's file again.

@@ -37,8 +37,10 @@ if TYPE_CHECKING:   # records.py costs ~5 ms to import, and is read by mypy only
         Process,
         PythonEnv,
         Repo,
+        ShadowedCustomize,
         Snapshot,
         System,
+        UserSite,
         Volatile,
     )
 
@@ -245,6 +247,56 @@ def process_env(process: Process) -> dict[str, str | None] | None:
 def sitecustomize(document: Snapshot) -> CustomizeFile | None:
     """The recorded sitecustomize; None when the python had none."""
     return python_env(document).get("customize", {}).get("sitecustomize")
+
+
+def customize_shadowed(document: Snapshot) -> dict[str, ShadowedCustomize]:
+    """{path: record} of each sitecustomize.py/usercustomize.py on sys.path that never runs
+    (an earlier one is imported); {} where none was, or the snapshot is older than that."""
+    return python_env(document).get("customize_shadowed", {})
+
+
+def user_site(document: Snapshot) -> UserSite:
+    """Whether the recorded python's user site (where usercustomize lives) is on."""
+    return python_env(document).get("user_site", {})
+
+
+# The startup options of a python command line that change which customize file runs.
+STARTUP_OPTIONS = "SsIP"
+STARTUP_ENV = ("PYTHONNOUSERSITE", "PYTHONSAFEPATH")
+
+
+def startup_letters(args: list[str]) -> str:
+    """The one-letter options python reads before its script, -c or -m ("-sE -X dev x.py"
+    -> "sEX"); an option's value (-W, -X) is skipped."""
+    letters = ""
+    rest = iter(args)
+    for arg in rest:
+        if not arg.startswith("-") or arg in ("-", "--") or arg.startswith("--"):
+            return letters
+        for at, letter in enumerate(arg[1:]):
+            letters += letter
+            if letter in "cm":
+                return letters
+            if letter in "WX":       # the rest of the word, or the next one, is its value
+                if at == len(arg) - 2:
+                    next(rest, None)
+                break
+    return letters
+
+
+def python_startup_flags(process: Process) -> list[str]:
+    """The options (-S, -s, -I, -P) and variables (PYTHONNOUSERSITE, PYTHONSAFEPATH) of a
+    python process's command line and env that change what runs at its start; [] for a
+    process that is not python."""
+    cmdline = process.get("cmdline") or []
+    if not cmdline or not cmdline[0].rsplit("/", 1)[-1].startswith("python"):
+        return []
+    letters = startup_letters(cmdline[1:])
+    found = [f"-{letter}" for letter in STARTUP_OPTIONS if letter in letters]
+    if "I" not in letters and "E" not in letters:    # both make python ignore PYTHON*
+        env_found = process_env(process) or {}
+        found += [f"{name}={env_found[name]}" for name in STARTUP_ENV if env_found.get(name)]
+    return found
 
 
 def unreadable_repos(document: Snapshot) -> dict[str, str]:

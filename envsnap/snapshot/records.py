@@ -263,6 +263,7 @@ class CustomizeFile(TypedDict, total=False):
     """sitecustomize/usercustomize: the file as found."""
 
     path: Optional[str]
+    real_path: Optional[str]     # where a link (Debian's /usr/lib/python3.X one) leads
     content: Optional[str]
     sha256: Optional[str]
     size: Optional[int]
@@ -270,6 +271,21 @@ class CustomizeFile(TypedDict, total=False):
     redacted: Optional[bool]
     truncated: Optional[bool]
     error: Optional[str]
+
+
+class ShadowedCustomize(CustomizeFile, total=False):
+    """A sitecustomize.py/usercustomize.py on sys.path that never runs: an earlier one wins."""
+
+    module: Optional[str]             # sitecustomize or usercustomize
+    shadowed_by: Optional[str]        # the file imported in its place
+    shadowed_by_real: Optional[str]   # that one's real path
+
+
+class UserSite(TypedDict, total=False):
+    """Whether the user site (and so usercustomize) is on: a venv turns it off."""
+
+    enabled: Optional[bool]
+    path: Optional[str]
 
 
 class Interpreter(TypedDict, total=False):
@@ -297,6 +313,8 @@ class PythonEnv(TypedDict, total=False):
     direct_urls: dict[str, Any]               # each distribution's direct_url.json, free-form
     shadowed: dict[str, Any]
     customize: dict[str, Optional[CustomizeFile]]
+    customize_shadowed: dict[str, ShadowedCustomize]   # by path
+    user_site: UserSite
     startup_pth: dict[str, StartupPth]
     site_dirs: list[str]
     sys_path: list[str]

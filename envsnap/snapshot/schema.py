@@ -145,9 +145,15 @@ CUDA_NCCL = record(
                           git_version=STR_, path=STR_, source=STR_, reason=STR_)))
 
 # ---- python_env -----------------------------------------------------------------------------
-CUSTOMIZE = record("customize_file", "sitecustomize/usercustomize: the file as found",
-                   path=STR_, content=STR_, sha256=STR_, size=INT_, imported=BOOL_,
-                   redacted=BOOL_, truncated=BOOL_, error=STR_)
+CUSTOMIZE_FIELDS: dict[str, Spec] = dict(
+    path=STR_, real_path=STR_, content=STR_, sha256=STR_, size=INT_, imported=BOOL_,
+    redacted=BOOL_, truncated=BOOL_, error=STR_)
+CUSTOMIZE = Record("customize_file", CUSTOMIZE_FIELDS, (), AnyValue(),
+                   "sitecustomize/usercustomize: the file as found")
+SHADOWED_CUSTOMIZE = Record(
+    "shadowed_customize", {**CUSTOMIZE_FIELDS, "module": STR_, "shadowed_by": STR_,
+                           "shadowed_by_real": STR_}, (), AnyValue(),
+    "a sitecustomize.py/usercustomize.py on sys.path that never runs: an earlier one wins")
 PYTHON_ENV = record(
     "python_env", "the interpreter, its packages and start-up hooks (agent/python_env.py)",
     interpreter=record("interpreter", executable=STR_, executable_real=STR_, version=STR_,
@@ -157,6 +163,9 @@ PYTHON_ENV = record(
     direct_urls=MapOf(AnyValue(), key="distribution"),
     shadowed=MapOf(AnyValue(), key="module"),
     customize=MapOf(optional(CUSTOMIZE), key="hook"),
+    customize_shadowed=MapOf(SHADOWED_CUSTOMIZE, key="path"),
+    user_site=record("user_site", "whether the user site (usercustomize) is on",
+                     enabled=BOOL_, path=STR_),
     startup_pth=MapOf(record("startup_pth", code_lines=STRINGS, sha256=STR_, error=STR_),
                       key=".pth path"),
     site_dirs=STRINGS, sys_path=STRINGS)

@@ -21,7 +21,7 @@ import pytest
 import yaml
 from conftest import Cli
 from helpers.gitrepos import Story
-from helpers.pythons import SHADOWED_SITECUSTOMIZE
+from helpers.pythons import site_packages, venv_with_own_sitecustomize
 from helpers.restorestory import capture_good, moved_and_dirty, snapshot_of_tree
 from helpers.sshd import Sshd
 
@@ -298,18 +298,13 @@ def test_an_edited_ignored_file_comes_back_byte_identical_after_rollback(
     assert settings.stat().st_mode & 0o777 == 0o600
 
 
-@SHADOWED_SITECUSTOMIZE
 @over_ssh
 def test_a_sitecustomize_the_restore_created_is_removed_by_the_rollback(
         request: pytest.FixtureRequest, over_ssh: bool, story: Story, tmp_path: Path) -> None:
     """Written where the python itself reads it (a venv's site-packages), and undone."""
     cli, host, _ = pick(request, over_ssh)
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    python = venv / "bin" / "python"
-    site_dir = subprocess.run([str(python), "-c", "import site; print(site.getsitepackages()[0])"],
-                              capture_output=True, text=True, check=True).stdout.strip()
-    custom = Path(site_dir) / "sitecustomize.py"
+    python = venv_with_own_sitecustomize(tmp_path / "venv")
+    custom = site_packages(python) / "sitecustomize.py"
     custom.write_text("import os\nos.environ['NCCL_ALGO'] = 'Ring'\n")
     captured = cli("capture", host, "--label", "good", "--repo", str(story.checkout.path),
                    "--python", str(python))

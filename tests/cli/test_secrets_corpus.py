@@ -16,7 +16,6 @@ import pytest
 import yaml
 from conftest import Cli
 from helpers.paths import DATA
-from helpers.pythons import SHADOWED_SITECUSTOMIZE
 from helpers.secretscorpus import benign_lost, ok, planted_found, run_everything
 
 CORPUS = json.loads((DATA / "secrets" / "corpus.json").read_text())
@@ -34,7 +33,6 @@ def test_the_corpus_is_big_enough() -> None:
             "pem_private_key", "password", "high_entropy"} <= kinds
 
 
-@SHADOWED_SITECUSTOMIZE
 @pytest.mark.parametrize("over_ssh", [False, True], ids=["local", "ssh"])
 def test_no_planted_secret_is_written_anywhere(request: pytest.FixtureRequest, cli: Cli,
                                                tmp_path: Path, over_ssh: bool) -> None:

@@ -19,7 +19,6 @@ import pytest
 import yaml
 from conftest import Cli
 from helpers.paths import DATA
-from helpers.pythons import SHADOWED_SITECUSTOMIZE
 from helpers.secretscorpus import benign_lost, planted_found, run_everything
 
 from envsnap.errors import EXIT_INTERNAL
@@ -55,7 +54,6 @@ def crash(cli: Cli, argv: list[str]) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=60)
 
 
-@SHADOWED_SITECUSTOMIZE
 @pytest.mark.parametrize("over_ssh", [False, True], ids=["local", "ssh"])
 def test_no_planted_secret_of_these_shapes_is_written_anywhere(
         request: pytest.FixtureRequest, cli: Cli, tmp_path: Path, over_ssh: bool) -> None:

@@ -23,7 +23,13 @@ import pytest
 import yaml
 from conftest import ROOT, Cli
 from helpers.gitrepos import git_env, init
-from helpers.pythons import SHADOWED_SITECUSTOMIZE
+from helpers.pythons import (
+    OWN_FIRST,
+    shadowing_python,
+    site_packages,
+    stdlib_sitecustomize,
+    venv_with_own_sitecustomize,
+)
 
 from envsnap.snapshot.provenance import signed, user_key
 
@@ -285,17 +291,13 @@ def test_ctrl_c_puts_the_checkout_and_the_work_back(cli: Cli, tmp_path: Path) ->
     assert servers.returncode == 1 and servers.stdout == "", servers.stdout + servers.stderr
 
 
-@SHADOWED_SITECUSTOMIZE
 def test_a_single_cause_in_sitecustomize(cli: Cli, tmp_path: Path) -> None:
     """The incident's rewritten sitecustomize.py: the server's python sets a variable in its
     own process there (one no env collector records). Put back for the trials that need it,
     then the file is as found and no backup of explain's is left."""
-    venv = tmp_path / "venv"   # a python of its own: the suite's venv is shared
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    python = str(venv / "bin" / "python")
-    site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path("
-                                "'purelib'))"], capture_output=True, text=True,
-                               check=True).stdout.strip()) / "sitecustomize.py"
+    # a python of its own (the suite's venv is shared) whose own sitecustomize.py runs
+    python = str(venv_with_own_sitecustomize(tmp_path / "venv"))
+    site = site_packages(Path(python)) / "sitecustomize.py"
     toy = Toy(tmp_path / "toy", python)
     toy.repo.commit("Read the tuning", {"toy_speed.py": speed('env.get("TOY_TUNED") != "1"')})
     site.write_text('import os\nos.environ["TOY_TUNED"] = "1"\n')
@@ -312,6 +314,30 @@ def test_a_single_cause_in_sitecustomize(cli: Cli, tmp_path: Path) -> None:
     assert site.read_text() == "import os\n" and toy.fingerprint() == before
     backups = Path(cli.env["HOME"]) / ".cache" / "envsnap" / "restore-backup"
     assert not list(backups.glob("explain-*"))
+
+
+def test_a_sitecustomize_debians_python_would_shadow_is_not_switched(cli: Cli,
+                                                                     tmp_path: Path) -> None:
+    """GOOD ran the venv's own sitecustomize.py (a startup .pth put it first); now Debian's
+    stdlib one shadows it. Switching the venv's file would measure nothing, the stdlib's is
+    every python's: explain stops before it asks or moves anything, in one line."""
+    python = str(venv_with_own_sitecustomize(tmp_path / "venv", shadowing_python()))
+    site = site_packages(Path(python)) / "sitecustomize.py"
+    stdlib = str(stdlib_sitecustomize(python))
+    toy = Toy(tmp_path / "toy", python)
+    site.write_text('import os\nos.environ["TOY_TUNED"] = "1"\n')
+    toy.bench(cli, "good", {}, "--python", python)
+    site.write_text("import os\n")
+    toy.bench(cli, "bad", {}, "--python", python)
+    (site.parent / OWN_FIRST).unlink()
+    before = (toy.fingerprint(), Path(stdlib).read_bytes())
+    result = explain(cli, toy, "local")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert (f"local: sitecustomize: this python loads {stdlib} (-> {os.path.realpath(stdlib)}) "
+            "(host-wide: loaded by every python3.") in result.stderr, result.stderr
+    assert ("not written: --host-wide writes it; or ways that work: a .pth startup line"
+            in result.stderr) and "Traceback" not in result.stderr
+    assert (toy.fingerprint(), Path(stdlib).read_bytes()) == before
 
 
 def toy_wheel(folder: Path, version: str, slow: bool) -> None:

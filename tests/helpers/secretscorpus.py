@@ -29,6 +29,7 @@ import yaml
 from conftest import Cli, unique_marker
 
 from helpers.gitrepos import git_env
+from helpers.pythons import site_packages, venv_with_own_sitecustomize
 
 METRIC = r"value: (\d+)"
 SLEEP = "import time; time.sleep(300)"
@@ -68,11 +69,11 @@ def build_repo(repo: Path, channels: dict[str, Any]) -> Path:
 
 def make_venv(folder: Path, channels: dict[str, Any]) -> str:
     """An interpreter whose sitecustomize.py and startup .pth hold secrets."""
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
-    site = next(folder.glob("lib/python3*/site-packages"))
+    python = venv_with_own_sitecustomize(folder)   # one that runs, on Debian's python too
+    site = site_packages(python)
     (site / "sitecustomize.py").write_text(channels["sitecustomize"])
     (site / "zz_settings.pth").write_text(channels["pth"])
-    return str(folder / "bin" / "python")
+    return str(python)
 
 
 @contextmanager

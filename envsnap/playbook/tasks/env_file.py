@@ -3,10 +3,19 @@
 As the engineer in docs/STORY.md did: NCCL settings written into the interpreter's sitecustomize.py,
 so the workers SGLang spawns get them too, whatever shell started the server. The block is
 kept between markers and replaced as a whole; the rest of the file is the user's and stays.
-Formats: `sitecustomize` (Python), `shell` (`export K=V`, for profile.d), `dotenv` (`K=V`).
+Formats: `sitecustomize` (Python), `shell` (`export K=V`, for profile.d), `dotenv` (`K=V`),
+`pth` (one `import os; os.environ...` startup line a variable, in a .pth file of the venv's
+site-packages: site.py runs those on every Python, Debian's included).
+
+With `python:` the file is that interpreter's own: inside its venv, never through a link out
+of it. Where the sitecustomize it loads is not its own (stock Debian and Ubuntu: the standard
+library's /usr/lib/python3.X/sitecustomize.py, a link into /etc, which every python3.X of the
+host loads and which shadows the venv's), nothing is written unless `host_wide: true` names
+it; the refusal says so in one line with what works instead (`format: pth`).
 """
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from typing import TypedDict
@@ -29,12 +38,30 @@ from envsnap.playbook.tasks.base import (
 from envsnap.playbook.tasks.hostfile import install
 
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# The sitecustomize that will actually load: an existing one earlier on sys.path wins over
-# the venv's site-packages (Debian ships /usr/lib/python3.X/sitecustomize.py).
-LOCATE = ("import importlib.machinery as m, sysconfig; "
-          "s = m.PathFinder.find_spec('sitecustomize'); "
-          "print(s.origin if s and s.origin else "
-          "sysconfig.get_path('purelib') + '/sitecustomize.py')")
+PTH_NAME = "envsnap-env.pth"
+# The sitecustomize that will actually load (an existing one earlier on sys.path wins over
+# the venv's site-packages), its real path, and whether it and site-packages are the
+# interpreter's own: inside sys.prefix, which is not one every python shares.
+LOCATE = """
+import importlib.machinery as m, json, os, sys, sysconfig
+prefix = os.path.realpath(sys.prefix)
+def own(path):
+    return prefix not in ("/", "/usr", "/usr/local") and \\
+        (os.path.realpath(path) + "/").startswith(prefix + "/")
+s = m.PathFinder.find_spec("sitecustomize")
+loaded = s.origin if s and s.origin else None
+purelib = sysconfig.get_path("purelib")
+path = [os.path.abspath(entry) for entry in sys.path if entry]
+at = lambda folder: path.index(folder) if folder in path else len(path)
+print(json.dumps({"loaded": loaded, "real": loaded and os.path.realpath(loaded),
+                  "shadows": bool(loaded) and at(os.path.dirname(loaded)) < at(purelib),
+                  "own": bool(loaded and own(loaded)), "purelib": purelib,
+                  "purelib_own": own(purelib), "version": "%d.%d" % sys.version_info[:2]}))
+"""
+
+
+class Refused(Exception):
+    """env_file does not write there: the message says why and what works."""
 
 
 class _Required(TypedDict):
@@ -43,18 +70,21 @@ class _Required(TypedDict):
 
 class EnvFileArgs(_Required, total=False):
     path: object         # the file on the host, or
-    python: object       # an interpreter, whose sitecustomize.py it is
-    format: object       # sitecustomize, shell or dotenv (default: by the file's name)
+    python: object       # an interpreter, whose sitecustomize.py (or .pth) it is
+    format: object       # sitecustomize, shell, dotenv or pth (default: by the file's name)
+    host_wide: object    # with python: may write a sitecustomize every python loads
     override: object     # replace a value the environment already has
     marker: object       # names the block between markers
 
 
 def env_file(ctx: Context, args: EnvFileArgs) -> ModuleResult:
     env = checked_env(as_mapping(args, "env"))
-    path = target_path(ctx, args)
-    if path is None:
-        return failed(f"cannot locate sitecustomize.py with {args['python']}")
-    style = str(args.get("format") or ("sitecustomize" if path.endswith(".py") else "shell"))
+    try:
+        path, note = target_path(ctx, args)
+    except Refused as exc:
+        return failed(str(exc))
+    style = str(args.get("format") or ("sitecustomize" if path.endswith(".py") else
+                                       "pth" if path.endswith(".pth") else "shell"))
     marker = as_str(args, "marker", "envsnap env")
     before = read_file(ctx, path)
     text = before.data.decode("utf-8", "surrogateescape")
@@ -62,6 +92,8 @@ def env_file(ctx: Context, args: EnvFileArgs) -> ModuleResult:
     result = install(ctx, path, replace_block(text, marker, block).encode("utf-8",
                                                                            "surrogateescape"))
     result.data["path"], result.data["env"] = path, env
+    if note and not result.failed:
+        result.msg += note
     return result
 
 
@@ -77,14 +109,49 @@ def checked_env(env: dict[str, object]) -> dict[str, str]:
     return {str(name): str(value) for name, value in env.items()}
 
 
-def target_path(ctx: Context, args: EnvFileArgs) -> str | None:
+def target_path(ctx: Context, args: EnvFileArgs) -> tuple[str, str]:
+    """(the file, a note said after the task's message); Refused where it is not written."""
     if args.get("path"):
-        return host_path(args, "path")
+        return host_path(args, "path"), ""
     if not args.get("python"):
         raise ArgError("env_file: give path, or python to find its sitecustomize.py")
-    found = ctx.sh(f"{shlex.quote(str(args['python']))} -c {shlex.quote(LOCATE)}")
-    location = last_line(found.stdout)
-    return location if found.exit_code == 0 and location.startswith("/") else None
+    python = str(args["python"])
+    found = ctx.sh(f"{shlex.quote(python)} -c {shlex.quote(LOCATE)}")
+    try:
+        where = json.loads(last_line(found.stdout)) if found.exit_code == 0 else None
+    except ValueError:
+        where = None
+    if not isinstance(where, dict):
+        raise Refused(f"cannot locate sitecustomize.py with {python}")
+    return choose(python, where, str(args.get("format") or ""), as_bool(args, "host_wide"))
+
+
+def choose(python: str, where: dict[str, object], style: str,
+           host_wide: bool) -> tuple[str, str]:
+    """The interpreter's own file; a host-wide one only as `host_wide` names it."""
+    purelib, loaded, real = str(where.get("purelib")), where.get("loaded"), where.get("real")
+    host_wide_words = f"host-wide: loaded by every python{where.get('version')} on this host"
+    pth = f"{purelib}/{PTH_NAME}"
+    if style == "pth":
+        if where.get("purelib_own") or host_wide:
+            return pth, ""
+        raise Refused(f"{pth} is not in a venv of {python}, {host_wide_words}; not written: "
+                      "host_wide: true writes it")
+    if isinstance(loaded, str) and where.get("own"):
+        return loaded, ""
+    if isinstance(loaded, str) and (where.get("shadows") or not where.get("purelib_own")):
+        shown = f"{loaded} (-> {real})" if real and real != loaded else loaded
+        if host_wide:
+            return str(real or loaded), f" ({host_wide_words}, as host_wide asked)"
+        raise Refused(f"{python}'s own sitecustomize.py would be shadowed by {shown}: it would "
+                      f"never run; not written; what works: format: pth (a startup line in "
+                      f"{pth}), usercustomize where the user site is on, or the server's env "
+                      f"through --serve; or host_wide: true writes {shown}, {host_wide_words}")
+    if where.get("purelib_own") or host_wide:
+        return f"{purelib}/sitecustomize.py", "" if where.get("purelib_own") else \
+            f" ({host_wide_words}, as host_wide asked)"
+    raise Refused(f"{purelib}/sitecustomize.py is not in a venv of {python}, {host_wide_words}; "
+                  "not written: host_wide: true writes it, or give the python of a venv")
 
 
 def render_block(style: str, env: dict[str, str], marker: str, override: bool) -> str:
@@ -96,6 +163,9 @@ def render_block(style: str, env: dict[str, str], marker: str, override: bool) -
         body = ["import os as _envsnap_os",
                 *(setter.format(name, value) for name, value in sorted(env.items())),
                 "del _envsnap_os"]
+    elif style == "pth":      # site.py runs a .pth line that starts with `import`
+        setter = "os.environ[{0!r}] = {1!r}" if override else "os.environ.setdefault({0!r}, {1!r})"
+        body = ["import os; " + setter.format(name, value) for name, value in sorted(env.items())]
     elif style == "shell":
         body = [f"export {name}={shlex.quote(value)}" for name, value in sorted(env.items())]
     else:
@@ -126,5 +196,5 @@ def replace_block(text: str, marker: str, block: str) -> str:
 
 
 MODULE = Module[EnvFileArgs](name="env_file", run=env_file, required=("env",),
-                optional=("path", "python", "format", "override", "marker"),
-                choices={"format": ("sitecustomize", "shell", "dotenv")})
+                optional=("path", "python", "format", "override", "marker", "host_wide"),
+                choices={"format": ("sitecustomize", "shell", "dotenv", "pth")})

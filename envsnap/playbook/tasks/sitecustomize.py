@@ -3,7 +3,9 @@
 The task over hostops.site (which says where it goes and why, and writes it through the
 write policy): it adds check mode, the diff, and the messages of a plan.
 
-    action: write      content, path (as recorded), backup (optional)
+    action: write      content, path (as recorded), backup (optional), host_wide (optional:
+                       may write a sitecustomize every python of the host loads, which a
+                       venv's own one would be shadowed by; hostops/site.py says where)
     action: put_back   source: a rollback puts back what an earlier restore saved there
 """
 from __future__ import annotations
@@ -11,7 +13,14 @@ from __future__ import annotations
 from typing import Callable, TypedDict
 
 from envsnap.hostops import site
-from envsnap.playbook.tasks.base import Context, Module, ModuleResult, as_str, failed
+from envsnap.playbook.tasks.base import (
+    Context,
+    Module,
+    ModuleResult,
+    as_bool,
+    as_str,
+    failed,
+)
 from envsnap.playbook.tasks.hostfile import unified_diff
 from envsnap.text import plural
 
@@ -25,13 +34,15 @@ class SiteArgs(_Required, total=False):
     path: object         # write: where it was recorded
     backup: object       # the restore's backup folder on the host
     source: object       # put_back: the backup folder of the restore being undone
+    host_wide: object    # write: a sitecustomize outside the python's venv may be written
 
 
 def write(ctx: Context, args: SiteArgs) -> ModuleResult:
     data = as_str(args, "content").encode("utf-8", "surrogateescape")
     backup = str(args["backup"]) if args.get("backup") else None
     try:
-        done = site.write(ctx, data, as_str(args, "path", ""), backup, dry=ctx.check)
+        done = site.write(ctx, data, as_str(args, "path", ""), backup, dry=ctx.check,
+                          host_wide=as_bool(args, "host_wide"))
     except site.SiteRefused as exc:
         return failed(str(exc))
     if done.before is None:
@@ -71,5 +82,5 @@ def run(ctx: Context, args: SiteArgs) -> ModuleResult:
 
 
 MODULE = Module[SiteArgs](name="sitecustomize", run=run, required=("action",),
-                optional=("content", "path", "backup", "source"),
+                optional=("content", "path", "backup", "source", "host_wide"),
                 choices={"action": tuple(ACTIONS)})

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from helpers.pythons import venv_with_own_sitecustomize
 
 from envsnap.hostops import files, site, treefile
 from envsnap.hostops.shell import HostShell, quote_path, upload
@@ -100,22 +100,50 @@ def test_a_plain_file_is_written_atomically_with_a_stamped_backup(shell: HostShe
 
 
 def test_sitecustomize_goes_only_where_the_python_reads_it() -> None:
-    found = treefile.SitePython(["/venv/lib/python3.12/site-packages"],
-                                "/usr/lib/python3.12/sitecustomize.py")
+    found = treefile.SitePython(["/venv/lib/python3.12/site-packages"], None,
+                                ["/venv/lib/python3.12/site-packages"], version="3.12")
     assert site.destination(found, "/venv/lib/python3.12/site-packages/sitecustomize.py") == \
         ("/venv/lib/python3.12/site-packages", "")
     folder, note = site.destination(found, "/home/ann/venv/site-packages/sitecustomize.py")
-    assert folder == "/usr/lib/python3.12" and "this python loads" in note
-    folder, note = site.destination(found, "/home/ann/.bashrc")
-    assert folder is None and "not written; restore it by hand" in note
-    assert site.folders(found) == ["/venv/lib/python3.12/site-packages", "/usr/lib/python3.12"]
+    assert folder == "/venv/lib/python3.12/site-packages" and "this python loads" in note
+    with pytest.raises(site.SiteRefused, match="not written; restore it by hand"):
+        site.destination(found, "/home/ann/.bashrc")
+    assert site.folders(found) == ["/venv/lib/python3.12/site-packages"]
+
+
+def test_a_host_wide_sitecustomize_is_written_only_when_named() -> None:
+    """Debian's: the stdlib one, a link into /etc, before the venv's site-packages."""
+    debian = treefile.SitePython(["/venv/lib/python3.12/site-packages"],
+                                 "/usr/lib/python3.12/sitecustomize.py",
+                                 ["/venv/lib/python3.12/site-packages"],
+                                 "/etc/python3.12/sitecustomize.py", False, "3.12", True)
+    with pytest.raises(site.SiteRefused, match=r"the venv's own .* would be shadowed by "
+                       r"/usr/lib/python3.12/sitecustomize.py \(-> /etc/python3.12/"
+                       r"sitecustomize.py\): it would never run; not written: ways that work: "
+                       r"a .pth startup line.*host-wide: loaded by every python3.12 on this host"):
+        site.destination(debian, "/venv/lib/python3.12/site-packages/sitecustomize.py")
+    with pytest.raises(site.SiteRefused, match="--host-wide writes it"):
+        site.destination(debian, "/usr/lib/python3.12/sitecustomize.py")
+    folder, note = site.destination(debian, "/usr/lib/python3.12/sitecustomize.py",
+                                    host_wide=True)
+    assert folder == "/etc/python3.12" and "host-wide: loaded by every python3.12" in note
+    # the same stdlib file after the venv's folder (a .pth put it first): the venv's runs
+    ordered = replace(debian, shadows_own=False)
+    assert site.destination(ordered, "/venv/lib/python3.12/site-packages/sitecustomize.py") \
+        == ("/venv/lib/python3.12/site-packages", "")
+    # a python that is no venv: all of it is host-wide
+    system = treefile.SitePython(["/usr/local/lib/python3.12/dist-packages"], None,
+                                 version="3.12")
+    with pytest.raises(site.SiteRefused, match=r"is not in a venv \(host-wide"):
+        site.destination(system, "/usr/local/lib/python3.12/dist-packages/sitecustomize.py")
 
 
 @pytest.fixture
 def venv(tmp_path: Path) -> Path:
-    """A python of its own, so its sitecustomize is this test's to write."""
+    """A python of its own, so its sitecustomize is this test's to write (and the one that
+    runs, on Debian's python too)."""
     folder = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
+    venv_with_own_sitecustomize(folder)
     return folder
 
 

@@ -1,14 +1,22 @@
 """Task modules (git, files, env_file, ...) called directly on `local`, without a playbook."""
 from __future__ import annotations
 
+import os
 import re
-import sys
+import subprocess
 from pathlib import Path
 
 import pytest
 from conftest import Cli
 from helpers.gitrepos import Story
 from helpers.paths import ROOT
+from helpers.pythons import (
+    make_venv,
+    shadowing_python,
+    site_packages,
+    stdlib_sitecustomize,
+    venv_with_own_sitecustomize,
+)
 
 from envsnap.errors import ArgError
 from envsnap.hostops.patch import find_hunk
@@ -122,12 +130,40 @@ def test_find_hunk_names_the_hunk_of_the_file() -> None:
 
 def test_env_file_finds_the_sitecustomize_that_loads(tmp_path: Path) -> None:
     module = MODULES["env_file"]
+    python = venv_with_own_sitecustomize(tmp_path / "venv")
     result = module.run(context(tmp_path, check=True), module.normalize(
-        {"python": sys.executable, "env": {"NCCL_PROTO": "LL"}}))
-    assert result.changed and result.data["path"].endswith("/sitecustomize.py")
+        {"python": str(python), "env": {"NCCL_PROTO": "LL"}}))
+    assert result.changed and result.data["path"] == str(site_packages(python) /
+                                                         "sitecustomize.py")
     with pytest.raises(ArgError, match="masked at capture"):
         module.run(context(tmp_path), {"path": str(tmp_path / "x.py"),
                                        "env": {"HF_TOKEN": "<redacted>"}})
+
+
+def test_env_file_never_writes_a_host_wide_sitecustomize_unasked(tmp_path: Path) -> None:
+    """A venv of Debian's python: the stdlib sitecustomize.py (a link into /etc) runs, every
+    python3.X of the host loads it, and the venv's own would be shadowed."""
+    module = MODULES["env_file"]
+    python = make_venv(tmp_path / "venv", shadowing_python())
+    stdlib = stdlib_sitecustomize(str(python))
+    before = Path(str(stdlib)).read_bytes()
+    args = module.normalize({"python": str(python), "env": {"NCCL_PROTO": "LL"}})
+    refused = module.run(context(tmp_path), args)
+    assert refused.failed and not refused.changed
+    assert f"{python}'s own sitecustomize.py would be shadowed by {stdlib} (-> " in refused.msg
+    assert "format: pth" in refused.msg and "host_wide: true writes" in refused.msg
+    assert "host-wide: loaded by every python3." in refused.msg
+    assert Path(str(stdlib)).read_bytes() == before
+    named = module.run(context(tmp_path, check=True), {**args, "host_wide": True})
+    assert named.changed and named.data["path"] == os.path.realpath(str(stdlib))
+    assert "host-wide: loaded by every python3." in named.msg
+    # the way that works on every python: a startup line in the venv's own .pth
+    done = module.run(context(tmp_path), module.normalize(
+        {"python": str(python), "env": {"NCCL_PROTO": "LL"}, "format": "pth"}))
+    assert done.changed and done.data["path"] == str(site_packages(python) / "envsnap-env.pth")
+    ran = subprocess.run([str(python), "-c", "import os; print(os.environ['NCCL_PROTO'])"],
+                         capture_output=True, text=True, check=True, env={"PATH": "/usr/bin"})
+    assert ran.stdout == "LL\n" and Path(str(stdlib)).read_bytes() == before
 
 
 def test_a_folder_in_the_way_is_not_overwritten(tmp_path: Path) -> None:
