@@ -41,7 +41,8 @@ def pick(request: pytest.FixtureRequest, over_ssh: bool) -> tuple[Cli, str]:
 
 
 def words(text: str) -> str:
-    """`show` wraps its rows at spaces: compare the words."""
+    """`show` wraps its rows at spaces, and `diff` its lines at 160 columns: compare the
+    words."""
     return " ".join(text.split())
 
 
@@ -53,7 +54,7 @@ def linked(path: str) -> str:
 def ok(result: subprocess.CompletedProcess[str], *codes: int) -> str:
     assert result.returncode in (0, *codes), result.stdout + result.stderr
     assert "Traceback" not in result.stdout + result.stderr
-    return result.stdout
+    return words(result.stdout)
 
 
 @contextmanager
@@ -120,8 +121,9 @@ def test_diff_says_first_that_the_sitecustomize_that_runs_moved(cli: Cli,
     ok(cli("capture", "local", "--label", "good", "--python", str(python)))
     (site_packages(python) / OWN_FIRST).unlink()
     ok(cli("capture", "local", "--label", "bad", "--python", str(python)))
-    said = ok(cli("diff", "good", "bad", "--section", "python_env"), 1)
-    summary = said.split("\n\n")[1]
+    result = cli("diff", "good", "bad", "--section", "python_env")
+    said = ok(result, 1)
+    summary = words(result.stdout.split("\n\n")[1])   # the verdict, before the rows
     assert summary.startswith(f"the sitecustomize that runs moved from {own} to "
                               f"{linked(stdlib)}; sitecustomize changed"), said
     assert f"venv sitecustomize.py no longer runs: it is now shadowed by {linked(stdlib)}" \

@@ -23,7 +23,9 @@ BOTH = pytest.mark.parametrize("over_ssh", [False, pytest.param(True, marks=pyte
                                ids=["local", "ssh"])
 # Commands that reach hosts without acting from a snapshot: they capture what is there.
 NOT_FROM_A_SNAPSHOT = {"capture": "records a host; takes no snapshot in",
-                       "bench": "records a host and its benchmark; takes no snapshot in"}
+                       "bench": "records a host and its benchmark; takes no snapshot in",
+                       "timeline": "reads a host's own evidence; of the store's snapshots it "
+                                   "reads times and values, and runs nothing they hold"}
 
 
 def where(request: pytest.FixtureRequest, over_ssh: bool) -> tuple[Cli, str]:
