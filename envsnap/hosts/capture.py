@@ -26,7 +26,7 @@ from envsnap.errors import EnvsnapError, ExitCode, HostError, UsageError
 from envsnap.hosts import payload
 from envsnap.hosts.inventory import Host
 from envsnap.hosts.labels import HOST, host_field, parse_template, shared_values
-from envsnap.hosts.payload import AgentConfig, AgentOutput, CollectConfig
+from envsnap.hosts.payload import AgentConfig, AgentOutput, CollectConfig, ControllerIdentity
 from envsnap.hosts.transport import Transport, open_transport
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.mask import masking_key
@@ -114,11 +114,25 @@ def agent_config(host: Host, options: CaptureOptions) -> CollectConfig:
         repos = [os.path.abspath(os.path.expanduser(repo)) for repo in repos]
     config: CollectConfig = {"repos": repos, "procs": host.list_var("procs"),
                              "timeout": options.collector_timeout}
+    identity = controller_identity()
+    if identity is not None:
+        config["controller"] = identity
     if options.max_patch_bytes is not None:
         config["max_patch_bytes"] = options.max_patch_bytes
     if options.history is not None:
         config["history_budget"] = options.history
     return config
+
+
+def controller_identity() -> ControllerIdentity | None:
+    """This process as an agent on this machine would know it (agent/env.py), or None
+    where /proc tells no boot id or pid namespace."""
+    try:
+        boot_id = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+    return {"pid": os.getpid(), "boot_id": boot_id, "pid_namespace": namespace}
 
 
 def run_agent(transport: Transport, host: Host, config: AgentConfig, timeout: float,
@@ -183,7 +197,8 @@ def snapshot_document(transport: Transport, host: Host, label: str,
 
 def recorded_config(host: Host, config: CollectConfig) -> dict[str, Any]:
     """What was asked (--repo, --proc, --python...), as the snapshot records it: masked."""
-    recorded: dict[str, Any] = redact_document({**config, "python": host.python,
+    asked = {key: value for key, value in config.items() if key != "controller"}
+    recorded: dict[str, Any] = redact_document({**asked, "python": host.python,
                                                 "hot_paths": host.list_var("hot_paths")})
     return recorded
 
