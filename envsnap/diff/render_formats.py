@@ -36,6 +36,8 @@ def as_json(report: DiffReport, full: bool = False) -> str:
         "a": report.a.as_json(), "b": report.b.as_json(),
         "same_host": report.same_host, "drift": report.drift, "verdict": verdict(report),
         "sections": report.sections, "volatile_included": report.include_volatile,
+        # left out by --section, and those of them that hold findings
+        "left_out": report.left_out, "left_out_differ": report.left_out_differ,
         "findings": [finding_json(f, full) for f in report.findings],
         "unchanged": report.unchanged, "notes": report.notes,
         # null unless both sides hold runs; {"compared": false, "reason": ...} when they ran

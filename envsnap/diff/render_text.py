@@ -52,11 +52,15 @@ class Block:
 
 # When the benchmark moved, "nothing else changed" would read as "nothing explains it": the
 # findings listed are the candidates, or, without any, envsnap's record does not hold the cause.
-CANDIDATES = "the benchmark moved; the findings above are the candidates"
+# The verdict stands above the findings in text and markdown and beside them in JSON: its
+# sentences point at them by name, never by place.
+CANDIDATES = "the benchmark moved; the findings listed are the candidates"
 UNEXPLAINED = ("the benchmark moved but no recorded fact explains it{same}: look at what "
                "envsnap does not record (other jobs on the GPUs or the network, the "
                "benchmark's input), at the readings (diff --all) and at the runs' GPU "
                "telemetry (envsnap report)")
+# With --section, what was not compared may hold the cause: say where to look instead.
+UNEXPLAINED_HERE = "the benchmark moved but nothing in {compared} explains it{same}"
 
 
 def verdict(report: DiffReport) -> str:
@@ -69,8 +73,27 @@ def verdict_lines(report: DiffReport) -> list[str]:
     return lines + [environment_verdict(report)]
 
 
+def names_text(names: list[str]) -> str:
+    return ", ".join(names[:-1]) + (" and " if len(names) > 1 else "") + names[-1]
+
+
+def left_out_text(report: DiffReport) -> str:
+    """Which sections --section left out, and which of them differ."""
+    differ = report.left_out_differ
+    same = [name for name in report.left_out if name not in differ]
+    parts = []
+    if differ:
+        parts.append(f"{names_text(differ)}, which {'differs' if len(differ) == 1 else 'differ'}"
+                     " (diff without --section shows how)")
+    if same:
+        parts.append(f"{names_text(same)}, the same in both")
+    return "left out by --section: " + "; ".join(parts)
+
+
 def environment_verdict(report: DiffReport) -> str:
     moved = report.benchmark is not None and report.benchmark.moved
+    # Every claim is about the sections compared: "in git, env" when --section chose them.
+    scope = f" in {names_text(report.sections)}" if report.left_out and report.sections else ""
     parts = []
     if not report.same_host:
         parts.append(f"different hosts: {report.a.label} is {report.a.name}, {report.b.label} "
@@ -83,17 +106,23 @@ def environment_verdict(report: DiffReport) -> str:
         if moved:
             parts.append(CANDIDATES)
     elif important:
-        parts.append(CANDIDATES if moved else "nothing else that affects performance changed")
+        parts.append(CANDIDATES if moved else
+                     f"nothing else{scope} that affects performance changed")
+    elif moved and report.left_out_differ:
+        same = "" if report.findings else " (every fact compared is the same)"
+        parts.append(UNEXPLAINED_HERE.format(compared=names_text(report.sections), same=same))
     elif moved:
         same = "" if report.findings else " (every compared fact is the same)"
         parts.append(UNEXPLAINED.format(same=same))
     elif report.findings:
-        parts.append("nothing that affects performance changed")
+        parts.append(f"nothing{scope} that affects performance changed")
     else:
         leftout = "" if report.include_volatile else " (volatile readings left out: --all)"
-        parts.append(f"no drift: every compared fact is the same{leftout}")
+        parts.append(f"no drift{scope}: every compared fact is the same{leftout}")
     if minor:
-        parts.append(f"{plural(minor, 'minor change')} listed below")
+        parts.append(f"{plural(minor, 'minor change')} listed")
+    if report.left_out:
+        parts.append(left_out_text(report))
     parts += report.notes
     return "; ".join(parts) + "."
 

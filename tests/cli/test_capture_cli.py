@@ -7,6 +7,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -158,7 +159,7 @@ def test_envsnap_own_processes_are_never_workers(request: pytest.FixtureRequest,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         while not children_of(other.pid):   # the shell has started envsnap
-            pass
+            time.sleep(0.01)
         result = cli_process("capture", host, "--label", "own", "--proc", WORKER_TAG,
                              "--proc", "bench local")
     finally:

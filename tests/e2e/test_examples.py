@@ -51,7 +51,7 @@ def test_the_diff_names_the_pull_and_0be30d4_first(cli: Cli) -> None:
                         "5 vs 5 runs)"
     assert verdict == ("code moved: 9 commits pulled into /root/sglang (pull origin main: "
                        "Fast-forward), 1 touches the NCCL path (0be30d4 Fix PCG MoE Error); "
-                       "the benchmark moved; the findings above are the candidates.")
+                       "the benchmark moved; the findings listed are the candidates.")
     report = json.loads(cli("diff", str(GOOD), str(BAD), "--json", "--all").stdout)
     first = report["findings"][0]
     assert first["path"] == ["repos", "/root/sglang", "head"] and first["rank"] > 90

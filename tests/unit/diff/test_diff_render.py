@@ -40,7 +40,7 @@ def test_verdict_lists_a_few_and_counts_the_rest() -> None:
     report = diff(GOOD, edited(GOOD, many_changes))
     verdict = render.verdict(report)
     assert verdict.count(" in the shell ") == render.VERDICT_ITEMS
-    assert verdict.endswith("; 1 more that may affect performance; 1 minor change listed below.")
+    assert verdict.endswith("; 1 more that may affect performance; 1 minor change listed.")
 
 
 def test_human_is_plain_unless_colour_is_asked_for() -> None:
@@ -71,11 +71,12 @@ def test_json_envelope_summarises_unless_all() -> None:
     full = json.loads(render_formats.as_json(report, full=True))
     text = full["findings"][0]["after"]["patch"]["text"]
     assert "+```y" in text and "KcmZQz" not in text
-    # still version 1: keys are only ever added (benchmark, regression: issue 14)
+    # still version 1: keys are only ever added (benchmark, regression: issue 14; left_out,
+    # left_out_differ: issue 24)
     assert summary["envsnap_diff"] == 1
     assert set(summary) == {"envsnap_diff", "a", "b", "same_host", "drift", "verdict",
                             "sections", "volatile_included", "findings", "unchanged", "notes",
-                            "benchmark", "regression"}
+                            "benchmark", "regression", "left_out", "left_out_differ"}
     assert summary["benchmark"] is None and summary["regression"] is False   # no runs here
     assert set(summary["findings"][0]) == {"section", "path", "where", "kind", "rank", "why",
                                            "before", "after", "volatile", "detail"}
