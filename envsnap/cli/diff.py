@@ -42,8 +42,8 @@ def register(commands: Commands) -> None:
     form.add_argument("--markdown", action="store_true",
                       help="markdown for an issue (default: text for a person)")
     dif.add_argument("--all", action="store_true",
-                     help="include volatile readings, and long parts (patches) in full "
-                          "(default: leave them out, long parts shortened)")
+                     help="include volatile readings, long parts (patches) and values in full "
+                          "(default: leave them out, long parts and values shortened)")
     dif.add_argument("--section", metavar="NAMES",
                      help="only these sections, comma-separated, e.g. git,env (default: all)")
     dif.add_argument("--fleet", nargs="+", metavar="FILE",
@@ -102,7 +102,7 @@ def diff_fleet(args: argparse.Namespace, store: Store, sections: tuple[str, ...]
         raise UsageError("--fleet needs at least two snapshots")
     report = fleet(store.load_all(sources), sources, sections)
     sys.stdout.write(fleet_json(report) if args.json else fleet_markdown(report)
-                     if args.markdown else fleet_human(report, color))
+                     if args.markdown else fleet_human(report, color, args.all))
     if args.fail_on == REGRESSION:
         if report.benchmark is None or report.benchmark.different:
             warn_nothing_to_regress("the hosts do not hold runs of one benchmark")

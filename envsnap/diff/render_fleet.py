@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from envsnap.diff.findings import Finding, git_move, short
+from envsnap.diff.findings import ABSENT_TEXT, Finding, cut_pair, git_move, whole
 from envsnap.diff.fleet import ABSENT, Disagreement, FleetReport
 from envsnap.diff.render_text import git_blocks, paint, rank_colour
 from envsnap.text import dump_json, markdown_cell, markdown_code, plural
@@ -12,16 +12,23 @@ from envsnap.text import dump_json, markdown_cell, markdown_code, plural
 FLEET_FORMAT = 1
 
 
-def fleet_value(value: Any) -> str:
-    return "(absent)" if value is ABSENT else short(value)
+VALUE_WIDTH = 40
+
+
+def fleet_value(value: Any, against: Any, width: int | None = VALUE_WIDTH) -> str:
+    """A host's value, cut where it differs from `against` (the majority's, or the first
+    other host's for the majority), whole with width None (--all, --markdown)."""
+    text, other = (ABSENT_TEXT if v is ABSENT else whole(v) for v in (value, against))
+    return text if width is None else cut_pair(text, other, width)[0]
 
 
 def hosts_text(hosts: list[str], limit: int = 6) -> str:
     return ", ".join(hosts[:limit]) + (f" +{len(hosts) - limit}" if len(hosts) > limit else "")
 
 
-def others_text(d: Disagreement) -> str:
-    return "; ".join(f"{hosts_text(hosts)}: {fleet_value(value)}" for value, hosts in d.others)
+def others_text(d: Disagreement, width: int | None = VALUE_WIDTH) -> str:
+    return "; ".join(f"{hosts_text(hosts)}: {fleet_value(value, d.majority, width)}"
+                     for value, hosts in d.others)
 
 
 def fleet_summary(report: FleetReport) -> str:
@@ -37,12 +44,13 @@ def fleet_summary(report: FleetReport) -> str:
     return head + found + missing + "."
 
 
-def majority_text(d: Disagreement) -> str:
+def majority_text(d: Disagreement, width: int | None = VALUE_WIDTH) -> str:
     """"majority 6.1 (30 of 32)"; in a tie, which hosts have the first value: no value
     stands for the fleet, so none is shown without its hosts."""
+    value = fleet_value(d.majority, d.others[0][0] if d.others else d.majority, width)
     if d.tie:
-        return f"no majority: {hosts_text(d.majority_hosts)}: {fleet_value(d.majority)}"
-    return f"majority {fleet_value(d.majority)} ({len(d.majority_hosts)} of {d.total})"
+        return f"no majority: {hosts_text(d.majority_hosts)}: {value}"
+    return f"majority {value} ({len(d.majority_hosts)} of {d.total})"
 
 
 def benchmark_lines(report: FleetReport) -> list[str]:
@@ -50,12 +58,15 @@ def benchmark_lines(report: FleetReport) -> list[str]:
     return report.benchmark.lines() if report.benchmark else []
 
 
-def fleet_human(report: FleetReport, color: bool = False) -> str:
+def fleet_human(report: FleetReport, color: bool = False, full: bool = False) -> str:
+    """With `full` (--all), values whole."""
+    width = None if full else VALUE_WIDTH
     out = benchmark_lines(report) + [fleet_summary(report), ""]
     for d in report.disagreements:
         where = Finding(d.section, d.path, None, None).where or "(section)"
         rank = paint(f"{d.rank:>3}", rank_colour(d.rank), color)
-        out.append(f"  {rank} {d.section} {where}: {majority_text(d)}; {others_text(d)}")
+        out.append(f"  {rank} {d.section} {where}: {majority_text(d, width)}; "
+                   f"{others_text(d, width)}")
         out.append(f"      {d.why}")
         move = git_move(d.detail)
         if move is not None:  # a node on another commit: the commits, as the pairwise diff lists
@@ -89,7 +100,8 @@ def fleet_markdown(report: FleetReport) -> str:
                 "|---:|---|---|---|---|---|"]
         out += [f"| {d.rank} | {d.section} | "
                 f"{markdown_code(Finding(d.section, d.path, None, None).where)} | "
-                f"{markdown_cell(majority_text(d))} | {markdown_cell(others_text(d))} | "
+                f"{markdown_cell(majority_text(d, None))} | "
+                f"{markdown_cell(others_text(d, None))} | "
                 f"{markdown_cell(d.why)} |" for d in report.disagreements]
     out += [f"- not captured: {s} on {h} ({e})" for s, h, e in report.not_captured]
     return "\n".join(out).rstrip("\n") + "\n"

@@ -70,7 +70,7 @@ def markdown(report: DiffReport, full: bool = False) -> str:
     if report.findings:
         out += ["| rank | section | path | change | why |", "|---:|---|---|---|---|"]
         out += [f"| {f.rank} | {f.section} | {markdown_code(f.where or '(section)')} | "
-                f"{markdown_cell(change_text(f, 30))} | {markdown_cell(f.why)} |"
+                f"{markdown_cell(change_text(f, None))} | {markdown_cell(f.why)} |"
                 for f in report.findings]
         out.append("")
     for f in report.findings:

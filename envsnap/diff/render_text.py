@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from envsnap.diff import patch_summary
 from envsnap.diff.compare import DiffReport
 from envsnap.diff.findings import (
+    ABSENT_TEXT,
     ADDED,
     MISSING,
     NOT_CAPTURED,
@@ -20,10 +21,13 @@ from envsnap.diff.findings import (
     Finding,
     GitMove,
     MovedCommit,
+    change,
+    cut,
     git_move,
     human_bytes,
     path_text,
     short,
+    whole,
 )
 from envsnap.diff.rules import PERFORMANCE
 from envsnap.text import plural
@@ -129,16 +133,16 @@ def environment_verdict(report: DiffReport) -> str:
 
 # ---- one finding ----------------------------------------------------------------------------
 
-def change_text(f: Finding, width: int = 40) -> str:
+def change_text(f: Finding, width: int | None = 40) -> str:
+    """"before -> after" for every kind, a side without a value as "(absent)"; values cut
+    where they differ to `width`, whole with None (--all, --markdown)."""
     if f.kind == NOT_CAPTURED:
         return "not captured"
-    if f.kind == ADDED:
-        return f"+ {short(f.after, width)}"
-    if f.kind == REMOVED:
-        return f"- {short(f.before, width)}"
-    if f.kind == MISSING:
-        return f"missing (shell: {short(f.before, width)})"
-    return f"{short(f.before, width)} -> {short(f.after, width)}"
+    if f.kind == MISSING:   # nothing to compare the worker with: the shell's value beside it
+        shell = whole(f.before) if width is None else cut(whole(f.before), width)
+        return f"{ABSENT_TEXT} (shell: {shell})"
+    return change(None if f.kind == ADDED else f.before, None if f.kind == REMOVED else f.after,
+                  width)
 
 
 def blocks(f: Finding, names: tuple[str, str], full: bool) -> list[Block]:
@@ -317,7 +321,7 @@ def human(report: DiffReport, color: bool = False, full: bool = False) -> str:
             rank = paint(f"{f.rank:>3}", rank_colour(f.rank), color)
             volatile = " (reading)" if f.volatile else ""
             out.append(f"  {rank} {f.section:<{section_w}} {where:<{where_w}}  "
-                       f"{change_text(f)}{volatile}")
+                       f"{change_text(f, None if full else 40)}{volatile}")
             if not restates_the_row(f):
                 out.append(f"{indent}{f.why}")
             for block in blocks(f, names, full):

@@ -20,6 +20,7 @@ from envsnap.diff.findings import (
     GitMove,
     MovedCommit,
     Rating,
+    change,
     git_move,
     human_bytes,
     path_text,
@@ -69,7 +70,7 @@ def moved(f: Finding, what: str) -> str:
         return f"{what} added: {short(f.after)}"
     if f.kind == REMOVED:
         return f"{what} removed (was {short(f.before)})"
-    return f"{what} {short(f.before)} -> {short(f.after)}"
+    return f"{what} {change(f.before, f.after)}"
 
 
 # ---- capture problems and code --------------------------------------------------------------
@@ -277,7 +278,7 @@ def worker_env(f: Finding, ctx: Context) -> Rating | None:
         return Rating(rank, f"{name}={short(f.before)} missing in {worker}{still}")
     if f.kind == ADDED:
         return Rating(rank, f"{name}={short(f.after)} new in {worker}")
-    return Rating(rank, f"{name} {short(f.before)} -> {short(f.after)} in {worker}")
+    return Rating(rank, f"{name} {change(f.before, f.after)} in {worker}")
 
 
 def shell_env(f: Finding, ctx: Context) -> Rating | None:
@@ -293,7 +294,7 @@ def startup_code(f: Finding, ctx: Context) -> Rating | None:
     what = f.path[1] if f.path[0] == "customize" and len(f.path) > 1 else \
         f"startup .pth {f.path[1] if len(f.path) > 1 else ''}".strip()
     return Rating(STARTUP_CODE, f"{what} changed: it runs in every python process and can "
-                                f"set NCCL/CUDA env ({short(f.before)} -> {short(f.after)})")
+                                f"set NCCL/CUDA env ({change(f.before, f.after)})")
 
 
 # ---- versions and hardware ------------------------------------------------------------------

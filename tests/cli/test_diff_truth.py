@@ -63,3 +63,43 @@ def test_a_section_verdict_with_findings_names_what_it_left_out(pulled: Cli) -> 
                             "env, the same in both.")
     everything = verdict_of(pulled("diff", "good", "bad").stdout)
     assert "left out" not in everything and "findings above" not in everything
+
+
+# ---- a cut value shows where the two differ -------------------------------------------------
+
+TOPOLOGIES = "/opt/cluster/config/nccl/topologies/"
+GOOD_TOPO = TOPOLOGIES + "h200-nvl8-ib-rail-optimised.xml"
+BAD_TOPO = TOPOLOGIES + "h100-sxm5-ib-rail-optimised.xml"
+
+
+def capture(cli: Cli, label: str, **env: str) -> Path:
+    cli.env.update(env)
+    result = cli("capture", "local", "--label", label)
+    assert result.returncode == 0, result.stderr
+    return Path(cli.env["ENVSNAP_STORE"]) / f"{label}.yaml"
+
+
+def row(stdout: str, where: str) -> str:
+    return next(line for line in stdout.splitlines() if where in line)
+
+
+def test_a_cut_value_shows_where_the_two_differ(cli: Cli) -> None:
+    capture(cli, "good", NCCL_TOPO_FILE=GOOD_TOPO)
+    capture(cli, "bad", NCCL_TOPO_FILE=BAD_TOPO)
+    line = row(cli("diff", "good", "bad").stdout, "shell.NCCL_TOPO_FILE")
+    assert line.endswith("...logies/h200-nvl8-ib-rail... -> ...logies/h100-sxm5-ib-rail...")
+    for form in ("--all", "--markdown"):
+        assert f"{GOOD_TOPO} -> {BAD_TOPO}" in row(cli("diff", "good", "bad", form).stdout,
+                                                   "shell.NCCL_TOPO_FILE")
+
+
+def test_a_fleet_shows_where_a_long_value_differs(cli: Cli) -> None:
+    path = cli.env["PATH"]
+    files = [str(capture(cli, f"n{n}", PATH=f"/opt/sites/cluster-a/toolchains/{tool}/bin:"
+                                            f"{path}"))
+             for n, tool in enumerate(("cuda-12.8", "cuda-12.8", "cuda-12.4"))]
+    line = row(cli("diff", "--fleet", *files).stdout, "shell.PATH")
+    assert "majority ...cuda-12.8/bin:" in line and "... (2 of 3)" in line
+    assert "n2: ...cuda-12.4/bin:" in line
+    markdown = row(cli("diff", "--fleet", *files, "--markdown").stdout, "shell.PATH")
+    assert f"/opt/sites/cluster-a/toolchains/cuda-12.4/bin:{path}" in markdown
