@@ -37,6 +37,8 @@ from envsnap.snapshot.document import (
     cuda_nccl,
     env,
     git,
+    held_checkouts,
+    held_text,
     hostname,
     nvidia,
     section,
@@ -126,6 +128,9 @@ def diff(a: Snapshot, b: Snapshot, options: DiffOptions | None = None,
     raw: list[Finding] = []
     for name in sections:
         raw += compare_section(name, a, b, options, patterns, notes)
+    if "git" in sections:   # a checkout envsnap held at capture: its state is not the user's
+        notes += [f"{side.label}: {held_text(path, held)}" for side, document in
+                  ((side_a, a), (side_b, b)) for path, held in held_checkouts(document).items()]
     context = rules.Context(names=(side_a.label, side_b.label), same_host=same_host,
                             shell_after=env(b).get("shell", {}),
                             gpus_after=nvidia(b).get("gpus", {}))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -114,9 +115,7 @@ def agent_config(host: Host, options: CaptureOptions) -> CollectConfig:
         repos = [os.path.abspath(os.path.expanduser(repo)) for repo in repos]
     config: CollectConfig = {"repos": repos, "procs": host.list_var("procs"),
                              "timeout": options.collector_timeout}
-    identity = controller_identity()
-    if identity is not None:
-        config["controller"] = identity
+    config["controller"] = controller_identity()
     if options.max_patch_bytes is not None:
         config["max_patch_bytes"] = options.max_patch_bytes
     if options.history is not None:
@@ -124,15 +123,16 @@ def agent_config(host: Host, options: CaptureOptions) -> CollectConfig:
     return config
 
 
-def controller_identity() -> ControllerIdentity | None:
-    """This process as an agent on this machine would know it (agent/env.py), or None
-    where /proc tells no boot id or pid namespace."""
+def controller_identity() -> ControllerIdentity:
+    """This process as an agent on this machine would know it (agent/env.py, gitlock.py);
+    boot id and pid namespace "" where /proc does not tell them."""
     try:
         boot_id = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
         namespace = os.readlink("/proc/self/ns/pid")
     except OSError:
-        return None
-    return {"pid": os.getpid(), "boot_id": boot_id, "pid_namespace": namespace}
+        boot_id = namespace = ""
+    return {"pid": os.getpid(), "hostname": socket.gethostname(), "boot_id": boot_id,
+            "pid_namespace": namespace}
 
 
 def run_agent(transport: Transport, host: Host, config: AgentConfig, timeout: float,
