@@ -4,9 +4,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from helpers.diffdata import H200_BUS, edited, h200
 
-from envsnap.diff import patch_summary, render_formats
+from envsnap.diff import findings, patch_summary, render_formats
 from envsnap.diff import render_text as render
 from envsnap.diff.compare import DiffOptions, diff
 
@@ -155,3 +156,18 @@ def test_a_changed_patch_names_the_files_whose_hunks_moved() -> None:
     assert patch_summary.file_changes({"text": new, "sha256": "", "bytes": 1},
                                 {"text": old, "sha256": "", "bytes": 1}) == {
         "changed": ["b.py"], "added": [], "removed": ["c"]}
+
+
+@pytest.mark.parametrize(("before", "after", "shown"), [
+    ("LL", "Simple", "LL -> Simple"),                      # short: whole
+    (None, "LL", "(absent) -> LL"),
+    ("/opt/a/" + "x" * 60 + "/one.xml", "/opt/a/" + "x" * 60 + "/two.xml",
+     "...xxxxxxx/one.xml -> ...xxxxxxx/two.xml"),         # the differing end kept
+    ("p" * 50 + "A" + "s" * 50, "p" * 50 + "B" + "s" * 50,
+     "...ppppppppAssssssss... -> ...ppppppppBssssssss..."),  # both ends elided
+    ("a" * 100, "b" * 100, "a" * 37 + "... -> " + "b" * 37 + "..."),   # all different
+])
+def test_a_cut_value_shows_where_the_two_differ(before: str | None, after: str,
+                                                shown: str) -> None:
+    assert findings.change(before, after) == shown
+    assert findings.change(before, after, None) == f"{findings.whole(before)} -> {after}"
