@@ -96,8 +96,8 @@ class DiffReport:
     # Both sides' benchmark runs compared (None unless both hold runs): no fact, never drift,
     # but what a reader came for, so every rendering leads with it.
     benchmark: Benchmark | None = None
-    # Sections either snapshot holds that --section left out, and those of them whose facts
-    # differ: a verdict speaks only of what it compared, and names the rest.
+    # Sections either snapshot holds that --section left out, and those of them a comparison
+    # would find something in: a verdict speaks only of what it compared, and names the rest.
     left_out: list[str] = field(default_factory=list)
     left_out_differ: list[str] = field(default_factory=list)
 

@@ -63,7 +63,8 @@ UNEXPLAINED = ("the benchmark moved but no recorded fact explains it{same}: look
                "envsnap does not record (other jobs on the GPUs or the network, the "
                "benchmark's input), at the readings (diff --all) and at the runs' GPU "
                "telemetry (envsnap report)")
-# With --section, what was not compared may hold the cause: say where to look instead.
+# With --section, a section left out may hold the cause (left_out_text names it): "no recorded
+# fact" would be false, so the claim stays within the sections compared.
 UNEXPLAINED_HERE = "the benchmark moved but nothing in {compared} explains it{same}"
 
 
@@ -96,7 +97,7 @@ def left_out_text(report: DiffReport) -> str:
 
 def environment_verdict(report: DiffReport) -> str:
     moved = report.benchmark is not None and report.benchmark.moved
-    # Every claim is about the sections compared: "in git, env" when --section chose them.
+    # Every claim is about the sections compared: "in git and env" when --section chose them.
     scope = f" in {names_text(report.sections)}" if report.left_out and report.sections else ""
     parts = []
     if not report.same_host:
@@ -113,7 +114,7 @@ def environment_verdict(report: DiffReport) -> str:
         parts.append(CANDIDATES if moved else
                      f"nothing else{scope} that affects performance changed")
     elif moved and report.left_out_differ:
-        same = "" if report.findings else " (every fact compared is the same)"
+        same = "" if report.findings else " (every compared fact is the same)"
         parts.append(UNEXPLAINED_HERE.format(compared=names_text(report.sections), same=same))
     elif moved:
         same = "" if report.findings else " (every compared fact is the same)"
