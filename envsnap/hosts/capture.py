@@ -68,6 +68,7 @@ class Outcome:
     label: str
     path: Path | None = None
     problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)   # checkouts an envsnap held: not problems
     error: str | None = None
     exit_code: int = ExitCode.HOST     # of the error: ExitCode.USAGE for a label saved meanwhile
     seconds: float = 0.0
@@ -225,6 +226,8 @@ def capture_host(host: Host, label: str, store: Store, options: CaptureOptions) 
             saved = save_snapshot(store, snapshot_document(transport, host, label, options),
                                   label, replace=options.force)
             outcome.path, outcome.problems = saved.path, saved.problems
+            outcome.notes = [snapshot.held_text(path, held) for path, held
+                             in sorted(snapshot.held_checkouts(saved.document).items())]
         except EnvsnapError as exc:
             outcome.error = str(exc)
             outcome.exit_code = exc.exit_code

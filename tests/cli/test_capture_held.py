@@ -44,11 +44,14 @@ def test_a_capture_during_bisect_says_the_state_is_envsnaps(
         wait_for("the bisect's lock", lambda: any(
             (lock / "owner").exists() for lock in locks.glob("*.lock")))
         wait_for("the bisect to move HEAD", lambda: history.repo.head() == history.good)
-        history.capture(cli, "during", host)
+        during = cli("capture", host, "--label", "during", "--repo", str(history.repo.path))
     finally:
         bisect.send_signal(signal.SIGINT)   # bisect puts the checkout back as it found it
         bisect.wait(timeout=120)
     assert history.repo.head() == history.shas[-1]   # put back: nothing of the user's moved
+    assert during.returncode == 0, during.stderr   # a note, not a failed capture
+    assert f"note: {host}: {history.repo.path} was held by envsnap (pid {bisect.pid} on " \
+        in during.stderr
     repo = json.loads(cli("show", "during", "--json").stdout)["facts"]["git"]["repos"][
         str(history.repo.path)]
     held = repo["held_by"]
