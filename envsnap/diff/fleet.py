@@ -85,6 +85,7 @@ class FleetReport:
     not_captured: list[tuple[str, str, str]]  # (section, host, error)
     # each host's benchmark runs against the others' (None unless two hosts hold runs)
     benchmark: FleetBenchmark | None = None
+    left_out: list[str] = field(default_factory=list)   # sections --section did not compare
 
     @property
     def drift(self) -> bool:
@@ -143,8 +144,8 @@ def is_label(store: Store, name: str) -> bool:
 def fleet(documents: list[Snapshot], sources: list[str],
           sections: tuple[str, ...] = ()) -> FleetReport:
     hosts = host_names(documents, sources)
-    names = [n for n in sorted({name for d in documents for name in section_names(d)})
-             if not sections or n in sections]
+    present = sorted({name for d in documents for name in section_names(d)})
+    names = [n for n in present if not sections or n in sections]
     unknown = [n for n in sections if not any(has_section(d, n) for d in documents)]
     if unknown:
         raise UsageError(f"unknown section {', '.join(unknown)}")
@@ -165,7 +166,7 @@ def fleet(documents: list[Snapshot], sources: list[str],
 
             found += section_disagreements(name, captured)
     return FleetReport(hosts, sorted(found, key=lambda d: -d.rank), missing,
-                       fleet_benchmark(documents, hosts))
+                       fleet_benchmark(documents, hosts), [n for n in present if n not in names])
 
 
 # ---- one section ----------------------------------------------------------------------------

@@ -34,14 +34,17 @@ def others_text(d: Disagreement, width: int | None = VALUE_WIDTH) -> str:
 def fleet_summary(report: FleetReport) -> str:
     count = len(report.disagreements)
     head = f"fleet of {len(report.hosts)} snapshots: "
+    # --section: the claim is about the sections compared; those left out are named
+    left_out = f" (left out by --section: {', '.join(report.left_out)})" \
+        if report.left_out else ""
     if not report.drift:
-        return head + "every compared fact agrees."
+        return head + f"every compared fact agrees{left_out}."
     against = (f"between {' and '.join(report.hosts)}" if len(report.hosts) == 2
                else "from the majority")   # two hosts have no majority: name them both
     found = f"{count} fact{'s differ' if count != 1 else ' differs'} {against}"
     missing = f"; {plural(len(report.not_captured), 'section')} not captured" \
         if report.not_captured else ""
-    return head + found + missing + "."
+    return head + found + missing + left_out + "."
 
 
 def majority_text(d: Disagreement, width: int | None = VALUE_WIDTH) -> str:
@@ -79,11 +82,13 @@ def fleet_human(report: FleetReport, color: bool = False, full: bool = False) ->
 
 
 def fleet_json(report: FleetReport) -> str:
-    # `benchmark` and `regression` were added within version 1: keys are added, never changed
+    # `benchmark`, `regression` and `left_out` were added within version 1: keys are added,
+    # never changed
     return dump_json({"envsnap_fleet": FLEET_FORMAT, "hosts": report.hosts, "drift": report.drift,
                      "benchmark": report.benchmark.as_json() if report.benchmark else None,
                      "regression": report.regression,
                      "disagreements": [d.as_json() for d in report.disagreements],
+                     "left_out": report.left_out,
                      "not_captured": [{"section": s, "host": h, "error": e}
                                       for s, h, e in report.not_captured]})
 

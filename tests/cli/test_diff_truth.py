@@ -103,3 +103,12 @@ def test_a_fleet_shows_where_a_long_value_differs(cli: Cli) -> None:
     assert "n2: ...cuda-12.4/bin:" in line
     markdown = row(cli("diff", "--fleet", *files, "--markdown").stdout, "shell.PATH")
     assert f"/opt/sites/cluster-a/toolchains/cuda-12.4/bin:{path}" in markdown
+
+
+def test_a_fleet_section_summary_names_what_it_left_out(cli: Cli) -> None:
+    files = [str(capture(cli, f"n{n}")) for n in range(2)]
+    summary = cli("diff", "--fleet", *files, "--section", "nvidia").stdout.splitlines()[0]
+    assert summary == ("fleet of 2 snapshots: every compared fact agrees (left out by "
+                       "--section: cuda_nccl, env, git, python_env, system).")
+    shown = json.loads(cli("diff", "--fleet", *files, "--section", "nvidia", "--json").stdout)
+    assert shown["left_out"] == ["cuda_nccl", "env", "git", "python_env", "system"]
