@@ -7,6 +7,15 @@ descendants (multiprocessing workers often carry a command line that matches not
 
 /proc/PID/environ holds the environment the process was exec'd with; a later os.environ change
 inside it (a sitecustomize, say) shows only in the children it starts afterwards.
+
+envsnap's own processes are never workers, whatever the pattern (a controller's command line
+holds the --proc pattern it was given): the agent and its ancestors; the controller and its
+ancestors, when it runs on this host (the controller names itself in the config: pid, boot id
+and pid namespace, so a pid of another machine or container is never taken for it); and any
+other envsnap command or agent on the host, with the parents that only run it (a `sh -c` or
+`timeout` whose command line names envsnap). They are known by their command line, not by a
+variable in their environment: such a variable would pass on to the workloads envsnap bench
+and bisect start, and those are real workers.
 """
 from __future__ import annotations
 
@@ -42,7 +51,8 @@ def collect(config: Dict[str, Any]) -> Dict[str, Any]:
     prefixes = tuple(config.get("env_prefixes") or DEFAULT_PREFIXES)
     selector: Selector = (prefixes, DEFAULT_NAMES)
     patterns = [str(p) for p in config.get("procs") or []]
-    processes, omitted = find_processes(patterns, selector) if patterns else ({}, 0)
+    processes, omitted = (find_processes(patterns, selector, config.get("controller"))
+                          if patterns else ({}, 0))
     facts = {
         "shell": select_env(os.environ, selector),
         "processes": processes,
@@ -183,13 +193,71 @@ class ProcTable:
         return tree
 
 
-def select_processes(table: ProcTable, matchers: List[Matcher]) -> Dict[int, str]:
-    """{pid: why it was taken}: a pattern match, or the descendant of a matched process.
+PYTHON_VALUED_OPTIONS = ("-X", "-W")   # python options whose value is the next argument
 
-    The agent and its ancestors are left out: with a local capture through a shell, the
-    controller's own command line holds the --proc pattern.
-    """
-    skip = table.ancestors(os.getpid()) | {os.getpid(), os.getppid()}
+
+def program_script(argv: List[str]) -> str:
+    """The script a python command line runs ("-m NAME" as NAME), or "" for none."""
+    words = iter(argv[1:])
+    for word in words:
+        if word == "-m":
+            return next(words, "")
+        if word == "-c":   # a program given as text: no script
+            return ""
+        if word in PYTHON_VALUED_OPTIONS:
+            next(words, "")
+        elif not word.startswith("-"):
+            return word
+    return ""
+
+
+def is_envsnap_command(argv: List[str]) -> bool:
+    """An envsnap CLI (`envsnap ...`, `python .../bin/envsnap ...`, `python -m envsnap`) or
+    agent (`python ~/.cache/envsnap/agent-<hash> ...`, hosts/payload.py) command line."""
+    program = os.path.basename(argv[0]) if argv else ""
+    if program == "envsnap":
+        return True
+    if not program.startswith("python"):
+        return False
+    script = program_script(argv)
+    name = os.path.basename(script.rstrip("/"))
+    return (script.split(".")[0] == "envsnap" or name == "envsnap"
+            or (name.startswith("agent-")
+                and os.path.basename(os.path.dirname(script.rstrip("/"))) == "envsnap"))
+
+
+def controller_pid(controller: Optional[Mapping[str, Any]]) -> Optional[int]:
+    """The controller's pid when it runs on this machine and in this pid namespace."""
+    if not controller:
+        return None
+    here = (read_text("/proc/sys/kernel/random/boot_id") or "").strip(), read_link(
+        "/proc/self/ns/pid")
+    same = here == (controller.get("boot_id"), controller.get("pid_namespace"))
+    return int(controller["pid"]) if same and here[0] else None
+
+
+def envsnap_processes(table: ProcTable, controller: Optional[Mapping[str, Any]]) -> Set[int]:
+    """envsnap's own processes on this host and the parents that run them (module docstring)."""
+    own = table.ancestors(os.getpid()) | {os.getpid(), os.getppid()}
+    pid = controller_pid(controller)
+    if pid is not None:
+        own |= table.ancestors(pid)
+    for pid, argv in table.argv.items():
+        if not is_envsnap_command(argv):
+            continue
+        while pid > 1 and pid not in own:
+            own.add(pid)
+            pid = table.stat[pid][0] if pid in table.stat else 0
+            if "envsnap" not in " ".join(table.argv.get(pid, [])):
+                break
+    return own
+
+
+def select_processes(table: ProcTable, matchers: List[Matcher],
+                     controller: Optional[Mapping[str, Any]] = None) -> Dict[int, str]:
+    """{pid: why it was taken}: a pattern match, or the descendant of a matched process;
+    envsnap's own processes left out (the module docstring says which)."""
+    skip = envsnap_processes(table, controller)
     chosen: Dict[int, str] = {}
     pids = [pid for pid in sorted(table.argv) if pid not in skip]
     for pid, pattern in zip(pids, first_matches([" ".join(table.argv[pid]) for pid in pids],
@@ -207,10 +275,12 @@ def select_processes(table: ProcTable, matchers: List[Matcher]) -> Dict[int, str
     return chosen
 
 
-def find_processes(patterns: List[str], selector: Selector) -> Tuple[Dict[str, Any], int]:
+def find_processes(patterns: List[str], selector: Selector,
+                   controller: Optional[Mapping[str, Any]] = None
+                   ) -> Tuple[Dict[str, Any], int]:
     """({pid: process facts}, how many matched processes were left out by the cap)."""
     table = ProcTable()
-    chosen = select_processes(table, compile_patterns(patterns))
+    chosen = select_processes(table, compile_patterns(patterns), controller)
     btime = parse_btime(read_text("/proc/stat") or "")
     found: Dict[str, Any] = {}
     for pid in sorted(chosen)[:MAX_PROCESSES]:

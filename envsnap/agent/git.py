@@ -12,7 +12,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple, TypeVar
 
-from . import gitparse
+from . import gitlock, gitparse
 from .gitrun import Git, Stream
 from .util import CollectorError, escaped, sha256_file, which
 
@@ -59,6 +59,9 @@ def collect(config: Dict[str, Any]) -> Dict[str, Any]:
             repos[path] = collect_repo(path, git, settings, pool)
             if given[path] != path:
                 repos[path]["given_path"] = given[path]
+            holder = gitlock.lock_holder(path, config.get("controller"))
+            if holder is not None and "error" not in repos[path]:
+                repos[path]["held_by"] = holder
             seconds[path] = round(time.monotonic() - started, 4)
     facts: Dict[str, Any] = {"repos": repos}
     if git is not None:

@@ -93,6 +93,8 @@ def render_outcome(outcome: Outcome, out: TextIO, err: TextIO) -> None:
               f"({outcome.seconds:.2f}s)\n")
     for problem in outcome.problems:
         err.write(f"warning: {outcome.host.name}: {problem}\n")
+    for note in outcome.notes:
+        err.write(f"note: {outcome.host.name}: {note}\n")
 
 
 def cmd_capture(args: argparse.Namespace) -> int:

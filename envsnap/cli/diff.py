@@ -42,8 +42,8 @@ def register(commands: Commands) -> None:
     form.add_argument("--markdown", action="store_true",
                       help="markdown for an issue (default: text for a person)")
     dif.add_argument("--all", action="store_true",
-                     help="include volatile readings, and long parts (patches) in full "
-                          "(default: leave them out, long parts shortened)")
+                     help="include volatile readings, long parts (patches) and values in full "
+                          "(default: leave them out, long parts and values shortened)")
     dif.add_argument("--section", metavar="NAMES",
                      help="only these sections, comma-separated, e.g. git,env (default: all)")
     dif.add_argument("--fleet", nargs="+", metavar="FILE",
@@ -131,7 +131,7 @@ def diff_fleet(args: argparse.Namespace, store: Store, sections: tuple[str, ...]
         return ExitCode.OK
     report = fleet_of(load_members(store, sources), sections)
     sys.stdout.write(fleet_json(report) if args.json else fleet_markdown(report)
-                     if args.markdown else fleet_human(report, color))
+                     if args.markdown else fleet_human(report, color, args.all))
     for _, why in report.unreadable:   # the others are compared; an unreadable one is named
         sys.stderr.write(f"envsnap: error: {why} (left out of the fleet)\n")
     if report.unreadable:

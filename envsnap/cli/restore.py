@@ -190,5 +190,6 @@ def restore_exit(report: RestoreReport) -> int:
     if report.rerun and report.rerun.verdict == REGRESSION:
         return ExitCode.DRIFT
     if report.applied is not None:
-        return ExitCode.DRIFT if report.mismatches or report.remaining else ExitCode.OK
+        left = report.mismatches or report.remaining or report.unwritable
+        return ExitCode.DRIFT if left else ExitCode.OK
     return ExitCode.DRIFT if report.drift else ExitCode.OK

@@ -90,7 +90,7 @@ def summary_lines(document: Snapshot, label: str, path: str, columns: int) -> li
     from envsnap.diff.compare import side_of
     from envsnap.report.build import bench_facts
     from envsnap.report.facts import summary
-    from envsnap.snapshot.document import bench, problems
+    from envsnap.snapshot.document import bench, held_checkouts, held_text, problems
     from envsnap.snapshot.provenance import verify_as_user
 
     # The report's "host" row says where and when it was captured.
@@ -101,6 +101,8 @@ def summary_lines(document: Snapshot, label: str, path: str, columns: int) -> li
         rows += [("benchmark", f"median {measured['median']}; metric {measured['metric']}")]
     found = problems(document)
     rows += [("problems", "; ".join(found) if found else "none: every collector ran")]
+    rows += [("held by envsnap", held_text(path, held))
+             for path, held in sorted(held_checkouts(document).items())]
     # foreign: restore will show all it would do and ask first (snapshot/provenance.py)
     rows += [("provenance", verify_as_user(document).describe())]
     return (aligned(rows, columns)

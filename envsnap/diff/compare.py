@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable
 
 from envsnap.agent.sections import SECTIONS
@@ -38,6 +38,8 @@ from envsnap.snapshot.document import (
     cuda_nccl,
     env,
     git,
+    held_checkouts,
+    held_text,
     hostname,
     nvidia,
     python_env,
@@ -96,6 +98,10 @@ class DiffReport:
     # Both sides' benchmark runs compared (None unless both hold runs): no fact, never drift,
     # but what a reader came for, so every rendering leads with it.
     benchmark: Benchmark | None = None
+    # Sections either snapshot holds that --section left out, and those of them a comparison
+    # would find something in: a verdict speaks only of what it compared, and names the rest.
+    left_out: list[str] = field(default_factory=list)
+    left_out_differ: list[str] = field(default_factory=list)
 
     @property
     def drift(self) -> bool:
@@ -124,13 +130,21 @@ def diff(a: Snapshot, b: Snapshot, options: DiffOptions | None = None,
     raw: list[Finding] = []
     for name in sections:
         raw += compare_section(name, a, b, options, patterns, notes)
+    if "git" in sections:   # a checkout envsnap held at capture: its state is not the user's
+        notes += [f"{side.label}: {held_text(path, held)}" for side, document in
+                  ((side_a, a), (side_b, b)) for path, held in held_checkouts(document).items()]
     context = rules.Context(names=(side_a.label, side_b.label), same_host=same_host,
                             shell_after=env(b).get("shell", {}),
                             gpus_after=nvidia(b).get("gpus", {}), documents=(a, b))
     findings = merge_alike(rules.rank_all(raw, context), context.gpus_after, how_it_moved)
+    left_out = [name for name in sections_of(a, b, ()) if name not in sections]
+    # a left-out section "differs" when comparing it would find something, not when its raw
+    # facts differ (a worker's new pid is no finding)
+    differ = [name for name in left_out
+              if compare_section(name, a, b, DiffOptions(), patterns, [])]
     return DiffReport(side_a, side_b, findings, unchanged(a, b, sections, findings), notes,
                       same_host, sections, options.include_volatile,
-                      benchmark_of(a, b, (side_a.label, side_b.label)))
+                      benchmark_of(a, b, (side_a.label, side_b.label)), left_out, differ)
 
 
 def benchmark_of(a: Snapshot, b: Snapshot,

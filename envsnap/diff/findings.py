@@ -148,22 +148,78 @@ def path_text(path: tuple[str, ...], key_width: int = 0) -> str:
     return text
 
 
+ABSENT_TEXT: Final = "(absent)"   # the one way a change shows a side with no value
+ELLIPSIS: Final = "..."
+CONTEXT = 8   # characters kept either side of where two cut values start and stop differing
+
+
 def short(value: Any, width: int = 40) -> str:
     """One value in at most `width` characters; shas shortened the way git shows them."""
+    return "-" if value is None else cut(whole(value), width)
+
+
+def whole(value: Any) -> str:
+    """One value on one line, never cut; None, a side without a value, as ABSENT_TEXT."""
     if value is None:
-        return "-"
+        return ABSENT_TEXT
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, str) and SHA.match(value):
         return value[:7]
     if isinstance(value, list):
-        text = ", ".join(short(item, width) for item in value) or "(empty)"
+        text = ", ".join(whole(item) for item in value) or "(empty)"
     elif is_object(value):
         text = summary_of_mapping(value)
     else:
         text = str(value)
-    text = text.replace("\n", "\\n")
-    return text if len(text) <= width else text[:width - 3] + "..."
+    return text.replace("\n", "\\n")
+
+
+def cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - len(ELLIPSIS)] + ELLIPSIS
+
+
+def change(before: Any, after: Any, width: int | None = 40) -> str:
+    """"before -> after", each side cut to `width` where the two differ (cut_pair); whole
+    with width None (--all, --markdown)."""
+    old, new = whole(before), whole(after)
+    if width is not None:
+        old, new = cut_pair(old, new, width)
+    return f"{old} -> {new}"
+
+
+def cut_pair(before: str, after: str, width: int) -> tuple[str, str]:
+    """Two texts, each in about `width` characters, cut so that they show where they differ:
+    the common prefix and suffix elided (CONTEXT characters of each kept), the differing
+    middle kept (its start, when even that is too long). Two topology files under one long
+    folder read ".../topologies/h200-nvl8.xml -> .../topologies/h100-sxm5.xml", not twice
+    the same cut prefix."""
+    if before == after:
+        return cut(before, width), cut(after, width)
+    prefix = len(common_prefix(before, after))
+    room = min(len(before), len(after)) - prefix
+    suffix = min(len(common_prefix(before[::-1], after[::-1])), room)
+    return (window(before, prefix, suffix, width), window(after, prefix, suffix, width))
+
+
+def common_prefix(a: str, b: str) -> str:
+    size = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    return a[:size]
+
+
+def window(text: str, prefix: int, suffix: int, width: int) -> str:
+    """`text` around its differing part, text[prefix:len(text) - suffix]."""
+    if len(text) <= width:
+        return text
+    start = prefix - CONTEXT if prefix - CONTEXT > len(ELLIPSIS) else 0
+    end = len(text) - suffix + CONTEXT
+    end = end if len(text) - end > len(ELLIPSIS) else len(text)
+    head = ELLIPSIS if start else ""
+    tail = ELLIPSIS if end < len(text) else ""
+    middle = text[start:end]
+    if len(head) + len(middle) + len(tail) > width:   # the differing part alone is too long
+        middle, tail = middle[:max(1, width - len(head) - len(ELLIPSIS))], ELLIPSIS
+    return head + middle + tail
 
 
 def summary_of_mapping(value: Mapping[str, Any]) -> str:

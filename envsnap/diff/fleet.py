@@ -89,6 +89,7 @@ class FleetReport:
     benchmark: FleetBenchmark | None = None
     # members that could not be read (source, why): named, and left out of the comparison
     unreadable: list[tuple[str, str]] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)   # sections --section did not compare
 
     @property
     def drift(self) -> bool:
@@ -179,8 +180,8 @@ def fleet_of(members: Members, sections: tuple[str, ...] = ()) -> FleetReport:
 def fleet(documents: list[Snapshot], sources: list[str],
           sections: tuple[str, ...] = ()) -> FleetReport:
     hosts = host_names(documents, sources)
-    names = [n for n in sorted({name for d in documents for name in section_names(d)})
-             if not sections or n in sections]
+    present = sorted({name for d in documents for name in section_names(d)})
+    names = [n for n in present if not sections or n in sections]
     unknown = [n for n in sections if not any(has_section(d, n) for d in documents)]
     if unknown:
         raise UsageError(f"unknown section {', '.join(unknown)}")
@@ -201,7 +202,8 @@ def fleet(documents: list[Snapshot], sources: list[str],
 
             found += section_disagreements(name, captured)
     return FleetReport(hosts, sorted(found, key=lambda d: -d.rank), missing,
-                       fleet_benchmark(documents, hosts))
+                       fleet_benchmark(documents, hosts),
+                       left_out=[n for n in present if n not in names])
 
 
 # ---- one section ----------------------------------------------------------------------------

@@ -100,7 +100,8 @@ def repo_view(repo: Repo) -> View:
     """A repository's facts as compared: stashes by sha, uncommitted work as one unit."""
     if "error" in repo:
         return dict(repo)
-    view: View = {k: v for k, v in repo.items() if k not in GIT_EXPLAINED}
+    # held_by is not the checkout's state but who made it: the diff's notes say it
+    view: View = {k: v for k, v in repo.items() if k not in GIT_EXPLAINED and k != "held_by"}
     view["stashes"] = {stash_key(ref, s): Atom(s) for ref, s in repo.get("stashes", {}).items()}
     if "uncommitted" in repo:
         view["uncommitted"] = Atom(repo["uncommitted"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from envsnap.diff.findings import Finding, git_move, short
+from envsnap.diff.findings import ABSENT_TEXT, Finding, cut_pair, git_move, whole
 from envsnap.diff.fleet import ABSENT, Disagreement, FleetReport
 from envsnap.diff.render_text import git_blocks, paint, rank_colour
 from envsnap.text import dump_json, markdown_cell, markdown_code, plural
@@ -12,25 +12,35 @@ from envsnap.text import dump_json, markdown_cell, markdown_code, plural
 FLEET_FORMAT = 1
 
 
-def fleet_value(value: Any) -> str:
-    return "(absent)" if value is ABSENT else short(value)
+VALUE_WIDTH = 40
+
+
+def fleet_value(value: Any, against: Any, width: int | None = VALUE_WIDTH) -> str:
+    """A host's value, cut where it differs from `against` (the majority's, or the first
+    other host's for the majority), whole with width None (--all, --markdown)."""
+    text, other = (ABSENT_TEXT if v is ABSENT else whole(v) for v in (value, against))
+    return text if width is None else cut_pair(text, other, width)[0]
 
 
 def hosts_text(hosts: list[str], limit: int = 6) -> str:
     return ", ".join(hosts[:limit]) + (f" +{len(hosts) - limit}" if len(hosts) > limit else "")
 
 
-def others_text(d: Disagreement) -> str:
-    return "; ".join(f"{hosts_text(hosts)}: {fleet_value(value)}" for value, hosts in d.others)
+def others_text(d: Disagreement, width: int | None = VALUE_WIDTH) -> str:
+    return "; ".join(f"{hosts_text(hosts)}: {fleet_value(value, d.majority, width)}"
+                     for value, hosts in d.others)
 
 
 def fleet_summary(report: FleetReport) -> str:
     count = len(report.disagreements)
     head = f"fleet of {len(report.hosts)} snapshots: "
+    # --section: the claim is about the sections compared; those left out are named
+    left_out = f" (left out by --section: {', '.join(report.left_out)})" \
+        if report.left_out else ""
     if not report.drift:
         unread = f" ({plural(len(report.unreadable), 'snapshot')} unreadable)" \
             if report.unreadable else ""
-        return head + "every compared fact agrees" + unread + "."
+        return head + f"every compared fact agrees{left_out}" + unread + "."
     against = (f"between {' and '.join(report.hosts)}" if len(report.hosts) == 2
                else "from the majority")   # two hosts have no majority: name them both
     found = f"{count} fact{'s differ' if count != 1 else ' differs'} {against}"
@@ -38,15 +48,16 @@ def fleet_summary(report: FleetReport) -> str:
         if report.not_captured else ""
     unread = f"; {plural(len(report.unreadable), 'snapshot')} unreadable" \
         if report.unreadable else ""
-    return head + found + missing + unread + "."
+    return head + found + missing + left_out + unread + "."
 
 
-def majority_text(d: Disagreement) -> str:
+def majority_text(d: Disagreement, width: int | None = VALUE_WIDTH) -> str:
     """"majority 6.1 (30 of 32)"; in a tie, which hosts have the first value: no value
     stands for the fleet, so none is shown without its hosts."""
+    value = fleet_value(d.majority, d.others[0][0] if d.others else d.majority, width)
     if d.tie:
-        return f"no majority: {hosts_text(d.majority_hosts)}: {fleet_value(d.majority)}"
-    return f"majority {fleet_value(d.majority)} ({len(d.majority_hosts)} of {d.total})"
+        return f"no majority: {hosts_text(d.majority_hosts)}: {value}"
+    return f"majority {value} ({len(d.majority_hosts)} of {d.total})"
 
 
 def benchmark_lines(report: FleetReport) -> list[str]:
@@ -54,12 +65,15 @@ def benchmark_lines(report: FleetReport) -> list[str]:
     return report.benchmark.lines() if report.benchmark else []
 
 
-def fleet_human(report: FleetReport, color: bool = False) -> str:
+def fleet_human(report: FleetReport, color: bool = False, full: bool = False) -> str:
+    """With `full` (--all), values whole."""
+    width = None if full else VALUE_WIDTH
     out = benchmark_lines(report) + [fleet_summary(report), ""]
     for d in report.disagreements:
         where = Finding(d.section, d.path, None, None).where or "(section)"
         rank = paint(f"{d.rank:>3}", rank_colour(d.rank), color)
-        out.append(f"  {rank} {d.section} {where}: {majority_text(d)}; {others_text(d)}")
+        out.append(f"  {rank} {d.section} {where}: {majority_text(d, width)}; "
+                   f"{others_text(d, width)}")
         out.append(f"      {d.why}")
         move = git_move(d.detail)
         if move is not None:  # a node on another commit: the commits, as the pairwise diff lists
@@ -73,11 +87,13 @@ def fleet_human(report: FleetReport, color: bool = False) -> str:
 
 
 def fleet_json(report: FleetReport) -> str:
-    # `benchmark` and `regression` were added within version 1: keys are added, never changed
+    # `benchmark`, `regression` and `left_out` were added within version 1: keys are added,
+    # never changed
     return dump_json({"envsnap_fleet": FLEET_FORMAT, "hosts": report.hosts, "drift": report.drift,
                      "benchmark": report.benchmark.as_json() if report.benchmark else None,
                      "regression": report.regression,
                      "disagreements": [d.as_json() for d in report.disagreements],
+                     "left_out": report.left_out,
                      "not_captured": [{"section": s, "host": h, "error": e}
                                       for s, h, e in report.not_captured],
                      "unreadable": [{"source": source, "error": why}
@@ -96,7 +112,8 @@ def fleet_markdown(report: FleetReport) -> str:
                 "|---:|---|---|---|---|---|"]
         out += [f"| {d.rank} | {markdown_cell(d.section)} | "
                 f"{markdown_code(Finding(d.section, d.path, None, None).where)} | "
-                f"{markdown_cell(majority_text(d))} | {markdown_cell(others_text(d))} | "
+                f"{markdown_cell(majority_text(d, None))} | "
+                f"{markdown_cell(others_text(d, None))} | "
                 f"{markdown_cell(d.why)} |" for d in report.disagreements]
     out += [f"- not captured: {markdown_cell(f'{s} on {h} ({e})')}"
             for s, h, e in report.not_captured]

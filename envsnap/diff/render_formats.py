@@ -36,6 +36,8 @@ def as_json(report: DiffReport, full: bool = False) -> str:
         "a": report.a.as_json(), "b": report.b.as_json(),
         "same_host": report.same_host, "drift": report.drift, "verdict": verdict(report),
         "sections": report.sections, "volatile_included": report.include_volatile,
+        # left out by --section, and those of them that hold findings
+        "left_out": report.left_out, "left_out_differ": report.left_out_differ,
         "findings": [finding_json(f, full) for f in report.findings],
         "unchanged": report.unchanged, "notes": report.notes,
         # null unless both sides hold runs; {"compared": false, "reason": ...} when they ran
@@ -73,7 +75,7 @@ def markdown(report: DiffReport, full: bool = False) -> str:
         out += ["| rank | section | path | change | why |", "|---:|---|---|---|---|"]
         out += [f"| {f.rank} | {markdown_cell(f.section)} | "
                 f"{markdown_code(f.where or '(section)')} | "
-                f"{markdown_cell(change_text(f, 30))} | {markdown_cell(f.why)} |"
+                f"{markdown_cell(change_text(f, None))} | {markdown_cell(f.why)} |"
                 for f in report.findings]
         out.append("")
     for f in report.findings:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from envsnap.diff import patch_summary
 from envsnap.diff.compare import DiffReport
 from envsnap.diff.findings import (
+    ABSENT_TEXT,
     ADDED,
     MISSING,
     NOT_CAPTURED,
@@ -21,10 +22,13 @@ from envsnap.diff.findings import (
     Finding,
     GitMove,
     MovedCommit,
+    change,
+    cut,
     git_move,
     human_bytes,
     path_text,
     short,
+    whole,
 )
 from envsnap.diff.rules import PERFORMANCE
 from envsnap.text import plural
@@ -56,11 +60,16 @@ class Block:
 
 # When the benchmark moved, "nothing else changed" would read as "nothing explains it": the
 # findings listed are the candidates, or, without any, envsnap's record does not hold the cause.
-CANDIDATES = "the benchmark moved; the findings above are the candidates"
+# The verdict stands above the findings in text and markdown and beside them in JSON: its
+# sentences point at them by name, never by place.
+CANDIDATES = "the benchmark moved; the findings listed are the candidates"
 UNEXPLAINED = ("the benchmark moved but no recorded fact explains it{same}: look at what "
                "envsnap does not record (other jobs on the GPUs or the network, the "
                "benchmark's input), at the readings (diff --all) and at the runs' GPU "
                "telemetry (envsnap report)")
+# With --section, a section left out may hold the cause (left_out_text names it): "no recorded
+# fact" would be false, so the claim stays within the sections compared.
+UNEXPLAINED_HERE = "the benchmark moved but nothing in {compared} explains it{same}"
 
 
 def verdict(report: DiffReport) -> str:
@@ -73,8 +82,27 @@ def verdict_lines(report: DiffReport) -> list[str]:
     return lines + [environment_verdict(report)]
 
 
+def names_text(names: list[str]) -> str:
+    return ", ".join(names[:-1]) + (" and " if len(names) > 1 else "") + names[-1]
+
+
+def left_out_text(report: DiffReport) -> str:
+    """Which sections --section left out, and which of them differ."""
+    differ = report.left_out_differ
+    same = [name for name in report.left_out if name not in differ]
+    parts = []
+    if differ:
+        parts.append(f"{names_text(differ)}, which {'differs' if len(differ) == 1 else 'differ'}"
+                     " (diff without --section shows how)")
+    if same:
+        parts.append(f"{names_text(same)}, the same in both")
+    return "left out by --section: " + "; ".join(parts)
+
+
 def environment_verdict(report: DiffReport) -> str:
     moved = report.benchmark is not None and report.benchmark.moved
+    # Every claim is about the sections compared: "in git and env" when --section chose them.
+    scope = f" in {names_text(report.sections)}" if report.left_out and report.sections else ""
     parts = []
     if not report.same_host:
         parts.append(f"different hosts: {report.a.label} is {report.a.name}, {report.b.label} "
@@ -87,33 +115,39 @@ def environment_verdict(report: DiffReport) -> str:
         if moved:
             parts.append(CANDIDATES)
     elif important:
-        parts.append(CANDIDATES if moved else "nothing else that affects performance changed")
+        parts.append(CANDIDATES if moved else
+                     f"nothing else{scope} that affects performance changed")
+    elif moved and report.left_out_differ:
+        same = "" if report.findings else " (every compared fact is the same)"
+        parts.append(UNEXPLAINED_HERE.format(compared=names_text(report.sections), same=same))
     elif moved:
         same = "" if report.findings else " (every compared fact is the same)"
         parts.append(UNEXPLAINED.format(same=same))
     elif report.findings:
-        parts.append("nothing that affects performance changed")
+        parts.append(f"nothing{scope} that affects performance changed")
     else:
         leftout = "" if report.include_volatile else " (volatile readings left out: --all)"
-        parts.append(f"no drift: every compared fact is the same{leftout}")
+        parts.append(f"no drift{scope}: every compared fact is the same{leftout}")
     if minor:
-        parts.append(f"{plural(minor, 'minor change')} listed below")
+        parts.append(f"{plural(minor, 'minor change')} listed")
+    if report.left_out:
+        parts.append(left_out_text(report))
     parts += report.notes
     return "; ".join(parts) + "."
 
 
 # ---- one finding ----------------------------------------------------------------------------
 
-def change_text(f: Finding, width: int = 40) -> str:
+def change_text(f: Finding, width: int | None = 40) -> str:
+    """"before -> after" for every kind, a side without a value as "(absent)"; values cut
+    where they differ to `width`, whole with None (--all, --markdown)."""
     if f.kind == NOT_CAPTURED:
         return "not captured"
-    if f.kind == ADDED:
-        return f"+ {short(f.after, width)}"
-    if f.kind == REMOVED:
-        return f"- {short(f.before, width)}"
-    if f.kind == MISSING:
-        return f"missing (shell: {short(f.before, width)})"
-    return f"{short(f.before, width)} -> {short(f.after, width)}"
+    if f.kind == MISSING:   # nothing to compare the worker with: the shell's value beside it
+        shell = whole(f.before) if width is None else cut(whole(f.before), width)
+        return f"{ABSENT_TEXT} (shell: {shell})"
+    return change(None if f.kind == ADDED else f.before, None if f.kind == REMOVED else f.after,
+                  width)
 
 
 def blocks(f: Finding, names: tuple[str, str], full: bool) -> list[Block]:
@@ -345,7 +379,7 @@ def human(report: DiffReport, color: bool = False, full: bool = False) -> str:
             rank = paint(f"{f.rank:>3}", rank_colour(f.rank), color)
             volatile = " (reading)" if f.volatile else ""
             out += wrapped(f"  {rank} {f.section:<{section_w}} {where:<{where_w}}  "
-                           f"{change_text(f)}{volatile}")
+                           f"{change_text(f, None if full else 40)}{volatile}")
             if not restates_the_row(f):
                 out += wrapped(f"{indent}{f.why}")
             for block in blocks(f, names, full):

@@ -20,6 +20,7 @@ from envsnap.diff.findings import (
     GitMove,
     MovedCommit,
     Rating,
+    change,
     git_move,
     human_bytes,
     path_text,
@@ -81,7 +82,7 @@ def moved(f: Finding, what: str) -> str:
         return f"{what} added: {short(f.after)}"
     if f.kind == REMOVED:
         return f"{what} removed (was {short(f.before)})"
-    return f"{what} {short(f.before)} -> {short(f.after)}"
+    return f"{what} {change(f.before, f.after)}"
 
 
 # ---- capture problems and code --------------------------------------------------------------
@@ -303,7 +304,7 @@ def worker_env(f: Finding, ctx: Context) -> Rating | None:
         return Rating(rank, f"{name}={short(f.before)} missing in {worker}{still}")
     if f.kind == ADDED:
         return Rating(rank, f"{name}={short(f.after)} new in {worker}")
-    return Rating(rank, f"{name} {short(f.before)} -> {short(f.after)} in {worker}")
+    return Rating(rank, f"{name} {change(f.before, f.after)} in {worker}")
 
 
 def shell_env(f: Finding, ctx: Context) -> Rating | None:
@@ -323,7 +324,7 @@ def startup_code(f: Finding, ctx: Context) -> Rating | None:
     move = f"the {what} that runs moved from {was} to {now}; " \
         if f.path[0] == "customize" and was and now and was != now else ""
     return Rating(STARTUP_CODE, f"{move}{what} changed: it runs in every python process and "
-                                f"can set NCCL/CUDA env ({short(f.before)} -> {short(f.after)})")
+                                f"can set NCCL/CUDA env ({change(f.before, f.after)})")
 
 
 def customize_path(value: Any) -> str | None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ from envsnap.errors import EnvsnapError, ExitCode, HostError, SnapshotError, Usa
 from envsnap.hosts import payload
 from envsnap.hosts.inventory import Host
 from envsnap.hosts.labels import HOST, host_field, parse_template, shared_values
-from envsnap.hosts.payload import AgentConfig, AgentOutput, CollectConfig
+from envsnap.hosts.payload import AgentConfig, AgentOutput, CollectConfig, ControllerIdentity
 from envsnap.hosts.transport import Transport, max_output_bytes, open_transport
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.mask import masking_key
@@ -71,6 +72,7 @@ class Outcome:
     label: str
     path: Path | None = None
     problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)   # checkouts an envsnap held: not problems
     error: str | None = None
     exit_code: int = ExitCode.HOST     # of the error: ExitCode.USAGE for a label saved meanwhile
     seconds: float = 0.0
@@ -118,11 +120,24 @@ def agent_config(host: Host, options: CaptureOptions) -> CollectConfig:
         repos = [os.path.abspath(os.path.expanduser(repo)) for repo in repos]
     config: CollectConfig = {"repos": repos, "procs": host.list_var("procs"),
                              "timeout": options.collector_timeout}
+    config["controller"] = controller_identity()
     if options.max_patch_bytes is not None:
         config["max_patch_bytes"] = options.max_patch_bytes
     if options.history is not None:
         config["history_budget"] = options.history
     return config
+
+
+def controller_identity() -> ControllerIdentity:
+    """This process as an agent on this machine would know it (agent/env.py, gitlock.py);
+    boot id and pid namespace "" where /proc does not tell them."""
+    try:
+        boot_id = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        boot_id = namespace = ""
+    return {"pid": os.getpid(), "hostname": socket.gethostname(), "boot_id": boot_id,
+            "pid_namespace": namespace}
 
 
 def run_agent(transport: Transport, host: Host, config: AgentConfig, timeout: float,
@@ -206,7 +221,8 @@ def snapshot_document(transport: Transport, host: Host, label: str,
 
 def recorded_config(host: Host, config: CollectConfig) -> dict[str, Any]:
     """What was asked (--repo, --proc, --python...), as the snapshot records it: masked."""
-    recorded: dict[str, Any] = redact_document({**config, "python": host.python,
+    asked = {key: value for key, value in config.items() if key != "controller"}
+    recorded: dict[str, Any] = redact_document({**asked, "python": host.python,
                                                 "hot_paths": host.list_var("hot_paths")})
     return recorded
 
@@ -238,6 +254,8 @@ def capture_host(host: Host, label: str, store: Store, options: CaptureOptions) 
             saved = save_snapshot(store, snapshot_document(transport, host, label, options),
                                   label, replace=options.force)
             outcome.path, outcome.problems = saved.path, saved.problems
+            outcome.notes = [snapshot.held_text(path, held) for path, held
+                             in sorted(snapshot.held_checkouts(saved.document).items())]
         except EnvsnapError as exc:
             outcome.error = str(exc)
             outcome.exit_code = exc.exit_code

@@ -34,11 +34,25 @@ AgentOutput = dict[str, Any]
 EnvChange = list[Union[str, None]]
 
 
+class ControllerIdentity(TypedDict):
+    """The controller's process, so that an agent on the same machine leaves it and its
+    parents out of --proc (agent/env.py): a pid means this process only on this boot and
+    in this pid namespace ("" where /proc does not say). With its hostname, as a checkout
+    lock names its holder (hostops/locks.py): its own locks are no other's hold on a
+    checkout (agent/gitlock.py)."""
+
+    pid: int
+    hostname: str
+    boot_id: str
+    pid_namespace: str
+
+
 class CollectConfig(TypedDict, total=False):
     """What a capture asks the agent (agent/runner.py, agent/git.py, agent/env.py)."""
 
     repos: list[str]
     procs: list[str]
+    controller: ControllerIdentity
     timeout: float                  # each collector's
     max_patch_bytes: int
     history_budget: int             # most commits of git history per repo

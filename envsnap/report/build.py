@@ -122,7 +122,8 @@ def compare(older: Snapshot, newer: Snapshot, older_source: str,
 
 def finding_rows(result: DiffReport, full: bool) -> list[FindingRow]:
     names = (result.a.label, result.b.label)
-    return [FindingRow(f.rank, f.section, f.where or "(section)", change_text(f, 60), f.why,
+    width = None if full else 60   # values whole with --all
+    return [FindingRow(f.rank, f.section, f.where or "(section)", change_text(f, width), f.why,
                        [Part(b.title, b.lines, b.code) for b in blocks(f, names, full)])
             for f in result.findings]
 

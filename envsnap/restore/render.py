@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from envsnap.bench.stats import Summary
-from envsnap.diff.findings import short
+from envsnap.diff.findings import Finding, cut_pair, whole
 from envsnap.playbook.render import item_label
 from envsnap.playbook.run import FAILED, TaskResult
 from envsnap.restore.abort import Aborted
@@ -27,13 +27,23 @@ def plan_lines(report: RestoreReport, check: bool) -> list[str]:
         lines.append("restore stopped before changing anything:")
         return lines + [f"  {failure_text(result)}" for result in failed]
     if not (report.planned or report.pip_pins):
-        lines.append(f"{report.host}: checkouts and sitecustomize already match the snapshot")
+        but = ", but for what envsnap cannot write back" if report.unwritable else ""
+        lines.append(f"{report.host}: checkouts and sitecustomize already match the snapshot"
+                     f"{but}")
     else:
         lines.append(f"plan for {report.host}" + (" (check mode: nothing changed)" if check
                                                   else "") + ":")
         lines += [line for result in report.planned for line in change_lines(result, check)]
         lines += [f"  ~ pip install {pin}" for pin in report.pip_pins]
-    return lines + remaining_lines(report)
+    return lines + unwritable_lines(report) + remaining_lines(report)
+
+
+def unwritable_lines(report: RestoreReport) -> list[str]:
+    """The same lines before a restore, after it and on every run after (unwritable.py)."""
+    if not report.unwritable:
+        return []
+    return ["envsnap cannot write these back (the snapshot describes them but did not keep "
+            "them; put them back by hand):"] + [f"  {item.text()}" for item in report.unwritable]
 
 
 def failure_text(result: TaskResult) -> str:
@@ -58,10 +68,16 @@ def remaining_lines(report: RestoreReport, after: bool = False) -> list[str]:
     lines = ["still different after the restore (change these by hand):" if after else
              "not restorable by envsnap (change these by hand):"]
     for finding in report.remaining:
-        change = f"{short(finding.before)} -> {short(finding.after)}"
-        lines.append(f"  {finding.section}: {finding.where}: {change}")
+        lines.append(f"  {finding.section}: {finding.where}: {now_and_snapshot(finding)}")
     advice = dict.fromkeys(advice_for(finding) for finding in report.remaining)
     return lines + [f"  what to do: {text}" for text in advice]
+
+
+def now_and_snapshot(finding: Finding, width: int = 40) -> str:
+    """"now X, snapshot Y": a restore speaks from the host as it is (its finding compares
+    the snapshot, before, with the host, after); values cut where they differ."""
+    snapshot, now = cut_pair(whole(finding.before), whole(finding.after), width)
+    return f"now {now}, snapshot {snapshot}"
 
 
 def outcome_lines(report: RestoreReport) -> list[str]:
@@ -79,8 +95,10 @@ def outcome_lines(report: RestoreReport) -> list[str]:
     if report.mismatches:
         lines += [f"NOT restored: {text}" for text in report.mismatches]
     else:
-        lines.append("verified: checkouts and sitecustomize match the snapshot")
-    return lines + remaining_lines(report, after=True) + rerun_lines(report)
+        but = ", but for what envsnap cannot write back" if report.unwritable else ""
+        lines.append(f"verified: checkouts and sitecustomize match the snapshot{but}")
+    return (lines + unwritable_lines(report) + remaining_lines(report, after=True)
+            + rerun_lines(report))
 
 
 def abort_lines(done: Aborted, host: str | None) -> list[str]:

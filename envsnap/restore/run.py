@@ -43,6 +43,7 @@ from envsnap.restore.serve import (
     serve_shown,
     server_env,
 )
+from envsnap.restore.unwritable import Unwritable, kept_out, unwritable_files
 from envsnap.snapshot import document as snap
 from envsnap.snapshot import provenance
 from envsnap.snapshot.store import Store
@@ -107,6 +108,7 @@ class RestoreReport:
     pip_pins: list[str] = field(default_factory=list)
     remaining: list[Finding] = field(default_factory=list)
     mismatches: list[str] = field(default_factory=list)   # restorable facts still off
+    unwritable: list[Unwritable] = field(default_factory=list)   # never written back
     rerun: Rerun | None = None
     server_env: ServerEnv | None = None    # --serve: the env the rerun's server started with
     notes: list[str] = field(default_factory=list)        # --check: what may change the plan
@@ -117,7 +119,8 @@ class RestoreReport:
 
     @property
     def drift(self) -> bool:
-        return bool(self.planned or self.pip_pins or self.remaining or self.mismatches)
+        return bool(self.planned or self.pip_pins or self.remaining or self.mismatches
+                    or self.unwritable)
 
 
 def restore(store: Store, inventory: Inventory, options: RestoreOptions,
@@ -256,7 +259,9 @@ class RestoreRun:
         plan = self.playbook(check=True)
         pins = snap.package_pins(self.document, before) if self.options.pip else []
         return RestoreReport(host=self.host.name, plan=plan, pending=pending, pip_pins=pins,
-                             remaining=self.remaining(before))
+                             remaining=self.remaining(before),
+                             unwritable=unwritable_files(self.document, before,
+                                                         policy.chosen_repos(self.host)))
 
     def apply(self, report: RestoreReport, journal: Journal) -> None:
         journal.state = "applying"
@@ -276,6 +281,7 @@ class RestoreRun:
             raise type(exc)(f"{exc}; the restore stays pending: {way_out(journal)}") from None
         report.mismatches = restorable_mismatches(self.document, after,
                                                   policy.chosen_repos(self.host))
+        report.unwritable = unwritable_files(self.document, after, policy.chosen_repos(self.host))
         report.remaining = self.remaining(after)
         self.book.clear(journal)
         if self.options.rerun:
@@ -365,20 +371,22 @@ def restorable_mismatches(snapshot: Snapshot, after: Snapshot,
         if "head" not in repo or path not in restored:
             continue
         now = repos_after.get(path, {})
-        for name, value in repo_fingerprint(repo).items():
-            if repo_fingerprint(now).get(name) != value:
+        unkept = set(kept_out(repo))   # said apart, as what cannot be written back
+        for name, value in repo_fingerprint(repo, unkept).items():
+            if repo_fingerprint(now, unkept).get(name) != value:
                 problems.append(f"{path}: {name} differs from the snapshot")
     if snap.customize_digest(snapshot) != snap.customize_digest(after):
         problems.append("sitecustomize differs from the snapshot")
     return problems
 
 
-def repo_fingerprint(repo: Repo) -> dict[str, str | list[str] | None]:
-    """What restore puts back of a checkout, by the name a mismatch is reported under."""
+def repo_fingerprint(repo: Repo, unkept: set[str]) -> dict[str, str | list[str] | None]:
+    """What restore puts back of a checkout, by the name a mismatch is reported under; the
+    `unkept` untracked files, which it cannot put back, left out."""
     work = repo.get("uncommitted") or {}
     patch = work.get("patch") or {}
     return {"HEAD": repo.get("head"), "uncommitted patch": patch.get("sha256"),
-            "untracked files": sorted(work.get("untracked", {}))}
+            "untracked files": sorted(set(work.get("untracked", {})) - unkept)}
 
 
 # Which machine and which boot: checked before the restore (hostname, --force-host), never

@@ -32,6 +32,7 @@ if TYPE_CHECKING:   # records.py costs ~5 ms to import, and is read by mypy only
         Env,
         Facts,
         Git,
+        HeldBy,
         Meta,
         Nvidia,
         Process,
@@ -303,6 +304,22 @@ def unreadable_repos(document: Snapshot) -> dict[str, str]:
     """{path: why} for each repository the capture could not read."""
     return {path: why for path, repo in repos(document).items()
             if (why := repo_error(repo)) is not None}
+
+
+def held_checkouts(document: Snapshot) -> dict[str, HeldBy]:
+    """{path: holder} of each checkout an envsnap restore, bisect or explain held at capture
+    (agent/gitlock.py): what was recorded there is envsnap's state, not the user's."""
+    return {path: held for path, repo in repos(document).items()
+            if (held := repo.get("held_by")) is not None}
+
+
+def held_text(path: str, held: HeldBy) -> str:
+    """One line for `show` and `diff`: whose state this is, and since when."""
+    who = [f"pid {held.get('pid')} on {held.get('controller') or '?'}"]
+    who += [repr(held["command"])] if held.get("command") else []
+    who += [f"since {held['since']}"] if held.get("since") else []
+    return (f"{path} was held by envsnap ({', '.join(who)}): the state recorded there is "
+            "envsnap's, not the user's")
 
 
 def packages(document: Snapshot) -> dict[str, str | None]:

@@ -427,6 +427,15 @@ class Uncommitted(TypedDict, total=False):
     staged: Optional[Blob]
 
 
+class HeldBy(TypedDict, total=False):
+    """The envsnap restore, bisect or explain that held the checkout's lock at capture."""
+
+    controller: Optional[str]
+    pid: Optional[int]
+    command: Optional[str]
+    since: Optional[str]
+
+
 class Repo(TypedDict, total=False):
     """One repository, keyed by its path; only `error` when it could not be read."""
 
@@ -445,6 +454,7 @@ class Repo(TypedDict, total=False):
     realpath: Optional[str]
     toplevel: Optional[str]
     given_path: Optional[str]
+    held_by: Optional[HeldBy]
     remotes: dict[str, Optional[str]]
     history: list[Commit]
     history_limit: Optional[int]

@@ -196,6 +196,10 @@ REPO = record(
     head=STR_, branch=STR_, upstream=STR_, ahead=INT_, behind=INT_, detached=BOOL_,
     detached_at=STR_, detached_at_name=STR_, detached_from=STR_, detached_from_name=STR_,
     shallow=BOOL_, shallow_boundary=STRINGS, realpath=STR_, toplevel=STR_, given_path=STR_,
+    held_by=optional(record(
+        "held_by", "the envsnap restore, bisect or explain holding the checkout's lock at "
+        "capture: the state recorded is envsnap's, not the user's (agent/gitlock.py)",
+        controller=STR_, pid=INT_, command=STR_, since=STR_)),
     remotes=MapOf(STR_, key="remote"),
     history=ListOf(COMMIT), history_limit=INT_, history_complete=BOOL_,
     reflog=ListOf(REFLOG), reflog_truncated=BOOL_,

@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -121,3 +124,50 @@ def test_an_option_that_is_not_utf8_is_refused_before_the_capture(cli: Cli, opti
     assert result.stderr.endswith(f"envsnap: error: argument {option}: "
                                   "'/tmp/\\udcff' is not UTF-8 text\n")
     assert not (cli.cwd / "store").exists()
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and int((entry / "stat").read_text().rsplit(")", 1)[1]
+                                            .split()[1]) == pid:
+                found.append(int(entry.name))
+        except (OSError, IndexError):  # it exited while we looked
+            continue
+    return found
+
+
+@pytest.mark.parametrize("over_ssh", [False, True], ids=["local", "ssh"])
+def test_envsnap_own_processes_are_never_workers(request: pytest.FixtureRequest,
+                                                 cli_process: Cli, tmp_path: Path,
+                                                 over_ssh: bool) -> None:
+    """The controller (whose command line holds the pattern; over loopback SSH it is no
+    parent of the agent), another envsnap command running on the host and the shell that
+    started it are envsnap's, never workers; only the real worker is."""
+    host = "local"
+    if over_ssh:
+        sshd = request.getfixturevalue("sshd")
+        sshd.write_home(Path(cli_process.env["HOME"]))
+        host = sshd.addresses[0]
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", WORKER_TAG])
+    # envsnap bench of a sleeping benchmark, started by a shell; its --metric names the tag
+    other = subprocess.Popen(
+        ["sh", "-c", f"{sys.executable} -m envsnap bench local --cmd 'sleep 60' --metric "
+                     f"'{WORKER_TAG}([0-9]+)' --repeat 1 --sample-interval 0 --label other; true"],
+        env=cli_process.env, cwd=tmp_path, start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        while not children_of(other.pid):   # the shell has started envsnap
+            time.sleep(0.01)
+        result = cli_process("capture", host, "--label", "own", "--proc", WORKER_TAG,
+                             "--proc", "bench local")
+    finally:
+        worker.kill()
+        os.killpg(other.pid, signal.SIGKILL)
+        other.wait()
+    assert result.returncode == 0, result.stderr
+    processes = load(Path(cli_process.env["ENVSNAP_STORE"]) / "own.yaml")["facts"]["env"][
+        "processes"]
+    assert {pid: p["matched"] for pid, p in processes.items()} == {
+        str(worker.pid): f"pattern {WORKER_TAG}"}

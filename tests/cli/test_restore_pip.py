@@ -49,7 +49,7 @@ def test_pip_pins_a_drifted_package_back(cli: Cli, ml_env: Path, tmp_path: Path)
 
     without = cli("restore", "good", "--check")
     assert without.returncode == 1
-    assert "packages.tinypkg: 1.0 -> 2.0" in without.stdout and "--pip" in without.stdout
+    assert "packages.tinypkg: now 2.0, snapshot 1.0" in without.stdout and "--pip" in without.stdout
 
     # The host's pip installs from where the host is told to (here: a folder, no index).
     cli.env.update(PIP_NO_INDEX="1", PIP_FIND_LINKS=str(tmp_path))

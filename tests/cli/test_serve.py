@@ -92,7 +92,7 @@ def test_bench_serve_records_the_server_as_a_worker_and_stops_all_it_started(
     assert good > 2 * bad, (good, bad)
     # the server's env is a difference like any worker's
     diff = cli("diff", "good", "bad")
-    assert re.search(r"env processes\[/.*/url\]\.env\.NCCL_TOY_FAST  - 1\n"
+    assert re.search(r"env processes\[/.*/url\]\.env\.NCCL_TOY_FAST  1 -> \(absent\)\n"
                      r" +NCCL_TOY_FAST=1 missing in worker \d+", diff.stdout), diff.stdout
     assert cli("show", "good", "--json").returncode == 0
     shown = cli("show", "good").stdout

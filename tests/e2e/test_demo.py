@@ -42,7 +42,7 @@ def test_demo_tells_the_story_and_cleans_up(cli: Cli) -> None:
     assert re.search(r"^no effect: NCCL_PROTO=LL missing from the benchmark env$", out,
                      re.MULTILINE)
     assert re.search(r"still different after the restore.*\n  env: processes\[.*NCCL_PROTO: "
-                     r"LL -> -", out)
+                     r"now \(absent\), snapshot LL", out)
     assert "verified: checkouts and sitecustomize match the snapshot" in out
     # the rerun placed between both benchmarks the demo recorded (issue 14)
     assert re.search(r"benchmark rerun: back to good: [0-9.]+ vs good [0-9.]+, bad [0-9.]+ "

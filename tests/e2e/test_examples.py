@@ -54,7 +54,7 @@ def test_the_diff_names_the_pull_and_0be30d4_first(cli: Cli) -> None:
                        "Fast-forward), 1 on a hot path: 0be30d4 Fix PCG MoE Error (touches "
                        "python/sglang/srt/distributed/device_communicators/pynccl.py: "
                        "communication); "
-                       "the benchmark moved; the findings above are the candidates.")
+                       "the benchmark moved; the findings listed are the candidates.")
     report = json.loads(cli("diff", str(GOOD), str(BAD), "--json", "--all").stdout)
     first = report["findings"][0]
     assert first["path"] == ["repos", "/root/sglang", "head"] and first["rank"] > 90

@@ -128,7 +128,7 @@ def test_diff_leads_with_the_bus_bandwidth_then_the_commit(cli: Cli) -> None:
     assert first == BUSBW_LINE
     assert explanation.startswith("code moved: 4 commits pulled into")
     assert f": {sha[:7]} {subject} (touches " in explanation
-    assert explanation.endswith("the benchmark moved; the findings above are the candidates.")
+    assert explanation.endswith("the benchmark moved; the findings listed are the candidates.")
     assert "nothing else" not in result.stdout
 
 

@@ -164,7 +164,7 @@ def moving_summary(ctx: Context, top: str, now: str | None, commit: str) -> str:
     leaving = output(ctx, top, "log", "--oneline", "--no-decorate", "-n", str(LEAVING_SHOWN),
                      f"{commit}..{now}") or ""
     stat = run(ctx, top, "diff", "--stat=100", now, commit).stdout.rstrip()
-    lines = [f"HEAD {now[:12]} -> {commit[:12]}"]
+    lines = [f"HEAD now {now[:12]}, target {commit[:12]}"]   # as a restore plan says it
     if leaving:
         shown = leaving.splitlines()
         lines += ["commits on HEAD that the target does not have:"]

@@ -86,12 +86,23 @@ def file_facts(name: str, facts: object) -> Mapping[str, object]:
     return facts
 
 
+# Why a described file cannot be written back, by what the agent says it skipped
+SKIPPED = {"binary": "binary content not recorded",
+           "over cap": "content over the size cap, not recorded",
+           "not a regular file": "not a regular file"}
+
+
 def unrestorable(facts: Mapping[str, object]) -> str:
+    """Why envsnap cannot write this untracked file back, or "" when it can: the one text
+    the task and the restore's report (restore/unwritable.py) both say."""
     if facts.get("redacted"):
         return "secrets were masked at capture"
     if "content" not in facts:
-        return str(facts.get("content_skipped") or facts.get("error") or
-                   ("symlink" if "symlink" in facts else "content not kept"))
+        if "symlink" in facts:
+            return "a symlink, not written back"
+        skipped = str(facts.get("content_skipped") or "")
+        return SKIPPED.get(skipped) or skipped or str(facts.get("error") or
+                                                      "content not recorded")
     return ""
 
 

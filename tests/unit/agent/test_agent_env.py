@@ -166,3 +166,18 @@ def test_process_cap_is_reported(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setattr(env, "MAX_PROCESSES", 0)
     facts = env.collect({"procs": [MARKER]})["facts"]
     assert facts["processes"] == {} and facts["processes_omitted"] == 1
+
+
+@pytest.mark.parametrize(("argv", "envsnap"), [
+    (["envsnap", "capture", "--proc", "x"], True),
+    (["/v/bin/python3", "/v/bin/envsnap", "diff", "a", "b"], True),
+    (["python3.12", "-X", "dev", "-m", "envsnap", "bench"], True),
+    (["/usr/bin/python3", "/home/u/.cache/envsnap/agent-0a1b", "e30="], True),
+    (["python3", "-c", "import envsnap", "envsnap"], False),
+    (["python3", "-m", "sglang.launch_server", "--envsnap"], False),
+    (["/usr/bin/python3", "/srv/agent-1/run.py"], False),
+    (["sh", "-c", "envsnap capture local"], False),   # a parent that runs it: by ancestry
+])
+def test_envsnap_commands_are_known_by_their_command_line(argv: list[str],
+                                                          envsnap: bool) -> None:
+    assert env.is_envsnap_command(argv) is envsnap

@@ -4,9 +4,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from helpers.diffdata import H200_BUS, edited, h200
 
-from envsnap.diff import patch_summary, render_formats
+from envsnap.diff import findings, patch_summary, render_formats
 from envsnap.diff import render_text as render
 from envsnap.diff.compare import DiffOptions, diff
 from envsnap.diff.findings import MovedCommit
@@ -41,7 +42,7 @@ def test_verdict_lists_a_few_and_counts_the_rest() -> None:
     report = diff(GOOD, edited(GOOD, many_changes))
     verdict = render.verdict(report)
     assert verdict.count(" in the shell ") == render.VERDICT_ITEMS
-    assert verdict.endswith("; 1 more that may affect performance; 1 minor change listed below.")
+    assert verdict.endswith("; 1 more that may affect performance; 1 minor change listed.")
 
 
 def test_human_is_plain_unless_colour_is_asked_for() -> None:
@@ -75,11 +76,12 @@ def test_json_envelope_summarises_unless_all() -> None:
     full = json.loads(render_formats.as_json(report, full=True))
     text = full["findings"][0]["after"]["patch"]["text"]
     assert "+```y" in text and "KcmZQz" not in text
-    # still version 1: keys are only ever added (benchmark, regression: issue 14)
+    # still version 1: keys are only ever added (benchmark, regression: issue 14; left_out,
+    # left_out_differ: issue 24)
     assert summary["envsnap_diff"] == 1
     assert set(summary) == {"envsnap_diff", "a", "b", "same_host", "drift", "verdict",
                             "sections", "volatile_included", "findings", "unchanged", "notes",
-                            "benchmark", "regression"}
+                            "benchmark", "regression", "left_out", "left_out_differ"}
     assert summary["benchmark"] is None and summary["regression"] is False   # no runs here
     assert set(summary["findings"][0]) == {"section", "path", "where", "kind", "rank", "why",
                                            "before", "after", "volatile", "detail"}
@@ -109,7 +111,7 @@ def test_pcie_finding_line_is_aligned() -> None:
     shell = next(line for line in lines if "shell.NCCL_ALGO" in line)
     gpu = next(line for line in lines if "].pcie_width_current" in line)
     assert shell.index("shell.") == gpu.index("gpus[")
-    assert shell.index("+ Tree") == gpu.index("16 -> 8")
+    assert shell.index("(absent) -> Tree") == gpu.index("16 -> 8")
     why = lines[lines.index(shell) + 1]
     assert why.index("NCCL_ALGO") == shell.index("shell.")
 
@@ -176,3 +178,18 @@ def test_a_hot_commit_line_shows_hot_files_with_their_patterns_then_counts_the_r
     assert full[0] == f"* 0be30d4 {commit['subject']}" and len(full) == 1 + 8
     assert full[1] == f"    {next(iter(hot))}  [device_communicators/: communication]"
     assert full[-1] == "    docs/a.md"
+
+
+@pytest.mark.parametrize(("before", "after", "shown"), [
+    ("LL", "Simple", "LL -> Simple"),                      # short: whole
+    (None, "LL", "(absent) -> LL"),
+    ("/opt/a/" + "x" * 60 + "/one.xml", "/opt/a/" + "x" * 60 + "/two.xml",
+     "...xxxxxxx/one.xml -> ...xxxxxxx/two.xml"),         # the differing end kept
+    ("p" * 50 + "A" + "s" * 50, "p" * 50 + "B" + "s" * 50,
+     "...ppppppppAssssssss... -> ...ppppppppBssssssss..."),  # both ends elided
+    ("a" * 100, "b" * 100, "a" * 37 + "... -> " + "b" * 37 + "..."),   # all different
+])
+def test_a_cut_value_shows_where_the_two_differ(before: str | None, after: str,
+                                                shown: str) -> None:
+    assert findings.change(before, after) == shown
+    assert findings.change(before, after, None) == f"{findings.whole(before)} -> {after}"
