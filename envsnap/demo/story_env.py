@@ -77,7 +77,8 @@ def customize() -> dict[str, CustomizeFile | None]:
 
 def python_env_facts() -> PythonEnv:
     return {
-        "customize": customize(), "direct_urls": {}, "editable": {"sglang": f"{REPO}/python"},
+        "customize": customize(), "customize_shadowed": {}, "direct_urls": {},
+        "editable": {"sglang": f"{REPO}/python"},
         "interpreter": {"base_prefix": "/usr",
                         "build": "3.11.2 (main, Apr 28 2025, 14:11:48) [GCC 12.2.0]",
                         "executable": VENV_PYTHON, "executable_real": "/usr/bin/python3.11",
@@ -86,6 +87,7 @@ def python_env_facts() -> PythonEnv:
                         "implementation": "cpython", "prefix": VENV, "venv": True,
                         "version": "3.11.2"},
         "packages": dict(sorted(PACKAGES.items())), "shadowed": {}, "site_dirs": [SITE],
+        "user_site": {"enabled": False, "path": "/root/.local/lib/python3.11/site-packages"},
         "startup_pth": {f"{SITE}/distutils-precedence.pth": {
             "code_lines": [DISTUTILS_PTH],
             "sha256": hashlib.sha256((DISTUTILS_PTH + "\n").encode()).hexdigest()}},

@@ -60,7 +60,7 @@ def test_a_capture_during_bisect_says_the_state_is_envsnaps(
     shown = " ".join(cli("show", "during").stdout.split())   # rows wrap at the terminal's width
     said = (f"{history.repo.path} was held by envsnap (pid {bisect.pid} on ")
     assert said in shown and "the state recorded there is envsnap's, not the user's" in shown
-    verdict = cli("diff", "bad", "during").stdout.split("\n\n")[1]
+    verdict = " ".join(cli("diff", "bad", "during").stdout.split("\n\n")[1].split())
     assert f"during: {said}" in verdict
     assert "held_by" not in cli("diff", "bad", "during").stdout   # a note, not a finding
     assert "held_by" not in json.loads(cli("show", "bad", "--json").stdout)["facts"]["git"][

@@ -13,7 +13,7 @@ def test_demo_tells_the_story_and_cleans_up(cli: Cli) -> None:
     result = cli("demo", timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     out = result.stdout
-    assert re.search(r"code moved: 9 commits pulled into .*Fix PCG MoE Error", out)
+    assert re.search(r"code moved: 9 commits pulled into .*Fix PCG MoE Error", out, re.S)
     # the diff leads with the benchmark both snapshots ran, then the pull that explains it
     assert re.search(r"\$ envsnap diff good bad\nenvsnap diff good .*\n\n"
                      r"benchmark: gen throughput \(token/s\) [0-9.]+ -> [0-9.]+ "
