@@ -39,7 +39,7 @@ COMMAND_MODULES = {
     "capture": "capture", "list": "show", "show": "show", "diff": "diff", "bench": "bench",
     "play": "play", "restore": "restore", "bisect": "bisect", "report": "report",
     "demo": "demo", "trust": "trust", "ansible": "collection",
-    "explain": "explain",
+    "explain": "explain", "import": "importing",
 }
 
 

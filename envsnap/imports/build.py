@@ -1,0 +1,167 @@
+"""Pasted files of one host -> one snapshot, marked partial and imported.
+
+Each file is told apart by its content (`reader_for`), read whole by its reader into
+envsnap's own fields, and the readings are merged: GPUs named GPU0.. (collect_env, topo -m)
+take the bus id another file of the host gives that index. What no file carries is
+recorded as unknown, never as empty: a section none carries is `{}` with its collector
+error saying which tools were read ("not in a torch collect_env output"), the way a failed
+collector's section is; inside a section a field simply is absent, and meta.imported says
+which collections were given whole (`complete`), so a diff can tell "unknown" from
+"removed". Strings pass through the agent's secret detector before anything is stored
+(a pasted output may hold tokens), and are rekeyed under the user's masking key as a
+capture's are, so equal secrets still compare equal."""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from envsnap import __version__
+from envsnap.agent.sections import SECTIONS
+from envsnap.errors import UsageError
+from envsnap.imports import collect_env, pip, smi
+from envsnap.imports.reading import Facts, Reading, Unreadable, merge
+from envsnap.snapshot.document import SCHEMA, section_digest
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Snapshot
+
+Reader = Callable[[str, str], Reading]
+READERS: dict[str, Reader] = {
+    "torch collect_env": collect_env.read,
+    "nvidia-smi": smi.read_table, "nvidia-smi -q": smi.read_q,
+    "nvidia-smi -q -x": smi.read_xml, "nvidia-smi topo -m": smi.read_topology,
+    "pip list": pip.read_list, "pip list json": pip.read_list_json,
+    "pip freeze": pip.read_freeze, "pip inspect": pip.read_inspect,
+}
+MAX_BYTES = 64 * 1024 * 1024
+
+
+@dataclass
+class Source:
+    name: str            # the file as given
+    text: str
+
+
+def reader_for(text: str, source: str) -> Reader:
+    kind = (("torch collect_env" if collect_env.looks_like(text) else None)
+            or smi.looks_like(text) or pip.json_kind(text) or pip.text_kind(text))
+    if kind is None:
+        first = next((line for line in text.splitlines() if line.strip()), "")
+        raise Unreadable(source, 1, f"not an output envsnap reads ({first[:60]!r}): torch "
+                         "collect_env, nvidia-smi (table, -q, -q -x, topo -m), pip list "
+                         "(columns, json), pip freeze, pip inspect")
+    return READERS[kind]
+
+
+def read_source(path: str) -> Source:
+    import gzip
+
+    try:
+        data = Path(path).read_bytes()[:MAX_BYTES + 1]
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError):
+            raise Unreadable(path, 1, "a truncated or corrupt gzip file") from None
+    if len(data) > MAX_BYTES:
+        raise UsageError(f"{path}: over {MAX_BYTES >> 20} MiB: not a pasted output")
+    return Source(path, data.decode("utf-8", "replace"))
+
+
+def read_all(sources: list[Source]) -> list[Reading]:
+    """Every file read whole first: one unreadable file stores nothing."""
+    return [reader_for(s.text, s.name)(s.text, s.name) for s in sources]
+
+
+# ---- merging the readings ------------------------------------------------------------------
+
+def bus_by_index(readings: list[Reading]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for reading in readings:
+        for key, gpu in reading.facts.get("nvidia", {}).get("gpus", {}).items():
+            if not key.startswith("GPU") and isinstance(gpu.get("index"), int):
+                found.setdefault(f"GPU{gpu['index']}", key)
+    return found
+
+
+def rekeyed(nvidia: dict[str, Any], bus_of: dict[str, str]) -> dict[str, Any]:
+    """GPU0.. -> bus ids where another file gave them, in gpus and topology alike."""
+    nvidia = dict(nvidia)
+    if "gpus" in nvidia:
+        nvidia["gpus"] = {bus_of.get(k, k): v for k, v in nvidia["gpus"].items()}
+    if "topology" in nvidia:
+        nvidia["topology"] = {bus_of.get(k, k): {bus_of.get(p, p): link for p, link in
+                                                 peers.items()}
+                              for k, peers in nvidia["topology"].items()}
+    return nvidia
+
+
+def merged_facts(readings: list[Reading]) -> Facts:
+    bus_of = bus_by_index(readings)
+    facts: Facts = {}
+    for reading in readings:
+        more = dict(reading.facts)
+        if "nvidia" in more:
+            more["nvidia"] = rekeyed(more["nvidia"], bus_of)
+        merge(facts, json.loads(json.dumps(more)))     # a copy: readings stay as read
+    return facts
+
+
+def masked(facts: Facts) -> Facts:
+    """The agent's detector over every string, then its markers keyed as a capture's."""
+    from envsnap.agent import redact
+    from envsnap.snapshot.mask import masking_key
+
+    was = redact.Markers.digests
+    redact.Markers.digests = True
+    try:
+        marked = redact.redact_document(facts)
+    finally:
+        redact.Markers.digests = was
+    return cast(Facts, json.loads(redact.rekey(json.dumps(marked), masking_key())))
+
+
+def unknown_why(readings: list[Reading]) -> str:
+    tools = list(dict.fromkeys(reading.tool for reading in readings))
+    return "not in a " + " or ".join(tools) + " output"
+
+
+def source_records(sources: list[Source], readings: list[Reading]) -> dict[str, Any]:
+    records: dict[str, Any] = {}
+    for source, reading in zip(sources, readings):
+        name = Path(source.name).name
+        while name in records:          # two files of one name from two folders
+            name += "'"
+        records[name] = {
+            "sha256": hashlib.sha256(source.text.encode("utf-8", "surrogatepass")).hexdigest(),
+            "tool": reading.tool, "format": reading.format, "version": reading.version,
+            "lines": len(source.text.splitlines())}
+    return records
+
+
+def imported_snapshot(sources: list[Source], *, label: str, host: str,
+                      captured_at: str) -> Snapshot:
+    readings = read_all(sources)
+    facts = masked(merged_facts(readings))
+    why = unknown_why(readings)
+    for name in SECTIONS:
+        facts.setdefault(name, {})
+    collectors = {name: {"seconds": None, "error": None if facts[name] else why}
+                  for name in facts}
+    complete = sorted({path for reading in readings for path in reading.complete})
+    document = {
+        "schema": SCHEMA,
+        "meta": {"label": label, "host": host, "address": None, "captured_at": captured_at,
+                 "envsnap_version": __version__, "collectors": collectors,
+                 "imported": {"partial": True, "complete": complete,
+                              "sources": source_records(sources, readings)}},
+        "facts": facts,
+        "digests": {name: section_digest(section) for name, section in facts.items()},
+    }
+    return cast("Snapshot", document)

@@ -1,0 +1,103 @@
+"""The issue's check: for the H200 recordings, every fact `envsnap import` reads from the
+pasted outputs equals what envsnap's agent recorded on the same machine in the same minute
+(tests/data/h200: collect_env, nvidia-smi -q, -q -x, topo -m, the table; h200-evidence: pip
+list, list --format=json, freeze, inspect and nvidia-smi again): 0 mismatches."""
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Cli
+
+from envsnap.snapshot.store import Store
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+RECORDINGS = {
+    "h200": ["collect_env.txt", "smi.txt", "smi_q.txt", "smi_q.xml", "smi_topo_m.txt"],
+    "h200-evidence": ["pip_list.txt", "pip_list.json", "pip_freeze.txt", "pip_inspect.json",
+                      "smi.txt", "smi_q.txt", "smi_q.xml", "smi_topo_m.txt"],
+}
+MISSING = object()
+
+
+def leaves(value: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
+    if isinstance(value, dict) and value:
+        for key, item in value.items():
+            yield from leaves(item, path + (key,))
+    else:
+        yield path, value
+
+
+def at(tree: Any, path: tuple[str, ...]) -> Any:
+    for key in path:
+        if not isinstance(tree, dict) or key not in tree:
+            return MISSING
+        tree = tree[key]
+    return tree
+
+
+def by_index(nvidia: dict[str, Any]) -> dict[str, Any]:
+    """GPUs keyed GPU<index>, the one key a lone collect_env or topo -m output has."""
+    return {**nvidia, "gpus": {f"GPU{gpu.get('index')}": gpu
+                               for gpu in nvidia.get("gpus", {}).values()}}
+
+
+def mismatches(imported: dict[str, Any], agent: dict[str, Any]) -> tuple[int, list[str]]:
+    compared, wrong = 0, []
+    for section, facts in imported.items():
+        truth = agent[section]["facts"]
+        if section == "nvidia" and any(k.startswith("GPU") for k in facts.get("gpus", {})):
+            facts, truth = by_index(facts), by_index(truth)
+        for path, value in leaves(facts):
+            if facts == {} or path[:2] == ("cudnn", "libraries"):
+                continue
+            compared += 1
+            if at(truth, path) != value:
+                wrong.append(f"{section}.{'.'.join(path)}: {value!r} vs {at(truth, path)!r}")
+    return compared, wrong
+
+
+@pytest.mark.parametrize("folder,name", [(f, n) for f, names in RECORDINGS.items()
+                                         for n in names])
+def test_imported_facts_equal_the_agents_of_the_same_machine(cli: Cli, tmp_path: Path,
+                                                            folder: str, name: str) -> None:
+    path = DATA / folder / name
+    if name == "pip_inspect.json":
+        path = tmp_path / name
+        path.write_bytes(gzip.decompress((DATA / folder / (name + ".gz")).read_bytes()))
+    result = cli("import", str(path), "--label", "paste")
+    assert result.returncode == 0, result.stderr
+    document = Store(cli.env["ENVSNAP_STORE"]).load("paste")
+    agent = json.loads((DATA / folder / "agent.json").read_text())["collectors"]
+    compared, wrong = mismatches(document["facts"], agent)
+    assert wrong == [] and compared >= 7, (compared, wrong)
+
+
+def test_the_facts_the_issue_names_are_all_read_and_all_equal(cli: Cli) -> None:
+    """collect_env, -q -x and topo -m of one host as one snapshot: driver, CUDA, NCCL,
+    torch, GPUs and their bus ids, topology, packages, each read and each equal."""
+    files = [DATA / "h200" / n for n in ("collect_env.txt", "smi_q.xml", "smi_topo_m.txt")]
+    assert cli("import", *map(str, files), "--label", "host").returncode == 0
+    facts = Store(cli.env["ENVSNAP_STORE"]).load("host")["facts"]
+    agent = json.loads((DATA / "h200" / "agent.json").read_text())["collectors"]
+    compared, wrong = mismatches(facts, agent)
+    assert wrong == [] and compared >= 98
+    truth = {name: agent[name]["facts"] for name in agent}
+    assert facts["nvidia"]["driver"] == truth["nvidia"]["driver"] == "580.159.04"
+    assert facts["nvidia"]["cuda_driver"] == truth["nvidia"]["cuda_driver"]
+    assert list(facts["nvidia"]["gpus"]) == list(truth["nvidia"]["gpus"])   # bus ids
+    assert facts["nvidia"]["topology"] == truth["nvidia"]["topology"]
+    assert facts["cuda_nccl"]["cuda_toolkit"]["version"] == \
+        truth["cuda_nccl"]["cuda_toolkit"]["version"]
+    assert facts["cuda_nccl"]["nccl"]["wheels"]["nvidia-nccl-cu13"]["version"] == \
+        truth["cuda_nccl"]["nccl"]["torch"]["version"] == "2.28.9"
+    assert facts["cuda_nccl"]["torch"] == {k: truth["cuda_nccl"]["torch"][k]
+                                           for k in ("version", "cuda", "debug")}
+    # cuDNN: collect_env lists the system's libraries; the agent read the same version from
+    # the system's header beside them
+    versions = set(facts["cuda_nccl"]["cudnn"]["libraries"].values())
+    assert versions == {"9.14.0"} <= set(truth["cuda_nccl"]["cudnn"]["headers"].values())
