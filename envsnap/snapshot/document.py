@@ -32,6 +32,7 @@ if TYPE_CHECKING:   # records.py costs ~5 ms to import, and is read by mypy only
         Env,
         Facts,
         Git,
+        Imported,
         Meta,
         Nvidia,
         Process,
@@ -129,6 +130,22 @@ def capture_config(document: Snapshot) -> CaptureConfig:
 
 def collectors(document: Snapshot) -> dict[str, Collector]:
     return meta(document).get("collectors", {})
+
+
+def imported(document: Snapshot) -> Imported | None:
+    """How an imported snapshot was read (`envsnap import`); None for a capture."""
+    return meta(document).get("imported")
+
+
+def is_partial(document: Snapshot) -> bool:
+    """It knows only what some pasted outputs carry: a field it lacks is unknown, not absent."""
+    return bool((imported(document) or {}).get("partial"))
+
+
+def complete_paths(document: Snapshot) -> frozenset[str]:
+    """The collections an imported snapshot holds whole ("python_env.packages"): one of
+    their entries it lacks is really not there."""
+    return frozenset((imported(document) or {}).get("complete", []))
 
 
 def facts(document: Snapshot) -> Facts:
