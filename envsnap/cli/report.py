@@ -12,6 +12,7 @@ from envsnap.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:
     from envsnap.cli.options import Commands
+    from envsnap.snapshot.records import Snapshot
 
 EPILOG = exit_codes(
     (ExitCode.OK, "the report was written, whatever --vs found: a report is a rendering; "
@@ -19,6 +20,7 @@ EPILOG = exit_codes(
     (ExitCode.USAGE, "usage error: bad argument, unknown label, a file that cannot be written"),
     (ExitCode.INVALID, "invalid snapshot"),
 )
+COLLECT_ENV = "collect-env"
 SUFFIX_FORMATS = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html",
                   ".json": "json"}
 
@@ -30,8 +32,9 @@ def register(commands: Commands) -> None:
     rep.add_argument("label", metavar="LABEL", help="a label in the store or a snapshot file")
     rep.add_argument("--vs", metavar="LABEL",
                      help="compare with this (older, good) snapshot (default: no comparison)")
-    rep.add_argument("--format", choices=REPORT_FORMATS,
-                     help="md, html (one self-contained file) or json (default: from -o's "
+    rep.add_argument("--format", choices=REPORT_FORMATS + (COLLECT_ENV,),
+                     help="md, html (one self-contained file) or json; collect-env: the "
+                          "snapshot as torch's collect_env prints it (default: from -o's "
                           "suffix, else md)")
     rep.add_argument("-o", "--output", metavar="FILE",
                      help="write here (default: stdout)")
@@ -65,6 +68,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise UsageError(f"--bundle {args.bundle!r}: name it FILE.tar.gz")
     store = Store(args.store)
     document = store.load(args.label)
+    if args.format == COLLECT_ENV:
+        return report_collect_env(args, document)
     vs = store.load(args.vs) if args.vs else None
     options = ReportOptions(mask=not args.no_mask, full=args.all)
     report = build_report(document, vs, options, (args.label, args.vs or ""))
@@ -77,4 +82,18 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(f"saved {save_text(args.output, render(report, output_format(args)))}")
     elif not args.bundle:
         sys.stdout.write(render(report, output_format(args)))
+    return ExitCode.OK
+
+
+def report_collect_env(args: argparse.Namespace, document: Snapshot) -> int:
+    from envsnap.report.build import save_text
+    from envsnap.report.collect_env import collect_env_text
+
+    if args.vs or args.bundle:
+        raise UsageError(f"--format {COLLECT_ENV} shows one snapshot: without --vs and --bundle")
+    rendered = collect_env_text(document)
+    if args.output:
+        print(f"saved {save_text(args.output, rendered)}")
+    else:
+        sys.stdout.write(rendered)
     return ExitCode.OK

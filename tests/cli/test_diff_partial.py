@@ -5,31 +5,16 @@ the paste that machine's collect_env, nvidia-smi -q -x and topo -m."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from conftest import Cli
+from helpers.imported import DATA, H200, save_capture
 
-from envsnap.snapshot.document import build
-from envsnap.snapshot.store import Store
-
-DATA = Path(__file__).resolve().parent.parent / "data"
-H200 = DATA / "h200"
 PASTE = [H200 / "collect_env.txt", H200 / "smi_q.xml", H200 / "smi_topo_m.txt"]
 
 
-def save_capture(cli: Cli, folder: Path, label: str, edit: Any = None) -> None:
-    """The agent's recorded output as the capture it was (the store signs it)."""
-    output = json.loads((folder / "agent.json").read_text())
-    if edit:
-        edit(output["collectors"])
-    document = build(output, label=label, host="local", address="local",
-                     captured_at="2026-12-01T14:03:07+00:00", config={})
-    Store(cli.env["ENVSNAP_STORE"]).save(document, label)
-
-
 def test_a_paste_of_the_same_machine_shows_no_drift_and_names_what_it_lacks(cli: Cli) -> None:
-    save_capture(cli, H200, "mine")
+    save_capture(cli.env["ENVSNAP_STORE"], H200, "mine")
     assert cli("import", *map(str, PASTE), "--label", "theirs").returncode == 0
     result = cli("diff", "theirs", "mine")
     assert result.returncode == 0, result.stdout
@@ -47,7 +32,7 @@ def test_an_unknown_is_never_a_removal_but_a_real_change_is_found(cli: Cli) -> N
     def edit(collectors: dict[str, Any]) -> None:
         collectors["nvidia"]["facts"]["driver"] = "570.86.15"
         del collectors["python_env"]["facts"]["packages"]["triton"]   # one collect_env lists
-    save_capture(cli, H200, "mine", edit)
+    save_capture(cli.env["ENVSNAP_STORE"], H200, "mine", edit)
     assert cli("import", *map(str, PASTE), "--label", "theirs").returncode == 0
     result = json.loads(cli("diff", "theirs", "mine", "--json").stdout)
     found = {(f["section"], tuple(f["path"])): f for f in result["findings"]}
@@ -63,7 +48,7 @@ def test_a_package_list_given_whole_finds_a_missing_package(cli: Cli) -> None:
 
     def edit(collectors: dict[str, Any]) -> None:
         del collectors["python_env"]["facts"]["packages"]["absl-py"]
-    save_capture(cli, evidence, "mine", edit)
+    save_capture(cli.env["ENVSNAP_STORE"], evidence, "mine", edit)
     assert cli("import", str(evidence / "pip_list.json"), "--label", "theirs").returncode == 0
     result = cli("diff", "theirs", "mine", "--json")
     findings = json.loads(result.stdout)["findings"]

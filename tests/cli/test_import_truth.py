@@ -6,61 +6,19 @@ from __future__ import annotations
 
 import gzip
 import json
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import Cli
+from helpers.imported import DATA, mismatches
 
 from envsnap.snapshot.store import Store
 
-DATA = Path(__file__).resolve().parent.parent / "data"
 RECORDINGS = {
     "h200": ["collect_env.txt", "smi.txt", "smi_q.txt", "smi_q.xml", "smi_topo_m.txt"],
     "h200-evidence": ["pip_list.txt", "pip_list.json", "pip_freeze.txt", "pip_inspect.json",
                       "smi.txt", "smi_q.txt", "smi_q.xml", "smi_topo_m.txt"],
 }
-MISSING = object()
-
-
-def leaves(value: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
-    if isinstance(value, dict) and value:
-        for key, item in value.items():
-            yield from leaves(item, path + (key,))
-    else:
-        yield path, value
-
-
-def at(tree: Any, path: tuple[str, ...]) -> Any:
-    for key in path:
-        if not isinstance(tree, dict) or key not in tree:
-            return MISSING
-        tree = tree[key]
-    return tree
-
-
-def by_index(nvidia: dict[str, Any]) -> dict[str, Any]:
-    """GPUs keyed GPU<index>, the one key a lone collect_env or topo -m output has."""
-    return {**nvidia, "gpus": {f"GPU{gpu.get('index')}": gpu
-                               for gpu in nvidia.get("gpus", {}).values()}}
-
-
-def mismatches(imported: dict[str, Any], agent: dict[str, Any]) -> tuple[int, list[str]]:
-    compared, wrong = 0, []
-    for section, facts in imported.items():
-        truth = agent[section]["facts"]
-        if section == "nvidia" and any(k.startswith("GPU") for k in facts.get("gpus", {})):
-            facts, truth = by_index(facts), by_index(truth)
-        for path, value in leaves(facts):
-            if facts == {} or path[:2] == ("cudnn", "libraries"):
-                continue
-            compared += 1
-            if at(truth, path) != value:
-                wrong.append(f"{section}.{'.'.join(path)}: {value!r} vs {at(truth, path)!r}")
-    return compared, wrong
-
-
 @pytest.mark.parametrize("folder,name", [(f, n) for f, names in RECORDINGS.items()
                                          for n in names])
 def test_imported_facts_equal_the_agents_of_the_same_machine(cli: Cli, tmp_path: Path,
