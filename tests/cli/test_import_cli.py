@@ -116,3 +116,11 @@ def test_an_existing_label_is_refused(cli: Cli) -> None:
     again = cli("import", str(EVIDENCE / "smi_q.txt"), "--label", "x")
     assert again.returncode == 2 and "already exists" in again.stderr
     assert json.dumps(stored(cli, "x")["meta"]["imported"]["sources"]).count("smi.txt") == 1
+
+
+def test_show_says_unknown_where_a_paste_says_nothing(cli: Cli) -> None:
+    assert cli("import", str(EVIDENCE / "pip_list.json"), "--label", "pips").returncode == 0
+    shown = cli("show", "pips").stdout
+    assert "sitecustomize       unknown: not in a pip list output" in shown
+    assert "; cuda_nccl unknown: not in a pip" in shown
+    assert "NCCL                wheel nvidia-nccl-cu13 2.28.9\n" in shown
