@@ -15,6 +15,7 @@ from envsnap.verdicts import REGRESSION
 
 if TYPE_CHECKING:
     from envsnap.cli.options import Commands
+    from envsnap.snapshot.records import Snapshot
     from envsnap.snapshot.store import Store
 
 DRIFT = "drift"
@@ -71,7 +72,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
     first, second = args.snapshots
     options = DiffOptions(include_volatile=args.all, sections=sections)
-    result = diff(store.load(first), store.load(second), options, (first, second))
+    result = diff(load_side(store, first), load_side(store, second), options,
+                  (first, second))
     if args.json or args.markdown:
         from envsnap.diff.render_formats import as_json, markdown
 
@@ -85,6 +87,24 @@ def cmd_diff(args: argparse.Namespace) -> int:
             warn_nothing_to_regress("the two snapshots do not hold runs of one benchmark")
         return ExitCode.DRIFT if result.regression else ExitCode.OK
     return ExitCode.DRIFT if result.drift else ExitCode.OK
+
+
+def load_side(store: Store, name: str) -> Snapshot:
+    """A snapshot, or a pasted output (torch collect_env, nvidia-smi, pip) read as the
+    partial snapshot `envsnap import` would store; a file that is neither fails as a
+    snapshot, with the snapshot's error."""
+    from envsnap.errors import SnapshotError
+
+    try:
+        return store.load(name)
+    except SnapshotError:
+        from envsnap.imports.build import pasted_snapshot
+        from envsnap.text import timestamp
+
+        pasted = pasted_snapshot(name, timestamp())
+        if pasted is None:
+            raise
+        return pasted
 
 
 def warn_nothing_to_regress(why: str) -> None:

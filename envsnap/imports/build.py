@@ -46,9 +46,14 @@ class Source:
     text: str
 
 
-def reader_for(text: str, source: str) -> Reader:
-    kind = (("torch collect_env" if collect_env.looks_like(text) else None)
+def kind_of(text: str) -> str | None:
+    """Which tool's output this is, by its content; None: none envsnap reads."""
+    return (("torch collect_env" if collect_env.looks_like(text) else None)
             or smi.looks_like(text) or pip.json_kind(text) or pip.text_kind(text))
+
+
+def reader_for(text: str, source: str) -> Reader:
+    kind = kind_of(text)
     if kind is None:
         first = next((line for line in text.splitlines() if line.strip()), "")
         raise Unreadable(source, 1, f"not an output envsnap reads ({first[:60]!r}): torch "
@@ -143,6 +148,17 @@ def source_records(sources: list[Source], readings: list[Reading]) -> dict[str, 
             "tool": reading.tool, "format": reading.format, "version": reading.version,
             "lines": len(source.text.splitlines())}
     return records
+
+
+def pasted_snapshot(path: str, captured_at: str) -> Snapshot | None:
+    """A file given where a snapshot is expected (`envsnap diff their-paste.txt mine`),
+    imported in memory and stored nowhere; None when it is no output envsnap reads."""
+    if not Path(path).is_file():
+        return None
+    source = read_source(path)
+    if kind_of(source.text) is None:
+        return None
+    return imported_snapshot([source], label=path, host="imported", captured_at=captured_at)
 
 
 def imported_snapshot(sources: list[Source], *, label: str, host: str,

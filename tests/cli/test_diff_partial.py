@@ -5,6 +5,7 @@ the paste that machine's collect_env, nvidia-smi -q -x and topo -m."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from conftest import Cli
@@ -54,3 +55,16 @@ def test_a_package_list_given_whole_finds_a_missing_package(cli: Cli) -> None:
     findings = json.loads(result.stdout)["findings"]
     assert [(f["path"], f["kind"]) for f in findings] == [(["packages", "absl-py"], "removed")]
     assert result.returncode == 1
+
+
+def test_diff_reads_a_pasted_output_in_place_of_a_snapshot(cli: Cli, tmp_path: Path) -> None:
+    save_capture(cli.env["ENVSNAP_STORE"], H200, "mine")
+    result = cli("diff", str(H200 / "collect_env.txt"), "mine")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "could not compare, not in a torch collect_env output: " in result.stdout
+    assert sorted(p.name for p in Path(cli.env["ENVSNAP_STORE"]).iterdir()) == ["mine.yaml"]
+    truncated = tmp_path / "truncated.txt"
+    truncated.write_text("".join((H200 / "collect_env.txt").read_text()
+                                 .splitlines(keepends=True)[:30]))
+    bad = cli("diff", str(truncated), "mine")
+    assert bad.returncode == 4 and f"{truncated}:30: truncated collect_env output" in bad.stderr
