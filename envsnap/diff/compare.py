@@ -228,11 +228,11 @@ def volatile_section(document: Snapshot, name: str) -> Mapping[str, Any]:
 
 def section_changes(name: str, a: Snapshot, b: Snapshot,
                     patterns: list[tuple[str, str]]) -> list[Finding]:
-    if name == "env":
+    known = known_of(name, a, b)
+    if name == "env" and known is None:     # a paste's env is its printed variables only
         return env_changes(env(a), env(b))
     if name == "git":
         return git_changes(git(a), git(b), patterns)
-    known = known_of(name, a, b)
     before, after = section(a, name), section(b, name)
     if known and name == "nvidia":
         before, after = comparable_nvidia(before, after)

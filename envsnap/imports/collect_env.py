@@ -24,6 +24,7 @@ collect" are the script's words for a fact it could not read: unknown here, neve
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from envsnap.imports.reading import Facts, Reading, Unreadable, merge, nested, quoted
@@ -58,18 +59,48 @@ def canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def start_of(lines: list[str]) -> int | None:
+    """Where the output starts: its first line, after what a launcher logged before it
+    (vLLM's `INFO ... Automatically detected platform cuda.`, a RuntimeWarning)."""
+    for number, line in enumerate(lines[:60]):
+        if line.rstrip() == FIRST_LINE or line.startswith("PyTorch version:"):
+            return number
+    return None
+
+
 def looks_like(text: str) -> bool:
-    head = text.lstrip()[:400]
-    return head.startswith(FIRST_LINE) or head.startswith("PyTorch version:")
+    return start_of(text[:8000].splitlines()) is not None
+
+
+# What may follow the libraries: a reader of a longer layout (vllm.py) reads it; torch's
+# own output ends with them, so there anything after them is a second thing pasted.
+Tail = Callable[[list[str], int, str, Facts, dict[str, str]], None]
 
 
 def read(text: str, source: str) -> Reading:
     lines = text.splitlines()
+    facts, keys = read_lines(lines, source, None)
+    return reading_of(lines, source, facts, keys)
+
+
+def read_lines(lines: list[str], source: str, tail: Tail | None
+               ) -> tuple[Facts, dict[str, str]]:
     facts: Facts = {}
     keys: dict[str, str] = {}
-    at = 0
+    at = start_of(lines) or 0
     while at < len(lines):
         at = read_line(lines, at, source, facts, keys)
+        if LIBRARIES[:-1] in keys and at < len(lines):
+            if tail is None:
+                raise Unreadable(source, at + 1, f"cannot read {quoted(lines[at])} after the "
+                                 "libraries, where a collect_env output ends")
+            tail(lines, at, source, facts, keys)
+            break
+    return facts, keys
+
+
+def reading_of(lines: list[str], source: str, facts: Facts, keys: dict[str, str],
+               tool: str = "torch collect_env", version: str | None = None) -> Reading:
     if "PyTorch version" not in keys:
         raise Unreadable(source, 1, "not a collect_env output: no 'PyTorch version:' line")
     if LIBRARIES[:-1] not in keys:
@@ -79,7 +110,7 @@ def read(text: str, source: str) -> Reading:
         if known(keys.get(key)) is not None:
             merge(facts, nested(path, known(keys[key])))
     merge(facts, build_facts(keys))
-    return Reading("torch collect_env", variant(keys), facts, known(keys["PyTorch version"]))
+    return Reading(tool, variant(keys), facts, version or known(keys["PyTorch version"]))
 
 
 def variant(keys: dict[str, str]) -> str:
@@ -95,7 +126,7 @@ def read_line(lines: list[str], at: int, source: str, facts: Facts,
               keys: dict[str, str]) -> int:
     """Read the line at `at` (and a block it opens); the index of the next line to read."""
     line = lines[at].rstrip()
-    if not line or (at == 0 and line == FIRST_LINE):
+    if not line or line == FIRST_LINE:
         return at + 1
     match = KEY_VALUE.match(line)
     if not match:
@@ -175,21 +206,23 @@ def read_cpu(lines: list[str], at: int, facts: Facts) -> int:
 
 
 def read_libraries(lines: list[str], at: int, source: str, facts: Facts) -> int:
+    """The `[pip3] ...` lines; the index of the first line after them."""
     packages: dict[str, str | None] = {}
+    end = len(lines)
     for number in range(at, len(lines)):
         line = lines[number].rstrip()
         if not line:
             continue
         match = LIBRARY_LINE.match(line)
         if not match:
-            raise Unreadable(source, number + 1, f"cannot read {quoted(line)} as a library "
-                             "line ('[pip3] name==version')")
+            end = number
+            break
         manager, rest = match.groups()
         if manager.startswith("pip") and "==" in rest:
             name, _, version = rest.partition("==")
             packages[canonical(name.strip())] = version.strip()
     merge(facts, package_facts(packages))
-    return len(lines)
+    return end
 
 
 def package_facts(packages: dict[str, str | None]) -> Facts:
