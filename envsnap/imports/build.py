@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, cast
 from envsnap import __version__
 from envsnap.agent.sections import SECTIONS
 from envsnap.errors import UsageError
-from envsnap.imports import collect_env, pip, smi, vllm
+from envsnap.imports import collect_env, pip, sglang, smi, vllm
 from envsnap.imports.reading import Facts, Reading, Unreadable, merge
 from envsnap.snapshot.document import SCHEMA, section_digest
 
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 Reader = Callable[[str, str], Reading]
 READERS: dict[str, Reader] = {
     "torch collect_env": collect_env.read, "vLLM collect_env": vllm.read,
+    "SGLang check_env": sglang.read,
     "nvidia-smi": smi.read_table, "nvidia-smi -q": smi.read_q,
     "nvidia-smi -q -x": smi.read_xml, "nvidia-smi topo -m": smi.read_topology,
     "pip list": pip.read_list, "pip list json": pip.read_list_json,
@@ -50,6 +51,8 @@ def kind_of(text: str) -> str | None:
     """Which tool's output this is, by its content; None: none envsnap reads."""
     if vllm.looks_like(text):
         return "vLLM collect_env"
+    if sglang.looks_like(text):
+        return "SGLang check_env"
     return (("torch collect_env" if collect_env.looks_like(text) else None)
             or smi.looks_like(text) or pip.json_kind(text) or pip.text_kind(text))
 
