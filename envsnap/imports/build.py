@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -123,14 +123,33 @@ def merged_facts(readings: list[Reading]) -> Facts:
     return facts
 
 
+def strings_in(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield str(key)
+            yield from strings_in(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from strings_in(item)
+
+
 def masked(facts: Facts) -> Facts:
-    """The agent's detector over every string, then its markers keyed as a capture's."""
+    """The agent's detector over every string, then its markers keyed as a capture's.
+
+    First over all of them at once, a line each: the detector reads a line at a time, so
+    when it masks nothing there (the common case) it masks nothing in any one of them, and
+    the one pass costs a 2,000-package paste ~2 ms instead of ~200 ms of a call a string."""
     from envsnap.agent import redact
     from envsnap.snapshot.mask import masking_key
 
+    every = "\n".join(strings_in(facts))
     was = redact.Markers.digests
     redact.Markers.digests = True
     try:
+        if redact.redact_text(every) == every:
+            return facts
         marked = redact.redact_document(facts)
     finally:
         redact.Markers.digests = was
