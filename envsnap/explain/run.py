@@ -112,6 +112,7 @@ def explain_run(store: Store, inventory: Inventory, labels: tuple[str, str], hos
     emit = on_event or (lambda _: None)
     good, bad = store.load(labels[0]), store.load(labels[1])
     for document, label in zip((good, bad), labels):
+        snap.refuse_partial(document, label, "explain")
         check_trusted(document, label, options.trust_foreign)
     paths = pick_repos(good, bad, options.repos, labels)
     target = pick_host(bad, inventory, host)

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable, cast
 
 from envsnap import __version__
-from envsnap.errors import SnapshotError
+from envsnap.errors import SnapshotError, UsageError
 from envsnap.snapshot.spec import Invalid, got
 
 if TYPE_CHECKING:   # records.py costs ~5 ms to import, and is read by mypy only
@@ -146,6 +146,14 @@ def complete_paths(document: Snapshot) -> frozenset[str]:
     """The collections an imported snapshot holds whole ("python_env.packages"): one of
     their entries it lacks is really not there."""
     return frozenset((imported(document) or {}).get("complete", []))
+
+
+def refuse_partial(document: Snapshot, label: str, what: str) -> None:
+    """An imported snapshot is a stranger's paste that knows only part of a host: nothing
+    acts on a host from it (it would pin what it does not know, trust what it cannot)."""
+    if is_partial(document):
+        raise UsageError(f"{label} was imported from pasted outputs: it is partial and "
+                         f"foreign, and {what} needs a capture of the host (envsnap capture)")
 
 
 def facts(document: Snapshot) -> Facts:

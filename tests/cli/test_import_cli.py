@@ -124,3 +124,13 @@ def test_show_says_unknown_where_a_paste_says_nothing(cli: Cli) -> None:
     assert "sitecustomize       unknown: not in a pip list output" in shown
     assert "; cuda_nccl unknown: not in a pip" in shown
     assert "NCCL                wheel nvidia-nccl-cu13 2.28.9\n" in shown
+
+
+def test_nothing_acts_on_a_host_from_an_imported_snapshot(cli: Cli) -> None:
+    assert cli("import", str(EVIDENCE / "pip_list.json"), "--label", "theirs").returncode == 0
+    restore = cli("restore", "theirs", "--check")
+    assert restore.returncode == 2, restore.stdout + restore.stderr
+    assert "theirs was imported from pasted outputs: it is partial and foreign, and restore " \
+           "needs a capture of the host" in restore.stderr
+    explain = cli("explain", "theirs", "theirs", "--cmd", "true", "--metric", "x=(\\d+)")
+    assert explain.returncode == 2 and "explain needs a capture" in explain.stderr
