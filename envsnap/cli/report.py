@@ -20,7 +20,7 @@ EPILOG = exit_codes(
     (ExitCode.USAGE, "usage error: bad argument, unknown label, a file that cannot be written"),
     (ExitCode.INVALID, "invalid snapshot"),
 )
-COLLECT_ENV = "collect-env"
+COLLECT_ENV, CHECK_ENV = "collect-env", "check-env"
 SUFFIX_FORMATS = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html",
                   ".json": "json"}
 
@@ -32,10 +32,10 @@ def register(commands: Commands) -> None:
     rep.add_argument("label", metavar="LABEL", help="a label in the store or a snapshot file")
     rep.add_argument("--vs", metavar="LABEL",
                      help="compare with this (older, good) snapshot (default: no comparison)")
-    rep.add_argument("--format", choices=REPORT_FORMATS + (COLLECT_ENV,),
-                     help="md, html (one self-contained file) or json; collect-env: the "
-                          "snapshot as torch's collect_env prints it (default: from -o's "
-                          "suffix, else md)")
+    rep.add_argument("--format", choices=REPORT_FORMATS + (COLLECT_ENV, CHECK_ENV),
+                     help="md, html (one self-contained file) or json; collect-env, "
+                          "check-env: the snapshot as torch's collect_env or SGLang's "
+                          "check_env prints it (default: from -o's suffix, else md)")
     rep.add_argument("-o", "--output", metavar="FILE",
                      help="write here (default: stdout)")
     rep.add_argument("--bundle", metavar="FILE.tar.gz",
@@ -68,8 +68,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise UsageError(f"--bundle {args.bundle!r}: name it FILE.tar.gz")
     store = Store(args.store)
     document = store.load(args.label)
-    if args.format == COLLECT_ENV:
-        return report_collect_env(args, document)
+    if args.format in (COLLECT_ENV, CHECK_ENV):
+        return report_as_tool(args, document)
     vs = store.load(args.vs) if args.vs else None
     options = ReportOptions(mask=not args.no_mask, full=args.all)
     report = build_report(document, vs, options, (args.label, args.vs or ""))
@@ -85,13 +85,16 @@ def cmd_report(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def report_collect_env(args: argparse.Namespace, document: Snapshot) -> int:
+def report_as_tool(args: argparse.Namespace, document: Snapshot) -> int:
+    """The snapshot as the tool a maintainer asked for prints it."""
     from envsnap.report.build import save_text
+    from envsnap.report.check_env import check_env_text
     from envsnap.report.collect_env import collect_env_text
 
     if args.vs or args.bundle:
-        raise UsageError(f"--format {COLLECT_ENV} shows one snapshot: without --vs and --bundle")
-    rendered = collect_env_text(document)
+        raise UsageError(f"--format {args.format} shows one snapshot: without --vs and "
+                         "--bundle")
+    rendered = (collect_env_text if args.format == COLLECT_ENV else check_env_text)(document)
     if args.output:
         print(f"saved {save_text(args.output, rendered)}")
     else:

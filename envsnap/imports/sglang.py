@@ -77,9 +77,11 @@ def read(text: str, source: str) -> Reading:
                 gpus.setdefault(f"GPU{index}", {"index": int(index)})[field] = value
         elif key in HEAD_KEYS:
             keys[key] = value
-        elif value != NOT_FOUND:
-            packages[canonical(key)] = value
-    if "PyTorch" not in keys or "sglang" not in packages:
+        else:
+            keys.setdefault(key, value)
+            if value != NOT_FOUND:
+                packages[canonical(key)] = value
+    if "PyTorch" not in keys or "sglang" not in keys:
         raise Unreadable(source, len(lines), "truncated check_env output: no 'PyTorch:' or "
                          "'sglang:' line")
     merge(facts, facts_of(keys, gpus, packages))
@@ -102,6 +104,9 @@ def facts_of(keys: dict[str, str], gpus: dict[str, dict[str, Any]],
         nvidia["driver"] = keys["CUDA Driver Version"]
     if nvidia:
         merge(facts, {"nvidia": nvidia})
+    soft = keys.get("ulimit soft", "")
+    if soft.isdigit():
+        merge(facts, {"system": {"limits": {"nofile": {"soft": int(soft)}}}})
     python = keys.get("Python")
     if python:
         merge(facts, {"python_env": {"interpreter": {"version": python.split(" ")[0],

@@ -68,3 +68,27 @@ def test_collect_env_shows_one_snapshot(cli: Cli) -> None:
     save_capture(cli.env["ENVSNAP_STORE"], H200, "mine")
     result = cli("report", "mine", "--vs", "mine", "--format", "collect-env")
     assert result.returncode == 2 and "without --vs" in result.stderr
+
+
+CHECK_ENV_KEYS = ["Python", "CUDA available", "GPU 0", "GPU 0 Compute Capability",
+                  "CUDA_HOME", "NVCC", "CUDA Driver Version", "PyTorch"]
+
+
+def test_a_capture_printed_as_sglang_check_env_and_read_back(cli: Cli, tmp_path: Path) -> None:
+    save_capture(cli.env["ENVSNAP_STORE"], H200, "mine")
+    printed = tmp_path / "check_env.txt"
+    result = cli("report", "mine", "--format", "check-env", "-o", str(printed))
+    assert result.returncode == 0, result.stderr
+    text = printed.read_text()
+    keys = [line.split(":")[0] for line in text.splitlines()]
+    assert keys[:8] == CHECK_ENV_KEYS and keys[8] == "sglang"   # the script's order
+    for line in ("GPU 0: NVIDIA H200", "NVCC: Cuda compilation tools, release 13.0, V13.0.88",
+                 "CUDA Driver Version: 580.159.04", "PyTorch: 2.11.0+cu130",
+                 "sglang: Module Not Found", "triton: 3.6.0", "ulimit soft: 20000",
+                 "NVIDIA Topology: ", "GPU0\t X \t0-15\t0\t\tN/A"):
+        assert line + "\n" in text, line
+    assert cli("import", str(printed), "--label", "back").returncode == 0
+    back = Store(cli.env["ENVSNAP_STORE"]).load("back")
+    assert back["meta"]["imported"]["sources"]["check_env.txt"]["tool"] == "SGLang check_env"
+    compared, wrong = mismatches(back["facts"], agent_collectors(H200))
+    assert wrong == [] and compared >= 20, (compared, wrong)
