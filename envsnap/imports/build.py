@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from envsnap import __version__
 from envsnap.agent.sections import SECTIONS
-from envsnap.errors import UsageError
+from envsnap.errors import SnapshotError, UsageError
 from envsnap.imports import collect_env, pip, sglang, smi, vllm
 from envsnap.imports.reading import Facts, Reading, Unreadable, merge
 from envsnap.snapshot.document import SCHEMA, section_digest
@@ -112,14 +112,50 @@ def rekeyed(nvidia: dict[str, Any], bus_of: dict[str, str]) -> dict[str, Any]:
     return nvidia
 
 
-def merged_facts(readings: list[Reading]) -> Facts:
+def as_merged(reading: Reading, bus_of: dict[str, str]) -> Facts:
+    """A copy of a reading's facts (readings stay as read), its GPUs under their bus ids."""
+    facts: Facts = json.loads(json.dumps(reading.facts))
+    if "nvidia" in facts:
+        facts["nvidia"] = rekeyed(facts["nvidia"], bus_of)
+    return facts
+
+
+def value_at(facts: Any, path: tuple[str, ...]) -> Any:
+    for key in path:
+        facts = facts.get(key) if isinstance(facts, dict) else None
+    return facts
+
+
+def first_conflict(have: Any, more: Any, path: tuple[str, ...] = ()
+                   ) -> tuple[tuple[str, ...], Any, Any] | None:
+    """The first fact two files both state, differently: (path, theirs, this one's)."""
+    if isinstance(have, dict) and isinstance(more, dict):
+        for key in more.keys() & have.keys():
+            found = first_conflict(have[key], more[key], path + (str(key),))
+            if found:
+                return found
+        return None
+    if have is not None and more is not None and have != more:
+        return path, have, more
+    return None
+
+
+def merged_facts(readings: list[Reading], sources: list[Source]) -> Facts:
+    """One host's facts from all its files; two files that state one fact differently are
+    not of one host (or one moment), and are refused rather than one silently winning."""
     bus_of = bus_by_index(readings)
     facts: Facts = {}
-    for reading in readings:
-        more = dict(reading.facts)
-        if "nvidia" in more:
-            more["nvidia"] = rekeyed(more["nvidia"], bus_of)
-        merge(facts, json.loads(json.dumps(more)))     # a copy: readings stay as read
+    for number, reading in enumerate(readings):
+        more = as_merged(reading, bus_of)
+        conflict = first_conflict(facts, more)
+        if conflict:
+            path, theirs, ours = conflict
+            earlier = next(s.name for s, r in zip(sources, readings)
+                           if value_at(as_merged(r, bus_of), path) == theirs)
+            raise SnapshotError(f"{sources[number].name}: {'.'.join(path)} is {ours!r} here "
+                                f"but {theirs!r} in {earlier}: these files are not of one "
+                                "host at one time; import them apart")
+        merge(facts, more)
     return facts
 
 
@@ -188,7 +224,7 @@ def pasted_snapshot(path: str, captured_at: str) -> Snapshot | None:
 def imported_snapshot(sources: list[Source], *, label: str, host: str,
                       captured_at: str) -> Snapshot:
     readings = read_all(sources)
-    facts = masked(merged_facts(readings))
+    facts = masked(merged_facts(readings, sources))
     why = unknown_why(readings)
     for name in SECTIONS:
         facts.setdefault(name, {})

@@ -59,3 +59,35 @@ def test_the_facts_the_issue_names_are_all_read_and_all_equal(cli: Cli) -> None:
     # the system's header beside them
     versions = set(facts["cuda_nccl"]["cudnn"]["libraries"].values())
     assert versions == {"9.14.0"} <= set(truth["cuda_nccl"]["cudnn"]["headers"].values())
+
+
+@pytest.mark.parametrize("folder", sorted(RECORDINGS))
+def test_every_file_of_one_recording_makes_one_snapshot_equal_to_the_agents(
+        cli: Cli, tmp_path: Path, folder: str) -> None:
+    paths = []
+    for name in RECORDINGS[folder]:
+        path = DATA / folder / name
+        if name == "pip_inspect.json":
+            path = tmp_path / name
+            path.write_bytes(gzip.decompress((DATA / folder / (name + ".gz")).read_bytes()))
+        paths.append(str(path))
+    result = cli("import", *paths, "--label", "all")
+    assert result.returncode == 0, result.stderr
+    document = Store(cli.env["ENVSNAP_STORE"]).load("all")
+    agent = json.loads((DATA / folder / "agent.json").read_text())["collectors"]
+    compared, wrong = mismatches(document["facts"], agent)
+    assert wrong == [] and compared >= 90, (compared, wrong)
+    assert len(document["meta"]["imported"]["sources"]) == len(paths)
+
+
+def test_files_of_two_machines_are_refused_and_nothing_is_stored(cli: Cli) -> None:
+    """h200 and h200-evidence are two boots of two lent VMs: their GPUs' UUIDs differ."""
+    first, second = DATA / "h200" / "smi_q.txt", DATA / "h200-evidence" / "smi_q.xml"
+    result = cli("import", str(first), str(second), "--label", "mixed")
+    assert result.returncode == 4
+    assert result.stderr == (
+        f"envsnap: error: {second}: nvidia.gpus.00000000:00:06.0.uuid is "
+        "'GPU-182dd796-462b-b296-a9bc-56e2cbd7d9bd' here but "
+        f"'GPU-1f3810d9-1e14-3ad4-f9b1-abe2f054c8b3' in {first}: these files are not of one "
+        "host at one time; import them apart\n")
+    assert not Store(cli.env["ENVSNAP_STORE"]).exists("mixed")
