@@ -107,6 +107,17 @@ def load_side(store: Store, name: str) -> Snapshot:
         return pasted
 
 
+def load_all(store: Store, sources: list[str]) -> list[Snapshot]:
+    """The fleet's snapshots at the store's speed; where one is a pasted output, each is
+    read as load_side reads it."""
+    from envsnap.errors import SnapshotError
+
+    try:
+        return store.load_all(sources)
+    except SnapshotError:
+        return [load_side(store, source) for source in sources]
+
+
 def warn_nothing_to_regress(why: str) -> None:
     """CI asked to fail on a regression that cannot happen: say so rather than pass quietly."""
     sys.stderr.write(f"warning: --fail-on regression: {why}; nothing can regress (exit 0)\n")
@@ -120,7 +131,7 @@ def diff_fleet(args: argparse.Namespace, store: Store, sections: tuple[str, ...]
     sources = fleet_sources(args.snapshots + args.fleet, store)
     if len(sources) < 2:
         raise UsageError("--fleet needs at least two snapshots")
-    report = fleet(store.load_all(sources), sources, sections)
+    report = fleet(load_all(store, sources), sources, sections)
     sys.stdout.write(fleet_json(report) if args.json else fleet_markdown(report)
                      if args.markdown else fleet_human(report, color))
     if args.fail_on == REGRESSION:

@@ -68,3 +68,23 @@ def test_diff_reads_a_pasted_output_in_place_of_a_snapshot(cli: Cli, tmp_path: P
                                  .splitlines(keepends=True)[:30]))
     bad = cli("diff", str(truncated), "mine")
     assert bad.returncode == 4 and f"{truncated}:30: truncated collect_env output" in bad.stderr
+
+
+def test_diff_fleet_reads_a_folder_of_pasted_outputs(cli: Cli, tmp_path: Path) -> None:
+    """Users' pastes beside a capture: the one user on another driver stands out; what a
+    paste does not carry (the capture's env, git, kernel module...) is no disagreement."""
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    recorded = (H200 / "collect_env.txt").read_text()
+    for user in ("alice", "carol", "dave"):
+        (folder / f"{user}.txt").write_text(recorded)
+    (folder / "bob.txt").write_text(recorded.replace("Nvidia driver version: 580.159.04",
+                                                     "Nvidia driver version: 570.86.15"))
+    save_capture(cli.env["ENVSNAP_STORE"], H200, "mine")
+    result = cli("diff", "--fleet", str(folder), "mine", "--json")
+    assert result.returncode == 1, result.stderr
+    report = json.loads(result.stdout)
+    rows = [(row["section"], row["path"], row["others"]) for row in report["disagreements"]]
+    assert rows == [("nvidia", ["driver"], [{"value": "570.86.15",
+                                             "hosts": [str(folder / "bob.txt")]}])]
+    assert report["not_captured"] == []
