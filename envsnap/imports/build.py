@@ -39,6 +39,7 @@ READERS: dict[str, Reader] = {
     "pip freeze": pip.read_freeze, "pip inspect": pip.read_inspect,
 }
 MAX_BYTES = 64 * 1024 * 1024
+HEAD_BYTES = 256 * 1024       # enough of a file to tell what it is (kind_of reads its head)
 
 
 @dataclass
@@ -213,11 +214,18 @@ def source_records(sources: list[Source], readings: list[Reading]) -> dict[str, 
 def pasted_snapshot(path: str, captured_at: str) -> Snapshot | None:
     """A file given where a snapshot is expected (`envsnap diff their-paste.txt mine`),
     imported in memory and stored nowhere; None when it is no output envsnap reads."""
-    if not Path(path).is_file():
+    file = Path(path)
+    try:
+        if file.suffix in (".yaml", ".yml") or not file.is_file() or \
+                file.stat().st_size > MAX_BYTES:
+            return None        # a snapshot, or too big to be a paste: its own error stands
+        with file.open("rb") as stream:
+            head = stream.read(HEAD_BYTES)
+    except OSError:
+        return None
+    if head[:2] != b"\x1f\x8b" and kind_of(head.decode("utf-8", "replace")) is None:
         return None
     source = read_source(path)
-    if kind_of(source.text) is None:
-        return None
     return imported_snapshot([source], label=path, host="imported", captured_at=captured_at)
 
 

@@ -23,6 +23,9 @@ from envsnap.imports.reading import Facts, Reading, Unreadable, merge, quoted
 PACKAGES = "python_env.packages"
 FREEZE_LINE = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*(?:==\s*(\S+)|@\s*\S+)\s*"
                          r"(?:;.*)?$")
+# pip's own spelling: a list of {"name": ..., "version": ...}, name first (any other list is
+# no pip list, and is left to whatever else it may be: a snapshot's loader names its error)
+LIST_JSON = re.compile(r'\s*\[\s*(?:\]|\{\s*"name"\s*:)')
 LIST_HEADER = re.compile(r"Package\s+Version(\s+Editable project location)?\s*$")
 
 
@@ -38,7 +41,7 @@ def reading(tool: str, form: str, packages: dict[str, str | None],
 def json_kind(text: str) -> str | None:
     """"pip list json" / "pip inspect" for a JSON document of either shape, else None."""
     head = text.lstrip()[:1]
-    if head == "[":
+    if LIST_JSON.match(text):
         return "pip list json"
     if head == "{" and '"installed"' in text[:4000] and '"pip_version"' in text[:4000]:
         return "pip inspect"
