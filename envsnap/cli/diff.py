@@ -15,6 +15,8 @@ from envsnap.verdicts import REGRESSION
 
 if TYPE_CHECKING:
     from envsnap.cli.options import Commands
+    from envsnap.diff.fleet import Members
+    from envsnap.snapshot.records import Snapshot
     from envsnap.snapshot.store import Store
 
 DRIFT = "drift"
@@ -77,7 +79,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
     first, second = args.snapshots
     options = DiffOptions(include_volatile=args.all, sections=sections)
-    result = diff(store.load(first), store.load(second), options, (first, second))
+    result = diff(load_side(store, first), load_side(store, second), options,
+                  (first, second))
     if args.json or args.markdown:
         from envsnap.diff.render_formats import as_json, markdown
 
@@ -110,6 +113,44 @@ def limited_members(sources: list[str], limit: str, inventory_path: str | None) 
     return [source for source in sources if Path(source).stem in names]
 
 
+def load_side(store: Store, name: str) -> Snapshot:
+    """A snapshot, or a pasted output (torch collect_env, nvidia-smi, pip) read as the
+    partial snapshot `envsnap import` would store; a file that is neither fails as a
+    snapshot, with the snapshot's error."""
+    from envsnap.errors import SnapshotError
+
+    try:
+        return store.load(name)
+    except SnapshotError:
+        from envsnap.imports.build import pasted_snapshot
+        from envsnap.text import timestamp
+
+        pasted = pasted_snapshot(name, timestamp())
+        if pasted is None:
+            raise
+        return pasted
+
+
+def with_pastes(members: Members, store: Store) -> Members:
+    """The fleet's members with the pasted outputs among those the snapshot reader refused
+    read as load_side reads them (`diff --fleet` of a folder of users' pastes)."""
+    from envsnap.diff.fleet import Members
+    from envsnap.errors import SnapshotError
+    from envsnap.imports.build import pasted_snapshot
+    from envsnap.text import timestamp
+
+    read = Members(list(members.documents), list(members.sources), [])
+    for source, why in members.refused:
+        pasted = pasted_snapshot(source, timestamp()) if isinstance(why, SnapshotError) \
+            else None
+        if pasted is None:
+            read.refused.append((source, why))
+        else:
+            read.documents.append(pasted)
+            read.sources.append(source)
+    return read
+
+
 def warn_nothing_to_regress(why: str) -> None:
     """CI asked to fail on a regression that cannot happen: say so rather than pass quietly."""
     sys.stderr.write(f"warning: --fail-on regression: {why}; nothing can regress (exit 0)\n")
@@ -129,7 +170,7 @@ def diff_fleet(args: argparse.Namespace, store: Store, sections: tuple[str, ...]
     if len(sources) == 1:
         print(f"nothing to compare: the fleet holds one snapshot ({sources[0]})")
         return ExitCode.OK
-    report = fleet_of(load_members(store, sources), sections)
+    report = fleet_of(with_pastes(load_members(store, sources), store), sections)
     sys.stdout.write(fleet_json(report) if args.json else fleet_markdown(report)
                      if args.markdown else fleet_human(report, color, args.all))
     for _, why in report.unreadable:   # the others are compared; an unreadable one is named

@@ -12,6 +12,7 @@ from envsnap.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:
     from envsnap.cli.options import Commands
+    from envsnap.snapshot.records import Snapshot
 
 EPILOG = exit_codes(
     (ExitCode.OK, "the report was written, whatever --vs found: a report is a rendering; "
@@ -19,6 +20,7 @@ EPILOG = exit_codes(
     (ExitCode.USAGE, "usage error: bad argument, unknown label, a file that cannot be written"),
     (ExitCode.INVALID, "invalid snapshot"),
 )
+COLLECT_ENV, CHECK_ENV = "collect-env", "check-env"
 SUFFIX_FORMATS = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html",
                   ".json": "json"}
 
@@ -30,9 +32,10 @@ def register(commands: Commands) -> None:
     rep.add_argument("label", metavar="LABEL", help="a label in the store or a snapshot file")
     rep.add_argument("--vs", metavar="LABEL",
                      help="compare with this (older, good) snapshot (default: no comparison)")
-    rep.add_argument("--format", choices=REPORT_FORMATS,
-                     help="md, html (one self-contained file) or json (default: from -o's "
-                          "suffix, else md)")
+    rep.add_argument("--format", choices=REPORT_FORMATS + (COLLECT_ENV, CHECK_ENV),
+                     help="md, html (one self-contained file) or json; collect-env, "
+                          "check-env: the snapshot as torch's collect_env or SGLang's "
+                          "check_env prints it (default: from -o's suffix, else md)")
     rep.add_argument("-o", "--output", metavar="FILE",
                      help="write here (default: stdout)")
     rep.add_argument("--bundle", metavar="FILE.tar.gz",
@@ -72,6 +75,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     form = output_format(args)   # refused before anything is read
     store = Store(args.store)
     document = store.load(args.label)
+    if args.format in (COLLECT_ENV, CHECK_ENV):
+        return report_as_tool(args, document)
     vs = store.load(args.vs) if args.vs else None
     options = ReportOptions(mask=not args.no_mask, full=args.all)
     report = build_report(document, vs, options, (args.label, args.vs or ""))
@@ -84,4 +89,21 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(f"saved {save_text(args.output, render(report, form))}")
     elif not args.bundle:
         sys.stdout.write(render(report, form))
+    return ExitCode.OK
+
+
+def report_as_tool(args: argparse.Namespace, document: Snapshot) -> int:
+    """The snapshot as the tool a maintainer asked for prints it."""
+    from envsnap.report.build import save_text
+    from envsnap.report.check_env import check_env_text
+    from envsnap.report.collect_env import collect_env_text
+
+    if args.vs or args.bundle:
+        raise UsageError(f"--format {args.format} shows one snapshot: without --vs and "
+                         "--bundle")
+    rendered = (collect_env_text if args.format == COLLECT_ENV else check_env_text)(document)
+    if args.output:
+        print(f"saved {save_text(args.output, rendered)}")
+    else:
+        sys.stdout.write(rendered)
     return ExitCode.OK

@@ -29,6 +29,14 @@ from envsnap.diff.gitexplain import explain, moves_since
 from envsnap.diff.gpumerge import merge_alike
 from envsnap.diff.hotpaths import HotPattern, hot_patterns
 from envsnap.diff.keys import Atom, View, env_view, python_env_view, repo_view
+from envsnap.diff.partial import (
+    Known,
+    any_partial,
+    comparable_nvidia,
+    known_of,
+    knows,
+    uncompared_notes,
+)
 from envsnap.errors import UsageError
 from envsnap.snapshot.document import bench as bench_of
 from envsnap.snapshot.document import (
@@ -133,6 +141,7 @@ def diff(a: Snapshot, b: Snapshot, options: DiffOptions | None = None,
     if "git" in sections:   # a checkout envsnap held at capture: its state is not the user's
         notes += [f"{side.label}: {held_text(path, held)}" for side, document in
                   ((side_a, a), (side_b, b)) for path, held in held_checkouts(document).items()]
+    notes += uncompared_notes(a, b, sections)
     context = rules.Context(names=(side_a.label, side_b.label), same_host=same_host,
                             shell_after=env(b).get("shell", {}),
                             gpus_after=nvidia(b).get("gpus", {}), documents=(a, b))
@@ -204,6 +213,8 @@ def digest(document: Snapshot, name: str) -> str:
 def compare_section(name: str, a: Snapshot, b: Snapshot, options: DiffOptions,
                     patterns: tuple[HotPattern, ...], notes: list[str]) -> list[Finding]:
     error_a, error_b = collector_error(a, name), collector_error(b, name)
+    if (error_a or error_b) and any_partial(a, b):
+        return []       # a section a paste does not carry: said once, by uncompared_notes
     if error_a or error_b:
         # A failed collector recorded nothing: that is "not captured", never "all removed".
         if error_a == error_b:
@@ -233,14 +244,20 @@ def volatile_section(document: Snapshot, name: str) -> Mapping[str, Any]:
 
 def section_changes(name: str, a: Snapshot, b: Snapshot,
                     patterns: tuple[HotPattern, ...]) -> list[Finding]:
-    if name == "env":
+    known = known_of(name, a, b)
+    if name == "env" and known is None:     # a paste's env is its printed variables only
         return env_changes(env(a), env(b))
     if name == "git":
         return git_changes(git(a), git(b), patterns)
-    if name == "python_env":
-        return walk_findings(name, python_env_view(python_env(a)),
-                             python_env_view(python_env(b)))
-    return walk_findings(name, section(a, name), section(b, name))
+    before: Mapping[str, Any]
+    after: Mapping[str, Any]
+    if name == "python_env":   # the interpreter by its real path (keys.python_env_view)
+        before, after = python_env_view(python_env(a)), python_env_view(python_env(b))
+    else:
+        before, after = section(a, name), section(b, name)
+    if known and name == "nvidia":
+        before, after = comparable_nvidia(before, after)
+    return walk_findings(name, before, after, known=known)
 
 
 # ---- the walk ----------------------------------------------------------------------------------
@@ -254,8 +271,8 @@ def unwrap(value: Any) -> Any:
     return value.value if isinstance(value, Atom) else value
 
 
-def walk(before: Any, after: Any,
-         path: Path = ()) -> Iterator[tuple[Path, Any, Any, FindingKind]]:
+def walk(before: Any, after: Any, path: Path = (),
+         known: Known | None = None) -> Iterator[tuple[Path, Any, Any, FindingKind]]:
     if before == after:
         return
     if not (is_mapping(before) and is_mapping(after)):
@@ -266,17 +283,19 @@ def walk(before: Any, after: Any,
             continue
         sub = path + (str(key),)
         if key not in after:
-            yield sub, unwrap(before[key]), None, REMOVED
+            if not (known and known.unknown_in(1, sub)):
+                yield sub, unwrap(before[key]), None, REMOVED
         elif key not in before:
-            yield sub, None, unwrap(after[key]), ADDED
+            if not (known and known.unknown_in(0, sub)):
+                yield sub, None, unwrap(after[key]), ADDED
         else:
-            yield from walk(before[key], after[key], sub)
+            yield from walk(before[key], after[key], sub, known)
 
 
 def walk_findings(name: str, before: Any, after: Any, path: Path = (),
-                  detail: Detail | None = None) -> list[Finding]:
+                  detail: Detail | None = None, known: Known | None = None) -> list[Finding]:
     return [Finding(name, where, old, new, kind, detail=detail.copy() if detail else Detail())
-            for where, old, new, kind in walk(before, after, path)]
+            for where, old, new, kind in walk(before, after, path, known)]
 
 
 # ---- env: workers matched by command line ------------------------------------------------------
@@ -430,6 +449,8 @@ def unchanged(a: Snapshot, b: Snapshot, sections: list[str],
         if where not in sections or collector_error(a, where) or collector_error(b, where):
             continue
         if not present(a) and not present(b):
+            continue
+        if not (knows(a, where, patterns) and knows(b, where, patterns)):
             continue
         touched = any(f.section == where and not f.volatile and
                       any(overlaps(p, f.path) for p in patterns) for f in findings)

@@ -8,7 +8,7 @@ Sections whose digests and values agree on every host are skipped without being 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,6 +21,7 @@ from envsnap.diff.gitexplain import explain
 from envsnap.diff.gpumerge import merge_alike
 from envsnap.diff.hotpaths import hot_patterns
 from envsnap.diff.keys import env_view, python_env_view, repo_view
+from envsnap.diff.partial import IMPORT_ONLY, by_index, known_of
 from envsnap.diff.patch_summary import summarise_tree
 from envsnap.errors import EnvsnapError, UsageError
 from envsnap.snapshot.document import (
@@ -28,6 +29,7 @@ from envsnap.snapshot.document import (
     env,
     git,
     has_section,
+    is_partial,
     meta,
     nvidia,
     python_env,
@@ -111,6 +113,8 @@ def host_names(documents: list[Snapshot], sources: list[str]) -> list[str]:
 
 
 SNAPSHOT_SUFFIXES = (".yaml", ".yml", ".json")
+# pasted outputs a folder of users' reports holds (diff reads them as imports)
+PASTE_SUFFIXES = (".txt", ".log", ".xml", ".gz")
 
 
 def fleet_sources(names: list[str], store: Store) -> list[str]:
@@ -133,7 +137,8 @@ def fleet_sources(names: list[str], store: Store) -> list[str]:
 
 def snapshots_in(folder: Path) -> list[str]:
     try:
-        return sorted(str(p) for p in folder.iterdir() if p.suffix in SNAPSHOT_SUFFIXES)
+        return sorted(str(p) for p in folder.iterdir()
+                      if p.suffix in SNAPSHOT_SUFFIXES + PASTE_SUFFIXES)
     except OSError as exc:   # a folder we may see but not list (mode 000, not our own)
         raise UsageError(f"--fleet {folder}: cannot list the folder: {exc.strerror}") from None
 
@@ -191,6 +196,8 @@ def fleet(documents: list[Snapshot], sources: list[str],
         captured = []
         for host, document in zip(hosts, documents):
             error = collector_error(document, name)
+            if error and is_partial(document):
+                continue       # a paste that does not carry the section: unknown, no drift
             if error:
                 missing.append((name, host, error))
             else:
@@ -222,7 +229,8 @@ def comparable(name: str, document: Snapshot) -> Mapping[str, Any]:
     return section(document, name)
 
 
-def differing(values: dict[str, Any], path: tuple[str, ...] = ()
+def differing(values: dict[str, Any], path: tuple[str, ...] = (),
+              unknown: Callable[[str, tuple[str, ...]], bool] = lambda host, path: False
               ) -> Iterator[tuple[tuple[str, ...], dict[str, Any]]]:
     """(path, {host: value}) wherever hosts disagree, descending only where they do.
 
@@ -243,16 +251,29 @@ def differing(values: dict[str, Any], path: tuple[str, ...] = ()
         keys.update(dict.fromkeys(mapping))
     for key in keys:
         if key not in HOST_UNIQUE and key not in SKIP_KEYS:
-            yield from differing({host: mapping.get(key, ABSENT)
-                                  for host, mapping in mappings.items()}, path + (str(key),))
+            sub = path + (str(key),)
+            # a key a pasted output lacks is unknown there: that host sits this one out
+            known = {host: mapping.get(key, ABSENT) for host, mapping in mappings.items()
+                     if key in mapping or not unknown(host, sub)}
+            if len(known) > 1:
+                yield from differing(known, sub, unknown)
 
 
 def section_disagreements(name: str, captured: list[tuple[str, Snapshot]]
                           ) -> list[Disagreement]:
     views = {host: comparable(name, d) for host, d in captured}
     gpus = {host: nvidia(d).get("gpus", {}) for host, d in captured}
+    knowns = {host: known_of(name, d, d) for host, d in captured}
+    if name == "nvidia" and any(knowns.values()):
+        views = {host: by_index(view) for host, view in views.items()}   # a paste has no bus
+
+    def unknown(host: str, path: tuple[str, ...]) -> bool:
+        known = knowns[host]
+        if known is None:
+            return ".".join((name,) + path) in IMPORT_ONLY
+        return known.unknown_in(0, path)
     rows = [rate(name, path, group(values), len(values), gpus, captured)
-            for path, values in differing(views)]
+            for path, values in differing(views, unknown=unknown)]
     return merge_alike(rows, gpus[captured[0][0]], how_hosts_split)
 
 

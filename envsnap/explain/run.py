@@ -117,6 +117,8 @@ def explain_run(store: Store, inventory: Inventory, labels: tuple[str, str], hos
     spec.check()
     emit = on_event or (lambda _: None)
     good, bad = store.load(labels[0]), store.load(labels[1])
+    for document, label in zip((good, bad), labels):
+        snap.refuse_partial(document, label, "explain")
     paths = pick_repos(good, bad, options.repos, labels)
     target = pick_host(bad, inventory, host)
     gate(good_plan(good, labels[0], target.name, paths, spec, options), review,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Union
 
@@ -65,6 +66,13 @@ class Facts:
         error = collector_error(self.document, name)
         if error:
             raise RowValue(not_captured(error))
+
+    def known(self, section: Mapping[str, object], key: str) -> None:
+        """An imported snapshot that lacks `key` does not know it: say so, never "none"."""
+        if key not in section and snapshot.is_partial(self.document):
+            from envsnap.diff.partial import why_unknown
+
+            raise RowValue(f"unknown: {why_unknown(self.document)}")
 
     def system(self) -> System:
         self.captured("system")
@@ -153,14 +161,20 @@ def driver(f: Facts) -> str:
 
 def cuda(f: Facts) -> str:
     api = f.part("nvidia", lambda: f"driver API {f.nvidia().get('cuda_driver') or 'none'}")
-    kit = f.part("cuda_nccl",
-                 lambda: f"toolkit {version_of(f.cuda_nccl().get('cuda_toolkit'))}")
+    kit = f.part("cuda_nccl", lambda: toolkit(f))
     return f"{api}; {kit}"
+
+
+def toolkit(f: Facts) -> str:
+    f.known(f.cuda_nccl(), "cuda_toolkit")
+    return f"toolkit {version_of(f.cuda_nccl().get('cuda_toolkit'))}"
 
 
 def nccl(f: Facts) -> str:
     info = f.cuda_nccl().get("nccl", {})
-    parts = [f"torch loads {version_of(info.get('torch'))}"]
+    f.known(f.cuda_nccl(), "nccl")
+    parts = [f"torch loads {version_of(info.get('torch'))}"] if "torch" in info or \
+        not snapshot.is_partial(f.document) else []
     parts += [f"wheel {name} {version_of(v)}" for name, v in sorted(info.get("wheels",
                                                                              {}).items())]
     libraries = info.get("libraries", {})
@@ -201,6 +215,7 @@ def python(f: Facts) -> str:
 
 def sitecustomize(f: Facts) -> str:
     """The files that run at python's start, then what never runs and why (the story)."""
+    f.known(f.python_env(), "customize")
     customize = f.python_env().get("customize", {})
     shown = [customize_text(name, info) for name, info in sorted(customize.items()) if info]
     return "; ".join(shown + customize_words.story(f.document)) or "none"

@@ -133,6 +133,7 @@ def restore(store: Store, inventory: Inventory, options: RestoreOptions,
     `review_foreign` sees all a foreign snapshot would do, and is asked when neither --check
     nor trust_foreign settles it."""
     document = store.load(options.label)
+    snap.refuse_partial(document, options.label, "restore")
     host = target_host(document, inventory, options)
     check_provenance(document, host, options, review_foreign)
     # The rerun's command is settled (given, or recorded and confirmed) before any change.

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable, cast
 
 from envsnap import __version__
-from envsnap.errors import SnapshotError
+from envsnap.errors import SnapshotError, UsageError
 from envsnap.snapshot.spec import Invalid, got
 
 if TYPE_CHECKING:   # records.py costs ~5 ms to import, and is read by mypy only
@@ -33,6 +33,7 @@ if TYPE_CHECKING:   # records.py costs ~5 ms to import, and is read by mypy only
         Facts,
         Git,
         HeldBy,
+        Imported,
         Meta,
         Nvidia,
         Process,
@@ -132,6 +133,30 @@ def capture_config(document: Snapshot) -> CaptureConfig:
 
 def collectors(document: Snapshot) -> dict[str, Collector]:
     return meta(document).get("collectors", {})
+
+
+def imported(document: Snapshot) -> Imported | None:
+    """How an imported snapshot was read (`envsnap import`); None for a capture."""
+    return meta(document).get("imported")
+
+
+def is_partial(document: Snapshot) -> bool:
+    """It knows only what some pasted outputs carry: a field it lacks is unknown, not absent."""
+    return bool((imported(document) or {}).get("partial"))
+
+
+def complete_paths(document: Snapshot) -> frozenset[str]:
+    """The collections an imported snapshot holds whole ("python_env.packages"): one of
+    their entries it lacks is really not there."""
+    return frozenset((imported(document) or {}).get("complete", []))
+
+
+def refuse_partial(document: Snapshot, label: str, what: str) -> None:
+    """An imported snapshot is a stranger's paste that knows only part of a host: nothing
+    acts on a host from it (it would pin what it does not know, trust what it cannot)."""
+    if is_partial(document):
+        raise UsageError(f"{label} was imported from pasted outputs: it is partial and "
+                         f"foreign, and {what} needs a capture of the host (envsnap capture)")
 
 
 def facts(document: Snapshot) -> Facts:

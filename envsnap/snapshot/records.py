@@ -230,6 +230,7 @@ class VersionSource(TypedDict, total=False):
 class Cudnn(TypedDict, total=False):
     headers: dict[str, Optional[str]]
     wheels: dict[str, VersionSource]
+    libraries: dict[str, Optional[str]]       # library path -> version (an import's)
 
 
 class Nccl(TypedDict, total=False):
@@ -545,6 +546,24 @@ class Signature(TypedDict, total=False):
     digest: str
 
 
+class ImportSource(TypedDict, total=False):
+    """One file an imported snapshot was read from."""
+
+    sha256: Optional[str]
+    tool: Optional[str]
+    format: Optional[str]
+    version: Optional[str]
+    lines: Optional[int]
+
+
+class Imported(TypedDict, total=False):
+    """A snapshot read from pasted tool outputs (`envsnap import`): partial."""
+
+    partial: Optional[bool]
+    complete: list[str]
+    sources: dict[str, ImportSource]
+
+
 class Meta(TypedDict, total=False):
     label: str
     host: str
@@ -554,6 +573,7 @@ class Meta(TypedDict, total=False):
     agent: Agent
     config: CaptureConfig
     collectors: dict[str, Collector]
+    imported: Imported
     signature: Signature
 
 

@@ -137,7 +137,8 @@ CUDA_NCCL = record(
     "cuda_nccl", "CUDA toolkit, cuDNN, NCCL, torch's build (agent/cuda_nccl.py)",
     cuda_toolkit=optional(VERSION), cuda_toolkits_installed=MapOf(STR_, key="folder"),
     cudnn=record("cudnn", headers=MapOf(STR_, key="header path"),
-                 wheels=MapOf(VERSION, key="wheel")),
+                 wheels=MapOf(VERSION, key="wheel"),
+                 libraries=MapOf(STR_, key="library path")),
     nccl=record("nccl", torch=optional(VERSION), wheels=MapOf(VERSION, key="wheel"),
                 libraries=MapOf(VERSION, key="library path")),
     nvidia_wheels=MapOf(STR_, key="wheel"),
@@ -254,6 +255,13 @@ META = record(
                   timeout=NUM_),
     collectors=MapOf(record("collector", "null error: captured; a string: why not",
                             seconds=NUM_, error=STR_), key="section"),
+    imported=record(
+        "imported", "a snapshot read from pasted tool outputs (envsnap import): partial, "
+        "it knows only what those outputs carry; a section none carries has its collector "
+        "error say so, and `complete` names the collections given whole",
+        partial=BOOL_, complete=STRINGS,
+        sources=MapOf(record("import_source", "one file read", sha256=STR_, tool=STR_,
+                             format=STR_, version=STR_, lines=INT_), key="file")),
     signature=record("signature", "whose snapshot: an HMAC of every other field under the "
                      "capturing user's key (snapshot/provenance.py); absent: foreign",
                      algorithm=STR, key=STR, digest=STR))

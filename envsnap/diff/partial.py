@@ -1,0 +1,115 @@
+"""Diffing a partial snapshot (one `envsnap import` read from pasted outputs): compare what
+both sides know, and say what could not be compared and why.
+
+An imported snapshot knows only what its outputs carry. A section none of them carries has
+its collector error say so; a field it lacks inside a section it knows is simply absent.
+Neither is a removal: the walk passes over a key the partial side lacks (`Known`), except
+inside a collection the import holds whole (meta.imported.complete: `pip list` gives every
+package, `nvidia-smi -q` every GPU), where a missing entry is really missing. GPUs a lone
+collect_env or topo -m names GPU0.. (it shows no bus) are matched by index. A few fields
+only an import records (the cuDNN libraries collect_env lists; a capture reads cuDNN's
+header instead) are unknown to a capture, not absent from it."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from envsnap.snapshot.document import (
+    collector_error,
+    complete_paths,
+    imported,
+    is_partial,
+    section,
+)
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Snapshot
+
+IMPORT_ONLY = frozenset({"cuda_nccl.cudnn.libraries"})
+
+
+@dataclass(frozen=True)
+class Known:
+    """What each side of one section knows: a partial side's missing key is unknown."""
+
+    section: str
+    partial: tuple[bool, bool]
+    complete: tuple[frozenset[str], frozenset[str]]
+
+    def unknown_in(self, side: int, path: tuple[str, ...]) -> bool:
+        """The key at `path`, which side `side` (0: before, 1: after) lacks, is unknown
+        there rather than gone."""
+        holder = ".".join((self.section,) + path[:-1])
+        if not self.partial[side]:
+            return f"{holder}.{path[-1]}" in IMPORT_ONLY
+        return holder not in self.complete[side]
+
+
+def known_of(name: str, a: Snapshot, b: Snapshot) -> Known | None:
+    """None when both sides are whole captures (the plain walk)."""
+    if not (is_partial(a) or is_partial(b)):
+        return None
+    return Known(name, (is_partial(a), is_partial(b)), (complete_paths(a), complete_paths(b)))
+
+
+def any_partial(a: Snapshot, b: Snapshot) -> bool:
+    return is_partial(a) or is_partial(b)
+
+
+def by_index(nvidia: Mapping[str, Any]) -> dict[str, Any]:
+    """GPUs (and topology) keyed GPU<index>, the one key both sides then share."""
+    gpus = nvidia.get("gpus", {})
+    name = {bus: f"GPU{gpu.get('index')}" if isinstance(gpu, dict) else bus
+            for bus, gpu in gpus.items()}
+    return {**nvidia, "gpus": {name[bus]: gpu for bus, gpu in gpus.items()},
+            "topology": {name.get(k, k): {name.get(p, p): link for p, link in peers.items()}
+                         for k, peers in nvidia.get("topology", {}).items()}}
+
+
+def comparable_nvidia(before: Mapping[str, Any], after: Mapping[str, Any]
+                      ) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    """Both sides by index when either names its GPUs without a bus."""
+    named = any(str(key).startswith("GPU") for side in (before, after)
+                for key in side.get("gpus", {}))
+    return (by_index(before), by_index(after)) if named else (before, after)
+
+
+def why_unknown(document: Snapshot) -> str:
+    tools = dict.fromkeys(str(s.get("tool")) for s in
+                          (imported(document) or {}).get("sources", {}).values())
+    return "not in a " + " or ".join(tools) + " output"
+
+
+def unknown_there(document: Snapshot, other: Snapshot, sections: list[str]) -> list[str]:
+    """What `other` holds that the partial `document` does not know: whole sections, and
+    the fields of a section both hold (python_env.customize: sitecustomize)."""
+    names = []
+    for name in sections:
+        if collector_error(document, name):
+            if not collector_error(other, name):
+                names.append(name)
+            continue
+        mine = section(document, name)
+        names += [f"{name}.{key}" for key in section(other, name) if key not in mine]
+    return names
+
+
+def uncompared_notes(a: Snapshot, b: Snapshot, sections: list[str]) -> list[str]:
+    """One line a partial side: "not in a torch collect_env output: env, git, ..."."""
+    notes = []
+    for document, other in ((a, b), (b, a)):
+        if is_partial(document):
+            names = unknown_there(document, other, sections)
+            if names:
+                notes.append(f"could not compare, {why_unknown(document)}: "
+                             + ", ".join(names))
+    return notes
+
+
+def knows(document: Snapshot, where: str, patterns: list[tuple[str, ...]]) -> bool:
+    """A check of `unchanged` (its section, its paths) that a partial side can vouch for."""
+    if not is_partial(document):
+        return True
+    held = section(document, where)
+    return any(pattern[0] in held for pattern in patterns)

@@ -1,0 +1,145 @@
+"""pip's outputs -> python_env.packages (given whole: a package missing is really missing).
+
+- `pip list`: a `Package Version [Editable project location]` header, a rule of dashes,
+  then one package a line (pip 10 onwards; `pip list --format=columns`);
+- `pip list --format=json`: `[{"name": ..., "version": ...}, ...]`, editable ones with
+  `editable_project_location`;
+- `pip freeze`: `name==version` a line; `name @ URL` (a direct URL: no version on the
+  line), `-e ...` (editable) and `# comment` lines are read too;
+- `pip inspect` (pip 22.2 onwards, report `version: "1"`): `installed[].metadata` with name
+  and version, and the interpreter's `environment` markers (python_full_version,
+  platform_release, platform_machine).
+
+Names are keyed as the agent keys them (PEP 503 canonical names)."""
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from envsnap.imports.collect_env import canonical, package_facts
+from envsnap.imports.reading import Facts, Reading, Unreadable, merge, quoted
+
+PACKAGES = "python_env.packages"
+FREEZE_LINE = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*(?:==\s*(\S+)|@\s*\S+)\s*"
+                         r"(?:;.*)?$")
+# pip's own spelling: a list of {"name": ..., "version": ...}, name first (any other list is
+# no pip list, and is left to whatever else it may be: a snapshot's loader names its error)
+LIST_JSON = re.compile(r'\s*\[\s*(?:\]|\{\s*"name"\s*:)')
+LIST_HEADER = re.compile(r"Package\s+Version(\s+Editable project location)?\s*$")
+
+
+def reading(tool: str, form: str, packages: dict[str, str | None],
+            more: Facts | None = None, version: str | None = None) -> Reading:
+    facts = package_facts(packages)
+    merge(facts, more or {})
+    return Reading(tool, form, facts, version, complete=[PACKAGES])
+
+
+# ---- telling them apart ------------------------------------------------------------------
+
+def json_kind(text: str) -> str | None:
+    """"pip list json" / "pip inspect" for a JSON document of either shape, else None."""
+    head = text.lstrip()[:1]
+    if LIST_JSON.match(text):
+        return "pip list json"
+    if head == "{" and '"installed"' in text[:4000] and '"pip_version"' in text[:4000]:
+        return "pip inspect"
+    return None
+
+
+def text_kind(text: str) -> str | None:
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    if LIST_HEADER.match(first.strip()):
+        return "pip list"
+    if FREEZE_LINE.match(first.strip()) or first.startswith(("-e ", "# ")):
+        return "pip freeze"
+    return None
+
+
+# ---- the readers ---------------------------------------------------------------------------
+
+def read_list(text: str, source: str) -> Reading:
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip())
+    rule = start + 1
+    if rule >= len(lines) or not re.fullmatch(r"-+(\s+-+)*\s*", lines[rule]):
+        raise Unreadable(source, rule + 1, "truncated pip list: no rule of dashes under its "
+                         "header")
+    packages: dict[str, str | None] = {}
+    for number in range(rule + 1, len(lines)):
+        cells = lines[number].split()
+        if not cells:
+            continue
+        if len(cells) < 2 or not re.match(r"[0-9A-Za-z]", cells[1]):
+            raise Unreadable(source, number + 1, f"cannot read {quoted(lines[number])} as a "
+                             "pip list line ('name version')")
+        packages[canonical(cells[0])] = cells[1]
+    return reading("pip list", "columns", packages)
+
+
+def read_freeze(text: str, source: str) -> Reading:
+    packages: dict[str, str | None] = {}
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith(("-e ", "--editable")):
+            egg = re.search(r"#egg=([A-Za-z0-9._-]+)", line)
+            if egg:
+                packages[canonical(egg.group(1))] = None
+            continue
+        match = FREEZE_LINE.match(line)
+        if not match:
+            raise Unreadable(source, number, f"cannot read {quoted(raw)} as a pip freeze line "
+                             "('name==version')")
+        packages[canonical(match.group(1))] = match.group(2)
+    # not given whole: freeze leaves out pip itself (older pips setuptools and wheel too)
+    return Reading("pip freeze", "requirements", package_facts(packages))
+
+
+def load_json(text: str, source: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as bad:
+        line = getattr(bad, "lineno", 1)
+        raise Unreadable(source, line, f"cannot read it as JSON ({getattr(bad, 'msg', bad)}):"
+                         " malformed or truncated") from None
+
+
+def read_list_json(text: str, source: str) -> Reading:
+    rows = load_json(text, source)
+    packages: dict[str, str | None] = {}
+    for number, row in enumerate(rows if isinstance(rows, list) else [None], 1):
+        if not (isinstance(row, dict) and isinstance(row.get("name"), str)
+                and isinstance(row.get("version"), str)):
+            raise Unreadable(source, 1, f"entry {number} is not a pip list entry "
+                             '({"name": ..., "version": ...})')
+        packages[canonical(row["name"])] = row["version"]
+    return reading("pip list", "json", packages)
+
+
+def read_inspect(text: str, source: str) -> Reading:
+    report = load_json(text, source)
+    installed = report.get("installed") if isinstance(report, dict) else None
+    if not isinstance(installed, list):
+        raise Unreadable(source, 1, "not a pip inspect report: no 'installed' list")
+    packages: dict[str, str | None] = {}
+    for number, entry in enumerate(installed, 1):
+        metadata = entry.get("metadata") if isinstance(entry, dict) else None
+        if not (isinstance(metadata, dict) and isinstance(metadata.get("name"), str)):
+            raise Unreadable(source, 1, f"installed entry {number} has no metadata name")
+        packages[canonical(metadata["name"])] = metadata.get("version")
+    environment = report.get("environment") or {}
+    more: Facts = {}
+    if isinstance(environment, dict):
+        python = environment.get("python_full_version")
+        if isinstance(python, str):
+            merge(more, {"python_env": {"interpreter": {"version": python}}})
+        kernel = {key: environment[marker] for key, marker in
+                  (("release", "platform_release"), ("machine", "platform_machine"))
+                  if isinstance(environment.get(marker), str)}
+        if kernel:
+            merge(more, {"system": {"kernel": kernel}})
+    return reading("pip inspect", f"report version {report.get('version')}", packages, more,
+                   report.get("pip_version"))

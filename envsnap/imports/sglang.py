@@ -1,0 +1,114 @@
+"""SGLang's `python3 -m sglang.check_env` -> facts.
+
+Its layout, as pasted in sgl-project/sglang's threads (#645 where it was added, SGLang
+0.1.21; #965, 0.2.10: the compute capability line; #2805, #5389, #14327, #18943 up to 0.5):
+
+    Python: 3.12.3 (main, ...) [GCC 13.3.0]     sys.version
+    CUDA available: True
+    GPU 0,1,2,3: NVIDIA B200                     GPUs of one name grouped by their indices
+    GPU 0,1,2,3 Compute Capability: 10.0
+    CUDA_HOME: /usr/local/cuda
+    NVCC: Cuda compilation tools, release 12.9, V12.9.86
+    CUDA Driver Version: 580.95.05
+    PyTorch: 2.9.1+cu129
+    sglang: 0.5.5                                then one `module: version` a line, or
+    vllm: Module Not Found                       `Module Not Found` (an import name, not
+                                                 always the distribution's: zmq, PIL)
+    NVIDIA Topology:                             nvidia-smi topo -m's matrix and legend
+    Hypervisor vendor: KVM / ulimit soft: N      (later releases)
+
+Warnings a library printed before the first line are passed over. The module lines become
+packages (not given whole: the script names a fixed few), keyed by their names' PEP 503 form;
+"Module Not Found" is unknown here, since an import name may not be a distribution's."""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from envsnap.imports.collect_env import canonical, package_facts
+from envsnap.imports.reading import Facts, Reading, Unreadable, merge, quoted
+from envsnap.imports.vllm import read_topology
+
+FIRST = re.compile(r"Python: \d+\.\d+")
+KEY_VALUE = re.compile(r"([A-Za-z0-9_][A-Za-z0-9_ ,.()-]*?): ?(.*)$")
+GPUS = re.compile(r"GPU ([\d,]+)(?: (Compute Capability))?$")
+NOT_FOUND = "Module Not Found"
+HEAD_KEYS = {"Python", "CUDA available", "CUDA_HOME", "NVCC", "CUDA Driver Version",
+             "PyTorch", "Hypervisor vendor", "ulimit soft", "ROCM available",
+             "HIP_HOME", "HIPCC", "ROCM Driver Version"}
+
+
+def start_of(lines: list[str]) -> int | None:
+    for number, line in enumerate(lines[:80]):
+        if FIRST.match(line):
+            return number
+    return None
+
+
+def looks_like(text: str) -> bool:
+    head = text[:20000]
+    return "sglang: " in head and "CUDA" in head and \
+        start_of(head.splitlines()) is not None
+
+
+def read(text: str, source: str) -> Reading:
+    lines = text.splitlines()
+    at = start_of(lines) or 0
+    facts: Facts = {}
+    keys: dict[str, str] = {}
+    gpus: dict[str, dict[str, Any]] = {}
+    packages: dict[str, str | None] = {}
+    while at < len(lines):
+        line = lines[at].rstrip()
+        match = KEY_VALUE.match(line)
+        if not line:
+            at += 1
+            continue
+        if not match:
+            raise Unreadable(source, at + 1, f"cannot read {quoted(line)} as a check_env "
+                             "line ('name: value')")
+        key, value = match.group(1), match.group(2).strip()
+        at += 1
+        if key == "NVIDIA Topology":
+            at = read_topology(lines, at, facts)
+        elif grouped := GPUS.match(key):
+            field = "compute_capability" if grouped.group(2) else "name"
+            for index in grouped.group(1).split(","):
+                gpus.setdefault(f"GPU{index}", {"index": int(index)})[field] = value
+        elif key in HEAD_KEYS:
+            keys[key] = value
+        else:
+            keys.setdefault(key, value)
+            if value != NOT_FOUND:
+                packages[canonical(key)] = value
+    if "PyTorch" not in keys or "sglang" not in keys:
+        raise Unreadable(source, len(lines), "truncated check_env output: no 'PyTorch:' or "
+                         "'sglang:' line")
+    merge(facts, facts_of(keys, gpus, packages))
+    return Reading("SGLang check_env", "module lines + NVIDIA topology", facts,
+                   packages.get("sglang"))
+
+
+def facts_of(keys: dict[str, str], gpus: dict[str, dict[str, Any]],
+             packages: dict[str, str | None]) -> Facts:
+    facts = package_facts(packages)
+    torch = keys["PyTorch"]
+    merge(facts, {"cuda_nccl": {"torch": {"version": torch}}})
+    nvcc = re.search(r"V(\d+\.\d+\.\d+)", keys.get("NVCC", ""))
+    if nvcc:
+        merge(facts, {"cuda_nccl": {"cuda_toolkit": {"version": nvcc.group(1)}}})
+    nvidia: dict[str, Any] = {}
+    if gpus:
+        nvidia.update(gpus=gpus, gpu_count=len(gpus))
+    if keys.get("CUDA Driver Version"):
+        nvidia["driver"] = keys["CUDA Driver Version"]
+    if nvidia:
+        merge(facts, {"nvidia": nvidia})
+    soft = keys.get("ulimit soft", "")
+    if soft.isdigit():
+        merge(facts, {"system": {"limits": {"nofile": {"soft": int(soft)}}}})
+    python = keys.get("Python")
+    if python:
+        merge(facts, {"python_env": {"interpreter": {"version": python.split(" ")[0],
+                                                     "build": python}}})
+    return facts

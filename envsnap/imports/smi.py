@@ -1,0 +1,288 @@
+"""nvidia-smi's outputs -> nvidia facts, GPUs keyed by PCI bus id as the agent keys them.
+
+- the default table (`nvidia-smi`): the `NVIDIA-SMI x  Driver Version: y  CUDA Version: z`
+  banner, then three lines a GPU: index, name, persistence, bus id; power cap and memory;
+  compute and MIG mode (driver 450 onwards; older tables lack the MIG line);
+- `nvidia-smi -q`: `==============NVSMI LOG==============`, then `Key : Value` lines nested
+  by four spaces, one `GPU <bus id>` block a GPU; a group is a key alone on its line;
+- `nvidia-smi -q -x`: the same tree as XML (`<nvidia_smi_log>`, `<gpu id="bus">`), read with
+  the standard library's expat parser (which expands no external entity);
+- `nvidia-smi topo -m`: the matrix the agent reads too (agent/smi.parse_topology): links
+  between GPUs and NICs, each GPU's CPU and NUMA affinity; GPUs are named GPU0.. there, so
+  they take their bus ids from another nvidia-smi file of the host (build.py).
+
+The GPUs in -q and the table come in PCI bus order, the order NVML numbers them by default,
+so a GPU's position is its index. Readings that move (clocks now, temperature, use) stay out:
+they are the volatile part of a capture, and a paste is one moment of it."""
+from __future__ import annotations
+
+import re
+from typing import Any
+from xml.etree import ElementTree
+
+from envsnap.agent.nvidia import normalize_bus_id, smi_topology
+from envsnap.agent.smi import ANSI, parse_topology, split_cells
+from envsnap.imports.reading import Reading, Unreadable, quoted
+
+Q_BANNER = "==============NVSMI LOG=============="
+UNREAD = {"N/A", "[N/A]", "Unknown Error", "[Unknown Error]", "Not Supported",
+          "[Not Supported]", ""}
+
+# envsnap field -> (where -q -x keeps it, where -q keeps it), how it reads
+GPU_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
+    "name": (("product_name",), ("Product Name",), "str"),
+    "architecture": (("product_architecture",), ("Product Architecture",), "str"),
+    "uuid": (("uuid",), ("GPU UUID",), "str"),
+    "vbios": (("vbios_version",), ("VBIOS Version",), "str"),
+    "inforom_image": (("inforom_version", "img_version"), ("Inforom Version", "Image Version"),
+                      "str"),
+    "persistence_mode": (("persistence_mode",), ("Persistence Mode",), "str"),
+    "mig_mode_current": (("mig_mode", "current_mig"), ("MIG Mode", "Current"), "str"),
+    "mig_mode_pending": (("mig_mode", "pending_mig"), ("MIG Mode", "Pending"), "str"),
+    "compute_mode": (("compute_mode",), ("Compute Mode",), "str"),
+    "ecc_mode_current": (("ecc_mode", "current_ecc"), ("ECC Mode", "Current"), "str"),
+    "ecc_mode_pending": (("ecc_mode", "pending_ecc"), ("ECC Mode", "Pending"), "str"),
+    "memory_total_mib": (("fb_memory_usage", "total"), ("FB Memory Usage", "Total"), "int"),
+    "pcie_gen_max": (("pci", "pci_gpu_link_info", "pcie_gen", "max_link_gen"),
+                     ("PCI", "GPU Link Info", "PCIe Generation", "Max"), "int"),
+    "pcie_gen_current": (("pci", "pci_gpu_link_info", "pcie_gen", "current_link_gen"),
+                         ("PCI", "GPU Link Info", "PCIe Generation", "Current"), "int"),
+    "pcie_width_max": (("pci", "pci_gpu_link_info", "link_widths", "max_link_width"),
+                       ("PCI", "GPU Link Info", "Link Width", "Max"), "int"),
+    "pcie_width_current": (("pci", "pci_gpu_link_info", "link_widths", "current_link_width"),
+                           ("PCI", "GPU Link Info", "Link Width", "Current"), "int"),
+    "power_limit_w": (("gpu_power_readings", "requested_power_limit"),
+                      ("GPU Power Readings", "Requested Power Limit"), "float"),
+    "power_enforced_limit_w": (("gpu_power_readings", "current_power_limit"),
+                               ("GPU Power Readings", "Current Power Limit"), "float"),
+    "power_default_limit_w": (("gpu_power_readings", "default_power_limit"),
+                              ("GPU Power Readings", "Default Power Limit"), "float"),
+    "power_min_limit_w": (("gpu_power_readings", "min_power_limit"),
+                          ("GPU Power Readings", "Min Power Limit"), "float"),
+    "power_max_limit_w": (("gpu_power_readings", "max_power_limit"),
+                          ("GPU Power Readings", "Max Power Limit"), "float"),
+    "clock_max_graphics_mhz": (("max_clocks", "graphics_clock"), ("Max Clocks", "Graphics"),
+                               "int"),
+    "clock_max_sm_mhz": (("max_clocks", "sm_clock"), ("Max Clocks", "SM"), "int"),
+    "clock_max_mem_mhz": (("max_clocks", "mem_clock"), ("Max Clocks", "Memory"), "int"),
+    "clock_max_video_mhz": (("max_clocks", "video_clock"), ("Max Clocks", "Video"), "int"),
+    "clock_app_graphics_mhz": (("applications_clocks", "graphics_clock"),
+                               ("Applications Clocks", "Graphics"), "int"),
+    "clock_app_mem_mhz": (("applications_clocks", "mem_clock"),
+                          ("Applications Clocks", "Memory"), "int"),
+    "clock_default_app_graphics_mhz": (("default_applications_clocks", "graphics_clock"),
+                                       ("Default Applications Clocks", "Graphics"), "int"),
+    "clock_default_app_mem_mhz": (("default_applications_clocks", "mem_clock"),
+                                  ("Default Applications Clocks", "Memory"), "int"),
+    "temp_shutdown_c": (("temperature", "gpu_temp_max_threshold"),
+                        ("Temperature", "GPU Shutdown Temp"), "int"),
+    "temp_slowdown_c": (("temperature", "gpu_temp_slow_threshold"),
+                        ("Temperature", "GPU Slowdown Temp"), "int"),
+}
+Tree = dict[str, Any]
+
+
+def convert(text: str | None, kind: str) -> Any:
+    """"143771 MiB" -> 143771, "16x" -> 16, "700.00 W" -> 700.0; N/A -> None (unknown)."""
+    value = (text or "").strip()
+    if value in UNREAD:
+        return None
+    if kind == "str":
+        return value
+    number = re.match(r"[-+]?\d+(?:\.\d+)?", value)
+    if not number:
+        return None
+    return float(number.group()) if kind == "float" else int(float(number.group()))
+
+
+def looks_like(text: str) -> str | None:
+    head = ANSI.sub("", text.lstrip()[:600])
+    if head.startswith("<?xml") and "<nvidia_smi_log" in text[:2000] or \
+            head.startswith("<nvidia_smi_log"):
+        return "nvidia-smi -q -x"
+    if Q_BANNER in head:
+        return "nvidia-smi -q"
+    if "NVIDIA-SMI" in head and "Driver Version:" in head:
+        return "nvidia-smi"
+    first = head.splitlines()[0] if head else ""
+    if first.startswith("GPU0") and "CPU Affinity" in first:
+        return "nvidia-smi topo -m"
+    return None
+
+
+def gpu_record(lookup: Any, index: int, which: int) -> dict[str, Any]:
+    record: dict[str, Any] = {"index": index}
+    for field, (*paths, kind) in GPU_FIELDS.items():
+        value = convert(lookup(paths[which]), kind)
+        if value is not None:
+            record[field] = value
+    return record
+
+
+def nvidia_facts(driver: str | None, cuda: str | None,
+                 gpus: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    facts: dict[str, Any] = {"present": True, "gpus": gpus, "gpu_count": len(gpus)}
+    if convert(driver, "str"):
+        facts["driver"] = convert(driver, "str")
+    if convert(cuda, "str"):
+        facts["cuda_driver"] = convert(cuda, "str")
+    return facts
+
+
+# ---- -q -x ---------------------------------------------------------------------------------
+
+def read_xml(text: str, source: str) -> Reading:
+    try:
+        root = ElementTree.fromstring(text)
+    except ElementTree.ParseError as bad:
+        raise Unreadable(source, bad.position[0], f"cannot read it as nvidia-smi XML ({bad}):"
+                         " malformed or truncated") from None
+    if root.tag != "nvidia_smi_log":
+        raise Unreadable(source, 1, f"not an nvidia-smi log: its root is <{root.tag}>")
+    gpus: dict[str, dict[str, Any]] = {}
+    for index, gpu in enumerate(root.findall("gpu")):
+        def lookup(path: tuple[str, ...], gpu: Any = gpu) -> str | None:
+            found = gpu.find("/".join(path))
+            if found is None and path[0] == "gpu_power_readings":   # before driver 530
+                found = gpu.find("/".join(("power_readings",) + path[1:]))
+            return found.text if found is not None else None
+        gpus[normalize_bus_id(gpu.get("id", ""))] = gpu_record(lookup, index, 0)
+    facts = nvidia_facts(root.findtext("driver_version"), root.findtext("cuda_version"), gpus)
+    return Reading("nvidia-smi -q -x", "XML", {"nvidia": facts}, facts.get("driver"),
+                   complete=["nvidia.gpus"])
+
+
+# ---- -q ------------------------------------------------------------------------------------
+
+def q_lines(text: str, source: str) -> list[tuple[int, int, str, str | None]]:
+    """(line number, depth, key, value or None for a group) of each line after the banner."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if Q_BANNER in line) + 1
+    found: list[tuple[int, int, str, str | None]] = []
+    for number in range(start, len(lines)):
+        line = lines[number].rstrip()
+        if not line.strip():
+            continue
+        indent = len(line) - len(line.lstrip(" "))
+        key, colon, value = line.strip().partition(" : ")
+        if not colon and line.strip().endswith(":"):
+            key, colon, value = line.strip()[:-1], ":", ""
+        if indent % 4 or (indent == 0 and not colon and not key.startswith("GPU ")):
+            raise Unreadable(source, number + 1, f"cannot read {quoted(line)} as a nvidia-smi "
+                             "-q line ('Key : Value', nested by four spaces)")
+        found.append((number + 1, indent // 4, key.strip(), value.strip() if colon else None))
+    return found
+
+
+def q_tree(rows: list[tuple[int, int, str, str | None]]) -> Tree:
+    root: Tree = {}
+    stack: list[Tree] = [root]
+    for _, depth, key, value in rows:
+        del stack[depth + 1:]
+        parent = stack[min(depth, len(stack) - 1)]
+        if value is None:
+            parent[key] = {}
+            stack.append(parent[key])
+        else:
+            parent.setdefault(key, value)
+    return root
+
+
+def read_q(text: str, source: str) -> Reading:
+    rows = q_lines(text, source)
+    tree = q_tree(rows)
+    blocks = [(key, value) for key, value in tree.items()
+              if key.startswith("GPU ") and isinstance(value, dict)]
+    attached = convert(tree.get("Attached GPUs"), "int")
+    if attached is not None and attached != len(blocks):
+        last = rows[-1][0] if rows else 1
+        raise Unreadable(source, last, f"truncated nvidia-smi -q output: {attached} GPUs "
+                         f"attached, {len(blocks)} read")
+    gpus: dict[str, dict[str, Any]] = {}
+    for index, (key, block) in enumerate(blocks):
+        def lookup(path: tuple[str, ...], block: Tree = block) -> str | None:
+            here: Any = block
+            for part in path:
+                here = here.get(part) if isinstance(here, dict) else None
+            if here is None and path[0] == "GPU Power Readings":    # before driver 530
+                return lookup(("Power Readings",) + path[1:]) if path[0] != "Power Readings" \
+                    else None
+            return here if isinstance(here, str) else None
+        gpus[normalize_bus_id(key[4:])] = gpu_record(lookup, index, 1)
+    facts = nvidia_facts(tree.get("Driver Version"), tree.get("CUDA Version"), gpus)
+    return Reading("nvidia-smi -q", "text", {"nvidia": facts}, facts.get("driver"),
+                   complete=["nvidia.gpus"])
+
+
+# ---- the default table ------------------------------------------------------------------------
+
+BANNER = re.compile(r"NVIDIA-SMI (\S+)\s+Driver Version: (\S+)(?:\s+CUDA Version: (\S+))?")
+ROW_1 = re.compile(r"\|\s+(\d+)\s+(.+?)\s+(On|Off)\s*\|\s*([0-9A-Fa-f]+:[0-9A-Fa-f:.]+)\s")
+ROW_2 = re.compile(r"\|.*?(\d+)W\s*/\s*(\d+)W\s*\|\s*(\d+)MiB\s*/\s*(\d+)MiB\s*\|"
+                   r"\s*\S+\s+(\S+)\s*\|")
+ROW_3 = re.compile(r"\|\s*\|\s*\|\s*(\S+)\s*\|")
+
+
+def read_table(text: str, source: str) -> Reading:
+    lines = [ANSI.sub("", line) for line in text.splitlines()]
+    banner = next((BANNER.search(line) for line in lines if BANNER.search(line)), None)
+    if banner is None:
+        raise Unreadable(source, 1, "not a nvidia-smi table: no 'NVIDIA-SMI ... Driver "
+                         "Version:' banner")
+    gpus: dict[str, dict[str, Any]] = {}
+    last_row = 0
+    for number, line in enumerate(lines):
+        first = ROW_1.match(line)
+        if not first:
+            continue
+        second = ROW_2.match(lines[number + 1]) if number + 1 < len(lines) else None
+        if second is None:
+            raise Unreadable(source, number + 2, "truncated or malformed nvidia-smi table: "
+                             "no power and memory line under GPU " + first.group(1))
+        record: dict[str, Any] = {"index": int(first.group(1)),
+                                  "persistence_mode": "Enabled" if first.group(3) == "On"
+                                  else "Disabled",
+                                  "power_enforced_limit_w": float(second.group(2)),
+                                  "memory_total_mib": int(second.group(4)),
+                                  "compute_mode": second.group(5)}
+        if not first.group(2).endswith("..."):      # a long name is cut short there
+            record["name"] = first.group(2)
+        third = ROW_3.match(lines[number + 2]) if number + 2 < len(lines) else None
+        if third and third.group(1) in ("Enabled", "Disabled"):
+            record["mig_mode_current"] = third.group(1)
+        gpus[normalize_bus_id(first.group(4))] = record
+        last_row = number + 2
+    if not any(line.startswith("+") for line in lines[last_row + 1:]):
+        raise Unreadable(source, len(lines), "truncated nvidia-smi table: it ends inside the "
+                         "GPU table")
+    facts = nvidia_facts(banner.group(2), banner.group(3), gpus)
+    return Reading("nvidia-smi", "table", {"nvidia": facts}, banner.group(1),
+                   complete=["nvidia.gpus"])
+
+
+# ---- topo -m ------------------------------------------------------------------------------------
+
+def read_topology(text: str, source: str) -> Reading:
+    lines = text.splitlines()
+    header = split_cells(lines[0]) if lines else []
+    for number, line in enumerate(lines[1:], 2):
+        cells = split_cells(line)
+        if not cells or not cells[0] or cells[0].startswith("Legend"):
+            break
+        if len(cells) != len(header):
+            raise Unreadable(source, number, f"cannot read {quoted(line)} as a topo -m row: "
+                             f"{len(cells)} cells under {len(header)} columns")
+    if not any(line.strip().startswith("Legend") for line in lines):
+        raise Unreadable(source, len(lines), "truncated nvidia-smi topo -m output: no Legend")
+    topo = parse_topology(text)
+    names = {name: name for name in topo["links"]}
+    gpus: dict[str, dict[str, Any]] = {}
+    for name, affinity in topo["affinity"].items():
+        numa = affinity.get("gpu_numa_id", "N/A")
+        gpus[name] = {"index": int(name[3:]), "cpu_affinity": affinity.get("cpu"),
+                      "numa_affinity": affinity.get("numa"),
+                      "numa_node": int(numa) if numa.isdigit() else None}
+    facts = {"present": True, "gpus": gpus, "gpu_count": len(gpus),
+             "topology": smi_topology(topo, names)}
+    return Reading("nvidia-smi topo -m", "matrix", {"nvidia": facts},
+                   complete=["nvidia.gpus", "nvidia.topology"])

@@ -1,0 +1,123 @@
+"""vLLM's `python collect_env.py` (vllm/collect_env.py) -> facts: torch's collect_env with a
+tail of vLLM's own, in two layouts.
+
+- up to vLLM 0.8 (vllm-project/vllm #9293, #13497): torch's layout line for line, then right
+  after the libraries `ROCM Version:`, `Neuron SDK Version:`, `vLLM Version:`,
+  `vLLM Build Flags:` with one line under it, `GPU Topology:` with nvidia-smi's topo -m
+  matrix and its legend under it, then a blank line and the environment variables vLLM
+  reports (`NAME=value` a line: NCCL, CUDA, TORCH... and its own VLLM_*, secret-looking
+  names left out by the script itself);
+- from vLLM 0.8.5/0.9 (#18285 "reformat the collect-env output", #19607, #22372): the same
+  facts in sections, each under a title between two rules of `=`, keys padded to one column
+  (`OS                           : Ubuntu 22.04`), the topology matrix indented two spaces,
+  the variables under "Environment Variables".
+
+The sectioned layout is brought back to torch's, line for line (so a line number stays the
+file's), and read by collect_env.py; this module reads the tail. The variables become
+env.shell (partial: only those vLLM chose to print)."""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from envsnap.agent.smi import parse_topology
+from envsnap.imports.collect_env import LIBRARIES, read_lines, reading_of
+from envsnap.imports.reading import Facts, Reading, Unreadable, merge, quoted
+
+RULE = re.compile(r"=+$")
+PADDED = re.compile(r"([A-Za-z][A-Za-z0-9_ ()/.,'-]*?)\s+: ?(.*)$")
+ENV_LINE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+TITLES = {"CPU Info": "CPU:", "Versions of relevant libraries": LIBRARIES}
+TAIL_KEYS = ("ROCM Version", "Neuron SDK Version", "vLLM Version")
+
+
+def looks_like(text: str) -> bool:
+    head = text[:200000]
+    return "vLLM Version" in head and ("PyTorch version" in head)
+
+
+def unsectioned(lines: list[str]) -> list[str]:
+    """The sectioned layout as torch's: rules and titles out (blank), padded keys closed up;
+    the same number of lines."""
+    plain = []
+    for number, line in enumerate(lines):
+        before = lines[number - 1] if number else ""
+        after = lines[number + 1] if number + 1 < len(lines) else ""
+        text = line.strip()
+        if RULE.fullmatch(text):
+            # a section's closing rule stands where torch's layout has its heading, if any
+            title = lines[number - 1].strip() if number else ""
+            closes = number >= 2 and RULE.fullmatch(lines[number - 2].strip())
+            plain.append(TITLES.get(title, "") if closes else "")
+        elif RULE.fullmatch(before.strip()) and RULE.fullmatch(after.strip()):
+            plain.append("")
+        elif (match := PADDED.match(line)) and not line.startswith(" "):
+            plain.append(f"{match.group(1)}: {match.group(2)}".rstrip() if match.group(2)
+                         else f"{match.group(1)}:")
+        else:
+            plain.append(line)
+    return plain
+
+
+def read(text: str, source: str) -> Reading:
+    raw = text.splitlines()
+    sectioned = any(RULE.fullmatch(line.strip()) and len(line.strip()) > 10 for line in raw)
+    lines = unsectioned(raw) if sectioned else raw
+    facts, keys = read_lines(lines, source, read_tail)
+    if "vLLM Version" not in keys:
+        raise Unreadable(source, len(lines), "truncated vLLM collect_env output: no "
+                         "'vLLM Version' line after the libraries")
+    version = keys["vLLM Version"].strip() or None
+    reading = reading_of(lines, source, facts, keys, "vLLM collect_env", version)
+    reading.format = "sectioned (vLLM 0.9+)" if sectioned else "torch layout + vLLM tail"
+    return reading
+
+
+def read_tail(lines: list[str], at: int, source: str, facts: Facts,
+              keys: dict[str, str]) -> None:
+    env: dict[str, str] = {}
+    while at < len(lines):
+        line = lines[at].rstrip()
+        key, _, value = line.partition(":")
+        if not line.strip():
+            at += 1
+        elif key in TAIL_KEYS:
+            keys[key] = value.strip()
+            at += 1
+        elif line == "vLLM Build Flags:":
+            at += 2                      # its one line: CUDA Archs, ROCm, Neuron
+        elif line == "GPU Topology:":
+            at = read_topology(lines, at + 1, facts)
+        elif (match := ENV_LINE.match(line)) and "vLLM Version" in keys:
+            env[match.group(1)] = match.group(2)
+            at += 1
+        else:
+            raise Unreadable(source, at + 1, f"cannot read {quoted(line)} as a line of "
+                             "vLLM's collect_env tail")
+    if env:
+        merge(facts, {"env": {"shell": env}})
+
+
+def read_topology(lines: list[str], at: int, facts: Facts) -> int:
+    """The matrix up to its legend, the legend up to a blank line; the next line's index."""
+    matrix: list[str] = []
+    while at < len(lines) and lines[at].strip() and not lines[at].startswith("Legend"):
+        matrix.append(lines[at][2:] if lines[at].startswith("  ") else lines[at])
+        at += 1
+    while at < len(lines) and not lines[at].strip():
+        at += 1
+    if at < len(lines) and lines[at].startswith("Legend"):
+        at += 1
+        while at < len(lines) and (not lines[at].strip() or lines[at].startswith("  ")):
+            at += 1
+    topo = parse_topology("\n".join(matrix))
+    links: dict[str, Any] = {gpu: peers for gpu, peers in topo["links"].items()
+                             if gpu.startswith("GPU") and peers}
+    names = dict(topo.get("nics", {}))
+    topology = {gpu: {names.get(p, p): link for p, link in peers.items()}
+                for gpu, peers in links.items()}
+    gpus = {gpu: {"index": int(gpu[3:]), "cpu_affinity": affinity.get("cpu"),
+                  "numa_affinity": affinity.get("numa")}
+            for gpu, affinity in topo["affinity"].items() if gpu.startswith("GPU")}
+    merge(facts, {"nvidia": {"topology": topology, "gpus": gpus}})
+    return at

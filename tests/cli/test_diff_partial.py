@@ -1,0 +1,90 @@
+"""`envsnap diff` of an imported (partial) snapshot against a capture: what both know is
+compared, what the paste does not carry is named once as not compared, never as removed.
+The capture is the agent's own output of the same minute on the real H200 (tests/data/h200),
+the paste that machine's collect_env, nvidia-smi -q -x and topo -m."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from conftest import Cli
+from helpers.imported import DATA, H200, save_capture
+
+PASTE = [H200 / "collect_env.txt", H200 / "smi_q.xml", H200 / "smi_topo_m.txt"]
+
+
+def test_a_paste_of_the_same_machine_shows_no_drift_and_names_what_it_lacks(cli: Cli) -> None:
+    save_capture(cli.env["ENVSNAP_STORE"], H200, "mine")
+    assert cli("import", *map(str, PASTE), "--label", "theirs").returncode == 0
+    result = cli("diff", "theirs", "mine")
+    assert result.returncode == 0, result.stdout
+    assert "no drift" in result.stdout
+    assert "could not compare, not in a torch collect_env or nvidia-smi -q -x or nvidia-smi " \
+           "topo -m output: " in result.stdout
+    noted = result.stdout.split("output: ")[1].split(".\n")[0].split(", ")
+    assert {"env", "git", "python_env.customize", "nvidia.kernel_module"} <= set(noted)
+    assert "unchanged: driver, CUDA, NCCL, torch, PCIe" in result.stdout
+    both = json.loads(cli("diff", "mine", "theirs", "--json").stdout)
+    assert both["findings"] == [] and both["drift"] is False
+
+
+def test_an_unknown_is_never_a_removal_but_a_real_change_is_found(cli: Cli) -> None:
+    def edit(collectors: dict[str, Any]) -> None:
+        collectors["nvidia"]["facts"]["driver"] = "570.86.15"
+        del collectors["python_env"]["facts"]["packages"]["triton"]   # one collect_env lists
+    save_capture(cli.env["ENVSNAP_STORE"], H200, "mine", edit)
+    assert cli("import", *map(str, PASTE), "--label", "theirs").returncode == 0
+    result = json.loads(cli("diff", "theirs", "mine", "--json").stdout)
+    found = {(f["section"], tuple(f["path"])): f for f in result["findings"]}
+    assert found[("nvidia", ("driver",))]["after"] == "570.86.15"
+    assert found[("python_env", ("packages", "triton"))]["kind"] == "removed"
+    # the capture's 197 packages against the paste's 31: none of the others is "added",
+    # the shell's variables and the repositories are not "removed"
+    assert sorted(found) == [("nvidia", ("driver",)), ("python_env", ("packages", "triton"))]
+
+
+def test_a_package_list_given_whole_finds_a_missing_package(cli: Cli) -> None:
+    evidence = DATA / "h200-evidence"
+
+    def edit(collectors: dict[str, Any]) -> None:
+        del collectors["python_env"]["facts"]["packages"]["absl-py"]
+    save_capture(cli.env["ENVSNAP_STORE"], evidence, "mine", edit)
+    assert cli("import", str(evidence / "pip_list.json"), "--label", "theirs").returncode == 0
+    result = cli("diff", "theirs", "mine", "--json")
+    findings = json.loads(result.stdout)["findings"]
+    assert [(f["path"], f["kind"]) for f in findings] == [(["packages", "absl-py"], "removed")]
+    assert result.returncode == 1
+
+
+def test_diff_reads_a_pasted_output_in_place_of_a_snapshot(cli: Cli, tmp_path: Path) -> None:
+    save_capture(cli.env["ENVSNAP_STORE"], H200, "mine")
+    result = cli("diff", str(H200 / "collect_env.txt"), "mine")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "could not compare, not in a torch collect_env output: " in result.stdout
+    assert sorted(p.name for p in Path(cli.env["ENVSNAP_STORE"]).iterdir()) == ["mine.yaml"]
+    truncated = tmp_path / "truncated.txt"
+    truncated.write_text("".join((H200 / "collect_env.txt").read_text()
+                                 .splitlines(keepends=True)[:30]))
+    bad = cli("diff", str(truncated), "mine")
+    assert bad.returncode == 4 and f"{truncated}:30: truncated collect_env output" in bad.stderr
+
+
+def test_diff_fleet_reads_a_folder_of_pasted_outputs(cli: Cli, tmp_path: Path) -> None:
+    """Users' pastes beside a capture: the one user on another driver stands out; what a
+    paste does not carry (the capture's env, git, kernel module...) is no disagreement."""
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    recorded = (H200 / "collect_env.txt").read_text()
+    for user in ("alice", "carol", "dave"):
+        (folder / f"{user}.txt").write_text(recorded)
+    (folder / "bob.txt").write_text(recorded.replace("Nvidia driver version: 580.159.04",
+                                                     "Nvidia driver version: 570.86.15"))
+    save_capture(cli.env["ENVSNAP_STORE"], H200, "mine")
+    result = cli("diff", "--fleet", str(folder), "mine", "--json")
+    assert result.returncode == 1, result.stderr
+    report = json.loads(result.stdout)
+    rows = [(row["section"], row["path"], row["others"]) for row in report["disagreements"]]
+    assert rows == [("nvidia", ["driver"], [{"value": "570.86.15",
+                                             "hosts": [str(folder / "bob.txt")]}])]
+    assert report["not_captured"] == []
