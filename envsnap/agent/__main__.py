@@ -1,8 +1,14 @@
 # Kept to syntax that any python3 can parse, so an old interpreter gets a clear message
 # instead of a SyntaxError from the collectors.
 import sys
+import time
 
-from envsnap.agent.exits import PYTHON_TOO_OLD
+# The agent's start-up, as the snapshot records it (meta.agent.startup_seconds): the CPU the
+# interpreter spent before this line (its own start, site, .pth files), then the wall time
+# of importing the collectors, up to the first one's start (runner.py).
+STARTED = (time.monotonic(), time.process_time())
+
+from envsnap.agent.exits import PYTHON_TOO_OLD  # noqa: E402
 
 if sys.version_info < (3, 8):
     sys.stderr.write("envsnap agent needs Python >= 3.8, found %s\n" % sys.version.split()[0])
@@ -10,4 +16,4 @@ if sys.version_info < (3, 8):
 
 from envsnap.agent.runner import main  # noqa: E402
 
-sys.exit(main(sys.argv[1:]))
+sys.exit(main(sys.argv[1:], STARTED))
