@@ -1,18 +1,19 @@
 # Kept to syntax that any python3 can parse, so an old interpreter gets a clear message
 # instead of a SyntaxError from the collectors.
 import sys
-import time
+
+from envsnap.agent.exits import PYTHON_TOO_OLD
+
+if sys.version_info < (3, 8):
+    sys.stderr.write("envsnap agent needs Python >= 3.8, found %s\n" % sys.version.split()[0])
+    sys.exit(PYTHON_TOO_OLD)
+
+import time  # noqa: E402  (after the check: an old python's time has no monotonic)
 
 # The agent's start-up, as the snapshot records it (meta.agent.startup_seconds): the CPU the
 # interpreter spent before this line (its own start, site, .pth files), then the wall time
 # of importing the collectors, up to the first one's start (runner.py).
 STARTED = (time.monotonic(), time.process_time())
-
-from envsnap.agent.exits import PYTHON_TOO_OLD  # noqa: E402
-
-if sys.version_info < (3, 8):
-    sys.stderr.write("envsnap agent needs Python >= 3.8, found %s\n" % sys.version.split()[0])
-    sys.exit(PYTHON_TOO_OLD)
 
 from envsnap.agent.runner import main  # noqa: E402
 
