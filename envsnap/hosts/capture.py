@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -20,7 +21,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from envsnap.agent.redact import redact_document, rekey
 from envsnap.defaults import DEFAULT_COLLECTOR_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FORKS
 from envsnap.errors import EnvsnapError, ExitCode, HostError, UsageError
 from envsnap.hosts import payload
@@ -29,7 +29,6 @@ from envsnap.hosts.labels import HOST, host_field, parse_template, shared_values
 from envsnap.hosts.payload import AgentConfig, AgentOutput, CollectConfig
 from envsnap.hosts.transport import Transport, open_transport
 from envsnap.snapshot import document as snapshot
-from envsnap.snapshot.mask import masking_key
 from envsnap.snapshot.store import Store, label_from_name, validate_label
 from envsnap.text import name_stamp, now_utc, timestamp
 
@@ -126,7 +125,7 @@ def run_agent(transport: Transport, host: Host, config: AgentConfig, timeout: fl
     """One exec when the agent is cached on the host; otherwise upload it and exec again.
     With `progress` (long runs: bench) the agent is followed: its progress lines reach
     `progress` as they come, and it stops its work if this process goes away."""
-    data, digest = payload.build_payload()
+    digest = payload.agent_digest()
     follow = None
     if progress is not None:
         # on use: the bench mode's module costs a capture ~70 ms of start-up to import
@@ -138,10 +137,11 @@ def run_agent(transport: Transport, host: Host, config: AgentConfig, timeout: fl
         def follow(line: str) -> None:
             if line.startswith(PROGRESS_PREFIX):
                 progress(line[len(PROGRESS_PREFIX):])
+    warm_up()
     result = transport.run(payload.run_command(host.python, digest, config), timeout, follow)
     if result.exit_code == payload.PAYLOAD_MISSING_EXIT:
         uploaded = payload.zip_path(digest)
-        transport.put(data, uploaded)
+        transport.put(payload.build_payload()[0], uploaded)
         result = transport.run(
             payload.install_and_run_command(host.python, digest, uploaded, config), timeout,
             follow)
@@ -149,9 +149,24 @@ def run_agent(transport: Transport, host: Host, config: AgentConfig, timeout: fl
     return agent_json(host.name, result.stdout)
 
 
+def warm_up() -> None:
+    """Import what reading the agent's output needs while the host runs the agent: this
+    process only waits then, and the secret detector's regexes cost tens of ms to compile
+    (the import lock makes agent_json wait for a half-done import, never redo it)."""
+    threading.Thread(target=import_readers, daemon=True).start()
+
+
+def import_readers() -> None:
+    import envsnap.agent.redact  # noqa: F401
+    import envsnap.snapshot.mask  # noqa: F401
+
+
 def agent_json(host_name: str, output: str) -> AgentOutput:
     """What the agent printed, read. The agent marks each secret with a digest of it; here,
     before anything is written, each becomes a short hash under this user's masking key."""
+    from envsnap.agent.redact import rekey  # on use, as below: see warm_up
+    from envsnap.snapshot.mask import masking_key
+
     try:
         document: AgentOutput = json.loads(rekey(output, masking_key()))
     except (TypeError, ValueError):
@@ -183,6 +198,8 @@ def snapshot_document(transport: Transport, host: Host, label: str,
 
 def recorded_config(host: Host, config: CollectConfig) -> dict[str, Any]:
     """What was asked (--repo, --proc, --python...), as the snapshot records it: masked."""
+    from envsnap.agent.redact import redact_document
+
     recorded: dict[str, Any] = redact_document({**config, "python": host.python,
                                                 "hot_paths": host.list_var("hot_paths")})
     return recorded
