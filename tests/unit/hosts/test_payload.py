@@ -30,6 +30,14 @@ def test_payload_is_deterministic_and_complete() -> None:
     assert "pynvml.py" in names      # vendored from nvidia-ml-py
 
 
+def test_the_digest_is_known_without_zipping() -> None:
+    """A capture of a host that has the agent cached (all but the first) only names it."""
+    clear_caches()
+    digest = payload.agent_digest()
+    assert payload.zipped_agent.cache_info().currsize == 0
+    assert payload.build_payload()[1] == digest
+
+
 def install_and_run(home: Path) -> tuple[subprocess.CompletedProcess[str], str, str]:
     """Upload the payload into `home` as SFTP would, then unpack and run it as the host does:
     (the result, the payload's digest, the uploaded zip's path)."""
