@@ -89,8 +89,8 @@ def agent_output(config: Dict[str, Any], started: Optional[Tuple[float, float]] 
         agent["startup_seconds"] = round(cpu_before_start + time.monotonic() - wall_at_start, 4)
     document: Dict[str, Any] = {"agent": agent}
     if config.get("mode") == "bench":
-        # on use: its serving and sampling (urllib, concurrent.futures) cost a capture's
-        # start-up on the host about 70 ms of imports it never needs
+        # on use: its serving and sampling (urllib.request, http, email) cost every capture's
+        # start-up on the host ~10 ms of imports it never needs (idle 2-core machine)
         from . import benchrun
 
         document["bench"] = benchrun.run_bench(config)
