@@ -1,5 +1,9 @@
 """Run every collector with its own timeout and print one JSON document.
 
+The document says what the agent itself cost on the host, beside each collector's seconds:
+`agent.startup_seconds` (the interpreter's start and the agent's imports, __main__.py) and
+`agent.masking_seconds` (the last pass, every string masked).
+
 Each collector runs in a daemon thread: one that hangs (a wedged nvidia-smi, a stuck NFS
 mount) is recorded as timed out and abandoned, and the others are still reported.
 """
@@ -11,9 +15,9 @@ import os
 import sys
 import threading
 import time
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from . import benchrun, cuda_nccl, env, exits, git, nvidia, python_env, redact, system, timeline
+from . import cuda_nccl, env, exits, git, nvidia, python_env, redact, system, timeline
 from .sections import SECTIONS
 from .util import escaped_document
 
@@ -65,23 +69,31 @@ def decode_config(argv: List[str]) -> Dict[str, Any]:
     return config
 
 
-def main(argv: List[str]) -> int:
-    sys.stdout.write(agent_output(decode_config(argv)))
+def main(argv: List[str], started: Optional[Tuple[float, float]] = None) -> int:
+    """`started`: (monotonic, process_time) when __main__ began, before any import."""
+    sys.stdout.write(agent_output(decode_config(argv), started))
     sys.stdout.flush()
     # Abandoned collector threads may still be blocked; leave without waiting for them.
     os._exit(exits.OK)
 
 
-def agent_output(config: Dict[str, Any]) -> str:
+def agent_output(config: Dict[str, Any], started: Optional[Tuple[float, float]] = None) -> str:
     """What the agent reports, as JSON text, every string masked: printed by main, and
     returned as it is by the Ansible collection's modules (envsnap/ansible/), so the
     controller reads the same text whichever way it came."""
     redact.emit_digests()   # the controller rekeys them under the user's masking key
-    document: Dict[str, Any] = {
-        "agent": {"version": AGENT_VERSION, "python": sys.executable,
-                  "python_version": "%d.%d.%d" % sys.version_info[:3], "pid": os.getpid()},
-    }
+    agent: Dict[str, Any] = {"version": AGENT_VERSION, "python": sys.executable,
+                             "python_version": "%d.%d.%d" % sys.version_info[:3],
+                             "pid": os.getpid()}
+    if started is not None:   # run as the agent, not from within Ansible's module
+        wall_at_start, cpu_before_start = started
+        agent["startup_seconds"] = round(cpu_before_start + time.monotonic() - wall_at_start, 4)
+    document: Dict[str, Any] = {"agent": agent}
     if config.get("mode") == "bench":
+        # on use: its serving and sampling (urllib.request, http, email) cost every capture's
+        # start-up on the host ~10 ms of imports it never needs (idle 2-core machine)
+        from . import benchrun
+
         document["bench"] = benchrun.run_bench(config)
     elif config.get("mode") == "timeline":
         document["timeline"] = timeline.collect(config)
@@ -90,5 +102,7 @@ def agent_output(config: Dict[str, Any]) -> str:
     # The last passes: every string leaves this host escaped (util.escaped: a byte that is
     # not UTF-8 reads the same on every path) and masked, whatever channel carried it (an
     # error message, a benchmark's command line and output, a variable's name).
-    return json.dumps(redact.redact_document(escaped_document(document)), sort_keys=True,
-                      default=lambda odd: redact.redact_text(str(odd)))
+    masking = time.monotonic()
+    masked: Dict[str, Any] = redact.redact_document(escaped_document(document))
+    masked["agent"]["masking_seconds"] = round(time.monotonic() - masking, 4)
+    return json.dumps(masked, sort_keys=True, default=lambda odd: redact.redact_text(str(odd)))

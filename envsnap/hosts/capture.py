@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -24,7 +25,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from envsnap.agent.redact import redact_document, rekey
 from envsnap.defaults import DEFAULT_COLLECTOR_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FORKS
 from envsnap.errors import EnvsnapError, ExitCode, HostError, SnapshotError, UsageError
 from envsnap.hosts import payload
@@ -145,7 +145,7 @@ def run_agent(transport: Transport, host: Host, config: AgentConfig, timeout: fl
     """One exec when the agent is cached on the host; otherwise upload it and exec again.
     With `progress` (long runs: bench) the agent is followed: its progress lines reach
     `progress` as they come, and it stops its work if this process goes away."""
-    data, digest = payload.build_payload()
+    digest = payload.agent_digest()
     follow = None
     if progress is not None:
         # on use: the bench mode's module costs a capture ~70 ms of start-up to import
@@ -157,10 +157,11 @@ def run_agent(transport: Transport, host: Host, config: AgentConfig, timeout: fl
         def follow(line: str) -> None:
             if line.startswith(PROGRESS_PREFIX):
                 progress(line[len(PROGRESS_PREFIX):])
+    warm_up()
     result = transport.run(payload.run_command(host.python, digest, config), timeout, follow)
     if result.exit_code == payload.PAYLOAD_MISSING_EXIT:
         uploaded = payload.zip_path(digest)
-        transport.put(data, uploaded)
+        transport.put(payload.build_payload()[0], uploaded)
         result = transport.run(
             payload.install_and_run_command(host.python, digest, uploaded, config), timeout,
             follow)
@@ -168,9 +169,24 @@ def run_agent(transport: Transport, host: Host, config: AgentConfig, timeout: fl
     return agent_json(host.name, result.stdout)
 
 
+def warm_up() -> None:
+    """Import what reading the agent's output needs while the host runs the agent: this
+    process only waits then, and the secret detector and the masking key's modules cost a
+    few ms (more where the detector grows) that need not come before the connection. The
+    import lock makes agent_json wait for a half-done import, never redo it."""
+    threading.Thread(target=import_readers, daemon=True).start()
+
+
+def import_readers() -> None:
+    import envsnap.agent.redact  # noqa: F401
+    import envsnap.snapshot.mask  # noqa: F401
+
+
 def agent_json(host_name: str, output: str) -> AgentOutput:
     """What the agent printed, read. The agent marks each secret with a digest of it; here,
     before anything is written, each becomes a short hash under this user's masking key."""
+    from envsnap.agent.redact import rekey  # on use, as below: see warm_up
+
     try:
         document: AgentOutput = json.loads(rekey(output, masking_key()))
     except (TypeError, ValueError, RecursionError):
@@ -221,6 +237,8 @@ def snapshot_document(transport: Transport, host: Host, label: str,
 
 def recorded_config(host: Host, config: CollectConfig) -> dict[str, Any]:
     """What was asked (--repo, --proc, --python...), as the snapshot records it: masked."""
+    from envsnap.agent.redact import redact_document
+
     asked = {key: value for key, value in config.items() if key != "controller"}
     recorded: dict[str, Any] = redact_document({**asked, "python": host.python,
                                                 "hot_paths": host.list_var("hot_paths")})

@@ -123,23 +123,45 @@ _building = threading.Lock()
 
 
 def build_payload() -> tuple[bytes, str]:
-    """The zip and its content hash (first 16 hex digits of sha256), built once per process:
-    the workers of a fleet capture all ask at once, and the cache alone let each build it."""
+    """The zip and its digest, built once per process: the workers of a fleet capture all
+    ask at once, and the cache alone let each build it."""
     with _building:
-        return zipped_agent()
+        return zipped_agent(), files_digest()
+
+
+def agent_digest() -> str:
+    """The agent's name on the host: a content hash of what the zip holds (first 16 hex
+    digits of sha256 over each file's name, size and bytes). Known without zipping, so a
+    capture whose host has the agent cached (all but the first) never deflates it."""
+    with _building:
+        return files_digest()
 
 
 @lru_cache(maxsize=1)
-def zipped_agent() -> tuple[bytes, str]:
+def read_once() -> dict[str, bytes]:
+    """payload_files, read once per process for the digest and the zip both."""
+    return payload_files()
+
+
+@lru_cache(maxsize=1)
+def files_digest() -> str:
+    digest = hashlib.sha256()
+    for name, content in read_once().items():
+        digest.update(b"%s\0%d\0" % (name.encode(), len(content)))
+        digest.update(content)
+    return digest.hexdigest()[:16]
+
+
+@lru_cache(maxsize=1)
+def zipped_agent() -> bytes:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, content in payload_files().items():
+        for name, content in read_once().items():
             info = zipfile.ZipInfo(name, date_time=ZIP_DATE)
             info.external_attr = 0o644 << 16
             info.compress_type = zipfile.ZIP_DEFLATED
             archive.writestr(info, content)
-    data = buffer.getvalue()
-    return data, hashlib.sha256(data).hexdigest()[:16]
+    return buffer.getvalue()
 
 
 def agent_dir(digest: str) -> str:

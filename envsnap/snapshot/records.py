@@ -515,10 +515,15 @@ class Volatile(TypedDict, total=False):
 
 # ---- meta -----------------------------------------------------------------------------------
 class Agent(TypedDict, total=False):
+    """The agent that ran on the host, and its own cost there: start-up (interpreter and
+    imports) and the masking pass, in seconds."""
+
     version: Optional[str]
     pid: Optional[int]
     python: Optional[str]
     python_version: Optional[str]
+    startup_seconds: Optional[float]
+    masking_seconds: Optional[float]
 
 
 class CaptureConfig(TypedDict, total=False):

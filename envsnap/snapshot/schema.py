@@ -249,7 +249,10 @@ METRIC = CheckedText(regex_problem, "the metric regex: without nested repetition
 META = record(
     "meta", "who captured what, when, how; per-collector timings and errors",
     label=STR, host=STR, address=STR_, captured_at=STR, envsnap_version=STR_,
-    agent=record("agent", version=STR_, pid=INT_, python=STR_, python_version=STR_),
+    agent=record("agent", "the agent that ran on the host, and its own cost there: "
+                 "start-up (interpreter and imports) and the masking pass, in seconds",
+                 version=STR_, pid=INT_, python=STR_, python_version=STR_,
+                 startup_seconds=NUM_, masking_seconds=NUM_),
     config=record("capture_config", "the options the capture ran with",
                   repos=STRINGS, procs=ListOf(PROC_PATTERN), hot_paths=STRINGS, python=STR_,
                   timeout=NUM_),

@@ -82,6 +82,18 @@ def test_second_capture_reuses_the_cached_agent(ssh_cli: Cli, sshd: Sshd) -> Non
     assert {path: path.stat().st_mtime_ns for path in stamps} == stamps
 
 
+def test_the_agent_records_its_own_start_up_and_masking(ssh_cli: Cli, sshd: Sshd) -> None:
+    """Beside each collector's seconds: what the agent itself cost on the host."""
+    assert ssh_cli("capture", sshd.addresses[2], "--label", "costs").returncode == 0
+    path = Path(ssh_cli.env["ENVSNAP_STORE"]) / "costs.yaml"
+    agent = load(path)["meta"]["agent"]
+    # at least the interpreter's own start and the collectors' imports: never nothing
+    assert 0.001 < agent["startup_seconds"] < 30
+    assert 0 <= agent["masking_seconds"] < 30
+    shown = yaml.safe_load(ssh_cli("show", str(path), "--yaml").stdout)["meta"]["agent"]
+    assert shown["startup_seconds"] == agent["startup_seconds"]
+
+
 def test_secrets_never_reach_the_disk(cli: Cli, tmp_path: Path) -> None:
     make_repo(tmp_path / "repo")
     cli.env.update(HF_TOKEN=SECRET, MY_API_KEY="plain-value-123", NCCL_DEBUG="INFO")

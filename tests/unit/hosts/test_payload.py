@@ -14,15 +14,28 @@ import pytest
 from envsnap.hosts import payload
 
 
+def clear_caches() -> None:
+    for cached in (payload.read_once, payload.zipped_agent, payload.files_digest):
+        cached.cache_clear()
+
+
 def test_payload_is_deterministic_and_complete() -> None:
-    payload.zipped_agent.cache_clear()
+    clear_caches()
     first, digest = payload.build_payload()
-    payload.zipped_agent.cache_clear()
+    clear_caches()
     second, again = payload.build_payload()
-    assert first == second and digest == again
+    assert first == second and digest == again == payload.agent_digest()
     names = zipfile.ZipFile(io.BytesIO(first)).namelist()
     assert "__main__.py" in names and "envsnap/agent/runner.py" in names
     assert "pynvml.py" in names      # vendored from nvidia-ml-py
+
+
+def test_the_digest_is_known_without_zipping() -> None:
+    """A capture of a host that has the agent cached (all but the first) only names it."""
+    clear_caches()
+    digest = payload.agent_digest()
+    assert payload.zipped_agent.cache_info().currsize == 0
+    assert payload.build_payload()[1] == digest
 
 
 def install_and_run(home: Path) -> tuple[subprocess.CompletedProcess[str], str, str]:
@@ -71,7 +84,7 @@ def test_installing_clears_agents_unused_for_a_month(tmp_path: Path) -> None:
 
 def test_workers_asking_at_once_build_the_payload_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """A fleet capture's workers all ask for the payload as they start: one builds it."""
-    payload.zipped_agent.cache_clear()
+    clear_caches()
     built = []
     files = payload.payload_files
 
@@ -82,5 +95,6 @@ def test_workers_asking_at_once_build_the_payload_once(monkeypatch: pytest.Monke
     monkeypatch.setattr(payload, "payload_files", counted)
     with ThreadPoolExecutor(max_workers=8) as pool:
         digests = {digest for _, digest in pool.map(lambda _: payload.build_payload(), range(8))}
-    payload.zipped_agent.cache_clear()
+        digests |= set(pool.map(lambda _: payload.agent_digest(), range(8)))
+    clear_caches()
     assert len(digests) == 1 and len(built) == 1
