@@ -14,6 +14,7 @@ import re
 import shlex
 from typing import Any
 
+from envsnap.text import plural
 from envsnap.timeline.model import FILE_TIME, RECORDED, Event
 from envsnap.timeline.roles import package_role
 
@@ -51,7 +52,8 @@ def commit_lines(commits: dict[str, Any], hot_paths: list[str]) -> tuple[str, ..
     if total > SHOWN_COMMITS:
         lines.append(f"... {total - SHOWN_COMMITS} more")
     if commits.get("removed"):
-        lines.append(f"{commits['removed']} commit(s) left behind (no longer in HEAD's history)")
+        lines.append(f"{plural(commits['removed'], 'commit')} left behind (no longer in HEAD's "
+                     "history)")
     return tuple(lines)
 
 
@@ -100,7 +102,7 @@ def move_event(entry: dict[str, Any], start: dict[str, Any] | None,
     if message == "reset: moving to HEAD" and old == entry["new"]:
         name = ("reset to HEAD (as `git stash push` does; no stash of that time remains: "
                 "popped or dropped since)")
-    brought = f", {total} commit(s) brought in" if total else ""
+    brought = f", {plural(total, 'commit')} brought in" if total else ""
     lines = commit_lines(commits, hot_paths)
     return Event(
         time=float(entry["time"]), kind="checkout", subject=repo,

@@ -22,6 +22,7 @@ import shlex
 from dataclasses import dataclass, replace
 
 from envsnap.bench.stats import DEFAULT_THRESHOLD, compare
+from envsnap.diff.findings import change
 from envsnap.snapshot import document as snap
 from envsnap.snapshot.records import CustomizeFile, Process, Snapshot
 from envsnap.timeline.model import RECORDED, Event
@@ -135,8 +136,7 @@ def restart_lines(pid: str, label: str, process: Process, event: Event) -> tuple
     now = dict(event.env)
     for name in sorted(set(before) | set(now)):
         if before.get(name) != now.get(name):
-            was = "-" if before.get(name) is None else before[name]
-            lines.append(f"env {name}: {was} -> {now.get(name, '-')}")
+            lines.append(f"env {name}: {change(before.get(name), now.get(name), None)}")
     return tuple(lines)
 
 
