@@ -26,10 +26,10 @@ def test_demo_tells_the_story_and_cleans_up(cli: Cli) -> None:
     assert "between the last good and the first bad benchmark: 4 changes" in first_part
     assert first_part.index("stash pushed in ") < first_part.index("pull in ") < \
         first_part.index("process ") < first_part.index("sitecustomize.py written")
-    assert "9 commit(s) brought in" in first_part and "Fix PCG MoE Error" in first_part
+    assert "9 commits brought in" in first_part and "Fix PCG MoE Error" in first_part
     assert "(the same bytes: this write changed nothing)" in first_part
     assert re.search(r"process \d+ restarted: ", first_part)   # snapshot good had it running
-    assert re.search(r"replaces pid \d+ of snapshot good\n\s+env NCCL_PROTO: LL -> -\n",
+    assert re.search(r"replaces pid \d+ of snapshot good\n\s+env NCCL_PROTO: LL -> \(absent\)\n",
                      first_part), first_part
     assert "LAST GOOD bench good" in timeline and "FIRST BAD bench bad" in timeline
     # the second suspect: the server restarted without NCCL_PROTO, which explain clears by
