@@ -78,9 +78,12 @@ def marks() -> Dict[int, str]:
 
 
 def owner_alive(mark: str) -> bool:
+    """The agent that marked it runs still: its pid, with its start time, and no zombie (a
+    killed agent whose parent died too stays a zombie where pid 1 reaps nothing, as in some
+    containers, with its pid and start time as they were)."""
     pid, _, rest = mark.partition(":")
     started = rest.partition(":")[0]
-    return pid.isdigit() and start_time(int(pid)) == started
+    return pid.isdigit() and start_time(int(pid)) == started and not ended(int(pid))
 
 
 def ended(pid: int) -> bool:

@@ -179,7 +179,8 @@ def test_a_name_in_no_inventory_and_no_dns_is_called_unknown(cli: Cli, tmp_path:
     typo = cli("capture", "gpu-bx.invalid", "--inventory", "hosts.yml", "--label", "x")
     assert typo.returncode == 2, typo.stderr
     assert typo.stderr == ("envsnap: error: gpu-bx.invalid: not in inventory hosts.yml "
-                           "(groups: gpu, all) and not a known host\n")
+                           "(groups: gpu, all) and not a known host (did you mean "
+                           "'gpu-box.invalid'?)\n")
     bare = cli("bench", "root@no-such-host.invalid:2222", "--cmd", "true", "--metric", "x")
     assert bare.returncode == 2
     assert bare.stderr == ("envsnap: error: root@no-such-host.invalid:2222: not a known "

@@ -5,7 +5,8 @@ import pytest
 
 from envsnap.errors import UsageError
 from envsnap.timeline.model import RECORDED, Event, Timeline, Window
-from envsnap.timeline.render import render_text, visible
+from envsnap.text import visible_line as visible
+from envsnap.timeline.render import render_text
 from envsnap.timeline.roles import package_role
 from envsnap.timeline.window import parse_moment
 
@@ -50,7 +51,7 @@ def test_packages_named_by_what_they_are_to_a_gpu_job(name: str, role: str | Non
 
 
 def test_control_characters_are_shown_not_obeyed() -> None:
-    assert visible("pull \x1b[2J\rdone\t") == "pull \\x1b[2J\\x0ddone\\x09"
+    assert visible("pull \x1b[2J\rdone\t") == "pull \\x1b[2J\\rdone\\t"   # text's one renderer
     assert visible("Fix PCG MoE Error — ok") == "Fix PCG MoE Error — ok"
 
 
