@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from envsnap.errors import UsageError
-from envsnap.timeline.model import RECORDED, Event, Timeline, Window
 from envsnap.text import visible_line as visible
+from envsnap.timeline.model import RECORDED, Event, Timeline, Window
 from envsnap.timeline.render import render_text
 from envsnap.timeline.roles import package_role
 from envsnap.timeline.window import parse_moment
