@@ -17,6 +17,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 import venv
@@ -175,9 +176,19 @@ def upstream_moves(scene: Scene) -> None:
     scene.git("push", "-q", "origin", "main", cwd=dev)
 
 
+# Debian's and Ubuntu's python3 has a sitecustomize.py of its own in the standard library,
+# which stands before a venv's site-packages and shadows the venv's: one startup line moves
+# the venv's site-packages first, so the STORY's sitecustomize runs there as on the host.
+OWN_FIRST = "00-own-sitecustomize-first.pth"
+
+
 def make_venv(scene: Scene) -> None:
     venv.EnvBuilder(with_pip=False, symlinks=True).create(scene.root / "ml-env")
     site = next((scene.root / "ml-env" / "lib").glob("python3*/site-packages"))
+    if Path(sysconfig.get_paths()["stdlib"], "sitecustomize.py").exists():
+        (site / OWN_FIRST).write_text(
+            f"import sys; p = {str(site)!r}; sys.path.insert(0, sys.path.pop(sys.path.index(p)))"
+            " if p in sys.path else None\n")
     (site / "sitecustomize.py").write_text("import os\n" + SITECUSTOMIZE)
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from conftest import Cli, unique_marker
-from helpers.timelinestory import Story, git, happen, prepare
+from helpers.timelinestory import STEP, Story, git, happen, prepare
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "timeline"
 SINCE = "2025-06-01T00:00:00Z"   # before the oldest recorded dpkg line
@@ -64,7 +64,9 @@ def test_each_change_in_order_with_its_time_and_exactness(
              first(events, "python-package", "tinypkg 2.0"),
              first(events, "kernel-message", "GPU fallen off the bus"),
              first(events, "file", "sitecustomize.py"),
-             first(events, "process-start", story.marker)]
+             # --proc picks only the story's worker; its command line is cut where a long
+             # checkout path (a test worker's) pushes the marker past the line's end
+             first(events, "process-start", "time.sleep(120)")]
     assert order == sorted(order)
     by_index = [events[index] for index in order]
     # the times, as each tool wrote them (dpkg, apt: local time, here UTC)
@@ -130,6 +132,7 @@ def test_a_move_after_a_snapshot_offers_envsnap_bisect(cli: Cli, story: Story,
                                                       tmp_path: Path) -> None:
     assert cli("capture", "local", "--label", "good", "--repo", str(story.checkout),
                "--python", str(story.python)).returncode == 0
+    time.sleep(STEP)   # a capture's time keeps whole seconds: the pull must be after it
     happen(story, tmp_path / "host")
     assert cli("capture", "local", "--label", "bad", "--repo", str(story.checkout),
                "--python", str(story.python)).returncode == 0

@@ -49,12 +49,18 @@ def venv_with_own_sitecustomize(folder: Path, base: str = sys.executable) -> Pat
     the one that runs, on every Python: where the standard library's would shadow it, a
     startup .pth line (OWN_FIRST) moves site-packages to the front of sys.path first."""
     python = make_venv(folder, base)
+    own_sitecustomize_first(python)
+    return python
+
+
+def own_sitecustomize_first(python: Path) -> None:
+    """Where the standard library's sitecustomize would shadow the venv's, a startup .pth
+    line (OWN_FIRST) moves the venv's site-packages to the front of sys.path."""
     site = site_packages(python)
     if stdlib_sitecustomize(str(python)):
         (site / OWN_FIRST).write_text(
             f"import sys; p = {str(site)!r}; sys.path.insert(0, sys.path.pop(sys.path.index(p)))"
             " if p in sys.path else None\n")
-    return python
 
 
 def candidates() -> list[str]:

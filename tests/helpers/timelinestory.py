@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from helpers.gitrepos import git_env
+from helpers.pythons import own_sitecustomize_first
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "timeline" / "debian12"
 STEP = 1.1   # seconds between steps: the reflog's times are whole seconds
@@ -102,6 +103,7 @@ def prepare(tmp: Path, marker: str) -> Story:
     git(tmp, env, "clone", "-q", str(upstream), str(checkout))
     venv.EnvBuilder(with_pip=False, symlinks=True).create(tmp / "ml-env")
     python = tmp / "ml-env" / "bin" / "python3"
+    own_sitecustomize_first(python)   # so the venv's own file is the one that runs
     site = Path(subprocess.run([str(python), "-c", "import site; print(site.getsitepackages()[0])"],
                                capture_output=True, text=True, check=True).stdout.strip())
     (site / "sitecustomize.py").write_text("import os\nos.environ.setdefault('NCCL_PROTO', 'LL')\n")
