@@ -29,9 +29,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol, TypedDict, TypeVar
 
 from envsnap.defaults import DEFAULT_CONNECT_TIMEOUT
-from envsnap.errors import HostError, UsageError
+from envsnap.errors import HostError
 from envsnap.hosts.inventory import Host
 from envsnap.hosts.jump import Jump, inventory_jump, proxy_jump_hops
+from envsnap.snapshot.store import size_setting
 from envsnap.text import duration
 
 if TYPE_CHECKING:
@@ -57,17 +58,7 @@ class TooMuchOutput(Exception):
 def max_output_bytes() -> int:
     """The cap on what one command on a host may print: ENVSNAP_MAX_AGENT_OUTPUT_MB (MiB),
     else 256 MiB."""
-    raw = os.environ.get(MAX_OUTPUT_MB_VARIABLE, "").strip()
-    if not raw:
-        return DEFAULT_MAX_OUTPUT_MB << 20
-    try:
-        megabytes = float(raw)
-    except ValueError:
-        megabytes = -1.0
-    if not 0 < megabytes < 1 << 20:
-        raise UsageError(f"{MAX_OUTPUT_MB_VARIABLE}={raw!r}: expected a size in MiB "
-                         f"(default {DEFAULT_MAX_OUTPUT_MB})")
-    return int(megabytes * (1 << 20))
+    return size_setting(MAX_OUTPUT_MB_VARIABLE, DEFAULT_MAX_OUTPUT_MB)
 
 
 def output_refused(host_name: str, limit: int) -> HostError:

@@ -91,19 +91,24 @@ def parse_document(text: str, source: str) -> Any:
         raise SnapshotError(f"{source}{where}: corrupt snapshot ({exc.reason})") from None
 
 
-def max_snapshot_bytes() -> int:
-    """The size cap: ENVSNAP_MAX_SNAPSHOT_MB (MiB), else 64 MiB."""
-    raw = os.environ.get(MAX_SNAPSHOT_MB_VARIABLE, "").strip()
+def size_setting(variable: str, default_mb: int) -> int:
+    """A size cap in bytes from a variable in MiB (ENVSNAP_MAX_SNAPSHOT_MB, the transport's
+    ENVSNAP_MAX_AGENT_OUTPUT_MB), else `default_mb`; anything but a size is one line."""
+    raw = os.environ.get(variable, "").strip()
     if not raw:
-        return DEFAULT_MAX_SNAPSHOT_MB << 20
+        return default_mb << 20
     try:
         megabytes = float(raw)
     except ValueError:
         megabytes = -1.0
     if not 0 < megabytes < 1 << 20:
-        raise UsageError(f"{MAX_SNAPSHOT_MB_VARIABLE}={raw!r}: expected a size in MiB "
-                         f"(default {DEFAULT_MAX_SNAPSHOT_MB})")
+        raise UsageError(f"{variable}={raw!r}: expected a size in MiB (default {default_mb})")
     return int(megabytes * (1 << 20))
+
+
+def max_snapshot_bytes() -> int:
+    """The size cap: ENVSNAP_MAX_SNAPSHOT_MB (MiB), else 64 MiB."""
+    return size_setting(MAX_SNAPSHOT_MB_VARIABLE, DEFAULT_MAX_SNAPSHOT_MB)
 
 
 def read_snapshot_text(path: Path) -> str:

@@ -3,26 +3,11 @@ from __future__ import annotations
 
 import subprocess
 import venv
-import zipfile
 from pathlib import Path
 
 import pytest
 from conftest import Cli
-
-
-def make_wheel(folder: Path, version: str) -> Path:
-    """A real, minimal wheel of `tinypkg`, built by hand (no network, no build backend)."""
-    name = f"tinypkg-{version}.dist-info"
-    path = folder / f"tinypkg-{version}-py3-none-any.whl"
-    files = {"tinypkg/__init__.py": f"VERSION = {version!r}\n",
-             f"{name}/METADATA": f"Metadata-Version: 2.1\nName: tinypkg\nVersion: {version}\n",
-             f"{name}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
-                              "Tag: py3-none-any\n"}
-    with zipfile.ZipFile(path, "w") as wheel:
-        for member, text in files.items():
-            wheel.writestr(member, text)
-        wheel.writestr(f"{name}/RECORD", "".join(f"{m},,\n" for m in files) + f"{name}/RECORD,,\n")
-    return path
+from helpers.wheels import make_wheel
 
 
 @pytest.fixture

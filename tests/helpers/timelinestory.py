@@ -16,7 +16,6 @@ import subprocess
 import sys
 import time
 import venv
-import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -24,26 +23,12 @@ from pathlib import Path
 
 from helpers.gitrepos import git_env
 from helpers.pythons import own_sitecustomize_first
+from helpers.wheels import make_wheel
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "timeline" / "debian12"
 STEP = 1.1   # seconds between steps: the reflog's times are whole seconds
 XID_LINE = ("{stamp} gpu01 kernel: NVRM: Xid (PCI:0000:18:00): 79, pid=2107, name=python3, "
             "GPU has fallen off the bus.")
-
-
-def make_wheel(folder: Path, version: str) -> Path:
-    """A real, minimal wheel of `tinypkg`, built by hand (no network, no build backend)."""
-    name = f"tinypkg-{version}.dist-info"
-    path = folder / f"tinypkg-{version}-py3-none-any.whl"
-    files = {"tinypkg/__init__.py": f"VERSION = {version!r}\n",
-             f"{name}/METADATA": f"Metadata-Version: 2.1\nName: tinypkg\nVersion: {version}\n",
-             f"{name}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
-                              "Tag: py3-none-any\n"}
-    with zipfile.ZipFile(path, "w") as wheel:
-        for member, text in files.items():
-            wheel.writestr(member, text)
-        wheel.writestr(f"{name}/RECORD", "".join(f"{m},,\n" for m in files) + f"{name}/RECORD,,\n")
-    return path
 
 
 def git(cwd: Path, env: dict[str, str], *args: str) -> str:
