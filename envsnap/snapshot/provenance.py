@@ -30,7 +30,8 @@ SIGNATURE_FIELD = "signature"   # in meta
 KEY_FILE = "key"
 KEY_BYTES = 32
 
-ForeignReason = Literal["unsigned", "signed by another key", "content changed"]
+ForeignReason = Literal["unsigned", "signed by another key", "content changed",
+                        "imported from pasted outputs"]
 
 
 class Signature(TypedDict):
@@ -206,7 +207,12 @@ def recorded_signature(document: Mapping[str, Any]) -> Any:
 
 
 def verify(document: Mapping[str, Any], key: bytes | None) -> Provenance:
-    """Mine when signed with `key` and unchanged since; otherwise foreign, and why."""
+    """Mine when signed with `key` and unchanged since; otherwise foreign, and why. An
+    imported snapshot (`envsnap import`) is signed when stored, yet its text is whoever
+    pasted it: it stays foreign, so every gate shows what would come of it."""
+    meta = document.get("meta")
+    if isinstance(meta, Mapping) and meta.get("imported"):
+        return Provenance("imported from pasted outputs")
     recorded = recorded_signature(document)
     if not isinstance(recorded, dict) or not recorded.get("digest"):
         return Provenance("unsigned")

@@ -134,3 +134,15 @@ def test_nothing_acts_on_a_host_from_an_imported_snapshot(cli: Cli) -> None:
            "needs a capture of the host" in restore.stderr
     explain = cli("explain", "theirs", "theirs", "--cmd", "true", "--metric", "x=(\\d+)")
     assert explain.returncode == 2 and "explain needs a capture" in explain.stderr
+
+
+def test_an_imported_snapshot_stays_foreign_at_every_gate(cli: Cli, tmp_path: Path) -> None:
+    """Stored signed, yet a paste is whoever pasted it: a play that would take it as
+    `snapshot` shows the review and refuses, as for any stranger's snapshot."""
+    assert cli("import", str(H200 / "collect_env.txt"), "--label", "theirs").returncode == 0
+    playbook = tmp_path / "show.yml"
+    playbook.write_text("- hosts: all\n  tasks:\n    - debug: {msg: '{{ snapshot.label }}'}\n")
+    refused = cli("play", str(playbook), "-e", "snapshot=theirs", "-l", "local")
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "snapshot theirs is foreign (imported from pasted outputs)" in refused.stdout
+    assert "ok: [local]" not in refused.stdout
