@@ -28,7 +28,14 @@ from envsnap.diff.findings import (
 from envsnap.diff.gitexplain import explain, moves_since
 from envsnap.diff.gpumerge import merge_alike
 from envsnap.diff.hotpaths import HotPattern, hot_patterns
-from envsnap.diff.keys import Atom, View, env_view, python_env_view, repo_view
+from envsnap.diff.keys import (
+    Atom,
+    View,
+    env_view,
+    python_env_view,
+    recorded_by_both,
+    repo_view,
+)
 from envsnap.diff.partial import (
     Known,
     any_partial,
@@ -245,8 +252,12 @@ def volatile_section(document: Snapshot, name: str) -> Mapping[str, Any]:
 def section_changes(name: str, a: Snapshot, b: Snapshot,
                     patterns: tuple[HotPattern, ...]) -> list[Finding]:
     known = known_of(name, a, b)
-    if name == "env" and known is None:     # a paste's env is its printed variables only
-        return env_changes(env(a), env(b))
+    if name == "env":
+        before_env, after_env = recorded_by_both(env(a), env(b))
+        if known is None:
+            return env_changes(before_env, after_env)
+        # a paste's env is its printed variables only: no workers to match by command line
+        return walk_findings(name, before_env, after_env, known=known)
     if name == "git":
         return git_changes(git(a), git(b), patterns)
     before: Mapping[str, Any]

@@ -5,6 +5,10 @@ happened to sit.
 - Stashes are keyed by their commit sha, not `stash@{n}`: a new stash renumbers the others.
 - The interpreter is the binary it is: `python3` and `python3.11` that resolve to one file
   are one interpreter (the venv, prefix and sys.path say what else differs).
+- Variables are compared only where both sides record them: a capture records those of its
+  `env_prefixes` (and a few names always), so a name outside the other side's prefixes
+  (vLLM's collect_env prints CUDAHOSTCXX; a capture's CUDA_ does not cover it) is unknown
+  there, not removed.
 - A repository's uncommitted work is one unit (patch, untracked files, their digest), and the
   ordered history and reflog are left to gitexplain, which reads them as a graph.
 Shared by the pairwise diff and by fleet mode.
@@ -14,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from envsnap.agent.env import DEFAULT_NAMES, is_selected
 
 if TYPE_CHECKING:
     from envsnap.snapshot.records import Env, Process, PythonEnv, Repo, Stash
@@ -86,6 +92,35 @@ def env_view(env: Env) -> tuple[View, dict[str, Worker]]:
     view: View = dict(env)
     view["processes"] = {key: process_view(processes[pid]) for pid, key in keys.items()}
     return view, {key: Worker(pid, launcher_rank(processes[pid])) for pid, key in keys.items()}
+
+
+def recorded_by_both(before: Env, after: Env) -> tuple[Env, Env]:
+    """Both env sections with only the variables each side records (see the docstring):
+    a side that names no `env_prefixes` (a pasted output) limits nothing. The agent's own
+    rule says what a capture records: its prefixes and the few names it always reads."""
+    prefixes = [tuple(side.get("env_prefixes") or ()) for side in (before, after)]
+    if not any(prefixes):
+        return before, after
+
+    def kept(variables: dict[str, str | None]) -> dict[str, str | None]:
+        if "error" in variables:                 # an unreadable environ, kept as it is
+            return variables
+        return {name: value for name, value in variables.items()
+                if all(not p or is_selected(name, (p, DEFAULT_NAMES)) for p in prefixes)}
+
+    def narrowed(side: Env) -> Env:
+        narrow = side.copy()
+        if "shell" in side:
+            narrow["shell"] = kept(side["shell"])
+        if "processes" in side:
+            narrow["processes"] = {}
+            for pid, info in side["processes"].items():
+                narrow["processes"][pid] = process = info.copy()
+                if "env" in info:
+                    process["env"] = kept(info["env"])
+        return narrow
+
+    return narrowed(before), narrowed(after)
 
 
 def process_view(info: Process) -> View:

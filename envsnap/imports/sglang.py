@@ -45,10 +45,16 @@ def start_of(lines: list[str]) -> int | None:
     return None
 
 
+# Modules of the script's fixed list in every release since it was added: one of them
+# is printed whether it is found or not ("Module Not Found"), while `sglang: ` itself is
+# missing when the module it imported has no __version__ (a checkout run in place).
+LISTED = ("sglang: ", "sgl_kernel: ", "flashinfer: ", "triton: ")
+
+
 def looks_like(text: str) -> bool:
     head = text[:20000]
-    return "sglang: " in head and "CUDA" in head and \
-        start_of(head.splitlines()) is not None
+    return ("CUDA available: " in head or "ROCM available: " in head) and \
+        any(name in head for name in LISTED) and start_of(head.splitlines()) is not None
 
 
 def read(text: str, source: str) -> Reading:
@@ -81,9 +87,9 @@ def read(text: str, source: str) -> Reading:
             keys.setdefault(key, value)
             if value != NOT_FOUND:
                 packages[canonical(key)] = value
-    if "PyTorch" not in keys or "sglang" not in keys:
-        raise Unreadable(source, len(lines), "truncated check_env output: no 'PyTorch:' or "
-                         "'sglang:' line")
+    if "PyTorch" not in keys or not any(name.rstrip(": ") in keys for name in LISTED):
+        raise Unreadable(source, len(lines), "truncated check_env output: no 'PyTorch:' "
+                         "line or no line of its module list ('sglang:', 'flashinfer:', ...)")
     merge(facts, facts_of(keys, gpus, packages))
     return Reading("SGLang check_env", "module lines + NVIDIA topology", facts,
                    packages.get("sglang"))
