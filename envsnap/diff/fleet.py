@@ -20,7 +20,13 @@ from envsnap.diff.findings import ADDED, CHANGED, REMOVED, Detail, Finding, Find
 from envsnap.diff.gitexplain import explain
 from envsnap.diff.gpumerge import merge_alike
 from envsnap.diff.hotpaths import hot_patterns
-from envsnap.diff.keys import env_view, python_env_view, repo_view
+from envsnap.diff.keys import (
+    env_view,
+    python_env_view,
+    records_variable,
+    repo_view,
+    variable_at,
+)
 from envsnap.diff.partial import IMPORT_ONLY, by_index, known_of
 from envsnap.diff.patch_summary import summarise_tree
 from envsnap.errors import EnvsnapError, UsageError
@@ -267,7 +273,12 @@ def section_disagreements(name: str, captured: list[tuple[str, Snapshot]]
     if name == "nvidia" and any(knowns.values()):
         views = {host: by_index(view) for host, view in views.items()}   # a paste has no bus
 
+    documents = dict(captured)
+
     def unknown(host: str, path: tuple[str, ...]) -> bool:
+        variable = variable_at(path) if name == "env" else None
+        if variable is not None and not records_variable(env(documents[host]), variable):
+            return True        # outside what that capture records: it sits this one out
         known = knowns[host]
         if known is None:
             return ".".join((name,) + path) in IMPORT_ONLY

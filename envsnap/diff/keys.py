@@ -94,19 +94,33 @@ def env_view(env: Env) -> tuple[View, dict[str, Worker]]:
     return view, {key: Worker(pid, launcher_rank(processes[pid])) for pid, key in keys.items()}
 
 
+def records_variable(facts: Env, name: str) -> bool:
+    """Whether the side with these env facts records variable `name`: a capture, those of
+    its `env_prefixes` and the names the agent always reads (its own rule); a side that
+    names no prefixes (a pasted output) is taken at its word."""
+    prefixes = tuple(facts.get("env_prefixes") or ())
+    return not prefixes or is_selected(name, (prefixes, DEFAULT_NAMES))
+
+
+def variable_at(path: tuple[str, ...]) -> str | None:
+    """The variable an env path names: shell.NAME or processes.KEY.env.NAME."""
+    if len(path) == 2 and path[0] == "shell":
+        return path[1]
+    if len(path) == 4 and path[0] == "processes" and path[2] == "env":
+        return path[3]
+    return None
+
+
 def recorded_by_both(before: Env, after: Env) -> tuple[Env, Env]:
-    """Both env sections with only the variables each side records (see the docstring):
-    a side that names no `env_prefixes` (a pasted output) limits nothing. The agent's own
-    rule says what a capture records: its prefixes and the few names it always reads."""
-    prefixes = [tuple(side.get("env_prefixes") or ()) for side in (before, after)]
-    if not any(prefixes):
+    """Both env sections with only the variables each side records (see the docstring)."""
+    if not (before.get("env_prefixes") or after.get("env_prefixes")):
         return before, after
 
     def kept(variables: dict[str, str | None]) -> dict[str, str | None]:
         if "error" in variables:                 # an unreadable environ, kept as it is
             return variables
         return {name: value for name, value in variables.items()
-                if all(not p or is_selected(name, (p, DEFAULT_NAMES)) for p in prefixes)}
+                if records_variable(before, name) and records_variable(after, name)}
 
     def narrowed(side: Env) -> Env:
         narrow = side.copy()

@@ -3,10 +3,15 @@ H200 (tests/data/h200-reports, its README says how), imported and compared fact 
 envsnap's capture of the same minute on that machine: 0 mismatches."""
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
 import pytest
 from conftest import Cli
 from helpers.imported import DATA, agent_collectors, mismatches, save_capture
 
+from envsnap.agent.env import DEFAULT_NAMES
 from envsnap.snapshot.store import Store
 
 REPORTS = DATA / "h200-reports"
@@ -51,3 +56,34 @@ def test_both_scripts_and_nothing_else_agree_on_the_gpu_driver_and_torch(cli: Cl
     assert facts["nvidia"]["driver"] == truth["nvidia"]["driver"] == "580.159.04"
     assert facts["cuda_nccl"]["torch"]["version"] == truth["cuda_nccl"]["torch"]["version"]
     assert [g["name"] for g in facts["nvidia"]["gpus"].values()] == ["NVIDIA H200"]
+
+
+def test_a_fleet_of_captures_and_a_paste_agrees_on_what_all_record(cli: Cli,
+                                                                    tmp_path: Path) -> None:
+    store = cli.env["ENVSNAP_STORE"]
+    fleet = tmp_path / "fleet"
+    fleet.mkdir()
+    for host in ("n1", "n2"):
+        save_capture(store, REPORTS, host)
+        (fleet / f"{host}.yaml").write_bytes((Path(store) / f"{host}.yaml").read_bytes())
+    (fleet / "n3.txt").write_bytes((REPORTS / "vllm_collect_env.txt").read_bytes())
+    result = cli("diff", "--fleet", str(fleet))
+    assert result.returncode == 0, result.stdout
+    assert "CUDAHOSTCXX" not in result.stdout
+
+
+def test_captures_with_other_env_prefixes_differ_in_them_not_in_what_one_left_out(
+        cli: Cli) -> None:
+    """`--env-prefix NCCL_` records less: CUDA_HOME is unknown to it, not removed."""
+    def narrow(collectors: dict[str, Any]) -> None:
+        facts = collectors["env"]["facts"]
+        facts["env_prefixes"] = ["NCCL_"]
+        facts["shell"] = {k: v for k, v in facts["shell"].items()
+                          if k.startswith("NCCL_") or k in DEFAULT_NAMES}
+    store = cli.env["ENVSNAP_STORE"]
+    save_capture(store, REPORTS, "wide")
+    save_capture(store, REPORTS, "narrow", edit=narrow)
+    result = cli("diff", "wide", "narrow", "--json")
+    paths = {tuple(f["path"]) for f in json.loads(result.stdout)["findings"]
+             if f["section"] == "env"}
+    assert paths == {("env_prefixes",)}, paths
