@@ -8,7 +8,8 @@ inside a collection the import holds whole (meta.imported.complete: `pip list` g
 package, `nvidia-smi -q` every GPU), where a missing entry is really missing. GPUs a lone
 collect_env or topo -m names GPU0.. (it shows no bus) are matched by index. A few fields
 only an import records (the cuDNN libraries collect_env lists; a capture reads cuDNN's
-header instead) are unknown to a capture, not absent from it."""
+header instead; the conda packages `conda list` gives) are unknown to a capture, not absent
+from it."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -26,7 +27,7 @@ from envsnap.snapshot.document import (
 if TYPE_CHECKING:
     from envsnap.snapshot.records import Snapshot
 
-IMPORT_ONLY = frozenset({"cuda_nccl.cudnn.libraries"})
+IMPORT_ONLY = frozenset({"cuda_nccl.cudnn.libraries", "python_env.conda"})
 
 
 @dataclass(frozen=True)
