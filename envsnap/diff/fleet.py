@@ -21,7 +21,7 @@ from envsnap.diff.gitexplain import explain
 from envsnap.diff.gpumerge import merge_alike
 from envsnap.diff.hotpaths import hot_patterns
 from envsnap.diff.keys import env_view, python_env_view, repo_view
-from envsnap.diff.partial import IMPORT_ONLY, by_index, known_of
+from envsnap.diff.partial import IMPORT_ONLY, Uncompared, by_index, fleet_uncompared, known_of
 from envsnap.diff.patch_summary import summarise_tree
 from envsnap.errors import EnvsnapError, UsageError
 from envsnap.snapshot.document import (
@@ -92,6 +92,8 @@ class FleetReport:
     # members that could not be read (source, why): named, and left out of the comparison
     unreadable: list[tuple[str, str]] = field(default_factory=list)
     left_out: list[str] = field(default_factory=list)   # sections --section did not compare
+    # what pasted members do not carry and others do: once per kind of paste
+    uncompared: list[Uncompared] = field(default_factory=list)
 
     @property
     def drift(self) -> bool:
@@ -210,7 +212,8 @@ def fleet(documents: list[Snapshot], sources: list[str],
             found += section_disagreements(name, captured)
     return FleetReport(hosts, sorted(found, key=lambda d: -d.rank), missing,
                        fleet_benchmark(documents, hosts),
-                       left_out=[n for n in present if n not in names])
+                       left_out=[n for n in present if n not in names],
+                       uncompared=fleet_uncompared(documents, hosts, names))
 
 
 # ---- one section ----------------------------------------------------------------------------
