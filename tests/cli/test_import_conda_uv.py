@@ -111,6 +111,41 @@ def test_two_conda_lists_diff_by_version_and_build_and_a_capture_knows_no_conda(
                                                     for f in against["findings"]]
 
 
+def conda_row(name: str, version: str, build: str, channel: str = "") -> str:
+    """A row as conda/cli/main_list.py prints it: `%-25s %-15s %15s` and `  [features]`
+    (none here), then `  channel` unless it is defaults."""
+    return f"{name:<25} {version:<15} {build:>15}  " + (f"  {channel}" if channel else "") + "\n"
+
+
+def test_conda_s_pytorch_is_pip_s_torch_and_its_python_the_interpreter(
+        cli: Cli, tmp_path: Path) -> None:
+    """conda's own layout; the rows of the environment of pytorch/pytorch#32369 as
+    collect_env quoted them (pytorch/pytorch#35646), and a python row of our own (the
+    thread's listing is cut before it)."""
+    paste = tmp_path / "conda.txt"
+    paste.write_text(
+        "# packages in environment at /home/rgommers/anaconda3/envs/pytorch-condabug:\n#\n"
+        "# Name                    Version                   Build  Channel\n"
+        + conda_row("cudatoolkit", "10.1.243", "h6bb024c_0")
+        + conda_row("numpy", "1.18.1", "py37h4f9e942_0")
+        + conda_row("python", "3.7.6", "h0371630_2")
+        + conda_row("pytorch", "1.4.0", "py3.7_cuda10.1.243_cudnn7.6.3_0", "pytorch")
+        + conda_row("torchvision", "0.5.0", "py37_cu101", "pytorch"))
+    python_env = imported(cli, paste, "conda")["facts"]["python_env"]
+    assert python_env["packages"] == {"numpy": "1.18.1", "torch": "1.4.0",
+                                      "torchvision": "0.5.0"}
+    assert python_env["interpreter"] == {
+        "version": "3.7.6", "prefix": "/home/rgommers/anaconda3/envs/pytorch-condabug"}
+    assert python_env["conda"]["pytorch"]["channel"] == "pytorch"
+    # so torch compares with the capture's torch, not as one package gone and one added
+    save_capture(cli.env["ENVSNAP_STORE"], H200, "mine")
+    found = {tuple(f["path"]): f["kind"] for f in json.loads(
+        cli("diff", str(paste), "mine", "--json").stdout)["findings"]
+        if f["section"] == "python_env"}
+    assert found[("packages", "torch")] == "changed"
+    assert found[("interpreter", "version")] == "changed"
+
+
 @pytest.mark.parametrize(("name", "form"), [("uv_pip_list.txt", "columns"),
                                             ("uv_pip_list.json", "json"),
                                             ("uv_pip_list_default_venv.txt", "columns")])

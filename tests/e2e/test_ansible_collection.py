@@ -319,6 +319,17 @@ def test_a_failed_gate_prints_one_short_line_per_drifted_fact(fleet: Fleet) -> N
     assert printed[shown + 1:shown + 1 + len(facts)] == facts
 
 
+def test_ansible_doc_reads_what_each_module_returns(fleet: Fleet) -> None:
+    """The installed collection's documentation as ansible-doc parses it (a YAML slip there
+    is "Missing documentation" to a user)."""
+    modules = ["envsnap.gpu.envsnap_assert", "envsnap.gpu.envsnap_capture"]
+    shown = run([str(VENV_BIN / "ansible-doc"), "--json", *modules], fleet.env, fleet.root)
+    assert shown.returncode == 0, shown.stderr
+    docs = json.loads(shown.stdout)
+    assert sorted(docs["envsnap.gpu.envsnap_assert"]["return"]) == ["drifted", "failures"]
+    assert "baseline" in docs["envsnap.gpu.envsnap_assert"]["doc"]["options"]
+
+
 @pytest.mark.parametrize(("name", "message"), [
     ("bad_label", "invalid label '../up': use letters, digits"),
     ("taken", "snapshot 'fleet1/n1' already exists in "),
