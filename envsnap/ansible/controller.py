@@ -303,12 +303,12 @@ def drift_failure(document: Snapshot, baseline: Snapshot,
                 if not finding.volatile and not HOST_UNIQUE.intersection(finding.path)]
     if not findings:
         return None
-    facts = [f"{f.section} {where_text(f)}: {change_text(f)}"
-             for f in findings[:DRIFT_SHOWN]]
-    if len(findings) > DRIFT_SHOWN:
-        facts.append(f"(and {len(findings) - DRIFT_SHOWN} more: envsnap diff shows them)")
-    return GateFailure(f"baseline: {plural(len(findings), 'fact')} drifted from {name!r}",
-                       tuple(facts))
+    facts = tuple(f"{f.section} {where_text(f)}: {change_text(f)}"
+                  for f in findings[:DRIFT_SHOWN])
+    more = f" (the first {DRIFT_SHOWN} below; envsnap diff names every one)" \
+        if len(findings) > DRIFT_SHOWN else ""
+    return GateFailure(f"baseline: {plural(len(findings), 'fact')} drifted from {name!r}{more}",
+                       facts)
 
 
 def gate_failures(request: AssertRequest, document: Snapshot) -> list[GateFailure]:

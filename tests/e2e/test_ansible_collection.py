@@ -407,3 +407,21 @@ def test_the_gates_read_a_real_h200_snapshot() -> None:
         "nccl: 2.28.9 required, found 2.28.3 (/usr/lib/x86_64-linux-gnu/libnccl.so.2.28.3)"]
 
 
+def test_a_baseline_gate_names_its_first_ten_facts_and_counts_the_rest() -> None:
+    from envsnap.ansible.controller import AgentRun, AssertRequest, failed_message, gate_failures
+
+    good = load(H200)
+    now = json.loads(json.dumps(good))
+    now["facts"]["env"]["shell"].update({f"NCCL_TEST_{n:02}": str(n) for n in range(11)})
+    now["facts"]["nvidia"]["driver"] = "570.124.06"
+    request = AssertRequest(driver="580", nccl=None, clocks_not_throttled=False, baseline=good,
+                            baseline_name="good", agent=AgentRun({}, None, {}))
+    failures = gate_failures(request, now)
+    assert [failure.line for failure in failures] == [
+        "driver: 580 required, found 570.124.06",
+        "baseline: 12 facts drifted from 'good' (the first 10 below; envsnap diff names every "
+        "one)"]
+    assert len(failures[1].facts) == 10 and "env shell.NCCL_TEST_00: (absent) -> 0" in \
+        failures[1].facts
+    lines = failed_message("n5", failures).splitlines()
+    assert lines[0] == "envsnap_assert: 2 gates failed on n5" and len(lines) == 13
