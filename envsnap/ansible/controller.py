@@ -31,7 +31,7 @@ from envsnap.hosts.payload import CollectConfig
 from envsnap.hosts.transport import max_output_bytes, output_refused
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.store import DEFAULT_STORE, Store
-from envsnap.text import now_utc, timestamp
+from envsnap.text import now_utc, plural, timestamp
 
 if TYPE_CHECKING:
     from envsnap.snapshot.records import Snapshot
@@ -46,7 +46,7 @@ ASSERT_OPTIONS = (*GATES, "store", *AGENT_OPTIONS)
 # Clock event reasons that say nothing against a benchmark: an idle GPU, clocks an admin set.
 HARMLESS_CLOCK_EVENTS = frozenset({"gpu_idle", "applications_clocks_setting",
                                    "display_clocks_setting"})
-DRIFT_SHOWN = 5   # findings named in a failed baseline gate; the rest are counted
+DRIFT_SHOWN = 10   # facts named in a failed baseline gate, a line each; the rest counted
 TaskArgs = Mapping[str, object]
 
 
@@ -75,6 +75,15 @@ class CaptureRequest:
     store: Store
     force: bool
     agent: AgentRun
+
+
+@dataclass(frozen=True)
+class GateFailure:
+    """A failed gate: its line ("baseline: 2 facts drifted from 'good'"), and for the
+    baseline gate one line per fact ("env shell.NCCL_PROTO: LL -> (absent)")."""
+
+    line: str
+    facts: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -280,32 +289,46 @@ def clocks_failure(document: Snapshot) -> str | None:
 
 
 def drift_failure(document: Snapshot, baseline: Snapshot,
-                  name: str) -> str | None:
+                  name: str) -> GateFailure | None:
     """Facts that differ from the known-good snapshot, as `envsnap diff` finds them, less
-    those unique to each machine by nature (hostname, uuids, boot id: fleet.HOST_UNIQUE)."""
+    those unique to each machine by nature (hostname, uuids, boot id: fleet.HOST_UNIQUE).
+    Each fact is one short line in the diff's notation (render_text: where_text, long keys
+    keeping both ends; change_text, values cut where they differ, a record summarised, a
+    side without a value "(absent)"), never a repr."""
     from envsnap.diff.compare import diff
     from envsnap.diff.fleet import HOST_UNIQUE
+    from envsnap.diff.render_text import change_text, where_text
 
     findings = [finding for finding in diff(baseline, document, sources=(name, "")).findings
                 if not finding.volatile and not HOST_UNIQUE.intersection(finding.path)]
     if not findings:
         return None
-    shown = "; ".join(f"{f.section} {f.where}: {shown_value(f.before)} -> "
-                      f"{shown_value(f.after)}" for f in findings[:DRIFT_SHOWN])
-    more = f" (and {len(findings) - DRIFT_SHOWN} more)" if len(findings) > DRIFT_SHOWN else ""
-    return f"baseline: {len(findings)} fact(s) drifted from {name!r}: {shown}{more}"
+    facts = tuple(f"{f.section} {where_text(f)}: {change_text(f)}"
+                  for f in findings[:DRIFT_SHOWN])
+    more = f" (the first {DRIFT_SHOWN} below; envsnap diff names every one)" \
+        if len(findings) > DRIFT_SHOWN else ""
+    return GateFailure(f"baseline: {plural(len(findings), 'fact')} drifted from {name!r}{more}",
+                       facts)
 
 
-def shown_value(value: Any) -> str:
-    text = "(absent)" if value is None else str(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def gate_failures(request: AssertRequest, document: Snapshot) -> list[str]:
-    """One line per gate that failed, in the order the gates are documented."""
-    checks = [driver_failure(document, request.driver) if request.driver else None,
-              nccl_failure(document, request.nccl) if request.nccl else None,
-              clocks_failure(document) if request.clocks_not_throttled else None,
+def gate_failures(request: AssertRequest, document: Snapshot) -> list[GateFailure]:
+    """Each gate that failed, in the order the gates are documented."""
+    checks = [gate_line(driver_failure(document, request.driver)) if request.driver else None,
+              gate_line(nccl_failure(document, request.nccl)) if request.nccl else None,
+              gate_line(clocks_failure(document)) if request.clocks_not_throttled else None,
               drift_failure(document, request.baseline, request.baseline_name or "baseline")
               if request.baseline is not None else None]
     return [failure for failure in checks if failure is not None]
+
+
+def gate_line(line: str | None) -> GateFailure | None:
+    return None if line is None else GateFailure(line)
+
+
+def failed_message(host: str, failures: list[GateFailure]) -> str:
+    """The task's message: one line saying how many gates failed, then one line per gate
+    and one per drifted fact under it (Ansible prints each line of a failure as it is)."""
+    lines = [f"envsnap_assert: {plural(len(failures), 'gate')} failed on {host}"]
+    for failure in failures:
+        lines += [failure.line, *(f"  {fact}" for fact in failure.facts)]
+    return "\n".join(lines)

@@ -23,11 +23,12 @@ def register(commands: Commands) -> None:
     imp = commands.add_parser(
         "import", epilog=EPILOG,
         help="read pasted outputs of one host (torch or vLLM collect_env, SGLang check_env, "
-             "nvidia-smi, pip) into a partial snapshot")
+             "nvidia-smi, pip, uv, conda) into a partial snapshot")
     imp.add_argument("files", nargs="+", metavar="FILE",
                      help="outputs of one host: torch's or vLLM's collect_env, SGLang's "
                           "check_env; nvidia-smi, -q, -q -x, topo -m; pip list (columns or "
-                          "json), pip freeze, pip inspect (gzip too); told apart by content")
+                          "json), pip freeze, pip inspect (gzip too); uv pip list; conda list "
+                          "(and --export); told apart by content")
     imp.add_argument("--label", help="snapshot label (default: imported-<first file's name>)")
     imp.add_argument("--host", help="the host the outputs came from, as the snapshot names "
                                     "it (default: imported)")

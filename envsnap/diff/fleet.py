@@ -27,7 +27,7 @@ from envsnap.diff.keys import (
     repo_view,
     variable_at,
 )
-from envsnap.diff.partial import IMPORT_ONLY, by_index, known_of
+from envsnap.diff.partial import IMPORT_ONLY, Uncompared, by_index, fleet_uncompared, known_of
 from envsnap.diff.patch_summary import summarise_tree
 from envsnap.errors import EnvsnapError, UsageError
 from envsnap.snapshot.document import (
@@ -98,6 +98,8 @@ class FleetReport:
     # members that could not be read (source, why): named, and left out of the comparison
     unreadable: list[tuple[str, str]] = field(default_factory=list)
     left_out: list[str] = field(default_factory=list)   # sections --section did not compare
+    # what pasted members do not carry and others do: once per kind of paste
+    uncompared: list[Uncompared] = field(default_factory=list)
 
     @property
     def drift(self) -> bool:
@@ -216,7 +218,8 @@ def fleet(documents: list[Snapshot], sources: list[str],
             found += section_disagreements(name, captured)
     return FleetReport(hosts, sorted(found, key=lambda d: -d.rank), missing,
                        fleet_benchmark(documents, hosts),
-                       left_out=[n for n in present if n not in names])
+                       left_out=[n for n in present if n not in names],
+                       uncompared=fleet_uncompared(documents, hosts, names))
 
 
 # ---- one section ----------------------------------------------------------------------------

@@ -8,7 +8,8 @@ inside a collection the import holds whole (meta.imported.complete: `pip list` g
 package, `nvidia-smi -q` every GPU), where a missing entry is really missing. GPUs a lone
 collect_env or topo -m names GPU0.. (it shows no bus) are matched by index. A few fields
 only an import records (the cuDNN libraries collect_env lists; a capture reads cuDNN's
-header instead) are unknown to a capture, not absent from it."""
+header instead; the conda packages `conda list` gives) are unknown to a capture, not absent
+from it."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -26,7 +27,7 @@ from envsnap.snapshot.document import (
 if TYPE_CHECKING:
     from envsnap.snapshot.records import Snapshot
 
-IMPORT_ONLY = frozenset({"cuda_nccl.cudnn.libraries"})
+IMPORT_ONLY = frozenset({"cuda_nccl.cudnn.libraries", "python_env.conda"})
 
 
 @dataclass(frozen=True)
@@ -81,18 +82,36 @@ def why_unknown(document: Snapshot) -> str:
     return "not in a " + " or ".join(tools) + " output"
 
 
-def unknown_there(document: Snapshot, other: Snapshot, sections: list[str]) -> list[str]:
-    """What `other` holds that the partial `document` does not know: whole sections, and
-    the fields of a section both hold (python_env.customize: sitecustomize)."""
+def held_by(documents: list[Snapshot], sections: list[str]) -> dict[str, dict[str, None]]:
+    """The sections any of `documents` holds (read, not failed), each with every field any
+    of them holds, in order."""
+    held: dict[str, dict[str, None]] = {}
+    for name in sections:
+        for document in documents:
+            if not collector_error(document, name):
+                held.setdefault(name, {}).update(dict.fromkeys(section(document, name)))
+    return held
+
+
+def unknown_against(document: Snapshot, held: Mapping[str, Mapping[str, None]],
+                    sections: list[str]) -> list[str]:
+    """What is `held` elsewhere that the partial `document` does not know: whole sections,
+    and the fields of a section both hold (python_env.customize: sitecustomize)."""
     names = []
     for name in sections:
+        if name not in held:
+            continue
         if collector_error(document, name):
-            if not collector_error(other, name):
-                names.append(name)
+            names.append(name)
             continue
         mine = section(document, name)
-        names += [f"{name}.{key}" for key in section(other, name) if key not in mine]
+        names += [f"{name}.{key}" for key in held[name] if key not in mine]
     return names
+
+
+def unknown_there(document: Snapshot, other: Snapshot, sections: list[str]) -> list[str]:
+    """What `other` holds that the partial `document` does not know."""
+    return unknown_against(document, held_by([other], sections), sections)
 
 
 def uncompared_notes(a: Snapshot, b: Snapshot, sections: list[str]) -> list[str]:
@@ -105,6 +124,44 @@ def uncompared_notes(a: Snapshot, b: Snapshot, sections: list[str]) -> list[str]
                 notes.append(f"could not compare, {why_unknown(document)}: "
                              + ", ".join(names))
     return notes
+
+
+@dataclass(frozen=True)
+class Uncompared:
+    """The members of a fleet of one kind of paste (one `why`) and what could not be
+    compared on them: on every one (`names`), and on some alone (`more`, by member)."""
+
+    why: str                                          # "not in a torch collect_env output"
+    members: tuple[str, ...]
+    names: tuple[str, ...]                            # env, git, system.boot_id, ...
+    more: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        return {"why": self.why, "members": list(self.members), "names": list(self.names),
+                "more": [{"member": member, "names": list(names)}
+                         for member, names in self.more]}
+
+
+def fleet_uncompared(documents: list[Snapshot], members: list[str],
+                     sections: list[str]) -> list[Uncompared]:
+    """What could not be compared on the fleet's partial members, against what the others
+    hold, said once per kind of paste (its tools: why_unknown) rather than once a member."""
+    if not any(is_partial(document) for document in documents):
+        return []                # a fleet of captures: nothing to say, nothing walked
+    held = held_by(documents, sections)
+    kinds: dict[str, list[tuple[str, list[str]]]] = {}
+    for member, document in zip(members, documents):
+        names = unknown_against(document, held, sections) if is_partial(document) else []
+        if names:
+            kinds.setdefault(why_unknown(document), []).append((member, names))
+    return [one_kind(why, found) for why, found in kinds.items()]
+
+
+def one_kind(why: str, found: list[tuple[str, list[str]]]) -> Uncompared:
+    common = tuple(n for n in found[0][1] if all(n in names for _, names in found))
+    more = tuple((member, tuple(n for n in names if n not in common))
+                 for member, names in found if len(names) > len(common))
+    return Uncompared(why, tuple(member for member, _ in found), common, more)
 
 
 def knows(document: Snapshot, where: str, patterns: list[tuple[str, ...]]) -> bool:

@@ -60,6 +60,41 @@ def majority_text(d: Disagreement, width: int | None = VALUE_WIDTH) -> str:
     return f"majority {value} ({len(d.majority_hosts)} of {d.total})"
 
 
+FIELDS_SHOWN = 4   # fields of one section named in a could-not-compare line unless --all
+
+
+def names_text(names: tuple[str, ...], full: bool = False) -> str:
+    """"env, git, system.{boot_id, cmdline, governors, hostname +4}": whole sections, then
+    each section's fields under its name once (all of them with `full`)."""
+    fields: dict[str, list[str]] = {}
+    for name in names:
+        head, _, rest = name.partition(".")
+        fields.setdefault(head, []).append(rest)
+    shown = []
+    for head, keys in fields.items():
+        keys = [key for key in keys if key]
+        if not keys:
+            shown.append(head)
+            continue
+        cut = keys if full or len(keys) <= FIELDS_SHOWN else keys[:FIELDS_SHOWN]
+        more = f" +{len(keys) - len(cut)}" if len(cut) < len(keys) else ""
+        shown.append(f"{head}.{{{', '.join(cut)}{more}}}" if len(keys) > 1
+                     else f"{head}.{keys[0]}")
+    return ", ".join(shown)
+
+
+def uncompared_lines(report: FleetReport, full: bool = False) -> list[str]:
+    """One line a kind of paste: "could not compare, not in a torch collect_env output (4:
+    a.txt, b.txt, ...): env, git, ...; b.txt also: system.cpu"."""
+    lines = []
+    for kind in report.uncompared:
+        more = "".join(f"; {member} also: {names_text(names, full)}"
+                       for member, names in kind.more)
+        lines.append(f"could not compare, {kind.why} ({len(kind.members)}: "
+                     f"{hosts_text(list(kind.members))}): {names_text(kind.names, full)}{more}")
+    return lines
+
+
 def benchmark_lines(report: FleetReport) -> list[str]:
     """The benchmark first: each host's runs against the others', when two hosts ran one."""
     return report.benchmark.lines() if report.benchmark else []
@@ -83,12 +118,13 @@ def fleet_human(report: FleetReport, color: bool = False, full: bool = False) ->
     for name, host, error in report.not_captured:
         out.append(f"  not captured: {name} on {host} ({error})")
     out += [f"  unreadable: {source} ({why})" for source, why in report.unreadable]
+    out += [f"  {line}" for line in uncompared_lines(report, full)]
     return "\n".join(out).rstrip("\n") + "\n"
 
 
 def fleet_json(report: FleetReport) -> str:
-    # `benchmark`, `regression` and `left_out` were added within version 1: keys are added,
-    # never changed
+    # `benchmark`, `regression`, `left_out` and `uncompared` were added within version 1:
+    # keys are added, never changed
     return dump_json({"envsnap_fleet": FLEET_FORMAT, "hosts": report.hosts, "drift": report.drift,
                      "benchmark": report.benchmark.as_json() if report.benchmark else None,
                      "regression": report.regression,
@@ -97,7 +133,8 @@ def fleet_json(report: FleetReport) -> str:
                      "not_captured": [{"section": s, "host": h, "error": e}
                                       for s, h, e in report.not_captured],
                      "unreadable": [{"source": source, "error": why}
-                                    for source, why in report.unreadable]})
+                                    for source, why in report.unreadable],
+                     "uncompared": [kind.as_json() for kind in report.uncompared]})
 
 
 def fleet_markdown(report: FleetReport) -> str:
@@ -119,4 +156,5 @@ def fleet_markdown(report: FleetReport) -> str:
             for s, h, e in report.not_captured]
     out += [f"- unreadable: {markdown_cell(source)} ({markdown_cell(why)})"
             for source, why in report.unreadable]
+    out += [f"- {markdown_cell(line)}" for line in uncompared_lines(report, True)]
     return "\n".join(out).rstrip("\n") + "\n"

@@ -150,6 +150,12 @@ def change_text(f: Finding, width: int | None = 40) -> str:
                   width)
 
 
+def where_text(f: Finding) -> str:
+    """Where the fact is, as the text form's column shows it: a long key (a worker's
+    command line, a repo's path) keeps both ends, the whole at most WHERE_WIDTH."""
+    return short(path_text(f.path, KEY_WIDTH), WHERE_WIDTH) or "(section)"
+
+
 def blocks(f: Finding, names: tuple[str, str], full: bool) -> list[Block]:
     move = git_move(f.detail)
     if move is not None:
@@ -371,8 +377,7 @@ def human(report: DiffReport, color: bool = False, full: bool = False) -> str:
     out += [*wrapped(environment_verdict(report)), ""]
     if report.findings:
         section_w = max(len(f.section) for f in report.findings)
-        wheres = [short(path_text(f.path, KEY_WIDTH), WHERE_WIDTH) or "(section)"
-                  for f in report.findings]
+        wheres = [where_text(f) for f in report.findings]
         where_w = max(len(where) for where in wheres)
         indent = " " * (7 + section_w)  # under the path column
         for f, where in zip(report.findings, wheres):

@@ -56,6 +56,8 @@ PERF_ENV_PREFIXES = ("NCCL_", "CUDA_", "TORCH_", "PYTORCH_", "NVSHMEM_", "CUBLAS
 PERF_ENV_NAMES = ("LD_PRELOAD", "LD_LIBRARY_PATH")
 GPU_PACKAGE_PREFIXES = ("torch", "nvidia-", "triton", "flashinfer", "sglang", "vllm",
                         "xformers", "deepspeed", "cupy", "cuda-", "transformers", "sgl-")
+# conda's names of the GPU stack where pip's differ (its pytorch is pip's torch)
+CONDA_GPU_PREFIXES = ("pytorch", "cudatoolkit", "cudnn", "nccl", "magma")
 GPU_SETTING_PREFIXES = ("persistence_mode", "ecc_mode", "mig_mode", "power_", "compute_mode",
                         "clock_app_", "clock_default_app_", "clock_max_")
 BENIGN_CLOCK_REASONS = frozenset(["gpu_idle"])
@@ -467,6 +469,10 @@ def python_env(f: Finding, ctx: Context) -> Rating | None:
     if f.path[0] == "packages" and len(f.path) == 2:
         gpu_stack = f.path[1].lower().startswith(GPU_PACKAGE_PREFIXES)
         return Rating(GPU_PACKAGES if gpu_stack else PACKAGES, moved(f, f"package {f.path[1]}"))
+    if f.path[0] == "conda" and len(f.path) >= 2:     # an imported conda list's rows
+        gpu_stack = f.path[1].lower().startswith(GPU_PACKAGE_PREFIXES + CONDA_GPU_PREFIXES)
+        return Rating(GPU_PACKAGES if gpu_stack else PACKAGES,
+                      moved(f, f"conda package {path_text(f.path[1:])}"))
     return Rating(PACKAGES, moved(f, f"python {f.where}"))
 
 

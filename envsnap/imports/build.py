@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, cast
 from envsnap import __version__
 from envsnap.agent.sections import SECTIONS
 from envsnap.errors import SnapshotError, UsageError
-from envsnap.imports import collect_env, pip, sglang, smi, vllm
+from envsnap.imports import collect_env, conda, pip, sglang, smi, vllm
 from envsnap.imports.reading import Facts, Reading, Unreadable, merge
 from envsnap.snapshot.document import SCHEMA, section_digest
 
@@ -37,6 +37,8 @@ READERS: dict[str, Reader] = {
     "nvidia-smi -q -x": smi.read_xml, "nvidia-smi topo -m": smi.read_topology,
     "pip list": pip.read_list, "pip list json": pip.read_list_json,
     "pip freeze": pip.read_freeze, "pip inspect": pip.read_inspect,
+    "uv pip list": pip.read_list, "uv pip list json": pip.read_list_json,
+    "conda list": conda.read_list, "conda list --export": conda.read_export,
 }
 MAX_BYTES = 64 * 1024 * 1024
 HEAD_BYTES = 256 * 1024       # enough of a file to tell what it is (kind_of reads its head)
@@ -54,8 +56,10 @@ def kind_of(text: str) -> str | None:
         return "vLLM collect_env"
     if sglang.looks_like(text):
         return "SGLang check_env"
+    # conda's lists start with `# ` lines, which pip freeze allows too: conda is asked first
     return (("torch collect_env" if collect_env.looks_like(text) else None)
-            or smi.looks_like(text) or pip.json_kind(text) or pip.text_kind(text))
+            or smi.looks_like(text) or pip.json_kind(text) or conda.kind(text)
+            or pip.text_kind(text))
 
 
 def reader_for(text: str, source: str) -> Reader:
@@ -64,7 +68,8 @@ def reader_for(text: str, source: str) -> Reader:
         first = next((line for line in text.splitlines() if line.strip()), "")
         raise Unreadable(source, 1, f"not an output envsnap reads ({first[:60]!r}): torch "
                          "collect_env, nvidia-smi (table, -q, -q -x, topo -m), pip list "
-                         "(columns, json), pip freeze, pip inspect")
+                         "(columns, json), pip freeze, pip inspect, uv pip list, conda list "
+                         "(and --export)")
     return READERS[kind]
 
 

@@ -8,7 +8,16 @@
   line), `-e ...` (editable) and `# comment` lines are read too;
 - `pip inspect` (pip 22.2 onwards, report `version: "1"`): `installed[].metadata` with name
   and version, and the interpreter's `environment` markers (python_full_version,
-  platform_release, platform_machine).
+  platform_release, platform_machine);
+- `uv pip list` (uv's crates/uv/src/commands/pip/list.rs, as its tests' snapshots show it):
+  pip's columns, told apart by what uv does differently: the names it prints are
+  normalized (`typing-extensions`, where pip prints `typing_extensions`), its JSON is
+  compact (`[{"name":"jinja2","version":"3.1.6"}]`), and on stderr, which a paste of a
+  terminal holds above the table, it names the environment for any but ./.venv (`Using
+  Python 3.11.2 environment at: /srv/venv`: the interpreter's version and, when the path is
+  absolute, its sys.prefix). A table of normalized names holding no `pip` row is uv's
+  (pip lists itself in the environment it runs in; uv's environments hold no pip unless
+  asked); with a pip row and no stderr line it reads as pip's (the facts are the same).
 
 Names are keyed as the agent keys them (PEP 503 canonical names)."""
 from __future__ import annotations
@@ -26,7 +35,11 @@ FREEZE_LINE = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*(?:==\s
 # pip's own spelling: a list of {"name": ..., "version": ...}, name first (any other list is
 # no pip list, and is left to whatever else it may be: a snapshot's loader names its error)
 LIST_JSON = re.compile(r'\s*\[\s*(?:\]|\{\s*"name"\s*:)')
-LIST_HEADER = re.compile(r"Package\s+Version(\s+Editable project location)?\s*$")
+LIST_HEADER = re.compile(r"Package\s+Version(\s+Latest\s+Type)?(\s+Editable project location)?"
+                         r"\s*$")
+UV_ENVIRONMENT = re.compile(r"Using Python (\S+) environment at:? (.+?)\s*$")
+UV_JSON = re.compile(r'\s*\[\{"name":"')   # serde's compact JSON; pip's has spaces
+NORMALIZED = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 
 
 def reading(tool: str, form: str, packages: dict[str, str | None],
@@ -41,6 +54,8 @@ def reading(tool: str, form: str, packages: dict[str, str | None],
 def json_kind(text: str) -> str | None:
     """"pip list json" / "pip inspect" for a JSON document of either shape, else None."""
     head = text.lstrip()[:1]
+    if UV_JSON.match(text):
+        return "uv pip list json"
     if LIST_JSON.match(text):
         return "pip list json"
     if head == "{" and '"installed"' in text[:4000] and '"pip_version"' in text[:4000]:
@@ -49,9 +64,13 @@ def json_kind(text: str) -> str | None:
 
 
 def text_kind(text: str) -> str | None:
-    first = next((line for line in text.splitlines() if line.strip()), "")
+    lines = [line for line in text.splitlines() if line.strip()]
+    first = lines[0] if lines else ""
+    if UV_ENVIRONMENT.match(first.strip()) and len(lines) > 1 and \
+            LIST_HEADER.match(lines[1].strip()):
+        return "uv pip list"
     if LIST_HEADER.match(first.strip()):
-        return "pip list"
+        return "uv pip list" if uv_names(lines[2:]) else "pip list"
     if FREEZE_LINE.match(first.strip()) or first.startswith(("-e ", "# ")):
         return "pip freeze"
     return None
@@ -59,23 +78,47 @@ def text_kind(text: str) -> str | None:
 
 # ---- the readers ---------------------------------------------------------------------------
 
+def uv_names(rows: list[str]) -> bool:
+    """Rows of names as uv prints them: every one normalized, and no pip among them."""
+    names = [line.split()[0] for line in rows]
+    return bool(names) and "pip" not in names and all(NORMALIZED.fullmatch(n) for n in names)
+
+
 def read_list(text: str, source: str) -> Reading:
     lines = text.splitlines()
     start = next(i for i, line in enumerate(lines) if line.strip())
+    environment = UV_ENVIRONMENT.match(lines[start].strip())
+    if environment:
+        start = next((i for i in range(start + 1, len(lines)) if lines[i].strip()), start)
     rule = start + 1
+    tool = "pip list" if environment is None else "uv pip list"
     if rule >= len(lines) or not re.fullmatch(r"-+(\s+-+)*\s*", lines[rule]):
-        raise Unreadable(source, rule + 1, "truncated pip list: no rule of dashes under its "
+        raise Unreadable(source, rule + 1, f"truncated {tool}: no rule of dashes under its "
                          "header")
     packages: dict[str, str | None] = {}
     for number in range(rule + 1, len(lines)):
         cells = lines[number].split()
         if not cells:
             continue
-        if len(cells) < 2 or not re.match(r"[0-9A-Za-z]", cells[1]):
+        if len(cells) < 2 or not all(re.match(r"[0-9A-Za-z]", cell) for cell in cells[:2]):
             raise Unreadable(source, number + 1, f"cannot read {quoted(lines[number])} as a "
-                             "pip list line ('name version')")
+                             f"{tool} line ('name version')")
         packages[canonical(cells[0])] = cells[1]
-    return reading("pip list", "columns", packages)
+    rows = [line for line in lines[rule + 1:] if line.strip()]
+    if environment is None and not uv_names(rows):
+        return reading("pip list", "columns", packages)
+    return reading("uv pip list", "columns", packages, uv_environment(environment))
+
+
+def uv_environment(found: re.Match[str] | None) -> Facts:
+    """uv's `Using Python 3.11.2 environment at: /srv/venv`: the version, and the prefix
+    where uv printed it whole (a path under the current folder it prints relative)."""
+    if found is None:
+        return {}
+    version, root = found.groups()
+    prefix = {"prefix": root} if root.startswith("/") or re.match(r"[A-Za-z]:\\", root) \
+        else {}
+    return {"python_env": {"interpreter": {"version": version, **prefix}}}
 
 
 def read_freeze(text: str, source: str) -> Reading:
@@ -116,7 +159,7 @@ def read_list_json(text: str, source: str) -> Reading:
             raise Unreadable(source, 1, f"entry {number} is not a pip list entry "
                              '({"name": ..., "version": ...})')
         packages[canonical(row["name"])] = row["version"]
-    return reading("pip list", "json", packages)
+    return reading("uv pip list" if UV_JSON.match(text) else "pip list", "json", packages)
 
 
 def read_inspect(text: str, source: str) -> Reading:

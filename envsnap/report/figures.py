@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from envsnap.agent.benchsample import BUSY_UTIL_PCT, busy_phases, in_phase
+from envsnap.diff.benchmark import output_context
 from envsnap.report.charts import (
     BisectChart,
     Chart,
@@ -74,16 +75,25 @@ def runs_chart(record: Bench | None, other: Bench | None,
     if record is None or not numbers(record["values"]):
         return None
     sides = [RunsSide(labels[0], numbers(record["values"]))]
-    if other is not None and other.get("metric") == record.get("metric") \
-            and numbers(other["values"]):
+    if other is not None and (other.get("metric") != record.get("metric")
+                              or not numbers(other["values"])):
+        other = None     # another benchmark's runs: not drawn beside these
+    if other is not None:
         sides.insert(0, RunsSide(labels[1], numbers(other["values"])))
-    return RunsChart(metric=metric_name(record), lower_is_better=bool(
-        record.get("lower_is_better")), sides=tuple(sides))
+    return RunsChart(metric=metric_name(record, other),
+                     lower_is_better=bool(record.get("lower_is_better")), sides=tuple(sides))
 
 
-def metric_name(record: Bench) -> str:
-    """The metric as its regex was given, which is what the user knows it by."""
-    return record.get("metric") or "metric"
+def metric_name(record: Bench, other: Bench | None = None) -> str:
+    """The metric as the diff names it (diff/benchmark.output_context: what the runs' output
+    calls the number, and its unit: "busbw (GB/s)"), the --vs side's when the subject's
+    output does not say; "benchmark", as the diff's line, when neither does. Never the regex:
+    `busbw ([0-9.]+) GB/s` is how the number was found, not what it is."""
+    name, unit = output_context(record)
+    if other is not None and name is None and unit is None:
+        name, unit = output_context(other)
+    shown = name or "benchmark"
+    return f"{shown} ({unit})" if unit else shown
 
 
 def median_run(record: Bench) -> BenchRun | None:

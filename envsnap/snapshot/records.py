@@ -307,10 +307,19 @@ class StartupPth(TypedDict, total=False):
     error: Optional[str]
 
 
+class CondaPackage(TypedDict, total=False):
+    """A package as `conda list` gives it; only an import records these (imports/conda.py)."""
+
+    version: Optional[str]
+    build: Optional[str]
+    channel: Optional[str]
+
+
 class PythonEnv(TypedDict, total=False):
     interpreter: Interpreter
     packages: dict[str, Optional[str]]        # distribution -> version
     editable: dict[str, Optional[str]]
+    conda: dict[str, CondaPackage]            # conda's package name -> its record
     direct_urls: dict[str, Any]               # each distribution's direct_url.json, free-form
     shadowed: dict[str, Any]
     customize: dict[str, Optional[CustomizeFile]]

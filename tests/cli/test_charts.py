@@ -75,6 +75,11 @@ def test_the_html_report_draws_every_run_and_sample(cli: Cli, tmp_path: Path) ->
     assert result.returncode == 0, result.stderr
     page = out.read_text()
     check_story_charts(charts_in(page))
+    # titled by the number's name as the runs printed it and the diff says it ("benchmark:
+    # busbw ... GB/s"), never by the regex that found it (`busbw ([0-9.]+) GB/s`)
+    (runs,) = re.findall(r'<svg [^>]*data-chart="runs".*?</svg>', page)
+    assert "<title>busbw (GB/s): every run</title>" in runs
+    assert ">busbw (GB/s) per run (higher is better)</text>" in runs and "[0-9.]" not in runs
     assert "<script" not in page
     assert not re.search(r"(src|href)=\"https?:", page)
 

@@ -88,3 +88,35 @@ def test_diff_fleet_reads_a_folder_of_pasted_outputs(cli: Cli, tmp_path: Path) -
     assert rows == [("nvidia", ["driver"], [{"value": "570.86.15",
                                              "hosts": [str(folder / "bob.txt")]}])]
     assert report["not_captured"] == []
+
+
+def test_diff_fleet_names_what_pastes_could_not_compare_once_per_kind(cli: Cli,
+                                                                      tmp_path: Path) -> None:
+    """Three collect_env pastes (one of a torch that printed no CPU block) and a pip list
+    beside a capture: one line a kind of paste, the members it holds, what none of them
+    carries, and what one alone lacks; never a line a member."""
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    lines = (H200 / "collect_env.txt").read_text().splitlines(keepends=True)
+    for user in ("alice", "carol"):
+        (folder / f"{user}.txt").write_text("".join(lines))
+    (folder / "bob.txt").write_text("".join(lines[:34] + lines[79:]))   # no `CPU:` block
+    (folder / "erin.txt").write_text((DATA / "h200-evidence" / "pip_list.txt").read_text())
+    save_capture(cli.env["ENVSNAP_STORE"], H200, "mine")
+    text = cli("diff", "--fleet", str(folder), "mine")
+    assert text.returncode == 0, text.stdout + text.stderr
+    noted = [line.strip() for line in text.stdout.splitlines() if "could not compare" in line]
+    members = ", ".join(str(folder / f"{user}.txt") for user in ("alice", "bob", "carol"))
+    assert len(noted) == 2 and noted[0].startswith(
+        f"could not compare, not in a torch collect_env output (3: {members}): ")
+    assert ", env, git, " in noted[0] and "system.{boot_id, cmdline, governors, hostname +4}" \
+        in noted[0] and noted[0].endswith(f"; {folder / 'bob.txt'} also: system.{{cpu, numa}}")
+    assert noted[1].startswith(f"could not compare, not in a pip list output (1: "
+                               f"{folder / 'erin.txt'}): cuda_nccl.{{")
+    kinds = json.loads(cli("diff", "--fleet", str(folder), "mine", "--json").stdout)["uncompared"]
+    assert [(kind["why"], len(kind["members"])) for kind in kinds] == [
+        ("not in a torch collect_env output", 3), ("not in a pip list output", 1)]
+    assert {"env", "git", "system.boot_id", "python_env.customize"} <= set(kinds[0]["names"])
+    assert kinds[0]["more"] == [{"member": str(folder / "bob.txt"),
+                                 "names": ["system.cpu", "system.numa"]}]
+    assert {"nvidia", "system", "env", "git"} <= set(kinds[1]["names"])

@@ -42,6 +42,11 @@ CHECKS = """
       envsnap.gpu.envsnap_assert: {baseline: fleet1/n1}
       register: baseline_gate
       ignore_errors: true
+    - name: a baseline gate that finds several facts drifted, records among them
+      envsnap.gpu.envsnap_assert: {baseline: fleet1/n1, repos: [], procs: []}
+      register: many_drifted
+      ignore_errors: true
+      when: inventory_hostname == "n5"
     - name: a driver this host does not have
       envsnap.gpu.envsnap_assert: {driver: "550.54", clocks_not_throttled: true}
       register: driver_gate
@@ -83,9 +88,9 @@ CHECKS = """
         dest: "{{ out }}/{{ inventory_hostname }}.json"
         content: "{{ dict(names | zip(names | map('extract', vars))) | to_json }}"
       vars:
-        names: [baseline_gate, driver_gate, bad_label, taken, unknown_option, bad_pattern,
-                bad_timeout, no_python, venv, no_gate, missing_baseline, output_not_an_object,
-                output_of_wrong_type, assert_not_an_object, output_too_big]
+        names: [baseline_gate, many_drifted, driver_gate, bad_label, taken, unknown_option,
+                bad_pattern, bad_timeout, no_python, venv, no_gate, missing_baseline,
+                output_not_an_object, output_of_wrong_type, assert_not_an_object, output_too_big]
 """
 
 # A host's python that runs the module as ever, then puts AGENT_SAYS's lie in place of the
@@ -285,13 +290,44 @@ def test_assert_passes_a_good_host_and_names_the_gate_a_bad_one_fails(fleet: Fle
         assert not task(fleet, good, "baseline_gate").get("failed"), fleet.results[good]
         assert task(fleet, good, "baseline_gate")["msg"] == f"{good}: every gate passed"
     drifted = task(fleet, OUTLIER, "baseline_gate")
-    assert drifted["failed"] and drifted["failures"] == [
-        f"baseline: 1 fact(s) drifted from 'fleet1/n1': env shell.{PLANTED}: (absent) -> 1"]
-    assert drifted["msg"].startswith(f"envsnap_assert: 1 gate(s) failed on {OUTLIER}: ")
+    assert drifted["failed"]
+    assert drifted["failures"] == ["baseline: 1 fact drifted from 'fleet1/n1'"]
+    assert drifted["drifted"] == [f"env shell.{PLANTED}: (absent) -> 1"]
+    assert drifted["msg"].splitlines() == [
+        f"envsnap_assert: 1 gate failed on {OUTLIER}", "baseline: 1 fact drifted from 'fleet1/n1'",
+        f"  env shell.{PLANTED}: (absent) -> 1"]
     no_driver = task(fleet, "n2", "driver_gate")
     assert no_driver["failed"] and [line.split(":")[0] for line in no_driver["failures"]] == \
         ["driver", "clocks_not_throttled"]
     assert no_driver["failures"][0] == "driver: 550.54 required, no NVIDIA driver found"
+
+
+def test_a_failed_gate_prints_one_short_line_per_drifted_fact(fleet: Fleet) -> None:
+    """Records among the facts (the repo and the worker left out of the capture): each is
+    the diff's summary of it, on a line of its own in ansible-playbook's output, no repr."""
+    result = task(fleet, OUTLIER, "many_drifted")
+    facts = result["drifted"]
+    assert result["failures"] == [f"baseline: {len(facts)} facts drifted from 'fleet1/n1'"]
+    assert f"env shell.{PLANTED}: (absent) -> 1" in facts
+    for record in ("git repos[", "env processes["):
+        assert [fact for fact in facts if fact.startswith(record)
+                and fact.endswith("} -> (absent)")], facts
+    assert all(len(fact) <= 100 and "{'" not in fact for fact in facts), facts
+    printed = [line.strip() for line in fleet.checks.stdout.splitlines()]
+    shown = printed.index(result["failures"][0])
+    assert printed[shown - 1].endswith(f"envsnap_assert: 1 gate failed on {OUTLIER}")
+    assert printed[shown + 1:shown + 1 + len(facts)] == facts
+
+
+def test_ansible_doc_reads_what_each_module_returns(fleet: Fleet) -> None:
+    """The installed collection's documentation as ansible-doc parses it (a YAML slip there
+    is "Missing documentation" to a user)."""
+    modules = ["envsnap.gpu.envsnap_assert", "envsnap.gpu.envsnap_capture"]
+    shown = run([str(VENV_BIN / "ansible-doc"), "--json", *modules], fleet.env, fleet.root)
+    assert shown.returncode == 0, shown.stderr
+    docs = json.loads(shown.stdout)
+    assert sorted(docs["envsnap.gpu.envsnap_assert"]["return"]) == ["drifted", "failures"]
+    assert "baseline" in docs["envsnap.gpu.envsnap_assert"]["doc"]["options"]
 
 
 @pytest.mark.parametrize(("name", "message"), [
@@ -351,7 +387,7 @@ def gates(document: dict[str, Any], **asked: Any) -> list[str]:
     request = AssertRequest(driver=asked.get("driver"), nccl=asked.get("nccl"),
                             clocks_not_throttled=asked.get("clocks", False), baseline=None,
                             baseline_name=None, agent=AgentRun({}, None, {}))
-    return gate_failures(request, document)
+    return [failure.line for failure in gate_failures(request, document)]
 
 
 def test_the_gates_read_a_real_h200_snapshot() -> None:
@@ -369,3 +405,23 @@ def test_the_gates_read_a_real_h200_snapshot() -> None:
     del h200["facts"]["cuda_nccl"]["nccl"]["torch"]   # then every NCCL found must match
     assert gates(h200, nccl="2.28.9") == [
         "nccl: 2.28.9 required, found 2.28.3 (/usr/lib/x86_64-linux-gnu/libnccl.so.2.28.3)"]
+
+
+def test_a_baseline_gate_names_its_first_ten_facts_and_counts_the_rest() -> None:
+    from envsnap.ansible.controller import AgentRun, AssertRequest, failed_message, gate_failures
+
+    good = load(H200)
+    now = json.loads(json.dumps(good))
+    now["facts"]["env"]["shell"].update({f"NCCL_TEST_{n:02}": str(n) for n in range(11)})
+    now["facts"]["nvidia"]["driver"] = "570.124.06"
+    request = AssertRequest(driver="580", nccl=None, clocks_not_throttled=False, baseline=good,
+                            baseline_name="good", agent=AgentRun({}, None, {}))
+    failures = gate_failures(request, now)
+    assert [failure.line for failure in failures] == [
+        "driver: 580 required, found 570.124.06",
+        "baseline: 12 facts drifted from 'good' (the first 10 below; envsnap diff names every "
+        "one)"]
+    assert len(failures[1].facts) == 10 and "env shell.NCCL_TEST_00: (absent) -> 0" in \
+        failures[1].facts
+    lines = failed_message("n5", failures).splitlines()
+    assert lines[0] == "envsnap_assert: 2 gates failed on n5" and len(lines) == 13

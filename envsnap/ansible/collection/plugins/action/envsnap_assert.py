@@ -26,6 +26,7 @@ class ActionModule(EnvsnapAction):
                                             captured_at, request.agent)
         failures = controller.gate_failures(request, document)
         if failures:
-            return self.failed(f"envsnap_assert: {len(failures)} gate(s) failed on {host.name}: "
-                               + " | ".join(failures), failures=failures)
+            return self.failed(controller.failed_message(host.name, failures),
+                               failures=[failure.line for failure in failures],
+                               drifted=[fact for failure in failures for fact in failure.facts])
         return {"changed": False, "failures": [], "msg": f"{host.name}: every gate passed"}

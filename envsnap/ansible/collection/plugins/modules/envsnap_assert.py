@@ -7,7 +7,8 @@ module: envsnap_assert
 short_description: Fail a host that is not fit to benchmark
 description:
   - Captures the host now with envsnap's agent (nothing is stored) and checks the gates
-    given; the host fails with one line per failed gate.
+    given; the host fails with one line per failed gate, and one per fact drifted
+    from O(baseline).
   - Needs envsnap installed in the Python that runs Ansible on the controller.
 options:
   driver:
@@ -75,6 +76,12 @@ failures:
   type: list
   elements: str
   returned: always
+drifted:
+  description: 'One line per fact that drifted from O(baseline), in the notation of envsnap
+    diff, for example "env shell.NCCL_PROTO: LL -> (absent)".'
+  type: list
+  elements: str
+  returned: failed
 """
 
 from ansible_collections.envsnap.gpu.plugins.module_utils.envsnap_module import (  # noqa: E402
