@@ -111,7 +111,10 @@ def move_event(entry: dict[str, Any], start: dict[str, Any] | None,
         exactness=RECORDED, details=lines,
         test="HEAD did not move: nothing to test" if old == entry["new"] else
         "a new checkout: nothing before it to test" if old in ZERO_SHA else None,
-        role="hot path" if any("[hot path:" in line for line in lines) else None)
+        role="hot path" if any("[hot path:" in line for line in lines) else None,
+        # The second before the move began (a rebase's start): the reflog's state then is
+        # where HEAD stood before it.
+        undo_at=float((start or entry)["time"]) - 1)
 
 
 def stash_event(entry: dict[str, Any]) -> Event:

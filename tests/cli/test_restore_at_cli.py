@@ -1,0 +1,122 @@
+"""`envsnap restore --repo PATH --at TIME`: one checkout back at its reflog's state of TIME,
+through restore's own safety net, on a real clone whose reflog holds a real `git pull` and a
+real branch checkout (each git command a recorded second later: helpers/gitrepos.py)."""
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import Cli
+from helpers.benchscript import write_bench
+from helpers.gitrepos import Story
+
+METRIC = r"gen throughput \(token/s\): ([0-9.]+)"
+
+
+def iso(seconds: int) -> str:
+    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def reflog_times(story: Story) -> list[int]:
+    """HEAD's reflog times, newest first, as git wrote them."""
+    return [int(line) for line in story.checkout.git("reflog", "--format=%gd",
+                                                     "--date=unix").replace("HEAD@{", "")
+            .replace("}", "").split()]
+
+
+@pytest.fixture
+def pulled(tmp_path: Path) -> tuple[Story, int]:
+    """A clone at the good commit, then a real pull of nine commits, then work in progress;
+    the time (from the reflog) at which the clone stood, before the pull."""
+    story = Story(tmp_path / "story")
+    cloned = reflog_times(story)[0]
+    story.upstream_moves()
+    story.pull()
+    story.checkout.write("README.md", "sglang\nmy work in progress\n")
+    return story, cloned
+
+
+def test_check_previews_then_restore_puts_head_back_with_the_safety_net(
+        cli: Cli, pulled: tuple[Story, int]) -> None:
+    story, cloned = pulled
+    pulled_head, status = story.checkout.head(), story.checkout.git("status", "--porcelain")
+    at = ("restore", "--repo", str(story.checkout.path), "--at", iso(cloned))
+    check = cli(*at, "--check")
+    out = " ".join(check.stdout.split())
+    assert check.returncode == 1, check.stdout + check.stderr
+    assert f"{story.checkout.path} at {iso(cloned)}: {story.good[:12]} on main" in out
+    assert "uncommitted work is not in a reflog" in out
+    assert "plan for local (check mode: nothing changed)" in out and "would stash" in out
+    assert story.checkout.head() == pulled_head
+    assert story.checkout.git("status", "--porcelain") == status
+
+    result = cli(*at, "--yes")
+    assert result.returncode == 0, result.stdout + result.stderr
+    # main moved on with the pull: restore checks the commit out detached, never moves main
+    assert story.checkout.head() == story.good
+    assert story.checkout.git("rev-parse", "main") == pulled_head
+    stashes = story.checkout.git("stash", "list", "--format=%gs")
+    assert "envsnap: work saved before restoring reflog-sglang-" in stashes
+    rollback = re.search(r"rollback point: envsnap restore (\S+)", result.stdout)
+    assert rollback is not None, result.stdout
+    back = cli("restore", rollback.group(1), "--yes")
+    assert back.returncode == 0, back.stdout + back.stderr
+    assert story.checkout.head() == pulled_head
+    assert "my work in progress" in (story.checkout.path / "README.md").read_text()
+
+
+def test_the_branch_and_the_benchmark_of_a_snapshots_time_come_back(
+        cli: Cli, pulled: tuple[Story, int], tmp_path: Path) -> None:
+    """--at a snapshot label: its capture time; --rerun benches again against its numbers."""
+    story, _ = pulled
+    story.checkout.git("checkout", "-q", "--", "README.md")
+    recorded = cli("bench", "local", "--cmd", write_bench(tmp_path / "bench"), "--metric",
+                   METRIC, "--repeat", "3", "--label", "good-bench", "--repo",
+                   str(story.checkout.path))
+    assert recorded.returncode == 0, recorded.stdout + recorded.stderr
+    captured = yaml.safe_load((Path(cli.env["ENVSNAP_STORE"]) / "good-bench.yaml")
+                              .read_text())["meta"]["captured_at"]
+    later = int(datetime.fromisoformat(captured.replace("Z", "+00:00")).timestamp()) + 2
+    env = dict(story.env, GIT_COMMITTER_DATE=f"@{later} +0000", GIT_AUTHOR_DATE=f"@{later} +0000")
+    for args in (["checkout", "-q", "-b", "experiment"], ["commit", "-q", "--allow-empty",
+                                                         "-m", "try something"]):
+        subprocess.run(["git", *args], cwd=story.checkout.path, env=env, check=True)
+    result = cli("restore", "--repo", str(story.checkout.path), "--at", "good-bench",
+                 "--rerun", "--yes")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert story.checkout.git("symbolic-ref", "--short", "HEAD") == "main"
+    assert "benchmark rerun: same" in result.stdout
+
+
+def test_a_time_before_the_reflog_and_a_label_are_refused(cli: Cli,
+                                                          pulled: tuple[Story, int]) -> None:
+    story, cloned = pulled
+    early = cli("restore", "--repo", str(story.checkout.path), "--at", iso(cloned - 3600))
+    assert early.returncode == 2
+    assert f"records no state at {iso(cloned - 3600)}" in early.stderr
+    both = cli("restore", "good", "--repo", str(story.checkout.path), "--at", "2h")
+    assert both.returncode == 2 and "exactly one --repo PATH and no LABEL" in both.stderr
+
+
+def test_the_timelines_undo_line_run_puts_the_pull_back(cli: Cli,
+                                                       pulled: tuple[Story, int]) -> None:
+    story, _ = pulled
+    found = cli("timeline", "local", "--repo", str(story.checkout.path),
+                "--since", "2025-06-01T00:00:00Z", "--json")
+    assert found.returncode == 0, found.stderr
+    pull = next(event for event in json.loads(found.stdout)["events"]
+                if event["kind"] == "checkout" and event["what"].startswith("pull in"))
+    undo = re.search(r"undo: (envsnap restore .*)$", pull["test"])
+    assert undo is not None, pull["test"]
+    argv = shlex.split(undo.group(1))
+    assert argv[:4] == ["envsnap", "restore", "--repo", str(story.checkout.path)]
+    # no terminal here to say yes at: --yes is that yes
+    result = cli(*argv[1:], "--yes")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert story.checkout.head() == story.good
