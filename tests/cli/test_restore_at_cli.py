@@ -104,10 +104,13 @@ def test_a_time_before_the_reflog_and_a_label_are_refused(cli: Cli,
     assert both.returncode == 2 and "exactly one --repo PATH and no LABEL" in both.stderr
 
 
-def test_the_timelines_undo_line_run_puts_the_pull_back(cli: Cli,
-                                                       pulled: tuple[Story, int]) -> None:
+@pytest.mark.parametrize("over_ssh", [False, True], ids=["local", "ssh"])
+def test_the_timelines_undo_line_run_puts_the_pull_back(
+        over_ssh: bool, pulled: tuple[Story, int], request: pytest.FixtureRequest) -> None:
     story, _ = pulled
-    found = cli("timeline", "local", "--repo", str(story.checkout.path),
+    cli: Cli = request.getfixturevalue("ssh_cli" if over_ssh else "cli")
+    host = request.getfixturevalue("sshd").addresses[0] if over_ssh else "local"
+    found = cli("timeline", host, "--repo", str(story.checkout.path),
                 "--since", "2025-06-01T00:00:00Z", "--json")
     assert found.returncode == 0, found.stderr
     pull = next(event for event in json.loads(found.stdout)["events"]
@@ -115,7 +118,8 @@ def test_the_timelines_undo_line_run_puts_the_pull_back(cli: Cli,
     undo = re.search(r"undo: (envsnap restore .*)$", pull["test"])
     assert undo is not None, pull["test"]
     argv = shlex.split(undo.group(1))
-    assert argv[:4] == ["envsnap", "restore", "--repo", str(story.checkout.path)]
+    where = ["--host", host] if over_ssh else []
+    assert argv[:-2] == ["envsnap", "restore", *where, "--repo", str(story.checkout.path)]
     # no terminal here to say yes at: --yes is that yes
     result = cli(*argv[1:], "--yes")
     assert result.returncode == 0, result.stdout + result.stderr
