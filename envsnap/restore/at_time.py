@@ -157,7 +157,12 @@ def restore_at(store: Store, inventory: Inventory, options: RestoreOptions, at: 
     path, repo = only_repo(live, at.repo)
     state = state_at(repo, path, moment)
     label = f"reflog-{posixpath.basename(path.rstrip('/')) or 'repo'}-{state.head[:12]}"
-    target = target_of(live, path, state, label, bench_of_that_time(store, host.name, moment))
+    bench = bench_of_that_time(store, host.name, moment)
+    if options.rerun and bench is None:   # refused before anything moves
+        raise UsageError(f"--rerun compares with the benchmark of that time, and no snapshot "
+                         f"of {host.name} captured by {moment_text(moment)} holds one (record "
+                         "one with envsnap bench HOST --label ...); nothing was changed")
+    target = target_of(live, path, state, label, bench)
     target = provenance.signed(target, provenance.user_key())   # type: ignore[assignment]
     note = NO_WORK_NOTE.format(path=path, at=moment_text(moment))
     said = (f"{path} at {moment_text(moment)}: {state.head[:12]}"

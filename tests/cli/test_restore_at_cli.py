@@ -102,6 +102,11 @@ def test_a_time_before_the_reflog_and_a_label_are_refused(cli: Cli,
     assert f"records no state at {iso(cloned - 3600)}" in early.stderr
     both = cli("restore", "good", "--repo", str(story.checkout.path), "--at", "2h")
     assert both.returncode == 2 and "exactly one --repo PATH and no LABEL" in both.stderr
+    head = story.checkout.head()
+    unbenched = cli("restore", "--repo", str(story.checkout.path), "--at", iso(cloned),
+                    "--rerun-cmd", "true", "--yes")
+    assert unbenched.returncode == 2 and "no snapshot of local captured by" in unbenched.stderr
+    assert story.checkout.head() == head
 
 
 @pytest.mark.parametrize("over_ssh", [False, True], ids=["local", "ssh"])
