@@ -158,7 +158,7 @@ def restore_at(store: Store, inventory: Inventory, options: RestoreOptions, at: 
     state = state_at(repo, path, moment)
     label = f"reflog-{posixpath.basename(path.rstrip('/')) or 'repo'}-{state.head[:12]}"
     bench = bench_of_that_time(store, host.name, moment)
-    if options.rerun and bench is None:   # refused before anything moves
+    if options.rerun and not options.check and bench is None:   # before anything moves
         raise UsageError(f"--rerun compares with the benchmark of that time, and no snapshot "
                          f"of {host.name} captured by {moment_text(moment)} holds one (record "
                          "one with envsnap bench HOST --label ...); nothing was changed")
