@@ -24,6 +24,7 @@ import copy
 import hashlib
 import posixpath
 import re
+import shlex
 import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable
@@ -169,8 +170,11 @@ def restore_at(store: Store, inventory: Inventory, options: RestoreOptions, at: 
             + (f" on {state.branch}" if state.branch else " (detached)")
             + f", as its reflog {state.entry.get('selector') or 'HEAD'} says: "
             + str(state.entry.get("message") or ""))
+    where = "" if host.is_local else f"--host {shlex.quote(host.name)} "
+    resume = f"envsnap restore {where}--repo {shlex.quote(path)} --at {moment_text(moment)}"
     return restore_document(target, store, inventory,
-                            replace(options, label=label, host=host.name, repos=(path,)),
+                            replace(options, label=label, host=host.name, repos=(path,),
+                                    resume=resume),
                             confirm, on_event, review_foreign, confirm_rerun,
                             notes=(said, note))
 

@@ -95,6 +95,7 @@ class RestoreOptions:
     rerun_command: str | None = None   # --rerun-cmd; else the recorded one, once confirmed
     serve: bench.ServeSpec | None = None   # --serve: the rerun starts the server, with the
                                            # snapshot's server env (serve.py)
+    resume: str | None = None          # the command that resumes it, if not `restore LABEL`
     capture: CaptureOptions = field(default_factory=CaptureOptions)
 
 
@@ -266,7 +267,7 @@ class RestoreRun:
             journal = Journal(self.options.label, self.host.name,
                               save_rollback_point(self.store, before),
                               snap.captured_at(before) or "?",
-                              touched=self.touched())
+                              touched=self.touched(), resume=self.options.resume)
             self.book.start(journal, replacing=replaced)
         report.pre_restore = journal.pre_restore
         self.apply(report, journal)

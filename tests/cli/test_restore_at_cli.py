@@ -129,3 +129,28 @@ def test_the_timelines_undo_line_run_puts_the_pull_back(
     result = cli(*argv[1:], "--yes")
     assert result.returncode == 0, result.stdout + result.stderr
     assert story.checkout.head() == story.good
+
+
+def test_an_interrupted_restore_at_says_the_command_that_resumes_it(
+        cli: Cli, pulled: tuple[Story, int]) -> None:
+    """A post-checkout hook that fails stops the restore after its stash (git's own exit
+    status is the hook's): the journal stays, and its way out, named to any other restore of
+    the checkout, is this restore again (its target is made, not stored under its label)."""
+    story, cloned = pulled
+    hook = story.checkout.path / ".git" / "hooks" / "post-checkout"
+    hook.write_text("#!/bin/sh\nexit 1\n")
+    hook.chmod(0o755)
+    failed = cli("restore", "--repo", str(story.checkout.path), "--at", iso(cloned), "--yes")
+    assert failed.returncode == 3, failed.stdout + failed.stderr
+    other = cli("restore", "--repo", str(story.checkout.path), "--at", "1s", "--yes")
+    said = " ".join(other.stderr.split())
+    assert other.returncode == 2 and "an interrupted restore of 'reflog-sglang-" in said
+    resume = re.search(r"run `(envsnap restore [^`]*)` to resume it", said)
+    assert resume is not None, said
+    assert resume.group(1) == f"envsnap restore --repo {story.checkout.path} --at {iso(cloned)}"
+    hook.unlink()
+    resumed = cli(*shlex.split(resume.group(1))[1:], "--yes")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "verified: checkouts and sitecustomize match the snapshot" in resumed.stdout
+    assert story.checkout.head() == story.good
+    assert not list((Path(cli.env["ENVSNAP_STORE"]) / ".journal").rglob("*.json"))
