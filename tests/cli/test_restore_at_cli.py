@@ -15,6 +15,7 @@ import yaml
 from conftest import Cli
 from helpers.benchscript import write_bench
 from helpers.gitrepos import Story
+from helpers.sshd import Sshd
 
 METRIC = r"gen throughput \(token/s\): ([0-9.]+)"
 
@@ -42,20 +43,37 @@ def pulled(tmp_path: Path) -> tuple[Story, int]:
     return story, cloned
 
 
-def test_check_previews_then_restore_puts_head_back_with_the_safety_net(
+def undo_line(cli: Cli, host: str, story: Story) -> list[str]:
+    """The command the timeline prints to undo the pull, as words."""
+    found = cli("timeline", host, "--repo", str(story.checkout.path),
+                "--since", "2025-06-01T00:00:00Z", "--json")
+    assert found.returncode == 0, found.stderr
+    pull = next(event for event in json.loads(found.stdout)["events"]
+                if event["kind"] == "checkout" and event["what"].startswith("pull in"))
+    undo = re.search(r"undo: (envsnap restore .*)$", pull["test"])
+    assert undo is not None, pull["test"]
+    return shlex.split(undo.group(1))
+
+
+def test_the_timelines_undo_line_previews_then_restores_with_the_safety_net(
         cli: Cli, pulled: tuple[Story, int]) -> None:
+    """The command the timeline prints for the pull, run: --check first, then for real."""
     story, cloned = pulled
     pulled_head, status = story.checkout.head(), story.checkout.git("status", "--porcelain")
-    at = ("restore", "--repo", str(story.checkout.path), "--at", iso(cloned))
+    argv = undo_line(cli, "local", story)
+    assert argv[:-1] == ["envsnap", "restore", "--repo", str(story.checkout.path), "--at"]
+    at, moment = argv[1:], argv[-1]
+    assert iso(cloned) <= moment < iso(reflog_times(story)[0])   # after the clone, before the pull
     check = cli(*at, "--check")
     out = " ".join(check.stdout.split())
     assert check.returncode == 1, check.stdout + check.stderr
-    assert f"{story.checkout.path} at {iso(cloned)}: {story.good[:12]} on main" in out
+    assert f"{story.checkout.path} at {moment}: {story.good[:12]} on main" in out
     assert "uncommitted work is not in a reflog" in out
     assert "plan for local (check mode: nothing changed)" in out and "would stash" in out
     assert story.checkout.head() == pulled_head
     assert story.checkout.git("status", "--porcelain") == status
 
+    # no terminal here to say yes at: --yes is that yes
     result = cli(*at, "--yes")
     assert result.returncode == 0, result.stdout + result.stderr
     # main moved on with the pull: restore checks the commit out detached, never moves main
@@ -109,24 +127,14 @@ def test_a_time_before_the_reflog_and_a_label_are_refused(cli: Cli,
     assert story.checkout.head() == head
 
 
-@pytest.mark.parametrize("over_ssh", [False, True], ids=["local", "ssh"])
-def test_the_timelines_undo_line_run_puts_the_pull_back(
-        over_ssh: bool, pulled: tuple[Story, int], request: pytest.FixtureRequest) -> None:
+def test_the_undo_line_of_a_remote_timeline_names_its_host_and_works(
+        ssh_cli: Cli, sshd: Sshd, pulled: tuple[Story, int]) -> None:
     story, _ = pulled
-    cli: Cli = request.getfixturevalue("ssh_cli" if over_ssh else "cli")
-    host = request.getfixturevalue("sshd").addresses[0] if over_ssh else "local"
-    found = cli("timeline", host, "--repo", str(story.checkout.path),
-                "--since", "2025-06-01T00:00:00Z", "--json")
-    assert found.returncode == 0, found.stderr
-    pull = next(event for event in json.loads(found.stdout)["events"]
-                if event["kind"] == "checkout" and event["what"].startswith("pull in"))
-    undo = re.search(r"undo: (envsnap restore .*)$", pull["test"])
-    assert undo is not None, pull["test"]
-    argv = shlex.split(undo.group(1))
-    where = ["--host", host] if over_ssh else []
-    assert argv[:-2] == ["envsnap", "restore", *where, "--repo", str(story.checkout.path)]
-    # no terminal here to say yes at: --yes is that yes
-    result = cli(*argv[1:], "--yes")
+    host = sshd.addresses[0]
+    argv = undo_line(ssh_cli, host, story)
+    assert argv[:-2] == ["envsnap", "restore", "--host", host, "--repo",
+                         str(story.checkout.path)]
+    result = ssh_cli(*argv[1:], "--yes")
     assert result.returncode == 0, result.stdout + result.stderr
     assert story.checkout.head() == story.good
 
