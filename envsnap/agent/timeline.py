@@ -11,6 +11,8 @@ and reports its own error, so an unreadable journal never loses the reflogs:
 - files: sitecustomize/usercustomize as the interpreter finds them, its .pth files,
   /etc/nccl.conf, ~/.nccl.conf, /etc/environment: mtime, digest, and any backup envsnap made;
 - procs: each --proc worker's start time and its env now (agent/env.py's reading);
+- units: each worker's systemd unit, when its /proc/PID/cgroup names one (a `.service`),
+  and the mtime and digest of its unit file and drop-ins (systemd.unit(5)'s folders);
 - dpkg, apt, rpm, kernel, host: agent/timelinelogs.py.
 
 Nothing is written and nothing but git and the log readers runs.
@@ -21,7 +23,7 @@ import glob
 import os
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import gitparse, timelinelogs
 from .env import DEFAULT_NAMES, DEFAULT_PREFIXES, find_processes
@@ -46,6 +48,7 @@ def collect(config: Dict[str, Any]) -> Dict[str, Any]:
         "python": lambda: read_python(since, until),
         "files": lambda: read_files(root),
         "procs": lambda: read_procs([str(p) for p in config.get("procs") or []]),
+        "units": lambda: read_units(root, [str(p) for p in config.get("procs") or []]),
         "dpkg": lambda: timelinelogs.read_dpkg(root, since, until),
         "apt": lambda: timelinelogs.read_apt(root, since, until),
         "rpm": lambda: timelinelogs.read_rpm(root, since, until),
@@ -239,6 +242,66 @@ def read_procs(patterns: List[str]) -> Optional[Source]:
     records = [dict(facts, pid=int(pid), time=facts.get("start_epoch"))
                for pid, facts in found.items() if facts.get("start_epoch") is not None]
     return {"records": records, "error": None, "omitted": omitted}
+
+
+SYSTEM_UNIT_DIRS = ("/etc/systemd/system", "/run/systemd/system",
+                    "/usr/local/lib/systemd/system", "/usr/lib/systemd/system",
+                    "/lib/systemd/system")
+USER_UNIT_DIRS = ("~/.config/systemd/user", "/etc/systemd/user", "/run/systemd/user",
+                  "/usr/lib/systemd/user")
+
+
+def read_units(root: str, patterns: List[str]) -> Optional[Source]:
+    """The unit files of the workers systemd runs: what a restart of the unit starts it with."""
+    if not patterns:
+        return None
+    found, _ = find_processes(patterns, (DEFAULT_PREFIXES, DEFAULT_NAMES))
+    records: List[Dict[str, Any]] = []
+    for pid in sorted(found, key=int):
+        try:
+            with open(timelinelogs.at_root(root, "/proc/%s/cgroup" % pid), "rb") as handle:
+                cgroup = handle.read(65536).decode("utf-8", "replace")
+        except OSError:
+            continue   # gone meanwhile, or another user's: no unit is known
+        unit = cgroup_unit(cgroup)
+        if unit is None:
+            continue
+        for path in unit_files(root, unit[0], unit[1]):
+            try:
+                status = os.stat(path)
+            except OSError:   # a drop-in that is a dangling link
+                continue
+            records.append({"time": status.st_mtime, "path": path, "size": status.st_size,
+                            "sha256": sha256_file(path), "unit": unit[0], "pid": int(pid)})
+    return {"records": records, "error": None}
+
+
+def cgroup_unit(text: str) -> Optional[Tuple[str, bool]]:
+    """The service a /proc/PID/cgroup names (cgroups(7): `ID:controllers:path`, the unified
+    `0::` line or v1's `name=systemd` one), and whether it is a user's (under user@UID)."""
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) == 3 and parts[1] in ("", "name=systemd"):
+            names = [name for name in parts[2].split("/") if name]
+            services = [name for name in names if name.endswith(".service")
+                        and not name.startswith("user@")]
+            if services:
+                return services[-1], any(name.startswith("user@") for name in names)
+    return None
+
+
+def unit_files(root: str, unit: str, user: bool) -> List[str]:
+    """The unit's file (the first folder holding it wins, as systemd reads them) and every
+    drop-in `UNIT.d/*.conf` of every folder."""
+    folders = [os.path.expanduser(folder) if folder.startswith("~") else
+               timelinelogs.at_root(root, folder)
+               for folder in (USER_UNIT_DIRS if user else SYSTEM_UNIT_DIRS)]
+    fragment = [os.path.join(folder, unit) for folder in folders
+                if os.path.isfile(os.path.join(folder, unit))][:1]
+    drop_ins = [path for folder in folders
+                for path in sorted(glob.glob(os.path.join(glob.escape(folder), unit + ".d",
+                                                          "*.conf")))]
+    return fragment + drop_ins
 
 
 def read_host(root: str) -> Source:

@@ -6,18 +6,21 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envsnap.cli.options import add_store_option, exit_codes
+from envsnap.cli.options import add_connection_options, exit_codes, inventory_from, utf8_text
 from envsnap.defaults import REPORT_FORMATS
 from envsnap.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:
     from envsnap.cli.options import Commands
+    from envsnap.report.timeline_part import TimelineSection
     from envsnap.snapshot.records import Snapshot
+    from envsnap.snapshot.store import Store
 
 EPILOG = exit_codes(
     (ExitCode.OK, "the report was written, whatever --vs found: a report is a rendering; "
                   "`envsnap diff` is the check that exits 1 on drift"),
     (ExitCode.USAGE, "usage error: bad argument, unknown label, a file that cannot be written"),
+    (ExitCode.HOST, "--timeline: the snapshot's host unreachable, or the agent failed there"),
     (ExitCode.INVALID, "invalid snapshot"),
 )
 COLLECT_ENV, CHECK_ENV = "collect-env", "check-env"
@@ -47,7 +50,11 @@ def register(commands: Commands) -> None:
                           "(default: masked)")
     rep.add_argument("--all", action="store_true",
                      help="patches and long diff parts in full (default: shortened)")
-    add_store_option(rep)
+    rep.add_argument("--timeline", metavar="TIME", type=utf8_text,
+                     help="add the timeline of the snapshot's host since TIME (2h, 30m, an "
+                          "ISO time, a snapshot label), read from the host now as `envsnap "
+                          "timeline` reads it (default: no timeline)")
+    add_connection_options(rep)
     rep.set_defaults(run=cmd_report)
 
 
@@ -79,7 +86,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         return report_as_tool(args, document)
     vs = store.load(args.vs) if args.vs else None
     options = ReportOptions(mask=not args.no_mask, full=args.all)
-    report = build_report(document, vs, options, (args.label, args.vs or ""))
+    report = build_report(document, vs, options, (args.label, args.vs or ""),
+                          report_timeline(args, document, store))
     if args.bundle:
         rendered = {form: render(report, form) for form in ("md", "html")}
         names = write_bundle(args.bundle, report.label, [document] + ([vs] if vs else []),
@@ -90,6 +98,20 @@ def cmd_report(args: argparse.Namespace) -> int:
     elif not args.bundle:
         sys.stdout.write(render(report, form))
     return ExitCode.OK
+
+
+def report_timeline(args: argparse.Namespace, document: Snapshot,
+                    store: Store) -> TimelineSection | None:
+    """--timeline: the snapshot's host asked for its changes, laid out as the report's."""
+    if args.timeline is None:
+        return None
+    from envsnap.report.timeline_part import host_timeline, section_of
+    from envsnap.timeline.run import TimelineOptions
+
+    options = TimelineOptions(connect_timeout=args.connect_timeout,
+                              accept_new_host_keys=args.accept_new_host_keys)
+    return section_of(host_timeline(document, args.timeline, store, inventory_from(args),
+                                    options))
 
 
 def report_as_tool(args: argparse.Namespace, document: Snapshot) -> int:

@@ -67,6 +67,11 @@ def register(commands: Commands) -> None:
     res.add_argument("--rerun-cmd", metavar="CMD", type=utf8_text,
                      help="rerun with this command instead of the recorded one (implies "
                           "--rerun; the recorded metric, repeats and folder are kept)")
+    res.add_argument("--at", metavar="TIME", type=utf8_text,
+                     help="instead of LABEL: put the one --repo checkout back where its "
+                          "reflog says HEAD stood at TIME (2h, 30m, 1d back from now, an ISO "
+                          "time, or a snapshot label); uncommitted work is not in a reflog: "
+                          "the work there now is stashed (default: restore LABEL)")
     res.add_argument("--repo", action="append", default=[], metavar="PATH", type=utf8_text,
                      help="a checkout to restore, as the snapshot records it (repeatable; "
                           "default: the inventory's repos, else those of a snapshot of your "
@@ -117,19 +122,24 @@ def ask_to_rerun(yes: bool) -> Callable[[RecordedRerun], bool]:
 
 def cmd_restore(args: argparse.Namespace) -> int:
     from envsnap.hosts.capture import CaptureOptions
+    from envsnap.restore.at_time import AtTime, restore_at
     from envsnap.restore.render import outcome_lines, plan_lines
     from envsnap.restore.run import RestoreOptions, restore
     from envsnap.snapshot.store import Store
 
     if args.abort:
         return cmd_abort(args)
-    if args.label is None:
-        raise UsageError("restore needs the LABEL of a snapshot (or --abort)")
+    if args.at is not None and (args.label is not None or len(args.repo) != 1):
+        raise UsageError("--at TIME restores one checkout from its reflog: give exactly one "
+                         "--repo PATH and no LABEL")
+    if args.label is None and args.at is None:
+        raise UsageError("restore needs the LABEL of a snapshot (or --repo PATH --at TIME, "
+                         "or --abort)")
     rerun = args.rerun or args.rerun_cmd is not None
     serve = serve_spec(args)
     if serve is not None and not rerun:
         raise UsageError("--serve starts a server for the benchmark rerun: give --rerun too")
-    options = RestoreOptions(label=args.label, host=args.host, check=args.check,
+    options = RestoreOptions(label=args.label or "", host=args.host, check=args.check,
                              force_host=args.force_host, pip=args.pip,
                              rerun=rerun, serve=serve,
                              rerun_command=args.rerun_cmd, repos=tuple(args.repo),
@@ -143,9 +153,14 @@ def cmd_restore(args: argparse.Namespace) -> int:
         print("\n".join(plan_lines(report, check=False)))
         return confirm(report)
 
-    report = restore(Store(args.store), inventory_from(args), options,
-                     show_then_confirm, review_foreign=review_foreign,
-                     confirm_rerun=ask_to_rerun(args.yes))
+    if args.at is not None:
+        report = restore_at(Store(args.store), inventory_from(args), options,
+                            AtTime(args.repo[0], args.at), show_then_confirm,
+                            review_foreign=review_foreign, confirm_rerun=ask_to_rerun(args.yes))
+    else:
+        report = restore(Store(args.store), inventory_from(args), options,
+                         show_then_confirm, review_foreign=review_foreign,
+                         confirm_rerun=ask_to_rerun(args.yes))
     if report.applied is None:
         if args.check or report.plan.outcome != "ok" or not (report.planned or report.pip_pins):
             print("\n".join(plan_lines(report, check=args.check)))
@@ -163,7 +178,7 @@ def cmd_abort(args: argparse.Namespace) -> int:
     from envsnap.snapshot.store import Store
 
     if args.check or args.rerun or args.rerun_cmd is not None or args.pip or args.repo \
-            or args.serve is not None:
+            or args.serve is not None or args.at is not None:
         raise UsageError("--abort rolls back an interrupted restore: it takes only --host, "
                          "LABEL and the connection options")
     options = RestoreOptions(label=args.label or "", wait=args.wait, python=args.python,

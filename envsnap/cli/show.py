@@ -15,6 +15,7 @@ from envsnap.errors import ExitCode, UsageError
 if TYPE_CHECKING:   # loaded when the command runs, not for the parser
     from envsnap.cli.options import Commands
     from envsnap.snapshot.records import Snapshot
+    from envsnap.snapshot.store import Store
 
 NAME_COLUMN_MAX = 24     # a longer row name (a repo's path) pushes its value, not the column
 FALLBACK_COLUMNS = 100   # not a terminal: wrap for a wide pager or an issue
@@ -47,6 +48,7 @@ def add_show_parser(commands: Commands) -> None:
 
 def cmd_list(args: argparse.Namespace) -> int:
     from envsnap.snapshot.store import Store
+    from envsnap.timeline import saved
 
     store = Store(args.store)
     if not store.root.exists():
@@ -56,12 +58,16 @@ def cmd_list(args: argparse.Namespace) -> int:
               "local` makes the first")
         return ExitCode.OK
     entries = store.entries()
-    if not entries:
+    timelines = saved.entries(store)
+    if not (entries or timelines):
         print(f"no snapshots in {store.where}")
         return ExitCode.OK
-    width = max(len(entry.label) for entry in entries)
+    width = max([len(entry.label) for entry in entries] + [len(t.label) for t in timelines])
     for entry in entries:
         print(f"{entry.label:<{width}}  {entry.captured_at:<25}  {entry.host_shown}")
+    for timeline in timelines:
+        print(f"{timeline.label:<{width}}  {timeline.saved_at:<25}  {timeline.host}  "
+              "(a timeline)")
     return ExitCode.OK
 
 
@@ -70,6 +76,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     from envsnap.text import UNSAFE, dump_json
 
     store = Store(args.store)
+    if is_saved_timeline(store, args.label):
+        return show_timeline(store, args)
     document = store.load(args.label)
     if args.json:
         sys.stdout.write(dump_json(document))
@@ -83,6 +91,38 @@ def cmd_show(args: argparse.Namespace) -> int:
         path = str(store.resolve(args.label))
         sys.stdout.write("".join(line + "\n" for line in
                                  summary_lines(document, args.label, path, columns)))
+    return ExitCode.OK
+
+
+def is_saved_timeline(store: Store, label: str) -> bool:
+    from envsnap.errors import UsageError as NotALabel
+
+    try:
+        return store.timeline_path(label).is_file() and not store.path_for(label).is_file()
+    except NotALabel:   # a path to a snapshot file
+        return False
+
+
+def show_timeline(store: Store, args: argparse.Namespace) -> int:
+    """A saved timeline: where and whose it is, then its events as `timeline` shows them."""
+    from envsnap.snapshot.provenance import verify_as_user
+    from envsnap.snapshot.store import dump_yaml
+    from envsnap.text import dump_json
+    from envsnap.timeline import saved
+    from envsnap.timeline.render import render_text
+
+    document = saved.load(store, args.label)
+    if args.json or args.yaml:
+        sys.stdout.write(dump_json(document) if args.json else dump_yaml(document,
+                                                                        ascii_only=True))
+        return ExitCode.OK
+    meta = document["meta"]
+    rows = [("timeline", f"{args.label} ({store.timeline_path(args.label)})"),
+            ("host", str(meta.get("host"))), ("saved", str(meta.get("saved_at"))),
+            ("provenance", verify_as_user(document).describe())]
+    columns = shutil.get_terminal_size((FALLBACK_COLUMNS, 24)).columns
+    sys.stdout.write("".join(line + "\n" for line in aligned(rows, columns)) + "\n"
+                     + render_text(saved.timeline_of(document)))
     return ExitCode.OK
 
 

@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 EPILOG = exit_codes(
     (ExitCode.OK, "the timeline was shown (a source the host could not read is named at its "
                   "end, and with --json on stderr)"),
-    (ExitCode.USAGE, "usage error: bad argument or time, unknown host or label, bad inventory"),
+    (ExitCode.USAGE, "usage error: bad argument or time, unknown host or label, bad "
+                     "inventory, a --label in use"),
     (ExitCode.HOST, "the host unreachable, or the agent failed there"),
 )
 
@@ -52,6 +53,10 @@ def register(commands: Commands) -> None:
                           "default: the inventory's hot_paths, else none)")
     tim.add_argument("--json", action="store_true",
                      help="the events as JSON for scripts (default: text for a person)")
+    tim.add_argument("--label", metavar="L", type=utf8_text,
+                     help="also keep the timeline in the store under L, signed like a "
+                          "snapshot (`envsnap show L`, `envsnap list`); a label in use is "
+                          "refused (default: not kept)")
     tim.add_argument("--log-root", metavar="DIR", type=utf8_text,
                      help="read the host's system files (/var/log, /proc/stat, "
                           "/sys/module/nvidia, /etc) under DIR, a recorded copy, instead of / "
@@ -67,6 +72,7 @@ def register(commands: Commands) -> None:
 def cmd_timeline(args: argparse.Namespace) -> int:
     from envsnap.snapshot.store import Store
     from envsnap.text import visible_line
+    from envsnap.timeline import saved
     from envsnap.timeline.render import render_json, render_text
     from envsnap.timeline.run import TimelineOptions, timeline
 
@@ -77,9 +83,16 @@ def cmd_timeline(args: argparse.Namespace) -> int:
                               connect_timeout=args.connect_timeout,
                               collector_timeout=args.collector_timeout,
                               accept_new_host_keys=args.accept_new_host_keys)
-    found = timeline(hosts[0], options, Store(args.store))
+    store = Store(args.store)
+    if args.label is not None:
+        saved.check_free(store, args.label)   # before the host is contacted
+    found = timeline(hosts[0], options, store)
     sys.stdout.write(render_json(found) if args.json else render_text(found))
     if args.json:   # the text names them at its end; a script's reader sees them here too
         for problem in found.unreadable:
             sys.stderr.write(f"warning: {hosts[0].name}: cannot read {visible_line(problem)}\n")
+    if args.label is not None:
+        path = saved.save(store, found, args.label)
+        # stdout stays one JSON document with --json
+        (sys.stderr if args.json else sys.stdout).write(f"saved timeline {args.label}: {path}\n")
     return ExitCode.OK

@@ -11,7 +11,7 @@ A report is a rendering, not a check: `envsnap report --vs` exits 0 whatever dri
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +32,7 @@ from envsnap.snapshot.store import atomic_write, holds_snapshot
 from envsnap.text import dump_json, plural
 
 if TYPE_CHECKING:
+    from envsnap.report.timeline_part import TimelineSection
     from envsnap.snapshot.records import Bench, Snapshot, Telemetry
 
 REPORT_FORMAT = 1
@@ -82,12 +83,15 @@ class Report:
     parts: list[Part]
     generated_by: str = f"envsnap {__version__}"
     charts: list[Chart] = field(default_factory=list)   # drawn by html and the bundle
+    timeline: TimelineSection | None = None   # --timeline: the host's changes (timeline_part)
 
 
 def build_report(document: Snapshot, vs: Snapshot | None = None,
                  options: ReportOptions | None = None,
-                 sources: tuple[str, str] = ("", "")) -> Report:
-    """sources: what the user named the snapshot and the --vs one (labels or paths)."""
+                 sources: tuple[str, str] = ("", ""),
+                 timeline: TimelineSection | None = None) -> Report:
+    """sources: what the user named the snapshot and the --vs one (labels or paths);
+    timeline: the host's timeline section, when asked (masked with the rest)."""
     options = options or ReportOptions()
     masker = Masker(options.mask)
     # Tables are laid out from masked facts, so their columns line up; the diff runs on the
@@ -103,7 +107,8 @@ def build_report(document: Snapshot, vs: Snapshot | None = None,
         parts=parts(shown, options.full),
         # from the facts as captured: the last step below masks their labels like the rest
         charts=report_charts(document, vs,
-                             (side.label, side_of(vs, sources[1]).label if vs else "")))
+                             (side.label, side_of(vs, sources[1]).label if vs else "")),
+        timeline=timeline)
     masked: Report = masker.tree(report)
     return masked
 
@@ -182,7 +187,7 @@ def envelope(report: Report) -> dict[str, Any]:
         "bench": [{"fact": f.name, "value": f.value} for f in report.bench] or None,
         "diff": report.comparison.envelope if report.comparison else None,
         "details": [part_json(p) for p in report.parts],
-    }
+    } | ({"timeline": asdict(report.timeline)} if report.timeline else {})
 
 
 def as_json(report: Report) -> str:

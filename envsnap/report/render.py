@@ -15,6 +15,7 @@ from envsnap.diff.render_text import Block
 from envsnap.report.build import Report, as_json
 from envsnap.report.facts import Fact
 from envsnap.report.parts import Part
+from envsnap.report.timeline_part import TimelineRow, TimelineSection
 from envsnap.snapshot.mask import escape_markers
 from envsnap.text import markdown_cell
 
@@ -77,8 +78,32 @@ def markdown(report: Report) -> str:
         shown = "#" + shown if shown.startswith("## ") else shown
         out += [f"## Compared with {markdown_cell(report.comparison.against)}", "",
                 escape_markers(shown), ""]
+    out += md_timeline(report.timeline)
     out += ["## Details", ""] + md_parts(report.parts)
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+def md_timeline_rows(rows: list[TimelineRow]) -> list[str]:
+    out = ["| time (UTC) | what changed | evidence | test or undo |", "|---|---|---|---|"]
+    for row in rows:
+        what = "<br>".join(markdown_cell(line) for line in (row.what, *row.details))
+        out.append(f"| {markdown_cell(row.at)} | {what} | {markdown_cell(row.evidence)} | "
+                   f"{markdown_cell(row.test)} |")
+    return out + [""]
+
+
+def md_timeline(section: TimelineSection | None) -> list[str]:
+    """`report --timeline`: the host's changes, the ones between the benchmarks first."""
+    if section is None:
+        return []
+    out = ["## Timeline", "", markdown_cell(section.heading), ""]
+    if section.between is not None:
+        out += [f"**{markdown_cell(section.between)}**", ""] + \
+            md_timeline_rows(section.between_rows)
+    out += (md_timeline_rows(section.rows) if section.rows
+            else ["No change in this window.", ""])
+    out += [f"- unreadable: {markdown_cell(problem)}" for problem in section.unreadable]
+    return out + ([""] if section.unreadable else [])
 
 
 # ---- html -----------------------------------------------------------------------------------
@@ -158,6 +183,31 @@ def html_charts(report: Report) -> list[str]:
     return out
 
 
+def html_timeline_rows(rows: list[TimelineRow]) -> list[str]:
+    out = ["<table><tr><th>time (UTC)</th><th>what changed</th><th>evidence</th>"
+           "<th>test or undo</th></tr>"]
+    for row in rows:
+        what = "<br>".join(h(line) for line in (row.what, *row.details))
+        out.append(f"<tr><td>{h(row.at)}</td><td>{what}</td><td>{h(row.evidence)}</td>"
+                   f"<td>{h(row.test)}</td></tr>")
+    return out + ["</table>"]
+
+
+def html_timeline(section: TimelineSection | None) -> list[str]:
+    if section is None:
+        return []
+    out = ["<h2 id=\"timeline\">Timeline</h2>", f"<p class=\"muted\">{h(section.heading)}</p>"]
+    if section.between is not None:
+        out += [f"<p class=\"verdict\">{h(section.between)}</p>"] + \
+            html_timeline_rows(section.between_rows)
+    out += html_timeline_rows(section.rows) if section.rows else ["<p>No change in this "
+                                                                  "window.</p>"]
+    if section.unreadable:
+        out += ["<div class=\"missing\"><b>Unreadable</b><ul>"] + \
+            [f"<li>{h(problem)}</li>" for problem in section.unreadable] + ["</ul></div>"]
+    return out
+
+
 def html(report: Report) -> str:
     out = ["<!DOCTYPE html>", "<html lang=\"en\"><head><meta charset=\"utf-8\">",
            f"<title>{h(title(report))}</title>", f"<style>{CSS}</style></head><body>",
@@ -175,6 +225,7 @@ def html(report: Report) -> str:
         out += ["<h2>Benchmark</h2>"] + html_table(report.bench)
     out += html_charts(report)
     out += html_comparison(report)
+    out += html_timeline(report.timeline)
     out += ["<h2>Details</h2>"] + [html_part(p) for p in report.parts]
     return "\n".join(out + ["</body></html>"]) + "\n"
 

@@ -95,6 +95,7 @@ class RestoreOptions:
     rerun_command: str | None = None   # --rerun-cmd; else the recorded one, once confirmed
     serve: bench.ServeSpec | None = None   # --serve: the rerun starts the server, with the
                                            # snapshot's server env (serve.py)
+    resume: str | None = None          # the command that resumes it, if not `restore LABEL`
     capture: CaptureOptions = field(default_factory=CaptureOptions)
 
 
@@ -111,7 +112,8 @@ class RestoreReport:
     unwritable: list[Unwritable] = field(default_factory=list)   # never written back
     rerun: Rerun | None = None
     server_env: ServerEnv | None = None    # --serve: the env the rerun's server started with
-    notes: list[str] = field(default_factory=list)        # --check: what may change the plan
+    notes: list[str] = field(default_factory=list)   # said first: what the target leaves
+                                                     # out; --check: what may change the plan
 
     @property
     def planned(self) -> list[TaskResult]:
@@ -134,6 +136,19 @@ def restore(store: Store, inventory: Inventory, options: RestoreOptions,
     nor trust_foreign settles it."""
     document = store.load(options.label)
     snap.refuse_partial(document, options.label, "restore")
+    return restore_document(document, store, inventory, options, confirm, on_event,
+                            review_foreign, confirm_rerun)
+
+
+def restore_document(document: Snapshot, store: Store, inventory: Inventory,
+                     options: RestoreOptions, confirm: Callable[[RestoreReport], bool],
+                     on_event: Callable[[Event], None] | None = None,
+                     review_foreign: Callable[[ForeignPlan], bool] | None = None,
+                     confirm_rerun: Callable[[policy.RecordedRerun], bool] | None = None,
+                     notes: tuple[str, ...] = ()) -> RestoreReport:
+    """restore() of a document already in hand (loaded once, or a target made from the host's
+    reflog: at_time.py), under options.label: the same gate, locks, journal, rollback point,
+    plan, apply, verify and rerun. `notes` head the plan (what the target leaves out)."""
     host = target_host(document, inventory, options)
     check_provenance(document, host, options, review_foreign)
     # The rerun's command is settled (given, or recorded and confirmed) before any change.
@@ -149,19 +164,20 @@ def restore(store: Store, inventory: Inventory, options: RestoreOptions,
             # Read-only: no lock is taken, so a restore running now neither blocks the plan
             # nor is disturbed by it; it is named instead, since it may change the host.
             try:
-                pending, notes = check_pending(book.read(host.name, touched), options.label), []
+                pending, checked = check_pending(book.read(host.name, touched),
+                                                 options.label), []
             except UsageError as exc:   # --check only looks: a pending restore is news
-                pending, notes = None, [str(exc)]
+                pending, checked = None, [str(exc)]
             holders = locks.holders()
             if any(not holder.is_dead() for _, holder in holders):
-                pending, notes = None, []   # the journal is the running restore's own
-            report = run.restore(pending, confirm)
-            report.notes = notes + lock_notes(host.name, holders)
+                pending, checked = None, []   # the journal is the running restore's own
+            report = run.restore(pending, confirm, notes)
+            report.notes = [*notes, *checked, *lock_notes(host.name, holders)]
             return report
         # The locks first: a journal read before them may be a running restore's own.
         with locks:
             return run.restore(check_pending(book.read(host.name, touched), options.label),
-                               confirm)
+                               confirm, notes)
 
 
 def check_provenance(document: Snapshot, host: Host, options: RestoreOptions,
@@ -227,14 +243,15 @@ class RestoreRun:
     on_event: Callable[[Event], None] | None = None
     backup_label: str | None = None   # the rollback point whose backup folder apply fills
 
-    def restore(self, pending: Pending | None,
-                confirm: Callable[[RestoreReport], bool]) -> RestoreReport:
+    def restore(self, pending: Pending | None, confirm: Callable[[RestoreReport], bool],
+                notes: tuple[str, ...] = ()) -> RestoreReport:
         policy.refuse_unnamed(self.host, self.options.check)
         journal = self.book.read(self.host.name, self.touched())
         before = self.capture("live")
         hostrule.check_same_host(self.document, before, self.options.host is not None,
                                  self.options.force_host, "restore")
         report = self.plan(before, pending)
+        report.notes = list(notes)
         changes = bool(report.planned or report.pip_pins)
         if report.plan.outcome != "ok" or self.options.check:
             return report        # a preflight failed, or only the plan was asked for
@@ -250,7 +267,7 @@ class RestoreRun:
             journal = Journal(self.options.label, self.host.name,
                               save_rollback_point(self.store, before),
                               snap.captured_at(before) or "?",
-                              touched=self.touched())
+                              touched=self.touched(), resume=self.options.resume)
             self.book.start(journal, replacing=replaced)
         report.pre_restore = journal.pre_restore
         self.apply(report, journal)

@@ -48,6 +48,9 @@ class Journal:
     # What the restore writes (touched_by); empty in a journal from before per-checkout
     # locks, which then stands for the whole host.
     touched: list[str] = field(default_factory=list)
+    # The command that runs this restore again, where `envsnap restore <label>` does not
+    # (restore --repo P --at T: its target is made, not stored).
+    resume: str | None = None
 
     def overlaps(self, touched: list[str]) -> bool:
         return not self.touched or not touched or bool(set(self.touched) & set(touched))
@@ -66,6 +69,7 @@ class JournalFields(JournalFieldsRequired, total=False):
 
     state: JournalState
     touched: list[str]
+    resume: str
 
 
 def journal_from(text: str) -> Journal:
@@ -77,7 +81,8 @@ def journal_from(text: str) -> Journal:
     if not all(isinstance(value, str) for value in named) \
             or journal.state not in get_args(JournalState) \
             or not isinstance(journal.touched, list) \
-            or not all(isinstance(path, str) for path in journal.touched):
+            or not all(isinstance(path, str) for path in journal.touched) \
+            or not isinstance(journal.resume, (str, type(None))):
         raise ValueError("not a restore journal of this envsnap")
     return journal
 
@@ -164,6 +169,6 @@ def check_pending(journal: Journal | None, label: str) -> Pending | None:
 
 def way_out(journal: Journal) -> str:
     """What the user types to get past a pending journal, said wherever one is left."""
-    return (f"run `envsnap restore {journal.label}` to resume it, or "
+    return (f"run `{journal.resume or f'envsnap restore {journal.label}'}` to resume it, or "
             f"`envsnap restore --abort --host {journal.host}` to roll it back "
             f"(to {journal.pre_restore})")

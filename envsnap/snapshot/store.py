@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 DEFAULT_STORE = "snapshots"
 SUFFIX = ".yaml"
+TIMELINE_SUFFIX = ".timeline"   # a saved timeline (timeline/saved.py): no snapshot reader's
 LABEL_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 MAX_SNAPSHOT_MB_VARIABLE = "ENVSNAP_MAX_SNAPSHOT_MB"
@@ -282,8 +283,12 @@ class Store:
     def path_for(self, label: str) -> Path:
         return self.root / (validate_label(label) + SUFFIX)
 
+    def timeline_path(self, label: str) -> Path:
+        return self.root / (validate_label(label) + TIMELINE_SUFFIX)
+
     def exists(self, label: str) -> bool:
-        return self.path_for(label).exists()
+        """A snapshot or a saved timeline holds the label: a label names one thing."""
+        return self.path_for(label).exists() or self.timeline_path(label).exists()
 
     def check_writable(self) -> None:
         """Fail before any host is contacted, not after the capture is done."""

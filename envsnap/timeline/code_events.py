@@ -1,5 +1,6 @@
 """The agent's evidence about code and its start-up -> events: checkouts, Python packages,
-customize and config files, worker processes (agent/timeline.py reads them on the host).
+customize and config files, worker processes and their systemd units (agent/timeline.py reads
+them on the host).
 
 A rebase writes one reflog line per step (start, each pick, finish); a timeline shows it as
 one move, from where HEAD stood before the start to where the finish left it, with the
@@ -111,7 +112,10 @@ def move_event(entry: dict[str, Any], start: dict[str, Any] | None,
         exactness=RECORDED, details=lines,
         test="HEAD did not move: nothing to test" if old == entry["new"] else
         "a new checkout: nothing before it to test" if old in ZERO_SHA else None,
-        role="hot path" if any("[hot path:" in line for line in lines) else None)
+        role="hot path" if any("[hot path:" in line for line in lines) else None,
+        # The second before the move began (a rebase's start): the reflog's state then is
+        # where HEAD stood before it.
+        undo_at=float((start or entry)["time"]) - 1)
 
 
 def stash_event(entry: dict[str, Any]) -> Event:
@@ -164,6 +168,17 @@ def file_events(records: list[dict[str, Any]]) -> list[Event]:
                   exactness=FILE_TIME, digest=record.get("sha256"),
                   test=f"older copy: envsnap backup {record['backups'][-1]}"
                   if record.get("backups") else None)
+            for record in records]
+
+
+def unit_events(records: list[dict[str, Any]]) -> list[Event]:
+    """A worker's systemd unit file or drop-in written: a restart of the unit runs it."""
+    return [Event(time=float(record["time"]), kind="file", subject=record["path"],
+                  what=f"{record['path']} written ({record['size']} bytes): systemd unit "
+                       f"{record['unit']} of process {record['pid']}",
+                  evidence=f"/proc/{record['pid']}/cgroup names {record['unit']}; "
+                           f"{record['path']}: mtime, sha256 {str(record['sha256'])[:12]}",
+                  exactness=FILE_TIME, digest=record.get("sha256"), role="worker's unit")
             for record in records]
 
 

@@ -7,7 +7,8 @@ the last good is the latest benchmark before the first bad that was not.
 
 How to test or undo, from what exists, never guessed:
 - a checkout move: `envsnap bisect` between the snapshots that hold the checkout before and
-  after it (with the bench record's command and metric when there is one);
+  after it (with the bench record's command and metric when there is one), and to undo it,
+  `envsnap restore --repo PATH --at TIME` of the second before it (restore/at_time.py);
 - a package: the pin line back to the version a snapshot before it recorded (dpkg's own
   line names the old version itself);
 - a file: an older copy, in a snapshot that recorded it with another digest or in a backup
@@ -26,7 +27,7 @@ from envsnap.diff.findings import change
 from envsnap.snapshot import document as snap
 from envsnap.snapshot.records import CustomizeFile, Process, Snapshot
 from envsnap.timeline.model import RECORDED, Event
-from envsnap.timeline.window import iso_seconds
+from envsnap.timeline.window import iso_seconds, moment_text
 from envsnap.verdicts import REGRESSION
 
 
@@ -160,6 +161,11 @@ def test_of(event: Event, stored: list[Stored], host: str, bench_cmd: str) -> st
 
 
 def checkout_test(event: Event, stored: list[Stored], host: str, bench_cmd: str) -> str:
+    return f"{checkout_bisect(event, stored, host, bench_cmd)}; undo: " \
+           f"{checkout_undo(event, host)}"
+
+
+def checkout_bisect(event: Event, stored: list[Stored], host: str, bench_cmd: str) -> str:
     repo = event.subject
     holding = [item for item in stored if repo in snap.repos(item.document)]
     before = [item for item in holding if is_before(item, event)]
@@ -172,6 +178,13 @@ def checkout_test(event: Event, stored: list[Stored], host: str, bench_cmd: str)
         return (f"envsnap capture {host} --repo {shlex.quote(repo)} --label after-move, then "
                 f"envsnap bisect {good} after-move --repo {shlex.quote(repo)} {bench_cmd}")
     return f"envsnap bisect {good} {after[0].label} --repo {shlex.quote(repo)} {bench_cmd}"
+
+
+def checkout_undo(event: Event, host: str) -> str:
+    """The checkout back where its reflog says HEAD stood before the move (restore --at)."""
+    where = "" if host == "local" else f"--host {shlex.quote(host)} "
+    moment = event.undo_at if event.undo_at is not None else event.time - 1
+    return f"envsnap restore {where}--repo {shlex.quote(event.subject)} --at {moment_text(moment)}"
 
 
 def is_before(item: Stored, event: Event) -> bool:

@@ -44,6 +44,7 @@ class Event:
     digest: str | None = None        # a file's sha256 now
     argv: tuple[str, ...] = ()       # a started process's command line
     env: tuple[tuple[str, str], ...] = ()   # and its env now (name, value)
+    undo_at: float | None = None     # a checkout move: a moment before it, for restore --at
 
 
 @dataclass(frozen=True)

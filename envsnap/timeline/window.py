@@ -14,6 +14,11 @@ UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 DEFAULT_SINCE = "24h"
 
 
+def moment_text(seconds: float) -> str:
+    """A moment as --since, --until and `restore --at` take it back: ISO, UTC, to the second."""
+    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def iso_seconds(text: str) -> float | None:
     try:
         parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))

@@ -159,6 +159,33 @@ def test_rotated_logs_are_opened_only_while_the_window_reaches_them(
     assert any("dpkg install perl " in e["what"] for e in found["events"])   # .1 still read
 
 
+def test_a_workers_systemd_unit_file_and_drop_in_are_file_events(cli: Cli,
+                                                                   story: Story) -> None:
+    """The real worker, its /proc/PID/cgroup as systemd writes it for a service (recorded:
+    this machine runs no systemd), and the unit's file and drop-in under the log root."""
+    assert story.worker is not None
+    pid = story.worker.pid
+    (story.root / "proc" / str(pid)).mkdir(parents=True)
+    shutil.copy(DATA / "systemd" / "cgroup", story.root / "proc" / str(pid) / "cgroup")
+    units = story.root / "lib" / "systemd" / "system"
+    drop_in = story.root / "etc" / "systemd" / "system" / "sglang-worker.service.d"
+    drop_in.mkdir(parents=True)
+    units.mkdir(parents=True)
+    (units / "sglang-worker.service").write_text("[Service]\nExecStart=/usr/bin/worker\n")
+    (drop_in / "nccl.conf").write_text("[Service]\nEnvironment=NCCL_PROTO=Simple\n")
+    os.utime(units / "sglang-worker.service", (1_780_000_000, 1_780_000_000))
+    os.utime(drop_in / "nccl.conf", (1_780_000_100, 1_780_000_100))
+    events = [event for event in timeline(cli, "local", story)["events"]
+              if "systemd unit" in event["what"]]
+    assert [(event["time"], event["subject"]) for event in events] == [
+        (1_780_000_000, str(units / "sglang-worker.service")),
+        (1_780_000_100, str(drop_in / "nccl.conf"))]
+    assert all(f"systemd unit sglang-worker.service of process {pid}" in event["what"]
+               and event["exactness"] == "file time"
+               and event["evidence"].startswith(f"/proc/{pid}/cgroup names sglang-worker")
+               for event in events)
+
+
 def test_a_missing_log_is_not_a_change(cli: Cli, story: Story) -> None:
     shutil.rmtree(story.root / "var" / "log")
     os.makedirs(story.root / "var" / "log")

@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from envsnap.agent import timelinelogs
+from envsnap.agent import timeline, timelinelogs
 from envsnap.agent.timelinelogs import apt_fields, dpkg_fields, lines_backwards, rotated
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "timeline"
 
 
 def test_lines_backwards_across_many_blocks(tmp_path: Path,
@@ -81,3 +83,14 @@ def test_an_apt_block_keeps_package_names_readable_and_masks_the_command() -> No
     assert fields["requested_by"] == "ada (1000)"
     assert fields["end"] - time.mktime(time.strptime("2026-12-01 11:11:34",
                                                      "%Y-%m-%d %H:%M:%S")) == 22
+
+
+@pytest.mark.parametrize("cgroup,unit", [
+    ((DATA / "systemd" / "cgroup").read_text(), ("sglang-worker.service", False)),
+    ("0::/user.slice/user-1000.slice/user@1000.service/app.slice/worker.service\n",
+     ("worker.service", True)),           # a user's unit: its files are the user's
+    ("0::/user.slice/user-1000.slice/session-3.scope\n", None),   # a login shell's child
+    ("9:name=systemd:/\n0::/\n", None),   # this machine's: no systemd as PID 1
+])
+def test_the_unit_a_cgroup_file_names(cgroup: str, unit: tuple[str, bool] | None) -> None:
+    assert timeline.cgroup_unit(cgroup) == unit

@@ -1,0 +1,120 @@
+"""`envsnap timeline --label L`: a timeline kept in the store, like a snapshot but not one.
+
+    envsnap_timeline: 1
+    meta: {label, host, saved_at, since, until, envsnap_version, signature}
+    timeline: the events, as `timeline --json` prints them
+
+It lies beside the snapshots as `L.timeline` (store.TIMELINE_SUFFIX), so no command that
+reads snapshots takes it for one, while a label names one thing only: a capture refuses a
+label a timeline holds, as the timeline refuses a snapshot's or another timeline's. It is
+signed with the user's key as a snapshot is (snapshot/provenance.py), so `show` says whose it
+is; its strings were redacted on the host and are shown through the renderer of untrusted
+text again when read back.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from envsnap import __version__
+from envsnap.errors import SnapshotError, StoreError, UsageError
+from envsnap.snapshot import provenance
+from envsnap.snapshot.store import (
+    TIMELINE_SUFFIX,
+    Store,
+    dump_yaml,
+    parse_document,
+    read_snapshot_text,
+    write_new,
+)
+from envsnap.text import timestamp
+from envsnap.timeline.model import Event, Timeline, Window
+from envsnap.timeline.render import render_json
+from envsnap.timeline.window import iso_seconds
+
+FORMAT = 1
+EVENT_FIELDS = {field.name for field in fields(Event)}
+TUPLE_FIELDS = ("details", "argv")
+
+
+@dataclass(frozen=True)
+class SavedEntry:
+    label: str
+    host: str
+    saved_at: str
+    path: Path
+
+
+def check_free(store: Store, label: str) -> None:
+    """Refused before the host is contacted, as a capture refuses a label in use."""
+    store.check_writable()
+    if store.exists(label):
+        raise UsageError(f"label {label!r} already exists in {store.root} (a snapshot or a "
+                         "timeline): give another --label")
+
+
+def saved_document(found: Timeline, label: str) -> dict[str, Any]:
+    events = json.loads(render_json(found))
+    events.pop("envsnap_timeline", None)
+    meta = {"label": label, "host": found.host, "saved_at": timestamp(),
+            "since": found.window.since_text, "until": found.window.until_text,
+            "envsnap_version": __version__}
+    document = {"envsnap_timeline": FORMAT, "meta": meta, "timeline": events}
+    return provenance.signed(document, provenance.user_key())
+
+
+def save(store: Store, found: Timeline, label: str) -> Path:
+    path = store.timeline_path(label)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if store.exists(label) or not write_new(path, dump_yaml(saved_document(found, label))):
+        raise StoreError(f"label {label!r} was saved in {store.where} meanwhile; this "
+                         "timeline is not saved (give another --label)")
+    return path
+
+
+def load(store: Store, label: str) -> dict[str, Any]:
+    path = store.timeline_path(label)
+    document = parse_document(read_snapshot_text(path), str(path))
+    if not (isinstance(document, dict) and document.get("envsnap_timeline") == FORMAT
+            and isinstance(document.get("meta"), dict)
+            and isinstance(document.get("timeline"), dict)):
+        raise SnapshotError(f"{path}: not a saved timeline of this envsnap")
+    return document
+
+
+def entries(store: Store) -> list[SavedEntry]:
+    found = []
+    for path in sorted(store.root.rglob(f"*{TIMELINE_SUFFIX}")) if store.root.is_dir() else []:
+        label = path.relative_to(store.root).as_posix()[:-len(TIMELINE_SUFFIX)]
+        try:
+            meta = load(store, label)["meta"]
+        except (SnapshotError, UsageError):
+            found.append(SavedEntry(label, "?", "(unreadable)", path))
+            continue
+        found.append(SavedEntry(label, str(meta.get("host")), str(meta.get("saved_at")), path))
+    return found
+
+
+def event_of(saved: dict[str, Any]) -> Event:
+    values = {name: value for name, value in saved.items() if name in EVENT_FIELDS}
+    for name in TUPLE_FIELDS:
+        values[name] = tuple(values.get(name) or ())
+    values["env"] = tuple(tuple(pair) for pair in values.get("env") or ())
+    return Event(**values)
+
+
+def timeline_of(document: dict[str, Any]) -> Timeline:
+    """The saved events as a Timeline again, for timeline/render (the marks kept)."""
+    saved, meta = document["timeline"], document["meta"]
+    events = [event_of(event) for event in saved.get("events") or []]
+
+    def same(marked: dict[str, Any] | None) -> Event | None:
+        return next((event for event in events if marked and event == event_of(marked)), None)
+
+    window = Window(iso_seconds(str(saved.get("since"))) or 0.0,
+                    iso_seconds(str(saved.get("until"))) or 0.0, str(meta.get("since")),
+                    meta.get("until"))
+    return Timeline(str(meta.get("host")), window, events, list(saved.get("unreadable") or []),
+                    same(saved.get("last_good")), same(saved.get("first_bad")))
