@@ -9,9 +9,9 @@ collectors run on other cores meanwhile.
 What is started is exactly the command the capture would run (hosts/capture.run_agent: the
 same agent, digest, python and config), through the same `sh -c` LocalTransport uses; the
 transport takes the running process in place of starting it only when the command it is
-given is that one, character for character. Anything else (another host, an agent not yet
-cached on this machine, an error before the agent is needed) leaves it unused: it is
-stopped when the capture ends, as a local command is stopped on a timeout.
+given is that one, character for character (an agent not yet cached here answers it as it
+would have: "ship it first"). One left unused (a label that exists, an error before the
+agent is needed) is stopped when the capture ends, as a local command is on a timeout.
 """
 from __future__ import annotations
 
