@@ -39,7 +39,7 @@ def test_a_hung_collector_is_killed_at_the_deadline_and_the_others_reported(
         time.sleep(60)
         return {}
 
-    monkeypatch.setitem(runner.COLLECTORS, "system", hangs)
+    monkeypatch.setitem(runner.COLLECTORS, "system", lambda: hangs)
     started = time.monotonic()
     results = runner.collect_all({"collectors": ["system", "env"], "timeout": 0.5})
     assert time.monotonic() - started < 5
@@ -57,7 +57,7 @@ def test_a_collector_that_crashes_its_process_costs_only_its_section(
         os.kill(os.getpid(), signal.SIGKILL)   # as the OOM killer, or a library that crashed
         return {}
 
-    monkeypatch.setitem(runner.COLLECTORS, "nvidia", crashes)
+    monkeypatch.setitem(runner.COLLECTORS, "nvidia", lambda: crashes)
     results = runner.collect_all({"collectors": ["nvidia", "system"]})
     assert results["nvidia"]["error"] == "the collector's process was killed by signal 9"
     assert results["nvidia"]["facts"] == {} and results["system"]["error"] is None
