@@ -1,17 +1,20 @@
 """Run every collector with its own timeout and print one JSON document.
 
 The document says what the agent itself cost on the host, beside each collector's seconds:
-`agent.startup_seconds` (the interpreter's start and the agent's imports, __main__.py) and
-`agent.masking_seconds` (the last pass, every string masked).
+`agent.startup_seconds` (the interpreter's start and the agent's own imports, __main__.py)
+and `agent.masking_seconds` (the last pass, over what the agent adds to the collectors').
 
-Each collector runs in a child process of its own, forked once the collectors are imported:
+Each collector runs in a child process of its own, forked before its module is imported:
 they are mostly Python (reading 200 packages' metadata, NVML's wrappers), so in threads
-they would take turns on one interpreter lock; forked, they run side by side on the host's
-cores (an H200 host: 160 ms of collectors in 65). A child hands its result back pickled
-through a pipe. One that hangs (a wedged nvidia-smi, a stuck NFS mount) is recorded as timed
-out and killed, and the others are still reported. A process that already runs other threads
-(forking it could deadlock the child), or a python without fork, runs each collector in a
-daemon thread instead, abandoned when it hangs.
+they took turns on one interpreter lock; forked, they run side by side on the host's cores
+(an H200 host: 160 ms of collectors, one after the other, in about the longest one's 65). A
+child imports its own module, collects, masks its result (`masked`: the same pass the whole
+document had, run where the result is, so it too runs side by side) and hands it back
+pickled through a pipe; a collector's seconds count all three. One that hangs (a wedged
+nvidia-smi, a stuck NFS mount) is recorded as timed out and killed, one whose process dies
+(a driver library that crashes it) as that, and the others are still reported. A process
+that already runs other threads (forking it could deadlock the child), or a python without
+fork, runs each collector in a daemon thread instead, abandoned when it hangs.
 """
 from __future__ import annotations
 
@@ -75,15 +78,31 @@ COLLECTORS: Dict[str, Callable[[], Collector]] = {   # in the order of SECTIONS
     "python_env": python_env_collector, "env": env_collector, "git": git_collector}
 
 
+def masked(value: Any) -> Any:
+    """The last passes on what leaves this host: every string escaped (util.escaped: a byte
+    that is not UTF-8 reads the same on every path), then masked, whatever channel carried it
+    (an error message, a benchmark's command line and output, a variable's name)."""
+    return redact.redact_document(escaped_document(value))
+
+
 def run_one(name: str, config: Dict[str, Any], results: Dict[str, Any]) -> None:
+    """One collector's result, masked where it ran (its seconds count its import and that)."""
     started = time.monotonic()
     try:
         data = COLLECTORS[name]()(config)
-        results[name] = {"facts": data.get("facts", {}), "volatile": data.get("volatile", {}),
-                         "error": None}
+        result = {"facts": data.get("facts", {}), "volatile": data.get("volatile", {}),
+                  "error": None}
     except Exception as exc:  # one failing collector must never lose the others
-        results[name] = {"facts": {}, "volatile": {}, "error": "%s: %s" % (type(exc).__name__, exc)}
-    results[name]["seconds"] = round(time.monotonic() - started, 4)
+        result = {"facts": {}, "volatile": {}, "error": "%s: %s" % (type(exc).__name__, exc)}
+    result = masked(result)
+    result["seconds"] = round(time.monotonic() - started, 4)
+    results[name] = result
+
+
+def failed(error: str, seconds: float) -> Dict[str, Any]:
+    result: Dict[str, Any] = masked({"facts": {}, "volatile": {}, "error": error})
+    result["seconds"] = round(seconds, 4)
+    return result
 
 
 def collect_all(config: Dict[str, Any]) -> Dict[str, Any]:
@@ -91,8 +110,7 @@ def collect_all(config: Dict[str, Any]) -> Dict[str, Any]:
     timeout = float(config.get("timeout", DEFAULT_TIMEOUT))
     collect = collect_in_processes if can_fork() else collect_in_threads
     results = collect(names, config, time.monotonic() + timeout)
-    return {name: results.get(name) or {"facts": {}, "volatile": {}, "seconds": timeout,
-                                        "error": "timed out after %gs" % timeout}
+    return {name: results.get(name) or failed("timed out after %gs" % timeout, timeout)
             for name in names}
 
 
@@ -136,8 +154,7 @@ def collect_in_processes(names: List[str], config: Dict[str, Any],
         if received.get(read_end):
             results[name] = pickle.loads(received[read_end])
         elif read_end in received:   # it died without a word: a library crashed its loader
-            results[name] = {"facts": {}, "volatile": {}, "error": ended_text(status),
-                             "seconds": round(time.monotonic() - started, 4)}
+            results[name] = failed(ended_text(status), time.monotonic() - started)
     return results
 
 
@@ -156,8 +173,8 @@ def run_in_child(name: str, config: Dict[str, Any], write_end: int) -> None:
         try:
             data = pickle.dumps(results[name])
         except Exception as exc:   # a fact of a type pickle refuses: said, not lost silently
-            data = pickle.dumps({"facts": {}, "volatile": {}, "seconds": results[name]["seconds"],
-                                 "error": "%s: %s" % (type(exc).__name__, exc)})
+            data = pickle.dumps(failed("%s: %s" % (type(exc).__name__, exc),
+                                       results[name]["seconds"]))
         with os.fdopen(write_end, "wb") as out:
             out.write(data)
     finally:
@@ -221,10 +238,10 @@ def agent_output(config: Dict[str, Any], started: Optional[Tuple[float, float]] 
         document["timeline"] = timeline.collect(config)
     else:
         document["collectors"] = collect_all(config)
-    # The last passes: every string leaves this host escaped (util.escaped: a byte that is
-    # not UTF-8 reads the same on every path) and masked, whatever channel carried it (an
-    # error message, a benchmark's command line and output, a variable's name).
     masking = time.monotonic()
-    masked: Dict[str, Any] = redact.redact_document(escaped_document(document))
-    masked["agent"]["masking_seconds"] = round(time.monotonic() - masking, 4)
-    return json.dumps(masked, sort_keys=True, default=lambda odd: redact.redact_text(str(odd)))
+    collected = document.pop("collectors", None)   # masked already, each where it ran
+    output: Dict[str, Any] = masked(document)
+    if collected is not None:
+        output["collectors"] = collected
+    output["agent"]["masking_seconds"] = round(time.monotonic() - masking, 4)
+    return json.dumps(output, sort_keys=True, default=lambda odd: redact.redact_text(str(odd)))

@@ -3,6 +3,7 @@ facts they record on this machine are the ones the threads recorded, a hung one 
 at its deadline, and one that crashes its process costs only its own section."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -10,10 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.secretrepo import make_repo
+from helpers.secretrepo import SECRET, make_repo
 
-from envsnap.agent import runner
+from envsnap.agent import redact, runner
 from envsnap.agent.sections import SECTIONS
+from envsnap.agent.util import escaped_document
 
 
 def test_forked_collectors_record_the_facts_the_threads_recorded(tmp_path: Path) -> None:
@@ -61,3 +63,17 @@ def test_a_collector_that_crashes_its_process_costs_only_its_section(
     results = runner.collect_all({"collectors": ["nvidia", "system"]})
     assert results["nvidia"]["error"] == "the collector's process was killed by signal 9"
     assert results["nvidia"]["facts"] == {} and results["system"]["error"] is None
+
+
+def test_each_result_masked_where_it_ran_is_the_whole_pass_s_result(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    facts = {"remote": f"https://bob:{SECRET}@example.invalid/x.git", "HF_TOKEN": SECRET,
+             "path": "/data/caf\udce9", SECRET: ["a list", ("a", "tuple")]}
+    monkeypatch.setitem(runner.COLLECTORS, "env", lambda: lambda config: {"facts": facts})
+    monkeypatch.setitem(runner.COLLECTORS, "git", lambda: lambda config: 1 / 0)
+    monkeypatch.setattr(redact.Markers, "digests", redact.Markers.digests)  # agent_output sets it
+    output = json.loads(runner.agent_output({"collectors": ["env", "git"]}))
+    whole = redact.redact_document(escaped_document({"facts": facts}))   # as the agent did
+    assert output["collectors"]["env"]["facts"] == json.loads(json.dumps(whole["facts"]))
+    assert SECRET not in json.dumps(output)
+    assert output["collectors"]["git"]["error"] == "ZeroDivisionError: division by zero"
