@@ -12,7 +12,8 @@ import time  # noqa: E402  (after the check: an old python's time has no monoton
 
 # The agent's start-up, as the snapshot records it (meta.agent.startup_seconds): the CPU the
 # interpreter spent before this line (its own start, site, .pth files), then the wall time
-# of importing the collectors, up to the first one's start (runner.py).
+# of the runner's own imports, up to the collectors' start (each imports its module itself:
+# runner.py).
 STARTED = (time.monotonic(), time.process_time())
 
 from envsnap.agent.runner import main  # noqa: E402

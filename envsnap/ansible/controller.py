@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from envsnap.defaults import DEFAULT_STORE
 from envsnap.errors import UsageError
 from envsnap.hosts.capture import (
     CaptureOptions,
@@ -30,7 +31,7 @@ from envsnap.hosts.inventory_graph import Vars
 from envsnap.hosts.payload import CollectConfig
 from envsnap.hosts.transport import max_output_bytes, output_refused
 from envsnap.snapshot import document as snapshot
-from envsnap.snapshot.store import DEFAULT_STORE, Store
+from envsnap.snapshot.store import Store
 from envsnap.text import now_utc, plural, timestamp
 
 if TYPE_CHECKING:

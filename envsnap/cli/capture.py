@@ -24,7 +24,9 @@ from envsnap.errors import ExitCode
 
 if TYPE_CHECKING:
     from envsnap.cli.options import Commands
+    from envsnap.hosts.agentconfig import CaptureOptions
     from envsnap.hosts.capture import Outcome
+    from envsnap.hosts.inventory import Host
     from envsnap.hosts.inventory_graph import Vars
 
 EPILOG = exit_codes(
@@ -98,8 +100,8 @@ def render_outcome(outcome: Outcome, out: TextIO, err: TextIO) -> None:
 
 
 def cmd_capture(args: argparse.Namespace) -> int:
-    from envsnap.hosts.capture import CaptureOptions, capture, retry_of, write_retry_file
-    from envsnap.snapshot.store import Store
+    from envsnap.hosts.agentconfig import CaptureOptions
+    from envsnap.hosts.headstart import agent_started_early
 
     overrides: Vars = {"repos": args.repo, "procs": args.proc, "python": args.python,
                                  "hot_paths": args.hot_path}
@@ -109,6 +111,14 @@ def cmd_capture(args: argparse.Namespace) -> int:
                              collector_timeout=args.collector_timeout,
                              accept_new_host_keys=args.accept_new_host_keys,
                              max_patch_bytes=args.max_patch_bytes, history=args.history)
+    with agent_started_early(hosts, options):   # local: it runs while the rest loads
+        return capture_hosts(args, hosts, options)
+
+
+def capture_hosts(args: argparse.Namespace, hosts: list[Host], options: CaptureOptions) -> int:
+    from envsnap.hosts.capture import capture, retry_of, write_retry_file
+    from envsnap.snapshot.store import Store
+
     store = Store(args.store)
     retry = retry_of(hosts, store, options)
     if retry.skipped:

@@ -8,9 +8,8 @@ import sys
 import textwrap
 from typing import TYPE_CHECKING, Callable
 
-from envsnap.defaults import DEFAULT_CONNECT_TIMEOUT, DEFAULT_SERVE_TIMEOUT
+from envsnap.defaults import DEFAULT_CONNECT_TIMEOUT, DEFAULT_SERVE_TIMEOUT, DEFAULT_STORE
 from envsnap.errors import ExitCode
-from envsnap.snapshot.store import DEFAULT_STORE
 
 if TYPE_CHECKING:   # bench loads when a command runs, not for the parser
     from envsnap.bench.run import ServeSpec

@@ -15,8 +15,6 @@ its problems. What the host printed is read with a cap (hosts/transport.py).
 from __future__ import annotations
 
 import json
-import os
-import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -25,12 +23,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from envsnap.defaults import DEFAULT_COLLECTOR_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FORKS
 from envsnap.errors import EnvsnapError, ExitCode, HostError, SnapshotError, UsageError
 from envsnap.hosts import payload
+from envsnap.hosts.agentconfig import CaptureOptions as CaptureOptions  # as ever, from here too
+from envsnap.hosts.agentconfig import agent_config as agent_config
 from envsnap.hosts.inventory import Host
 from envsnap.hosts.labels import HOST, host_field, parse_template, shared_values
-from envsnap.hosts.payload import AgentConfig, AgentOutput, CollectConfig, ControllerIdentity
+from envsnap.hosts.payload import AgentConfig, AgentOutput, CollectConfig
 from envsnap.hosts.transport import Transport, max_output_bytes, open_transport
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.mask import masking_key
@@ -40,18 +39,6 @@ from envsnap.text import name_stamp, now_utc, timestamp
 
 if TYPE_CHECKING:
     from envsnap.snapshot.records import Snapshot
-
-
-@dataclass(frozen=True)
-class CaptureOptions:
-    label: str | None = None
-    force: bool = False
-    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
-    collector_timeout: float = DEFAULT_COLLECTOR_TIMEOUT
-    accept_new_host_keys: bool = False
-    forks: int = DEFAULT_FORKS
-    max_patch_bytes: int | None = None
-    history: int | None = None          # most commits of git history recorded per repo
 
 
 @dataclass(frozen=True)
@@ -112,32 +99,6 @@ def distinct(labels: dict[str, str]) -> dict[str, str]:
                              f"saved as {label!r}: capture them separately, each with its own "
                              "--label")
     return labels
-
-
-def agent_config(host: Host, options: CaptureOptions) -> CollectConfig:
-    repos = host.list_var("repos")
-    if host.is_local:  # `--repo sglang` means here, not the agent's working directory ($HOME)
-        repos = [os.path.abspath(os.path.expanduser(repo)) for repo in repos]
-    config: CollectConfig = {"repos": repos, "procs": host.list_var("procs"),
-                             "timeout": options.collector_timeout}
-    config["controller"] = controller_identity()
-    if options.max_patch_bytes is not None:
-        config["max_patch_bytes"] = options.max_patch_bytes
-    if options.history is not None:
-        config["history_budget"] = options.history
-    return config
-
-
-def controller_identity() -> ControllerIdentity:
-    """This process as an agent on this machine would know it (agent/env.py, gitlock.py);
-    boot id and pid namespace "" where /proc does not tell them."""
-    try:
-        boot_id = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-        namespace = os.readlink("/proc/self/ns/pid")
-    except OSError:
-        boot_id = namespace = ""
-    return {"pid": os.getpid(), "hostname": socket.gethostname(), "boot_id": boot_id,
-            "pid_namespace": namespace}
 
 
 def run_agent(transport: Transport, host: Host, config: AgentConfig, timeout: float,

@@ -14,10 +14,9 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from envsnap import yamlread
 from envsnap.errors import UsageError, YamlError
-from envsnap.hosts import inventory_ansible, inventory_toml, patterns
 from envsnap.hosts.inventory_graph import (
     ALL,
     HOST_NAME,
@@ -31,6 +30,9 @@ from envsnap.hosts.inventory_ini import parse_ini
 from envsnap.hosts.jump import inventory_jump
 from envsnap.hosts.sshconfig import is_known_host
 from envsnap.text import did_you_mean
+
+if TYPE_CHECKING:
+    from envsnap.hosts.inventory_ansible import InventoryJson
 
 LOCAL = "local"
 HOST_SPEC = re.compile(r"^(?:(?P<user>[^@\s]+)@)?"
@@ -147,6 +149,8 @@ class Inventory:
         return inventory
 
     def adopt(self, graph: InventoryGraph, folders: Path | None = None) -> None:
+        from envsnap.hosts import inventory_ansible
+
         try:
             graph.reconcile()
             groups = inventory_ansible.folder_vars(folders, list(graph.group_hosts),
@@ -209,6 +213,8 @@ class Inventory:
 def yaml_graph(document: object, source: str) -> InventoryGraph:
     """The groups, hosts and vars of a YAML inventory as loaded (any YAML value until it is
     checked here), as Ansible's yaml plugin reads them."""
+    from envsnap import yamlread
+
     groups = yamlread.as_mapping(document)
     if groups is None:
         raise UsageError(f"{source}: an inventory is a mapping of groups (like all:)")
@@ -257,6 +263,8 @@ def walk_group(graph: InventoryGraph, group: str, value: object, parent: str | N
 
 def yaml_mapping(value: object, what: str, source: str) -> Mapping[str, object]:
     """An optional mapping of the inventory (None or empty is {}), else one clear line."""
+    from envsnap import yamlread
+
     found = {} if value is None else yamlread.as_mapping(value)
     if found is None:
         raise UsageError(f"{source}: {what} must be a mapping, not "
@@ -285,6 +293,10 @@ def load_inventory(path: str | None, vault_args: Sequence[str] = ()) -> Inventor
     .yaml/.yml/.json or no suffix), ini (any name), toml (names ending in .toml)."""
     if not path:
         return Inventory(None)
+    # on use, as the other readers' here: `capture local` alone reads no inventory, and the
+    # YAML, TOML and Ansible readers cost it ~25 ms before its agent starts (headstart.py)
+    from envsnap.hosts import inventory_ansible
+
     source = Path(path)
     try:
         head = b"" if source.is_dir() else source.read_bytes()
@@ -308,6 +320,9 @@ def load_inventory(path: str | None, vault_args: Sequence[str] = ()) -> Inventor
 def through_file_plugins(source: Path, text: str, vault_args: Sequence[str]) -> Inventory:
     """As Ansible tries its file plugins: each that accepts the name parses, the first that
     succeeds wins. When none does: the one plugin's own error, or one line with each one's."""
+    from envsnap import yamlread
+    from envsnap.hosts import inventory_ansible, inventory_toml
+
     path, folders = str(source), source.parent
     failures: list[tuple[str, UsageError]] = []
     if source.suffix in YAML_SUFFIXES:
@@ -357,13 +372,18 @@ def vaulted(path: str, vault_args: Sequence[str]) -> Inventory:
 def through_ansible(path: str, vault_args: Sequence[str] = ()) -> Inventory:
     """A source Ansible reads: its view as `ansible-inventory --list` prints it, with the
     host_vars/ and group_vars/ beside the source already applied by Ansible."""
+    from envsnap.hosts import inventory_ansible
+
     document = inventory_ansible.run_ansible_inventory(path, vault_args)
     return Inventory.of_graph(inventory_ansible.json_graph(document, path), path, None)
 
 
-def load_json(text: str) -> inventory_ansible.InventoryJson | None:
+def load_json(text: str) -> InventoryJson | None:
     """A JSON mapping, as Ansible reads one (a YAML flow mapping that is not JSON is None
     here, and read as YAML)."""
+    from envsnap import yamlread
+    from envsnap.hosts import inventory_ansible
+
     try:
         return yamlread.as_mapping(inventory_ansible.ansible_json(text))
     except (ValueError, RecursionError):
@@ -371,6 +391,8 @@ def load_json(text: str) -> inventory_ansible.InventoryJson | None:
 
 
 def load_yaml(text: str, path: str) -> object:
+    from envsnap.hosts import inventory_ansible
+
     try:
         return inventory_ansible.ansible_yaml(text)
     except YamlError as exc:
@@ -400,6 +422,8 @@ def limit_hosts(hosts: list[Host], inventory: Inventory, limit: str) -> tuple[li
     """The hosts a --limit keeps, in their order, and its patterns that matched no host.
     Patterns see the inventory as Ansible does, and hosts named on the command line that it
     does not hold as `ungrouped` ones."""
+    from envsnap.hosts import patterns
+
     extra = [host.name for host in hosts if host.name not in inventory.hosts]
     groups = {**inventory.ordered_groups}
     groups[ALL] = [*groups.get(ALL, []), *extra]

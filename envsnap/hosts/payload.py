@@ -14,7 +14,6 @@ import json
 import shlex
 import threading
 import uuid
-import zipfile
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal, TypedDict, Union
@@ -154,6 +153,8 @@ def files_digest() -> str:
 
 @lru_cache(maxsize=1)
 def zipped_agent() -> bytes:
+    import zipfile  # on use: a capture whose host has the agent cached never zips it
+
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         for name, content in read_once().items():

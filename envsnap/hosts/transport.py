@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol, TypedDict, TypeVar
 
 from envsnap.defaults import DEFAULT_CONNECT_TIMEOUT
 from envsnap.errors import HostError
+from envsnap.hosts import headstart
 from envsnap.hosts.inventory import Host
 from envsnap.hosts.jump import Jump, inventory_jump, proxy_jump_hops
 from envsnap.snapshot.store import size_setting
@@ -123,10 +124,12 @@ class LocalTransport(ClosedOnExit):
         lifeline = follow is not None
         limit = max_output_bytes()
         stdin, held = os.pipe() if lifeline else (subprocess.DEVNULL, -1)
-        proc = subprocess.Popen(["sh", "-c", command], stdin=stdin, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
         if lifeline:
+            proc = subprocess.Popen(["sh", "-c", command], stdin=stdin, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE)
             os.close(stdin)  # the command has its copy
+        else:   # capture local may have started this very command already (headstart.py)
+            proc = headstart.take(command) or headstart.spawn(command)
         try:
             out, err = pump(proc, time.monotonic() + timeout, follow, limit)
         except TooMuchOutput:

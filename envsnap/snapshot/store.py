@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 import yaml
 
 from envsnap import yamlread
+from envsnap.defaults import DEFAULT_STORE
 from envsnap.errors import EnvsnapError, SnapshotError, StoreError, UsageError, YamlError
 from envsnap.snapshot.document import captured_at, host, hostname, validate
 from envsnap.snapshot.document import label as recorded_label
@@ -24,7 +25,6 @@ from envsnap.text import did_you_mean
 if TYPE_CHECKING:
     from envsnap.snapshot.records import Snapshot
 
-DEFAULT_STORE = "snapshots"
 SUFFIX = ".yaml"
 TIMELINE_SUFFIX = ".timeline"   # a saved timeline (timeline/saved.py): no snapshot reader's
 LABEL_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
