@@ -29,13 +29,14 @@ if TYPE_CHECKING:   # explain's modules load when the command runs, not for the 
 
 EPILOG = exit_codes(
     (ExitCode.OK, "no regression between GOOD's state and the host now (or can't tell whether "
-                  "there is one); nothing ran when not approved"),
+                  "there is one)"),
     (ExitCode.DRIFT, "regression: its causes found (or some left undecided by the noise)"),
-    (ExitCode.USAGE, "usage error: bad argument, unknown label or repo, a foreign snapshot "
-                     "without --trust-foreign, another host without --force-host, nothing that "
-                     "can be put back, no --yes without a terminal"),
+    (ExitCode.USAGE, "usage error: bad argument, unknown label or repo, another host without "
+                     "--force-host, nothing that can be put back"),
     (ExitCode.HOST, "host unreachable, or the benchmark or server fails at a state"),
     (ExitCode.INVALID, "invalid snapshot"),
+    (ExitCode.DECLINED, "declined: answered no, or no --yes (--trust-foreign for a foreign "
+                        "snapshot) without a terminal; nothing was changed"),
 )
 
 
@@ -98,8 +99,9 @@ def ask_to_start(yes: bool) -> Callable[[Plan], bool]:
         sys.stdout.write("".join(line + "\n" for line in plan_lines(plan)))
         sys.stdout.flush()
         return approved(yes, f"run the benchmark at these states on {plan.host}? [y/N] ",
-                        f"explain would check out and patch checkouts on {plan.host} "
-                        "(put back at the end): pass --yes")
+                        f"nothing was changed on {plan.host}",
+                        "explain would check out and patch its checkouts (put back at the "
+                        "end): pass --yes")
     return confirm
 
 

@@ -34,13 +34,14 @@ EPILOG = exit_codes(
     (ExitCode.DRIFT, "--check found drift, something still differs after restoring, or the "
                      "rerun is a regression"),
     (ExitCode.USAGE, "usage error: bad argument, a snapshot of another host without "
-                     "--force-host, no --yes without a terminal, another restore's journal "
-                     "pending, a foreign snapshot without --trust-foreign (nothing changed)"),
+                     "--force-host, another restore's journal pending"),
     (ExitCode.HOST, "a check failed before any change (a commit neither here nor on a remote, "
                     "a patch that does not apply: no journal is written), a checkout is locked "
                     "by another restore (after --wait), or a step failed (the journal keeps it "
                     "resumable; `envsnap restore --abort` rolls it back)"),
     (ExitCode.INVALID, "invalid snapshot"),
+    (ExitCode.DECLINED, "declined: answered no, or no --yes (--trust-foreign for a foreign "
+                        "snapshot) without a terminal; nothing was changed"),
 )
 
 
@@ -97,8 +98,8 @@ def ask_to_apply(yes: bool) -> Callable[[RestoreReport], bool]:
     """--yes, or a person at a terminal says so; a script without --yes is refused."""
     def confirm(report: RestoreReport) -> bool:
         return approved(yes, f"apply these changes to {report.host}? [y/N] ",
-                        f"restore would change {report.host}: pass --yes "
-                        "(or --check to only see the plan)")
+                        f"nothing was changed on {report.host}",
+                        "restore would change it: pass --yes (or --check to only see the plan)")
     return confirm
 
 

@@ -31,6 +31,8 @@ from helpers.restorestory import (
 )
 from helpers.sshd import Sshd
 
+from envsnap.errors import ExitCode
+
 
 @pytest.fixture
 def story(tmp_path: Path) -> Story:
@@ -87,7 +89,8 @@ def test_without_yes_and_without_a_terminal_it_refuses(cli: Cli, story: Story) -
     moved_and_dirty(story)
     before = snapshot_of_tree(story)
     result = cli("restore", "good")
-    assert result.returncode == 2
+    assert result.returncode == ExitCode.DECLINED
+    assert result.stderr.startswith("envsnap: declined: nothing was changed on local: ")
     assert "pass --yes" in result.stderr.splitlines()[-1]
     assert snapshot_of_tree(story) == before
 

@@ -31,6 +31,7 @@ from helpers.pythons import (
     venv_with_own_sitecustomize,
 )
 
+from envsnap.errors import ExitCode
 from envsnap.snapshot.provenance import signed, user_key
 
 TOY = ROOT / "tests" / "helpers" / "toyserver.py"
@@ -220,7 +221,8 @@ def test_refused_before_anything_changes(cli: Cli, tmp_path: Path) -> None:
     before = toy.fingerprint()
     unasked = cli("explain", "good", "bad", "--serve", toy.serve, "--ready", "listening on",
                   "--cmd", toy.cmd, "--metric", METRIC)
-    assert unasked.returncode == 2, unasked.stdout + unasked.stderr
+    assert unasked.returncode == ExitCode.DECLINED, unasked.stdout + unasked.stderr
+    assert unasked.stderr.startswith("envsnap: declined: nothing was changed on local: ")
     assert "pass --yes" in unasked.stderr and "Traceback" not in unasked.stderr
     assert toy.fingerprint() == before
 
@@ -253,7 +255,7 @@ def test_a_foreign_snapshot_needs_trust(cli: Cli, tmp_path: Path) -> None:
     good.write_text(yaml.safe_dump(document))
     before = toy.fingerprint()
     result = explain(cli, toy, "local")
-    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.returncode == ExitCode.DECLINED, result.stdout + result.stderr
     assert "snapshot 'good' is foreign (content changed)" in result.stderr
     assert "--trust-foreign" in result.stderr and toy.fingerprint() == before
 
