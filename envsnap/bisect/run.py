@@ -154,7 +154,7 @@ def bisect(store: Store, inventory: Inventory, good_label: str, bad_label: str,
     try:
         with open_transport(target, options.capture.connect_timeout,
                             options.capture.accept_new_host_keys) as transport, \
-                CheckoutLocks(transport, target, [path]):   # the checkout it walks
+                CheckoutLocks(transport, target, [path], wait_hint=""):   # the checkout it walks
             shell = HostShell(target, transport)
             heads = (str(good_repo.get("head")), str(bad_repo.get("head")))  # pick_repo: set
             return locked_bisect(shell, path, heads,

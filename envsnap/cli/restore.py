@@ -25,6 +25,7 @@ from envsnap.verdicts import REGRESSION
 
 if TYPE_CHECKING:   # the restore code loads when the command runs, not with the parser
     from envsnap.cli.options import Commands
+    from envsnap.hostops.locks import LockWait
     from envsnap.restore.policy import RecordedRerun
     from envsnap.restore.run import RestoreReport
 
@@ -37,8 +38,8 @@ EPILOG = exit_codes(
                      "--force-host, another restore's journal pending"),
     (ExitCode.HOST, "a check failed before any change (a commit neither here nor on a remote, "
                     "a patch that does not apply: no journal is written), a checkout is locked "
-                    "by another restore (after --wait), or a step failed (the journal keeps it "
-                    "resumable; `envsnap restore --abort` rolls it back)"),
+                    "by another envsnap command (named; after --wait), or a step failed (the "
+                    "journal keeps it resumable; `envsnap restore --abort` rolls it back)"),
     (ExitCode.INVALID, "invalid snapshot"),
     (ExitCode.DECLINED, "declined: answered no, or no --yes (--trust-foreign for a foreign "
                         "snapshot) without a terminal; nothing was changed"),
@@ -74,8 +75,9 @@ def register(commands: Commands) -> None:
                           "own; a foreign snapshot restores only checkouts named so)")
     add_trust_foreign_option(res, "restore")
     res.add_argument("--wait", type=non_negative_seconds, default=0.0, metavar="SECONDS",
-                     help="wait up to SECONDS for another restore of the same checkout to "
-                          "end (default 0: refuse at once, naming it)")
+                     help="wait up to SECONDS for the envsnap command (restore, bisect, "
+                          "explain) that holds a checkout's lock to end, saying who it waits "
+                          "for (default 0: refuse at once, naming it)")
     res.add_argument("--force-host", action="store_true",
                      help="restore a snapshot taken on another host (default: refuse)")
     res.add_argument("--pip", action="store_true",
@@ -116,6 +118,13 @@ def ask_to_rerun(yes: bool) -> Callable[[RecordedRerun], bool]:
     return confirm
 
 
+def say_wait(wait: LockWait) -> None:
+    """--wait: who the restore waits for, and how long at most (stderr: output is the plan)."""
+    sys.stderr.write(f"{wait.host}: waiting up to {wait.seconds:.3g} s for {wait.holder.doing()} "
+                     f"({wait.holder.describe()}) to release the lock on {wait.checkout}\n")
+    sys.stderr.flush()
+
+
 def cmd_restore(args: argparse.Namespace) -> int:
     from envsnap.hosts.capture import CaptureOptions
     from envsnap.restore.render import outcome_lines, plan_lines
@@ -135,7 +144,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
                              rerun=rerun, serve=serve,
                              rerun_command=args.rerun_cmd, repos=tuple(args.repo),
                              python=args.python, trust_foreign=args.trust_foreign,
-                             wait=args.wait, host_wide=args.host_wide,
+                             wait=args.wait, on_wait=say_wait, host_wide=args.host_wide,
                              capture=CaptureOptions(connect_timeout=args.connect_timeout,
                                                     accept_new_host_keys=args.accept_new_host_keys))
     confirm = ask_to_apply(args.yes)
@@ -167,7 +176,8 @@ def cmd_abort(args: argparse.Namespace) -> int:
             or args.serve is not None:
         raise UsageError("--abort rolls back an interrupted restore: it takes only --host, "
                          "LABEL and the connection options")
-    options = RestoreOptions(label=args.label or "", wait=args.wait, python=args.python,
+    options = RestoreOptions(label=args.label or "", wait=args.wait, on_wait=say_wait,
+                             python=args.python,
                              capture=CaptureOptions(connect_timeout=args.connect_timeout,
                                                     accept_new_host_keys=args.accept_new_host_keys))
     done = abort(Store(args.store), inventory_from(args), args.host, args.label,

@@ -130,7 +130,7 @@ def explain_run(store: Store, inventory: Inventory, labels: tuple[str, str], hos
     try:
         with open_transport(target, options.capture.connect_timeout,
                             options.capture.accept_new_host_keys) as transport, \
-                CheckoutLocks(transport, target, paths):
+                CheckoutLocks(transport, target, paths, wait_hint=""):
             shell = HostShell(target, transport)
             return Explainer(shell, spec, labels, emit).run(good, bad, paths, host is not None,
                                                             options, confirm)

@@ -92,5 +92,6 @@ def clear_under_locks(book: JournalBook, journal: Journal, inventory: Inventory,
     host = hosts[0]
     with open_transport(host, options.capture.connect_timeout,
                         options.capture.accept_new_host_keys) as transport, \
-            CheckoutLocks(transport, host, list(journal.touched), options.wait):
+            CheckoutLocks(transport, host, list(journal.touched), options.wait,
+                          on_wait=options.on_wait):
         book.clear(journal)

@@ -24,7 +24,7 @@ from envsnap.diff.findings import Finding
 from envsnap.errors import EnvsnapError, UsageError
 from envsnap.hostops import hostrule
 from envsnap.hostops.gate import ForeignPlan, foreign_plan, gate, rerun_shown
-from envsnap.hostops.locks import CheckoutLocks, LockHolder
+from envsnap.hostops.locks import CheckoutLocks, LockHolder, LockWait
 from envsnap.hostops.pip import pin_packages
 from envsnap.hostops.shell import HostShell
 from envsnap.hosts import capture
@@ -96,6 +96,8 @@ class RestoreOptions:
     serve: bench.ServeSpec | None = None   # --serve: the rerun starts the server, with the
                                            # snapshot's server env (serve.py)
     capture: CaptureOptions = field(default_factory=CaptureOptions)
+    # --wait: told who holds a lock, and for how long at most it is waited for (the CLI says it)
+    on_wait: Callable[[LockWait], None] | None = None
 
 
 @dataclass
@@ -144,7 +146,7 @@ def restore(store: Store, inventory: Inventory, options: RestoreOptions,
     with open_transport(host, options.capture.connect_timeout,
                         options.capture.accept_new_host_keys) as transport:
         run = RestoreRun(document, host, transport, store, book, options, on_event)
-        locks = CheckoutLocks(transport, host, touched, options.wait)
+        locks = CheckoutLocks(transport, host, touched, options.wait, on_wait=options.on_wait)
         if options.check:
             # Read-only: no lock is taken, so a restore running now neither blocks the plan
             # nor is disturbed by it; it is named instead, since it may change the host.
@@ -185,10 +187,11 @@ def lock_notes(host_name: str, holders: list[tuple[str, LockHolder]]) -> list[st
     notes = []
     for name, holder in holders:
         if holder.is_dead():
-            notes.append(f"{host_name}: a stale restore lock on {name} ({holder.describe()}) "
-                         "is left on the host; the next restore takes it over")
+            notes.append(f"{host_name}: a stale lock on {name}, left by {holder.doing()} "
+                         f"({holder.describe()}), is left on the host; the next restore "
+                         "takes it over")
         else:
-            notes.append(f"{host_name}: another restore holds the lock on {name} "
+            notes.append(f"{host_name}: {holder.doing()} holds the lock on {name} "
                          f"({holder.describe()}): it may change under this plan until it ends")
     return notes
 

@@ -143,10 +143,37 @@ def test_a_second_restore_while_one_runs_is_locked_out(cli: Cli, story: Story) -
     before = snapshot_of_tree(story)
     result = cli("restore", "good", "--yes")
     assert result.returncode == 3
-    assert (f"another restore holds the lock on {story.checkout.path} "
+    assert (f"another envsnap holds the lock on {story.checkout.path} "
             "(pid 4242 on other-controller)") in result.stderr
     assert snapshot_of_tree(story) == before
     assert lock.exists()                       # someone else's lock is not ours to drop
+
+
+def test_wait_says_who_it_waits_for_and_a_bisect_is_named_so(cli: Cli, story: Story) -> None:
+    """The lock's owner file records the holder's command: a checkout held by a bisect is
+    said to be, when restore waits and when it gives up, and by --check."""
+    capture_good(cli, story, "local")
+    moved_and_dirty(story)
+    lock = checkout_lock(cli, story.checkout.path)
+    lock.mkdir(parents=True)
+    holder = {"controller": "other-controller", "pid": 4242, "started": "2026-12-01T10:00:00Z",
+              "command": "envsnap bisect good bad --cmd 'python bench.py'"}
+    (lock / "owner").write_text(json.dumps(holder) + "\n")
+    who = ("envsnap bisect (pid 4242 on other-controller, \"envsnap bisect good bad --cmd "
+           "'python bench.py'\", since 2026-12-01T10:00:00Z)")
+    before = snapshot_of_tree(story)
+    result = cli("restore", "good", "--yes", "--wait", "0.3")
+    assert result.returncode == ExitCode.HOST, result.stdout + result.stderr
+    waiting, refused = result.stderr.splitlines()
+    assert waiting == (f"local: waiting up to 0.3 s for {who} to release the lock on "
+                       f"{story.checkout.path}"), waiting
+    assert refused.startswith(f"envsnap: error: local: envsnap bisect holds the lock on "
+                              f"{story.checkout.path} (pid 4242 on other-controller, ")
+    assert "(waited 0.3 s); wait for it (--wait SECONDS)" in refused
+    assert "another restore" not in result.stderr and snapshot_of_tree(story) == before
+    check = cli("restore", "good", "--check")
+    assert (f"local: envsnap bisect holds the lock on {story.checkout.path} (pid 4242") \
+        in check.stdout, check.stdout
 
 
 def test_a_restore_killed_midway_is_resumed(cli: Cli, story: Story) -> None:
@@ -310,7 +337,7 @@ def test_check_does_not_take_the_lock_of_a_running_restore(cli: Cli, story: Stor
         assert holder["pid"] == running.pid and holder["command"] == "envsnap restore good --yes"
         result = cli("restore", "good", "--check")
         assert result.returncode in (0, 1), result.stdout + result.stderr
-        assert (f"local: another restore holds the lock on {story.checkout.path} (pid "
+        assert (f"local: envsnap restore holds the lock on {story.checkout.path} (pid "
                 f"{running.pid} on {holder['controller']}, 'envsnap restore good --yes', since "
                 f"{holder['started']})") in result.stdout
         assert "resuming" not in result.stdout   # the journal is the running restore's own
