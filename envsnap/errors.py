@@ -13,7 +13,8 @@ Exit codes (the CLI contract, the README's "Exit codes" table):
       terminal, no --yes or --trust-foreign); nothing was changed. Apart from 2 so a script
       tells "not now" from "wrong", as git's prompts end in a status of their own
   70  internal error: a bug in envsnap (one line; the traceback goes to a crash log)
-  130 interrupted (Ctrl-C), as a shell reports a process ended by SIGINT
+  130 interrupted (Ctrl-C), as a shell reports a process ended by SIGINT; in the middle of a
+      restore, bisect or explain, with where the host stands and the one way on or back
 """
 from __future__ import annotations
 
@@ -62,6 +63,13 @@ class DeclinedError(EnvsnapError):
     says what was left alone and how to say yes from a script; the CLI prefixes `declined:`."""
 
     exit_code = ExitCode.DECLINED
+
+
+class Interrupted(EnvsnapError):
+    """Ctrl-C in the middle of a change to a host: the message says where the host stands and
+    the one command that finishes or rolls back; the CLI prefixes `interrupted:`."""
+
+    exit_code = ExitCode.INTERRUPTED
 
 
 class StoreError(EnvsnapError):

@@ -36,14 +36,15 @@ from envsnap.bisect.inputs import (
     subject_of,
 )
 from envsnap.bisect.search import Commit, Search
-from envsnap.bisect.tree import Tree, sigint_deferred
+from envsnap.bisect.tree import Tree
 from envsnap.defaults import DEFAULT_MAX_REPEAT
-from envsnap.errors import BenchError, HostError, UsageError
+from envsnap.errors import BenchError, HostError, Interrupted, UsageError
 from envsnap.hostops.gate import ForeignPlan, endpoint_plan, gate
 from envsnap.hostops.git import GitFailure
 from envsnap.hostops.locks import CheckoutLocks
 from envsnap.hostops.patch import Patch
 from envsnap.hostops.shell import HostShell, Shell
+from envsnap.hostops.signals import sigint_deferred
 from envsnap.hosts.capture import CaptureOptions
 from envsnap.hosts.inventory import Inventory
 from envsnap.hosts.transport import open_transport
@@ -161,6 +162,15 @@ def bisect(store: Store, inventory: Inventory, good_label: str, bad_label: str,
                                  (good_label, bad_label), patch, bisector)
     except GitFailure as exc:
         raise HostError(str(exc)) from None
+    except KeyboardInterrupt:   # the checkout was put back on the way out (tree.py), or said
+        raise Interrupted(put_back_line(target.name, path, "bisect")) from None
+
+
+def put_back_line(host: str, where: str, command: str) -> str:
+    """After Ctrl-C, once everything was put back: where the host stands, and the way on."""
+    return (f"{host}: {where} is as {command} found it (HEAD, its branch and your work put "
+            f"back, its lock released): nothing to roll back; run the same envsnap {command} "
+            "again to start over")
 
 
 def locked_bisect(shell: Shell, path: str, heads: tuple[str, str], labels: tuple[str, str],

@@ -15,7 +15,7 @@ from typing import Any, Callable, NoReturn
 from envsnap import __version__
 from envsnap.cli.options import ALL_EXIT_CODES, exit_codes
 from envsnap.cli.output import visible_output
-from envsnap.errors import DeclinedError, EnvsnapError, ExitCode
+from envsnap.errors import DeclinedError, EnvsnapError, ExitCode, Interrupted
 from envsnap.text import did_you_mean
 
 Command = Callable[[argparse.Namespace], int]
@@ -166,6 +166,9 @@ def handled(arguments: list[str]) -> int:
         return code
     except DeclinedError as exc:   # a choice, not an error: said as one
         sys.stderr.write(f"envsnap: declined: {exc}\n")
+        return exc.exit_code
+    except Interrupted as exc:     # Ctrl-C, with where the host stands
+        sys.stderr.write(f"envsnap: interrupted: {exc}\n")
         return exc.exit_code
     except EnvsnapError as exc:
         sys.stderr.write(f"envsnap: error: {exc}\n")

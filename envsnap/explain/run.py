@@ -25,8 +25,16 @@ from typing import TYPE_CHECKING, Callable, Union
 from envsnap.bench import stats as benchstats
 from envsnap.bench.run import BenchSpec, bench_on
 from envsnap.bisect.inputs import commit_here, describe_head, find_toplevel, matches, pick_host
-from envsnap.bisect.run import BisectOptions, Bisector, BisectReport, RunEnded, Step, locked_bisect
-from envsnap.errors import BenchError, HostError, UsageError
+from envsnap.bisect.run import (
+    BisectOptions,
+    Bisector,
+    BisectReport,
+    RunEnded,
+    Step,
+    locked_bisect,
+    put_back_line,
+)
+from envsnap.errors import BenchError, HostError, Interrupted, UsageError
 from envsnap.explain.apply import PipPins, SiteFile, StartupFiles, State, StateTree, state_for
 from envsnap.explain.differences import Difference, Differences, find_differences
 from envsnap.explain.search import (
@@ -136,6 +144,9 @@ def explain_run(store: Store, inventory: Inventory, labels: tuple[str, str], hos
                                                             options, confirm)
     except GitFailure as exc:
         raise HostError(str(exc)) from None
+    except KeyboardInterrupt:   # each checkout and file was put back on the way out (apply.py)
+        raise Interrupted(put_back_line(target.name, ", ".join(paths) or "the python",
+                                        "explain")) from None
 
 
 def default_ceiling(n: int) -> int:

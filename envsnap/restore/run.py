@@ -21,12 +21,13 @@ from envsnap.agent.sections import SECTIONS
 from envsnap.bench import run as bench
 from envsnap.diff.compare import DiffOptions, diff
 from envsnap.diff.findings import Finding
-from envsnap.errors import EnvsnapError, UsageError
+from envsnap.errors import EnvsnapError, Interrupted, UsageError
 from envsnap.hostops import hostrule
 from envsnap.hostops.gate import ForeignPlan, foreign_plan, gate, rerun_shown
 from envsnap.hostops.locks import CheckoutLocks, LockHolder, LockWait
 from envsnap.hostops.pip import pin_packages
 from envsnap.hostops.shell import HostShell
+from envsnap.hostops.signals import sigint_deferred
 from envsnap.hosts import capture
 from envsnap.hosts.capture import CaptureOptions
 from envsnap.hosts.inventory import Host, Inventory, inventory_of, resolve_hosts, with_vars
@@ -43,6 +44,7 @@ from envsnap.restore.serve import (
     serve_shown,
     server_env,
 )
+from envsnap.restore.standing import standing
 from envsnap.restore.unwritable import Unwritable, kept_out, unwritable_files
 from envsnap.snapshot import document as snap
 from envsnap.snapshot import provenance
@@ -283,6 +285,8 @@ class RestoreRun:
         except EnvsnapError as exc:
             # The error line is all the user sees: it says how to get past the journal.
             raise type(exc)(f"{exc}; the restore stays pending: {way_out(journal)}") from None
+        except KeyboardInterrupt:
+            raise self.interrupted(journal) from None
         report.mismatches = restorable_mismatches(self.document, after,
                                                   policy.chosen_repos(self.host))
         report.unwritable = unwritable_files(self.document, after, policy.chosen_repos(self.host))
@@ -290,6 +294,16 @@ class RestoreRun:
         self.book.clear(journal)
         if self.options.rerun:
             self.rerun(report, after)
+
+    def interrupted(self, journal: Journal) -> Interrupted:
+        """Ctrl-C half-way: where each checkout stands, and the one way back (--abort)."""
+        with sigint_deferred():   # a second Ctrl-C must not cut the account short
+            where = standing(HostShell(self.host, self.transport), journal.touched,
+                             journal.label)
+        return Interrupted(f"the restore of {journal.label!r} on {self.host.name} stopped "
+                           f"while {journal.state}: {'; '.join(where) or 'no checkout moved'};"
+                           f" `envsnap restore --abort --host {self.host.name}` puts it back "
+                           f"as it was ({journal.pre_restore}), your work included")
 
     def touched(self) -> list[str]:
         """The checkouts this restore writes: its locks and journal."""

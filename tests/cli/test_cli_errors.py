@@ -21,6 +21,7 @@ from envsnap.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
+    ExitCode,
 )
 
 EXAMPLES = ROOT / "snapshots" / "examples"
@@ -173,5 +174,6 @@ def test_ctrl_d_at_the_restore_question_is_no(cli: Cli, tmp_path: Path) -> None:
     os.close(main_end)
     assert "apply these changes to local? [y/N]" in out, out + err
     assert "EOFError" not in err and "Traceback" not in err and "internal error" not in err
-    assert running.returncode == EXIT_DRIFT, out + err   # declined: the drift remains
+    assert running.returncode == ExitCode.DECLINED, out + err   # no answer is a no
+    assert err == "envsnap: declined: nothing was changed on local\n"
     assert snapshot_of_tree(story) == before

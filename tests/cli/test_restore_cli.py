@@ -200,6 +200,51 @@ def test_a_restore_killed_midway_is_resumed(cli: Cli, story: Story) -> None:
     assert pre_restore_labels(cli) == [journal["pre_restore"]]
 
 
+def test_ctrl_c_says_where_the_host_stands_and_abort_leaves_no_stash(cli: Cli,
+                                                                     story: Story) -> None:
+    """SIGINT while restore checks out (a post-checkout hook holds it there): one line with
+    HEAD and the stash of the work and the one way back; --check then claims no resuming;
+    --abort puts the work back and drops the stash whose content is back."""
+    good = capture_good(cli, story, "local")
+    moved_and_dirty(story)
+    before = snapshot_of_tree(story)
+    hook = story.checkout.path / ".git" / "hooks" / "post-checkout"
+    marker, release = story.checkout.path.parent / "in-checkout", story.checkout.path.parent / "go"
+    hook.write_text(f"#!/bin/sh\ntouch {marker}\nwhile [ ! -e {release} ]; do sleep 0.05; "
+                    "done\n")
+    hook.chmod(0o755)
+    running = subprocess.Popen([sys.executable, "-m", "envsnap", "restore", "good", "--yes"],
+                               cwd=cli.cwd, env=cli.env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(marker)
+        running.send_signal(signal.SIGINT)
+        time.sleep(0.3)        # the signal is taken while git waits on its hook
+        release.touch()
+        _out, err = running.communicate(timeout=60)
+    finally:
+        release.touch()
+    hook.unlink()
+    assert running.returncode == ExitCode.INTERRUPTED, err
+    (stash,) = [line.split()[0] for line in story.checkout.git(
+        "stash", "list", "--format=%gd %H %gs").splitlines() if "before restoring good" in line]
+    (rollback,) = pre_restore_labels(cli)
+    assert err.startswith(f"envsnap: interrupted: the restore of 'good' on local stopped while "
+                          f"applying: {story.checkout.path}: HEAD detached at {good[:12]}, "
+                          f"your work in {stash} ("), err
+    assert err.endswith(f"; `envsnap restore --abort --host local` puts it back as it was "
+                        f"({rollback}), your work included\n"), err
+    assert err.count("\n") == 1
+    check = cli("restore", "good", "--check")
+    assert "resuming" not in check.stdout, check.stdout
+    assert ("an interrupted restore is pending on local: this plan is what finishing it would "
+            "do") in check.stdout
+    aborted = cli("restore", "--abort")
+    assert aborted.returncode == 0, aborted.stdout + aborted.stderr
+    assert "dropped its stash of your work, all back in the checkout: " in aborted.stdout
+    assert snapshot_of_tree(story) == before   # HEAD, status, the user's own stash only
+
+
 def restore_stopped_in_checkout(cli: Cli, story: Story) -> subprocess.Popen[bytes]:
     """`restore good --yes` in its own process group, held inside its checkout (a
     post-checkout hook sleeps) with the host lock and the journal taken."""
