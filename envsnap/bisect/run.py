@@ -202,8 +202,10 @@ class Bisector:
     report: BisectReport
 
     def __init__(self, spec: BenchSpec, options: BisectOptions, baseline: list[float] | None,
-                 emit: Callable[[Event], None]) -> None:
+                 emit: Callable[[Event], None],
+                 baseline_said: str = "recorded in the good snapshot") -> None:
         self.spec, self.options, self.baseline, self.emit = spec, options, baseline, emit
+        self.baseline_said = baseline_said   # where the good runs given as `baseline` are from
         self.steps = 0
 
     def run(self, shell: Shell, tree: Tree, report: BisectReport) -> None:
@@ -243,7 +245,7 @@ class Bisector:
             side += self.measure_end("good" if side is good else "bad", side)
             verdict = search.endpoints_verdict(good, bad, self.spec.lower_is_better)
         self.record(Step("good", 0, report.good, 0, good, GOOD,
-                         "recorded in the good snapshot" if self.baseline else "measured"))
+                         self.baseline_said if self.baseline else "measured"))
         self.record(Step("bad", 0, report.bad, len(report.line), bad, verdict["verdict"],
                          verdict["why"], len(report.line) - 1,
                          Search(len(report.line)).steps_left()))

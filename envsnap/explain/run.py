@@ -252,7 +252,8 @@ class Explainer:
         good = state_for(found, frozenset())
         spec = self.spec_at(good)
         bisector = Bisector(spec, BisectOptions(keep_untracked=keep_untracked),
-                            list(explanation.good), self.emit)
+                            list(explanation.good), self.emit,
+                            baseline_said="explain's own runs at GOOD's state")
         self.emit(f"{ends.path}: bisect the {ranges[0].commits} commits at GOOD's state")
         try:
             with SiteFile(self.shell, self.emit, host_wide) as site, \
