@@ -12,6 +12,8 @@ A lock on the host (hostops.locks) and a journal in the store (safety.py) guard 
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -44,7 +46,7 @@ from envsnap.restore.serve import (
     serve_shown,
     server_env,
 )
-from envsnap.restore.standing import standing
+from envsnap.restore.standing import stopped_before, stopped_halfway
 from envsnap.restore.unwritable import Unwritable, kept_out, unwritable_files
 from envsnap.snapshot import document as snap
 from envsnap.snapshot import provenance
@@ -236,15 +238,16 @@ class RestoreRun:
                 confirm: Callable[[RestoreReport], bool]) -> RestoreReport:
         policy.refuse_unnamed(self.host, self.options.check)
         journal = self.book.read(self.host.name, self.touched())
-        before = self.capture("live")
-        hostrule.check_same_host(self.document, before, self.options.host is not None,
-                                 self.options.force_host, "restore")
-        report = self.plan(before, pending)
-        changes = bool(report.planned or report.pip_pins)
-        if report.plan.outcome != "ok" or self.options.check:
-            return report        # a preflight failed, or only the plan was asked for
-        if changes and not confirm(report):
-            return report        # the user said no: nothing moved
+        with self.unchanged_on_ctrl_c(journal):
+            before = self.capture("live")
+            hostrule.check_same_host(self.document, before, self.options.host is not None,
+                                     self.options.force_host, "restore")
+            report = self.plan(before, pending)
+            changes = bool(report.planned or report.pip_pins)
+            if report.plan.outcome != "ok" or self.options.check:
+                return report        # a preflight failed, or only the plan was asked for
+            if changes and not confirm(report):
+                return report        # the user said no: nothing moved
         if not (changes or pending):
             if self.options.rerun:  # nothing to restore, but the numbers may still be off
                 self.rerun(report, before)
@@ -295,15 +298,17 @@ class RestoreRun:
         if self.options.rerun:
             self.rerun(report, after)
 
+    @contextmanager
+    def unchanged_on_ctrl_c(self, journal: Journal | None) -> Iterator[None]:
+        try:
+            yield
+        except KeyboardInterrupt:
+            raise stopped_before(self.host.name, self.options.label, journal) from None
+
     def interrupted(self, journal: Journal) -> Interrupted:
         """Ctrl-C half-way: where each checkout stands, and the one way back (--abort)."""
         with sigint_deferred():   # a second Ctrl-C must not cut the account short
-            where = standing(HostShell(self.host, self.transport), journal.touched,
-                             journal.label)
-        return Interrupted(f"the restore of {journal.label!r} on {self.host.name} stopped "
-                           f"while {journal.state}: {'; '.join(where) or 'no checkout moved'};"
-                           f" `envsnap restore --abort --host {self.host.name}` puts it back "
-                           f"as it was ({journal.pre_restore}), your work included")
+            return stopped_halfway(HostShell(self.host, self.transport), journal)
 
     def touched(self) -> list[str]:
         """The checkouts this restore writes: its locks and journal."""

@@ -3,7 +3,8 @@
 restore.yml stashes the user's work (`envsnap: work saved before restoring LABEL (time)`)
 before it moves HEAD. Ctrl-C then leaves a checkout somewhere between the two states:
 `standing` says where (HEAD, its branch or detached, the stash holding the work), for the
-one line the CLI prints with the one way back. `restore --abort` puts the work back from the
+one line the CLI prints with the one way back (`stopped_halfway`); Ctrl-C before anything
+moved says just that (`stopped_before`). `restore --abort` puts the work back from the
 rollback point, whose snapshot holds it; the stash then only repeats it, and
 `drop_restored_stashes` drops it, but only once git shows that all it holds is back as it
 holds it: HEAD its commit, every tracked file, every untracked file, byte for byte. Anything
@@ -13,9 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from envsnap.errors import HostError
+from envsnap.errors import HostError, Interrupted
 from envsnap.hostops.git import GitFailure, current_branch, head, output, run
 from envsnap.hostops.shell import Shell
+from envsnap.restore.safety import Journal, way_out
 
 STASH_PREFIX = "envsnap: work saved before restoring "
 
@@ -53,6 +55,24 @@ def standing(shell: Shell, touched: list[str], label: str) -> list[str]:
         work = f", your work in {stashes[0].ref} ({stashes[0].sha[:12]})" if stashes else ""
         said.append(f"{top}: HEAD {where}{work}")
     return said
+
+
+def stopped_halfway(shell: Shell, journal: Journal) -> Interrupted:
+    """Ctrl-C while the restore changed the host: where each checkout stands, the way back."""
+    where = standing(shell, journal.touched, journal.label)
+    host = journal.host
+    return Interrupted(f"the restore of {journal.label!r} on {host} stopped while "
+                       f"{journal.state}: {'; '.join(where) or 'no checkout moved'}; "
+                       f"`envsnap restore --abort --host {host}` puts it back as it was "
+                       f"({journal.pre_restore}), your work included")
+
+
+def stopped_before(host: str, label: str, journal: Journal | None) -> Interrupted:
+    """Ctrl-C while capturing, planning or asking: this run changed nothing (one interrupted
+    before it, if any, is still pending, and its way out is said)."""
+    pending = f"; {way_out(journal)}" if journal is not None else ""
+    return Interrupted(f"nothing was changed on {host}: the restore of {label!r} stopped "
+                       f"before it began{pending}")
 
 
 def is_back(shell: Shell, top: str, stash: Stash) -> bool:
