@@ -8,8 +8,13 @@ Exit codes (the CLI contract, the README's "Exit codes" table):
   3   host unreachable, refused, or partly failed (some collectors or hosts failed);
       a benchmark run that failed or printed no metric
   4   invalid snapshot or playbook
+  5   declined: the person answered no at a question (apply, start, adopt, the label of a
+      foreign snapshot), or a question needed an answer nobody was there to give (no
+      terminal, no --yes or --trust-foreign); nothing was changed. Apart from 2 so a script
+      tells "not now" from "wrong", as git's prompts end in a status of their own
   70  internal error: a bug in envsnap (one line; the traceback goes to a crash log)
-  130 interrupted (Ctrl-C), as a shell reports a process ended by SIGINT
+  130 interrupted (Ctrl-C), as a shell reports a process ended by SIGINT; in the middle of a
+      restore, bisect or explain, with where the host stands and the one way on or back
 """
 from __future__ import annotations
 
@@ -26,6 +31,7 @@ class ExitCode(IntEnum):
     USAGE = 2
     HOST = 3
     INVALID = 4
+    DECLINED = 5         # a choice, not a fault: the one line says nothing changed
     INTERNAL = 70        # sysexits.h's EX_SOFTWARE: an error that is envsnap's own fault
     INTERRUPTED = 130    # 128 + SIGINT, what a shell shows for a process ended by Ctrl-C
     # On the host, never envsnap's own status. The agent's are defined beside it
@@ -50,6 +56,20 @@ class EnvsnapError(Exception):
 
 class UsageError(EnvsnapError):
     exit_code = ExitCode.USAGE
+
+
+class DeclinedError(EnvsnapError):
+    """A question was answered no, or could not be asked: nothing was changed. The message
+    says what was left alone and how to say yes from a script; the CLI prefixes `declined:`."""
+
+    exit_code = ExitCode.DECLINED
+
+
+class Interrupted(EnvsnapError):
+    """Ctrl-C in the middle of a change to a host: the message says where the host stands and
+    the one command that finishes or rolls back; the CLI prefixes `interrupted:`."""
+
+    exit_code = ExitCode.INTERRUPTED
 
 
 class StoreError(EnvsnapError):

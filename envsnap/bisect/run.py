@@ -36,14 +36,15 @@ from envsnap.bisect.inputs import (
     subject_of,
 )
 from envsnap.bisect.search import Commit, Search
-from envsnap.bisect.tree import Tree, sigint_deferred
+from envsnap.bisect.tree import Tree
 from envsnap.defaults import DEFAULT_MAX_REPEAT
-from envsnap.errors import BenchError, HostError, UsageError
+from envsnap.errors import BenchError, HostError, Interrupted, UsageError
 from envsnap.hostops.gate import ForeignPlan, endpoint_plan, gate
 from envsnap.hostops.git import GitFailure
 from envsnap.hostops.locks import CheckoutLocks
 from envsnap.hostops.patch import Patch
 from envsnap.hostops.shell import HostShell, Shell
+from envsnap.hostops.signals import sigint_deferred
 from envsnap.hosts.capture import CaptureOptions
 from envsnap.hosts.inventory import Inventory
 from envsnap.hosts.transport import open_transport
@@ -154,13 +155,22 @@ def bisect(store: Store, inventory: Inventory, good_label: str, bad_label: str,
     try:
         with open_transport(target, options.capture.connect_timeout,
                             options.capture.accept_new_host_keys) as transport, \
-                CheckoutLocks(transport, target, [path]):   # the checkout it walks
+                CheckoutLocks(transport, target, [path], wait_hint=""):   # the checkout it walks
             shell = HostShell(target, transport)
             heads = (str(good_repo.get("head")), str(bad_repo.get("head")))  # pick_repo: set
             return locked_bisect(shell, path, heads,
                                  (good_label, bad_label), patch, bisector)
     except GitFailure as exc:
         raise HostError(str(exc)) from None
+    except KeyboardInterrupt:   # the checkout was put back on the way out (tree.py), or said
+        raise Interrupted(put_back_line(target.name, path, "bisect")) from None
+
+
+def put_back_line(host: str, where: str, command: str) -> str:
+    """After Ctrl-C, once everything was put back: where the host stands, and the way on."""
+    return (f"{host}: {where} is as {command} found it (HEAD, its branch and your work put "
+            f"back, its lock released): nothing to roll back; run the same envsnap {command} "
+            "again to start over")
 
 
 def locked_bisect(shell: Shell, path: str, heads: tuple[str, str], labels: tuple[str, str],
@@ -192,8 +202,10 @@ class Bisector:
     report: BisectReport
 
     def __init__(self, spec: BenchSpec, options: BisectOptions, baseline: list[float] | None,
-                 emit: Callable[[Event], None]) -> None:
+                 emit: Callable[[Event], None],
+                 baseline_said: str = "recorded in the good snapshot") -> None:
         self.spec, self.options, self.baseline, self.emit = spec, options, baseline, emit
+        self.baseline_said = baseline_said   # where the good runs given as `baseline` are from
         self.steps = 0
 
     def run(self, shell: Shell, tree: Tree, report: BisectReport) -> None:
@@ -233,7 +245,7 @@ class Bisector:
             side += self.measure_end("good" if side is good else "bad", side)
             verdict = search.endpoints_verdict(good, bad, self.spec.lower_is_better)
         self.record(Step("good", 0, report.good, 0, good, GOOD,
-                         "recorded in the good snapshot" if self.baseline else "measured"))
+                         self.baseline_said if self.baseline else "measured"))
         self.record(Step("bad", 0, report.bad, len(report.line), bad, verdict["verdict"],
                          verdict["why"], len(report.line) - 1,
                          Search(len(report.line)).steps_left()))

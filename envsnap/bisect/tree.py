@@ -12,10 +12,6 @@ half-written tree. Ctrl-C lands between git commands, or while the benchmark run
 """
 from __future__ import annotations
 
-import signal
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from types import TracebackType
 from typing import Callable
 
@@ -33,23 +29,8 @@ from envsnap.hostops.git import (
 )
 from envsnap.hostops.patch import Patch, apply, remove, take_out, upload
 from envsnap.hostops.shell import Shell
+from envsnap.hostops.signals import sigint_deferred
 from envsnap.text import plural
-
-
-@contextmanager
-def sigint_deferred() -> Iterator[None]:
-    """Hold Ctrl-C until the block ends, then raise it (signals reach the main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    caught: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, _frame: caught.append(signum))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
-    if caught:
-        raise KeyboardInterrupt
 
 
 class Tree:

@@ -30,11 +30,12 @@ EPILOG = exit_codes(
     (ExitCode.OK, "no regression between GOOD and BAD (or can't tell at the endpoints)"),
     (ExitCode.DRIFT, "regression: first bad commit found (or narrowed down when commits were "
                      "skipped or too noisy)"),
-    (ExitCode.USAGE, "usage error: bad argument, GOOD not an ancestor of BAD, unknown repo, "
-                     "a foreign snapshot without --trust-foreign (nothing changed); a --plot "
-                     "file that cannot be written (after the answer is printed)"),
+    (ExitCode.USAGE, "usage error: bad argument, GOOD not an ancestor of BAD, unknown repo; a "
+                     "--plot file that cannot be written (after the answer is printed)"),
     (ExitCode.HOST, "host or benchmark failure at an endpoint"),
     (ExitCode.INVALID, "invalid snapshot"),
+    (ExitCode.DECLINED, "declined: a foreign snapshot without --trust-foreign (or its label "
+                        "typed at a terminal); nothing was changed"),
 )
 
 

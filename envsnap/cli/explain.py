@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import ExitStack
 from typing import TYPE_CHECKING, Callable
 
 from envsnap.cli.options import (
@@ -24,18 +25,20 @@ from envsnap.errors import ExitCode
 
 if TYPE_CHECKING:   # explain's modules load when the command runs, not for the parser
     from envsnap.cli.options import Commands
+    from envsnap.cli.progress import Tally
     from envsnap.explain.differences import Difference
     from envsnap.explain.run import Plan
 
 EPILOG = exit_codes(
     (ExitCode.OK, "no regression between GOOD's state and the host now (or can't tell whether "
-                  "there is one); nothing ran when not approved"),
+                  "there is one)"),
     (ExitCode.DRIFT, "regression: its causes found (or some left undecided by the noise)"),
-    (ExitCode.USAGE, "usage error: bad argument, unknown label or repo, a foreign snapshot "
-                     "without --trust-foreign, another host without --force-host, nothing that "
-                     "can be put back, no --yes without a terminal"),
+    (ExitCode.USAGE, "usage error: bad argument, unknown label or repo, another host without "
+                     "--force-host, nothing that can be put back"),
     (ExitCode.HOST, "host unreachable, or the benchmark or server fails at a state"),
     (ExitCode.INVALID, "invalid snapshot"),
+    (ExitCode.DECLINED, "declined: answered no, or no --yes (--trust-foreign for a foreign "
+                        "snapshot) without a terminal; nothing was changed"),
 )
 
 
@@ -98,16 +101,31 @@ def ask_to_start(yes: bool) -> Callable[[Plan], bool]:
         sys.stdout.write("".join(line + "\n" for line in plan_lines(plan)))
         sys.stdout.flush()
         return approved(yes, f"run the benchmark at these states on {plan.host}? [y/N] ",
-                        f"explain would check out and patch checkouts on {plan.host} "
-                        "(put back at the end): pass --yes")
+                        f"nothing was changed on {plan.host}",
+                        "explain would check out and patch its checkouts (put back at the "
+                        "end): pass --yes")
     return confirm
+
+
+def trial_text(tally: Tally) -> str:
+    """explain's status: "trial 4, 3 of 30 invocations used, 1m02s elapsed, ETA at most ~5m"
+    (a tally of invocations, the bound as its total: the ETA is the bound's, at the pace so
+    far; the search usually stops well before it)."""
+    from envsnap.cli.progress import duration, eta_seconds
+
+    eta = eta_seconds(tally)
+    trial = min(tally.done + 1, tally.total or tally.done + 1)
+    return (f"trial {trial}, {tally.done} of {tally.total} invocations used, "
+            f"{duration(tally.elapsed)} elapsed, " +
+            ("ETA after the first trial" if eta is None else f"ETA at most ~{duration(eta)}"))
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
     from envsnap.bench.run import BenchSpec
     from envsnap.bisect.run import RunEnded
+    from envsnap.cli.progress import StatusLine
     from envsnap.explain.render import event_line, final_lines
-    from envsnap.explain.run import Event, ExplainOptions, explain_run
+    from envsnap.explain.run import Event, ExplainOptions, Measured, explain_run
     from envsnap.hosts.capture import CaptureOptions
     from envsnap.snapshot.store import Store
 
@@ -121,18 +139,30 @@ def cmd_explain(args: argparse.Namespace) -> int:
                              capture=CaptureOptions(connect_timeout=args.connect_timeout,
                                                     accept_new_host_keys=args.accept_new_host_keys))
     items: list[Difference] = []
+    # Started once the plan is approved: a status rewritten every second would cut into
+    # the question asked at the terminal.
+    status = StatusLine(sys.stderr, "explain: ", None, text=trial_text)
+
+    started = ExitStack()
 
     def confirm(plan: Plan) -> bool:
         items.extend(plan.differences.items)
-        return bool(ask_to_start(args.yes)(plan))
+        approved = bool(ask_to_start(args.yes)(plan))
+        status.expect(plan.ceiling, estimated=False)
+        started.enter_context(status)
+        return approved
 
     def show(event: Event) -> None:   # runs on stderr as they end; each state on stdout
-        stream = sys.stderr if isinstance(event, RunEnded) else sys.stdout
-        stream.write(event_line(event, items) + "\n")
-        stream.flush()
+        if isinstance(event, RunEnded):
+            status.say(event_line(event, items))
+        elif isinstance(event, Measured):   # one invocation more of the bound
+            status.run_ended(event_line(event, items), sys.stdout)
+        else:
+            status.say(event_line(event, items), sys.stdout)
 
-    report = explain_run(Store(args.store), inventory_from(args),
-                         (args.good, args.bad), args.host, spec, options, confirm, show,
-                         review_foreign)
+    with started:
+        report = explain_run(Store(args.store), inventory_from(args),
+                             (args.good, args.bad), args.host, spec, options, confirm, show,
+                             review_foreign)
     sys.stdout.write("".join(line + "\n" for line in final_lines(report)))
     return ExitCode.DRIFT if report.regression else ExitCode.OK

@@ -15,7 +15,7 @@ from typing import Any, Callable, NoReturn
 from envsnap import __version__
 from envsnap.cli.options import ALL_EXIT_CODES, exit_codes
 from envsnap.cli.output import visible_output
-from envsnap.errors import EnvsnapError, ExitCode
+from envsnap.errors import DeclinedError, EnvsnapError, ExitCode, Interrupted
 from envsnap.text import did_you_mean
 
 Command = Callable[[argparse.Namespace], int]
@@ -164,6 +164,12 @@ def handled(arguments: list[str]) -> int:
         code = run(arguments)
         sys.stdout.flush()   # a closed pipe shows here, not in the interpreter's exit
         return code
+    except DeclinedError as exc:   # a choice, not an error: said as one
+        sys.stderr.write(f"envsnap: declined: {exc}\n")
+        return exc.exit_code
+    except Interrupted as exc:     # Ctrl-C, with where the host stands
+        sys.stderr.write(f"envsnap: interrupted: {exc}\n")
+        return exc.exit_code
     except EnvsnapError as exc:
         sys.stderr.write(f"envsnap: error: {exc}\n")
         return exc.exit_code

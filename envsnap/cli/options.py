@@ -35,6 +35,8 @@ ALL_EXIT_CODES: tuple[CodeMeaning, ...] = (
     (ExitCode.USAGE, "usage error (no command, bad argument, unknown label, bad inventory)"),
     (ExitCode.HOST, "host unreachable or partly failed, or a benchmark run failed"),
     (ExitCode.INVALID, "invalid snapshot or playbook"),
+    (ExitCode.DECLINED, "declined: answered no, or no --yes / --trust-foreign without a "
+                        "terminal; nothing was changed"),
 )
 
 
@@ -184,18 +186,21 @@ def said_yes(answer: str | None) -> bool:
     return answer is not None and answer.lower() in ("y", "yes")
 
 
-def approved(yes: bool, question: str, without_terminal: str) -> bool:
-    """--yes, or a person at a terminal says so; a script without --yes is refused (exit 2,
-    `without_terminal` says what would have changed)."""
+def approved(yes: bool, question: str, unchanged: str, without_terminal: str) -> bool:
+    """--yes, or a person at a terminal says so; else declined (ExitCode.DECLINED), the one
+    line saying what was left `unchanged`, and, for a script, `without_terminal`: how to say
+    yes without a terminal."""
     import sys
 
-    from envsnap.errors import UsageError
+    from envsnap.errors import DeclinedError
 
     if yes:
         return True
     if not sys.stdin.isatty():
-        raise UsageError(without_terminal)
-    return said_yes(ask(question))
+        raise DeclinedError(f"{unchanged}: {without_terminal}")
+    if not said_yes(ask(question)):
+        raise DeclinedError(unchanged)
+    return True
 
 
 def inventory_from(args: argparse.Namespace) -> Inventory:

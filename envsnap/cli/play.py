@@ -24,11 +24,12 @@ EPILOG = exit_codes(
     (ExitCode.OK, "every task ok or changed"),
     (ExitCode.DRIFT, "only assert/verify tasks found drift (assert_facts, git verify, a bench "
                      "regression)"),
-    (ExitCode.USAGE, "usage error: bad argument, bad -e value, bad inventory, a foreign -e "
-                     "snapshot= without --check or --trust-foreign"),
+    (ExitCode.USAGE, "usage error: bad argument, bad -e value, bad inventory"),
     (ExitCode.HOST, "a task or a host failed"),
     (ExitCode.INVALID, "invalid playbook (YAML error, unknown module or argument, undefined "
                        "variable: one line, file:line:) or snapshot"),
+    (ExitCode.DECLINED, "declined: a foreign -e snapshot= without --check or --trust-foreign "
+                        "(or its label typed at a terminal); nothing was changed"),
 )
 
 

@@ -1,4 +1,5 @@
-"""A live status line for long commands (bench, bisect): run i of N, elapsed, ETA.
+"""A live status line for long commands (bench, bisect, explain): run i of N (explain: trial
+i, invocations used of its bound), elapsed, ETA.
 
 On a terminal the status sits on the last line of stderr and is rewritten in place (\\r) every
 second and whenever a run ends; the lines a command prints for good (each run as it ends, a
@@ -65,8 +66,9 @@ class StatusLine:
     and erases the status when the command ends, whatever way it ends."""
 
     def __init__(self, stream: TextIO, prefix: str, total: int | None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.stream, self.prefix, self.clock = stream, prefix, clock
+                 clock: Callable[[], float] = time.monotonic,
+                 text: Callable[[Tally], str] = status_text) -> None:
+        self.stream, self.prefix, self.clock, self.text = stream, prefix, clock, text
         self.live = stream.isatty()
         self.total, self.estimated = total, False
         self.started = clock()
@@ -104,7 +106,7 @@ class StatusLine:
         """Under the lock."""
         if self.live:
             control(self.stream, CLEAR)
-            self.stream.write(self.prefix + status_text(self.tally()))
+            self.stream.write(self.prefix + self.text(self.tally()))
             self.stream.flush()
 
     def say(self, line: str, stream: TextIO | None = None) -> None:
@@ -118,11 +120,12 @@ class StatusLine:
             target.flush()
             self.draw()
 
-    def run_ended(self, line: str) -> None:
+    def run_ended(self, line: str, stream: TextIO | None = None) -> None:
+        """One more of what is counted (a run; explain: an invocation), and its line."""
         with self.lock:
             self.done += 1
             self.last_end = self.clock() - self.started
-        self.say(line)
+        self.say(line, stream)
 
     def expect(self, total: int, estimated: bool) -> None:
         with self.lock:

@@ -25,6 +25,7 @@ from envsnap.verdicts import REGRESSION
 
 if TYPE_CHECKING:   # the restore code loads when the command runs, not with the parser
     from envsnap.cli.options import Commands
+    from envsnap.hostops.locks import LockWait
     from envsnap.restore.policy import RecordedRerun
     from envsnap.restore.run import RestoreReport
 
@@ -34,13 +35,14 @@ EPILOG = exit_codes(
     (ExitCode.DRIFT, "--check found drift, something still differs after restoring, or the "
                      "rerun is a regression"),
     (ExitCode.USAGE, "usage error: bad argument, a snapshot of another host without "
-                     "--force-host, no --yes without a terminal, another restore's journal "
-                     "pending, a foreign snapshot without --trust-foreign (nothing changed)"),
+                     "--force-host, another restore's journal pending"),
     (ExitCode.HOST, "a check failed before any change (a commit neither here nor on a remote, "
                     "a patch that does not apply: no journal is written), a checkout is locked "
-                    "by another restore (after --wait), or a step failed (the journal keeps it "
-                    "resumable; `envsnap restore --abort` rolls it back)"),
+                    "by another envsnap command (named; after --wait), or a step failed (the "
+                    "journal keeps it resumable; `envsnap restore --abort` rolls it back)"),
     (ExitCode.INVALID, "invalid snapshot"),
+    (ExitCode.DECLINED, "declined: answered no, or no --yes (--trust-foreign for a foreign "
+                        "snapshot) without a terminal; nothing was changed"),
 )
 
 
@@ -78,8 +80,9 @@ def register(commands: Commands) -> None:
                           "own; a foreign snapshot restores only checkouts named so)")
     add_trust_foreign_option(res, "restore")
     res.add_argument("--wait", type=non_negative_seconds, default=0.0, metavar="SECONDS",
-                     help="wait up to SECONDS for another restore of the same checkout to "
-                          "end (default 0: refuse at once, naming it)")
+                     help="wait up to SECONDS for the envsnap command (restore, bisect, "
+                          "explain) that holds a checkout's lock to end, saying who it waits "
+                          "for (default 0: refuse at once, naming it)")
     res.add_argument("--force-host", action="store_true",
                      help="restore a snapshot taken on another host (default: refuse)")
     res.add_argument("--pip", action="store_true",
@@ -102,8 +105,8 @@ def ask_to_apply(yes: bool) -> Callable[[RestoreReport], bool]:
     """--yes, or a person at a terminal says so; a script without --yes is refused."""
     def confirm(report: RestoreReport) -> bool:
         return approved(yes, f"apply these changes to {report.host}? [y/N] ",
-                        f"restore would change {report.host}: pass --yes "
-                        "(or --check to only see the plan)")
+                        f"nothing was changed on {report.host}",
+                        "restore would change it: pass --yes (or --check to only see the plan)")
     return confirm
 
 
@@ -118,6 +121,13 @@ def ask_to_rerun(yes: bool) -> Callable[[RecordedRerun], bool]:
               f"{recorded.command!r}{where}")
         return yes or said_yes(ask("run this command after the restore? [y/N] "))
     return confirm
+
+
+def say_wait(wait: LockWait) -> None:
+    """--wait: who the restore waits for, and how long at most (stderr: output is the plan)."""
+    sys.stderr.write(f"{wait.host}: waiting up to {wait.seconds:.3g} s for {wait.holder.doing()} "
+                     f"({wait.holder.describe()}) to release the lock on {wait.checkout}\n")
+    sys.stderr.flush()
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
@@ -144,7 +154,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
                              rerun=rerun, serve=serve,
                              rerun_command=args.rerun_cmd, repos=tuple(args.repo),
                              python=args.python, trust_foreign=args.trust_foreign,
-                             wait=args.wait, host_wide=args.host_wide,
+                             wait=args.wait, on_wait=say_wait, host_wide=args.host_wide,
                              capture=CaptureOptions(connect_timeout=args.connect_timeout,
                                                     accept_new_host_keys=args.accept_new_host_keys))
     confirm = ask_to_apply(args.yes)
@@ -181,7 +191,8 @@ def cmd_abort(args: argparse.Namespace) -> int:
             or args.serve is not None or args.at is not None:
         raise UsageError("--abort rolls back an interrupted restore: it takes only --host, "
                          "LABEL and the connection options")
-    options = RestoreOptions(label=args.label or "", wait=args.wait, python=args.python,
+    options = RestoreOptions(label=args.label or "", wait=args.wait, on_wait=say_wait,
+                             python=args.python,
                              capture=CaptureOptions(connect_timeout=args.connect_timeout,
                                                     accept_new_host_keys=args.accept_new_host_keys))
     done = abort(Store(args.store), inventory_from(args), args.host, args.label,

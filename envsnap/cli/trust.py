@@ -4,11 +4,10 @@ restore treats it as yours (part of the CLI, so it may print and prompt)."""
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import TYPE_CHECKING
 
-from envsnap.cli.options import add_store_option, ask, exit_codes, said_yes
-from envsnap.errors import ExitCode, UsageError
+from envsnap.cli.options import add_store_option, approved, exit_codes
+from envsnap.errors import ExitCode
 
 if TYPE_CHECKING:   # loaded when the command runs, not for the parser
     from envsnap.cli.options import Commands
@@ -17,9 +16,10 @@ if TYPE_CHECKING:   # loaded when the command runs, not for the parser
 
 EPILOG = exit_codes(
     (ExitCode.OK, "adopted (signed with your key and stored), or already yours"),
-    (ExitCode.USAGE, "usage error: no such file or label, a label taken without --force, no "
-                     "--yes without a terminal, declined at the question (nothing stored)"),
+    (ExitCode.USAGE, "usage error: no such file or label, a label taken without --force"),
     (ExitCode.INVALID, "invalid snapshot"),
+    (ExitCode.DECLINED, "declined: answered no, or no --yes without a terminal; nothing "
+                        "was stored"),
 )
 
 
@@ -58,13 +58,10 @@ def summary_lines(document: Snapshot, source: str, found: Provenance) -> list[st
 
 
 def ask_to_adopt(yes: bool, source: str) -> bool:
-    if yes:
-        return True
-    if not sys.stdin.isatty():
-        raise UsageError(f"trusting {source} signs it as yours: pass --yes (after reading "
-                         "what it holds, above)")
-    return said_yes(ask("sign this snapshot as yours? restore will then run it without "
-                        "asking [y/N] "))
+    return approved(yes, "sign this snapshot as yours? restore will then run it without "
+                         "asking [y/N] ", f"nothing was stored: {source} not adopted",
+                    "trusting it signs it as yours: pass --yes (after reading what it "
+                    "holds, above)")
 
 
 def cmd_trust(args: argparse.Namespace) -> int:
@@ -80,8 +77,7 @@ def cmd_trust(args: argparse.Namespace) -> int:
         print(f"{label}: already yours (signed with your key); nothing to do")
         return ExitCode.OK
     print("\n".join(summary_lines(document, args.file, found)))
-    if not ask_to_adopt(args.yes, args.file):
-        raise UsageError(f"{args.file} not adopted: nothing stored")
+    ask_to_adopt(args.yes, args.file)
     snap.set_label(document, label)
     path = store.save(document, label)
     print(f"trusted: signed with your key and stored as {label} ({path})")

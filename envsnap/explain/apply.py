@@ -22,7 +22,7 @@ from typing import Callable
 
 from envsnap.agent.python_env import startup_lines
 from envsnap.bench.run import EnvChanges
-from envsnap.bisect.tree import Tree, sigint_deferred
+from envsnap.bisect.tree import Tree
 from envsnap.errors import HostError
 from envsnap.explain.differences import Differences
 from envsnap.hostops import site as sitecustomize
@@ -32,6 +32,7 @@ from envsnap.hostops.git import checkout
 from envsnap.hostops.patch import Patch, apply, remove, upload
 from envsnap.hostops.pip import pin_packages
 from envsnap.hostops.shell import Shell
+from envsnap.hostops.signals import sigint_deferred
 from envsnap.text import plural
 
 

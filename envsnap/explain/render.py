@@ -64,7 +64,7 @@ def final_lines(report: ExplainReport) -> list[str]:
     if explanation is None:
         return ["nothing ran: not approved"]
     lines = [f"GOOD's state {median_of(explanation.good)}, the state now "
-             f"{median_of(explanation.bad)} ({plural(len(explanation.trials), 'invocation')})"]
+             f"{median_of(explanation.bad)} ({count_text(report)})"]
     if explanation.outcome == NO_REGRESSION:
         why = report.endpoints["why"] if report.endpoints else ""
         lines.append(f"no regression between GOOD's state and the state now: {why}")
@@ -100,6 +100,20 @@ def final_lines(report: ExplainReport) -> list[str]:
             "the ceiling stopped the search (raise --max-invocations)" if out_of_budget
             else "the noise forbids an answer (more runs with --repeat may settle it)"))
     return lines + leftover_lines(report)
+
+
+def count_text(report: ExplainReport) -> str:
+    """Every benchmark invocation and run explain made, its bisect of a commit range's too."""
+    assert report.explanation is not None
+    searched = len(report.explanation.trials)
+    invocations, runs = searched, searched * report.plan.repeat
+    bisected = report.narrowed
+    if bisected is None:
+        return f"{plural(invocations, 'invocation')}, {plural(runs, 'run')}"
+    by_bisect = bisected.endpoint_invocations + bisected.step_invocations
+    return (f"{plural(invocations + by_bisect, 'invocation')}, "
+            f"{plural(runs + bisected.runs, 'run')} in all: {plural(by_bisect, 'invocation')} "
+            f"and {plural(bisected.runs, 'run')} of them by the bisect of the commits")
 
 
 def bisect_hint(item: Difference, report: ExplainReport) -> list[str]:

@@ -25,8 +25,16 @@ from typing import TYPE_CHECKING, Callable, Union
 from envsnap.bench import stats as benchstats
 from envsnap.bench.run import BenchSpec, bench_on
 from envsnap.bisect.inputs import commit_here, describe_head, find_toplevel, matches, pick_host
-from envsnap.bisect.run import BisectOptions, Bisector, BisectReport, RunEnded, Step, locked_bisect
-from envsnap.errors import BenchError, HostError, UsageError
+from envsnap.bisect.run import (
+    BisectOptions,
+    Bisector,
+    BisectReport,
+    RunEnded,
+    Step,
+    locked_bisect,
+    put_back_line,
+)
+from envsnap.errors import BenchError, HostError, Interrupted, UsageError
 from envsnap.explain.apply import PipPins, SiteFile, StartupFiles, State, StateTree, state_for
 from envsnap.explain.differences import Difference, Differences, find_differences
 from envsnap.explain.search import (
@@ -130,12 +138,15 @@ def explain_run(store: Store, inventory: Inventory, labels: tuple[str, str], hos
     try:
         with open_transport(target, options.capture.connect_timeout,
                             options.capture.accept_new_host_keys) as transport, \
-                CheckoutLocks(transport, target, paths):
+                CheckoutLocks(transport, target, paths, wait_hint=""):
             shell = HostShell(target, transport)
             return Explainer(shell, spec, labels, emit).run(good, bad, paths, host is not None,
                                                             options, confirm)
     except GitFailure as exc:
         raise HostError(str(exc)) from None
+    except KeyboardInterrupt:   # each checkout and file was put back on the way out (apply.py)
+        raise Interrupted(put_back_line(target.name, ", ".join(paths) or "the python",
+                                        "explain")) from None
 
 
 def default_ceiling(n: int) -> int:
@@ -241,7 +252,8 @@ class Explainer:
         good = state_for(found, frozenset())
         spec = self.spec_at(good)
         bisector = Bisector(spec, BisectOptions(keep_untracked=keep_untracked),
-                            list(explanation.good), self.emit)
+                            list(explanation.good), self.emit,
+                            baseline_said="explain's own runs at GOOD's state")
         self.emit(f"{ends.path}: bisect the {ranges[0].commits} commits at GOOD's state")
         try:
             with SiteFile(self.shell, self.emit, host_wide) as site, \

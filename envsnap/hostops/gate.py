@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from envsnap.errors import UsageError
+from envsnap.errors import DeclinedError
 from envsnap.snapshot import customize as customize_words
 from envsnap.snapshot import document as snap
 from envsnap.snapshot.provenance import Provenance
@@ -102,9 +102,10 @@ def gate(plan: ForeignPlan, review: Callable[[ForeignPlan], bool] | None,
         return
     consented = review(plan) if review is not None else False
     if plan.needs_consent and not consented:
-        raise UsageError(f"snapshot {plan.label!r} is foreign ({plan.provenance.foreign}): "
-                         f"nothing changed; pass --trust-foreign to {action or 'go on'} as "
-                         f"shown above, or adopt it first with `envsnap trust {plan.label}`")
+        raise DeclinedError(f"nothing was changed on {plan.host}: snapshot {plan.label!r} is "
+                            f"foreign ({plan.provenance.foreign}); pass --trust-foreign to "
+                            f"{action or 'go on'} as shown above, or adopt it first with "
+                            f"`envsnap trust {plan.label}`")
 
 
 def interpreter_command(python: str) -> str:

@@ -6,7 +6,9 @@ checkout, so two controllers can't move one checkout at once while work on diffe
 checkouts of a host runs side by side. Its folder is named by the checkout's real path, so
 two spellings of one checkout share one lock. Its `owner` file names the holder:
 controller, pid, command, start time; a lock left by a killed envsnap on this very machine
-is taken over.
+is taken over. Every message about a lock names its holder by its command (`envsnap bisect`
+holds it, not "another restore": restore, bisect and explain all take these locks), and a
+wait is told to `on_wait` once per holder, so the CLI can say who it waits for and how long.
 """
 from __future__ import annotations
 
@@ -65,6 +67,17 @@ class LockHolder:
     def text(self) -> str:
         return json.dumps(asdict(self))
 
+    def doing(self) -> str:
+        """The holder's envsnap command (`envsnap bisect`, `envsnap restore --abort`), or
+        "another envsnap" for an owner file that does not say (one an older envsnap wrote)."""
+        try:
+            words = shlex.split(self.command)
+        except ValueError:
+            words = self.command.split()
+        if len(words) < 2 or words[0] != "envsnap" or not words[1].isalpha():
+            return "another envsnap"
+        return " ".join(words[:2] + (["--abort"] if "--abort" in words[2:] else []))
+
     def describe(self) -> str:
         if self.pid is None and self.controller == "?":
             return "owner not written yet"
@@ -102,6 +115,16 @@ class Lock:
         return f'"$HOME"/{shlex.quote(self.folder)}'
 
 
+@dataclass(frozen=True)
+class LockWait:
+    """A lock is taken and the command waits for it: who holds it, for how long at most."""
+
+    host: str
+    checkout: str
+    holder: LockHolder
+    seconds: float
+
+
 @dataclass
 class CheckoutLocks:
     """`with CheckoutLocks(transport, host, touched, wait):` holds the lock of every checkout
@@ -115,24 +138,34 @@ class CheckoutLocks:
     wait: float = 0.0
     sleep: Callable[[float], None] = time.sleep
     held: list[Lock] = field(default_factory=list)
+    on_wait: Callable[[LockWait], None] | None = None   # told once per holder waited for
+    wait_hint: str = "--wait SECONDS"   # how this command waits; "" when it cannot
 
     def __enter__(self) -> CheckoutLocks:
         locks = self.locks()
-        deadline = time.monotonic() + self.wait
+        deadline: float | None = None   # counted from the first time a lock is found taken
         me = LockHolder.this_process()
+        told: set[LockHolder] = set()
         while True:
             busy = self.take_all(locks, me)
             if busy is None:
                 return self
+            lock, holder = busy
+            deadline = deadline or time.monotonic() + self.wait
             left = deadline - time.monotonic()
             if left <= 0:
-                lock, holder = busy
-                waited = f" (waited {self.wait:g} s)" if self.wait > 0 else ""
-                raise HostError(f"{self.host.name}: another restore holds the lock on "
-                                f"{lock.name} ({holder.describe()}){waited}; wait for it "
-                                f"(--wait SECONDS), or remove ~/{lock.folder} on the host if "
-                                "it is stale")
+                raise HostError(self.refusal(lock, holder))
+            if self.on_wait is not None and holder not in told:
+                told.add(holder)
+                self.on_wait(LockWait(self.host.name, lock.name, holder, left))
             self.sleep(min(WAIT_POLL_SECONDS, left))
+
+    def refusal(self, lock: Lock, holder: LockHolder) -> str:
+        waited = f" (waited {self.wait:g} s)" if self.wait > 0 else ""
+        how = f" ({self.wait_hint})" if self.wait_hint else " to end"
+        return (f"{self.host.name}: {holder.doing()} holds the lock on {lock.name} "
+                f"({holder.describe()}){waited}; wait for it{how}, or remove "
+                f"~/{lock.folder} on the host if it is stale")
 
     def __exit__(self, *_exc: object) -> None:
         self.release_all()

@@ -5,7 +5,8 @@ them back to where they were before that restore: its rollback point is restored
 `envsnap restore pre-restore-<time>` would), or, when the journal is itself that of a
 rollback, the rollback is finished. With no rollback point left in the store, the journal
 is cleared (under the checkouts' locks, so a restore running now keeps its own) and the
-host is left as it is.
+host is left as it is. A rollback verified drops the aborted restore's stash of the user's
+work, whose content it has put back (standing.py checks it is all back first).
 """
 from __future__ import annotations
 
@@ -14,11 +15,13 @@ from typing import TYPE_CHECKING, Callable
 
 from envsnap.errors import UsageError
 from envsnap.hostops.locks import CheckoutLocks
+from envsnap.hostops.shell import HostShell
 from envsnap.hosts.inventory import Inventory, resolve_hosts
 from envsnap.hosts.transport import open_transport
 from envsnap.restore import policy
 from envsnap.restore.run import RestoreOptions, RestoreReport, restore
 from envsnap.restore.safety import Journal, JournalBook
+from envsnap.restore.standing import drop_restored_stashes
 from envsnap.snapshot.store import Store
 
 if TYPE_CHECKING:
@@ -32,6 +35,7 @@ class Aborted:
     target: str | None = None            # the rollback point restored
     report: RestoreReport | None = None  # that restore's report
     cleared: bool = False                # no rollback point: the journal was only removed
+    dropped: tuple[str, ...] = ()        # the aborted restore's stashes, dropped once back
 
 
 def find_journal(book: JournalBook, host: str | None, label: str | None) -> Journal | None:
@@ -73,7 +77,26 @@ def abort(store: Store, inventory: Inventory, host: str | None, label: str | Non
                        repos=tuple(journal.touched))
     report = restore(store, inventory, rollback, consented, on_event=on_event,
                      review_foreign=review_foreign)
-    return Aborted(journal, target, report)
+    return Aborted(journal, target, report, dropped=tuple(drop_stashes(journal, report,
+                                                                       inventory, options)))
+
+
+def drop_stashes(journal: Journal, report: RestoreReport, inventory: Inventory,
+                 options: RestoreOptions) -> list[str]:
+    """Once rolled back and verified, the stash the aborted restore made holds what is back
+    in the checkout: it is dropped, each one only where git shows its content is all back
+    (standing.py); the rest stay."""
+    failed = report.plan.outcome != "ok" or report.mismatches or \
+        (report.applied is not None and report.applied.outcome != "ok")
+    hosts = resolve_hosts([journal.host], inventory)
+    if failed or len(hosts) != 1 or not journal.touched:
+        return []
+    with open_transport(hosts[0], options.capture.connect_timeout,
+                        options.capture.accept_new_host_keys) as transport, \
+            CheckoutLocks(transport, hosts[0], list(journal.touched), options.wait,
+                          on_wait=options.on_wait):
+        return drop_restored_stashes(HostShell(hosts[0], transport), list(journal.touched),
+                                     journal.label)
 
 
 def consented(_report: RestoreReport) -> bool:
@@ -92,5 +115,6 @@ def clear_under_locks(book: JournalBook, journal: Journal, inventory: Inventory,
     host = hosts[0]
     with open_transport(host, options.capture.connect_timeout,
                         options.capture.accept_new_host_keys) as transport, \
-            CheckoutLocks(transport, host, list(journal.touched), options.wait):
+            CheckoutLocks(transport, host, list(journal.touched), options.wait,
+                          on_wait=options.on_wait):
         book.clear(journal)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from envsnap.agent.redact import holds_marker
-from envsnap.errors import UsageError
+from envsnap.errors import DeclinedError, UsageError
 from envsnap.hostops.treefile import backup_dir
 from envsnap.hosts.inventory import Host
 from envsnap.snapshot import document as snap
@@ -121,9 +121,9 @@ def rerun_command(document: Snapshot, options_rerun: bool, given: str | None,
                          "masked at capture: give the command with --rerun-cmd")
     recorded = RecordedRerun(snap.label(document), command, record.get("cwd") or None)
     if confirm is None or not confirm(recorded):
-        raise UsageError(f"--rerun would run the snapshot's recorded command "
-                         f"{recorded.command!r}: pass --yes to run it, or give your own "
-                         "with --rerun-cmd CMD; nothing was run")
+        raise DeclinedError(f"nothing was changed or run: --rerun would run the snapshot's "
+                            f"recorded command {recorded.command!r}: pass --yes to run it, "
+                            "or give your own with --rerun-cmd CMD")
     return recorded.command
 
 

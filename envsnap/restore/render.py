@@ -18,7 +18,12 @@ WOULD = re.compile(r"\bwould\b")
 
 def plan_lines(report: RestoreReport, check: bool) -> list[str]:
     lines = list(report.notes)
-    if report.pending == "resume":
+    if report.pending is not None and check:   # --check resumes nothing: it says so
+        doing = "finishing it" if report.pending == "resume" else "rolling it back"
+        lines.append(f"an interrupted restore is pending on {report.host}: this plan is what "
+                     f"{doing} would do (`envsnap restore --abort --host {report.host}` rolls "
+                     "it back)")
+    elif report.pending == "resume":
         lines.append(f"resuming an interrupted restore on {report.host}")
     elif report.pending == "rollback":
         lines.append(f"rolling back an interrupted restore on {report.host}")
@@ -119,7 +124,9 @@ def abort_lines(done: Aborted, host: str | None) -> list[str]:
         return [f"could not roll back {what} to {done.target}:"] + failed
     verified = "verified" if not report.mismatches else \
         f"but {'; '.join(report.mismatches)}"
-    return [f"aborted {what}: rolled back to {done.target} ({verified})"]
+    return [f"aborted {what}: rolled back to {done.target} ({verified})"] + \
+        [f"dropped its stash of your work, all back in the checkout: {stash}"
+         for stash in done.dropped]
 
 
 def server_lines(report: RestoreReport) -> list[str]:

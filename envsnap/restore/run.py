@@ -12,6 +12,8 @@ A lock on the host (hostops.locks) and a journal in the store (safety.py) guard 
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -21,12 +23,13 @@ from envsnap.agent.sections import SECTIONS
 from envsnap.bench import run as bench
 from envsnap.diff.compare import DiffOptions, diff
 from envsnap.diff.findings import Finding
-from envsnap.errors import EnvsnapError, UsageError
+from envsnap.errors import EnvsnapError, Interrupted, UsageError
 from envsnap.hostops import hostrule
 from envsnap.hostops.gate import ForeignPlan, foreign_plan, gate, rerun_shown
-from envsnap.hostops.locks import CheckoutLocks, LockHolder
+from envsnap.hostops.locks import CheckoutLocks, LockHolder, LockWait
 from envsnap.hostops.pip import pin_packages
 from envsnap.hostops.shell import HostShell
+from envsnap.hostops.signals import sigint_deferred
 from envsnap.hosts import capture
 from envsnap.hosts.capture import CaptureOptions
 from envsnap.hosts.inventory import Host, Inventory, inventory_of, resolve_hosts, with_vars
@@ -43,6 +46,7 @@ from envsnap.restore.serve import (
     serve_shown,
     server_env,
 )
+from envsnap.restore.standing import stopped_before, stopped_halfway
 from envsnap.restore.unwritable import Unwritable, kept_out, unwritable_files
 from envsnap.snapshot import document as snap
 from envsnap.snapshot import provenance
@@ -97,6 +101,8 @@ class RestoreOptions:
                                            # snapshot's server env (serve.py)
     resume: str | None = None          # the command that resumes it, if not `restore LABEL`
     capture: CaptureOptions = field(default_factory=CaptureOptions)
+    # --wait: told who holds a lock, and for how long at most it is waited for (the CLI says it)
+    on_wait: Callable[[LockWait], None] | None = None
 
 
 @dataclass
@@ -159,7 +165,7 @@ def restore_document(document: Snapshot, store: Store, inventory: Inventory,
     with open_transport(host, options.capture.connect_timeout,
                         options.capture.accept_new_host_keys) as transport:
         run = RestoreRun(document, host, transport, store, book, options, on_event)
-        locks = CheckoutLocks(transport, host, touched, options.wait)
+        locks = CheckoutLocks(transport, host, touched, options.wait, on_wait=options.on_wait)
         if options.check:
             # Read-only: no lock is taken, so a restore running now neither blocks the plan
             # nor is disturbed by it; it is named instead, since it may change the host.
@@ -201,10 +207,11 @@ def lock_notes(host_name: str, holders: list[tuple[str, LockHolder]]) -> list[st
     notes = []
     for name, holder in holders:
         if holder.is_dead():
-            notes.append(f"{host_name}: a stale restore lock on {name} ({holder.describe()}) "
-                         "is left on the host; the next restore takes it over")
+            notes.append(f"{host_name}: a stale lock on {name}, left by {holder.doing()} "
+                         f"({holder.describe()}), is left on the host; the next restore "
+                         "takes it over")
         else:
-            notes.append(f"{host_name}: another restore holds the lock on {name} "
+            notes.append(f"{host_name}: {holder.doing()} holds the lock on {name} "
                          f"({holder.describe()}): it may change under this plan until it ends")
     return notes
 
@@ -247,16 +254,17 @@ class RestoreRun:
                 notes: tuple[str, ...] = ()) -> RestoreReport:
         policy.refuse_unnamed(self.host, self.options.check)
         journal = self.book.read(self.host.name, self.touched())
-        before = self.capture("live")
-        hostrule.check_same_host(self.document, before, self.options.host is not None,
-                                 self.options.force_host, "restore")
-        report = self.plan(before, pending)
-        report.notes = list(notes)
-        changes = bool(report.planned or report.pip_pins)
-        if report.plan.outcome != "ok" or self.options.check:
-            return report        # a preflight failed, or only the plan was asked for
-        if changes and not confirm(report):
-            return report        # the user said no: nothing moved
+        with self.unchanged_on_ctrl_c(journal):
+            before = self.capture("live")
+            hostrule.check_same_host(self.document, before, self.options.host is not None,
+                                     self.options.force_host, "restore")
+            report = self.plan(before, pending)
+            report.notes = list(notes)
+            changes = bool(report.planned or report.pip_pins)
+            if report.plan.outcome != "ok" or self.options.check:
+                return report        # a preflight failed, or only the plan was asked for
+            if changes and not confirm(report):
+                return report        # the user said no: nothing moved
         if not (changes or pending):
             if self.options.rerun:  # nothing to restore, but the numbers may still be off
                 self.rerun(report, before)
@@ -297,6 +305,8 @@ class RestoreRun:
         except EnvsnapError as exc:
             # The error line is all the user sees: it says how to get past the journal.
             raise type(exc)(f"{exc}; the restore stays pending: {way_out(journal)}") from None
+        except KeyboardInterrupt:
+            raise self.interrupted(journal) from None
         report.mismatches = restorable_mismatches(self.document, after,
                                                   policy.chosen_repos(self.host))
         report.unwritable = unwritable_files(self.document, after, policy.chosen_repos(self.host))
@@ -304,6 +314,18 @@ class RestoreRun:
         self.book.clear(journal)
         if self.options.rerun:
             self.rerun(report, after)
+
+    @contextmanager
+    def unchanged_on_ctrl_c(self, journal: Journal | None) -> Iterator[None]:
+        try:
+            yield
+        except KeyboardInterrupt:
+            raise stopped_before(self.host.name, self.options.label, journal) from None
+
+    def interrupted(self, journal: Journal) -> Interrupted:
+        """Ctrl-C half-way: where each checkout stands, and the one way back (--abort)."""
+        with sigint_deferred():   # a second Ctrl-C must not cut the account short
+            return stopped_halfway(HostShell(self.host, self.transport), journal)
 
     def touched(self) -> list[str]:
         """The checkouts this restore writes: its locks and journal."""

@@ -243,7 +243,10 @@ def test_ctrl_c_puts_the_checkout_and_the_work_back(cli: Cli, history: History) 
     out, err = running.communicate(timeout=60)
     said = "".join(seen) + out
     assert running.returncode == 130, said + err
-    assert "envsnap: interrupted" in err
+    assert err.endswith(f"envsnap: interrupted: local: {history.repo.path} is as bisect found "
+                        "it (HEAD, its branch and your work put back, its lock released): "
+                        "nothing to roll back; run the same envsnap bisect again to start "
+                        "over\n"), err
     assert "HEAD back to main at" in said and "your work is back" in said
     assert history.state() == before
     assert not list((Path(cli.env["HOME"]) / ".cache" / "envsnap").glob("locks/*.lock"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import pty
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -21,6 +22,7 @@ from envsnap.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
+    ExitCode,
 )
 
 EXAMPLES = ROOT / "snapshots" / "examples"
@@ -173,5 +175,32 @@ def test_ctrl_d_at_the_restore_question_is_no(cli: Cli, tmp_path: Path) -> None:
     os.close(main_end)
     assert "apply these changes to local? [y/N]" in out, out + err
     assert "EOFError" not in err and "Traceback" not in err and "internal error" not in err
-    assert running.returncode == EXIT_DRIFT, out + err   # declined: the drift remains
+    assert running.returncode == ExitCode.DECLINED, out + err   # no answer is a no
+    assert err == "envsnap: declined: nothing was changed on local\n"
+    assert snapshot_of_tree(story) == before
+
+
+def test_ctrl_c_at_the_restore_question_says_nothing_changed(cli: Cli, tmp_path: Path) -> None:
+    """SIGINT while restore waits for its answer (a real point: the prompt is on stdout)."""
+    story = Story(tmp_path / "story")
+    capture_good(cli, story, "local")
+    moved_and_dirty(story)
+    before = snapshot_of_tree(story)
+    main_end, child_end = pty.openpty()
+    running = subprocess.Popen([sys.executable, "-m", "envsnap", "restore", "good"],
+                               cwd=cli.cwd, env=cli.env, stdin=child_end,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    os.close(child_end)
+    assert running.stdout is not None
+    said = b""
+    while b"[y/N] " not in said:
+        chunk = os.read(running.stdout.fileno(), 4096)
+        assert chunk, said
+        said += chunk
+    running.send_signal(signal.SIGINT)
+    _out, err = running.communicate(timeout=60)
+    os.close(main_end)
+    assert running.returncode == EXIT_INTERRUPTED, err
+    assert err.decode() == ("envsnap: interrupted: nothing was changed on local: the restore "
+                            "of 'good' stopped before it began\n")
     assert snapshot_of_tree(story) == before

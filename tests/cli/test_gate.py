@@ -18,6 +18,7 @@ from helpers.restorestory import capture_good, moved_and_dirty
 from helpers.sshd import Sshd
 
 from envsnap.cli.main import build_parser, subcommands
+from envsnap.errors import ExitCode
 
 BOTH = pytest.mark.parametrize("over_ssh", [False, pytest.param(True, marks=pytest.mark.ssh)],
                                ids=["local", "ssh"])
@@ -78,7 +79,7 @@ def test_bisect_asks_before_a_foreign_bad_names_the_python(request: pytest.Fixtu
     edit(cli, "bad", strip_and_plant)
     before = history.state()
     code, out, err = bisected(cli, history)
-    assert code == 2, out + err
+    assert code == ExitCode.DECLINED, out + err
     assert "snapshot bad is foreign (unsigned)" in out and "bisecting with it (as BAD)" in out
     assert f"    {script} (the snapshot's recorded python: runs envsnap's agent)\n" in out
     assert "is foreign (unsigned)" in err and "--trust-foreign" in err
@@ -96,7 +97,7 @@ def test_bisect_asks_before_applying_a_foreign_goods_patch(cli: Cli, tmp_path: P
     edit(cli, "good", lambda document: document["meta"].pop("signature"))
     before = history.state()
     code, out, err = bisected(cli, history, "--with-patch")
-    assert code == 2, out + err
+    assert code == ExitCode.DECLINED, out + err
     assert "snapshot good is foreign (unsigned)" in out
     assert f"{history.repo.path}/tune.txt  (patched: " in out
     assert "apply  (the snapshot's uncommitted patch, " in out
@@ -121,7 +122,7 @@ def test_explain_shows_the_review_with_the_pth_line_visible(cli: Cli, tmp_path: 
     edit(cli, "good", plant)
     before = history.state()
     result = cli("explain", "good", "bad", "--cmd", BENCH, "--metric", METRIC, "--yes")
-    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.returncode == ExitCode.DECLINED, result.stdout + result.stderr
     out = result.stdout
     assert "snapshot good is foreign (content changed)" in out
     assert "explaining with it (as GOOD)" in out
@@ -145,7 +146,7 @@ def test_play_shows_the_review_then_refuses(cli: Cli, tmp_path: Path, named_by: 
     naming = ["-e", "snapshot=good"] if named_by == "extra var" else \
         ["--inventory", str(inventory)]
     refused = cli("play", playbook, *naming, "-l", "local")
-    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert refused.returncode == ExitCode.DECLINED, refused.stdout + refused.stderr
     assert "snapshot good is foreign (unsigned)" in refused.stdout
     assert "bench_one.py  (untracked file: " in refused.stdout
     assert story.checkout.head() == head
@@ -163,7 +164,7 @@ def test_trusts_review_includes_the_recorded_server_env(cli: Cli, tmp_path: Path
             "env": {"PYTHONPATH": "/tmp/stranger", "NCCL_DEBUG": "INFO"}}}
     edit(cli, "good", plant)
     result = cli("trust", "good")
-    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.returncode == ExitCode.DECLINED, result.stdout + result.stderr
     assert "  variables it would start a process with (2):\n" in result.stdout, result.stdout
     assert "    PYTHONPATH=/tmp/stranger  (changes how a process starts)\n" in result.stdout
     assert "    NCCL_DEBUG=INFO\n" in result.stdout
@@ -207,7 +208,9 @@ def test_every_command_that_acts_on_a_host_from_a_snapshot_passes_the_gate(
         assert "--trust-foreign" in commands[name].format_help() or name == "trust", name
         head = story.checkout.head()
         result = cli(*argv)
-        assert result.returncode == 2, (name, result.stdout, result.stderr)
+        assert result.returncode == ExitCode.DECLINED, (name, result.stdout, result.stderr)
+        unchanged = "nothing was stored" if name == "trust" else "nothing was changed on "
+        assert result.stderr.startswith(f"envsnap: declined: {unchanged}"), (name, result.stderr)
         header = "good: foreign (unsigned)" if name == "trust" else \
             "snapshot good is foreign (unsigned)"
         assert header in result.stdout, (name, result.stdout)

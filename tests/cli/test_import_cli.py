@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import Cli
 
+from envsnap.errors import ExitCode
 from envsnap.snapshot.store import Store
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -143,6 +144,6 @@ def test_an_imported_snapshot_stays_foreign_at_every_gate(cli: Cli, tmp_path: Pa
     playbook = tmp_path / "show.yml"
     playbook.write_text("- hosts: all\n  tasks:\n    - debug: {msg: '{{ snapshot.label }}'}\n")
     refused = cli("play", str(playbook), "-e", "snapshot=theirs", "-l", "local")
-    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert refused.returncode == ExitCode.DECLINED, refused.stdout + refused.stderr
     assert "snapshot theirs is foreign (imported from pasted outputs)" in refused.stdout
     assert "ok: [local]" not in refused.stdout

@@ -19,6 +19,8 @@ from helpers.gitrepos import Story
 from helpers.restorestory import capture_good, moved_and_dirty, snapshot_of_tree
 from helpers.sshd import isolated_env
 
+from envsnap.errors import ExitCode
+
 BENCH_SCRIPT = "bench_one.py"    # the untracked file capture_good records (its content: 94)
 
 
@@ -63,7 +65,7 @@ def refused_untouched(cli: Cli, story: Story, reason: str) -> str:
     before = host_state(cli, story)
     # --repo: a foreign snapshot's checkouts are restored only where named (restore/policy.py)
     result = cli("restore", "good", "--yes", "--repo", str(story.checkout.path))
-    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.returncode == ExitCode.DECLINED, result.stdout + result.stderr
     assert f"is foreign ({reason})" in result.stderr and "--trust-foreign" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
     assert host_state(cli, story) == before
@@ -151,7 +153,7 @@ def test_trust_shows_what_it_holds_then_adopts_it(cli: Cli, story: Story) -> Non
     one_byte_edit(path)
     edited = path.read_bytes()
     asked = cli("trust", "good")                # no terminal, no --yes: shown, not adopted
-    assert asked.returncode == 2 and "--yes" in asked.stderr
+    assert asked.returncode == ExitCode.DECLINED and "--yes" in asked.stderr
     assert f"repo {story.checkout.path}: {good} (main)" in asked.stdout
     assert "host: local" in asked.stdout and "captured: 20" in asked.stdout
     assert "(untracked file: 38 bytes)" in asked.stdout
@@ -223,8 +225,15 @@ def test_at_a_terminal_typing_the_label_trusts_it(cli: Cli, story: Story) -> Non
     before = host_state(cli, story)
     wrong = restore_at_a_terminal(cli, story, b"yes\n")   # not the label: refused
     assert "type the label (good) to trust this snapshot" in wrong.stdout
-    assert wrong.returncode == 2 and "is foreign" in wrong.stderr
+    assert wrong.returncode == ExitCode.DECLINED and "is foreign" in wrong.stderr
     assert host_state(cli, story) == before
+    declined = restore_at_a_terminal(cli, story, b"good\nn\n")   # trusted, then no to the plan
+    assert "apply these changes to local? [y/N]" in declined.stdout
+    assert declined.returncode == ExitCode.DECLINED, declined.stdout + declined.stderr
+    assert declined.stderr == "envsnap: declined: nothing was changed on local\n"
+    assert snapshot_of_tree(story) == before[0]   # the checkout; the store has no journal
+    assert files_under(store(cli)) == {path: info for path, info in before[1].items()
+                                       if path.startswith(str(store(cli)))}
     typed = restore_at_a_terminal(cli, story, b"good\ny\n")
     assert typed.returncode == 0, typed.stdout + typed.stderr
     assert "apply these changes to local? [y/N]" in typed.stdout
@@ -239,7 +248,7 @@ def test_play_applies_a_foreign_snapshot_only_when_trusted(cli: Cli, story: Stor
     playbook = str(ROOT / "playbooks" / "restore.yml")
     before = host_state(cli, story)
     refused = cli("play", playbook, "-e", "snapshot=good", "-l", "local")
-    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert refused.returncode == ExitCode.DECLINED, refused.stdout + refused.stderr
     assert "is foreign (content changed)" in refused.stderr and "--trust-foreign" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
     assert host_state(cli, story) == before

@@ -31,6 +31,8 @@ from helpers.restorestory import (
 )
 from helpers.sshd import Sshd
 
+from envsnap.errors import ExitCode
+
 
 @pytest.fixture
 def story(tmp_path: Path) -> Story:
@@ -87,7 +89,8 @@ def test_without_yes_and_without_a_terminal_it_refuses(cli: Cli, story: Story) -
     moved_and_dirty(story)
     before = snapshot_of_tree(story)
     result = cli("restore", "good")
-    assert result.returncode == 2
+    assert result.returncode == ExitCode.DECLINED
+    assert result.stderr.startswith("envsnap: declined: nothing was changed on local: ")
     assert "pass --yes" in result.stderr.splitlines()[-1]
     assert snapshot_of_tree(story) == before
 
@@ -140,10 +143,37 @@ def test_a_second_restore_while_one_runs_is_locked_out(cli: Cli, story: Story) -
     before = snapshot_of_tree(story)
     result = cli("restore", "good", "--yes")
     assert result.returncode == 3
-    assert (f"another restore holds the lock on {story.checkout.path} "
+    assert (f"another envsnap holds the lock on {story.checkout.path} "
             "(pid 4242 on other-controller)") in result.stderr
     assert snapshot_of_tree(story) == before
     assert lock.exists()                       # someone else's lock is not ours to drop
+
+
+def test_wait_says_who_it_waits_for_and_a_bisect_is_named_so(cli: Cli, story: Story) -> None:
+    """The lock's owner file records the holder's command: a checkout held by a bisect is
+    said to be, when restore waits and when it gives up, and by --check."""
+    capture_good(cli, story, "local")
+    moved_and_dirty(story)
+    lock = checkout_lock(cli, story.checkout.path)
+    lock.mkdir(parents=True)
+    holder = {"controller": "other-controller", "pid": 4242, "started": "2026-12-01T10:00:00Z",
+              "command": "envsnap bisect good bad --cmd 'python bench.py'"}
+    (lock / "owner").write_text(json.dumps(holder) + "\n")
+    who = ("envsnap bisect (pid 4242 on other-controller, \"envsnap bisect good bad --cmd "
+           "'python bench.py'\", since 2026-12-01T10:00:00Z)")
+    before = snapshot_of_tree(story)
+    result = cli("restore", "good", "--yes", "--wait", "0.3")
+    assert result.returncode == ExitCode.HOST, result.stdout + result.stderr
+    waiting, refused = result.stderr.splitlines()
+    assert waiting == (f"local: waiting up to 0.3 s for {who} to release the lock on "
+                       f"{story.checkout.path}"), waiting
+    assert refused.startswith(f"envsnap: error: local: envsnap bisect holds the lock on "
+                              f"{story.checkout.path} (pid 4242 on other-controller, ")
+    assert "(waited 0.3 s); wait for it (--wait SECONDS)" in refused
+    assert "another restore" not in result.stderr and snapshot_of_tree(story) == before
+    check = cli("restore", "good", "--check")
+    assert (f"local: envsnap bisect holds the lock on {story.checkout.path} (pid 4242") \
+        in check.stdout, check.stdout
 
 
 def test_a_restore_killed_midway_is_resumed(cli: Cli, story: Story) -> None:
@@ -168,6 +198,51 @@ def test_a_restore_killed_midway_is_resumed(cli: Cli, story: Story) -> None:
     assert story.checkout.head() == good
     assert not list((store(cli) / ".journal").rglob("*.json"))
     assert pre_restore_labels(cli) == [journal["pre_restore"]]
+
+
+def test_ctrl_c_says_where_the_host_stands_and_abort_leaves_no_stash(cli: Cli,
+                                                                     story: Story) -> None:
+    """SIGINT while restore checks out (a post-checkout hook holds it there): one line with
+    HEAD and the stash of the work and the one way back; --check then claims no resuming;
+    --abort puts the work back and drops the stash whose content is back."""
+    good = capture_good(cli, story, "local")
+    moved_and_dirty(story)
+    before = snapshot_of_tree(story)
+    hook = story.checkout.path / ".git" / "hooks" / "post-checkout"
+    marker, release = story.checkout.path.parent / "in-checkout", story.checkout.path.parent / "go"
+    hook.write_text(f"#!/bin/sh\ntouch {marker}\nwhile [ ! -e {release} ]; do sleep 0.05; "
+                    "done\n")
+    hook.chmod(0o755)
+    running = subprocess.Popen([sys.executable, "-m", "envsnap", "restore", "good", "--yes"],
+                               cwd=cli.cwd, env=cli.env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(marker)
+        running.send_signal(signal.SIGINT)
+        time.sleep(0.3)        # the signal is taken while git waits on its hook
+        release.touch()
+        _out, err = running.communicate(timeout=60)
+    finally:
+        release.touch()
+    hook.unlink()
+    assert running.returncode == ExitCode.INTERRUPTED, err
+    (stash,) = [line.split()[0] for line in story.checkout.git(
+        "stash", "list", "--format=%gd %H %gs").splitlines() if "before restoring good" in line]
+    (rollback,) = pre_restore_labels(cli)
+    assert err.startswith(f"envsnap: interrupted: the restore of 'good' on local stopped while "
+                          f"applying: {story.checkout.path}: HEAD detached at {good[:12]}, "
+                          f"your work in {stash} ("), err
+    assert err.endswith(f"; `envsnap restore --abort --host local` puts it back as it was "
+                        f"({rollback}), your work included\n"), err
+    assert err.count("\n") == 1
+    check = cli("restore", "good", "--check")
+    assert "resuming" not in check.stdout, check.stdout
+    assert ("an interrupted restore is pending on local: this plan is what finishing it would "
+            "do") in check.stdout
+    aborted = cli("restore", "--abort")
+    assert aborted.returncode == 0, aborted.stdout + aborted.stderr
+    assert "dropped its stash of your work, all back in the checkout: " in aborted.stdout
+    assert snapshot_of_tree(story) == before   # HEAD, status, the user's own stash only
 
 
 def restore_stopped_in_checkout(cli: Cli, story: Story) -> subprocess.Popen[bytes]:
@@ -307,7 +382,7 @@ def test_check_does_not_take_the_lock_of_a_running_restore(cli: Cli, story: Stor
         assert holder["pid"] == running.pid and holder["command"] == "envsnap restore good --yes"
         result = cli("restore", "good", "--check")
         assert result.returncode in (0, 1), result.stdout + result.stderr
-        assert (f"local: another restore holds the lock on {story.checkout.path} (pid "
+        assert (f"local: envsnap restore holds the lock on {story.checkout.path} (pid "
                 f"{running.pid} on {holder['controller']}, 'envsnap restore good --yes', since "
                 f"{holder['started']})") in result.stdout
         assert "resuming" not in result.stdout   # the journal is the running restore's own

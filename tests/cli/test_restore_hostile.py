@@ -25,6 +25,8 @@ from helpers.pythons import site_packages, venv_with_own_sitecustomize
 from helpers.restorestory import capture_good, moved_and_dirty, snapshot_of_tree
 from helpers.sshd import Sshd
 
+from envsnap.errors import ExitCode
+
 Edit = Callable[[dict[str, Any]], None]
 METRIC = r"token/s\): ([0-9.]+)"
 
@@ -253,7 +255,7 @@ def test_rerun_runs_the_recorded_command_only_when_confirmed(
     refused = restore(cli, story, "--rerun")
     assert not planted.exists()
     no_traceback(refused)
-    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert refused.returncode == ExitCode.DECLINED, refused.stdout + refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
     assert f"touch {planted}" in refused.stderr and "--rerun-cmd" in refused.stderr
 

@@ -20,6 +20,8 @@ from helpers.gitrepos import Repo, git_env, init
 from helpers.procwatch import processes_with, soon
 from helpers.sshd import Sshd, free_port
 
+from envsnap.errors import ExitCode
+
 TOY = ROOT / "tests" / "helpers" / "toyserver.py"
 METRIC = r"throughput: ([0-9.]+) req/s"
 # 0.004 s a request against 0.02 s: a 5x gap (tests/helpers/toyserver.py)
@@ -301,7 +303,7 @@ def test_a_foreign_snapshots_server_env_is_shown_before_it_is_trusted(
     (tmp_path / "colleague.yaml").write_text(yaml.safe_dump(document))
     result = cli("restore", str(tmp_path / "colleague.yaml"), "--rerun", "--serve", plain,
                  "--ready", "listening on", "--repo", str(repo.path))
-    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.returncode == ExitCode.DECLINED, result.stdout + result.stderr
     assert f"server (--rerun --serve): {plain}  (with the snapshot's server env where it " \
         "differs, listed below)" in result.stdout
     assert "    LD_PRELOAD=/tmp/evil.so  (changes how a process starts)\n" in result.stdout

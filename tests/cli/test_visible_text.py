@@ -16,6 +16,8 @@ from helpers.gitrepos import Story
 from helpers.restorestory import capture_good
 from helpers.sshd import Sshd
 
+from envsnap.errors import ExitCode
+
 # A recorded benchmark that, printed raw, erases its own first part: a terminal would show
 # only " python3 bench.py" after "benchmark (--rerun):" and the touch would run unseen.
 LYING = "touch /tmp/pwned #\r\x1b[2K python3 bench.py"
@@ -68,7 +70,7 @@ def test_trusts_review_shows_the_escape(cli: Cli, story: Story) -> None:
     capture_good(cli, story, "local")
     planted(cli)
     result = cli("trust", "good")
-    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.returncode == ExitCode.DECLINED, result.stdout + result.stderr
     assert f"benchmark (--rerun): {LYING_SHOWN}" in result.stdout, result.stdout
     assert raw_controls(result.stdout + result.stderr) == []
 

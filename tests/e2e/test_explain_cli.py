@@ -13,6 +13,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import pty
+import re
+import select
 import signal
 import subprocess
 import sys
@@ -31,6 +34,7 @@ from helpers.pythons import (
     venv_with_own_sitecustomize,
 )
 
+from envsnap.errors import ExitCode
 from envsnap.snapshot.provenance import signed, user_key
 
 TOY = ROOT / "tests" / "helpers" / "toyserver.py"
@@ -111,6 +115,30 @@ def explain(cli: Cli, toy: Toy, host: str, *extra: str) -> subprocess.CompletedP
                "--repeat", "3", "--yes", *extra, timeout=300)
 
 
+def explain_at_a_terminal(cli: Cli, toy: Toy, *extra: str) -> tuple[int, str, str]:
+    """explain in a subprocess whose stderr is a terminal: its exit, stdout, and all the
+    terminal was sent (the status line rewritten in place)."""
+    leader, follower = pty.openpty()
+    running = subprocess.Popen(
+        [sys.executable, "-m", "envsnap", "explain", "good", "bad", "--serve", toy.serve,
+         "--ready", "listening on", "--cmd", toy.cmd, "--metric", METRIC, "--lower-is-better",
+         "--repeat", "3", "--yes", *extra], cwd=cli.cwd, env=cli.env, stdout=subprocess.PIPE,
+        stderr=follower)
+    os.close(follower)
+    screen = b""
+    while select.select([leader], [], [], 120)[0]:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:         # the other end closed: the command is done
+            break
+        if not chunk:
+            break
+        screen += chunk
+    out = running.communicate(timeout=120)[0].decode()
+    os.close(leader)
+    return running.returncode, out, screen.decode(errors="replace")
+
+
 def where(request: pytest.FixtureRequest, over_ssh: bool) -> tuple[Cli, str]:
     """The CLI and the host to explain on. Over SSH the snapshots are still taken locally
     (the env of a server started there is what differs); explain runs through the sshd."""
@@ -143,6 +171,11 @@ def test_a_single_cause_in_code(request: pytest.FixtureRequest, over_ssh: bool,
     # the range, a cause alone, bisected at GOOD's state: which of its commits
     assert "bisect the 3 commits at GOOD's state" in out
     assert f"  first bad commit: {pulled[1]} Tune the kernel\n    toy_speed.py\n" in out
+    # its good end is explain's own runs at GOOD's state, and its runs are in the count
+    assert "good: explain's own runs at GOOD's state" in out, out
+    assert "recorded in the good snapshot" not in out
+    assert re.search(r"\(\d+ invocations, \d+ runs in all: \d+ invocations and \d+ runs of "
+                     r"them by the bisect of the commits\)", out), out
     assert "no effect: NCCL_DEBUG=INFO in the server env (was WARN)" in out
     assert f"no effect: {repo}: the uncommitted patch added" in out
     assert toy.fingerprint() == before
@@ -220,7 +253,8 @@ def test_refused_before_anything_changes(cli: Cli, tmp_path: Path) -> None:
     before = toy.fingerprint()
     unasked = cli("explain", "good", "bad", "--serve", toy.serve, "--ready", "listening on",
                   "--cmd", toy.cmd, "--metric", METRIC)
-    assert unasked.returncode == 2, unasked.stdout + unasked.stderr
+    assert unasked.returncode == ExitCode.DECLINED, unasked.stdout + unasked.stderr
+    assert unasked.stderr.startswith("envsnap: declined: nothing was changed on local: ")
     assert "pass --yes" in unasked.stderr and "Traceback" not in unasked.stderr
     assert toy.fingerprint() == before
 
@@ -253,7 +287,7 @@ def test_a_foreign_snapshot_needs_trust(cli: Cli, tmp_path: Path) -> None:
     good.write_text(yaml.safe_dump(document))
     before = toy.fingerprint()
     result = explain(cli, toy, "local")
-    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.returncode == ExitCode.DECLINED, result.stdout + result.stderr
     assert "snapshot 'good' is foreign (content changed)" in result.stderr
     assert "--trust-foreign" in result.stderr and toy.fingerprint() == before
 
@@ -282,7 +316,8 @@ def test_ctrl_c_puts_the_checkout_and_the_work_back(cli: Cli, tmp_path: Path) ->
     out, err = running.communicate(timeout=120)
     said = "".join(seen) + out
     assert running.returncode == 130, said + err
-    assert "envsnap: interrupted" in err
+    assert "envsnap: interrupted: local: " in err and " is as explain found it (" in err, err
+    assert "run the same envsnap explain again to start over\n" in err
     assert "HEAD back to main at" in said and "your work is back" in said
     assert toy.fingerprint() == before
     assert not list((Path(cli.env["HOME"]) / ".cache" / "envsnap").glob("locks/*.lock"))
@@ -401,11 +436,16 @@ def test_the_ceiling_is_printed_first_and_never_passed(cli: Cli, tmp_path: Path)
     toy.pull(slow_at_second=None)
     toy.bench(cli, "bad", {})
     before = toy.fingerprint()
-    result = explain(cli, toy, "local", "--max-invocations", "2")
-    assert result.returncode == 1, result.stdout + result.stderr
-    out = result.stdout
+    code, out, screen = explain_at_a_terminal(cli, toy, "--max-invocations", "2")
+    assert code == 1, out + screen
+    # the status line, live on the terminal: the trial, the invocations used of the bound
+    assert re.search(r"explain: trial 1, 0 of 2 invocations used, \d+s elapsed, ETA after "
+                     r"the first trial", screen), screen
+    assert re.search(r"explain: trial 2, 1 of 2 invocations used, \d+s elapsed, ETA at most "
+                     r"~\d+s", screen), screen
+    assert screen.endswith("\r\x1b[K")                # erased at the end
     assert "never more than 2 (--max-invocations)" in out
-    assert "(2 invocations)" in out
+    assert "(2 invocations, 6 runs)" in out
     assert "can't tell: NCCL_PROTO=LL missing from the server env (2 invocations reached, " \
            "the ceiling)" in out
     assert "the ceiling stopped the search (raise --max-invocations)" in out

@@ -204,7 +204,7 @@ def test_the_restore_lock_is_per_checkout_names_its_holder_and_can_be_waited_for
         refused = cli("restore", "good", "--yes", timeout=60)
         assert refused.returncode == 3, refused.stdout + refused.stderr
         assert refused.stderr.count("\n") == 1, refused.stderr
-        assert (f"{target.host}: another restore holds the lock on {story.checkout.path} "
+        assert (f"{target.host}: envsnap restore holds the lock on {story.checkout.path} "
                 f"(pid {running.pid} on ") in refused.stderr
         assert "'envsnap restore good --yes', since 20" in refused.stderr
         assert "--wait SECONDS" in refused.stderr
@@ -218,6 +218,9 @@ def test_the_restore_lock_is_per_checkout_names_its_holder_and_can_be_waited_for
         release.touch()
         out, err = waiter.communicate(timeout=120)
         assert waiter.returncode == 0, out + err
+        assert err.startswith(f"{target.host}: waiting up to 60 s for envsnap restore (pid "
+                              f"{running.pid} on "), err
+        assert f"to release the lock on {story.checkout.path}\n" in err
         assert running.wait(timeout=60) == 0
     finally:
         release.touch()

@@ -34,7 +34,7 @@ def test_a_taken_checkout_is_refused_naming_its_holder(tmp_path: Path,
         assert held.name.startswith("sglang-") and held.name.endswith(".lock")
         owner = LockHolder.parse((held / "owner").read_text())
         assert owner.pid == os.getpid() and owner.controller == socket.gethostname()
-        with pytest.raises(HostError, match=f"another restore holds the lock on {checkout} "
+        with pytest.raises(HostError, match=f"holds the lock on {checkout} "
                                             f"\\(pid {os.getpid()} on "):
             with locks([checkout], wait=1.0):
                 pass
