@@ -2,9 +2,10 @@
 
 The same events `envsnap timeline` shows (timeline/run.py, read from the host now, with the
 snapshot's checkouts, workers and hot paths), laid out as rows of plain strings, so that the
-report's masking and its markdown and html writers treat them like every other fact. The
-interpreter the snapshot recorded runs the agent only when the snapshot is the user's own
-(a foreign one's would be a program it picked to run), as restore decides.
+report's masking and its markdown and html writers treat them like every other fact. Only
+the user's own snapshot is followed to its host: a foreign one would pick the host to reach,
+the checkouts and workers to read and the interpreter to run (refused, exit 2, with the way
+on: `envsnap trust`, or `envsnap timeline HOST` where the user names the host).
 """
 from __future__ import annotations
 
@@ -50,11 +51,14 @@ def host_timeline(document: Snapshot, since: str, store: Store, inventory: Inven
     workers and hot paths."""
     from envsnap.timeline.run import timeline  # on use: it loads the transports
 
+    verdict = provenance.verify_as_user(document)
+    if not verdict.mine:      # its host, checkouts and workers would be a stranger's choice
+        raise UsageError(f"--timeline reads the host a snapshot names, and "
+                         f"{snap.label(document)!r} is {verdict.describe()}: `envsnap trust "
+                         f"{snap.label(document)}` first, or run `envsnap timeline HOST`")
     config = snap.capture_config(document)
     wanted: Vars = {"repos": config.get("repos"), "procs": config.get("procs"),
-                    "hot_paths": config.get("hot_paths")}
-    if provenance.verify_as_user(document).mine:
-        wanted["python"] = config.get("python")
+                    "hot_paths": config.get("hot_paths"), "python": config.get("python")}
     hosts = resolve_hosts([snap.host(document, "local")], inventory, wanted)
     if len(hosts) != 1:
         raise UsageError(f"--timeline: the snapshot's host names {len(hosts)} hosts")

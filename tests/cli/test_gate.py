@@ -26,7 +26,9 @@ BOTH = pytest.mark.parametrize("over_ssh", [False, pytest.param(True, marks=pyte
 NOT_FROM_A_SNAPSHOT = {"capture": "records a host; takes no snapshot in",
                        "bench": "records a host and its benchmark; takes no snapshot in",
                        "timeline": "reads a host's own evidence; of the store's snapshots it "
-                                   "reads times and values, and runs nothing they hold"}
+                                   "reads times and values, and runs nothing they hold",
+                       "report": "reaches a host only for --timeline, and only from the "
+                                 "user's own snapshot: a foreign one is refused"}
 
 
 def where(request: pytest.FixtureRequest, over_ssh: bool) -> tuple[Cli, str]:

@@ -8,6 +8,7 @@ import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
 
+import yaml
 from conftest import Cli
 from helpers.gitrepos import Story
 
@@ -66,3 +67,20 @@ def test_md_and_html_report_gain_the_timeline(cli: Cli, tmp_path: Path) -> None:
 
     as_json = json.loads(cli("report", "slow", "--timeline", "10m", "--format", "json").stdout)
     assert any(row["what"].startswith("pull in") for row in as_json["timeline"]["rows"])
+
+
+def test_a_foreign_snapshot_is_not_followed_to_its_host(cli: Cli, tmp_path: Path) -> None:
+    """A stranger's snapshot would pick the host to reach, the checkouts to read and the
+    interpreter to run: --timeline refuses it, naming the ways on."""
+    story = Story(tmp_path / "story")
+    assert cli("capture", "local", "--label", "theirs", "--repo",
+               str(story.checkout.path)).returncode == 0
+    path = Path(cli.env["ENVSNAP_STORE"]) / "theirs.yaml"
+    document = yaml.safe_load(path.read_text())
+    document["meta"].pop("signature")
+    path.write_text(yaml.safe_dump(document))
+    result = cli("report", "theirs", "--timeline", "10m")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "'theirs' is foreign (unsigned)" in result.stderr
+    assert "`envsnap trust theirs` first, or run `envsnap timeline HOST`" in result.stderr
+    assert cli("report", "theirs").returncode == 0      # the report itself reaches nothing
