@@ -17,7 +17,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from . import cuda_nccl, env, exits, git, nvidia, python_env, redact, system, timeline
+from . import cuda_nccl, env, exits, git, nvidia, python_env, redact, system
 from .sections import SECTIONS
 from .util import escaped_document
 
@@ -96,6 +96,8 @@ def agent_output(config: Dict[str, Any], started: Optional[Tuple[float, float]] 
 
         document["bench"] = benchrun.run_bench(config)
     elif config.get("mode") == "timeline":
+        from . import timeline  # on use, as benchrun: its log readers are no capture's
+
         document["timeline"] = timeline.collect(config)
     else:
         document["collectors"] = collect_all(config)

@@ -25,6 +25,7 @@ from envsnap.errors import ExitCode
 if TYPE_CHECKING:
     from envsnap.cli.options import Commands
     from envsnap.hosts.capture import Outcome
+    from envsnap.hosts.inventory import Host
     from envsnap.hosts.inventory_graph import Vars
 
 EPILOG = exit_codes(
@@ -98,12 +99,20 @@ def render_outcome(outcome: Outcome, out: TextIO, err: TextIO) -> None:
 
 
 def cmd_capture(args: argparse.Namespace) -> int:
-    from envsnap.hosts.capture import CaptureOptions, capture, retry_of, write_retry_file
-    from envsnap.snapshot.store import Store
+    from envsnap.hosts.connect import connecting_early
 
     overrides: Vars = {"repos": args.repo, "procs": args.proc, "python": args.python,
                                  "hot_paths": args.hot_path}
     hosts = selected_hosts(args, args.hosts, overrides)
+    # The first hosts' handshakes run while the capture's modules load.
+    with connecting_early(hosts[:args.forks], args.connect_timeout, args.accept_new_host_keys):
+        return capture_hosts(args, hosts)
+
+
+def capture_hosts(args: argparse.Namespace, hosts: list[Host]) -> int:
+    from envsnap.hosts.capture import CaptureOptions, capture, retry_of, write_retry_file
+    from envsnap.snapshot.store import Store
+
     options = CaptureOptions(label=args.label, force=args.force, forks=args.forks,
                              connect_timeout=args.connect_timeout,
                              collector_timeout=args.collector_timeout,

@@ -28,10 +28,11 @@ from typing import TYPE_CHECKING, Any, Callable
 from envsnap.defaults import DEFAULT_COLLECTOR_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FORKS
 from envsnap.errors import EnvsnapError, ExitCode, HostError, SnapshotError, UsageError
 from envsnap.hosts import payload
+from envsnap.hosts.connect import open_transport
 from envsnap.hosts.inventory import Host
 from envsnap.hosts.labels import HOST, host_field, parse_template, shared_values
 from envsnap.hosts.payload import AgentConfig, AgentOutput, CollectConfig, ControllerIdentity
-from envsnap.hosts.transport import Transport, max_output_bytes, open_transport
+from envsnap.hosts.transport import Transport, max_output_bytes
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.mask import masking_key
 from envsnap.snapshot.spec import got

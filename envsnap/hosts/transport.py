@@ -573,10 +573,3 @@ def describe_connect_error(name: str, where: str, exc: Exception) -> str:
     if isinstance(exc, OSError):
         return f"{name}: unreachable: {where}: {exc.strerror or exc}"
     return f"{name}: SSH failed for {where}: {exc}"
-
-
-def open_transport(host: Host, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
-                   accept_new_host_keys: bool = False) -> Transport:
-    if host.is_local:
-        return LocalTransport(host)
-    return SSHTransport(host, connect_timeout, accept_new_host_keys)

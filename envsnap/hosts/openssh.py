@@ -1,0 +1,313 @@
+"""A host through the system's OpenSSH client, as Ansible's default `ssh` connection reaches it.
+
+The first use starts a master connection (`ssh -M -N`, ControlPersist): its handshake runs in
+its own process while this one goes on (the agent's digest, the config, the store), and
+every command is then one `ssh -S` over it, a local process that connects to the master's
+socket: no Python SSH (paramiko, cryptography: about 0.2 s of imports) on the way.
+
+It checks what the paramiko transport checks and says it in the same words:
+- host keys: `StrictHostKeyChecking=yes` (or `accept-new`, opted in) against the known_hosts
+  files envsnap uses ($HOME's, as configured), BatchMode (nothing is asked at a prompt);
+- ssh's own account of a failure (`-E`: a log of its own, apart from the command's stderr)
+  is mapped to the paramiko transport's lines: unreachable, refused, timed out, never spoke
+  SSH, authentication refused, host key CHANGED. An unknown host key, or anything not
+  mapped, is told by the paramiko transport itself, opened in its place: it names the key's
+  SHA256 fingerprint and the ssh-keyscan line, and should it connect where ssh would not,
+  it serves the rest of the session.
+- What a command prints is read with the same cap (transport.max_output_bytes); a command
+  that is followed keeps stdin as its lifeline, as over paramiko.
+
+The master lives in a private folder (its socket, its log), ends with close(), and, should
+this process die first, ends itself CONTROL_PERSIST_S after its last command.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from envsnap.defaults import DEFAULT_CONNECT_TIMEOUT
+from envsnap.errors import HostError
+from envsnap.hosts.inventory import Host
+from envsnap.hosts.sshconfig import Destination, config_args, ssh_destination
+from envsnap.hosts.transport import (
+    KEEPALIVE_S,
+    ClosedOnExit,
+    Follow,
+    Result,
+    SSHTransport,
+    TooMuchOutput,
+    Transport,
+    max_output_bytes,
+    output_refused,
+    pump,
+    settle,
+    stop_unread,
+)
+from envsnap.text import duration
+
+CONTROL_PERSIST_S = 30    # a master left by a crashed controller ends this long after use
+SSH_FAILED = 255          # ssh's exit status for its own failure
+MAX_SOCKET_PATH = 90      # a unix socket's path is at most 108 bytes; ssh adds a suffix
+STOP_S = 5.0
+
+
+@dataclass(frozen=True)
+class Failure:
+    """ssh's last word on a connection it could not make, as the paramiko transport says it:
+    `text` formatted with the host's name and user@address:port."""
+
+    pattern: re.Pattern[str]
+    text: str
+
+
+# Most specific first: a banner timeout is also "timed out".
+FAILURES = (
+    Failure(re.compile(r"host identification has changed|host key for .* has changed",
+                       re.IGNORECASE),
+            "{name}: host key CHANGED for {known_as} (possible man-in-the-middle); refusing "
+            "to connect; fix known_hosts if the change is expected"),
+    Failure(re.compile(r"during banner exchange|kex_exchange_identification|"
+                       r"Connection (?:closed|reset) by \S+ port", re.IGNORECASE),
+            "{name}: unreachable: {where} accepted the connection but never spoke SSH"),
+    Failure(re.compile(r"Connection refused", re.IGNORECASE),
+            "{name}: unreachable: connection refused by {where}"),
+    Failure(re.compile(r"timed out", re.IGNORECASE),
+            "{name}: unreachable: no answer from {where} (timed out)"),
+    Failure(re.compile(r"Could not resolve hostname [^:]*: (?P<why>.*)", re.IGNORECASE),
+            "{name}: unreachable: unknown host name ({why})"),
+    Failure(re.compile(r"Permission denied \((?P<why>[^)]*)\)", re.IGNORECASE),
+            "{name}: authentication refused for {where} (ssh tried: {why})"),
+)
+
+
+def failure_text(log: str, name: str, where: str, known_as: str) -> str | None:
+    """The paramiko transport's line for what ssh logged, or None where it has none (an
+    unknown host key: only paramiko holds the key to name its fingerprint)."""
+    for failure in FAILURES:
+        found = failure.pattern.search(log)
+        if found:
+            return failure.text.format(name=name, where=where, known_as=known_as,
+                                       why=(found.groupdict().get("why") or "").strip())
+    return None
+
+
+def known_hosts_option(destination: Destination) -> str:
+    """UserKnownHostsFile as configured, `~` read as $HOME (ssh would read passwd's), or
+    $HOME's ~/.ssh/known_hosts: the files the paramiko transport checks, first the one a key
+    accepted anew is written to."""
+    files = [os.path.expanduser(path) for path in destination.known_hosts
+             if path.lower() != "none"] or [os.path.expanduser("~/.ssh/known_hosts")]
+    return "UserKnownHostsFile=" + " ".join(f'"{path}"' if " " in path else path
+                                            for path in files)
+
+
+def private_folder() -> str:
+    """A folder of this process's own for the master's socket and log, short enough for a
+    socket's path."""
+    folder = tempfile.mkdtemp(prefix="envsnap-ssh-")
+    if len(folder) > MAX_SOCKET_PATH:
+        os.rmdir(folder)
+        folder = tempfile.mkdtemp(prefix="envsnap-ssh-", dir="/tmp")
+    return folder
+
+
+class OpenSSHTransport(ClosedOnExit):
+    """A host over the system's `ssh`, one master connection for all its commands."""
+
+    def __init__(self, host: Host, client: str,
+                 connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+                 accept_new_host_keys: bool = False) -> None:
+        self.host, self.client = host, client
+        self.connect_timeout = connect_timeout
+        self.accept_new = accept_new_host_keys or bool(host.vars.get("accept_new_host_keys"))
+        self.destination = ssh_destination(host.address)
+        self.folder: str | None = None
+        self.master: subprocess.Popen[bytes] | None = None
+        self.ready = False
+        self.instead: Transport | None = None   # paramiko's, where ssh could not connect
+
+    @property
+    def where(self) -> str:
+        user = self.host.user or self.destination.user or "?"
+        port = self.host.port or self.destination.port or 22
+        return f"{user}@{self.destination.hostname}:{port}"
+
+    @property
+    def known_as(self) -> str:
+        """How known_hosts names the host."""
+        port = self.host.port or self.destination.port or 22
+        name = self.destination.hostname
+        return name if port == 22 else f"[{name}]:{port}"
+
+    def options(self) -> list[str]:
+        """What every ssh of this host is given: the paramiko transport's checks and
+        timeouts, the inventory's port, user and key."""
+        words = [*config_args(), "-o", "BatchMode=yes",
+                 "-o", f"StrictHostKeyChecking={'accept-new' if self.accept_new else 'yes'}",
+                 "-o", known_hosts_option(self.destination),
+                 "-o", f"ConnectTimeout={max(1, math.ceil(self.connect_timeout))}",
+                 "-o", f"ServerAliveInterval={KEEPALIVE_S}"]
+        if self.host.port:
+            words += ["-p", str(self.host.port)]
+        if self.host.user:
+            words += ["-l", self.host.user]
+        if self.host.key_file:
+            words += ["-i", os.path.expanduser(self.host.key_file)]
+        return words
+
+    def start(self) -> None:
+        """Begin the handshake, without waiting for it."""
+        if self.master is not None or self.instead is not None:
+            return
+        self.folder = private_folder()
+        self.master = subprocess.Popen(
+            [self.client, *self.options(), "-M", "-N", "-S", self.socket,
+             "-o", f"ControlPersist={CONTROL_PERSIST_S}", "-E", self.log,
+             "--", self.host.address],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    @property
+    def socket(self) -> str:
+        return f"{self.folder}/socket"
+
+    @property
+    def log(self) -> str:
+        return f"{self.folder}/log"
+
+    def open(self) -> None:
+        """Wait for the master: with ControlPersist, its first process exits once the
+        master listens (0) or once ssh gave up (255)."""
+        if self.ready or self.instead is not None:
+            return
+        self.start()
+        assert self.master is not None
+        limit = 2 * self.connect_timeout + 30   # ssh's ConnectTimeout ends the wait first
+        try:
+            code = self.master.wait(limit)
+        except subprocess.TimeoutExpired:
+            self.master.kill()
+            self.master.wait()
+            raise HostError(f"{self.host.name}: unreachable: no answer from {self.where} "
+                            f"(timed out)") from None
+        if code == 0 and os.path.exists(self.socket):
+            self.ready = True
+            return
+        self.refused(read_log(self.log))
+
+    def refused(self, log: str) -> None:
+        """ssh could not connect: the paramiko transport's line for it, or the paramiko
+        transport itself, to tell what only it can or to serve in ssh's place."""
+        text = failure_text(log, self.host.name, self.where, self.known_as)
+        if text is not None:
+            raise HostError(text)
+        instead = SSHTransport(self.host, self.connect_timeout, self.accept_new)
+        instead.open()   # raises the HostError that says why
+        self.instead = instead
+
+    def command(self, command: str) -> list[str]:
+        """One command over the master (or, should its socket be gone, a connection of its
+        own with the same checks)."""
+        return [self.client, *self.options(), "-S", self.socket, "-o", "ControlMaster=no",
+                "-T", "-E", f"{self.folder}/log.{uuid.uuid4().hex[:8]}", "--",
+                self.host.address, command]
+
+    def run(self, command: str, timeout: float, follow: Follow | None = None) -> Result:
+        self.open()
+        if self.instead is not None:
+            return self.instead.run(command, timeout, follow)
+        argv = self.command(command)
+        lifeline = follow is not None
+        limit = max_output_bytes()
+        stdin, held = os.pipe() if lifeline else (subprocess.DEVNULL, -1)
+        proc = subprocess.Popen(argv, stdin=stdin, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        if lifeline:
+            os.close(stdin)
+        try:
+            out, err = pump(proc, time.monotonic() + timeout, follow, limit)
+        except TooMuchOutput:
+            stop_unread(proc)
+            raise output_refused(self.host.name, limit) from None
+        except BaseException as exc:   # timed out, or Ctrl-C: the channel closes with ssh
+            if lifeline:
+                os.close(held)
+                lifeline = False
+                settle(proc)
+            proc.kill()
+            proc.communicate()
+            if isinstance(exc, subprocess.TimeoutExpired):
+                raise HostError(f"{self.host.name}: command timed out after "
+                                f"{duration(timeout)}") from None
+            raise
+        finally:
+            if lifeline:
+                os.close(held)
+        if proc.returncode == SSH_FAILED:
+            said = read_log(log_of(argv))
+            if said.strip():   # ssh's own failure, not the command's exit 255
+                raise HostError(f"{self.host.name}: connection lost "
+                                f"({last_line(said)})")
+        return Result(proc.returncode, out.decode("utf-8", "replace"),
+                      err.decode("utf-8", "replace"))
+
+    def put(self, data: bytes, path: str) -> None:
+        """Written by `cat` to a name of its own, then renamed: atomic, as over SFTP
+        (relative to $HOME, where the commands find it)."""
+        self.open()
+        if self.instead is not None:
+            self.instead.put(data, path)
+            return
+        temporary = f"{path}.{uuid.uuid4().hex}.tmp"
+        script = (f'cd "$HOME" && cat > {shlex.quote(temporary)} && '
+                  f"mv -f {shlex.quote(temporary)} {shlex.quote(path)}")
+        argv = self.command(script)
+        try:
+            done = subprocess.run(argv, input=data, capture_output=True,
+                                  timeout=self.connect_timeout + 60 + len(data) / 1e6)
+        except subprocess.TimeoutExpired:
+            raise HostError(f"{self.host.name}: cannot upload {path}: timed out") from None
+        if done.returncode != 0:
+            said = last_line(done.stderr.decode("utf-8", "replace")
+                             or read_log(log_of(argv)))
+            raise HostError(f"{self.host.name}: cannot upload {path}: {said}")
+
+    def close(self) -> None:
+        if self.instead is not None:
+            self.instead.close()
+        if self.master is not None:
+            # A handshake still under way ends with its process; a master that listens
+            # (it forked to the background first) is asked to exit.
+            if self.master.poll() is None:
+                self.master.kill()
+                self.master.wait()
+            if os.path.exists(self.socket):
+                subprocess.run([self.client, *config_args(), "-S", self.socket, "-O", "exit",
+                                "--", self.host.address], stdin=subprocess.DEVNULL,
+                               capture_output=True, timeout=STOP_S)
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+        self.master, self.ready, self.folder = None, False, None
+
+
+def log_of(argv: list[str]) -> str:
+    return argv[argv.index("-E") + 1]
+
+
+def read_log(path: str) -> str:
+    try:
+        return Path(path).read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def last_line(text: str) -> str:
+    return (text.strip().splitlines() or [""])[-1].strip()
