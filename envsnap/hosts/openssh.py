@@ -33,6 +33,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from envsnap.defaults import DEFAULT_CONNECT_TIMEOUT
 from envsnap.errors import HostError
@@ -58,6 +59,9 @@ CONTROL_PERSIST_S = 30    # a master left by a crashed controller ends this long
 SSH_FAILED = 255          # ssh's exit status for its own failure
 MAX_SOCKET_PATH = 90      # a unix socket's path is at most 108 bytes; ssh adds a suffix
 STOP_S = 5.0
+# The session the handshake opens: it runs the first line it reads (the first command, sent
+# as soon as it is known), or nothing once stdin ends. sh whatever the login shell.
+WAITING = "exec /bin/sh -c 'read -r command || exit 0; eval \"$command\"'"
 
 
 @dataclass(frozen=True)
@@ -132,7 +136,8 @@ class OpenSSHTransport(ClosedOnExit):
         self.destination = ssh_destination(host.address)
         self.folder: str | None = None
         self.master: subprocess.Popen[bytes] | None = None
-        self.ready = False
+        self.ready = False             # the master listens
+        self.waiting = False           # its first session waits for a command
         self.instead: Transport | None = None   # paramiko's, where ssh could not connect
 
     @property
@@ -165,15 +170,19 @@ class OpenSSHTransport(ClosedOnExit):
         return words
 
     def start(self) -> None:
-        """Begin the handshake, without waiting for it."""
+        """Begin the handshake, without waiting for it. The session it opens waits for its
+        command on stdin (WAITING), so the first command starts on a connection already
+        made, with no process of its own."""
         if self.master is not None or self.instead is not None:
             return
         self.folder = private_folder()
         self.master = subprocess.Popen(
-            [self.client, *self.options(), "-M", "-N", "-S", self.socket,
-             "-o", f"ControlPersist={CONTROL_PERSIST_S}", "-E", self.log,
-             "--", self.host.address],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            [self.client, *self.options(), "-M", "-S", self.socket,
+             "-o", f"ControlPersist={CONTROL_PERSIST_S}", "-E", self.log, "-T",
+             "--", self.host.address, WAITING],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            bufsize=0)   # the command goes out as written, or not at all (ssh gone)
+        self.waiting = True
 
     @property
     def socket(self) -> str:
@@ -184,24 +193,32 @@ class OpenSSHTransport(ClosedOnExit):
         return f"{self.folder}/log"
 
     def open(self) -> None:
-        """Wait for the master: with ControlPersist, its first process exits once the
-        master listens (0) or once ssh gave up (255)."""
+        """Wait for the master to listen (its socket appears once the host let us in), or
+        for ssh to give up; the waiting session, if unused, is let go."""
         if self.ready or self.instead is not None:
             return
         self.start()
         assert self.master is not None
-        limit = 2 * self.connect_timeout + 30   # ssh's ConnectTimeout ends the wait first
-        try:
-            code = self.master.wait(limit)
-        except subprocess.TimeoutExpired:
-            self.master.kill()
-            self.master.wait()
-            raise HostError(f"{self.host.name}: unreachable: no answer from {self.where} "
-                            f"(timed out)") from None
-        if code == 0 and os.path.exists(self.socket):
-            self.ready = True
-            return
-        self.refused(read_log(self.log))
+        deadline = time.monotonic() + 2 * self.connect_timeout + 30   # ssh's ends it first
+        if self.waiting:
+            self.waiting = False
+            try:   # stdin closed: the waiting shell ends, once the host let us in
+                self.master.communicate(timeout=deadline - time.monotonic())
+            except subprocess.TimeoutExpired:
+                pass   # said below
+        pause = 0.0005
+        while not os.path.exists(self.socket):
+            if self.master.poll() is not None:
+                self.refused(read_log(self.log))
+                return
+            if time.monotonic() > deadline:
+                self.master.kill()
+                self.master.wait()
+                raise HostError(f"{self.host.name}: unreachable: no answer from "
+                                f"{self.where} (timed out)")
+            time.sleep(pause)
+            pause = min(2 * pause, 0.01)
+        self.ready = True
 
     def refused(self, log: str) -> None:
         """ssh could not connect: the paramiko transport's line for it, or the paramiko
@@ -221,26 +238,65 @@ class OpenSSHTransport(ClosedOnExit):
                 self.host.address, command]
 
     def run(self, command: str, timeout: float, follow: Follow | None = None) -> Result:
+        if self.instead is not None:
+            return self.instead.run(command, timeout, follow)
+        self.start()
+        if self.waiting and "\n" not in command:
+            return self.run_waiting(command, timeout, follow)
         self.open()
         if self.instead is not None:
             return self.instead.run(command, timeout, follow)
         argv = self.command(command)
         lifeline = follow is not None
-        limit = max_output_bytes()
         stdin, held = os.pipe() if lifeline else (subprocess.DEVNULL, -1)
         proc = subprocess.Popen(argv, stdin=stdin, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE)
         if lifeline:
             os.close(stdin)
+        result = self.collect(proc, timeout, follow, (lambda: os.close(held)) if lifeline
+                              else None)
+        if result.exit_code == SSH_FAILED:
+            said = read_log(log_of(argv))
+            if said.strip():   # ssh's own failure, not the command's exit 255
+                raise HostError(f"{self.host.name}: connection lost ({last_line(said)})")
+        return result
+
+    def run_waiting(self, command: str, timeout: float, follow: Follow | None) -> Result:
+        """The first command, given to the session the handshake opened."""
+        proc = self.master
+        assert proc is not None and proc.stdin is not None
+        self.waiting = False
+        lifeline = proc.stdin
+        try:
+            lifeline.write(command.encode() + b"\n")
+            lifeline.flush()
+        except OSError:   # ssh has ended: its log says why (below)
+            pass
+        if follow is None:
+            lifeline.close()
+        result = self.collect(proc, timeout, follow, lifeline.close if follow else None)
+        if lifeline.closed is False:
+            lifeline.close()
+        if result.exit_code == SSH_FAILED and not os.path.exists(self.socket):
+            self.refused(read_log(self.log))   # never connected: raises, or paramiko serves
+            return self.run(command, timeout, follow)
+        self.ready = os.path.exists(self.socket)
+        return result
+
+    def collect(self, proc: subprocess.Popen[bytes], timeout: float, follow: Follow | None,
+                cut_lifeline: Callable[[], None] | None) -> Result:
+        """What a command prints (with the cap) and its exit status; past `timeout`, or on
+        Ctrl-C, its ssh is ended (and the channel with it)."""
+        limit = max_output_bytes()
         try:
             out, err = pump(proc, time.monotonic() + timeout, follow, limit)
         except TooMuchOutput:
             stop_unread(proc)
             raise output_refused(self.host.name, limit) from None
-        except BaseException as exc:   # timed out, or Ctrl-C: the channel closes with ssh
-            if lifeline:
-                os.close(held)
-                lifeline = False
+        except BaseException as exc:   # timed out, or Ctrl-C
+            if cut_lifeline is not None:
+                cut_lifeline()
+                cut_lifeline = None
                 settle(proc)
             proc.kill()
             proc.communicate()
@@ -249,13 +305,11 @@ class OpenSSHTransport(ClosedOnExit):
                                 f"{duration(timeout)}") from None
             raise
         finally:
-            if lifeline:
-                os.close(held)
-        if proc.returncode == SSH_FAILED:
-            said = read_log(log_of(argv))
-            if said.strip():   # ssh's own failure, not the command's exit 255
-                raise HostError(f"{self.host.name}: connection lost "
-                                f"({last_line(said)})")
+            if cut_lifeline is not None:
+                cut_lifeline()
+            for stream in (proc.stdout, proc.stderr):
+                if stream is not None:
+                    stream.close()
         return Result(proc.returncode, out.decode("utf-8", "replace"),
                       err.decode("utf-8", "replace"))
 
@@ -288,7 +342,10 @@ class OpenSSHTransport(ClosedOnExit):
             # (it forked to the background first) is asked to exit.
             if self.master.poll() is None:
                 self.master.kill()
-                self.master.wait()
+            for stream in (self.master.stdin, self.master.stdout, self.master.stderr):
+                if stream is not None:
+                    stream.close()
+            self.master.wait()
             if os.path.exists(self.socket):
                 stop_master(self.socket)
         if self.folder is not None:
