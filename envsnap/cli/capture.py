@@ -104,8 +104,9 @@ def cmd_capture(args: argparse.Namespace) -> int:
     overrides: Vars = {"repos": args.repo, "procs": args.proc, "python": args.python,
                                  "hot_paths": args.hot_path}
     hosts = selected_hosts(args, args.hosts, overrides)
-    # The first hosts' handshakes run while the capture's modules load.
-    with connecting_early(hosts[:args.forks], args.connect_timeout, args.accept_new_host_keys):
+    # The first host's handshake runs while the capture's modules load (a fleet's others
+    # start in the workers, at once: starting them here would be one after another).
+    with connecting_early(hosts[:1], args.connect_timeout, args.accept_new_host_keys):
         return capture_hosts(args, hosts)
 
 
