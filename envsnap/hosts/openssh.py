@@ -30,7 +30,6 @@ import shutil
 import subprocess
 import tempfile
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -69,26 +68,25 @@ class Failure:
     """ssh's last word on a connection it could not make, as the paramiko transport says it:
     `text` formatted with the host's name and user@address:port."""
 
-    pattern: re.Pattern[str]
+    pattern: str      # searched case-blind; compiled only once a connection failed
     text: str
 
 
 # Most specific first: a banner timeout is also "timed out".
 FAILURES = (
-    Failure(re.compile(r"host identification has changed|host key for .* has changed",
-                       re.IGNORECASE),
+    Failure(r"host identification has changed|host key for .* has changed",
             "{name}: host key CHANGED for {known_as} (possible man-in-the-middle); refusing "
             "to connect; fix known_hosts if the change is expected"),
-    Failure(re.compile(r"during banner exchange|kex_exchange_identification|"
-                       r"Connection (?:closed|reset) by \S+ port", re.IGNORECASE),
+    Failure(r"during banner exchange|kex_exchange_identification|"
+            r"Connection (?:closed|reset) by \S+ port",
             "{name}: unreachable: {where} accepted the connection but never spoke SSH"),
-    Failure(re.compile(r"Connection refused", re.IGNORECASE),
+    Failure(r"Connection refused",
             "{name}: unreachable: connection refused by {where}"),
-    Failure(re.compile(r"timed out", re.IGNORECASE),
+    Failure(r"timed out",
             "{name}: unreachable: no answer from {where} (timed out)"),
-    Failure(re.compile(r"Could not resolve hostname [^:]*: (?P<why>.*)", re.IGNORECASE),
+    Failure(r"Could not resolve hostname [^:]*: (?P<why>.*)",
             "{name}: unreachable: unknown host name ({why})"),
-    Failure(re.compile(r"Permission denied \((?P<why>[^)]*)\)", re.IGNORECASE),
+    Failure(r"Permission denied \((?P<why>[^)]*)\)",
             "{name}: authentication refused for {where} (ssh tried: {why})"),
 )
 
@@ -97,7 +95,7 @@ def failure_text(log: str, name: str, where: str, known_as: str) -> str | None:
     """The paramiko transport's line for what ssh logged, or None where it has none (an
     unknown host key: only paramiko holds the key to name its fingerprint)."""
     for failure in FAILURES:
-        found = failure.pattern.search(log)
+        found = re.search(failure.pattern, log, re.IGNORECASE)
         if found:
             return failure.text.format(name=name, where=where, known_as=known_as,
                                        why=(found.groupdict().get("why") or "").strip())
@@ -234,7 +232,7 @@ class OpenSSHTransport(ClosedOnExit):
         """One command over the master (or, should its socket be gone, a connection of its
         own with the same checks)."""
         return [self.client, *self.options(), "-S", self.socket, "-o", "ControlMaster=no",
-                "-T", "-E", f"{self.folder}/log.{uuid.uuid4().hex[:8]}", "--",
+                "-T", "-E", f"{self.folder}/log.{os.urandom(4).hex()}", "--",
                 self.host.address, command]
 
     def run(self, command: str, timeout: float, follow: Follow | None = None) -> Result:
@@ -320,7 +318,7 @@ class OpenSSHTransport(ClosedOnExit):
         if self.instead is not None:
             self.instead.put(data, path)
             return
-        temporary = f"{path}.{uuid.uuid4().hex}.tmp"
+        temporary = f"{path}.{os.urandom(16).hex()}.tmp"
         script = (f'cd "$HOME" && cat > {shlex.quote(temporary)} && '
                   f"mv -f {shlex.quote(temporary)} {shlex.quote(path)}")
         argv = self.command(script)

@@ -22,7 +22,6 @@ import socket
 import subprocess
 import threading
 import time
-import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -150,6 +149,8 @@ class LocalTransport(ClosedOnExit):
                       err.decode("utf-8", "replace"))
 
     def put(self, data: bytes, path: str) -> None:
+        import uuid  # on use, as below: with platform, a few ms of every start
+
         target = Path.home() / path
         target.parent.mkdir(parents=True, exist_ok=True)
         temporary = target.with_name(f"{target.name}.{uuid.uuid4().hex}.tmp")
@@ -356,6 +357,7 @@ class SSHTransport(ClosedOnExit):
 
     def put(self, data: bytes, path: str) -> None:
         import io
+        import uuid
 
         import paramiko
 
