@@ -31,7 +31,6 @@ try:
     from typing import Protocol
 except ImportError:  # Python 3.7 reads this file only to be told it is too old
     Protocol = object  # type: ignore[assignment]
-from urllib.parse import unquote, urlparse
 
 from .redact import redact_code, redact_url
 from .util import escaped, sha256_bytes
@@ -147,6 +146,8 @@ def parse_direct_url(text: Optional[str]) -> Optional[Dict[str, Any]]:
 
 
 def file_url_path(url: str) -> str:
+    from urllib.parse import unquote, urlparse  # on use: only a direct_url.json needs it
+
     parsed = urlparse(url)
     return unquote(parsed.path) if parsed.scheme == "file" else redact_url(url)
 
