@@ -102,7 +102,7 @@ def plan_labels(hosts: list[Host], label: str | None, when: datetime) -> dict[st
 
 
 def distinct(labels: dict[str, str]) -> dict[str, str]:
-    """Refuse, before any host is contacted, hosts whose names clean up to one label
+    """Refuse, before anything runs on a host, hosts whose names clean up to one label
     (`gpu#1` and `gpu_1` are both gpu_1): each would overwrite the other's snapshot."""
     hosts_of: dict[str, list[str]] = {}
     for host_name, label in labels.items():
@@ -285,7 +285,8 @@ def capture_host(host: Host, label: str, store: Store, options: CaptureOptions) 
 
 
 def check_before_capture(labels: dict[str, str], store: Store, force: bool) -> None:
-    """Refuse early, before any host is contacted: nothing is overwritten by accident."""
+    """Refuse early, before anything runs on a host (the first host's handshake may have
+    begun: cli/capture.py): nothing is overwritten by accident."""
     store.check_writable()
     max_output_bytes()   # a cap mistyped is said once, not once per host
     if force:
