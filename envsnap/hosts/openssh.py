@@ -54,6 +54,11 @@ from envsnap.hosts.transport import (
 )
 from envsnap.text import duration
 
+# The key exchange paramiko negotiates, first: OpenSSH 9's default (sntrup761x25519, post-
+# quantum) costs each connection ~0.1 s of CPU more on the two ends (0.25 s against 0.15 s
+# for one connection here, 3-4x the wall time for 32 at once), and a fleet's connections
+# share the controller's cores. The rest of the client's list follows (`^`: prepended).
+KEX_FIRST = "^curve25519-sha256,curve25519-sha256@libssh.org"
 CONTROL_PERSIST_S = 30    # a master left by a crashed controller ends this long after use
 SSH_FAILED = 255          # ssh's exit status for its own failure
 MAX_SOCKET_PATH = 90      # a unix socket's path is at most 108 bytes; ssh adds a suffix
@@ -158,7 +163,7 @@ class OpenSSHTransport(ClosedOnExit):
                  "-o", f"StrictHostKeyChecking={'accept-new' if self.accept_new else 'yes'}",
                  "-o", known_hosts_option(self.destination),
                  "-o", f"ConnectTimeout={max(1, math.ceil(self.connect_timeout))}",
-                 "-o", f"ServerAliveInterval={KEEPALIVE_S}"]
+                 "-o", f"ServerAliveInterval={KEEPALIVE_S}", "-o", f"KexAlgorithms={KEX_FIRST}"]
         if self.host.port:
             words += ["-p", str(self.host.port)]
         if self.host.user:
