@@ -1,9 +1,11 @@
 """A host through the system's OpenSSH client, as Ansible's default `ssh` connection reaches it.
 
-The first use starts a master connection (`ssh -M -N`, ControlPersist): its handshake runs in
-its own process while this one goes on (the agent's digest, the config, the store), and
-every command is then one `ssh -S` over it, a local process that connects to the master's
-socket: no Python SSH (paramiko, cryptography: about 0.2 s of imports) on the way.
+start() begins a master connection (`ssh -M`, ControlPersist) whose handshake runs in its
+own process while this one goes on (the capture's modules, the agent's digest, the store);
+its first session waits for a command on stdin, so the first command (all a capture runs
+once the agent is cached) starts the moment the host lets us in, as in one `ssh host cmd`.
+Later commands are each one `ssh -S` over the master (a local process that connects to its
+socket). No Python SSH (paramiko, cryptography: about 0.2 s of imports) on the way.
 
 It checks what the paramiko transport checks and says it in the same words:
 - host keys: `StrictHostKeyChecking=yes` (or `accept-new`, opted in) against the known_hosts
@@ -17,8 +19,9 @@ It checks what the paramiko transport checks and says it in the same words:
 - What a command prints is read with the same cap (transport.max_output_bytes); a command
   that is followed keeps stdin as its lifeline, as over paramiko.
 
-The master lives in a private folder (its socket, its log), ends with close(), and, should
-this process die first, ends itself CONTROL_PERSIST_S after its last command.
+The master lives in a private folder (its socket, its log), ends with close() (asked over its
+socket, as `ssh -O exit` asks), and, should this process die first, ends itself
+CONTROL_PERSIST_S after its last command.
 """
 from __future__ import annotations
 
