@@ -268,18 +268,19 @@ def save_snapshot(store: Store, document: Snapshot, label: str, replace: bool) -
 def capture_host(host: Host, label: str, store: Store, options: CaptureOptions) -> Outcome:
     started = time.monotonic()
     outcome = Outcome(host=host, label=label)
-    with open_transport(host, options.connect_timeout, options.accept_new_host_keys) as transport:
-        try:
+    try:   # opening the transport may fail too (ansible_connection: ssh without an ssh)
+        with open_transport(host, options.connect_timeout,
+                            options.accept_new_host_keys) as transport:
             saved = save_snapshot(store, snapshot_document(transport, host, label, options),
                                   label, replace=options.force)
-            outcome.path, outcome.problems = saved.path, saved.problems
-            outcome.notes = [snapshot.held_text(path, held) for path, held
-                             in sorted(snapshot.held_checkouts(saved.document).items())]
-        except EnvsnapError as exc:
-            outcome.error = str(exc)
-            outcome.exit_code = exc.exit_code
-        except Exception as exc:  # a surprise on one host must not lose the fleet's snapshots
-            outcome.error = f"{host.name}: {type(exc).__name__}: {exc}"
+        outcome.path, outcome.problems = saved.path, saved.problems
+        outcome.notes = [snapshot.held_text(path, held) for path, held
+                         in sorted(snapshot.held_checkouts(saved.document).items())]
+    except EnvsnapError as exc:
+        outcome.error = str(exc)
+        outcome.exit_code = exc.exit_code
+    except Exception as exc:  # a surprise on one host must not lose the fleet's snapshots
+        outcome.error = f"{host.name}: {type(exc).__name__}: {exc}"
     outcome.seconds = time.monotonic() - started
     return outcome
 

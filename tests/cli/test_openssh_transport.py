@@ -95,3 +95,23 @@ def test_a_connection_started_early_is_the_one_used_and_one_not_used_is_closed(
             assert isinstance(transport, OpenSSHTransport) and transport.master is not None
             assert transport.run("echo hi", timeout=30).stdout == "hi\n"
     assert masters(own_tmp) == [] and list(own_tmp.iterdir()) == []
+
+
+def test_ansible_connection_ssh_without_an_ssh_client_fails_that_host_alone(
+        cli: Cli, tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"   # what the local agent needs, and no ssh
+    bin_dir.mkdir()
+    (bin_dir / "python3").symlink_to(sys.executable)
+    for program in ("sh", "mkdir", "uname"):
+        found = shutil.which(program)
+        assert found is not None
+        (bin_dir / program).symlink_to(found)
+    cli.env["PATH"] = str(bin_dir)
+    (cli.cwd / "inv.ini").write_text(   # port 1: nothing there, should it be dialled
+        "here ansible_connection=local\n"
+        "box ansible_host=127.0.0.1 ansible_port=1 ansible_connection=ssh\n")
+    result = cli("capture", "all", "--inventory", "inv.ini", "--label", "run")
+    assert result.returncode == 3, result.stderr
+    assert ("envsnap: error: box: ansible_connection is ssh, but no ssh client is on PATH "
+            "(install openssh-client, or set ansible_connection: paramiko)") in result.stderr
+    assert (Path(cli.env["ENVSNAP_STORE"]) / "run" / "here.yaml").exists(), result.stderr
