@@ -120,14 +120,38 @@ def known_hosts_option(destination: Destination) -> str:
                                             for path in files)
 
 
+FOLDER_PREFIX = "envsnap-ssh-"
+STALE_FOLDER_S = 4 * CONTROL_PERSIST_S   # a folder untouched this long, socket gone: left
+
+
 def private_folder() -> str:
     """A folder of this process's own for the master's socket and log, short enough for a
-    socket's path."""
-    folder = tempfile.mkdtemp(prefix="envsnap-ssh-")
+    socket's path. Those that controllers killed before close() left (their masters ended
+    themselves, the folder stayed) are removed on the way."""
+    folder = tempfile.mkdtemp(prefix=FOLDER_PREFIX)
     if len(folder) > MAX_SOCKET_PATH:
         os.rmdir(folder)
-        folder = tempfile.mkdtemp(prefix="envsnap-ssh-", dir="/tmp")
+        folder = tempfile.mkdtemp(prefix=FOLDER_PREFIX, dir="/tmp")
+    remove_left_folders(os.path.dirname(folder))
     return folder
+
+
+def remove_left_folders(parent: str) -> None:
+    now = time.time()
+    try:
+        names = [name for name in os.listdir(parent) if name.startswith(FOLDER_PREFIX)]
+    except OSError:
+        return
+    for name in names:
+        folder = os.path.join(parent, name)
+        try:
+            status = os.lstat(folder)
+            if status.st_uid != os.getuid() or now - status.st_mtime < STALE_FOLDER_S \
+                    or os.path.exists(os.path.join(folder, "socket")):
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 class OpenSSHTransport(ClosedOnExit):

@@ -4,6 +4,7 @@ connection serving every command (uploads, a followed command, the output cap), 
 of it left once the block ends."""
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from helpers.sshd import Sshd
 from envsnap.errors import HostError
 from envsnap.hosts.connect import connecting_early, open_transport
 from envsnap.hosts.inventory import parse_host_spec
-from envsnap.hosts.openssh import OpenSSHTransport
+from envsnap.hosts.openssh import OpenSSHTransport, private_folder
 
 # The CLI in a process of its own, saying which Python SSH modules it loaded.
 LOADED = ("import sys\nfrom envsnap.cli.main import main\ntry:\n    code = main(sys.argv[1:])\n"
@@ -115,3 +116,15 @@ def test_ansible_connection_ssh_without_an_ssh_client_fails_that_host_alone(
     assert ("envsnap: error: box: ansible_connection is ssh, but no ssh client is on PATH "
             "(install openssh-client, or set ansible_connection: paramiko)") in result.stderr
     assert (Path(cli.env["ENVSNAP_STORE"]) / "run" / "here.yaml").exists(), result.stderr
+
+
+def test_folders_that_killed_controllers_left_are_removed_by_the_next(own_tmp: Path) -> None:
+    old, listening, fresh = (own_tmp / f"envsnap-ssh-{name}" for name in ("old", "up", "new"))
+    for folder in (old, listening, fresh):
+        folder.mkdir()
+        (folder / "log").write_text("")
+    (listening / "socket").write_text("")   # a master still listens there
+    for folder in (old, listening):
+        os.utime(folder, (0, 0))
+    made = Path(private_folder())
+    assert sorted(own_tmp.iterdir()) == sorted([made, listening, fresh])
