@@ -4,7 +4,9 @@ Prints ratios (the machines are noisy; only ratios from one run mean anything). 
 one host are paired: each pair runs both commands back to back (in alternating order), and
 the ratio printed is the median of the pairs' ratios, over --repeat pairs (at least 10):
   capture / ssh-floor      envsnap capture of one host vs `ssh host 'python3 -c pass'` (one
-                           OpenSSH connection plus the remote interpreter's start)
+                           OpenSSH connection plus the remote interpreter's start); then
+                           against the same floor with the key exchange capture prefers
+                           (curve25519, as paramiko: OpenSSH 9's default costs ~0.1 s more)
   ansible / capture        `ansible -m setup` against the same sshd vs envsnap capture
   the agent's own cost     meta.agent.startup_seconds and masking_seconds of those captures
   CPU on this side         user+sys CPU of the envsnap process and of the ssh client, each
@@ -41,6 +43,8 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 from helpers.sshd import start_sshd  # noqa: E402
+
+from envsnap.hosts.openssh import KEX_FIRST  # noqa: E402
 
 CPU: dict[str, list[float]] = {}   # argv[0]'s name -> user+sys seconds of each run
 
@@ -151,6 +155,11 @@ def main() -> None:
         print(f"envsnap capture, one host:              {one:.3f} s")
         print(f"ratio capture / ssh-floor:               {ratio:.2f}x  (median of {repeat} "
               "pairs; target <= 1.25)")
+        same_kex = [*floor_argv[:3], "-o", f"KexAlgorithms={KEX_FIRST}", *floor_argv[3:]]
+        floor_kex, one_kex, ratio_kex = paired(repeat, lambda: timed(same_kex, env, work),
+                                               capture)
+        print(f"the same, the floor with capture's key exchange ({KEX_FIRST.split(',')[0][1:]}"
+              f"): {floor_kex:.3f} s against {one_kex:.3f} s: {ratio_kex:.2f}x")
         print(f"the agent on the host: {agent_costs(work / 'store', labels)}")
         print(f"CPU on this side, per run: capture {cpu_ms(sys.executable):.0f} ms, "
               f"ssh {cpu_ms('ssh'):.0f} ms (medians; robust where the wall times are noisy)")

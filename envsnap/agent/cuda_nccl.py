@@ -6,7 +6,6 @@ process, so a library that crashes on load costs one reading, not the whole agen
 """
 from __future__ import annotations
 
-import ast
 import glob
 import importlib.util
 import json
@@ -51,6 +50,8 @@ def decode_nccl_version(code: int) -> str:
 
 def parse_torch_version_py(text: str) -> Dict[str, Any]:
     """torch/version.py as text -> its literal assignments (__version__, cuda, ...)."""
+    import ast  # on use: a host without torch never needs it (2 ms of start-up)
+
     values: Dict[str, Any] = {}
     for node in ast.parse(text).body:
         target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 \

@@ -4,7 +4,6 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
-import tempfile
 import threading
 from typing import IO, Any, Dict, List, NamedTuple, Optional, Tuple
 
@@ -67,6 +66,8 @@ def timed_out(args: List[str], timeout: float) -> str:
 def run_capped(argv: List[str], cap: int, timeout: float, env: Dict[str, str],
                patch: bool = False) -> Optional[Stream]:
     """Like util.run, but a 5 GB staged file costs a hash, not 5 GB of memory; None: timed out."""
+    import tempfile  # on use: with shutil and bz2, a few ms of the agent's start-up
+
     expired = threading.Event()
     with tempfile.TemporaryFile() as errors:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,

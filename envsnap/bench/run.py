@@ -41,9 +41,10 @@ from envsnap.defaults import (
 from envsnap.errors import BenchError, StoreError, UsageError
 from envsnap.hosts import capture
 from envsnap.hosts.capture import CaptureOptions
+from envsnap.hosts.connect import open_transport
 from envsnap.hosts.inventory import Host
 from envsnap.hosts.payload import AgentOutput, BenchConfig, ServeConfig
-from envsnap.hosts.transport import Transport, open_transport
+from envsnap.hosts.transport import Transport
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.store import SUFFIX, Store, atomic_write, dump_yaml
 from envsnap.text import duration, now_utc, plural, timestamp

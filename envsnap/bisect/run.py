@@ -46,8 +46,8 @@ from envsnap.hostops.patch import Patch
 from envsnap.hostops.shell import HostShell, Shell
 from envsnap.hostops.signals import sigint_deferred
 from envsnap.hosts.capture import CaptureOptions
+from envsnap.hosts.connect import open_transport
 from envsnap.hosts.inventory import Inventory
-from envsnap.hosts.transport import open_transport
 from envsnap.snapshot import provenance
 from envsnap.snapshot.store import Store
 from envsnap.text import plural

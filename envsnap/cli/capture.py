@@ -112,7 +112,12 @@ def cmd_capture(args: argparse.Namespace) -> int:
                              accept_new_host_keys=args.accept_new_host_keys,
                              max_patch_bytes=args.max_patch_bytes, history=args.history)
     with agent_started_early(hosts, options):   # local: it runs while the rest loads
-        return capture_hosts(args, hosts, options)
+        from envsnap.hosts.connect import connecting_early
+
+        # A remote first host's handshake runs while the capture's modules load (a fleet's
+        # others start in the workers, at once: starting them here would be one by one).
+        with connecting_early(hosts[:1], args.connect_timeout, args.accept_new_host_keys):
+            return capture_hosts(args, hosts, options)
 
 
 def capture_hosts(args: argparse.Namespace, hosts: list[Host], options: CaptureOptions) -> int:

@@ -52,8 +52,8 @@ from envsnap.hostops.patch import Patch, check_on_commit
 from envsnap.hostops.shell import HostShell, Shell
 from envsnap.hosts import capture
 from envsnap.hosts.capture import CaptureOptions
+from envsnap.hosts.connect import open_transport
 from envsnap.hosts.inventory import Host, Inventory, with_vars
-from envsnap.hosts.transport import open_transport
 from envsnap.restore.serve import recorded_server_env
 from envsnap.snapshot import document as snap
 from envsnap.snapshot import provenance

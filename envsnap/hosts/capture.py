@@ -27,10 +27,11 @@ from envsnap.errors import EnvsnapError, ExitCode, HostError, SnapshotError, Usa
 from envsnap.hosts import payload
 from envsnap.hosts.agentconfig import CaptureOptions as CaptureOptions  # as ever, from here too
 from envsnap.hosts.agentconfig import agent_config as agent_config
+from envsnap.hosts.connect import open_transport
 from envsnap.hosts.inventory import Host
 from envsnap.hosts.labels import HOST, host_field, parse_template, shared_values
 from envsnap.hosts.payload import AgentConfig, AgentOutput, CollectConfig
-from envsnap.hosts.transport import Transport, max_output_bytes, open_transport
+from envsnap.hosts.transport import Transport, max_output_bytes
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.mask import masking_key
 from envsnap.snapshot.spec import got
@@ -88,7 +89,7 @@ def plan_labels(hosts: list[Host], label: str | None, when: datetime) -> dict[st
 
 
 def distinct(labels: dict[str, str]) -> dict[str, str]:
-    """Refuse, before any host is contacted, hosts whose names clean up to one label
+    """Refuse, before anything runs on a host, hosts whose names clean up to one label
     (`gpu#1` and `gpu_1` are both gpu_1): each would overwrite the other's snapshot."""
     hosts_of: dict[str, list[str]] = {}
     for host_name, label in labels.items():
@@ -228,24 +229,26 @@ def save_snapshot(store: Store, document: Snapshot, label: str, replace: bool) -
 def capture_host(host: Host, label: str, store: Store, options: CaptureOptions) -> Outcome:
     started = time.monotonic()
     outcome = Outcome(host=host, label=label)
-    with open_transport(host, options.connect_timeout, options.accept_new_host_keys) as transport:
-        try:
+    try:   # opening the transport may fail too (ansible_connection: ssh without an ssh)
+        with open_transport(host, options.connect_timeout,
+                            options.accept_new_host_keys) as transport:
             saved = save_snapshot(store, snapshot_document(transport, host, label, options),
                                   label, replace=options.force)
-            outcome.path, outcome.problems = saved.path, saved.problems
-            outcome.notes = [snapshot.held_text(path, held) for path, held
-                             in sorted(snapshot.held_checkouts(saved.document).items())]
-        except EnvsnapError as exc:
-            outcome.error = str(exc)
-            outcome.exit_code = exc.exit_code
-        except Exception as exc:  # a surprise on one host must not lose the fleet's snapshots
-            outcome.error = f"{host.name}: {type(exc).__name__}: {exc}"
+        outcome.path, outcome.problems = saved.path, saved.problems
+        outcome.notes = [snapshot.held_text(path, held) for path, held
+                         in sorted(snapshot.held_checkouts(saved.document).items())]
+    except EnvsnapError as exc:
+        outcome.error = str(exc)
+        outcome.exit_code = exc.exit_code
+    except Exception as exc:  # a surprise on one host must not lose the fleet's snapshots
+        outcome.error = f"{host.name}: {type(exc).__name__}: {exc}"
     outcome.seconds = time.monotonic() - started
     return outcome
 
 
 def check_before_capture(labels: dict[str, str], store: Store, force: bool) -> None:
-    """Refuse early, before any host is contacted: nothing is overwritten by accident."""
+    """Refuse early, before anything runs on a host (the first host's handshake may have
+    begun: cli/capture.py): nothing is overwritten by accident."""
     store.check_writable()
     max_output_bytes()   # a cap mistyped is said once, not once per host
     if force:

@@ -22,7 +22,6 @@ import socket
 import subprocess
 import threading
 import time
-import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -153,6 +152,8 @@ class LocalTransport(ClosedOnExit):
                       err.decode("utf-8", "replace"))
 
     def put(self, data: bytes, path: str) -> None:
+        import uuid  # on use, as below: with platform, a few ms of every start
+
         target = Path.home() / path
         target.parent.mkdir(parents=True, exist_ok=True)
         temporary = target.with_name(f"{target.name}.{uuid.uuid4().hex}.tmp")
@@ -359,6 +360,7 @@ class SSHTransport(ClosedOnExit):
 
     def put(self, data: bytes, path: str) -> None:
         import io
+        import uuid
 
         import paramiko
 
@@ -576,10 +578,3 @@ def describe_connect_error(name: str, where: str, exc: Exception) -> str:
     if isinstance(exc, OSError):
         return f"{name}: unreachable: {where}: {exc.strerror or exc}"
     return f"{name}: SSH failed for {where}: {exc}"
-
-
-def open_transport(host: Host, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
-                   accept_new_host_keys: bool = False) -> Transport:
-    if host.is_local:
-        return LocalTransport(host)
-    return SSHTransport(host, connect_timeout, accept_new_host_keys)

@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, TypedDict, Union
 
 from envsnap.defaults import DEFAULT_CONNECT_TIMEOUT, DEFAULT_FORKS
 from envsnap.errors import ArgError, EnvsnapError, ExitCode, HostError, PlaybookError, UsageError
+from envsnap.hosts.connect import open_transport
 from envsnap.hosts.inventory import LOCAL, Host, Inventory, limit_hosts, resolve_hosts
-from envsnap.hosts.transport import Transport, open_transport
+from envsnap.hosts.transport import Transport
 from envsnap.playbook.load import LineDict, LineList, Play, Playbook, Task
 from envsnap.playbook.location import Where
 from envsnap.playbook.modules import MODULES

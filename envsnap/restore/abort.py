@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Callable
 from envsnap.errors import UsageError
 from envsnap.hostops.locks import CheckoutLocks
 from envsnap.hostops.shell import HostShell
+from envsnap.hosts.connect import open_transport
 from envsnap.hosts.inventory import Inventory, resolve_hosts
-from envsnap.hosts.transport import open_transport
 from envsnap.restore import policy
 from envsnap.restore.run import RestoreOptions, RestoreReport, restore
 from envsnap.restore.safety import Journal, JournalBook

@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Callable
 from envsnap.agent.gitparse import uncommitted_digest
 from envsnap.errors import UsageError
 from envsnap.hosts import capture
+from envsnap.hosts.connect import open_transport
 from envsnap.hosts.inventory import Inventory, resolve_hosts, with_vars
-from envsnap.hosts.transport import open_transport
 from envsnap.restore.run import RestoreOptions, RestoreReport, restore_document
 from envsnap.snapshot import document as snap
 from envsnap.snapshot import provenance

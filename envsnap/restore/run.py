@@ -32,8 +32,9 @@ from envsnap.hostops.shell import HostShell
 from envsnap.hostops.signals import sigint_deferred
 from envsnap.hosts import capture
 from envsnap.hosts.capture import CaptureOptions
+from envsnap.hosts.connect import open_transport
 from envsnap.hosts.inventory import Host, Inventory, inventory_of, resolve_hosts, with_vars
-from envsnap.hosts.transport import Transport, open_transport
+from envsnap.hosts.transport import Transport
 from envsnap.playbook.load import load
 from envsnap.playbook.run import Event, RunOptions, RunResult, TaskResult, run_playbook
 from envsnap.restore import policy

@@ -15,9 +15,9 @@ from typing import Any
 from envsnap.defaults import DEFAULT_COLLECTOR_TIMEOUT, DEFAULT_CONNECT_TIMEOUT
 from envsnap.errors import UsageError
 from envsnap.hosts.capture import run_agent
+from envsnap.hosts.connect import open_transport
 from envsnap.hosts.inventory import Host
 from envsnap.hosts.payload import TimelineConfig
-from envsnap.hosts.transport import open_transport
 from envsnap.snapshot import document as snap
 from envsnap.snapshot.store import Store
 from envsnap.timeline import code_events, history, system_events
