@@ -15,7 +15,7 @@ Library code: never prints; progress reaches the CLI through `on_event`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Callable, Literal, Union
+from typing import TYPE_CHECKING, Callable, Literal, Union
 
 from envsnap.bench.run import BenchSpec, bench_on
 from envsnap.bisect import search
@@ -64,6 +64,9 @@ from envsnap.verdicts import (
     BisectOutcome,
     Classification,
 )
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Bench
 
 StepKind = Literal["good", "bad", "step"]    # the two endpoints, or a commit between them
 
@@ -122,6 +125,8 @@ class BisectReport:
     step_invocations: int = 0       # ... and at every other commit
     runs: int = 0
     leftovers: list[str] = field(default_factory=list)
+    # the last benchmark it ran: its runs' output names the metric (a plot's title)
+    last_record: Bench | None = None
 
     @property
     def regression(self) -> bool:
@@ -220,8 +225,10 @@ class Bisector:
         else:
             self.report.step_invocations += 1
         spec = replace(self.spec, repeat=count)
-        values: list[float] = bench_on(self.shell.transport, self.shell.host, spec,
-                                       lambda text: self.emit(RunEnded(text, where)))["values"]
+        record = bench_on(self.shell.transport, self.shell.host, spec,
+                          lambda text: self.emit(RunEnded(text, where)))
+        self.report.last_record = record
+        values: list[float] = record["values"]
         self.report.runs += len(values)
         return values
 

@@ -140,11 +140,13 @@ def cmd_bisect(args: argparse.Namespace) -> int:
 def write_plot(target: Path, report: BisectReport, args: argparse.Namespace) -> None:
     from envsnap.errors import StoreError
     from envsnap.report.charts import svg_file
-    from envsnap.report.figures import bisect_chart
+    from envsnap.report.figures import bisect_chart, metric_name
     from envsnap.snapshot.store import atomic_write
 
     first_bad = report.first_bad.sha if report.first_bad is not None else None
-    chart = bisect_chart(report.steps, first_bad, args.metric, args.lower_is_better)
+    # the metric as its runs' output names it, as the diff does; never the regex
+    metric = metric_name(report.last_record) if report.last_record else "benchmark"
+    chart = bisect_chart(report.steps, first_bad, metric, args.lower_is_better)
     try:
         atomic_write(target, svg_file(chart), mode=0o644)
     except OSError as exc:

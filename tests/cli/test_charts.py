@@ -149,6 +149,9 @@ def test_bisect_plot_marks_every_tested_commit_and_the_first_bad(cli: Cli,
     assert points[0]["data-commit"] == history.good[:len(steps[0][1])]
     assert points[-1]["data-commit"] == shas[-1][:len(steps[0][1])]
     assert SLOW in plot.read_text()
+    # titled by the metric as the runs' output names it, as the diff does, not the regex
+    assert re.findall(r'class="title"[^>]*>([^<]*)<', plot.read_text()) == [
+        "gen throughput (token/s) at each tested commit, in commit order (higher is better)"]
     glance = re.search(r"^medians in commit order: (\S+) [\d.]+ \.\. [\d.]+ \((\d+) commits\)$",
                        result.stdout, re.MULTILINE)
     assert glance is not None, result.stdout
