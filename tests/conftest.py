@@ -29,8 +29,11 @@ def uses_sshd(item: pytest.Item) -> bool:
     return bool(callspec is not None and callspec.params.get("over_ssh"))
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # One place marks them all, so `-m "not ssh"` runs the suite where no sshd can start.
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(config: pytest.Config,
+                                  items: list[pytest.Item]) -> Iterator[None]:
+    # One place marks them all, before `-m` deselects: `-m "not ssh"` runs the suite where no
+    # sshd can start.
     for item in items:
         if uses_sshd(item):
             item.add_marker(pytest.mark.ssh)
@@ -39,6 +42,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         # cluster starts, not one per worker on the same node name.
         if "slurm_cluster" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("slurm"))
+    yield
+    if getattr(config.option, "loadgroup", False):   # an xdist worker under --dist loadgroup
+        for item in items:
+            join_group(item)
+
+
+def join_group(item: pytest.Item) -> None:
+    """Send a test to its xdist_group's worker. pytest-xdist (3.8) schedules by the suffix
+    `@group` of the node ids its workers report, which it adds by setting item._nodeid; pytest
+    9 no longer reads that (a node's id is item._id, a NodeId), so there every test was a
+    group of its own: the Ansible fleet of its module was built once per worker, and each
+    worker started a Slurm. The suffix is added here as xdist adds it, where it is missing."""
+    names = sorted({str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+                    for mark in item.iter_markers("xdist_group")})
+    suffix = f"@{'_'.join(names)}"
+    node_id = getattr(item, "_id", None)
+    if names and node_id is not None and not item.nodeid.endswith(suffix):
+        item._id = type(node_id).parse(item.nodeid + suffix)
 
 
 @pytest.fixture(autouse=True)

@@ -44,6 +44,13 @@ def serve_cmd(repo: Path, url_file: Path, port: int = 0, before: str = "") -> st
             f"--url-file {url_file}")
 
 
+# Before a server that only has to serve: sh execs it, so it leads its process group and the
+# agent reaps it as it stops it. One sh forks is an orphan once sh dies, whose group lasts
+# until init reaps it (seconds on some machines, at every stop); the tests of the server
+# found below sh (ready by URL) and of what a stopped controller leaves keep that shape.
+EXEC = "exec "
+
+
 def client_cmd(url_file: Path, seconds: float = 0.4) -> str:
     return f"{sys.executable} {TOY} client --url-file {url_file} --seconds {seconds}"
 
@@ -74,7 +81,7 @@ def test_bench_serve_records_the_server_as_a_worker_and_stops_all_it_started(
     for label, fast in (("good", "NCCL_TOY_FAST=1 "), ("bad", "")):
         result = cli("bench", "local", "--cmd", client_cmd(url_file), "--metric", METRIC,
                      "--repeat", "3", "--sample-interval", "0", "--label", label,
-                     "--serve", serve_cmd(repo.path, url_file, before=child + fast + "exec "),
+                     "--serve", serve_cmd(repo.path, url_file, before=child + fast + EXEC),
                      "--ready", r"listening on http://\S+", "--repo", str(repo.path))
         assert result.returncode == 0, result.stdout + result.stderr
         assert not left_running(marker), "the server's child outlived the benchmark"
@@ -223,7 +230,7 @@ def test_restore_rerun_serve_puts_the_servers_env_back(cli: Cli, tmp_path: Path)
     server's env; with it the rerun's server gets it back and the verdict is back to good."""
     repo = toy_repo(tmp_path, STEADY_SPEED)
     url_file = tmp_path / "url"
-    plain = serve_cmd(repo.path, url_file)
+    plain = serve_cmd(repo.path, url_file, before=EXEC)
 
     def bench(label: str, server: str) -> None:
         result = cli("bench", "local", "--cmd", client_cmd(url_file), "--metric", LATENCY,
@@ -252,7 +259,7 @@ def test_restore_rerun_serve_puts_the_servers_env_back(cli: Cli, tmp_path: Path)
 def test_bisect_serve_finds_the_commit_that_slows_the_server(cli: Cli, tmp_path: Path) -> None:
     repo = toy_repo(tmp_path)
     url_file = tmp_path / "url"
-    fast = serve_cmd(repo.path, url_file, before="NCCL_TOY_FAST=1 ")
+    fast = serve_cmd(repo.path, url_file, before="NCCL_TOY_FAST=1 " + EXEC)
     assert cli("capture", "local", "--label", "good", "--repo", str(repo.path)).returncode == 0
     shas = [repo.commit(f"Change {n}", {f"src/m{n}.py": f"N = {n}\n"}) for n in (1, 2)]
     shas.append(repo.commit("Serialize requests", {"toy_speed.py": SLOW_CODE}))
@@ -269,7 +276,7 @@ def test_bisect_serve_finds_the_commit_that_slows_the_server(cli: Cli, tmp_path:
 def test_the_play_bench_module_serves_too(cli: Cli, tmp_path: Path) -> None:
     repo = toy_repo(tmp_path)
     url_file = tmp_path / "url"
-    server = serve_cmd(repo.path, url_file, before="NCCL_TOY_FAST=1 ")
+    server = serve_cmd(repo.path, url_file, before="NCCL_TOY_FAST=1 " + EXEC)
     task = {"bench": {"cmd": client_cmd(url_file, 0.3), "metric": METRIC, "repeat": 2,
                       "sample_interval": 0, "label": "played", "serve": server,
                       "ready": "listening on", "serve_timeout": 30}}
@@ -292,7 +299,7 @@ def test_a_foreign_snapshots_server_env_is_shown_before_it_is_trusted(
     snapshot's is listed with what restore would run, before anything runs."""
     repo = toy_repo(tmp_path)
     url_file = tmp_path / "url"
-    plain = serve_cmd(repo.path, url_file)
+    plain = serve_cmd(repo.path, url_file, before=EXEC)
     result = cli("bench", "local", "--cmd", client_cmd(url_file, 0.2), "--metric", METRIC,
                  "--repeat", "1", "--sample-interval", "0", "--label", "good", "--serve",
                  plain, "--ready", "listening on", "--repo", str(repo.path))
@@ -323,7 +330,7 @@ def test_env_changes_reach_the_benchmark_and_the_server(tmp_path: Path,
     url_file = tmp_path / "url"
     show = (f"{sys.executable} -c \"import os; print('throughput: 1 req/s', "
             f"os.environ.get('NCCL_ALGO'), os.environ.get('NCCL_DEBUG'))\"")
-    serve = bench.ServeSpec(cmd=serve_cmd(repo.path, url_file), ready="listening on",
+    serve = bench.ServeSpec(cmd=serve_cmd(repo.path, url_file, before=EXEC), ready="listening on",
                             env=(("NCCL_TOY_FAST", "1"), ("NCCL_DEBUG", None)))
     spec = bench.BenchSpec(cmd=show, metric=METRIC, repeat=1, sample_interval=0, serve=serve,
                            env=(("NCCL_ALGO", "Ring"),))

@@ -1,16 +1,19 @@
 """Real evidence of change on this machine, in a known order, for `envsnap timeline`'s tests.
 
-Each step is done by the real tool, at the real time, a little over a second after the one
-before (git's reflog keeps whole seconds): a `git pull`, a `git pull --rebase`, two
-`git stash push` and a `git stash pop` in a real clone of a real upstream; a `pip install`
-and an upgrade of small wheels built here, into a venv; a rewritten sitecustomize; a worker
-restarted after them. The host's system logs are Debian 12's own lines (tests/data/timeline),
-copied under a root folder the timeline is pointed at (--log-root), with a kernel message
-planted in its kern.log in the form Debian 12's rsyslog writes.
+Each step is done by the real tool, at the real time, in a later whole second than the one
+before (git's reflog keeps whole seconds), the worker more than a second after the rest (its
+start time is read from the boot time, kept in whole seconds): a `git pull`, a `git pull
+--rebase`, two `git stash push` and a `git stash pop` in a real clone of a real upstream; a
+`pip install` and an upgrade of small wheels built here, into a venv; a rewritten
+sitecustomize; a worker restarted after them. The host's system logs are Debian 12's own
+lines (tests/data/timeline), copied under a root folder the timeline is pointed at
+(--log-root), with a kernel message planted in its kern.log in the form Debian 12's rsyslog
+writes.
 """
 from __future__ import annotations
 
 import gzip
+import math
 import shutil
 import subprocess
 import sys
@@ -26,7 +29,7 @@ from helpers.pythons import own_sitecustomize_first
 from helpers.wheels import make_wheel
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "timeline" / "debian12"
-STEP = 1.1   # seconds between steps: the reflog's times are whole seconds
+STEP = 1.1   # seconds: more than the error of a time kept in whole seconds
 XID_LINE = ("{stamp} gpu01 kernel: NVRM: Xid (PCI:0000:18:00): 79, pid=2107, name=python3, "
             "GPU has fallen off the bus.")
 
@@ -59,9 +62,13 @@ class Story:
     times: dict[str, float] = field(default_factory=dict)
     worker: subprocess.Popen[bytes] | None = None
 
-    def mark(self, step: str) -> None:
-        self.times[step] = time.time()
-        time.sleep(STEP)
+    def mark(self, step: str, pause: float | None = None) -> None:
+        """Note when `step` was done; then sleep `pause` seconds, or into the next whole second
+        (all the next step does is in a later second than what this one did: the reflog's
+        and a capture's times keep whole seconds), half of STEP on average."""
+        now = time.time()
+        self.times[step] = now
+        time.sleep(pause if pause is not None else math.ceil(now) - now + 0.05)
 
     def stop(self) -> None:
         if self.worker is not None:
@@ -143,7 +150,7 @@ def happen(story: Story, tmp: Path, before_upgrade: Callable[[], object] | None 
     kern.write_text(XID_LINE.format(stamp=stamp) + "\n")
     story.mark("kernel")
     (story.site / "sitecustomize.py").write_text("import os\n")
-    story.mark("sitecustomize")
+    story.mark("sitecustomize", STEP)   # the worker's start time may read a second early
     story.stop()
     story.worker = start_worker(story.python, story.marker)
     story.mark("worker")
