@@ -252,13 +252,17 @@ def signal_group(group: int, signum: int) -> None:
 
 
 def group_alive(group: int) -> bool:
+    """A process of the group still runs. kill(0) alone would count a zombie as alive: a
+    server forked by `sh -c` and orphaned when sh ends is reaped by pid 1 only, late (2 s
+    here) or never (a container without an init), and the stop would wait out its grace
+    and then report "kill" for a server that ended at once on SIGTERM."""
     try:
         os.killpg(group, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    return not reaper.group_ended(group)
 
 
 def record(server: Server, ready_after: float) -> Dict[str, Any]:

@@ -96,6 +96,29 @@ def ended(pid: int) -> bool:
     return stat[stat.rfind(b")") + 2:][:1] == b"Z"
 
 
+def group_ended(group: int) -> bool:
+    """Every process of process group `group` has ended: none left, or only zombies (a
+    pid 1 that reaps nothing, as in a container without an init, leaves an orphaned
+    server's zombie there, and kill(0) still finds its group). False where /proc cannot
+    tell (not Linux): the caller's signal probe decides."""
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return False
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % name, "rb") as handle:
+                stat = handle.read()
+        except OSError:
+            continue                     # gone meanwhile
+        fields = stat[stat.rfind(b")") + 2:].split()   # state, ppid, pgrp, ...
+        if len(fields) > 2 and fields[2] == str(group).encode() and fields[0] != b"Z":
+            return False
+    return True
+
+
 def stop(pids: List[int], grace: float) -> List[int]:
     """SIGTERM, up to `grace` seconds for them to end, then SIGKILL; the pids signalled."""
     signalled = [pid for pid in pids if send(pid, signal.SIGTERM if grace > 0 else

@@ -359,3 +359,31 @@ def test_a_context_coming_up_is_not_a_busy_phase() -> None:
     watts = [80.0] * 10 + [122.0] * 40
     summary = summarise({"t": [0.0, 0.2], "util_gpu_pct": [0, 0]}, {}, power_buffer(t, watts))
     assert summary["power_busy"]["phases"] == 0 and summary["busy"] is None
+
+
+def test_a_group_of_zombies_has_ended_though_kill_still_finds_it() -> None:
+    """An exited process nobody reaped yet (as an orphaned server is where pid 1 reaps late
+    or never): its group answers kill(0), yet nothing of it runs."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from envsnap.agent import benchserve, reaper
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 10
+        while not reaper.ended(child.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        os.killpg(child.pid, 0)                       # the zombie keeps its group findable
+        assert not benchserve.group_alive(child.pid)
+    finally:
+        child.wait()
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"],
+                               start_new_session=True)
+    try:
+        assert benchserve.group_alive(sleeper.pid)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
