@@ -122,8 +122,11 @@ def can_fork() -> bool:
     """Fork the collectors: with cores enough for them to run side by side (on 2 cores each
     child's own start costs more than the lock did: 0.3 s against 0.2 s), and no other
     thread in this process (forking one could deadlock the child)."""
-    return hasattr(os, "fork") and threading.active_count() == 1 and \
-        usable_cores() >= MIN_CORES_TO_FORK
+    return hasattr(os, "fork") and lone_thread() and usable_cores() >= MIN_CORES_TO_FORK
+
+
+def lone_thread() -> bool:
+    return threading.active_count() == 1
 
 
 def usable_cores() -> int:

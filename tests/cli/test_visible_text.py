@@ -85,7 +85,8 @@ def test_show_list_and_diff_write_no_raw_escape(cli: Cli, story: Story) -> None:
     assert result.returncode == 0, result.stderr
     path = Path(cli.env["ENVSNAP_STORE"]) / "bad.yaml"
     document = yaml.safe_load(path.read_text())
-    document["facts"]["env"].setdefault("shell", {})["CLIP"] = "\x1b]52;c;cHduZWQ=\x07"
+    # a name the capture records (its prefixes): one it does not would be unknown, not shown
+    document["facts"]["env"].setdefault("shell", {})["NCCL_CLIP"] = "\x1b]52;c;cHduZWQ=\x07"
     document["meta"]["host"] = "gpu\x9b2J01"
     path.write_text(yaml.safe_dump(document))
     for args in (("show", "bad"), ("list",), ("diff", "good", "bad", "--all")):

@@ -20,8 +20,11 @@ from envsnap.agent.util import escaped_document
 
 @pytest.fixture
 def forking(monkeypatch: pytest.MonkeyPatch) -> None:
-    """This machine forks the collectors as a host of 4 cores or more does (CI has 2)."""
+    """This machine forks the collectors as a host of 4 cores or more does (CI has 2), in a
+    test process whose other threads (pytest-xdist's channel) stay out of what the forked
+    collectors touch."""
     monkeypatch.setattr(runner, "MIN_CORES_TO_FORK", 1)
+    monkeypatch.setattr(runner, "lone_thread", lambda: True)
     assert runner.can_fork()
 
 
