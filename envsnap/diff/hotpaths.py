@@ -124,6 +124,11 @@ def hot_files(files: Iterable[str], patterns: Iterable[HotPattern]) -> list[HotM
     return sorted(found, key=lambda m: -m.pattern.weight)
 
 
+def touches(match: HotMatch) -> str:
+    """Why a file is hot, as a verdict says it: "touches <file>: communication"."""
+    return f"touches {match.path}: {AREA_WHY.get(match.pattern.area, match.pattern.area)}"
+
+
 def score(hot: list[HotMatch], files: int) -> int:
     """The hottest file's weight, plus up to SHARE_BONUS for the share of files that are hot."""
     if not hot:

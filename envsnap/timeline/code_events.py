@@ -10,11 +10,11 @@ only the stash reflog's rewritten file, so it is a file time.
 """
 from __future__ import annotations
 
-import fnmatch
 import re
 import shlex
 from typing import Any
 
+from envsnap.diff.hotpaths import HotPattern, hot_files, hot_patterns, touches
 from envsnap.text import plural
 from envsnap.timeline.model import FILE_TIME, RECORDED, Event
 from envsnap.timeline.roles import package_role
@@ -45,26 +45,28 @@ def move_name(message: str) -> str:
     return message.split(":", 1)[0] or "move"
 
 
-def commit_lines(commits: dict[str, Any], hot_paths: list[str]) -> tuple[str, ...]:
+def commit_lines(commits: dict[str, Any], patterns: tuple[HotPattern, ...]
+                 ) -> tuple[tuple[str, ...], bool]:
+    """(a line a commit brought in, with its hottest file as the diff weighs it; whether
+    any of them is hot)."""
     added = commits.get("added") or []
-    lines = [f"{short(c['sha'])} {c['subject']}" + hot_mark(c.get("files") or [], hot_paths)
-             for c in added[:SHOWN_COMMITS]]
+    hot = [hot_files(c.get("files") or [], patterns) for c in added]
+    lines = [f"{short(c['sha'])} {c['subject']}" + (f"  ({touches(found[0])})" if found else "")
+             for c, found in zip(added[:SHOWN_COMMITS], hot)]
     total = int(commits.get("added_total") or len(added))
     if total > SHOWN_COMMITS:
         lines.append(f"... {total - SHOWN_COMMITS} more")
     if commits.get("removed"):
         lines.append(f"{plural(commits['removed'], 'commit')} left behind (no longer in HEAD's "
                      "history)")
-    return tuple(lines)
-
-
-def hot_mark(files: list[str], hot_paths: list[str]) -> str:
-    hot = [path for path in files if any(fnmatch.fnmatch(path, glob) for glob in hot_paths)]
-    return f"  [hot path: {', '.join(hot[:3])}]" if hot else ""
+    return tuple(lines), any(hot)
 
 
 def git_events(records: list[dict[str, Any]], hot_paths: list[str]) -> list[Event]:
-    """Reflog entries (newest first per checkout, as read) -> one event per move."""
+    """Reflog entries (newest first per checkout, as read) -> one event per move; the
+    commits a move brought in weighed as the diff weighs them (its default hot paths and
+    the configured ones)."""
+    patterns = hot_patterns(hot_paths)
     events = []
     rebase_start: dict[str, dict[str, Any]] = {}
     stashed = {(entry["repo"], entry["time"]) for entry in records
@@ -82,7 +84,7 @@ def git_events(records: list[dict[str, Any]], hot_paths: list[str]) -> list[Even
         if step and step.group(1) != "finish":
             continue
         start = rebase_start.pop(repo, None) if step else None
-        events.append(move_event(entry, start, hot_paths))
+        events.append(move_event(entry, start, patterns))
     return events
 
 
@@ -94,7 +96,7 @@ def is_stash_reset(entry: dict[str, Any], stashed: set[tuple[str, Any]]) -> bool
 
 
 def move_event(entry: dict[str, Any], start: dict[str, Any] | None,
-               hot_paths: list[str]) -> Event:
+               patterns: tuple[HotPattern, ...]) -> Event:
     repo, message = entry["repo"], entry["message"]
     old = (start or entry)["old"]
     commits = (start or entry).get("commits") or {}
@@ -104,7 +106,7 @@ def move_event(entry: dict[str, Any], start: dict[str, Any] | None,
         name = ("reset to HEAD (as `git stash push` does; no stash of that time remains: "
                 "popped or dropped since)")
     brought = f", {plural(total, 'commit')} brought in" if total else ""
-    lines = commit_lines(commits, hot_paths)
+    lines, hot = commit_lines(commits, patterns)
     return Event(
         time=float(entry["time"]), kind="checkout", subject=repo,
         what=f"{name} in {repo}: {short(old)} -> {short(entry['new'])}{brought}",
@@ -112,7 +114,7 @@ def move_event(entry: dict[str, Any], start: dict[str, Any] | None,
         exactness=RECORDED, details=lines,
         test="HEAD did not move: nothing to test" if old == entry["new"] else
         "a new checkout: nothing before it to test" if old in ZERO_SHA else None,
-        role="hot path" if any("[hot path:" in line for line in lines) else None,
+        role="hot path" if hot else None,
         # The second before the move began (a rebase's start): the reflog's state then is
         # where HEAD stood before it.
         undo_at=float((start or entry)["time"]) - 1)

@@ -250,7 +250,7 @@ def test_the_changes_between_the_last_good_and_first_bad_benchmark_come_first(
     # the pull's test is a bisect over the benchmark's own command, from a bench record
     pull = next(e for e in found["between"] if e["what"].startswith("pull in"))
     assert pull["role"] == "hot path"
-    assert any(line.endswith("Change pynccl.py  [hot path: pynccl.py]")
+    assert any(line.endswith("Change pynccl.py  (touches pynccl.py: configured hot path)")
                for line in pull["details"])
     rebase = next(e for e in found["between"] if e["what"].startswith("pull --rebase in"))
     assert rebase["role"] is None   # it brought engine.py only

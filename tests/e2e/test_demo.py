@@ -27,6 +27,9 @@ def test_demo_tells_the_story_and_cleans_up(cli: Cli) -> None:
     assert first_part.index("stash pushed in ") < first_part.index("pull in ") < \
         first_part.index("process ") < first_part.index("sitecustomize.py written")
     assert "9 commits brought in" in first_part and "Fix PCG MoE Error" in first_part
+    # weighed as the diff weighs it (its default hot paths): the one NCCL commit of nine
+    assert re.findall(r"\n\s+[0-9a-f]{10} (.*)  \(touches \S+: (\S+)\)", first_part) == [
+        ("Fix PCG MoE Error", "communication")]
     assert "(the same bytes: this write changed nothing)" in first_part
     assert re.search(r"process \d+ restarted: ", first_part)   # snapshot good had it running
     assert re.search(r"replaces pid \d+ of snapshot good\n\s+env NCCL_PROTO: LL -> \(absent\)\n",
