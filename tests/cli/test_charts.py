@@ -3,12 +3,8 @@ and every sample of the recorded 2 x H200 story; bisect --plot draws every teste
 and bisect show a live status line on a terminal only, and a sparkline of their values."""
 from __future__ import annotations
 
-import os
-import pty
 import re
-import select
 import statistics
-import subprocess
 import sys
 import tarfile
 from pathlib import Path
@@ -19,6 +15,7 @@ from conftest import ROOT, Cli
 from helpers.benchscript import write_bench
 from helpers.bisecthistory import SLOW, History, bisect, regression_at
 from helpers.htmlcharts import charts_in, elements, of_class
+from helpers.terminal import stderr_at_a_terminal
 
 from envsnap.cli.progress import Tally, status_text
 from envsnap.report.charts import phases
@@ -173,29 +170,11 @@ SLOW_BENCH = "import time; time.sleep(1.3); print('gen throughput (token/s): 91.
 def test_bench_status_line_is_live_on_a_terminal(cli: Cli, tmp_path: Path) -> None:
     script = tmp_path / "slow.py"
     script.write_text(SLOW_BENCH)
-    leader, follower = pty.openpty()
-    proc = subprocess.Popen(
+    code, stdout, text = stderr_at_a_terminal(
         [sys.executable, "-m", "envsnap", "bench", "local", "--cmd",
          f"{sys.executable} {script}", "--metric", r"token/s\): ([0-9.]+)", "--repeat", "3",
-         "--label", "tty", "--sample-interval", "0"],
-        cwd=cli.cwd, env=cli.env, stdout=subprocess.PIPE, stderr=follower)
-    os.close(follower)
-    screen = b""
-    while True:
-        ready, _, _ = select.select([leader], [], [], 60)
-        if not ready:
-            break
-        try:
-            chunk = os.read(leader, 4096)
-        except OSError:         # the other end closed: the command is done
-            break
-        if not chunk:
-            break
-        screen += chunk
-    stdout = proc.communicate(timeout=60)[0].decode()
-    os.close(leader)
-    assert proc.returncode == 0, (proc.returncode, screen.decode(errors="replace")[-1500:], stdout)
-    text = screen.decode()
+         "--label", "tty", "--sample-interval", "0"], cli.cwd, cli.env, timeout=60)
+    assert code == 0, (code, text[-1500:], stdout)
     assert "\r\x1b[K" in text
     assert re.search(r"local: run 1 of 3, \d+s elapsed, ETA after the first run", text)
     assert re.search(r"local: run 2 of 3, \d+s elapsed, ETA ~\d+s", text)

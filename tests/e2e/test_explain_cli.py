@@ -20,9 +20,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
-import pty
 import re
-import select
 import signal
 import subprocess
 import sys
@@ -40,6 +38,7 @@ from helpers.pythons import (
     stdlib_sitecustomize,
     venv_with_own_sitecustomize,
 )
+from helpers.terminal import stderr_at_a_terminal
 
 from envsnap.errors import ExitCode
 from envsnap.snapshot.provenance import signed, user_key
@@ -130,25 +129,10 @@ def explain(cli: Cli, toy: Toy, host: str, *extra: str) -> subprocess.CompletedP
 def explain_at_a_terminal(cli: Cli, toy: Toy, *extra: str) -> tuple[int, str, str]:
     """explain in a subprocess whose stderr is a terminal: its exit, stdout, and all the
     terminal was sent (the status line rewritten in place)."""
-    leader, follower = pty.openpty()
-    running = subprocess.Popen(
+    return stderr_at_a_terminal(
         [sys.executable, "-m", "envsnap", "explain", "good", "bad", "--serve", toy.serve,
          "--ready", "listening on", "--cmd", toy.cmd, "--metric", METRIC, "--lower-is-better",
-         "--repeat", "3", "--yes", *extra], cwd=cli.cwd, env=cli.env, stdout=subprocess.PIPE,
-        stderr=follower)
-    os.close(follower)
-    screen = b""
-    while select.select([leader], [], [], 120)[0]:
-        try:
-            chunk = os.read(leader, 4096)
-        except OSError:         # the other end closed: the command is done
-            break
-        if not chunk:
-            break
-        screen += chunk
-    out = running.communicate(timeout=120)[0].decode()
-    os.close(leader)
-    return running.returncode, out, screen.decode(errors="replace")
+         "--repeat", "3", "--yes", *extra], cli.cwd, cli.env)
 
 
 def where(request: pytest.FixtureRequest, over_ssh: bool) -> tuple[Cli, str]:
