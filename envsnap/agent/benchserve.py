@@ -28,7 +28,7 @@ import urllib.request
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import env as agent_env
-from . import reaper
+from . import envnames, reaper
 from .patterns import PatternTimeout, checked, search_lines
 from .util import escaped, read_text
 
@@ -200,7 +200,7 @@ class Server:
         a --proc worker has (env.py), with "role": "server"."""
         table = agent_env.ProcTable()
         main = self.main_pid(table)
-        selector: agent_env.Selector = (agent_env.DEFAULT_PREFIXES, agent_env.DEFAULT_NAMES)
+        selector: envnames.Selector = (envnames.DEFAULT_PREFIXES, envnames.DEFAULT_NAMES)
         btime = agent_env.parse_btime(read_text("/proc/stat") or "")
         tree = table.children()
         chosen = [(main, MATCHED)]

@@ -23,27 +23,15 @@ import os
 import re
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Pattern, Set, Tuple
 
+from .envnames import DEFAULT_NAMES, DEFAULT_PREFIXES, Selector, is_selected
 from .patterns import PatternRefused, PatternTimeout, problem, search_lines
 from .redact import redact_argv, redact_env_value
 from .util import escaped, read_text
 
-DEFAULT_PREFIXES = (
-    "NCCL_", "CUDA_", "TORCH_", "PYTORCH_", "NVIDIA_", "NVSHMEM_", "SGLANG_", "VLLM_", "OMP_",
-    "MKL_", "UCX_", "FI_", "HF_", "TRANSFORMERS_", "TRITON_", "CUBLAS_", "CUDNN_", "GLOO_",
-    "MASTER_",
-)
-DEFAULT_NAMES = (
-    "LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH", "PATH", "VIRTUAL_ENV", "CONDA_PREFIX",
-    "PYTHONHASHSEED", "TOKENIZERS_PARALLELISM",
-    "PYTHONNOUSERSITE", "PYTHONSAFEPATH",   # they change which customize file runs
-    # set by torchrun and friends: they tell apart workers that share one command line
-    "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
-)
 # A pattern as broad as "python" must not turn a snapshot into a process dump.
 MAX_PROCESSES = 256
 LIMIT_NAMES = {"Max open files": "nofile", "Max locked memory": "memlock"}
 
-Selector = Tuple[Tuple[str, ...], Tuple[str, ...]]
 Matcher = Tuple[str, Optional[Pattern[str]]]
 
 
@@ -61,11 +49,6 @@ def collect(config: Dict[str, Any]) -> Dict[str, Any]:
         "env_prefixes": list(prefixes),
     }
     return {"facts": facts, "volatile": {}}
-
-
-def is_selected(name: str, selector: Selector) -> bool:
-    prefixes, names = selector
-    return name in names or name.startswith(prefixes)
 
 
 def select_env(environ: Mapping[str, str], selector: Selector) -> Dict[str, str]:

@@ -26,7 +26,8 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import gitparse, timelinelogs
-from .env import DEFAULT_NAMES, DEFAULT_PREFIXES, find_processes
+from .env import find_processes
+from .envnames import DEFAULT_NAMES, DEFAULT_PREFIXES
 from .git import tail_lines
 from .gitrun import Git
 from .python_env import CUSTOMIZE_MODULES, describe_module, site_directories, target_sys_path

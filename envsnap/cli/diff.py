@@ -66,6 +66,13 @@ def register(commands: Commands) -> None:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
+    from envsnap.snapshot.store import collector_held_off
+
+    with collector_held_off():   # the documents are trees: nothing for it to find
+        return diffed(args)
+
+
+def diffed(args: argparse.Namespace) -> int:
     from envsnap.snapshot.store import Store
 
     store = Store(args.store)

@@ -11,6 +11,7 @@ import hashlib
 from typing import TYPE_CHECKING
 
 from envsnap.agent import env as agent_env
+from envsnap.agent import envnames
 from envsnap.agent.cuda_nccl import library_source
 from envsnap.demo.story_code import NCCL_TUNING, REPO, SITE, VENV, VENV_PYTHON, made_up_hex
 
@@ -128,7 +129,7 @@ def login_env() -> dict[str, str]:
 
 def selected(environ: dict[str, str]) -> dict[str, str | None]:
     """What the agent keeps of an environment, redacted the agent's way."""
-    chosen = agent_env.select_env(environ, (agent_env.DEFAULT_PREFIXES, agent_env.DEFAULT_NAMES))
+    chosen = agent_env.select_env(environ, (envnames.DEFAULT_PREFIXES, envnames.DEFAULT_NAMES))
     kept: dict[str, str | None] = dict(sorted(chosen.items()))
     return kept
 
@@ -165,6 +166,6 @@ def processes(good: bool, boot: int) -> dict[str, Process]:
 
 
 def env_facts(good: bool, boot: int) -> Env:
-    return {"env_prefixes": list(agent_env.DEFAULT_PREFIXES), "proc_patterns": ["sglang"],
+    return {"env_prefixes": list(envnames.DEFAULT_PREFIXES), "proc_patterns": ["sglang"],
             "processes": processes(good, boot), "processes_omitted": 0,
             "shell": selected(dict(login_env(), **NCCL_TUNING))}

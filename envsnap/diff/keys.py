@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from envsnap.agent.env import DEFAULT_NAMES, is_selected
+from envsnap.agent.envnames import DEFAULT_NAMES, is_selected
 
 if TYPE_CHECKING:
     from envsnap.snapshot.records import Env, Process, PythonEnv, Repo, Stash
