@@ -21,13 +21,38 @@ from envsnap.text import did_you_mean
 Command = Callable[[argparse.Namespace], int]
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Epilogs kept as written (they list exit codes one per line), as wide as argparse's
+    own: the width argparse asks shutil for, found without importing shutil (and with it
+    bz2, lzma and locale). argparse builds a formatter for every argument added, so every
+    command paid that import at start-up, help or not."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: int | None = None) -> None:
+        super().__init__(prog, indent_increment, max_help_position,
+                         terminal_columns() - 2 if width is None else width)
+
+
+def terminal_columns() -> int:
+    """shutil.get_terminal_size().columns: $COLUMNS, else the terminal's width, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns > 0:
+        return columns
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns or 80  # type: ignore[union-attr]
+    except (AttributeError, ValueError, OSError):   # no stdout, or not a terminal
+        return 80
+
+
 class EnvsnapParser(argparse.ArgumentParser):
     """argparse with envsnap's one error prefix: the usage of the (sub)command that failed,
     then `envsnap: error: ...`, exit 2. Subcommand parsers are made of this class too."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        # Epilogs list exit codes one per line: keep them as written.
-        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:

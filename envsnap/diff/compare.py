@@ -8,7 +8,6 @@ things whose natural id is not their key (workers, stashes) are re-keyed by keys
 """
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable
@@ -27,7 +26,7 @@ from envsnap.diff.findings import (
 )
 from envsnap.diff.gitexplain import explain, moves_since
 from envsnap.diff.gpumerge import merge_alike
-from envsnap.diff.hotpaths import HotPattern, hot_patterns
+from envsnap.diff.hotpaths import HotPattern, glob_matches, hot_patterns
 from envsnap.diff.keys import (
     Atom,
     View,
@@ -450,7 +449,7 @@ CHECKS: list[Check] = [
 def overlaps(pattern: Path, path: Path) -> bool:
     """A finding at `path` touches what `pattern` names; a shorter path (a whole GPU or
     repository added or removed) touches everything under it."""
-    return all(fnmatch.fnmatchcase(key, part) for part, key in zip(pattern, path))
+    return all(glob_matches(key, part) for part, key in zip(pattern, path))
 
 
 def unchanged(a: Snapshot, b: Snapshot, sections: list[str],
