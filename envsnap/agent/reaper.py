@@ -141,6 +141,9 @@ def send(pid: int, signum: int) -> bool:
 
 
 ROUNDS = 5   # a marked process may start another while it is being stopped: look again
+# A process in the middle of an exec (a `setsid cmd &` a run started as it ended) shows no
+# environment for a moment, so no mark: nothing is taken as gone until two looks agree.
+SETTLE = 0.02
 
 
 def stop_marked(mark: str, grace: float = 0.0) -> List[int]:
@@ -155,9 +158,15 @@ def reap_orphans(grace: float = 0.0) -> List[int]:
 
 def stop_while_found(chosen: Callable[[str], bool], grace: float) -> List[int]:
     stopped: List[int] = []
-    for _ in range(ROUNDS):
+    quiet = 0
+    for _ in range(ROUNDS + 1):
         pids = [pid for pid, found in marks().items() if chosen(found) and not ended(pid)]
-        if not pids:
+        if pids:
+            quiet = 0
+            stopped += stop(pids, grace)
+            continue
+        quiet += 1
+        if quiet == 2:
             break
-        stopped += stop(pids, grace)
+        time.sleep(SETTLE)
     return stopped
