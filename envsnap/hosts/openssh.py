@@ -35,7 +35,6 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from envsnap.defaults import DEFAULT_CONNECT_TIMEOUT
 from envsnap.errors import HostError
@@ -47,15 +46,9 @@ from envsnap.hosts.transport import (
     Follow,
     Result,
     SSHTransport,
-    TooMuchOutput,
     Transport,
-    max_output_bytes,
-    output_refused,
-    pump,
-    settle,
-    stop_unread,
+    collect_process,
 )
-from envsnap.text import duration
 
 # The key exchange paramiko negotiates, first: OpenSSH 9's default (sntrup761x25519, post-
 # quantum) costs each connection ~0.1 s of CPU more on the two ends (0.25 s against 0.15 s
@@ -283,8 +276,8 @@ class OpenSSHTransport(ClosedOnExit):
                                 stderr=subprocess.PIPE)
         if lifeline:
             os.close(stdin)
-        result = self.collect(proc, timeout, follow, (lambda: os.close(held)) if lifeline
-                              else None)
+        result = collect_process(self.host.name, proc, timeout, follow,
+                                 (lambda: os.close(held)) if lifeline else None)
         if result.exit_code == SSH_FAILED:
             said = read_log(log_of(argv))
             if said.strip():   # ssh's own failure, not the command's exit 255
@@ -304,7 +297,8 @@ class OpenSSHTransport(ClosedOnExit):
             pass
         if follow is None:
             lifeline.close()
-        result = self.collect(proc, timeout, follow, lifeline.close if follow else None)
+        result = collect_process(self.host.name, proc, timeout, follow,
+                                 lifeline.close if follow else None)
         if lifeline.closed is False:
             lifeline.close()
         if result.exit_code == SSH_FAILED and not os.path.exists(self.socket):
@@ -313,35 +307,6 @@ class OpenSSHTransport(ClosedOnExit):
         self.ready = os.path.exists(self.socket)
         return result
 
-    def collect(self, proc: subprocess.Popen[bytes], timeout: float, follow: Follow | None,
-                cut_lifeline: Callable[[], None] | None) -> Result:
-        """What a command prints (with the cap) and its exit status; past `timeout`, or on
-        Ctrl-C, its ssh is ended (and the channel with it)."""
-        limit = max_output_bytes()
-        try:
-            out, err = pump(proc, time.monotonic() + timeout, follow, limit)
-        except TooMuchOutput:
-            stop_unread(proc)
-            raise output_refused(self.host.name, limit) from None
-        except BaseException as exc:   # timed out, or Ctrl-C
-            if cut_lifeline is not None:
-                cut_lifeline()
-                cut_lifeline = None
-                settle(proc)
-            proc.kill()
-            proc.communicate()
-            if isinstance(exc, subprocess.TimeoutExpired):
-                raise HostError(f"{self.host.name}: command timed out after "
-                                f"{duration(timeout)}") from None
-            raise
-        finally:
-            if cut_lifeline is not None:
-                cut_lifeline()
-            for stream in (proc.stdout, proc.stderr):
-                if stream is not None:
-                    stream.close()
-        return Result(proc.returncode, out.decode("utf-8", "replace"),
-                      err.decode("utf-8", "replace"))
 
     def put(self, data: bytes, path: str) -> None:
         """Written by `cat` to a name of its own, then renamed: atomic, as over SFTP

@@ -120,36 +120,14 @@ class LocalTransport(ClosedOnExit):
 
     def run(self, command: str, timeout: float, follow: Follow | None = None) -> Result:
         # A lifeline's write end stays here; the kernel closes it should this process die.
-        lifeline = follow is not None
-        limit = max_output_bytes()
-        stdin, held = os.pipe() if lifeline else (subprocess.DEVNULL, -1)
-        if lifeline:
-            proc = subprocess.Popen(["sh", "-c", command], stdin=stdin, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE)
-            os.close(stdin)  # the command has its copy
-        else:   # capture local may have started this very command already (headstart.py)
-            proc = headstart.take(command) or headstart.spawn(command)
-        try:
-            out, err = pump(proc, time.monotonic() + timeout, follow, limit)
-        except TooMuchOutput:
-            stop_unread(proc)
-            raise output_refused(self.host.name, limit) from None
-        except BaseException as exc:  # timed out, or Ctrl-C
-            if lifeline:
-                os.close(held)
-                lifeline = False
-                settle(proc)
-            proc.kill()
-            proc.communicate()
-            if isinstance(exc, subprocess.TimeoutExpired):
-                raise HostError(f"{self.host.name}: command timed out after {duration(timeout)}") \
-                    from None
-            raise
-        finally:
-            if lifeline:
-                os.close(held)
-        return Result(proc.returncode, out.decode("utf-8", "replace"),
-                      err.decode("utf-8", "replace"))
+        if follow is None:   # capture local may have started this very command already
+            proc = headstart.take(command) or headstart.spawn(command)   # (headstart.py)
+            return collect_process(self.host.name, proc, timeout, None, None)
+        stdin, held = os.pipe()
+        proc = subprocess.Popen(["sh", "-c", command], stdin=stdin, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        os.close(stdin)  # the command has its copy
+        return collect_process(self.host.name, proc, timeout, follow, lambda: os.close(held))
 
     def put(self, data: bytes, path: str) -> None:
         import uuid  # on use, as below: with platform, a few ms of every start
@@ -256,6 +234,38 @@ def stop_unread(proc: subprocess.Popen[bytes]) -> None:
         if stream is not None:
             stream.close()
     proc.wait()
+
+
+def collect_process(host_name: str, proc: subprocess.Popen[bytes], timeout: float,
+                    follow: Follow | None, cut_lifeline: Callable[[], None] | None) -> Result:
+    """What a local process (a `sh -c`, or the ssh client of a command) prints, with the
+    cap, and its exit status. Past `timeout`, or on Ctrl-C, its lifeline is cut first, so
+    a command that watches it ends its own work (settle), then the process is killed."""
+    limit = max_output_bytes()
+    try:
+        out, err = pump(proc, time.monotonic() + timeout, follow, limit)
+    except TooMuchOutput:
+        stop_unread(proc)
+        raise output_refused(host_name, limit) from None
+    except BaseException as exc:   # timed out, or Ctrl-C
+        if cut_lifeline is not None:
+            cut_lifeline()
+            cut_lifeline = None
+            settle(proc)
+        proc.kill()
+        proc.communicate()
+        if isinstance(exc, subprocess.TimeoutExpired):
+            raise HostError(f"{host_name}: command timed out after {duration(timeout)}") \
+                from None
+        raise
+    finally:
+        if cut_lifeline is not None:
+            cut_lifeline()
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+    return Result(proc.returncode, out.decode("utf-8", "replace"),
+                  err.decode("utf-8", "replace"))
 
 
 def settle(proc: subprocess.Popen[bytes]) -> None:
