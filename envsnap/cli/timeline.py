@@ -49,8 +49,9 @@ def register(commands: Commands) -> None:
                      help="workers whose start time and env are read (repeatable; default: "
                           "the inventory's procs, else none)")
     tim.add_argument("--hot-path", action="append", default=[], metavar="GLOB", type=utf8_text,
-                     help="code paths marked in the commits a move brought in (repeatable; "
-                          "default: the inventory's hot_paths, else none)")
+                     help="code paths weighed hottest in the commits a move brought in, "
+                          "above the diff's default table (repeatable; default: the "
+                          "inventory's hot_paths, else the table alone)")
     tim.add_argument("--json", action="store_true",
                      help="the events as JSON for scripts (default: text for a person)")
     tim.add_argument("--label", metavar="L", type=utf8_text,
