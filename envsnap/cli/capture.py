@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, TextIO
 
 from envsnap.cli.options import (
@@ -100,24 +101,33 @@ def render_outcome(outcome: Outcome, out: TextIO, err: TextIO) -> None:
 
 
 def cmd_capture(args: argparse.Namespace) -> int:
-    from envsnap.hosts.agentconfig import CaptureOptions
-    from envsnap.hosts.headstart import agent_started_early
-
     overrides: Vars = {"repos": args.repo, "procs": args.proc, "python": args.python,
-                                 "hot_paths": args.hot_path}
+                       "hot_paths": args.hot_path}
     hosts = selected_hosts(args, args.hosts, overrides)
-    options = CaptureOptions(label=args.label, force=args.force, forks=args.forks,
-                             connect_timeout=args.connect_timeout,
-                             collector_timeout=args.collector_timeout,
-                             accept_new_host_keys=args.accept_new_host_keys,
-                             max_patch_bytes=args.max_patch_bytes, history=args.history)
-    with agent_started_early(hosts, options):   # local: it runs while the rest loads
-        from envsnap.hosts.connect import connecting_early
+    # What waits on nothing else starts before the capture's modules load: a remote first
+    # host's handshake (a fleet's others start in the workers, at once: here they would
+    # start one by one), or the agent of a capture of this machine.
+    with connecting_first(hosts[0], args):
+        from envsnap.hosts.agentconfig import CaptureOptions
+        from envsnap.hosts.headstart import agent_started_early
 
-        # A remote first host's handshake runs while the capture's modules load (a fleet's
-        # others start in the workers, at once: starting them here would be one by one).
-        with connecting_early(hosts[:1], args.connect_timeout, args.accept_new_host_keys):
+        options = CaptureOptions(label=args.label, force=args.force, forks=args.forks,
+                                 connect_timeout=args.connect_timeout,
+                                 collector_timeout=args.collector_timeout,
+                                 accept_new_host_keys=args.accept_new_host_keys,
+                                 max_patch_bytes=args.max_patch_bytes, history=args.history)
+        with agent_started_early(hosts, options):
             return capture_hosts(args, hosts, options)
+
+
+def connecting_first(host: Host, args: argparse.Namespace) -> AbstractContextManager[None]:
+    """The handshake of `host` under way for the block, unless it is this machine (whose
+    agent is started early instead: hosts/headstart.py)."""
+    if host.is_local:
+        return nullcontext()
+    from envsnap.hosts.connect import connecting_early
+
+    return connecting_early([host], args.connect_timeout, args.accept_new_host_keys)
 
 
 def capture_hosts(args: argparse.Namespace, hosts: list[Host], options: CaptureOptions) -> int:

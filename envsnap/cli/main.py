@@ -118,25 +118,12 @@ def parse_arguments(parser: argparse.ArgumentParser, argv: list[str]) -> argpars
     return args
 
 
-def quiet_paramiko_logger() -> None:
-    """paramiko logs tracebacks from its own threads; the error reaches the user as one line.
-    Set here, not in the library: a library module must not configure logging at import."""
-    import logging
-
-    logger = logging.getLogger("paramiko")
-    if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
-        logger.addHandler(logging.NullHandler())
-    logger.propagate = False
-
-
 def run(argv: list[str]) -> int:
     parser = build_parser(argv)
     args = parse_arguments(parser, argv)
     if args.command is None:
         sys.stderr.write(parser.format_help() + "\nenvsnap: error: no command given\n")
         return ExitCode.USAGE
-    if getattr(args, "reaches_hosts", False):
-        quiet_paramiko_logger()
     command: Command = args.run
     return command(args)
 

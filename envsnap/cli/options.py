@@ -113,8 +113,7 @@ def add_connection_options(parser: argparse.ArgumentParser) -> None:
                         default=DEFAULT_CONNECT_TIMEOUT, metavar="S",
                         help=f"SSH connect timeout in seconds (default "
                              f"{DEFAULT_CONNECT_TIMEOUT:g})")
-    # main() quiets paramiko's logger only for commands that may load it (`diff` need not
-    # pay for importing logging).
+    # marks the commands that act on hosts (tests/cli/test_gate.py finds them by it)
     parser.set_defaults(reaches_hosts=True)
     add_store_option(parser)
 

@@ -21,10 +21,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from envsnap.hosts import payload
-from envsnap.hosts.agentconfig import CaptureOptions, agent_config
-
 if TYPE_CHECKING:
+    from envsnap.hosts.agentconfig import CaptureOptions
     from envsnap.hosts.inventory import Host
 
 _started: dict[str, subprocess.Popen[bytes]] = {}   # command -> its process, not yet taken
@@ -48,6 +46,10 @@ def agent_started_early(hosts: list[Host], options: CaptureOptions) -> Iterator[
     """For the block: the agent of a capture of this machine alone already running."""
     command = None
     if len(hosts) == 1 and hosts[0].is_local:
+        # here, not at the top: every transport imports this module for take()
+        from envsnap.hosts import payload
+        from envsnap.hosts.agentconfig import agent_config
+
         host = hosts[0]
         command = payload.run_command(host.python, payload.agent_digest(),
                                       agent_config(host, options))

@@ -32,7 +32,6 @@ from envsnap.errors import HostError
 from envsnap.hosts import headstart
 from envsnap.hosts.inventory import Host
 from envsnap.hosts.jump import Jump, inventory_jump, proxy_jump_hops
-from envsnap.snapshot.store import size_setting
 from envsnap.text import duration
 
 if TYPE_CHECKING:
@@ -58,6 +57,9 @@ class TooMuchOutput(Exception):
 def max_output_bytes() -> int:
     """The cap on what one command on a host may print: ENVSNAP_MAX_AGENT_OUTPUT_MB (MiB),
     else 256 MiB."""
+    # on use: the store's module loads YAML, which a handshake started early need not wait for
+    from envsnap.snapshot.store import size_setting
+
     return size_setting(MAX_OUTPUT_MB_VARIABLE, DEFAULT_MAX_OUTPUT_MB)
 
 
@@ -285,6 +287,19 @@ class ConnectKwargs(TypedDict, total=False):
     key_filename: list[str]
 
 
+def quiet_paramiko_logger() -> None:
+    """paramiko logs tracebacks from its own threads; this transport turns every failure into
+    one HostError, so they would only say it again, as a traceback. Done when paramiko is
+    first used rather than by the command line at start: only this transport loads it, and
+    importing logging cost every capture a few ms before its handshake began."""
+    import logging
+
+    logger = logging.getLogger("paramiko")
+    if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
+        logger.addHandler(logging.NullHandler())
+    logger.propagate = False
+
+
 class SSHTransport(ClosedOnExit):
     """A host over SSH via fabric, with known_hosts checking that fabric leaves out."""
 
@@ -292,6 +307,7 @@ class SSHTransport(ClosedOnExit):
                  accept_new_host_keys: bool = False) -> None:
         from fabric import Connection  # imported here: 0.3 s that `local` never needs
 
+        quiet_paramiko_logger()
         self.host = host
         connect_kwargs: ConnectKwargs = {"banner_timeout": connect_timeout,
                                          "auth_timeout": connect_timeout}

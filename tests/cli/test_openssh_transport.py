@@ -48,6 +48,31 @@ def test_capture_goes_through_openssh_unless_paramiko_is_asked(
     assert (Path(ssh_cli.env["ENVSNAP_STORE"]) / "x.yaml").exists()
 
 
+# The CLI in a process of its own, saying which of the capture's heavier modules were loaded
+# when the first handshake began.
+AT_HANDSHAKE = ("import sys\nfrom envsnap.hosts.openssh import OpenSSHTransport\n"
+                "start = OpenSSHTransport.start\n"
+                "def noted(self):\n"
+                "    print('at handshake:', sorted(m for m in " + repr(HEAVY := (
+                    "envsnap.hosts.capture", "envsnap.hosts.payload", "envsnap.snapshot.store",
+                    "yaml", "logging")) + " if m in sys.modules))\n"
+                "    start(self)\n"
+                "OpenSSHTransport.start = noted\n"
+                "from envsnap.cli.main import main\nsys.exit(main(sys.argv[1:]))\n")
+
+
+def test_the_handshake_begins_before_the_capture_loads_what_only_the_capture_needs(
+        ssh_cli: Cli, sshd: Sshd) -> None:
+    """Everything loaded before the handshake begins delays the whole capture; building,
+    signing and storing the snapshot (YAML, the store, the payload) and paramiko's logger can
+    all load while it runs."""
+    result = subprocess.run([sys.executable, "-c", AT_HANDSHAKE, "capture", sshd.addresses[0],
+                             "--label", "early"], cwd=ssh_cli.cwd, env=ssh_cli.env,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[0] == "at handshake: []", result.stdout
+
+
 @pytest.fixture
 def own_tmp(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A temporary folder of this test's own for the masters' folders (short: a socket's
