@@ -1,5 +1,3 @@
-import sys
+from envsnap.cli.main import console
 
-from envsnap.cli.main import main
-
-sys.exit(main())
+console()

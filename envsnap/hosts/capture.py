@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -304,6 +303,13 @@ def capture(hosts: list[Host], store: Store, options: CaptureOptions,
     planned = labels or plan_labels(hosts, options.label, now_utc())
     labels = {host.name: planned[host.name] for host in hosts}
     check_before_capture(labels, store, options.force)
+    if len(hosts) == 1:   # no pool: concurrent.futures loads logging, a few ms of every capture
+        outcome = capture_host(hosts[0], labels[hosts[0].name], store, options)
+        if on_outcome:
+            on_outcome(outcome)
+        return [outcome]
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
     outcomes: dict[str, Outcome] = {}
     with ThreadPoolExecutor(max_workers=max(1, options.forks)) as pool:
         futures = [pool.submit(capture_host, host, labels[host.name], store, options)

@@ -204,3 +204,20 @@ def test_ctrl_c_at_the_restore_question_says_nothing_changed(cli: Cli, tmp_path:
     assert err.decode() == ("envsnap: interrupted: nothing was changed on local: the restore "
                             "of 'good' stopped before it began\n")
     assert snapshot_of_tree(story) == before
+
+
+def test_the_process_entry_exits_with_mains_code_its_objects_frozen_out_of_the_last_collection(
+        cli: Cli) -> None:
+    """`python -m envsnap` and the installed script both end through console(): main's exit
+    code, atexit still run, and what the command made frozen (the interpreter's last
+    collection would walk it all, ~20 ms after the answer is out)."""
+    probe = ("import atexit, gc, sys\n"
+             "atexit.register(lambda: print('frozen at exit:', gc.get_freeze_count() > 0))\n"
+             "sys.argv = ['envsnap', 'show', 'nope']\n"
+             "import runpy\nrunpy.run_module('envsnap', run_name='__main__')\n")
+    result = subprocess.run([sys.executable, "-c", probe], cwd=cli.cwd, env=cli.env,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == EXIT_USAGE
+    assert result.stdout == "frozen at exit: True\n"
+    project = (Path(__file__).parents[2] / "pyproject.toml").read_text()
+    assert '\nenvsnap = "envsnap.cli.main:console"\n' in project   # the installed script
