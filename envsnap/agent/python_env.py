@@ -50,7 +50,9 @@ class DistRecord(NamedTuple):
 
 
 def collect(config: Dict[str, Any]) -> Dict[str, Any]:
-    search_path = target_sys_path()
+    # Run in a fork of the controller (hosts/headstart.py), the agent came from the target's
+    # own installation of envsnap, not from a folder put on sys.path for it: nothing to drop.
+    search_path = target_sys_path(None if config.get("in_process") else AGENT_ROOT)
     site_dirs = site_directories()
     facts: Dict[str, Any] = {
         "interpreter": interpreter_facts(),
@@ -66,17 +68,18 @@ def collect(config: Dict[str, Any]) -> Dict[str, Any]:
     return {"facts": facts, "volatile": {}}
 
 
-def target_sys_path() -> List[str]:
+def target_sys_path(own_root: Optional[str] = AGENT_ROOT) -> List[str]:
     """sys.path as the target's programs see it, without what is there only for the agent.
 
-    That is the entry Python put first for the agent itself (its payload folder, or the
-    working folder under -m), and the agent's own folder wherever else it shows. The working
-    folder is dropped only from the front: it may be on PYTHONPATH too, and where the capture
-    happens to run from must not change what is recorded.
+    That is the entry Python put first for the program it runs (the agent's payload folder,
+    the working folder under -m, the script's folder), and `own_root`, the folder the agent
+    was put on the path from, wherever else it shows. The working folder is dropped only
+    from the front: it may be on PYTHONPATH too, and where the capture happens to run from
+    must not change what is recorded.
     """
     started_with_own_entry = not (sys.flags.isolated or getattr(sys.flags, "safe_path", False))
     rest = sys.path[1:] if started_with_own_entry else sys.path
-    return [entry for entry in rest if entry and os.path.abspath(entry) != AGENT_ROOT]
+    return [entry for entry in rest if entry and os.path.abspath(entry) != own_root]
 
 
 def interpreter_facts() -> Dict[str, Any]:

@@ -6,26 +6,41 @@ even starts, then wait for the agent with nothing left to do. Started here, as s
 command line and the inventory say what it is asked, the agent's own start-up and its
 collectors run on other cores meanwhile.
 
-What is started is exactly the command the capture would run (hosts/capture.run_agent: the
-same agent, digest, python and config), through the same `sh -c` LocalTransport uses; the
-transport takes the running process in place of starting it only when the command it is
-given is that one, character for character (an agent not yet cached here answers it as it
-would have: "ship it first"). One left unused (a label that exists, an error before the
-agent is needed) is stopped when the capture ends, as a local command is on a timeout.
+Where the python asked for is the very interpreter running envsnap (`runs_here`: the same
+file, in the same folder, so the same venv, and this process started with no interpreter
+option a fresh one would lack), the agent is a fork of this process: an interpreter already
+started, its site and .pth files already run (on a GPU host's venv, ~60 ms that a second
+interpreter pays again). The fork runs the agent's code from this installation, with its
+output piped as a process's; the python_env collector then keeps every sys.path entry, none
+having been added for the agent. Anywhere else (another python, threads running, no fork),
+the agent is the command the capture would run (hosts/capture.run_agent: the same agent,
+digest, python and config), through the same `sh -c` LocalTransport uses.
+
+Either way the transport takes the running process in place of starting one only when the
+command it is given is that one, character for character (an agent not yet cached here
+answers it as it would have: "ship it first"). One left unused (a label that exists, an
+error before the agent is needed) is stopped when the capture ends, as a local command is
+on a timeout.
 """
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any, NoReturn, Union
 
 if TYPE_CHECKING:
     from envsnap.hosts.agentconfig import CaptureOptions
     from envsnap.hosts.inventory import Host
+    from envsnap.hosts.payload import CollectConfig
 
-_started: dict[str, subprocess.Popen[bytes]] = {}   # command -> its process, not yet taken
+Started = Union[subprocess.Popen[bytes], "ForkedAgent"]
+_started: dict[str, Started] = {}   # command -> its process, not yet taken
 _lock = threading.Lock()
 
 
@@ -35,7 +50,7 @@ def spawn(command: str) -> subprocess.Popen[bytes]:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
-def take(command: str) -> subprocess.Popen[bytes] | None:
+def take(command: str) -> Started | None:
     """The process started early for `command`, once; None if there is none."""
     with _lock:
         return _started.pop(command, None)
@@ -46,15 +61,17 @@ def agent_started_early(hosts: list[Host], options: CaptureOptions) -> Iterator[
     """For the block: the agent of a capture of this machine alone already running."""
     command = None
     if len(hosts) == 1 and hosts[0].is_local:
-        # here, not at the top: every transport imports this module for take()
-        from envsnap.hosts import payload
         from envsnap.hosts.agentconfig import agent_config
 
         host = hosts[0]
-        command = payload.run_command(host.python, payload.agent_digest(),
-                                      agent_config(host, options))
+        config = agent_config(host, options)
+        early = fork_agent(config) if runs_here(host.python) else None
+        # here, not at the top: every transport imports this module for take()
+        from envsnap.hosts import payload
+
+        command = payload.run_command(host.python, payload.agent_digest(), config)
         with _lock:
-            _started[command] = spawn(command)
+            _started[command] = early if early is not None else spawn(command)
     try:
         yield
     finally:
@@ -62,3 +79,135 @@ def agent_started_early(hosts: list[Host], options: CaptureOptions) -> Iterator[
         if unused is not None:
             unused.kill()
             unused.communicate()
+
+
+def runs_here(python: str) -> bool:
+    """Whether `python`, as this machine's sh would find it, is the interpreter running this
+    process, started as a fresh `python FOLDER` would be, and alone (a fork of a process
+    with other threads may deadlock)."""
+    import shutil
+
+    found = shutil.which(python)
+    if not found or not sys.executable or not hasattr(os, "fork") \
+            or threading.active_count() != 1:
+        return False
+    # A venv is told by the folder its python is run from: the same file in another folder
+    # (the base interpreter a venv links to) is another environment.
+    if os.path.dirname(os.path.abspath(found)) != os.path.dirname(os.path.abspath(sys.executable)):
+        return False
+    try:
+        return os.path.samefile(found, sys.executable) and started_plainly()
+    except OSError:
+        return False
+
+
+def started_plainly() -> bool:
+    """No interpreter option before the program on this process's command line (-I, -S, -O,
+    -X ...; `-m envsnap`, `-c CODE` and a script are plain): the flags a fresh agent would
+    run with, and so record."""
+    argv: list[str] = getattr(sys, "orig_argv", [])   # Python 3.10+
+    return len(argv) > 1 and (argv[1] in ("-m", "-c") or not argv[1].startswith("-"))
+
+
+def fork_agent(config: CollectConfig) -> ForkedAgent:
+    """The agent, run by a fork of this process, its output piped back."""
+    sys.stdout.flush()   # what this process has written is not the child's to write again
+    sys.stderr.flush()
+    out_read, out_write = os.pipe()
+    err_read, err_write = os.pipe()
+    started = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        os.close(out_read)
+        os.close(err_read)
+        run_forked_agent({**config, "in_process": True}, started, out_write, err_write)
+    os.close(out_write)
+    os.close(err_write)
+    return ForkedAgent(pid, out_read, err_read)
+
+
+def run_forked_agent(config: CollectConfig, started: float, out: int, err: int) -> NoReturn:
+    """The child: stdin at end of file, stdout and stderr the pipes; the agent's document
+    written, then exit without this process's cleanup (atexit, finally blocks and buffers
+    are the controller's)."""
+    import gc
+
+    gc.freeze()   # the controller's objects: never this child's to walk or free
+    code = 1
+    try:
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(out, 1)
+        os.dup2(err, 2)
+        for fd in (null, out, err):
+            os.close(fd)
+        from envsnap.agent.runner import agent_output
+
+        data = agent_output(dict(config), (started, 0.0)).encode()
+        while data:
+            data = data[os.write(1, data):]
+        code = 0
+    except BaseException as exc:   # said as the agent's last line, as a python run would
+        os.write(2, f"{type(exc).__name__}: {exc}\n".encode("utf-8", "replace"))
+    finally:
+        os._exit(code)
+
+
+class ForkedAgent:
+    """A forked agent as collect_process reads a process (subprocess.Popen's members it
+    uses: its two pipes, returncode, poll, wait, kill, communicate)."""
+
+    def __init__(self, pid: int, stdout: int, stderr: int) -> None:
+        self.pid = pid
+        self.args = ["envsnap agent (forked)"]
+        self.stdout: IO[bytes] | None = os.fdopen(stdout, "rb", buffering=0)
+        self.stderr: IO[bytes] | None = os.fdopen(stderr, "rb", buffering=0)
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pause = 0.0005
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
+            time.sleep(pause)
+            pause = min(2 * pause, 0.01)
+        assert self.returncode is not None
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.poll() is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def communicate(self, input: Any = None, timeout: float | None = None) -> tuple[bytes, bytes]:
+        """What is left on both pipes (read to their end), then the exit."""
+        import selectors
+
+        deadline = None if timeout is None else time.monotonic() + timeout
+        read = {"out": bytearray(), "err": bytearray()}
+        with selectors.DefaultSelector() as selector:
+            for name, stream in (("out", self.stdout), ("err", self.stderr)):
+                if stream is not None and not stream.closed:
+                    selector.register(stream, selectors.EVENT_READ, name)
+            while selector.get_map():
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
+                for key, _ in selector.select(left):
+                    chunk = os.read(key.fd, 1 << 16)
+                    if chunk:
+                        read[key.data] += chunk
+                    else:
+                        selector.unregister(key.fileobj)
+        self.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        return bytes(read["out"]), bytes(read["err"])

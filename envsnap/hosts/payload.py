@@ -56,6 +56,7 @@ class CollectConfig(TypedDict, total=False):
     max_patch_bytes: int
     history_budget: int             # most commits of git history per repo
     lifeline: bool                  # a controller follows: stop if it goes away
+    in_process: bool                # run by a fork of the controller (hosts/headstart.py)
 
 
 class ServeConfig(TypedDict):

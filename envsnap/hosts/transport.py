@@ -25,7 +25,7 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Protocol, TypedDict, TypeVar
+from typing import IO, TYPE_CHECKING, Any, Callable, Protocol, TypedDict, TypeVar
 
 from envsnap.defaults import DEFAULT_CONNECT_TIMEOUT
 from envsnap.errors import HostError
@@ -202,7 +202,24 @@ class Lines:
         self.done = max(self.done, end)
 
 
-def pump(proc: subprocess.Popen[bytes], deadline: float, follow: Follow | None,
+class LocalProcess(Protocol):
+    """A process of this machine whose output is read here: subprocess.Popen's members that
+    collect_process uses, which the agent forked by `capture local` has too (headstart.py)."""
+
+    @property
+    def args(self) -> Any: ...
+    @property
+    def stdout(self) -> IO[bytes] | None: ...
+    @property
+    def stderr(self) -> IO[bytes] | None: ...
+    @property
+    def returncode(self) -> int | Any: ...
+    def wait(self, timeout: float | None = None) -> int: ...
+    def kill(self) -> None: ...
+    def communicate(self, input: Any = None, timeout: float | None = None) -> tuple[Any, Any]: ...
+
+
+def pump(proc: LocalProcess, deadline: float, follow: Follow | None,
          limit: int) -> tuple[bytes, bytes]:
     """communicate(), passing stderr lines on as they come; TooMuchOutput once stdout or
     stderr holds more than `limit` bytes."""
@@ -227,7 +244,7 @@ def pump(proc: subprocess.Popen[bytes], deadline: float, follow: Follow | None,
     return bytes(out), bytes(err.data)
 
 
-def stop_unread(proc: subprocess.Popen[bytes]) -> None:
+def stop_unread(proc: LocalProcess) -> None:
     """End a command that printed past the cap without reading any more of it: killed, and
     its pipes closed, so a child of its shell that still writes meets a broken pipe rather
     than a reader (communicate() would read the runaway whole)."""
@@ -238,7 +255,7 @@ def stop_unread(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
-def collect_process(host_name: str, proc: subprocess.Popen[bytes], timeout: float,
+def collect_process(host_name: str, proc: LocalProcess, timeout: float,
                     follow: Follow | None, cut_lifeline: Callable[[], None] | None) -> Result:
     """What a local process (a `sh -c`, or the ssh client of a command) prints, with the
     cap, and its exit status. Past `timeout`, or on Ctrl-C, its lifeline is cut first, so
@@ -270,7 +287,7 @@ def collect_process(host_name: str, proc: subprocess.Popen[bytes], timeout: floa
                   err.decode("utf-8", "replace"))
 
 
-def settle(proc: subprocess.Popen[bytes]) -> None:
+def settle(proc: LocalProcess) -> None:
     """A moment for a command whose lifeline was cut to end its own work (an agent kills the
     benchmark it runs in a session of its own, which killing the agent would orphan)."""
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -53,3 +54,46 @@ def test_an_agent_started_for_a_capture_refused_is_stopped(
     [agent] = spawned
     assert agent.returncode is not None   # stopped and reaped with the command
     assert headstart.take(str(agent.args[-1])) is None
+
+
+def facts_of(store: Path, label: str) -> dict[str, object]:
+    document = yaml.safe_load((store / f"{label}.yaml").read_text())
+    return {"facts": document["facts"], "python": document["meta"]["agent"]["python"]}
+
+
+def test_capturing_with_this_very_python_forks_it_and_records_what_a_fresh_one_would(
+        cli_process: Cli) -> None:
+    """The agent of `capture local --python P`, P the interpreter running envsnap, is a fork
+    of envsnap (no second interpreter start, nothing cached in ~/.cache); what it records is
+    what the same python started fresh records (the controller started with an option a
+    fresh one lacks, -W here, spawns the agent as ever)."""
+    store, cache = Path(cli_process.env["ENVSNAP_STORE"]), Path(cli_process.env["HOME"])
+    forked = cli_process("capture", "local", "--label", "forked", "--python", sys.executable)
+    assert forked.returncode == 0, forked.stderr
+    assert not list(cache.rglob("agent-*")), "a forked agent needs no cached copy"
+    fresh = subprocess.run([sys.executable, "-W", "default", "-m", "envsnap", "capture",
+                            "local", "--label", "fresh", "--python", sys.executable],
+                           cwd=cli_process.cwd, env=cli_process.env, capture_output=True,
+                           text=True, timeout=120)
+    assert fresh.returncode == 0, fresh.stderr
+    assert list(cache.rglob("agent-*")), "a spawned agent is shipped into the cache first"
+    assert facts_of(store, "forked") == facts_of(store, "fresh")
+
+
+def test_a_forked_agent_left_unused_is_stopped(cli_process: Cli) -> None:
+    store = Path(cli_process.env["ENVSNAP_STORE"])
+    store.mkdir(parents=True, exist_ok=True)
+    (store / "taken.yaml").write_text("a snapshot saved before\n")
+    probe = ("import os, sys\nfrom envsnap.hosts import headstart\nforks = []\n"
+             "real = headstart.fork_agent\n"
+             "def watched(config):\n    forks.append(real(config))\n    return forks[-1]\n"
+             "headstart.fork_agent = watched\n"
+             "from envsnap.cli.main import main\ncode = main(sys.argv[1:])\n"
+             "print('forked:', len(forks), 'reaped:', [agent.returncode is not None "
+             "for agent in forks])\n"
+             "sys.exit(code)\n")
+    result = subprocess.run([sys.executable, "-c", probe, "capture", "local", "--label",
+                             "taken", "--python", sys.executable], cwd=cli_process.cwd,
+                            env=cli_process.env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == ExitCode.USAGE and "already exists" in result.stderr
+    assert result.stdout == "forked: 1 reaped: [True]\n"
