@@ -179,8 +179,9 @@ class StrictLoader(SafeLoader):  # type: ignore[misc]
         self.visited.add(node)
 
     def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
+        # A scalar's tag: a quoted one is a str; a plain one's follows from its text alone.
         if kind is yaml.ScalarNode and len(value) <= MAX_CACHED_SCALAR:
-            return scalar_tag(value, implicit)
+            return plain_scalar_tag(value) if implicit[0] else STR_TAG
         return super().resolve(kind, value, implicit)
 
     def flatten_mapping(self, node: Any) -> None:
@@ -197,8 +198,10 @@ PLAIN_RESOLVER: Any = yaml.resolver.Resolver()
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def scalar_tag(value: str, implicit: tuple[bool, bool]) -> str:
-    """The tag of an untagged scalar (str, int, null...). The parser asks for every scalar
-    of every file, and the snapshots of a fleet hold the same short scalars over and over;
-    the answer depends on nothing else (StrictLoader uses no path resolvers)."""
-    return str(PLAIN_RESOLVER.resolve(yaml.ScalarNode, value, implicit))
+def plain_scalar_tag(value: str) -> str:
+    """The tag of an untagged plain scalar (str, int, null...). The parser asks for every
+    scalar of every file, and the snapshots of a fleet hold the same short scalars over and
+    over; the answer depends on nothing else (StrictLoader uses no path resolvers). Keyed by
+    the text alone, the cache holds no tuple per entry: fewer objects for the cyclic
+    collector to walk, again at exit."""
+    return str(PLAIN_RESOLVER.resolve(yaml.ScalarNode, value, (True, False)))

@@ -19,8 +19,7 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from dataclasses import dataclass
-from typing import TypedDict
+from typing import NamedTuple, TypedDict
 
 from envsnap.errors import UsageError
 from envsnap.verdicts import CANT_TELL, IMPROVEMENT, REGRESSION, SAME, BenchVerdict
@@ -110,8 +109,7 @@ def summarise(values: list[float]) -> Summary:
 
 # ---- Mann-Whitney U ----------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class RankTest:
+class RankTest(NamedTuple):
     u: float          # U of the first sample: how often one of its values beats the second's
     p_value: float    # two-sided
     exact: bool
@@ -222,8 +220,7 @@ MIN_RUNS = 2   # per side: one run says nothing about the noise
 TRIM = 0.2     # of the runs at each end, from 5 runs a side: an outlier run is set aside
 
 
-@dataclass(frozen=True)
-class WelchTest:
+class WelchTest(NamedTuple):
     difference: float   # trimmed mean of the second sample - trimmed mean of the first
     p_value: float      # two-sided
     df: float           # Welch-Satterthwaite; inf when neither sample varies

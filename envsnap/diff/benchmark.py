@@ -13,8 +13,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any, NamedTuple, Union
 
 from envsnap.diff.findings import short
 from envsnap.snapshot.document import bench as bench_of
@@ -37,8 +36,7 @@ PLAIN_UNITS = frozenset([
     "pflops", "x"])
 
 
-@dataclass(frozen=True)
-class BenchSide:
+class BenchSide(NamedTuple):
     """One snapshot's runs as a comparison needs them."""
 
     label: str
@@ -67,8 +65,7 @@ class BenchSide:
                 "runs": self.runs, "values": list(self.values)}
 
 
-@dataclass(frozen=True)
-class BenchmarkChange:
+class BenchmarkChange(NamedTuple):
     """The same benchmark on both sides: medians, change, stats' verdict."""
 
     before: BenchSide
@@ -78,7 +75,9 @@ class BenchmarkChange:
     change: float | None   # after median / before median - 1; None when before's is 0
     threshold: float       # stats' "a change under this is the same"
 
-    compared = True   # the same benchmark on both sides (a BenchmarkMismatch: False)
+    @property
+    def compared(self) -> bool:
+        return True   # the same benchmark on both sides (a BenchmarkMismatch: False)
 
     @property
     def name(self) -> str | None:
@@ -119,14 +118,16 @@ class BenchmarkChange:
                 "threshold": self.threshold}
 
 
-@dataclass(frozen=True)
-class BenchmarkMismatch:
+class BenchmarkMismatch(NamedTuple):
     """Both sides ran a benchmark, not the same one: said in one line, never compared."""
 
     before: BenchSide
     after: BenchSide
     unfit: str | None = None   # why the runs of one benchmark could not be compared
-    compared = False
+
+    @property
+    def compared(self) -> bool:
+        return False
 
     @property
     def moved(self) -> bool:
@@ -281,8 +282,7 @@ def compare_benchmarks(a: Snapshot, b: Snapshot,
 
 # ---- a fleet ----------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class HostBenchmark:
+class HostBenchmark(NamedTuple):
     """One host's runs against every other host's of the fleet."""
 
     side: BenchSide
@@ -307,8 +307,7 @@ class HostBenchmark:
                 "verdict": self.verdict, "others_runs": self.others_runs}
 
 
-@dataclass(frozen=True)
-class FleetBenchmark:
+class FleetBenchmark(NamedTuple):
     """The fleet's runs of one benchmark: its median and each host against the rest; or,
     when the hosts ran different benchmarks, why nothing is compared."""
 

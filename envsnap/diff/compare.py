@@ -9,8 +9,7 @@ things whose natural id is not their key (workers, stashes) are re-keyed by keys
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from envsnap.agent.sections import SECTIONS
 from envsnap.diff import rules
@@ -74,14 +73,12 @@ SKIP_KEYS = frozenset(["clock_event_reasons_mask", "clock_event_reasons_supporte
 Path = tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class DiffOptions:
+class DiffOptions(NamedTuple):
     include_volatile: bool = False
     sections: tuple[str, ...] = ()  # empty: every section
 
 
-@dataclass(frozen=True)
-class Side:
+class Side(NamedTuple):
     """One snapshot as a report names it."""
 
     label: str
@@ -99,8 +96,7 @@ class Side:
         return self.hostname or self.host
 
 
-@dataclass
-class DiffReport:
+class DiffReport(NamedTuple):
     a: Side
     b: Side
     findings: list[Finding]
@@ -111,11 +107,11 @@ class DiffReport:
     include_volatile: bool
     # Both sides' benchmark runs compared (None unless both hold runs): no fact, never drift,
     # but what a reader came for, so every rendering leads with it.
-    benchmark: Benchmark | None = None
+    benchmark: Benchmark | None
     # Sections either snapshot holds that --section left out, and those of them a comparison
     # would find something in: a verdict speaks only of what it compared, and names the rest.
-    left_out: list[str] = field(default_factory=list)
-    left_out_differ: list[str] = field(default_factory=list)
+    left_out: list[str]
+    left_out_differ: list[str]
 
     @property
     def drift(self) -> bool:
@@ -136,7 +132,7 @@ def diff(a: Snapshot, b: Snapshot, options: DiffOptions | None = None,
     side_a, side_b = side_of(a, sources[0]), side_of(b, sources[1])
     if side_a.label == side_b.label and sources[0] != sources[1]:
         # a copied or renamed file keeps its old label: name both by what was asked for
-        side_a, side_b = replace(side_a, label=sources[0]), replace(side_b, label=sources[1])
+        side_a, side_b = side_a._replace(label=sources[0]), side_b._replace(label=sources[1])
     same_host = same_machine(side_a, side_b)
     sections = sections_of(a, b, options.sections)
     patterns = hot_patterns(configured_hot_paths(a, b))
@@ -238,7 +234,7 @@ def compare_section(name: str, a: Snapshot, b: Snapshot, options: DiffOptions,
         found += section_changes(name, a, b, patterns)
     if options.include_volatile:
         before, after = volatile_section(a, name), volatile_section(b, name)
-        found += [replace(f, volatile=True) for f in walk_findings(name, before, after)]
+        found += [f._replace(volatile=True) for f in walk_findings(name, before, after)]
     return found
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, TypedDict
 
 from envsnap.snapshot.spec import is_object
@@ -105,10 +104,11 @@ class Rating(NamedTuple):
     restates: bool = False   # a catch-all's why: it says no more than the finding's own row
 
 
-@dataclass(frozen=True)
-class Finding:
+class Finding(NamedTuple):
     """One fact that differs. rank 0-100, higher matters more; before/after are None when
-    kind says the fact was added or removed; detail holds long parts (commits, patches)."""
+    kind says the fact was added or removed; detail holds long parts (commits, patches).
+    A finding is never changed in place (a changed one is a copy, `_replace`), so findings
+    without detail may share the empty default."""
 
     section: str
     path: tuple[str, ...]
@@ -118,7 +118,7 @@ class Finding:
     rank: int = 0
     why: str = ""
     volatile: bool = False
-    detail: Detail = field(default_factory=Detail)
+    detail: Detail = {}
     why_restates_row: bool = False   # from Rating.restates: the text view leaves such a why out
 
     @property

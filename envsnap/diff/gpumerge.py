@@ -12,7 +12,6 @@ for fleet disagreements alike.
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar
 
 from envsnap.diff.findings import Finding, path_text
@@ -81,8 +80,11 @@ def merged(group: list[R], gpus: dict[str, Gpu]) -> R:
     why = first.why.replace(f"GPU {first.path[1]}", named) \
                    .replace(old_where, path_text(path))
     if isinstance(first, Finding):
-        return replace(first, path=path, why=why,
-                       detail={**first.detail, "gpus": buses})
+        return first._replace(path=path, why=why, detail={**first.detail, "gpus": buses})
+    # A fleet's Disagreement, a dataclass: imported here, as the diff of two snapshots
+    # (Findings alone) loads no dataclasses (start-up, README: Performance).
+    from dataclasses import replace
+
     return replace(first, path=path, why=why)  # type: ignore[type-var]
 
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
 HotArea = Literal["configured", "communication", "kernel", "component"]
@@ -40,8 +39,7 @@ CONFIGURED_WEIGHT = 100
 SHARE_BONUS = 9
 
 
-@dataclass(frozen=True)
-class HotPattern:
+class HotPattern(NamedTuple):
     """One hot-path pattern: what it matches, how hot a match is, and of which kind."""
 
     pattern: str

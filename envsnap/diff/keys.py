@@ -16,8 +16,7 @@ Shared by the pairwise diff and by fleet mode.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from envsnap.agent.envnames import DEFAULT_NAMES, is_selected
 
@@ -49,8 +48,7 @@ class Atom:
     __hash__ = None  # type: ignore[assignment]
 
 
-@dataclass(frozen=True)
-class Worker:
+class Worker(NamedTuple):
     """A worker process as the diff knows it: its key names it, pid and rank describe it."""
 
     pid: str

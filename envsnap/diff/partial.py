@@ -13,8 +13,7 @@ from it."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from envsnap.snapshot.document import (
     collector_error,
@@ -30,8 +29,7 @@ if TYPE_CHECKING:
 IMPORT_ONLY = frozenset({"cuda_nccl.cudnn.libraries", "python_env.conda"})
 
 
-@dataclass(frozen=True)
-class Known:
+class Known(NamedTuple):
     """What each side of one section knows: a partial side's missing key is unknown."""
 
     section: str
@@ -126,8 +124,7 @@ def uncompared_notes(a: Snapshot, b: Snapshot, sections: list[str]) -> list[str]
     return notes
 
 
-@dataclass(frozen=True)
-class Uncompared:
+class Uncompared(NamedTuple):
     """The members of a fleet of one kind of paste (one `why`) and what could not be
     compared on them: on every one (`names`), and on some alone (`more`, by member)."""
 

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import difflib
 import textwrap
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from envsnap.diff import patch_summary
 from envsnap.diff.compare import DiffReport
@@ -47,8 +46,7 @@ KEY_WIDTH = 24          # a worker's command line as a path key: both ends kept
 RED, YELLOW, DIM, BOLD, RESET = "\033[31m", "\033[33m", "\033[2m", "\033[1m", "\033[0m"
 
 
-@dataclass(frozen=True)
-class Block:
+class Block(NamedTuple):
     """A long part of a finding: a title and lines, code (a patch) or prose."""
 
     title: str

@@ -7,8 +7,7 @@ Every rule is a pure function of (finding, context), tested on its own.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Callable, cast
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, cast
 
 from envsnap.diff import hotpaths, patch_summary
 from envsnap.diff.findings import (
@@ -63,15 +62,15 @@ GPU_SETTING_PREFIXES = ("persistence_mode", "ecc_mode", "mig_mode", "power_", "c
 BENIGN_CLOCK_REASONS = frozenset(["gpu_idle"])
 
 
-@dataclass(frozen=True)
-class Context:
+class Context(NamedTuple):
     """What rules may know beyond the finding: the two names, and the newer snapshot's
-    shell env and GPUs (to say "still set in the shell", "below its max")."""
+    shell env and GPUs (to say "still set in the shell", "below its max"). Rules only read
+    it, so the empty defaults may be shared."""
 
     names: tuple[str, str] = ("A", "B")
     same_host: bool = True
-    shell_after: dict[str, str | None] = field(default_factory=dict)
-    gpus_after: dict[str, Gpu] = field(default_factory=dict)
+    shell_after: dict[str, str | None] = {}
+    gpus_after: dict[str, Gpu] = {}
     documents: tuple[Snapshot, Snapshot] | None = None   # to name a customize file's place
 
 
@@ -501,6 +500,6 @@ def rate(f: Finding, ctx: Context) -> Rating:
 
 def rank_all(findings: list[Finding], ctx: Context) -> list[Finding]:
     """Rated, most important first; ties keep the walk's order (section, then key order)."""
-    rated = [replace(f, rank=r.rank, why=r.why, why_restates_row=r.restates)
+    rated = [f._replace(rank=r.rank, why=r.why, why_restates_row=r.restates)
              for f in findings for r in [rate(f, ctx)]]
     return sorted(rated, key=lambda f: -f.rank)

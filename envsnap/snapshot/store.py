@@ -11,9 +11,8 @@ import os
 import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import yaml
 
@@ -248,8 +247,7 @@ def kind_of(mode: int) -> str:
     return next((name for test, name in kinds if test(mode)), "not a file")
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(NamedTuple):
     label: str
     host: str             # as reached: an inventory name, user@host:port, or local
     hostname: str | None  # the machine's own name, as it reported it

@@ -121,25 +121,39 @@ def test_self_diff_is_clean(dcli: Cli) -> None:
         assert "no drift" in verdict_of(result.stdout)
 
 
-def test_diff_loads_no_capture_bench_or_ssh_code(dcli: Cli) -> None:
-    # Building the parser happens for every command: a default read from capture, bench or
-    # bisect once made `envsnap diff` import them all, tripling its start-up time.
+def modules_a_diff_loads(cli: Cli) -> set[str]:
+    """The modules a real process has loaded once `envsnap diff` of two example snapshots
+    (a pull, a patch, a worker's env: most of the diff's code runs) has printed."""
     examples = ROOT / "snapshots" / "examples"
     probe = ("import sys\nfrom envsnap.cli import main as cli\n"
              f"code = cli.main(['diff', {str(examples / 'story-good.yaml')!r}, "
              f"{str(examples / 'story-bad.yaml')!r}])\n"
-             "sys.stderr.write(' '.join(sorted(m for m in sys.modules if m.startswith("
-             "('envsnap', 'fabric', 'paramiko', 'concurrent')))))\n"
+             "sys.stderr.write(' '.join(sorted(sys.modules)))\n"
              "sys.exit(code)")
-    result = subprocess.run([sys.executable, "-c", probe], env=dcli.env, capture_output=True,
+    result = subprocess.run([sys.executable, "-c", probe], env=cli.env, capture_output=True,
                             text=True)
     assert result.returncode == 1, result.stderr
-    loaded = set(result.stderr.split())
+    return set(result.stderr.split())
+
+
+def test_diff_loads_no_capture_bench_or_ssh_code(dcli: Cli) -> None:
+    # Building the parser happens for every command: a default read from capture, bench or
+    # bisect once made `envsnap diff` import them all, tripling its start-up time.
+    loaded = modules_a_diff_loads(dcli)
     assert "envsnap.diff.compare" in loaded
     heavy = {"envsnap.hosts.capture", "envsnap.hosts.transport", "envsnap.hosts.payload",
              "envsnap.bench.run", "envsnap.bisect.run", "envsnap.report.build",
              "envsnap.playbook.run", "fabric", "paramiko", "concurrent.futures"}
     assert loaded & heavy == set()
+
+
+def test_diff_loads_no_dataclasses(dcli: Cli) -> None:
+    # dataclasses imports inspect (and with it ast, dis, tokenize): about 9 ms, and each
+    # class built another half; the diff's records are NamedTuples, so start-up stays near
+    # python's own load of the two files (bench/bench_diff.py).
+    loaded = modules_a_diff_loads(dcli)
+    assert "envsnap.diff.render_text" in loaded
+    assert loaded & {"dataclasses", "inspect"} == set()
 
 
 def test_unknown_label_is_a_usage_error(dcli: Cli) -> None:
