@@ -3,10 +3,12 @@
 Per repo, six git reads run at once (rev-parse, status, log, diff, config, stash list),
 then one `git log -p` per stash; the HEAD reflog is read straight from its file. Nothing is
 fetched and nothing is written: optional locks are off, so capturing never races the user.
+
+A capture that names no repo imports this module and returns: what reading a repo needs
+(hashlib, subprocess, base64) is imported where it is used, in gitrun, gitparse, gitlock.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tuple, TypeVar
@@ -469,6 +471,8 @@ def small_file_facts(path: bytes, budget: Budget) -> Dict[str, Any]:
             data = handle.read(budget.content + 1)
     except OSError as exc:
         return {"error": exc.strerror or str(exc)}
+    import hashlib
+
     facts: Dict[str, Any] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
     if b"\0" in data or gitparse.utf8_text(data, False) is None:
         facts["content_skipped"] = "binary"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from . import nvidia_driver, nvml_reader, smi, util
+from . import nvidia_driver, nvml_reader, util
 from .nvml_reader import failed
 
 MIB = 1 << 20
@@ -317,6 +317,8 @@ def collect_smi(options: Dict[str, Any], errors: Dict[str, str]
     exe = util.which("nvidia-smi")
     if exe is None:
         return None
+    from . import smi  # on use: a host without nvidia-smi never parses its output
+
     timeout = float(options.get("smi_timeout", DEFAULT_SMI_TIMEOUT))
     try:
         fields, text = smi.query_gpus(exe, timeout)

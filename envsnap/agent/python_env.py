@@ -18,7 +18,6 @@ usercustomize can run at all (a venv turns the user site off).
 """
 from __future__ import annotations
 
-import glob
 import importlib.machinery
 import json
 import os
@@ -33,7 +32,7 @@ except ImportError:  # Python 3.7 reads this file only to be told it is too old
     Protocol = object  # type: ignore[assignment]
 
 from .redact import redact_code, redact_url
-from .util import escaped, sha256_bytes
+from .util import escaped, listed, sha256_bytes
 
 CONTENT_CAP = 64 * 1024
 READ_CAP = 16 << 20  # a customize file larger than this is not worth hashing whole
@@ -259,7 +258,7 @@ def package_facts(dists: Iterable[Distribution],
 def read_egg_links(site_dirs: List[str]) -> Dict[str, str]:
     links: Dict[str, str] = {}
     for folder in site_dirs:
-        for path in sorted(glob.glob(os.path.join(folder, "*.egg-link"))):
+        for path in sorted(listed(folder, lambda name: name.endswith(".egg-link"))):
             loaded = read_capped(path, 4096)
             lines = escaped(loaded[0]).split() if loaded else []
             if lines:  # the first line is the project folder
@@ -356,7 +355,7 @@ def startup_lines(text: str) -> List[str]:
 def find_startup_pth(site_dirs: List[str]) -> Dict[str, Any]:
     found: Dict[str, Any] = {}
     for folder in site_dirs:
-        for path in sorted(glob.glob(os.path.join(folder, "*.pth"))):
+        for path in sorted(listed(folder, lambda name: name.endswith(".pth"))):
             loaded = read_capped(path, READ_CAP)
             if loaded is None:
                 found[path] = {"error": "unreadable"}

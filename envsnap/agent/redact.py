@@ -48,15 +48,14 @@ is first used (LazyPattern): importing this module took 1.7 ms of its own where 
 """
 from __future__ import annotations
 
-import base64
 import binascii
 import bisect
 import functools
-import hashlib
-import hmac
 import math
 import re
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union, overload
+
+from .util import sha256_bytes
 
 
 class LazyPattern:
@@ -387,6 +386,8 @@ def shannon_bits(value: str) -> float:
 
 def is_base64_of_text(value: str) -> bool:
     """base64 of words or JSON is no secret, however random it looks."""
+    import base64  # on use: most captures never decode a value
+
     padded = value + "=" * (-len(value) % 4)
     for decode in (base64.b64decode, base64.urlsafe_b64decode):
         try:
@@ -456,8 +457,8 @@ def mask_secret(value: str) -> str:
     """The marker of one secret: equal secrets, equal markers (before and after rekey)."""
     if not Markers.digests:
         return REDACTED
-    digest = hashlib.sha256(b"envsnap secret\0" + value.encode("utf-8", "surrogateescape"))
-    return "<secret:%s>" % digest.hexdigest()[:32]
+    digest = sha256_bytes(b"envsnap secret\0" + value.encode("utf-8", "surrogateescape"))
+    return "<secret:%s>" % digest[:32]
 
 
 def rekey(text: str, key: Optional[bytes]) -> str:
@@ -465,6 +466,8 @@ def rekey(text: str, key: Optional[bytes]) -> str:
     plain REDACTED without a key. What the controller writes holds only these."""
     if MARKER_START not in text:
         return text
+    import hashlib  # on use: the agent never rekeys, the controller only where masked
+    import hmac
 
     def keyed(match: "re.Match[str]") -> str:
         if key is None:

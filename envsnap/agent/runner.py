@@ -19,12 +19,9 @@ abandoned when it hangs.
 """
 from __future__ import annotations
 
-import base64
+import binascii
 import json
 import os
-import pickle
-import select
-import signal
 import sys
 import threading
 import time
@@ -150,6 +147,9 @@ def collect_in_threads(names: List[str], config: Dict[str, Any],
 def collect_in_processes(names: List[str], config: Dict[str, Any],
                          deadline: float) -> Dict[str, Any]:
     """Each collector forked; {name: result} of those whose child answered by the deadline."""
+    import pickle  # on use, as signal: only the forked collectors' results need them
+    import signal
+
     children: Dict[int, Tuple[str, int]] = {}   # read end -> (name, pid)
     for name in names:
         read_end, write_end = os.pipe()
@@ -184,6 +184,8 @@ def run_in_child(name: str, config: Dict[str, Any], write_end: int) -> None:
     """Run one collector and write its result to `write_end`; never returns (os._exit: the
     parent's buffers, atexit handlers and finally blocks are not the child's to run)."""
     try:
+        import pickle
+
         results: Dict[str, Any] = {}
         run_one(name, config, results)
         try:
@@ -199,6 +201,8 @@ def run_in_child(name: str, config: Dict[str, Any], write_end: int) -> None:
 
 def read_until(fds: List[int], deadline: float) -> Dict[int, bytes]:
     """{fd: all it gave} for each pipe that reached end of file by the deadline."""
+    import select
+
     chunks: Dict[int, List[bytes]] = {fd: [] for fd in fds}
     done: Dict[int, bytes] = {}
     while len(done) < len(fds):
@@ -218,7 +222,8 @@ def read_until(fds: List[int], deadline: float) -> Dict[int, bytes]:
 def decode_config(argv: List[str]) -> Dict[str, Any]:
     if not argv:
         return {}
-    config: Dict[str, Any] = json.loads(base64.b64decode(argv[0]).decode("utf-8"))
+    # binascii: base64.b64decode's own decoder, without the base64 module's import
+    config: Dict[str, Any] = json.loads(binascii.a2b_base64(argv[0]).decode("utf-8"))
     return config
 
 
