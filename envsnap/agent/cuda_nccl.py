@@ -15,9 +15,12 @@ import json
 import os
 import re
 import sys
-from typing import Any, Dict, List, Optional
 
 from . import util
+
+TYPE_CHECKING = False   # typing's own, without its import: see runner.py
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional
 
 CUDA_ROOTS_ENV = ("CUDA_HOME", "CUDA_PATH")
 DEFAULT_CUDA_ROOT = "/usr/local/cuda"

@@ -21,18 +21,23 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Pattern, Set, Tuple
 
-from .envnames import DEFAULT_NAMES, DEFAULT_PREFIXES, Selector, is_selected
+from .envnames import DEFAULT_NAMES, DEFAULT_PREFIXES, is_selected
 from .patterns import PatternRefused, PatternTimeout, problem, search_lines
 from .redact import redact_argv, redact_env_value
 from .util import escaped, read_text
 
+TYPE_CHECKING = False   # typing's own, without its import: see runner.py
+if TYPE_CHECKING:
+    from typing import Any, Dict, Iterable, List, Mapping, Optional, Pattern, Set, Tuple
+
+    from .envnames import Selector
+
+    Matcher = Tuple[str, Optional[Pattern[str]]]
+
 # A pattern as broad as "python" must not turn a snapshot into a process dump.
 MAX_PROCESSES = 256
 LIMIT_NAMES = {"Max open files": "nofile", "Max locked memory": "memlock"}
-
-Matcher = Tuple[str, Optional[Pattern[str]]]
 
 
 def collect(config: Dict[str, Any]) -> Dict[str, Any]:

@@ -5,20 +5,24 @@ then one `git log -p` per stash; the HEAD reflog is read straight from its file.
 fetched and nothing is written: optional locks are off, so capturing never races the user.
 
 A capture that names no repo imports this module and returns: what reading a repo needs
-(hashlib, subprocess, base64) is imported where it is used, in gitrun, gitparse, gitlock.
+(gitrun, with typing, hashlib, subprocess; base64) is imported where it is used.
 """
 from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tuple, TypeVar
 
 from . import gitlock, gitparse
-from .gitrun import Git, Stream
 from .util import CollectorError, escaped, sha256_file, which
 
+TYPE_CHECKING = False   # typing's own, without its import: see runner.py
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
+    from typing import Any, Callable, Dict, List, Optional, Set, Tuple, TypeVar
+
+    from .gitrun import Git, Stream
+
+    T = TypeVar("T")
 
 DEFAULTS: Dict[str, Any] = {
     "max_patch_bytes": 1 << 20,   # kept bytes per patch, and for untracked file contents
@@ -31,7 +35,6 @@ DEFAULTS: Dict[str, Any] = {
     "git_timeout": 10.0,          # seconds per git command
 }
 
-T = TypeVar("T")
 # Patches that `git apply` takes back whatever the user's diff settings are.
 PATCH_FLAGS = ["--binary", "--full-index", "--no-ext-diff", "--no-textconv", "--no-color",
                "--no-renames", "--src-prefix=a/", "--dst-prefix=b/"]
@@ -52,6 +55,8 @@ def collect(config: Dict[str, Any]) -> Dict[str, Any]:
     paths: List[str] = list(given)
     if not paths:
         return {"facts": {}, "volatile": {}}
+    from .gitrun import Git  # on use, as gitrun's typing.NamedTuple: see the docstring
+
     settings = dict(DEFAULTS, **{k: config[k] for k in DEFAULTS if k in config})
     exe = which("git")
     git = Git(exe, float(settings["git_timeout"])) if exe else None

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, Mapping, Optional
+
+TYPE_CHECKING = False   # typing's own, without its import: see runner.py
+if TYPE_CHECKING:
+    from typing import Any, Dict, Mapping, Optional
 
 LOCKS_DIR = os.path.join(".cache", "envsnap", "locks")
 

@@ -7,10 +7,12 @@ visible and reversible, escaped as every other channel escapes them.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Set, Tuple
-
 from . import redact
 from .util import escaped
+
+TYPE_CHECKING = False   # typing's own, without its import: see runner.py
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional, Set, Tuple
 
 # Starts each commit of the history log; a file name would have to begin with these exact
 # bytes to be mistaken for a commit, so the NUL-split stream parses without ambiguity.

@@ -11,9 +11,12 @@ from __future__ import annotations
 import os
 import re
 import time
-from typing import Any, Dict, Optional
 
 from . import util
+
+TYPE_CHECKING = False   # typing's own, without its import: see runner.py
+if TYPE_CHECKING:
+    from typing import Any, Dict, Optional
 
 PROC_VERSION = "/proc/driver/nvidia/version"
 PROC_PARAMS = "/proc/driver/nvidia/params"

@@ -11,16 +11,20 @@ libnvidia-ml as ctypes.CDLL would, and pays neither its import nor pynvml's.
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Optional, Tuple, Union
 
 from .util import escaped
+
+TYPE_CHECKING = False   # typing's own, without its import: see runner.py
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional, Tuple, Union
+
+    Arg = Union[str, int]
+    Query = Tuple[str, str, Tuple[Arg, ...]]
 
 LIBRARY = "libnvidia-ml.so.1"
 MAX_NVLINKS = 18  # NVLink 4 (Hopper) has 18 per GPU; the first failing link ends the scan
 NVLINK_SWITCH = 2  # NVML_NVLINK_DEVICE_TYPE_SWITCH
 
-Arg = Union[str, int]
-Query = Tuple[str, str, Tuple[Arg, ...]]
 
 # Several names separated by "|": the first one this pynvml has (NVML renamed the
 # "throttle reasons" to "clock event reasons"; an older vendored pynvml has the old name).

@@ -18,21 +18,27 @@ usercustomize can run at all (a venv turns the user site off).
 """
 from __future__ import annotations
 
+import collections
 import importlib.machinery
 import json
 import os
 import re
 import site
 import sys
-from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple
-
-try:
-    from typing import Protocol
-except ImportError:  # Python 3.7 reads this file only to be told it is too old
-    Protocol = object  # type: ignore[assignment]
 
 from .redact import redact_code, redact_url
 from .util import escaped, listed, sha256_bytes
+
+TYPE_CHECKING = False   # typing's own, without its import: see runner.py
+if TYPE_CHECKING:
+    from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Protocol, Tuple
+
+    class Distribution(Protocol):
+        """What is read of an installed distribution: importlib.metadata's, or Found."""
+
+        def read_text(self, filename: str) -> Optional[str]: ...
+
+        def locate_file(self, path: str) -> Any: ...
 
 CONTENT_CAP = 64 * 1024
 READ_CAP = 16 << 20  # a customize file larger than this is not worth hashing whole
@@ -41,11 +47,14 @@ CUSTOMIZE_MODULES = ("sitecustomize", "usercustomize")
 AGENT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-class DistRecord(NamedTuple):
-    name: str  # normalised (PEP 503)
-    version: str
-    location: str
-    direct_url: Optional[Dict[str, Any]]
+if TYPE_CHECKING:
+    class DistRecord(NamedTuple):
+        name: str  # normalised (PEP 503)
+        version: str
+        location: str
+        direct_url: Optional[Dict[str, Any]]
+else:   # the same tuple, without typing's import (see runner.py)
+    DistRecord = collections.namedtuple("DistRecord", "name version location direct_url")
 
 
 def collect(config: Dict[str, Any]) -> Dict[str, Any]:
@@ -149,14 +158,6 @@ def file_url_path(url: str) -> str:
 
     parsed = urlparse(url)
     return unquote(parsed.path) if parsed.scheme == "file" else redact_url(url)
-
-
-class Distribution(Protocol):
-    """What is read of an installed distribution: importlib.metadata's, or Found."""
-
-    def read_text(self, filename: str) -> Optional[str]: ...
-
-    def locate_file(self, path: str) -> Any: ...
 
 
 class Found:

@@ -53,9 +53,27 @@ import bisect
 import functools
 import math
 import re
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union, overload
 
 from .util import sha256_bytes
+
+TYPE_CHECKING = False   # typing's own, without its import: see runner.py
+if TYPE_CHECKING:
+    from typing import (
+        Any,
+        Callable,
+        Dict,
+        Iterable,
+        Iterator,
+        List,
+        Optional,
+        Tuple,
+        Union,
+        overload,
+    )
+
+    CodeRule = Union[bool, Callable[[bytes], Callable[[int], bool]]]
+    # Each regex with: what it matches (a word from its rarest byte on) -> (word, where).
+    Searches = Tuple[Tuple["re.Pattern[bytes]", Dict[bytes, Tuple[bytes, int]]], ...]
 
 
 class LazyPattern:
@@ -76,12 +94,15 @@ class LazyPattern:
         return getattr(compiled, name)
 
 
-@overload
-def lazy(source: str, flags: int = 0) -> "re.Pattern[str]": ...
-@overload
-def lazy(source: bytes, flags: int = 0) -> "re.Pattern[bytes]": ...
-def lazy(source: "str | bytes", flags: int = 0) -> Any:
-    return LazyPattern(source, flags)
+if TYPE_CHECKING:   # what it gives is typed as the pattern it stands for
+    @overload
+    def lazy(source: str, flags: int = 0) -> re.Pattern[str]: ...
+    @overload
+    def lazy(source: bytes, flags: int = 0) -> re.Pattern[bytes]: ...
+    def lazy(source: str | bytes, flags: int = 0) -> Any: ...
+else:
+    def lazy(source, flags=0):
+        return LazyPattern(source, flags)
 
 
 REDACTED = "<secret>"          # a secret masked without a key to hash it with
@@ -527,7 +548,6 @@ def code_in_patch(data: bytes) -> Callable[[int], bool]:
     return code_at
 
 
-CodeRule = Union[bool, Callable[[bytes], Callable[[int], bool]]]
 # Any str round-trips through these bytes, lone surrogates (undecodable names) included.
 ERRORS = "surrogatepass"
 
@@ -673,8 +693,6 @@ def occurrences(data: bytes, words: Tuple[bytes, ...]) -> List[Tuple[bytes, int]
 
 # Bytes from commonest to rarest in source code (counted on a patch of envsnap's sources).
 BYTES_BY_FREQUENCY = b" etrsnoaildcpfuhm-.:_gbyvwkx/jzq"
-# Each regex with: what it matches (a word from its rarest byte on) -> (word, where that is).
-Searches = Tuple[Tuple["re.Pattern[bytes]", Dict[bytes, Tuple[bytes, int]]], ...]
 
 
 @functools.lru_cache(maxsize=None)

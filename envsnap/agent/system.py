@@ -11,10 +11,13 @@ import os
 import re
 import resource
 import shlex
-from typing import Any, Dict, List, Optional, Tuple
 
 from .redact import redact_text
 from .util import listed, read_first_line, read_text
+
+TYPE_CHECKING = False   # typing's own, without its import: see runner.py
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional, Tuple
 
 OS_RELEASE_KEYS = ("NAME", "VERSION_ID", "PRETTY_NAME", "ID")
 NODE_DIR = re.compile(r"node(\d+)$")

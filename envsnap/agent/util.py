@@ -9,7 +9,10 @@ from __future__ import annotations
 import functools
 import importlib
 import os
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+
+TYPE_CHECKING = False   # typing's own, without its import: see runner.py
+if TYPE_CHECKING:
+    from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 DEFAULT_CMD_TIMEOUT = 10.0
 

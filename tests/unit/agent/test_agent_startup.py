@@ -23,9 +23,10 @@ from envsnap.agent import cuda_nccl, nvml_reader, runner
 from envsnap.hosts import payload
 
 # What a capture of a plain host never needs: forking (pickle), a command (subprocess),
-# OpenSSL (hashlib), and what the host name, a folder's listing, the config did cost.
-NEVER_ON_A_PLAIN_HOST = {"pickle", "subprocess", "hashlib", "_hashlib", "socket", "glob",
-                         "fnmatch", "base64"}
+# OpenSSL (hashlib), typing (annotations are text), and what the host name, a folder's
+# listing, the config did cost.
+NEVER_ON_A_PLAIN_HOST = {"pickle", "subprocess", "hashlib", "_hashlib", "typing", "socket",
+                         "glob", "fnmatch", "base64"}
 
 
 def agent_imports(tmp_path: Path, config: dict[str, Any]) -> set[str]:
