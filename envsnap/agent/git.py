@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import time
 
-from . import gitlock, gitparse
+from . import gitparse
 from .util import CollectorError, escaped, sha256_file, which
 
 TYPE_CHECKING = False   # typing's own, without its import: see runner.py
@@ -55,6 +55,7 @@ def collect(config: Dict[str, Any]) -> Dict[str, Any]:
     paths: List[str] = list(given)
     if not paths:
         return {"facts": {}, "volatile": {}}
+    from . import gitlock
     from .gitrun import Git  # on use, as gitrun's typing.NamedTuple: see the docstring
 
     settings = dict(DEFAULTS, **{k: config[k] for k in DEFAULTS if k in config})

@@ -2,15 +2,15 @@
 
 Everything comes from /proc, /sys and the stdlib; no subprocess is needed. Each reader
 returns None (or an empty map) when its source is missing, as in containers and VMs.
-Neither socket nor glob is imported (1.5 ms of every capture): the host name is uname's, as
-socket.gethostname() reads it, and /sys folders are listed by util.listed.
+Neither socket, glob nor shlex is imported (2 ms of every capture): the host name is uname's,
+as socket.gethostname() reads it, /sys folders are listed by util.listed, and os-release's
+usual values are unquoted here (shell_value).
 """
 from __future__ import annotations
 
 import os
 import re
 import resource
-import shlex
 
 from .redact import redact_text
 from .util import listed, read_first_line, read_text
@@ -73,12 +73,28 @@ def parse_os_release(text: str) -> Dict[str, str]:
         key, eq, raw = line.strip().partition("=")
         if not eq or key.startswith("#"):
             continue
-        try:
-            words = shlex.split(raw)
-        except ValueError:  # an unbalanced quote: keep the raw text rather than lose the line
-            words = [raw]
-        fields[key] = " ".join(words)
+        fields[key] = shell_value(raw)
     return fields
+
+
+SHELL_SPECIAL = frozenset(" \t\r\n\"'\\")   # shlex's whitespace, quotes and escape
+
+
+def shell_value(raw: str) -> str:
+    """The words shlex.split(raw) reads, joined by a space. The usual forms (bare, or quoted
+    whole with no quote or backslash inside) read the same here without shlex's import."""
+    quote = raw[:1]
+    if quote in ("'", '"') and len(raw) >= 2 and raw.endswith(quote) and \
+            quote not in raw[1:-1] and "\\" not in raw[1:-1]:
+        return raw[1:-1]
+    if not SHELL_SPECIAL.intersection(raw):
+        return raw
+    import shlex
+
+    try:
+        return " ".join(shlex.split(raw))
+    except ValueError:  # an unbalanced quote: keep the raw text rather than lose the line
+        return raw
 
 
 def read_cpu() -> Dict[str, Any]:
