@@ -23,7 +23,6 @@ import os
 import re
 
 from .envnames import DEFAULT_NAMES, DEFAULT_PREFIXES, is_selected
-from .patterns import PatternRefused, PatternTimeout, problem, search_lines
 from .redact import redact_argv, redact_env_value
 from .util import escaped, read_text
 
@@ -110,6 +109,8 @@ def compile_patterns(patterns: Iterable[str]) -> List[Matcher]:
     """Each pattern with its regex; None for one that is no regex (a substring then).
     A pattern that could backtrack catastrophically is refused (PatternRefused, a
     ValueError): a stranger's snapshot may carry one, and restore --check captures with it."""
+    from .patterns import PatternRefused, problem  # on use: a capture without --proc has none
+
     matchers: List[Matcher] = []
     for pattern in patterns:
         try:
@@ -128,6 +129,8 @@ def first_matches(lines: List[str], matchers: List[Matcher]) -> List[Optional[st
     """For each line, the first pattern found in it (as a substring or as a regex), or
     None. Regexes that repeat are matched under a time budget (patterns.py): PatternTimeout
     rather than a spin when one backtracks on a long command line."""
+    from .patterns import PatternTimeout, search_lines
+
     regexes = [regex for _, regex in matchers if regex is not None]
     try:
         regex_hits = iter(search_lines(regexes, lines))
