@@ -155,7 +155,8 @@ def collect_in_threads(names: List[str], config: Dict[str, Any],
     waits, or hangs) is left to finish beside the rest: another thread takes the next ones,
     so one that hangs costs the others STALL, not the deadline."""
     results: Dict[str, Any] = {}
-    waiting = list(names)
+    waiting = list(dict.fromkeys(names))   # each once, as their results are keyed
+    count = len(waiting)
     progress = threading.Condition()
 
     def take_turns() -> None:
@@ -165,13 +166,13 @@ def collect_in_threads(names: List[str], config: Dict[str, Any],
                     return
                 name = waiting.pop(0)
             run_one(name, config, results)
-            if len(results) == len(names):   # the last one: each other wake-up is a lock handoff
+            if len(results) == count:   # the last one: each other wake-up is a lock handoff
                 with progress:
                     progress.notify()
 
     with progress:
         threading.Thread(target=take_turns, daemon=True).start()
-        while len(results) < len(names):
+        while len(results) < count:
             seen, left = len(results), deadline - time.monotonic()
             if left <= 0:
                 break

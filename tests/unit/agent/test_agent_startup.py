@@ -118,3 +118,11 @@ def test_in_threads_a_hung_collector_costs_the_others_a_moment(
     assert results["env"]["error"] is None and results["env"]["facts"]
     assert results["git"]["error"] is None
     assert results["env"]["seconds"] < 0.3   # it did not wait for the hung one's deadline
+
+
+def test_in_threads_a_collector_named_twice_runs_once_without_waiting(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runner, "can_fork", lambda: False)
+    started = time.monotonic()
+    results = runner.collect_all({"collectors": ["env", "env"], "timeout": 5.0})
+    assert time.monotonic() - started < 2 and results["env"]["error"] is None
