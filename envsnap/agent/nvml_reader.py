@@ -143,6 +143,7 @@ def library_path() -> Optional[str]:
 def plain(value: Any) -> Any:
     """ctypes structs and arrays -> dicts and lists, bytes -> str: JSON-able."""
     import ctypes  # imported already, by pynvml
+
     if isinstance(value, bytes):
         return escaped(value)
     if value is None or isinstance(value, (str, int, float, bool)):
