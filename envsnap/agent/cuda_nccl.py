@@ -3,25 +3,32 @@
 torch is never imported (5 s, and it would initialise CUDA): its version is read from
 torch/version.py as text. NCCL's own answer comes from ncclGetVersion() in a child
 process, so a library that crashes on load costs one reading, not the whole agent.
+
+On a host without NCCL nothing is run: `ldconfig -p` lists the loader's cache, and it is
+asked only where that cache names a libnccl at all (2 ms of every capture otherwise).
+Folders are listed by util.listed, not glob (its import and a regex per pattern).
 """
 from __future__ import annotations
 
-import glob
 import importlib.util
 import json
 import os
 import re
 import sys
-from typing import Any, Dict, List, Optional
 
 from . import util
 
+TYPE_CHECKING = False   # typing's own, without its import: see runner.py
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional
+
 CUDA_ROOTS_ENV = ("CUDA_HOME", "CUDA_PATH")
 DEFAULT_CUDA_ROOT = "/usr/local/cuda"
-SYSTEM_LIB_GLOBS = ("/usr/lib/x86_64-linux-gnu/libnccl.so*", "/usr/lib/aarch64-linux-gnu/"
-                    "libnccl.so*", "/usr/lib64/libnccl.so*", "/usr/local/lib/libnccl.so*")
-CUDNN_HEADER_GLOBS = ("/usr/include/cudnn_version*.h",
-                      "/usr/include/*-linux-gnu/cudnn_version*.h")
+SYSTEM_LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64",
+                   "/usr/local/lib")   # each one's libnccl.so*
+NCCL_FILE = "libnccl.so"
+# What `ldconfig -p` prints is this file's (glibc's ld.so.cache): its names are plain bytes.
+LOADER_CACHE = "/etc/ld.so.cache"
 DIST_INFO = re.compile(r"^(?P<name>[A-Za-z0-9_.]+)-(?P<version>[^-]+)\.dist-info$")
 PROBE_TIMEOUT = 10.0
 # Runs in a child python (-I -S: no site, nothing of the environment's own imported).
@@ -151,7 +158,8 @@ def cuda_roots() -> List[str]:
 
 def nvcc_dist_info(root: str) -> Optional[Dict[str, Any]]:
     # CUDA 13 toolkits assembled from wheels carry dist-info folders instead of version.json
-    for path in sorted(glob.glob(os.path.join(root, "dist-info", "nvidia_cuda_nvcc-*"))):
+    for path in sorted(util.listed(os.path.join(root, "dist-info"),
+                                   lambda name: name.startswith("nvidia_cuda_nvcc-"))):
         match = DIST_INFO.match(os.path.basename(path))
         if match:
             return {"version": match.group("version"), "source": path,
@@ -204,7 +212,7 @@ def cuda_toolkit(timeout: float) -> Dict[str, Any]:
 
 def installed_toolkits() -> Dict[str, Optional[str]]:
     found = {}
-    for root in sorted(glob.glob("/usr/local/cuda-*")):
+    for root in sorted(util.listed("/usr/local", lambda name: name.startswith("cuda-"))):
         toolkit = toolkit_version_at(root) or cuda_header_version(root)
         found[root] = toolkit["version"] if toolkit else None
     return found
@@ -237,16 +245,21 @@ def torch_facts(folder: Optional[str]) -> Dict[str, Any]:
             "debug": values.get("debug"), "path": folder, "source": path}
 
 
-def libraries_in(patterns: List[str]) -> List[str]:
+def nccl_files(folder: str) -> List[str]:
+    """glob's folder/libnccl.so*, in the folder's order."""
+    return util.listed(folder, lambda name: name.startswith(NCCL_FILE))
+
+
+def libraries_in(folders: List[str]) -> List[str]:
     found: Dict[str, str] = {}  # resolved -> first path seen: libnccl.so is libnccl.so.2
-    for pattern in patterns:
-        for path in sorted(glob.glob(pattern)):
+    for folder in folders:
+        for path in sorted(nccl_files(folder)):
             found.setdefault(os.path.realpath(path), path)
     return list(found.values())
 
 
-def wheel_nccl_patterns() -> List[str]:
-    return [os.path.join(p, "nvidia", "nccl", "lib", "libnccl.so*") for p in sys.path if p]
+def wheel_nccl_folders() -> List[str]:
+    return [os.path.join(p, "nvidia", "nccl", "lib") for p in sys.path if p]
 
 
 def torch_nccl_candidates(folder: Optional[str]) -> List[str]:
@@ -254,9 +267,9 @@ def torch_nccl_candidates(folder: Optional[str]) -> List[str]:
     nvidia-nccl wheel beside torch (its RPATH), then that wheel anywhere on sys.path."""
     if folder is None:
         return []
-    return libraries_in([os.path.join(folder, "lib", "libnccl.so*"),
-                         os.path.join(os.path.dirname(folder), "nvidia", "nccl", "lib",
-                                      "libnccl.so*")] + wheel_nccl_patterns())
+    return libraries_in([os.path.join(folder, "lib"),
+                         os.path.join(os.path.dirname(folder), "nvidia", "nccl", "lib")]
+                        + wheel_nccl_folders())
 
 
 def system_nccl(timeout: float) -> Dict[str, str]:
@@ -264,13 +277,24 @@ def system_nccl(timeout: float) -> Dict[str, str]:
     found: Dict[str, str] = {}
     ldconfig = util.which("ldconfig") or next(
         (p for p in ("/sbin/ldconfig", "/usr/sbin/ldconfig") if os.access(p, os.X_OK)), None)
-    text = util.run_text([ldconfig, "-p"], timeout=timeout) if ldconfig else None
+    asked = ldconfig if ldconfig and cache_may_list(LOADER_CACHE, b"libnccl") else None
+    text = util.run_text([asked, "-p"], timeout=timeout) if asked else None
     for path in parse_ldconfig(text or "", "libnccl"):
         found.setdefault(os.path.realpath(path), "ldconfig -p: %s" % path)
-    for pattern in SYSTEM_LIB_GLOBS:
-        for path in glob.glob(pattern):
+    for folder in SYSTEM_LIB_DIRS:
+        for path in nccl_files(folder):
             found.setdefault(os.path.realpath(path), "file: %s" % path)
     return found
+
+
+def cache_may_list(cache: str, name: bytes) -> bool:
+    """Whether `ldconfig -p` may list a library whose name starts with `name`: its cache
+    holds those bytes, or cannot be read here (another libc's ldconfig: it is asked)."""
+    try:
+        with open(cache, "rb") as handle:
+            return name in handle.read()
+    except OSError:
+        return True
 
 
 def probe_nccl(paths: List[str], timeout: float) -> Dict[str, Any]:
@@ -316,7 +340,7 @@ def nccl_facts(folder: Optional[str], wheels: Dict[str, Dict[str, str]],
                timeout: float) -> Dict[str, Any]:
     for_torch = torch_nccl_candidates(folder)
     system = system_nccl(timeout)
-    others = libraries_in(wheel_nccl_patterns()) + list(system)
+    others = libraries_in(wheel_nccl_folders()) + list(system)
     paths = for_torch + [p for p in others if p not in for_torch]
     probed = probe_nccl(paths, timeout)
     libraries = {path: library_entry(path, probed.get(path)) for path in paths}
@@ -329,17 +353,28 @@ def nccl_facts(folder: Optional[str], wheels: Dict[str, Dict[str, str]],
 
 
 def cudnn_facts(folder: Optional[str], wheels: Dict[str, Dict[str, str]]) -> Dict[str, Any]:
-    patterns = list(CUDNN_HEADER_GLOBS) + [os.path.join(r, "include", "cudnn_version.h")
-                                           for r in cuda_roots()]
-    if folder:
-        patterns.append(os.path.join(os.path.dirname(folder), "nvidia", "cudnn", "include",
-                                     "cudnn_version.h"))
     headers: Dict[str, Optional[str]] = {}
-    for path in sorted({p for pattern in patterns for p in glob.glob(pattern)}):
+    for path in sorted(set(cudnn_headers(folder))):
         text = util.read_text(path)
         headers[path] = parse_cudnn_header(text) if text else None
     return {"headers": headers,
             "wheels": {n: w for n, w in wheels.items() if n.startswith("nvidia-cudnn")}}
+
+
+def cudnn_headers(folder: Optional[str]) -> List[str]:
+    """/usr/include/cudnn_version*.h, /usr/include/*-linux-gnu/cudnn_version*.h, and each
+    CUDA root's and torch's wheel's include/cudnn_version.h that is there."""
+    def header(name: str) -> bool:
+        return name.startswith("cudnn_version") and name.endswith(".h") and len(name) >= 15
+
+    found = util.listed("/usr/include", header)
+    for arch in util.listed("/usr/include", lambda name: name.endswith("-linux-gnu")):
+        found += util.listed(arch, header)
+    exact = [os.path.join(r, "include", "cudnn_version.h") for r in cuda_roots()]
+    if folder:
+        exact.append(os.path.join(os.path.dirname(folder), "nvidia", "cudnn", "include",
+                                  "cudnn_version.h"))
+    return found + [path for path in exact if os.path.lexists(path)]
 
 
 def collect(config: Dict[str, Any]) -> Dict[str, Any]:

@@ -21,18 +21,22 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Pattern, Set, Tuple
 
-from .envnames import DEFAULT_NAMES, DEFAULT_PREFIXES, Selector, is_selected
-from .patterns import PatternRefused, PatternTimeout, problem, search_lines
+from .envnames import DEFAULT_NAMES, DEFAULT_PREFIXES, is_selected
 from .redact import redact_argv, redact_env_value
 from .util import escaped, read_text
+
+TYPE_CHECKING = False   # typing's own, without its import: see runner.py
+if TYPE_CHECKING:
+    from typing import Any, Dict, Iterable, List, Mapping, Optional, Pattern, Set, Tuple
+
+    from .envnames import Selector
+
+    Matcher = Tuple[str, Optional[Pattern[str]]]
 
 # A pattern as broad as "python" must not turn a snapshot into a process dump.
 MAX_PROCESSES = 256
 LIMIT_NAMES = {"Max open files": "nofile", "Max locked memory": "memlock"}
-
-Matcher = Tuple[str, Optional[Pattern[str]]]
 
 
 def collect(config: Dict[str, Any]) -> Dict[str, Any]:
@@ -105,6 +109,8 @@ def compile_patterns(patterns: Iterable[str]) -> List[Matcher]:
     """Each pattern with its regex; None for one that is no regex (a substring then).
     A pattern that could backtrack catastrophically is refused (PatternRefused, a
     ValueError): a stranger's snapshot may carry one, and restore --check captures with it."""
+    from .patterns import PatternRefused, problem  # on use: a capture without --proc has none
+
     matchers: List[Matcher] = []
     for pattern in patterns:
         try:
@@ -123,6 +129,8 @@ def first_matches(lines: List[str], matchers: List[Matcher]) -> List[Optional[st
     """For each line, the first pattern found in it (as a substring or as a regex), or
     None. Regexes that repeat are matched under a time budget (patterns.py): PatternTimeout
     rather than a spin when one backtracks on a long command line."""
+    from .patterns import PatternTimeout, search_lines
+
     regexes = [regex for _, regex in matchers if regex is not None]
     try:
         regex_hits = iter(search_lines(regexes, lines))

@@ -4,7 +4,11 @@ records a variable). Apart from env.py because the diff needs only this, not the
 reader, the secret detector and subprocess that env.py imports."""
 from __future__ import annotations
 
-from typing import Tuple
+TYPE_CHECKING = False   # typing's own, without its import: see runner.py
+if TYPE_CHECKING:
+    from typing import Tuple
+
+    Selector = Tuple[Tuple[str, ...], Tuple[str, ...]]   # (prefixes, names)
 
 DEFAULT_PREFIXES = (
     "NCCL_", "CUDA_", "TORCH_", "PYTORCH_", "NVIDIA_", "NVSHMEM_", "SGLANG_", "VLLM_", "OMP_",
@@ -18,9 +22,6 @@ DEFAULT_NAMES = (
     # set by torchrun and friends: they tell apart workers that share one command line
     "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
 )
-
-Selector = Tuple[Tuple[str, ...], Tuple[str, ...]]   # (prefixes, names)
-
 
 def is_selected(name: str, selector: Selector) -> bool:
     prefixes, names = selector

@@ -3,20 +3,26 @@
 Per repo, six git reads run at once (rev-parse, status, log, diff, config, stash list),
 then one `git log -p` per stash; the HEAD reflog is read straight from its file. Nothing is
 fetched and nothing is written: optional locks are off, so capturing never races the user.
+
+A capture that names no repo imports this module and returns: what reading a repo needs
+(gitrun, with typing, hashlib, subprocess; base64) is imported where it is used.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tuple, TypeVar
 
-from . import gitlock, gitparse
-from .gitrun import Git, Stream
+from . import gitparse
 from .util import CollectorError, escaped, sha256_file, which
 
+TYPE_CHECKING = False   # typing's own, without its import: see runner.py
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
+    from typing import Any, Callable, Dict, List, Optional, Set, Tuple, TypeVar
+
+    from .gitrun import Git, Stream
+
+    T = TypeVar("T")
 
 DEFAULTS: Dict[str, Any] = {
     "max_patch_bytes": 1 << 20,   # kept bytes per patch, and for untracked file contents
@@ -29,7 +35,6 @@ DEFAULTS: Dict[str, Any] = {
     "git_timeout": 10.0,          # seconds per git command
 }
 
-T = TypeVar("T")
 # Patches that `git apply` takes back whatever the user's diff settings are.
 PATCH_FLAGS = ["--binary", "--full-index", "--no-ext-diff", "--no-textconv", "--no-color",
                "--no-renames", "--src-prefix=a/", "--dst-prefix=b/"]
@@ -50,6 +55,9 @@ def collect(config: Dict[str, Any]) -> Dict[str, Any]:
     paths: List[str] = list(given)
     if not paths:
         return {"facts": {}, "volatile": {}}
+    from . import gitlock
+    from .gitrun import Git  # on use, as gitrun's typing.NamedTuple: see the docstring
+
     settings = dict(DEFAULTS, **{k: config[k] for k in DEFAULTS if k in config})
     exe = which("git")
     git = Git(exe, float(settings["git_timeout"])) if exe else None
@@ -469,6 +477,8 @@ def small_file_facts(path: bytes, budget: Budget) -> Dict[str, Any]:
             data = handle.read(budget.content + 1)
     except OSError as exc:
         return {"error": exc.strerror or str(exc)}
+    import hashlib
+
     facts: Dict[str, Any] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
     if b"\0" in data or gitparse.utf8_text(data, False) is None:
         facts["content_skipped"] = "binary"

@@ -9,17 +9,20 @@ restore capturing the host before it moves anything) is not another's: it is lef
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import socket
-from typing import Any, Dict, Mapping, Optional
+
+TYPE_CHECKING = False   # typing's own, without its import: see runner.py
+if TYPE_CHECKING:
+    from typing import Any, Dict, Mapping, Optional
 
 LOCKS_DIR = os.path.join(".cache", "envsnap", "locks")
 
 
 def lock_holder(path: str, controller: Optional[Mapping[str, Any]]) -> Optional[Dict[str, Any]]:
     """{controller, pid, command, since} of the lock on the checkout at `path`, or None."""
+    import hashlib
+
     real = os.path.realpath(path)
     digest = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:16]
     folder = os.path.join(os.path.expanduser("~"), LOCKS_DIR)
@@ -57,7 +60,8 @@ def is_own(holder: Dict[str, Any], controller: Optional[Mapping[str, Any]]) -> b
 
 def is_stale(holder: Dict[str, Any]) -> bool:
     """Left by an envsnap killed on this machine: it holds nothing (locks.py takes it over)."""
-    if holder["pid"] is None or holder["controller"] != socket.gethostname():
+    # the host's name as socket.gethostname() gives it (uname's), without socket's import
+    if holder["pid"] is None or holder["controller"] != os.uname().nodename:
         return False
     try:
         os.kill(holder["pid"], 0)

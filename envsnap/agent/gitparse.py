@@ -7,12 +7,12 @@ visible and reversible, escaped as every other channel escapes them.
 """
 from __future__ import annotations
 
-import base64
-import hashlib
-from typing import Any, Dict, List, Optional, Set, Tuple
-
 from . import redact
 from .util import escaped
+
+TYPE_CHECKING = False   # typing's own, without its import: see runner.py
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional, Set, Tuple
 
 # Starts each commit of the history log; a file name would have to begin with these exact
 # bytes to be mistaken for a commit, so the NUL-split stream parses without ambiguity.
@@ -280,6 +280,8 @@ class PatchFiles:
     def start(self, header: bytes) -> None:
         self.total += 1
         if len(self.files) < MAX_PATCH_FILES:
+            import hashlib  # on use, as base64 below: a capture of no repo needs neither
+
             self.files.append((header, 0, hashlib.sha256()))
 
     def add(self, data: bytes) -> None:
@@ -354,6 +356,8 @@ def encode_blob(head: bytes, size: int, sha256: str, truncated: bool,
         blob["redacted"] = True
     decoded = utf8_text(data, truncated)
     if decoded is None:
+        import base64
+
         blob["base64"] = base64.b64encode(data).decode("ascii")
     else:
         blob["text"] = decoded
@@ -371,11 +375,15 @@ def utf8_text(data: bytes, truncated: bool) -> Optional[str]:
 
 
 def blob_of(data: bytes, path: Optional[str] = None) -> Dict[str, Any]:
+    import hashlib
+
     return encode_blob(data, len(data), hashlib.sha256(data).hexdigest(), False, path)
 
 
 def uncommitted_digest(patch_sha256: str, untracked: Dict[str, Dict[str, Any]]) -> str:
     """One hash of the whole uncommitted state: tracked patch plus every untracked file."""
+    import hashlib
+
     digest = hashlib.sha256(patch_sha256.encode())
     for path, info in sorted(untracked.items()):
         mark = info.get("sha256") or info.get("symlink") or \

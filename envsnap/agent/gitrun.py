@@ -1,14 +1,15 @@
 """Running git for the collector: shared flags and environment, timeouts, capped output."""
 from __future__ import annotations
 
-import hashlib
 import os
-import subprocess
 import threading
-from typing import IO, Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import IO, TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Tuple
 
 from .gitparse import PatchFiles
 from .util import CollectorError, run
+
+if TYPE_CHECKING:
+    import subprocess  # imported where a command runs: a capture of no repo runs none
 
 # Reads must not depend on the user's taste (quoting, prefixes, signatures, colours), and a
 # checkout owned by another user (the usual root vs. ml-user split) must still be read.
@@ -66,6 +67,7 @@ def timed_out(args: List[str], timeout: float) -> str:
 def run_capped(argv: List[str], cap: int, timeout: float, env: Dict[str, str],
                patch: bool = False) -> Optional[Stream]:
     """Like util.run, but a 5 GB staged file costs a hash, not 5 GB of memory; None: timed out."""
+    import subprocess
     import tempfile  # on use: with shutil and bz2, a few ms of the agent's start-up
 
     expired = threading.Event()
@@ -96,6 +98,8 @@ def expire(proc: "subprocess.Popen[bytes]", expired: threading.Event) -> None:
 
 def drain(stream: IO[bytes], cap: int,
           sections: Optional[PatchFiles] = None) -> Tuple[bytes, int, str]:
+    import hashlib
+
     digest = hashlib.sha256()
     head = bytearray()
     size = 0

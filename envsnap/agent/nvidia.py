@@ -8,10 +8,15 @@ Both sources give per-GPU records with the same field names, keyed by PCI bus id
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from . import nvidia_driver, nvml_reader, smi, util
+from . import nvidia_driver, nvml_reader, util
 from .nvml_reader import failed
+
+TYPE_CHECKING = False   # typing's own, without its import: see runner.py
+if TYPE_CHECKING:
+    from typing import Any, Callable, Dict, List, Optional, Tuple
+
+    Convert = Callable[[Any], Any]
 
 MIB = 1 << 20
 NO_DRIVER = {"driver": None, "present": False, "reason": "no NVIDIA driver"}
@@ -86,7 +91,6 @@ def on_off(mode: int) -> str:
 
 # ---- NVML raw readings -> records (pure) -------------------------------------------------
 
-Convert = Callable[[Any], Any]
 NVML_FIELDS: List[Tuple[str, str, Convert]] = [
     ("name", "name", str), ("uuid", "uuid", str),
     ("architecture", "architecture", lambda v: ARCHITECTURES.get(v, "unknown_%s" % v)),
@@ -317,6 +321,8 @@ def collect_smi(options: Dict[str, Any], errors: Dict[str, str]
     exe = util.which("nvidia-smi")
     if exe is None:
         return None
+    from . import smi  # on use: a host without nvidia-smi never parses its output
+
     timeout = float(options.get("smi_timeout", DEFAULT_SMI_TIMEOUT))
     try:
         fields, text = smi.query_gpus(exe, timeout)

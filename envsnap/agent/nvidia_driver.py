@@ -11,9 +11,12 @@ from __future__ import annotations
 import os
 import re
 import time
-from typing import Any, Dict, Optional
 
 from . import util
+
+TYPE_CHECKING = False   # typing's own, without its import: see runner.py
+if TYPE_CHECKING:
+    from typing import Any, Dict, Optional
 
 PROC_VERSION = "/proc/driver/nvidia/version"
 PROC_PARAMS = "/proc/driver/nvidia/params"
@@ -22,14 +25,15 @@ SYS_MODULE = "/sys/module"
 RELATED_MODULES = ("nvidia", "nvidia_uvm", "nvidia_modeset", "nvidia_drm", "nvidia_peermem",
                    "nvidia_fs", "nv_peer_mem", "gdrdrv")
 
-NVRM = re.compile(r"NVRM version:\s*(?P<description>.*?Kernel Module(?: for \S+)?)\s+"
-                  r"(?P<version>\d+(?:\.\d+)+)\s*(?:(?P<build_type>\w+ Build)\s*)?"
-                  r"(?:\((?P<build>[^)]*)\)\s*)?(?P<build_date>.*?)\s*$")
+# compiled where a driver's version is read (re's cache): a host without one never compiles it
+NVRM = (r"NVRM version:\s*(?P<description>.*?Kernel Module(?: for \S+)?)\s+"
+        r"(?P<version>\d+(?:\.\d+)+)\s*(?:(?P<build_type>\w+ Build)\s*)?"
+        r"(?:\((?P<build>[^)]*)\)\s*)?(?P<build_date>.*?)\s*$")
 
 
 def parse_nvrm_line(line: str) -> Dict[str, Any]:
     out: Dict[str, Any] = {"nvrm_line": line.strip()}
-    match = NVRM.match(line.strip())
+    match = re.match(NVRM, line.strip())
     if not match:
         return out
     out.update({k: v for k, v in match.groupdict().items() if v})

@@ -20,7 +20,10 @@ from __future__ import annotations
 import json
 import re
 import sys
-from typing import Any, Dict, List, Optional, Tuple
+
+TYPE_CHECKING = False   # typing's own, without its import: see runner.py
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional, Tuple
 
 MAX_PATTERN_CHARS = 1000
 DEFAULT_BUDGET = 2.0          # seconds for one batch of matches; sane patterns take ms

@@ -18,22 +18,27 @@ usercustomize can run at all (a venv turns the user site off).
 """
 from __future__ import annotations
 
-import glob
+import collections
 import importlib.machinery
 import json
 import os
 import re
 import site
 import sys
-from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple
-
-try:
-    from typing import Protocol
-except ImportError:  # Python 3.7 reads this file only to be told it is too old
-    Protocol = object  # type: ignore[assignment]
 
 from .redact import redact_code, redact_url
-from .util import escaped, sha256_bytes
+from .util import escaped, listed, sha256_bytes
+
+TYPE_CHECKING = False   # typing's own, without its import: see runner.py
+if TYPE_CHECKING:
+    from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Protocol, Tuple
+
+    class Distribution(Protocol):
+        """What is read of an installed distribution: importlib.metadata's, or Found."""
+
+        def read_text(self, filename: str) -> Optional[str]: ...
+
+        def locate_file(self, path: str) -> Any: ...
 
 CONTENT_CAP = 64 * 1024
 READ_CAP = 16 << 20  # a customize file larger than this is not worth hashing whole
@@ -42,11 +47,14 @@ CUSTOMIZE_MODULES = ("sitecustomize", "usercustomize")
 AGENT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-class DistRecord(NamedTuple):
-    name: str  # normalised (PEP 503)
-    version: str
-    location: str
-    direct_url: Optional[Dict[str, Any]]
+if TYPE_CHECKING:
+    class DistRecord(NamedTuple):
+        name: str  # normalised (PEP 503)
+        version: str
+        location: str
+        direct_url: Optional[Dict[str, Any]]
+else:   # the same tuple, without typing's import (see runner.py)
+    DistRecord = collections.namedtuple("DistRecord", "name version location direct_url")
 
 
 def collect(config: Dict[str, Any]) -> Dict[str, Any]:
@@ -155,14 +163,6 @@ def file_url_path(url: str) -> str:
     return unquote(parsed.path) if parsed.scheme == "file" else redact_url(url)
 
 
-class Distribution(Protocol):
-    """What is read of an installed distribution: importlib.metadata's, or Found."""
-
-    def read_text(self, filename: str) -> Optional[str]: ...
-
-    def locate_file(self, path: str) -> Any: ...
-
-
 class Found:
     """A distribution's metadata folder, as importlib.metadata's PathDistribution reads it."""
 
@@ -262,7 +262,7 @@ def package_facts(dists: Iterable[Distribution],
 def read_egg_links(site_dirs: List[str]) -> Dict[str, str]:
     links: Dict[str, str] = {}
     for folder in site_dirs:
-        for path in sorted(glob.glob(os.path.join(folder, "*.egg-link"))):
+        for path in sorted(listed(folder, lambda name: name.endswith(".egg-link"))):
             loaded = read_capped(path, 4096)
             lines = escaped(loaded[0]).split() if loaded else []
             if lines:  # the first line is the project folder
@@ -359,7 +359,7 @@ def startup_lines(text: str) -> List[str]:
 def find_startup_pth(site_dirs: List[str]) -> Dict[str, Any]:
     found: Dict[str, Any] = {}
     for folder in site_dirs:
-        for path in sorted(glob.glob(os.path.join(folder, "*.pth"))):
+        for path in sorted(listed(folder, lambda name: name.endswith(".pth"))):
             loaded = read_capped(path, READ_CAP)
             if loaded is None:
                 found[path] = {"error": "unreadable"}

@@ -48,15 +48,32 @@ is first used (LazyPattern): importing this module took 1.7 ms of its own where 
 """
 from __future__ import annotations
 
-import base64
 import binascii
 import bisect
 import functools
-import hashlib
-import hmac
 import math
 import re
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union, overload
+
+from .util import sha256_bytes
+
+TYPE_CHECKING = False   # typing's own, without its import: see runner.py
+if TYPE_CHECKING:
+    from typing import (
+        Any,
+        Callable,
+        Dict,
+        Iterable,
+        Iterator,
+        List,
+        Optional,
+        Tuple,
+        Union,
+        overload,
+    )
+
+    CodeRule = Union[bool, Callable[[bytes], Callable[[int], bool]]]
+    # Each regex with: what it matches (a word from its rarest byte on) -> (word, where).
+    Searches = Tuple[Tuple["re.Pattern[bytes]", Dict[bytes, Tuple[bytes, int]]], ...]
 
 
 class LazyPattern:
@@ -77,12 +94,15 @@ class LazyPattern:
         return getattr(compiled, name)
 
 
-@overload
-def lazy(source: str, flags: int = 0) -> "re.Pattern[str]": ...
-@overload
-def lazy(source: bytes, flags: int = 0) -> "re.Pattern[bytes]": ...
-def lazy(source: "str | bytes", flags: int = 0) -> Any:
-    return LazyPattern(source, flags)
+if TYPE_CHECKING:   # what it gives is typed as the pattern it stands for
+    @overload
+    def lazy(source: str, flags: int = 0) -> re.Pattern[str]: ...
+    @overload
+    def lazy(source: bytes, flags: int = 0) -> re.Pattern[bytes]: ...
+    def lazy(source: str | bytes, flags: int = 0) -> Any: ...
+else:
+    def lazy(source, flags=0):
+        return LazyPattern(source, flags)
 
 
 REDACTED = "<secret>"          # a secret masked without a key to hash it with
@@ -387,6 +407,8 @@ def shannon_bits(value: str) -> float:
 
 def is_base64_of_text(value: str) -> bool:
     """base64 of words or JSON is no secret, however random it looks."""
+    import base64  # on use: most captures never decode a value
+
     padded = value + "=" * (-len(value) % 4)
     for decode in (base64.b64decode, base64.urlsafe_b64decode):
         try:
@@ -456,8 +478,8 @@ def mask_secret(value: str) -> str:
     """The marker of one secret: equal secrets, equal markers (before and after rekey)."""
     if not Markers.digests:
         return REDACTED
-    digest = hashlib.sha256(b"envsnap secret\0" + value.encode("utf-8", "surrogateescape"))
-    return "<secret:%s>" % digest.hexdigest()[:32]
+    digest = sha256_bytes(b"envsnap secret\0" + value.encode("utf-8", "surrogateescape"))
+    return "<secret:%s>" % digest[:32]
 
 
 def rekey(text: str, key: Optional[bytes]) -> str:
@@ -465,6 +487,8 @@ def rekey(text: str, key: Optional[bytes]) -> str:
     plain REDACTED without a key. What the controller writes holds only these."""
     if MARKER_START not in text:
         return text
+    import hashlib  # on use: the agent never rekeys, the controller only where masked
+    import hmac
 
     def keyed(match: "re.Match[str]") -> str:
         if key is None:
@@ -524,7 +548,6 @@ def code_in_patch(data: bytes) -> Callable[[int], bool]:
     return code_at
 
 
-CodeRule = Union[bool, Callable[[bytes], Callable[[int], bool]]]
 # Any str round-trips through these bytes, lone surrogates (undecodable names) included.
 ERRORS = "surrogatepass"
 
@@ -670,8 +693,6 @@ def occurrences(data: bytes, words: Tuple[bytes, ...]) -> List[Tuple[bytes, int]
 
 # Bytes from commonest to rarest in source code (counted on a patch of envsnap's sources).
 BYTES_BY_FREQUENCY = b" etrsnoaildcpfuhm-.:_gbyvwkx/jzq"
-# Each regex with: what it matches (a word from its rarest byte on) -> (word, where that is).
-Searches = Tuple[Tuple["re.Pattern[bytes]", Dict[bytes, Tuple[bytes, int]]], ...]
 
 
 @functools.lru_cache(maxsize=None)

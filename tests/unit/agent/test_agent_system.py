@@ -115,3 +115,23 @@ def test_collect_on_this_host() -> None:
     assert volatile["uptime_seconds"] > 0 and volatile["mem_available_kib"] > 0
     # Readings that move by themselves stay out of the diffed facts.
     assert "uptime_seconds" not in json.dumps(facts)
+
+
+def test_os_release_values_read_as_shlex_reads_them() -> None:
+    """shell_value spares shlex's import for the usual forms: every short value of quotes,
+    backslashes, blanks and words reads as shlex.split's words joined by a space."""
+    import itertools
+    import shlex
+
+    def by_shlex(raw: str) -> str:
+        try:
+            return " ".join(shlex.split(raw))
+        except ValueError:
+            return raw
+
+    for size in range(5):
+        for chars in itertools.product("a\"' \\#$\t", repeat=size):
+            raw = "".join(chars)
+            assert system.shell_value(raw) == by_shlex(raw), raw
+    debian = "Debian GNU/Linux 12 (bookworm)"
+    assert system.shell_value(f'"{debian}"') == debian
