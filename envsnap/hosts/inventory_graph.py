@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 import string
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 from envsnap.errors import UsageError
 
@@ -79,15 +78,16 @@ def is_ip_address(text: str) -> bool:
     return True
 
 
-@dataclass
 class InventoryGraph:
     """Groups, their direct hosts and children, and vars as each place of the inventory gives
-    them; nothing merged. Insertion order is the order the inventory names them."""
+    them; nothing merged. Insertion order is the order the inventory names them. (A plain
+    class: no dataclasses on the way to a capture's first handshake, see Host.)"""
 
-    group_hosts: dict[str, list[str]] = field(default_factory=dict)
-    group_children: dict[str, list[str]] = field(default_factory=dict)
-    group_vars: dict[str, Vars] = field(default_factory=dict)
-    host_vars: dict[str, Vars] = field(default_factory=dict)
+    def __init__(self) -> None:
+        self.group_hosts: dict[str, list[str]] = {}
+        self.group_children: dict[str, list[str]] = {}
+        self.group_vars: dict[str, Vars] = {}
+        self.host_vars: dict[str, Vars] = {}
 
     def add_group(self, group: str) -> None:
         self.group_hosts.setdefault(group, [])

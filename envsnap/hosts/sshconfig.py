@@ -17,9 +17,9 @@ import pwd
 import shutil
 import socket
 import subprocess
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import NamedTuple
 
 SSH_CONFIGS = ("~/.ssh/config", "/etc/ssh/ssh_config")   # where fabric reads them, in order
 # getaddrinfo's "no such name"; anything else (EAI_AGAIN: no DNS just now) is left to the
@@ -29,8 +29,7 @@ NO_SUCH_NAME = frozenset(getattr(socket, name) for name in ("EAI_NONAME", "EAI_N
 SSH_G_TIMEOUT_S = 10.0
 
 
-@dataclass(frozen=True)
-class Destination:
+class Destination(NamedTuple):
     """Where SSH goes for a host name, as its configuration says."""
 
     hostname: str
