@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import re
 import selectors
-import socket
 import subprocess
 import threading
 import time
@@ -600,6 +599,8 @@ def drain(channel: paramiko.Channel, deadline: float, follow: Follow | None,
 
 def describe_connect_error(name: str, where: str, exc: Exception) -> str:
     """One line a person can act on, from the zoo of socket and paramiko exceptions."""
+    import socket
+
     import paramiko
 
     if isinstance(exc, paramiko.BadHostKeyException):
