@@ -55,7 +55,8 @@ AT_HANDSHAKE = ("import sys\nfrom envsnap.hosts.openssh import OpenSSHTransport\
                 "def noted(self):\n"
                 "    print('at handshake:', sorted(m for m in " + repr(HEAVY := (
                     "envsnap.hosts.capture", "envsnap.hosts.payload", "envsnap.snapshot.store",
-                    "yaml", "logging", "dataclasses", "inspect", "ast", "json", "datetime"))
+                    "yaml", "logging", "dataclasses", "inspect", "ast", "json", "datetime",
+                    "socket"))
                 + " if m in sys.modules))\n"
                 "    start(self)\n"
                 "OpenSSHTransport.start = noted\n"
@@ -67,7 +68,8 @@ def test_the_handshake_begins_before_the_capture_loads_what_only_the_capture_nee
     """Everything loaded before the handshake begins delays the whole capture; building,
     signing and storing the snapshot (YAML, the store, the payload, JSON, times), paramiko's
     logger and dataclasses (with inspect and ast: the records on the way are plain classes and
-    NamedTuples) can all load while it runs."""
+    NamedTuples) can all load while it runs; a host given by its address is not looked up
+    (no socket)."""
     result = subprocess.run([sys.executable, "-c", AT_HANDSHAKE, "capture", sshd.addresses[0],
                              "--label", "early"], cwd=ssh_cli.cwd, env=ssh_cli.env,
                             capture_output=True, text=True, timeout=60)
