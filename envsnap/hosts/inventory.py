@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,7 +25,6 @@ from envsnap.hosts.inventory_graph import (
     expand_range,
     is_ip_address,
 )
-from envsnap.hosts.inventory_ini import parse_ini
 from envsnap.hosts.jump import inventory_jump
 from envsnap.hosts.sshconfig import is_known_host
 from envsnap.text import did_you_mean
@@ -41,16 +39,45 @@ HOST_SPEC = re.compile(r"^(?:(?P<user>[^@\s]+)@)?"
 __all__ = ["HOST_NAME", "expand_range", "is_ip_address"]   # here before inventory_graph.py
 
 
-@dataclass(frozen=True)
 class Host:
-    """One host to capture and how to reach it."""
+    """One host to capture and how to reach it; frozen. Equal and hashed by how it is reached
+    (a connection started early is found by its Host), never by its vars (a dict). A class of
+    its own, not a dataclass: the handshake of `envsnap capture HOST` starts after this module
+    loads, and dataclasses would load inspect, ast and dis before it (~5 ms)."""
 
     name: str                       # what the user called it; names its snapshot
-    address: str = ""               # what SSH connects to; empty for local
-    port: int | None = None      # None: ~/.ssh/config or 22
-    user: str | None = None
-    key_file: str | None = None
-    vars: Vars = field(default_factory=dict, compare=False)
+    address: str                    # what SSH connects to; empty for local
+    port: int | None                # None: ~/.ssh/config or 22
+    user: str | None
+    key_file: str | None
+    vars: Vars                      # a fresh dict unless given
+
+    def __init__(self, name: str, address: str = "", port: int | None = None,
+                 user: str | None = None, key_file: str | None = None,
+                 vars: Vars | None = None) -> None:
+        self.__dict__.update(name=name, address=address, port=port, user=user,
+                             key_file=key_file, vars={} if vars is None else vars)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"a Host is frozen: cannot assign to {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"a Host is frozen: cannot delete {name!r}")
+
+    def identity(self) -> tuple[str, str, int | None, str | None, str | None]:
+        """All that makes two Hosts the same host: everything but its vars."""
+        return self.name, self.address, self.port, self.user, self.key_file
+
+    def __eq__(self, other: object) -> bool:
+        return self.identity() == other.identity() if isinstance(other, Host) \
+            else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.identity())
+
+    def __repr__(self) -> str:
+        return (f"Host(name={self.name!r}, address={self.address!r}, port={self.port!r}, "
+                f"user={self.user!r}, key_file={self.key_file!r}, vars={self.vars!r})")
 
     @property
     def is_local(self) -> bool:
@@ -101,9 +128,12 @@ def name_list(value: object, what: str) -> list[str]:
 def check_proc_patterns(value: object, what: str) -> None:
     """Process patterns are regexes matched on the host: one that could backtrack
     catastrophically (`(a+)+$`) is refused here, before any host is contacted."""
+    patterns = name_list(value, what)
+    if not patterns:   # the checker (with json) loads only for patterns to check
+        return
     from envsnap.agent.patterns import proc_pattern_problem
 
-    for pattern in name_list(value, what):
+    for pattern in patterns:
         why = proc_pattern_problem(pattern)
         if why is not None:
             raise UsageError(f"{what}: pattern {pattern!r} refused: {why} (README: Patterns)")
@@ -320,8 +350,9 @@ def load_inventory(path: str | None, vault_args: Sequence[str] = ()) -> Inventor
 def through_file_plugins(source: Path, text: str, vault_args: Sequence[str]) -> Inventory:
     """As Ansible tries its file plugins: each that accepts the name parses, the first that
     succeeds wins. When none does: the one plugin's own error, or one line with each one's."""
+    # the INI reader too (with ast): a host named alone reads none before its handshake
     from envsnap import yamlread
-    from envsnap.hosts import inventory_ansible, inventory_toml
+    from envsnap.hosts import inventory_ansible, inventory_ini, inventory_toml
 
     path, folders = str(source), source.parent
     failures: list[tuple[str, UsageError]] = []
@@ -334,7 +365,7 @@ def through_file_plugins(source: Path, text: str, vault_args: Sequence[str]) -> 
                 return Inventory.of_graph(yaml_graph(document, path), path, folders)
         except UsageError as exc:
             failures.append(("YAML", exc))
-    readers = [("INI", parse_ini)]
+    readers = [("INI", inventory_ini.parse_ini)]
     if source.suffix == inventory_toml.SUFFIX:
         readers.append(("TOML", inventory_toml.parse_toml))
     for form, read in readers:

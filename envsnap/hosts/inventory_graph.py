@@ -6,9 +6,7 @@ precedence, so a host gets the same vars whichever way its inventory is written.
 from __future__ import annotations
 
 import re
-import string
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 from envsnap.errors import UsageError
 
@@ -34,6 +32,8 @@ def range_items(name: str, match: re.Match[str]) -> list[str]:
     if step == 0:
         raise UsageError(f"{name!r}: a range's step must not be 0")
     if match["alpha_first"]:
+        import string  # on use: its Template compiles a pattern at import (~0.5 ms)
+
         letters = string.ascii_letters
         start, end = letters.index(match["alpha_first"]), letters.index(match["alpha_last"])
         items = list(letters[start:end + 1:step])
@@ -79,15 +79,16 @@ def is_ip_address(text: str) -> bool:
     return True
 
 
-@dataclass
 class InventoryGraph:
     """Groups, their direct hosts and children, and vars as each place of the inventory gives
-    them; nothing merged. Insertion order is the order the inventory names them."""
+    them; nothing merged. Insertion order is the order the inventory names them. (A plain
+    class: no dataclasses on the way to a capture's first handshake, see Host.)"""
 
-    group_hosts: dict[str, list[str]] = field(default_factory=dict)
-    group_children: dict[str, list[str]] = field(default_factory=dict)
-    group_vars: dict[str, Vars] = field(default_factory=dict)
-    host_vars: dict[str, Vars] = field(default_factory=dict)
+    def __init__(self) -> None:
+        self.group_hosts: dict[str, list[str]] = {}
+        self.group_children: dict[str, list[str]] = {}
+        self.group_vars: dict[str, Vars] = {}
+        self.host_vars: dict[str, Vars] = {}
 
     def add_group(self, group: str) -> None:
         self.group_hosts.setdefault(group, [])

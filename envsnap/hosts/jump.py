@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from envsnap.errors import UsageError
 from envsnap.hosts.inventory_graph import Vars
@@ -20,8 +20,7 @@ SSH_OPTION = re.compile(r"^\s*(?P<key>[A-Za-z]+)\s*(?:=|\s)\s*(?P<value>.*?)\s*$
 NO_PROXY = "none"   # ssh's word for "no proxy here", overriding a broader Host block
 
 
-@dataclass(frozen=True)
-class Jump:
+class Jump(NamedTuple):
     """The way to a host through others; empty when it is reached directly."""
 
     hops: tuple[str, ...] = ()   # ProxyJump, `[user@]host[:port]`, the first hop first

@@ -33,8 +33,8 @@ import shutil
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from envsnap.defaults import DEFAULT_CONNECT_TIMEOUT
 from envsnap.errors import HostError
@@ -64,8 +64,7 @@ STOP_S = 5.0
 WAITING = "exec /bin/sh -c 'read -r command || exit 0; eval \"$command\"'"
 
 
-@dataclass(frozen=True)
-class Failure:
+class Failure(NamedTuple):
     """ssh's last word on a connection it could not make, as the paramiko transport says it:
     `text` formatted with the host's name and user@address:port."""
 

@@ -18,14 +18,12 @@ from __future__ import annotations
 import os
 import re
 import selectors
-import socket
 import subprocess
 import threading
 import time
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Callable, Protocol, TypedDict, TypeVar
+from typing import IO, TYPE_CHECKING, Any, Callable, NamedTuple, Protocol, TypedDict, TypeVar
 
 from envsnap.defaults import DEFAULT_CONNECT_TIMEOUT
 from envsnap.errors import HostError
@@ -69,8 +67,7 @@ def output_refused(host_name: str, limit: int) -> HostError:
                      "the cap)")
 
 
-@dataclass(frozen=True)
-class Result:
+class Result(NamedTuple):
     exit_code: int
     stdout: str
     stderr: str
@@ -484,8 +481,7 @@ def system_host_keys(known_hosts: Path) -> Any:
 MAX_JUMP_DEPTH = 8   # bastions reached through bastions; past this the SSH config loops
 
 
-@dataclass(frozen=True)
-class Route:
+class Route(NamedTuple):
     """The bastions on the way to a host, each a Connection whose host key is checked against
     known_hosts exactly like the host's own (unknown: refused or, opted in, recorded;
     changed: refused). A ProxyCommand is left to its own process: `ssh -W` checks the keys
@@ -603,6 +599,8 @@ def drain(channel: paramiko.Channel, deadline: float, follow: Follow | None,
 
 def describe_connect_error(name: str, where: str, exc: Exception) -> str:
     """One line a person can act on, from the zoo of socket and paramiko exceptions."""
+    import socket
+
     import paramiko
 
     if isinstance(exc, paramiko.BadHostKeyException):

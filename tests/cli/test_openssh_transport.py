@@ -55,7 +55,9 @@ AT_HANDSHAKE = ("import sys\nfrom envsnap.hosts.openssh import OpenSSHTransport\
                 "def noted(self):\n"
                 "    print('at handshake:', sorted(m for m in " + repr(HEAVY := (
                     "envsnap.hosts.capture", "envsnap.hosts.payload", "envsnap.snapshot.store",
-                    "yaml", "logging")) + " if m in sys.modules))\n"
+                    "yaml", "logging", "dataclasses", "inspect", "ast", "json", "datetime",
+                    "socket"))
+                + " if m in sys.modules))\n"
                 "    start(self)\n"
                 "OpenSSHTransport.start = noted\n"
                 "from envsnap.cli.main import main\nsys.exit(main(sys.argv[1:]))\n")
@@ -64,8 +66,10 @@ AT_HANDSHAKE = ("import sys\nfrom envsnap.hosts.openssh import OpenSSHTransport\
 def test_the_handshake_begins_before_the_capture_loads_what_only_the_capture_needs(
         ssh_cli: Cli, sshd: Sshd) -> None:
     """Everything loaded before the handshake begins delays the whole capture; building,
-    signing and storing the snapshot (YAML, the store, the payload) and paramiko's logger can
-    all load while it runs."""
+    signing and storing the snapshot (YAML, the store, the payload, JSON, times), paramiko's
+    logger and dataclasses (with inspect and ast: the records on the way are plain classes and
+    NamedTuples) can all load while it runs; a host given by its address is not looked up
+    (no socket)."""
     result = subprocess.run([sys.executable, "-c", AT_HANDSHAKE, "capture", sshd.addresses[0],
                              "--label", "early"], cwd=ssh_cli.cwd, env=ssh_cli.env,
                             capture_output=True, text=True, timeout=60)
