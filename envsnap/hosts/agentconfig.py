@@ -5,10 +5,8 @@ them for one host. Kept apart from hosts/capture.py, and light to import, so tha
 from __future__ import annotations
 
 import os
-import socket
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from envsnap.defaults import DEFAULT_COLLECTOR_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FORKS
 
@@ -17,8 +15,10 @@ if TYPE_CHECKING:
     from envsnap.hosts.payload import CollectConfig, ControllerIdentity
 
 
-@dataclass(frozen=True)
-class CaptureOptions:
+class CaptureOptions(NamedTuple):
+    """A NamedTuple, not a dataclass: `capture local` forks its agent right after building
+    these, and dataclasses (with inspect, ast, dis) would load first (~5 ms)."""
+
     label: str | None = None
     force: bool = False
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
@@ -51,5 +51,6 @@ def controller_identity() -> ControllerIdentity:
         namespace = os.readlink("/proc/self/ns/pid")
     except OSError:
         boot_id = namespace = ""
-    return {"pid": os.getpid(), "hostname": socket.gethostname(), "boot_id": boot_id,
+    # uname's node name is socket.gethostname() (the same uname call), without socket's import
+    return {"pid": os.getpid(), "hostname": os.uname().nodename, "boot_id": boot_id,
             "pid_namespace": namespace}

@@ -76,7 +76,8 @@ class Masker:
         return self.tree(value)
 
     def tree(self, value: Any) -> Any:
-        """Every string inside a value (mapping keys too) masked; dataclasses rebuilt."""
+        """Every string inside a value (mapping keys too) masked; dataclasses and NamedTuples
+        rebuilt as themselves."""
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, dict):
@@ -84,7 +85,10 @@ class Masker:
                     for k, v in value.items()}
         if isinstance(value, (list, tuple)):
             items = [self.tree(item) for item in value]
-            return items if isinstance(value, list) else tuple(items)
+            if isinstance(value, list):
+                return items
+            # a NamedTuple (a record: findings, store entries) is rebuilt as its own type
+            return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
             changes = {f.name: self.tree(getattr(value, f.name))
                        for f in dataclasses.fields(value)}

@@ -97,3 +97,22 @@ def test_a_forked_agent_left_unused_is_stopped(cli_process: Cli) -> None:
                             env=cli_process.env, capture_output=True, text=True, timeout=120)
     assert result.returncode == ExitCode.USAGE and "already exists" in result.stderr
     assert result.stdout == "forked: 1 reaped: [True]\n"
+
+
+def test_the_agent_is_forked_before_the_capture_loads_what_it_alone_needs(
+        cli_process: Cli) -> None:
+    """Everything loaded before the fork delays the agent one for one; building, signing and
+    storing the snapshot can load while it runs."""
+    probe = ("import sys\nfrom envsnap.hosts import headstart\nreal = headstart.fork_agent\n"
+             "def watched(config):\n"
+             "    print('at fork:', sorted(m for m in ('dataclasses', 'inspect', 'socket', "
+             "'yaml', 'envsnap.hosts.payload', 'envsnap.hosts.capture', "
+             "'envsnap.snapshot.store') if m in sys.modules))\n"
+             "    return real(config)\n"
+             "headstart.fork_agent = watched\n"
+             "from envsnap.cli.main import main\nsys.exit(main(sys.argv[1:]))\n")
+    result = subprocess.run([sys.executable, "-c", probe, "capture", "local", "--label",
+                             "early", "--python", sys.executable], cwd=cli_process.cwd,
+                            env=cli_process.env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[0] == "at fork: []", result.stdout

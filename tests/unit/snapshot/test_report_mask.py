@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import tarfile
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 import yaml
@@ -42,6 +43,17 @@ def test_keys_name_ids_and_secrets() -> None:
                           "HF_TOKEN": "plain", "/root/r": {"uuid": UUID}})
     assert tree == {"uuid": MASKED, "board_serial": MASKED, "serial": "", "author": "Ada",
                     "HF_TOKEN": "<secret>", "~/r": {"uuid": "GPU-<masked>"}}
+
+
+class Row(NamedTuple):
+    name: str
+    values: tuple[str, ...]
+
+
+def test_a_record_is_masked_into_a_record_of_its_own_type() -> None:
+    masked = Masker().tree([Row("HF_TOKEN=hf_" + "a" * 30, (UUID, "plain"))])
+    assert masked == [Row("HF_TOKEN=<secret>", ("GPU-<masked>", "plain"))]
+    assert type(masked[0]) is Row and type(masked[0].values) is tuple
 
 
 def test_no_mask_keeps_ids_but_never_secrets() -> None:
