@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from envsnap.defaults import DEFAULT_STORE
+from envsnap.defaults import DEFAULT_COLLECTOR_TIMEOUT, DEFAULT_STORE
 from envsnap.errors import UsageError
 from envsnap.hosts.capture import (
     CaptureOptions,
@@ -141,7 +141,7 @@ def agent_run(args: TaskArgs, host: HostSeen) -> AgentRun:
     patch = optional_number(args, "max_patch_bytes", integer=True)
     history = optional_number(args, "history", integer=True)
     options = CaptureOptions(
-        collector_timeout=CaptureOptions.collector_timeout if timeout is None else timeout,
+        collector_timeout=DEFAULT_COLLECTOR_TIMEOUT if timeout is None else timeout,
         max_patch_bytes=None if patch is None else int(patch),
         history=None if history is None else int(history))
     seen = Host(name=host.name, address=host.address or host.name, vars=host_vars)
