@@ -83,12 +83,20 @@ def markdown(report: Report) -> str:
     return "\n".join(out).rstrip("\n") + "\n"
 
 
+TIMELINE_COLUMNS = ("time (UTC)", "what changed", "evidence", "test or undo")
+
+
+def timeline_cells(row: TimelineRow) -> list[tuple[str, ...]]:
+    """A timeline row's cells in TIMELINE_COLUMNS' order, each as its lines (what changed:
+    the event, then its details), for each format to escape and join its own way."""
+    return [(row.at,), (row.what, *row.details), (row.evidence,), (row.test,)]
+
+
 def md_timeline_rows(rows: list[TimelineRow]) -> list[str]:
-    out = ["| time (UTC) | what changed | evidence | test or undo |", "|---|---|---|---|"]
+    out = ["| " + " | ".join(TIMELINE_COLUMNS) + " |", "|---|---|---|---|"]
     for row in rows:
-        what = "<br>".join(markdown_cell(line) for line in (row.what, *row.details))
-        out.append(f"| {markdown_cell(row.at)} | {what} | {markdown_cell(row.evidence)} | "
-                   f"{markdown_cell(row.test)} |")
+        cells = ("<br>".join(markdown_cell(line) for line in cell) for cell in timeline_cells(row))
+        out.append("| " + " | ".join(cells) + " |")
     return out + [""]
 
 
@@ -184,12 +192,10 @@ def html_charts(report: Report) -> list[str]:
 
 
 def html_timeline_rows(rows: list[TimelineRow]) -> list[str]:
-    out = ["<table><tr><th>time (UTC)</th><th>what changed</th><th>evidence</th>"
-           "<th>test or undo</th></tr>"]
+    out = ["<table><tr>" + "".join(f"<th>{h(name)}</th>" for name in TIMELINE_COLUMNS) + "</tr>"]
     for row in rows:
-        what = "<br>".join(h(line) for line in (row.what, *row.details))
-        out.append(f"<tr><td>{h(row.at)}</td><td>{what}</td><td>{h(row.evidence)}</td>"
-                   f"<td>{h(row.test)}</td></tr>")
+        out.append("<tr>" + "".join("<td>" + "<br>".join(h(line) for line in cell) + "</td>"
+                                    for cell in timeline_cells(row)) + "</tr>")
     return out + ["</table>"]
 
 

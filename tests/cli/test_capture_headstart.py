@@ -80,21 +80,30 @@ def test_capturing_with_this_very_python_forks_it_and_records_what_a_fresh_one_w
     assert facts_of(store, "forked") == facts_of(store, "fresh")
 
 
+def capture_watching_the_fork(cli: Cli, label: str, at_fork: str = "",
+                              at_end: str = "") -> subprocess.CompletedProcess[str]:
+    """`capture local --label LABEL --python <this python>` in a process of its own, with
+    headstart.fork_agent watched: `at_fork` runs as each fork starts, `at_end` once main has
+    returned (Python lines; `forks`, the agents forked so far, and `sys` in scope)."""
+    probe = "\n".join([
+        "import sys", "from envsnap.hosts import headstart", "forks = []",
+        "real = headstart.fork_agent", "def watched(config):",
+        *(f"    {line}" for line in at_fork.splitlines()),
+        "    forks.append(real(config))", "    return forks[-1]",
+        "headstart.fork_agent = watched", "from envsnap.cli.main import main",
+        "code = main(sys.argv[1:])", *at_end.splitlines(), "sys.exit(code)", ""])
+    return subprocess.run([sys.executable, "-c", probe, "capture", "local", "--label", label,
+                           "--python", sys.executable], cwd=cli.cwd, env=cli.env,
+                          capture_output=True, text=True, timeout=120)
+
+
 def test_a_forked_agent_left_unused_is_stopped(cli_process: Cli) -> None:
     store = Path(cli_process.env["ENVSNAP_STORE"])
     store.mkdir(parents=True, exist_ok=True)
     (store / "taken.yaml").write_text("a snapshot saved before\n")
-    probe = ("import os, sys\nfrom envsnap.hosts import headstart\nforks = []\n"
-             "real = headstart.fork_agent\n"
-             "def watched(config):\n    forks.append(real(config))\n    return forks[-1]\n"
-             "headstart.fork_agent = watched\n"
-             "from envsnap.cli.main import main\ncode = main(sys.argv[1:])\n"
-             "print('forked:', len(forks), 'reaped:', [agent.returncode is not None "
-             "for agent in forks])\n"
-             "sys.exit(code)\n")
-    result = subprocess.run([sys.executable, "-c", probe, "capture", "local", "--label",
-                             "taken", "--python", sys.executable], cwd=cli_process.cwd,
-                            env=cli_process.env, capture_output=True, text=True, timeout=120)
+    result = capture_watching_the_fork(cli_process, "taken", at_end=(
+        "print('forked:', len(forks), 'reaped:', [agent.returncode is not None "
+        "for agent in forks])"))
     assert result.returncode == ExitCode.USAGE and "already exists" in result.stderr
     assert result.stdout == "forked: 1 reaped: [True]\n"
 
@@ -103,16 +112,9 @@ def test_the_agent_is_forked_before_the_capture_loads_what_it_alone_needs(
         cli_process: Cli) -> None:
     """Everything loaded before the fork delays the agent one for one; building, signing and
     storing the snapshot can load while it runs."""
-    probe = ("import sys\nfrom envsnap.hosts import headstart\nreal = headstart.fork_agent\n"
-             "def watched(config):\n"
-             "    print('at fork:', sorted(m for m in ('dataclasses', 'inspect', 'socket', "
-             "'yaml', 'envsnap.hosts.payload', 'envsnap.hosts.capture', "
-             "'envsnap.snapshot.store') if m in sys.modules))\n"
-             "    return real(config)\n"
-             "headstart.fork_agent = watched\n"
-             "from envsnap.cli.main import main\nsys.exit(main(sys.argv[1:]))\n")
-    result = subprocess.run([sys.executable, "-c", probe, "capture", "local", "--label",
-                             "early", "--python", sys.executable], cwd=cli_process.cwd,
-                            env=cli_process.env, capture_output=True, text=True, timeout=120)
+    heavy = ("dataclasses", "inspect", "socket", "yaml", "envsnap.hosts.payload",
+             "envsnap.hosts.capture", "envsnap.snapshot.store")
+    result = capture_watching_the_fork(cli_process, "early", at_fork=(
+        f"print('at fork:', sorted(m for m in {heavy!r} if m in sys.modules))"))
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[0] == "at fork: []", result.stdout
