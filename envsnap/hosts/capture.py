@@ -176,7 +176,11 @@ def check_agent_shape(host_name: str, document: Any) -> None:
 
 
 def check_agent_exit(host: Host, exit_code: int, stderr: str) -> None:
-    last_line = (stderr.strip().splitlines() or [""])[-1]
+    from envsnap.agent.redact import redact_text  # on use, as agent_json's rekey
+
+    # Said to the user as it came from the host: masked like all the host sends (a wrapper
+    # or an activation script may print a token before the agent ever runs).
+    last_line = redact_text((stderr.strip().splitlines() or [""])[-1])
     if exit_code == ExitCode.COMMAND_NOT_FOUND:
         raise HostError(f"{host.name}: python not found on the host ({host.python!r}); "
                         "set --python or the host var python")

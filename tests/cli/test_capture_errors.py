@@ -115,6 +115,20 @@ def test_python_older_than_38(ssh_cli: Cli, sshd: Sshd, tmp_path: Path, python: 
     assert stored(ssh_cli) == []
 
 
+def test_a_failing_agent_is_told_in_one_line_with_its_secrets_masked(cli: Cli,
+                                                                     tmp_path: Path) -> None:
+    token = "hf_" + "Q7x2" * 9
+    python = tmp_path / "python3"   # a wrapper that fails before the agent runs, saying why
+    python.write_text(f"#!/bin/sh\necho 'activate: HF_TOKEN={token} was refused' >&2\nexit 1\n")
+    python.chmod(0o755)
+    result = cli("capture", "local", "--label", "x", "--python", str(python))
+    assert result.returncode == 3
+    line = one_error_line(result)
+    assert "agent failed (exit 1): activate: HF_TOKEN=<secret> was refused" in line, line
+    assert token not in result.stderr + result.stdout
+    assert stored(cli) == []
+
+
 @pytest.mark.skipif(not os.path.exists(PYTHON38), reason="no Python 3.8 installed")
 def test_the_agent_runs_on_python_38(cli: Cli) -> None:
     result = cli("capture", "local", "--label", "py38", "--python", PYTHON38)
