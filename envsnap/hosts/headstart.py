@@ -191,23 +191,10 @@ class ForkedAgent:
 
     def communicate(self, input: Any = None, timeout: float | None = None) -> tuple[bytes, bytes]:
         """What is left on both pipes (read to their end), then the exit."""
-        import selectors
+        from envsnap.hosts.pipes import read_to_end  # on use: selectors only once it is read
 
         deadline = None if timeout is None else time.monotonic() + timeout
-        read = {"out": bytearray(), "err": bytearray()}
-        with selectors.DefaultSelector() as selector:
-            for name, stream in (("out", self.stdout), ("err", self.stderr)):
-                if stream is not None and not stream.closed:
-                    selector.register(stream, selectors.EVENT_READ, name)
-            while selector.get_map():
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
-                for key, _ in selector.select(left):
-                    chunk = os.read(key.fd, 1 << 16)
-                    if chunk:
-                        read[key.data] += chunk
-                    else:
-                        selector.unregister(key.fileobj)
+        read: dict[Any, bytearray] = {self.stdout: bytearray(), self.stderr: bytearray()}
+        read_to_end(read, deadline, lambda stream, chunk: read[stream].extend(chunk), self.args)
         self.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
-        return bytes(read["out"]), bytes(read["err"])
+        return bytes(read[self.stdout]), bytes(read[self.stderr])

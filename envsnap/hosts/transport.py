@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import re
-import selectors
 import subprocess
 import threading
 import time
@@ -30,6 +29,7 @@ from envsnap.errors import HostError
 from envsnap.hosts import headstart
 from envsnap.hosts.inventory import Host
 from envsnap.hosts.jump import Jump, inventory_jump, proxy_jump_hops
+from envsnap.hosts.pipes import READ_CHUNK, read_to_end
 from envsnap.text import duration
 
 if TYPE_CHECKING:
@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from fabric import Connection
 
 KEEPALIVE_S = 30
-READ_CHUNK = 1 << 16
 # Waiting on a remote command polls its channel: at once after output, backing off to 50 ms
 # in silence (a benchmark's minutes cost 20 wake-ups a second, a short capture no delay).
 POLL_FIRST_S, POLL_MAX_S = 0.001, 0.05
@@ -221,22 +220,16 @@ def pump(proc: LocalProcess, deadline: float, follow: Follow | None,
     """communicate(), passing stderr lines on as they come; TooMuchOutput once stdout or
     stderr holds more than `limit` bytes."""
     out, err = bytearray(), Lines(follow, limit)
-    with selectors.DefaultSelector() as selector:
-        for stream in (proc.stdout, proc.stderr):
-            selector.register(stream, selectors.EVENT_READ)  # type: ignore[arg-type]
-        while selector.get_map():
-            if time.monotonic() > deadline:
-                raise subprocess.TimeoutExpired(proc.args, 0)
-            for key, _ in selector.select(timeout=1.0):
-                chunk = os.read(key.fd, READ_CHUNK)
-                if not chunk:
-                    selector.unregister(key.fileobj)
-                elif key.fileobj is proc.stdout:
-                    out += chunk
-                    if len(out) > limit:
-                        raise TooMuchOutput
-                else:
-                    err.add(chunk)
+
+    def take(stream: IO[bytes], chunk: bytes) -> None:
+        if stream is proc.stdout:
+            out.extend(chunk)
+            if len(out) > limit:
+                raise TooMuchOutput
+        else:
+            err.add(chunk)
+
+    read_to_end((proc.stdout, proc.stderr), deadline, take, proc.args)
     proc.wait(max(0.0, deadline - time.monotonic()))
     return bytes(out), bytes(err.data)
 
