@@ -128,6 +128,47 @@ def load_nvml() -> Tuple[Any, Optional[str]]:
     return pynvml, None
 
 
+class EarlyStart:
+    """NVML's own start begun in a thread of its own while pynvml's module is imported.
+
+    nvmlInit is the driver's work (13 ms on an H200 host) in C, run with the interpreter
+    lock released; importing pynvml is Python's (~20 ms). Side by side, pynvml's nvmlInit
+    that follows only counts one more user of a started NVML (NVML counts its starts and
+    stops at the last nvmlShutdown), and end() gives this start's count back. `library`:
+    libnvidia-ml as ctypes loads it (tests pass a stand-in)."""
+
+    def __init__(self, library: Any) -> None:
+        import threading
+
+        self.library, self.status = library, None
+        self.thread = threading.Thread(target=self.start, daemon=True)
+        self.thread.start()
+
+    def start(self) -> None:
+        try:
+            self.status = self.library.nvmlInit_v2()
+        except Exception:   # no such symbol: pynvml's own nvmlInit starts NVML, and says why
+            pass
+
+    def end(self) -> None:
+        self.thread.join()   # a start that hangs hangs the reading too: the runner's timeout
+        if self.status == 0:
+            self.library.nvmlShutdown()
+
+
+def start_early() -> Optional[EarlyStart]:
+    """An EarlyStart, or None where libnvidia-ml does not load (load_nvml says why)."""
+    import _ctypes
+
+    try:
+        _ctypes.dlopen(LIBRARY)
+    except OSError:
+        return None
+    import ctypes
+
+    return EarlyStart(ctypes.CDLL(LIBRARY))
+
+
 def library_path() -> Optional[str]:
     """Where the loaded libnvidia-ml lives: its file name carries the user-space version."""
     try:

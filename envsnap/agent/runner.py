@@ -32,7 +32,7 @@ import sys
 import threading
 import time
 
-from . import exits, redact
+from . import exits, redact, util
 from .util import escaped_document
 
 # typing.TYPE_CHECKING without typing's import (2 ms of the agent's start-up): mypy takes any
@@ -131,11 +131,7 @@ def can_fork() -> bool:
     """Fork the collectors: with cores enough for them to run side by side (on 2 cores each
     child's own start costs more than the lock did: 0.3 s against 0.2 s), and no other
     thread in this process (forking one could deadlock the child)."""
-    return hasattr(os, "fork") and lone_thread() and usable_cores() >= MIN_CORES_TO_FORK
-
-
-def lone_thread() -> bool:
-    return threading.active_count() == 1
+    return hasattr(os, "fork") and util.lone_thread() and usable_cores() >= MIN_CORES_TO_FORK
 
 
 def usable_cores() -> int:
@@ -198,7 +194,7 @@ def collect_in_processes(names: List[str], config: Dict[str, Any],
         os.close(write_end)
         children[read_end] = (name, pid)
     started = time.monotonic()
-    received = read_until(list(children), deadline)
+    received = util.read_until(list(children), deadline)
     results: Dict[str, Any] = {}
     for read_end, (name, pid) in children.items():
         os.close(read_end)
@@ -235,26 +231,6 @@ def run_in_child(name: str, config: Dict[str, Any], write_end: int) -> None:
             out.write(data)
     finally:
         os._exit(exits.OK)
-
-
-def read_until(fds: List[int], deadline: float) -> Dict[int, bytes]:
-    """{fd: all it gave} for each pipe that reached end of file by the deadline."""
-    import select
-
-    chunks: Dict[int, List[bytes]] = {fd: [] for fd in fds}
-    done: Dict[int, bytes] = {}
-    while len(done) < len(fds):
-        left = deadline - time.monotonic()
-        if left <= 0:
-            break
-        ready, _, _ = select.select([fd for fd in fds if fd not in done], [], [], left)
-        for fd in ready:
-            chunk = os.read(fd, 1 << 16)
-            if chunk:
-                chunks[fd].append(chunk)
-            else:
-                done[fd] = b"".join(chunks[fd])
-    return done
 
 
 def decode_config(argv: List[str]) -> Dict[str, Any]:

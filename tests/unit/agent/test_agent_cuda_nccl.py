@@ -7,16 +7,19 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers.paths import DATA
 
-from envsnap.agent import cuda_nccl
+from envsnap.agent import cuda_nccl, util
 
 DATA = DATA / "h200"
 FAKE_NCCL_C = "int ncclGetVersion(int *version) { *version = %d; return 0; }\n"
+# a build whose ncclGetVersion crashes its caller (a broken or mismatched library)
+CRASHING_NCCL_C = "int ncclGetVersion(int *version) { *(volatile int *)0 = 1; return 0; }\n"
 
 
 def text(name: str) -> str:
@@ -116,13 +119,13 @@ def make_site(tmp_path: Path) -> Path:
     return site
 
 
-def build_nccl(path: Path, code: int) -> None:
+def build_nccl(path: Path, code: int, source_text: str = FAKE_NCCL_C) -> None:
     compiler = shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
         pytest.skip("no C compiler to build a stand-in libnccl")
     path.parent.mkdir(parents=True, exist_ok=True)
     source = path.parent / f"stub{code}.c"
-    source.write_text(FAKE_NCCL_C % code)
+    source.write_text(source_text % code if "%d" in source_text else source_text)
     subprocess.run([compiler, "-shared", "-fPIC", "-o", str(path), str(source)], check=True)
 
 
@@ -188,3 +191,37 @@ def test_a_wheel_nccl_without_torch_is_listed_not_attributed_to_torch(site: Path
     library = str(site / "nvidia" / "nccl" / "lib" / "libnccl.so.2")
     assert facts["libraries"][library]["version"] == "2.28.9"
     assert facts["torch"]["version"] is None
+
+
+# ---- the probe's own process: a fork of the collector's, or a fresh python ----------------
+
+@pytest.fixture(params=["fork", "fresh python"])
+def probed_in(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Each way the probe runs: forked where the collector runs alone in its process (as
+    the runner forks it), a fresh python where other threads run (the collectors in turn)."""
+    forked = request.param == "fork"
+    forks: list[str] = []
+    real = util.run_forked
+    monkeypatch.setattr(util, "lone_thread", lambda: forked)
+    monkeypatch.setattr(util, "run_forked", lambda *args: forks.append(args[0]) or real(*args))
+    yield str(request.param)
+    assert forks == (["the NCCL probe"] if forked else [])
+
+
+def test_the_probe_reads_each_library_s_version_either_way(site: Path, probed_in: str) -> None:
+    wheel = site / "nvidia" / "nccl" / "lib" / "libnccl.so.2"
+    bundled = site / "torch" / "lib" / "libnccl.so.2"
+    build_nccl(wheel, 22705)
+    build_nccl(bundled, 21805)
+    assert cuda_nccl.probe_nccl([str(wheel), str(bundled)], 10.0) == \
+        {str(wheel): 22705, str(bundled): 21805}
+
+
+def test_a_library_that_crashes_the_probe_costs_its_version_not_the_facts(
+        site: Path, probed_in: str) -> None:
+    library = site / "nvidia" / "nccl" / "lib" / "libnccl.so.2.26.2"
+    build_nccl(library, 0, CRASHING_NCCL_C)
+    facts = cuda_nccl.nccl_facts(str(site / "torch"), {}, 10.0)
+    assert facts["torch"]["version"] == "2.26.2"   # from its file name
+    assert facts["torch"]["source"].startswith("file name:")
+    assert facts["torch"]["error"].startswith("probe exit -11")

@@ -494,3 +494,92 @@ def test_recorded_agent_output_is_what_the_parser_gives() -> None:
     assert agent["error"] is None and agent["seconds"] < 2
     assert agent["facts"]["gpus"][H200_BUS]["name"] == "NVIDIA H200"
     assert agent["facts"]["kernel_module"]["version"] == agent["facts"]["driver"]
+
+
+# ---- NVML's own start, begun beside pynvml's import (nvml_reader.EarlyStart) ---------------
+
+# A stand-in libnvidia-ml: its start waits in C (up to 5 s) for one byte on the fd
+# STAND_IN_FD names, so a start that kept the interpreter lock would leave nobody to write
+# it in time, and fail (998). It counts its starts and stops as NVML does.
+STAND_IN_NVML_C = """
+#include <poll.h>
+#include <stdlib.h>
+#include <unistd.h>
+static int starts, stops;
+int nvmlInit_v2(void) {
+    char byte;
+    struct pollfd wait = {atoi(getenv("STAND_IN_FD")), POLLIN, 0};
+    if (poll(&wait, 1, 5000) != 1) return 998;
+    if (read(wait.fd, &byte, 1) != 1) return 999;
+    starts++;
+    return 0;
+}
+int nvmlShutdown(void) { stops++; return 0; }
+int stand_in_starts(void) { return starts; }
+int stand_in_stops(void) { return stops; }
+"""
+
+
+@pytest.fixture
+def stand_in_nvml(tmp_path: Path) -> Any:
+    import ctypes
+    import shutil
+    import subprocess
+
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("no C compiler to build a stand-in libnvidia-ml")
+    (tmp_path / "nvml.c").write_text(STAND_IN_NVML_C)
+    library = tmp_path / "libnvidia-ml-stand-in.so"
+    subprocess.run([compiler, "-shared", "-fPIC", "-o", str(library), str(tmp_path / "nvml.c")],
+                   check=True)
+    return ctypes.CDLL(str(library))
+
+
+def test_nvml_starts_in_a_thread_while_python_runs_on_and_its_count_is_given_back(
+        stand_in_nvml: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    read_end, write_end = os.pipe()
+    monkeypatch.setenv("STAND_IN_FD", str(read_end))
+    try:
+        early = nvml_reader.EarlyStart(stand_in_nvml)
+        assert stand_in_nvml.stand_in_starts() == 0   # still waiting, in C, on its byte
+        os.write(write_end, b"x")   # this thread runs on meanwhile (pynvml's import, in use)
+        early.thread.join(10)
+        assert early.status == 0, "the start kept the interpreter lock: nobody wrote in time"
+        assert (stand_in_nvml.stand_in_starts(), stand_in_nvml.stand_in_stops()) == (1, 0)
+        early.end()
+        assert stand_in_nvml.stand_in_stops() == 1   # its start given back, once
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+def test_an_early_start_that_fails_is_not_stopped(stand_in_nvml: Any,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    read_end, write_end = os.pipe()
+    os.close(write_end)   # its byte never comes: the start fails (999), as a driver's would
+    monkeypatch.setenv("STAND_IN_FD", str(read_end))
+    try:
+        early = nvml_reader.EarlyStart(stand_in_nvml)
+        early.end()
+    finally:
+        os.close(read_end)
+    assert early.status == 999
+    assert (stand_in_nvml.stand_in_starts(), stand_in_nvml.stand_in_stops()) == (0, 0)
+
+
+def test_a_library_without_the_start_call_leaves_it_to_pynvml() -> None:
+    early = nvml_reader.EarlyStart(object())   # no nvmlInit_v2: nothing raised, nothing stopped
+    early.end()
+    assert early.status is None
+
+
+def test_a_host_without_the_driver_starts_nothing_early() -> None:
+    import ctypes
+
+    try:
+        ctypes.CDLL(nvml_reader.LIBRARY)
+    except OSError:
+        assert nvml_reader.start_early() is None
+    else:
+        pytest.skip("this host has libnvidia-ml")

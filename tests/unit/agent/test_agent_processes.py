@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from helpers.secretrepo import SECRET, make_repo
 
-from envsnap.agent import redact, runner
+from envsnap.agent import redact, runner, util
 from envsnap.agent.sections import SECTIONS
 from envsnap.agent.util import escaped_document
 
@@ -24,7 +24,7 @@ def forking(monkeypatch: pytest.MonkeyPatch) -> None:
     test process whose other threads (pytest-xdist's channel) stay out of what the forked
     collectors touch."""
     monkeypatch.setattr(runner, "MIN_CORES_TO_FORK", 1)
-    monkeypatch.setattr(runner, "lone_thread", lambda: True)
+    monkeypatch.setattr(util, "lone_thread", lambda: True)
     assert runner.can_fork()
 
 

@@ -1,14 +1,16 @@
 """util.escaped, the one escape of bytes that are not UTF-8: what it writes, and that it is
 stable (the same for bytes and for Python's str of them, unchanged when applied again) and
-round-trips."""
+round-trips; util.run_forked, a probe run in a fork of the agent's process."""
 from __future__ import annotations
 
 import os
 import re
+import signal
+import time
 
 import pytest
 
-from envsnap.agent.util import escaped, escaped_document
+from envsnap.agent.util import CollectorError, escaped, escaped_document, run_forked
 
 SAMPLES = [b"IN\xffFO", b"ml\xe9x5", b"\x80\xfe/\xc3", "ÿ ok".encode(), b"plain", b""]
 
@@ -39,3 +41,40 @@ def test_every_string_of_the_agents_output_is_escaped_keys_too() -> None:
     assert escaped_document(document) == {"shell": {"NCCL_S\\xffHELL": ["IN\\xffFO", 1]},
                                           "cwd": "/tmp/\\xfd"}
 
+
+
+# ---- util.run_forked: a probe run by a fork of this process, as util.run runs a python ----
+
+def test_a_forked_probe_gives_its_output_exit_and_arguments_as_a_python_run_would() -> None:
+    code, out, err = run_forked("probe", "import sys\nsys.stdout.write(' '.join(sys.argv))\n"
+                                "sys.stderr.write('said')\nsys.exit(3)", ["a", "b c"])
+    assert (code, out, err) == (3, b"-c a b c", b"said")
+    code, out, err = run_forked("probe", "raise ValueError('boom')", [])
+    assert (code, out, err) == (1, b"", b"ValueError: boom\n")
+
+
+def test_a_probe_that_crashes_takes_only_its_fork() -> None:
+    code, out, _ = run_forked("probe", "import os, signal, sys\nsys.stdout.write('before')\n"
+                              "sys.stdout.flush()\nos.kill(os.getpid(), signal.SIGSEGV)", [])
+    assert (code, out) == (-signal.SIGSEGV, b"before")   # as subprocess says a signal
+
+
+def test_a_probe_that_hangs_is_killed_at_its_timeout() -> None:
+    started = time.monotonic()
+    with pytest.raises(CollectorError, match="^the probe timed out after 1s$"):
+        run_forked("the probe", "import time\ntime.sleep(30)", [], timeout=1.0)
+    assert time.monotonic() - started < 10
+
+
+def test_the_fork_holds_none_of_this_process_s_files_open() -> None:
+    """A pipe this process holds (a collector's result pipe to the runner) is closed in the
+    fork: the runner's reading ends when the collector's does, whatever the probe does."""
+    read_end, write_end = os.pipe()
+    try:
+        _, out, _ = run_forked("probe", "import os, sys\ntry:\n    os.fstat(int(sys.argv[1]))\n"
+                               "    print('open')\nexcept OSError:\n    print('closed')",
+                               [str(write_end)])
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert out == b"closed\n"
