@@ -1,11 +1,13 @@
 """Where the nvidia collector's time goes on a GPU host, one part at a time.
 
-On an H200 host NVML's collector sets the pace of `envsnap capture local` (~95 ms, the
-longest collector, run beside the others). This splits one reading of the host the way the
-collector makes it (nvml_reader.read_raw): loading libnvidia-ml and pynvml, nvmlInit, every
-query (summed over the GPUs, each query's median over --repeat readings) and nvmlShutdown,
-so the next cut is chosen from a measurement. The whole reading is also timed unsplit, in
-the same run, as the baseline the parts add up to.
+On an H200 host NVML's collector sets the pace of `envsnap capture local` (80-87 ms, the
+longest collector, run beside the others). This splits one reading of the host the way
+nvml_reader.read_raw makes it: loading libnvidia-ml and pynvml, nvmlInit, every query
+(summed over the GPUs, each query's median over --repeat readings) and nvmlShutdown, so the
+next cut is chosen from a measurement. The whole reading is also timed unsplit, in the same
+run, as the baseline the parts add up to. The load and nvmlInit are timed one after the
+other here; the collector itself runs its first nvmlInit beside pynvml's import
+(nvml_reader.EarlyStart), so there the two overlap.
 
 Usage: python3 bench/bench_nvml.py [--repeat 5] [--top 15]   (on a host with an NVIDIA driver)
 """

@@ -31,8 +31,7 @@ NCCL_FILE = "libnccl.so"
 LOADER_CACHE = "/etc/ld.so.cache"
 DIST_INFO = re.compile(r"^(?P<name>[A-Za-z0-9_.]+)-(?P<version>[^-]+)\.dist-info$")
 PROBE_TIMEOUT = 10.0
-# Runs in a fork of the collector or a fresh python (-I -S: nothing of the environment's
-# own imported), never in the agent itself (probe_nccl).
+# Runs by util.run_python, in a process of its own, never in the agent itself.
 NCCL_PROBE = """
 import ctypes, json, sys
 out = {}
@@ -300,17 +299,12 @@ def cache_may_list(cache: str, name: bytes) -> bool:
 
 def probe_nccl(paths: List[str], timeout: float) -> Dict[str, Any]:
     """{path: version code or error text}, read by ncclGetVersion (no CUDA init), in a
-    process of its own: a library that crashes its loader costs the probe, not the facts.
-    That process is a fork of this one where no other thread runs (a collector forked by
-    the runner), else a fresh python."""
+    process of its own (util.run_python): a library that crashes its loader costs the
+    probe, not the facts."""
     if not paths:
         return {}
     try:
-        if util.lone_thread() and hasattr(os, "fork"):
-            code, out, err = util.run_forked("the NCCL probe", NCCL_PROBE, paths, timeout)
-        else:
-            code, out, err = util.run([sys.executable, "-I", "-S", "-c", NCCL_PROBE] + paths,
-                                      timeout=timeout)
+        code, out, err = util.run_python("the NCCL probe", NCCL_PROBE, paths, timeout)
     except util.CollectorError as exc:
         return {path: str(exc) for path in paths}
     if code != 0:  # a library that crashes its loader (a segfault is exit -11)

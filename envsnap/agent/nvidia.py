@@ -361,9 +361,8 @@ def collect(config: Dict[str, Any]) -> Dict[str, Any]:
     options = config.get("nvidia") or {}
     if options.get("source") == "smi":
         return collect_with(None, options, "nvidia-smi asked for")
-    early = nvml_reader.start_early()   # the driver's start beside pynvml's import
-    try:
-        nvml, why = nvml_reader.load_nvml()
+    nvml, why, early = nvml_reader.open_nvml(early=True)   # the driver's start beside
+    try:                                                    # pynvml's import
         return collect_with(nvml, options, why)
     finally:
         if early is not None:

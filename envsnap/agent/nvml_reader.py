@@ -112,20 +112,34 @@ def gpu_queries() -> List[Query]:
 
 
 def load_nvml() -> Tuple[Any, Optional[str]]:
-    """(the pynvml module, None), or (None, why not). Cheap on a host without a driver:
-    _ctypes.dlopen is the call ctypes.CDLL(LIBRARY) makes (RTLD_NOW | RTLD_LOCAL, the same
-    error), without ctypes' own import (1.4 ms)."""
+    """(the pynvml module, None), or (None, why not)."""
+    nvml, why, _ = open_nvml(early=False)
+    return nvml, why
+
+
+def open_nvml(early: bool) -> Tuple[Any, Optional[str], Optional[EarlyStart]]:
+    """load_nvml's answer, and with `early` NVML's own start begun beside pynvml's import
+    (an EarlyStart, for the caller to end() once it has read; None where nothing started).
+    Cheap on a host without a driver: _ctypes.dlopen is the call ctypes.CDLL(LIBRARY) makes
+    (RTLD_NOW | RTLD_LOCAL, the same error), without ctypes' own import (1.4 ms)."""
     import _ctypes
 
     try:
-        _ctypes.dlopen(LIBRARY)
+        handle = _ctypes.dlopen(LIBRARY)
     except OSError as exc:
-        return None, "%s not loadable: %s" % (LIBRARY, exc)
+        return None, "%s not loadable: %s" % (LIBRARY, exc), None
+    started = None
+    if early:
+        import ctypes
+
+        started = EarlyStart(ctypes.CDLL(LIBRARY, handle=handle))
     try:
         import pynvml  # vendored beside the agent in the payload
     except ImportError as exc:
-        return None, "pynvml not importable: %s" % exc
-    return pynvml, None
+        if started is not None:
+            started.end()
+        return None, "pynvml not importable: %s" % exc, None
+    return pynvml, None, started
 
 
 class EarlyStart:
@@ -154,19 +168,6 @@ class EarlyStart:
         self.thread.join()   # a start that hangs hangs the reading too: the runner's timeout
         if self.status == 0:
             self.library.nvmlShutdown()
-
-
-def start_early() -> Optional[EarlyStart]:
-    """An EarlyStart, or None where libnvidia-ml does not load (load_nvml says why)."""
-    import _ctypes
-
-    try:
-        _ctypes.dlopen(LIBRARY)
-    except OSError:
-        return None
-    import ctypes
-
-    return EarlyStart(ctypes.CDLL(LIBRARY))
 
 
 def library_path() -> Optional[str]:

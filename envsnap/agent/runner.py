@@ -37,7 +37,7 @@ from .util import escaped_document
 
 # typing.TYPE_CHECKING without typing's import (2 ms of the agent's start-up): mypy takes any
 # name TYPE_CHECKING so, and nothing of typing runs here: every annotation is text (PEP 563),
-# each agent module imports typing in such a block.
+# each module a capture imports takes typing in such a block.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -209,9 +209,10 @@ def collect_in_processes(names: List[str], config: Dict[str, Any],
 
 
 def ended_text(status: int) -> str:
-    if os.WIFSIGNALED(status):
-        return "the collector's process was killed by signal %d" % os.WTERMSIG(status)
-    return "the collector's process exited %d without a result" % os.WEXITSTATUS(status)
+    code = util.exit_code(status)
+    if code < 0:
+        return "the collector's process was killed by signal %d" % -code
+    return "the collector's process exited %d without a result" % code
 
 
 def run_in_child(name: str, config: Dict[str, Any], write_end: int) -> None:

@@ -74,58 +74,87 @@ def exit_code(status: int) -> int:
     return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
 
 
+def run_python(what: str, source: str, args: List[str],
+               timeout: float = DEFAULT_CMD_TIMEOUT) -> Tuple[int, bytes, bytes]:
+    """run([python, "-I", "-S", "-c", source] + args): a short probe in a process of its own
+    (a library that crashes it takes the probe, not the facts). Where no other thread runs
+    here (a collector the runner forked), that process is a fork of this one, whose start
+    costs a fraction of an interpreter's (an H200 host's venv: 8 ms against 35-40 ms); else a
+    fresh python. A hang raises CollectorError naming `what`."""
+    import sys
+
+    if hasattr(os, "fork") and lone_thread():
+        return run_forked(what, source, args, timeout)
+    return run([sys.executable, "-I", "-S", "-c", source] + list(args), timeout=timeout)
+
+
 def run_forked(what: str, source: str, args: List[str],
                timeout: float = DEFAULT_CMD_TIMEOUT) -> Tuple[int, bytes, bytes]:
-    """run([python, "-c", source] + args) in a fork of this process instead of a fresh
-    interpreter, whose start (and its environment's site) is most of a short probe's cost:
-    on an H200 host's venv, 8 ms forked against 35-40 ms. Only where lone_thread(). The
-    source runs with sys.argv ["-c"] + args, stdin at end of file; a library that crashes
-    it takes the fork only, whose exit code is then minus the signal, as run() says it. A
-    hang raises CollectorError naming `what`."""
+    """run_python's fork (only where lone_thread()): the source runs with sys.argv
+    ["-c"] + args, stdin at end of file, and exits as python would (sys.exit's code or
+    message, an uncaught exception's line and 1); a signal that ends it is its exit code
+    negated, as run() says it."""
     import signal
-    import sys
     import time
 
     deadline = time.monotonic() + timeout
     out_read, out_write = os.pipe()
     err_read, err_write = os.pipe()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:
+        for fd in (out_read, out_write, err_read, err_write):
+            os.close(fd)
+        raise
     if pid == 0:   # the fork: never returns
-        code = 1
-        try:
-            os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-            os.dup2(out_write, 1)
-            os.dup2(err_write, 2)
-            os.closerange(3, 1 << 16)   # the parent's pipes are not the probe's to hold open
-            # the streams of fds 1 and 2, whatever this process had made of sys.stdout (a
-            # test's capture, Ansible's module output)
-            sys.stdout = open(1, "w", encoding="utf-8", errors="replace", closefd=False)
-            sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)
-            sys.argv = ["-c"] + list(args)
-            exec(compile(source, "<%s>" % what, "exec"), {"__name__": "__main__"})
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-        except BaseException as exc:
-            os.write(2, ("%s: %s\n" % (type(exc).__name__, exc)).encode("utf-8", "replace"))
-        finally:
-            try:
-                sys.stdout.flush()
-                sys.stderr.flush()
-            finally:
-                os._exit(code)
+        run_source(what, source, args, out_write, err_write)
     os.close(out_write)
     os.close(err_write)
+    read: Dict[int, bytes] = {}
     try:
         read = read_until([out_read, err_read], deadline)
     finally:
         os.close(out_read)
         os.close(err_read)
-    if len(read) < 2:   # a pipe still open at the deadline: it hangs
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
+        if len(read) < 2:   # a pipe still open at the deadline (it hangs), or interrupted
+            os.kill(pid, signal.SIGKILL)
+        status = os.waitpid(pid, 0)[1]
+    if len(read) < 2:
         raise CollectorError("%s timed out after %.0fs" % (what, timeout))
-    return exit_code(os.waitpid(pid, 0)[1]), read[out_read], read[err_read]
+    return exit_code(status), read[out_read], read[err_read]
+
+
+def run_source(what: str, source: str, args: List[str], out: int, err: int) -> None:
+    """The fork's side of run_forked; never returns (os._exit: the parent's atexit handlers,
+    buffers and finally blocks are not the fork's to run)."""
+    import sys
+
+    code = 1
+    try:
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+        os.dup2(out, 1)
+        os.dup2(err, 2)
+        os.closerange(3, 1 << 16)   # the parent's pipes are not the probe's to hold open
+        # the streams of fds 1 and 2, whatever this process had made of sys.stdout (a
+        # test's capture, Ansible's module output)
+        sys.stdout = open(1, "w", encoding="utf-8", errors="replace", closefd=False)
+        sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)
+        sys.argv = ["-c"] + list(args)
+        exec(compile(source, "<%s>" % what, "exec"), {"__name__": "__main__"})
+        code = 0
+    except SystemExit as exc:   # as python exits: None is 0, a message is printed and 1
+        if exc.code is None or isinstance(exc.code, int):
+            code = exc.code or 0
+        else:
+            sys.stderr.write("%s\n" % (exc.code,))
+    except BaseException as exc:
+        sys.stderr.write("%s: %s\n" % (type(exc).__name__, exc))
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
 
 
 def run_text(argv: List[str], timeout: float = DEFAULT_CMD_TIMEOUT,

@@ -580,6 +580,9 @@ def test_a_host_without_the_driver_starts_nothing_early() -> None:
     try:
         ctypes.CDLL(nvml_reader.LIBRARY)
     except OSError:
-        assert nvml_reader.start_early() is None
+        nvml, why, early = nvml_reader.open_nvml(early=True)
+        assert (nvml, early) == (None, None) and why is not None
+        assert why.startswith(nvml_reader.LIBRARY + " not loadable: ")
+        assert nvml_reader.load_nvml() == (None, why)
     else:
         pytest.skip("this host has libnvidia-ml")

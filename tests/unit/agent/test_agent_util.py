@@ -6,11 +6,12 @@ from __future__ import annotations
 import os
 import re
 import signal
+import sys
 import time
 
 import pytest
 
-from envsnap.agent.util import CollectorError, escaped, escaped_document, run_forked
+from envsnap.agent.util import CollectorError, escaped, escaped_document, run, run_forked
 
 SAMPLES = [b"IN\xffFO", b"ml\xe9x5", b"\x80\xfe/\xc3", "ÿ ok".encode(), b"plain", b""]
 
@@ -51,6 +52,17 @@ def test_a_forked_probe_gives_its_output_exit_and_arguments_as_a_python_run_woul
     assert (code, out, err) == (3, b"-c a b c", b"said")
     code, out, err = run_forked("probe", "raise ValueError('boom')", [])
     assert (code, out, err) == (1, b"", b"ValueError: boom\n")
+
+
+@pytest.mark.parametrize("ending, said", [
+    ("sys.exit()", (0, b"")), ("sys.exit(None)", (0, b"")), ("sys.exit(0)", (0, b"")),
+    ("sys.exit(4)", (4, b"")), ("sys.exit('gave up')", (1, b"gave up\n")),
+])
+def test_a_forked_probe_exits_as_the_same_source_run_by_python(ending: str,
+                                                               said: tuple[int, bytes]) -> None:
+    source = "import sys\n" + ending
+    assert run_forked("probe", source, [])[::2] == said
+    assert run([sys.executable, "-I", "-S", "-c", source])[::2] == said
 
 
 def test_a_probe_that_crashes_takes_only_its_fork() -> None:
