@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Iterable
+from functools import cache
 from typing import Literal, NamedTuple
 
 HotArea = Literal["configured", "communication", "kernel", "component"]
@@ -103,6 +104,7 @@ def matches(pattern: str, path: str) -> bool:
         (is_plain(pattern) and stem == pattern)
 
 
+@cache   # asked for each path segment of each file of a pull
 def is_plain(pattern: str) -> bool:
     return not any(c in pattern for c in "*?[")
 

@@ -176,18 +176,19 @@ def check_agent_shape(host_name: str, document: Any) -> None:
 
 
 def check_agent_exit(host: Host, exit_code: int, stderr: str) -> None:
+    if exit_code == 0:
+        return
+    if exit_code == ExitCode.COMMAND_NOT_FOUND:
+        raise HostError(f"{host.name}: python not found on the host ({host.python!r}); "
+                        "set --python or the host var python")
     from envsnap.agent.redact import redact_text  # on use, as agent_json's rekey
 
     # Said to the user as it came from the host: masked like all the host sends (a wrapper
     # or an activation script may print a token before the agent ever runs).
     last_line = redact_text((stderr.strip().splitlines() or [""])[-1])
-    if exit_code == ExitCode.COMMAND_NOT_FOUND:
-        raise HostError(f"{host.name}: python not found on the host ({host.python!r}); "
-                        "set --python or the host var python")
     if exit_code == ExitCode.AGENT_PYTHON_TOO_OLD:
         raise HostError(f"{host.name}: {last_line} ({host.python}); set --python to a newer one")
-    if exit_code != 0:
-        raise HostError(f"{host.name}: agent failed (exit {exit_code}): {last_line}")
+    raise HostError(f"{host.name}: agent failed (exit {exit_code}): {last_line}")
 
 
 def snapshot_document(transport: Transport, host: Host, label: str,

@@ -17,8 +17,9 @@ the agent is the command the capture would run (hosts/capture.run_agent: the sam
 digest, python and config), through the same `sh -c` LocalTransport uses.
 
 Either way the transport takes the running process in place of starting one only when the
-command it is given is that one, character for character (an agent not yet cached here
-answers it as it would have: "ship it first"). One left unused (a label that exists, an
+command it is given is that one, character for character (a spawned agent not yet cached
+here answers it as it would have: "ship it first"; a forked one runs this installation's
+agent, so it always answers with a document). One left unused (a label that exists, an
 error before the agent is needed) is stopped when the capture ends, as a local command is
 on a timeout.
 """
@@ -33,6 +34,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO, TYPE_CHECKING, Any, NoReturn, Union
+
+from envsnap.hosts.pipes import read_to_end
 
 if TYPE_CHECKING:
     from envsnap.hosts.agentconfig import CaptureOptions
@@ -66,10 +69,15 @@ def agent_started_early(hosts: list[Host], options: CaptureOptions) -> Iterator[
         host = hosts[0]
         config = agent_config(host, options)
         early = fork_agent(config) if runs_here(host.python) else None
-        # here, not at the top: every transport imports this module for take()
-        from envsnap.hosts import payload
+        try:
+            # here, not at the top: every transport imports this module for take()
+            from envsnap.hosts import payload
 
-        command = payload.run_command(host.python, payload.agent_digest(), config)
+            command = payload.run_command(host.python, payload.agent_digest(), config)
+        except BaseException:   # (Ctrl-C, an unreadable agent file) the fork is not left
+            if early is not None:
+                stop(early)
+            raise
         with _lock:
             _started[command] = early if early is not None else spawn(command)
     try:
@@ -77,8 +85,13 @@ def agent_started_early(hosts: list[Host], options: CaptureOptions) -> Iterator[
     finally:
         unused = take(command) if command is not None else None
         if unused is not None:
-            unused.kill()
-            unused.communicate()
+            stop(unused)
+
+
+def stop(agent: Started) -> None:
+    """An agent started for nothing: killed, its pipes read to their end, reaped."""
+    agent.kill()
+    agent.communicate()
 
 
 def runs_here(python: str) -> bool:
@@ -172,6 +185,8 @@ class ForkedAgent:
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
+        if timeout is None and self.returncode is None:
+            self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
         deadline = None if timeout is None else time.monotonic() + timeout
         pause = 0.0005
         while self.poll() is None:
@@ -190,11 +205,13 @@ class ForkedAgent:
                 pass
 
     def communicate(self, input: Any = None, timeout: float | None = None) -> tuple[bytes, bytes]:
-        """What is left on both pipes (read to their end), then the exit."""
-        from envsnap.hosts.pipes import read_to_end  # on use: selectors only once it is read
-
+        """What is left on both pipes (read to their end, then closed, as Popen's), then the
+        exit."""
         deadline = None if timeout is None else time.monotonic() + timeout
         read: dict[Any, bytearray] = {self.stdout: bytearray(), self.stderr: bytearray()}
         read_to_end(read, deadline, lambda stream, chunk: read[stream].extend(chunk), self.args)
+        for stream in (self.stdout, self.stderr):
+            if stream is not None:
+                stream.close()
         self.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
         return bytes(read[self.stdout]), bytes(read[self.stderr])

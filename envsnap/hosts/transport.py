@@ -128,11 +128,9 @@ class LocalTransport(ClosedOnExit):
         return collect_process(self.host.name, proc, timeout, follow, lambda: os.close(held))
 
     def put(self, data: bytes, path: str) -> None:
-        import uuid  # on use, as below: with platform, a few ms of every start
-
         target = Path.home() / path
         target.parent.mkdir(parents=True, exist_ok=True)
-        temporary = target.with_name(f"{target.name}.{uuid.uuid4().hex}.tmp")
+        temporary = target.with_name(f"{target.name}.{os.urandom(16).hex()}.tmp")
         temporary.write_bytes(data)
         os.replace(temporary, target)
 
@@ -393,12 +391,11 @@ class SSHTransport(ClosedOnExit):
 
     def put(self, data: bytes, path: str) -> None:
         import io
-        import uuid
 
         import paramiko
 
         self.open()
-        temporary = f"{path}.{uuid.uuid4().hex}.tmp"
+        temporary = f"{path}.{os.urandom(16).hex()}.tmp"
         try:
             sftp = self.connection.sftp()
             sftp.putfo(io.BytesIO(data), temporary)

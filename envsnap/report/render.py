@@ -93,7 +93,7 @@ def timeline_cells(row: TimelineRow) -> list[tuple[str, ...]]:
 
 
 def md_timeline_rows(rows: list[TimelineRow]) -> list[str]:
-    out = ["| " + " | ".join(TIMELINE_COLUMNS) + " |", "|---|---|---|---|"]
+    out = ["| " + " | ".join(TIMELINE_COLUMNS) + " |", "|" + "---|" * len(TIMELINE_COLUMNS)]
     for row in rows:
         cells = ("<br>".join(markdown_cell(line) for line in cell) for cell in timeline_cells(row))
         out.append("| " + " | ".join(cells) + " |")

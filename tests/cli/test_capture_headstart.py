@@ -101,11 +101,27 @@ def test_a_forked_agent_left_unused_is_stopped(cli_process: Cli) -> None:
     store = Path(cli_process.env["ENVSNAP_STORE"])
     store.mkdir(parents=True, exist_ok=True)
     (store / "taken.yaml").write_text("a snapshot saved before\n")
-    result = capture_watching_the_fork(cli_process, "taken", at_end=(
-        "print('forked:', len(forks), 'reaped:', [agent.returncode is not None "
-        "for agent in forks])"))
+    result = capture_watching_the_fork(cli_process, "taken", at_end=REAPED)
     assert result.returncode == ExitCode.USAGE and "already exists" in result.stderr
-    assert result.stdout == "forked: 1 reaped: [True]\n"
+    assert result.stdout == "forked: 1 reaped: [True] pipes closed: [True]\n"
+
+
+# what capture_watching_the_fork prints at the end of the forked agents
+REAPED = ("print('forked:', len(forks), 'reaped:', [agent.returncode is not None "
+          "for agent in forks], 'pipes closed:', [agent.stdout.closed and agent.stderr.closed "
+          "for agent in forks])")
+
+
+def test_a_fork_made_before_the_capture_fails_to_start_is_stopped(cli_process: Cli) -> None:
+    """The agent is forked first; if what follows before it is handed over fails (here the
+    agent's files cannot be read), the fork is killed and reaped, not left running."""
+    result = capture_watching_the_fork(cli_process, "unread", at_fork=(
+        "import envsnap.hosts.payload as payload\n"
+        "def unreadable():\n"
+        "    raise PermissionError('agent files unreadable')\n"
+        "payload.agent_digest = unreadable"), at_end=REAPED)
+    assert result.returncode != 0 and "agent files unreadable" in result.stderr
+    assert result.stdout == "forked: 1 reaped: [True] pipes closed: [True]\n"
 
 
 def test_the_agent_is_forked_before_the_capture_loads_what_it_alone_needs(
