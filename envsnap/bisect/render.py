@@ -1,14 +1,18 @@
-"""The lines `envsnap bisect` prints: each step as it happens, then the table and the answer."""
+"""The lines `envsnap bisect` prints: each step as it happens, then the table and the answer.
+The table's subjects are cut to the width the CLI gives; the CLI folds the other lines to it
+(a verdict kept whole: envsnap/fold.py)."""
 from __future__ import annotations
 
 import math
 import statistics
 
 from envsnap.bisect.run import BisectReport, Event, RunEnded, Step
+from envsnap.fold import DEFAULT_WIDTH, keep
 from envsnap.text import plural, values_at_a_glance
 from envsnap.verdicts import ENDS_UNDECIDED, FOUND, NO_REGRESSION, ONLY_SKIPPED
 
 SUBJECT_WIDTH = 40
+SUBJECT_MIN = 12   # the table's subject at least this wide; a narrower terminal folds the row
 
 
 def median_text(values: list[float]) -> str:
@@ -29,18 +33,23 @@ def event_line(event: Event) -> str:
     runs = f"{plural(len(event.values), 'run')}, median {median_text(event.values)}" \
         if event.values else "no runs"
     line = (f"{step_name(event):<8} {event.commit.short}  {event.commit.subject[:SUBJECT_WIDTH]}"
-            f"  [{runs}]  {event.verdict}: {event.why}")
+            f"  [{runs}]  {keep(event.verdict)}: {event.why}")
     if event.kind != "good" and (event.left or event.steps_left):
         line += f"  ({event.left} left, ~{plural(event.steps_left, 'step')})"
     return line
 
 
-def table_lines(report: BisectReport) -> list[str]:
-    lines = [f"{'step':<8} {'commit':<12}  {'runs':>4}  {'median':>10}  {'verdict':<10}  subject"]
+TABLE_HEAD = f"{'step':<8} {'commit':<12}  {'runs':>4}  {'median':>10}  {'verdict':<10}  "
+
+
+def table_lines(report: BisectReport, width: int = DEFAULT_WIDTH) -> list[str]:
+    """The steps, one row each, the subject cut to what the row leaves of `width`."""
+    subject = max(SUBJECT_MIN, min(SUBJECT_WIDTH, width - len(TABLE_HEAD)))
+    lines = [TABLE_HEAD + "subject"]
     for step in report.steps:
         lines.append(f"{step_name(step):<8} {step.commit.short:<12}  {len(step.values):>4}  "
-                     f"{median_text(step.values):>10}  {step.verdict:<10}  "
-                     f"{step.commit.subject[:SUBJECT_WIDTH]}")
+                     f"{median_text(step.values):>10}  {keep(step.verdict):<10}  "
+                     f"{step.commit.subject[:subject]}")
     return lines
 
 
@@ -49,7 +58,8 @@ MERGED_SHOWN = 30   # commits of a first bad merge listed; the rest are counted
 
 def answer_lines(report: BisectReport) -> list[str]:
     if report.outcome == FOUND and report.first_bad is not None:
-        lines = [f"first bad commit: {report.first_bad.sha} {report.first_bad.subject}"]
+        lines = [f"{keep('first bad commit')}: {report.first_bad.sha} "
+                 f"{report.first_bad.subject}"]
         lines += [f"  {name}" for name in report.files] or ["  (no files changed)"]
         if report.merged:  # the line bisected is first parents: the merge hides its commits
             lines.append(f"a merge: it brought in {plural(len(report.merged), 'commit')}:")
@@ -60,7 +70,7 @@ def answer_lines(report: BisectReport) -> list[str]:
                              f"{report.first_bad.short})")
         return lines
     if report.outcome in (NO_REGRESSION, ENDS_UNDECIDED):
-        return [f"nothing to bisect: {report.why}"]
+        return [f"{keep('nothing to bisect')}: {report.why}"]
     lines = [report.why + ":"]
     lines += [f"  {commit.sha} {commit.subject}" for commit in report.suspects]
     if report.outcome == ONLY_SKIPPED:
@@ -89,5 +99,5 @@ def medians_line(report: BisectReport) -> str:
     return f"medians in commit order: {values_at_a_glance(medians, 'commit')}"
 
 
-def final_lines(report: BisectReport) -> list[str]:
-    return ["", *table_lines(report), "", *answer_lines(report), *count_lines(report)]
+def final_lines(report: BisectReport, width: int = DEFAULT_WIDTH) -> list[str]:
+    return ["", *table_lines(report, width), "", *answer_lines(report), *count_lines(report)]

@@ -75,7 +75,9 @@ def register(commands: Commands) -> None:
 def cmd_bench(args: argparse.Namespace) -> int:
     from envsnap.bench.run import BenchSpec, capture_and_bench, format_record
     from envsnap.cli.crash import state_dir
+    from envsnap.cli.output import columns
     from envsnap.cli.progress import StatusLine
+    from envsnap.fold import fold_all
     from envsnap.hosts.capture import CaptureOptions
     from envsnap.snapshot.store import Store
     from envsnap.text import values_at_a_glance
@@ -102,8 +104,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         outcome = capture_and_bench(hosts[0], spec, Store(args.store), options,
                                     lambda text: status.run_ended(f"{name}: {text}"),
                                     fallbacks)
-    sys.stdout.write("".join(line + "\n" for line in format_record(outcome.record)))
-    print(f"runs: {values_at_a_glance(outcome.record['values'])}")
+    lines = [*format_record(outcome.record),
+             f"runs: {values_at_a_glance(outcome.record['values'])}"]
+    sys.stdout.write("".join(line + "\n" for line in fold_all(lines, columns())))
     if outcome.not_saved:
         sys.stderr.write(f"envsnap: error: {outcome.not_saved}; the record is kept in "
                          f"{outcome.path} (envsnap show {outcome.path})\n")

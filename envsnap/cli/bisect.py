@@ -102,7 +102,9 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     from envsnap.bench.run import BenchSpec
     from envsnap.bisect.render import event_line, final_lines, medians_line
     from envsnap.bisect.run import BisectOptions, Event, RunEnded, Step, bisect
+    from envsnap.cli.output import columns
     from envsnap.cli.progress import StatusLine
+    from envsnap.fold import fold, fold_all
     from envsnap.hosts.capture import CaptureOptions
     from envsnap.snapshot.store import Store
 
@@ -118,20 +120,22 @@ def cmd_bisect(args: argparse.Namespace) -> int:
                                                    accept_new_host_keys=args.accept_new_host_keys))
 
     plot = check_plot(args.plot)
+    width = columns()
 
     def show(event: Event) -> None:  # runs as they end on stderr; the steps are the answer
         if isinstance(event, RunEnded):
-            status.run_ended(event_line(event))
+            status.run_ended("\n".join(fold(event_line(event), width)))
             return
         if isinstance(event, Step) and event.kind != "good":   # the steps still to come
             status.expect(status.done + event.steps_left * args.repeat, estimated=True)
-        status.say(event_line(event), sys.stdout)
+        status.say("\n".join(fold(event_line(event), width)), sys.stdout)
 
     with StatusLine(sys.stderr, "bisect: ", None) as status:
         report = bisect(Store(args.store), inventory_from(args), args.good,
                         args.bad, args.host, args.repo, spec, options, show, review_foreign)
-    sys.stdout.write("".join(line + "\n" for line in final_lines(report)))
-    print(medians_line(report))
+    sys.stdout.write("".join(line + "\n" for line in
+                             fold_all([*final_lines(report, width), medians_line(report)],
+                                      width)))
     if plot is not None:
         write_plot(plot, report, args)
     return ExitCode.DRIFT if report.regression else ExitCode.OK

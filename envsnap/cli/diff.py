@@ -93,9 +93,10 @@ def diffed(args: argparse.Namespace) -> int:
 
         sys.stdout.write(as_json(result, args.all) if args.json else markdown(result, args.all))
     else:
+        from envsnap.cli.output import columns
         from envsnap.diff.render_text import human
 
-        sys.stdout.write(human(result, color, args.all))
+        sys.stdout.write(human(result, color, args.all, columns()))
     if args.fail_on == REGRESSION:
         if result.benchmark is None or not result.benchmark.compared:
             warn_nothing_to_regress("the two snapshots do not hold runs of one benchmark")
@@ -165,6 +166,7 @@ def warn_nothing_to_regress(why: str) -> None:
 
 def diff_fleet(args: argparse.Namespace, store: Store, sections: tuple[str, ...],
                color: bool) -> int:
+    from envsnap.cli.output import columns
     from envsnap.diff.fleet import fleet_of, fleet_sources, load_members
     from envsnap.diff.render_fleet import fleet_human, fleet_json, fleet_markdown
 
@@ -179,7 +181,7 @@ def diff_fleet(args: argparse.Namespace, store: Store, sections: tuple[str, ...]
         return ExitCode.OK
     report = fleet_of(with_pastes(load_members(store, sources), store), sections)
     sys.stdout.write(fleet_json(report) if args.json else fleet_markdown(report)
-                     if args.markdown else fleet_human(report, color, args.all))
+                     if args.markdown else fleet_human(report, color, args.all, columns()))
     for _, why in report.unreadable:   # the others are compared; an unreadable one is named
         sys.stderr.write(f"envsnap: error: {why} (left out of the fleet)\n")
     if report.unreadable:

@@ -94,11 +94,12 @@ def register(commands: Commands) -> None:
     exp.set_defaults(run=cmd_explain)
 
 
-def ask_to_start(yes: bool) -> Callable[[Plan], bool]:
+def ask_to_start(yes: bool, width: int) -> Callable[[Plan], bool]:
     def confirm(plan: Plan) -> bool:
         from envsnap.explain.render import plan_lines
+        from envsnap.fold import fold_all
 
-        sys.stdout.write("".join(line + "\n" for line in plan_lines(plan)))
+        sys.stdout.write("".join(line + "\n" for line in fold_all(plan_lines(plan), width)))
         sys.stdout.flush()
         return approved(yes, f"run the benchmark at these states on {plan.host}? [y/N] ",
                         f"nothing was changed on {plan.host}",
@@ -123,9 +124,11 @@ def trial_text(tally: Tally) -> str:
 def cmd_explain(args: argparse.Namespace) -> int:
     from envsnap.bench.run import BenchSpec
     from envsnap.bisect.run import RunEnded
+    from envsnap.cli.output import columns
     from envsnap.cli.progress import StatusLine
     from envsnap.explain.render import event_line, final_lines
     from envsnap.explain.run import Event, ExplainOptions, Measured, explain_run
+    from envsnap.fold import fold, fold_all
     from envsnap.hosts.capture import CaptureOptions
     from envsnap.snapshot.store import Store
 
@@ -144,25 +147,27 @@ def cmd_explain(args: argparse.Namespace) -> int:
     status = StatusLine(sys.stderr, "explain: ", None, text=trial_text)
 
     started = ExitStack()
+    width = columns()
 
     def confirm(plan: Plan) -> bool:
         items.extend(plan.differences.items)
-        approved = bool(ask_to_start(args.yes)(plan))
+        approved = bool(ask_to_start(args.yes, width)(plan))
         status.expect(plan.ceiling, estimated=False)
         started.enter_context(status)
         return approved
 
     def show(event: Event) -> None:   # runs on stderr as they end; each state on stdout
+        line = "\n".join(fold(event_line(event, items), width))
         if isinstance(event, RunEnded):
-            status.say(event_line(event, items))
+            status.say(line)
         elif isinstance(event, Measured):   # one invocation more of the bound
-            status.run_ended(event_line(event, items), sys.stdout)
+            status.run_ended(line, sys.stdout)
         else:
-            status.say(event_line(event, items), sys.stdout)
+            status.say(line, sys.stdout)
 
     with started:
         report = explain_run(Store(args.store), inventory_from(args),
                              (args.good, args.bad), args.host, spec, options, confirm, show,
                              review_foreign)
-    sys.stdout.write("".join(line + "\n" for line in final_lines(report)))
+    sys.stdout.write("".join(line + "\n" for line in fold_all(final_lines(report), width)))
     return ExitCode.DRIFT if report.regression else ExitCode.OK

@@ -8,18 +8,43 @@ command, renderer or error line can forget it.
 What envsnap writes itself to steer the terminal passes by name: diff's colour codes (a fixed
 set, `OWN_COLOURS`: they colour text, never hide or move it), and the status line's
 rewrite-in-place, which goes through `control()` and is never data.
+
+`columns()` is the width every text for a person is folded to (envsnap/fold.py), decided
+here once and handed down: the library never asks the terminal.
 """
 from __future__ import annotations
 
+import os
 import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO
 
+from envsnap.fold import DEFAULT_WIDTH
 from envsnap.text import visible
 
 OWN_COLOURS = re.compile(r"\x1b\[(?:0|1|2|31|33)m")   # diff/render_text.py's RED ... RESET
+# Narrower, a table's first columns leave a value no room: COLUMNS=20 gets 40.
+MIN_COLUMNS = 40
+
+
+def columns() -> int:
+    """The width to fold to: COLUMNS when it is a positive number (as
+    shutil.get_terminal_size reads it), else the terminal's when stdout is one, else 80 (a
+    pipe, a file, a test). stdout itself is asked, not the process's first one
+    (sys.__stdout__, shutil's): a command's output captured is not a terminal's."""
+    try:
+        asked = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        asked = 0
+    if asked <= 0:
+        try:
+            asked = (os.get_terminal_size(sys.stdout.fileno()).columns or DEFAULT_WIDTH) \
+                if sys.stdout.isatty() else DEFAULT_WIDTH
+        except (AttributeError, ValueError, OSError):   # no file behind it: a capture
+            asked = DEFAULT_WIDTH
+    return max(asked, MIN_COLUMNS)
 
 
 class VisibleStream:

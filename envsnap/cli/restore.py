@@ -131,6 +131,8 @@ def say_wait(wait: LockWait) -> None:
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
+    from envsnap.cli.output import columns
+    from envsnap.fold import fold_all
     from envsnap.hosts.capture import CaptureOptions
     from envsnap.restore.at_time import AtTime, restore_at
     from envsnap.restore.render import outcome_lines, plan_lines
@@ -158,9 +160,10 @@ def cmd_restore(args: argparse.Namespace) -> int:
                              capture=CaptureOptions(connect_timeout=args.connect_timeout,
                                                     accept_new_host_keys=args.accept_new_host_keys))
     confirm = ask_to_apply(args.yes)
+    width = columns()
 
     def show_then_confirm(report: RestoreReport) -> bool:
-        print("\n".join(plan_lines(report, check=False)))
+        print("\n".join(fold_all(plan_lines(report, check=False), width)))
         return confirm(report)
 
     if args.at is not None:
@@ -173,14 +176,16 @@ def cmd_restore(args: argparse.Namespace) -> int:
                          confirm_rerun=ask_to_rerun(args.yes))
     if report.applied is None:
         if args.check or report.plan.outcome != "ok" or not (report.planned or report.pip_pins):
-            print("\n".join(plan_lines(report, check=args.check)))
-    print("\n".join(outcome_lines(report)))
+            print("\n".join(fold_all(plan_lines(report, check=args.check), width)))
+    print("\n".join(fold_all(outcome_lines(report), width)))
     return restore_exit(report)
 
 
 def cmd_abort(args: argparse.Namespace) -> int:
     """`restore --abort`: one line saying what was done (the failed rollback's own lines
     when it fails)."""
+    from envsnap.cli.output import columns
+    from envsnap.fold import fold_all
     from envsnap.hosts.capture import CaptureOptions
     from envsnap.restore.abort import abort
     from envsnap.restore.render import abort_lines
@@ -197,7 +202,7 @@ def cmd_abort(args: argparse.Namespace) -> int:
                                                     accept_new_host_keys=args.accept_new_host_keys))
     done = abort(Store(args.store), inventory_from(args), args.host, args.label,
                  options, review_foreign=review_foreign)
-    print("\n".join(abort_lines(done, args.host)))
+    print("\n".join(fold_all(abort_lines(done, args.host), columns())))
     return abort_exit(done.report)
 
 

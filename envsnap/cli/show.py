@@ -4,12 +4,11 @@ so `show` and a bug report describe a host in the same words."""
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
-import textwrap
 from typing import TYPE_CHECKING
 
 from envsnap.cli.options import add_store_option, exit_codes
+from envsnap.cli.output import columns
 from envsnap.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:   # loaded when the command runs, not for the parser
@@ -18,7 +17,6 @@ if TYPE_CHECKING:   # loaded when the command runs, not for the parser
     from envsnap.snapshot.store import Store
 
 NAME_COLUMN_MAX = 24     # a longer row name (a repo's path) pushes its value, not the column
-FALLBACK_COLUMNS = 100   # not a terminal: wrap for a wide pager or an issue
 
 
 def add_list_parser(commands: Commands) -> None:
@@ -62,12 +60,14 @@ def cmd_list(args: argparse.Namespace) -> int:
     if not (entries or timelines):
         print(f"no snapshots in {store.where}")
         return ExitCode.OK
+    from envsnap.fold import fold_all
+
     width = max([len(entry.label) for entry in entries] + [len(t.label) for t in timelines])
-    for entry in entries:
-        print(f"{entry.label:<{width}}  {entry.captured_at:<25}  {entry.host_shown}")
-    for timeline in timelines:
-        print(f"{timeline.label:<{width}}  {timeline.saved_at:<25}  {timeline.host}  "
-              "(a timeline)")
+    rows = [f"{entry.label:<{width}}  {entry.captured_at:<25}  {entry.host_shown}"
+            for entry in entries]
+    rows += [f"{timeline.label:<{width}}  {timeline.saved_at:<25}  {timeline.host}  "
+             "(a timeline)" for timeline in timelines]
+    sys.stdout.write("".join(line + "\n" for line in fold_all(rows, columns())))
     return ExitCode.OK
 
 
@@ -87,10 +87,9 @@ def cmd_show(args: argparse.Namespace) -> int:
         # text stays the same document when read back (the output layer would change it).
         sys.stdout.write(dump_yaml(document, ascii_only=True) if UNSAFE.search(text) else text)
     else:
-        columns = shutil.get_terminal_size((FALLBACK_COLUMNS, 24)).columns
         path = str(store.resolve(args.label))
         sys.stdout.write("".join(line + "\n" for line in
-                                 summary_lines(document, args.label, path, columns)))
+                                 summary_lines(document, args.label, path, columns())))
     return ExitCode.OK
 
 
@@ -120,13 +119,13 @@ def show_timeline(store: Store, args: argparse.Namespace) -> int:
     rows = [("timeline", f"{args.label} ({store.timeline_path(args.label)})"),
             ("host", str(meta.get("host"))), ("saved", str(meta.get("saved_at"))),
             ("provenance", verify_as_user(document).describe())]
-    columns = shutil.get_terminal_size((FALLBACK_COLUMNS, 24)).columns
-    sys.stdout.write("".join(line + "\n" for line in aligned(rows, columns)) + "\n"
-                     + render_text(saved.timeline_of(document)))
+    width = columns()
+    sys.stdout.write("".join(line + "\n" for line in aligned(rows, width)) + "\n"
+                     + render_text(saved.timeline_of(document), width))
     return ExitCode.OK
 
 
-def summary_lines(document: Snapshot, label: str, path: str, columns: int) -> list[str]:
+def summary_lines(document: Snapshot, label: str, path: str, line_width: int) -> list[str]:
     from envsnap.diff.compare import side_of
     from envsnap.report.build import bench_facts
     from envsnap.report.facts import summary
@@ -145,19 +144,18 @@ def summary_lines(document: Snapshot, label: str, path: str, columns: int) -> li
              for path, held in sorted(held_checkouts(document).items())]
     # foreign: restore will show all it would do and ask first (snapshot/provenance.py)
     rows += [("provenance", verify_as_user(document).describe())]
-    return (aligned(rows, columns)
+    return (aligned(rows, line_width)
             + ["", f"the whole document: envsnap show {label} --yaml (or --json)"])
 
 
-def aligned(rows: list[tuple[str, str]], columns: int) -> list[str]:
-    """Name, then value, in two columns; a long value wraps under its own column."""
+def aligned(rows: list[tuple[str, str]], line_width: int) -> list[str]:
+    """Name, then value, in two columns; a long value folds under its own column."""
+    from envsnap.fold import fold
+
     width = min(max(len(name) for name, _ in rows), NAME_COLUMN_MAX)
-    indent = " " * (width + 2)
     lines: list[str] = []
     for name, value in rows:
-        lines += textwrap.wrap(value, max(columns, 40) - 1, initial_indent=f"{name:<{width}}  ",
-                               subsequent_indent=indent, break_on_hyphens=False,
-                               break_long_words=False) or [name]
+        lines += fold(f"{name:<{width}}  {value}", line_width, width + 2)
     return lines
 
 

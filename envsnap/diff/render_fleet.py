@@ -6,7 +6,8 @@ from typing import Any
 
 from envsnap.diff.findings import ABSENT_TEXT, Finding, cut_pair, git_move, whole
 from envsnap.diff.fleet import ABSENT, Disagreement, FleetReport
-from envsnap.diff.render_text import git_blocks, paint, rank_colour
+from envsnap.diff.render_text import SUBJECT_MIN, git_blocks, paint, rank_colour, value_width
+from envsnap.fold import DEFAULT_WIDTH, folded
 from envsnap.text import dump_json, markdown_cell, markdown_code, plural
 
 FLEET_FORMAT = 1
@@ -100,26 +101,28 @@ def benchmark_lines(report: FleetReport) -> list[str]:
     return report.benchmark.lines() if report.benchmark else []
 
 
-def fleet_human(report: FleetReport, color: bool = False, full: bool = False) -> str:
-    """With `full` (--all), values whole."""
-    width = None if full else VALUE_WIDTH
+def fleet_human(report: FleetReport, color: bool = False, full: bool = False,
+                width: int = DEFAULT_WIDTH) -> str:
+    """With `full` (--all), values whole; every line folded to `width` (envsnap/fold.py)."""
+    values = None if full else value_width(width, 6)
     out = benchmark_lines(report) + [fleet_summary(report), ""]
     for d in report.disagreements:
         where = Finding(d.section, d.path, None, None).where or "(section)"
         rank = paint(f"{d.rank:>3}", rank_colour(d.rank), color)
-        out.append(f"  {rank} {d.section} {where}: {majority_text(d, width)}; "
-                   f"{others_text(d, width)}")
+        out.append(f"  {rank} {d.section} {where}: {majority_text(d, values)}; "
+                   f"{others_text(d, values)}")
         out.append(f"      {d.why}")
         move = git_move(d.detail)
         if move is not None:  # a node on another commit: the commits, as the pairwise diff lists
-            for block in git_blocks(move, ("the majority", d.others[0][1][0]), False):
+            for block in git_blocks(move, ("the majority", d.others[0][1][0]), False,
+                                    max(width - 10, SUBJECT_MIN + 20)):
                 out.append(f"        {block.title}" + (":" if block.lines else ""))
                 out += [f"          {line}" for line in block.lines]
     for name, host, error in report.not_captured:
         out.append(f"  not captured: {name} on {host} ({error})")
     out += [f"  unreadable: {source} ({why})" for source, why in report.unreadable]
     out += [f"  {line}" for line in uncompared_lines(report, full)]
-    return "\n".join(out).rstrip("\n") + "\n"
+    return folded("\n".join(out).rstrip("\n") + "\n", width)
 
 
 def fleet_json(report: FleetReport) -> str:

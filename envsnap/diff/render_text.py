@@ -1,13 +1,14 @@
 """Diff reports for a person: the verdict first, findings in rank order, what was checked.
 
-Pure functions from report to text; envsnap/cli/ decides where the text goes and whether it is
-coloured (only on a terminal). Long parts (commits, patches, sitecustomize) are blocks that
-the human form indents and the markdown form folds into <details>.
+Pure functions from report to text; envsnap/cli/ decides where the text goes, whether it is
+coloured (only on a terminal) and how wide it may be (the human form is folded to that width by
+envsnap/fold.py; its table's cells are cut to it). Long parts (commits, patches,
+sitecustomize) are blocks that the human form indents and the markdown form folds into
+<details>.
 """
 from __future__ import annotations
 
 import difflib
-import textwrap
 from typing import TYPE_CHECKING, NamedTuple
 
 from envsnap.diff import patch_summary
@@ -30,6 +31,7 @@ from envsnap.diff.findings import (
     whole,
 )
 from envsnap.diff.rules import PERFORMANCE
+from envsnap.fold import DEFAULT_WIDTH, fold, keep, plain, shown_width
 from envsnap.text import plural
 
 if TYPE_CHECKING:
@@ -39,8 +41,10 @@ VERDICT_ITEMS = 4       # the verdict is a paragraph, not a second list of findi
 COMMITS_SHOWN = 30      # commits listed per move unless --all
 TEXT_LINES_SHOWN = 40   # lines of a small text diff shown unless --all
 WHERE_WIDTH = 64
-LINE_WIDTH = 160        # every line of the human form, --all's whole lists aside
-BLOCK_WIDTH = LINE_WIDTH - 24   # a block's line, under the deepest indent the form gives it
+WHERE_COLUMN_MIN = 16   # the path column at least this wide; a longer path pushes its value
+VALUE_WIDTH = 40        # each side of a change, cut where the two differ, at most
+VALUE_MIN = 16          # ... and at least, however narrow the terminal
+BLOCK_WIDTH = 136       # a commit's line in markdown and reports (the human form: its width)
 SUBJECT_MIN = 12        # a commit's subject is cut no shorter than this (the files matter more)
 KEY_WIDTH = 24          # a worker's command line as a path key: both ends kept
 RED, YELLOW, DIM, BOLD, RESET = "\033[31m", "\033[33m", "\033[2m", "\033[1m", "\033[0m"
@@ -80,6 +84,11 @@ def verdict_lines(report: DiffReport) -> list[str]:
     return lines + [environment_verdict(report)]
 
 
+def environment_verdict(report: DiffReport) -> str:
+    """The environment's paragraph as JSON and markdown hold it (see verdict_paragraph)."""
+    return plain(verdict_paragraph(report))
+
+
 def names_text(names: list[str]) -> str:
     return ", ".join(names[:-1]) + (" and " if len(names) > 1 else "") + names[-1]
 
@@ -97,7 +106,9 @@ def left_out_text(report: DiffReport) -> str:
     return "left out by --section: " + "; ".join(parts)
 
 
-def environment_verdict(report: DiffReport) -> str:
+def verdict_paragraph(report: DiffReport) -> str:
+    """The environment's paragraph, its key phrases kept whole when the human form folds it
+    (fold.keep): "no drift" split after "no" reads as a claim of drift."""
     moved = report.benchmark is not None and report.benchmark.moved
     # Every claim is about the sections compared: "in git and env" when --section chose them.
     scope = f" in {names_text(report.sections)}" if report.left_out and report.sections else ""
@@ -114,7 +125,7 @@ def environment_verdict(report: DiffReport) -> str:
             parts.append(CANDIDATES)
     elif important:
         parts.append(CANDIDATES if moved else
-                     f"nothing else{scope} that affects performance changed")
+                     f"{keep('nothing else')}{scope} that affects performance changed")
     elif moved and report.left_out_differ:
         same = "" if report.findings else " (every compared fact is the same)"
         parts.append(UNEXPLAINED_HERE.format(compared=names_text(report.sections), same=same))
@@ -125,7 +136,7 @@ def environment_verdict(report: DiffReport) -> str:
         parts.append(f"nothing{scope} that affects performance changed")
     else:
         leftout = "" if report.include_volatile else " (volatile readings left out: --all)"
-        parts.append(f"no drift{scope}: every compared fact is the same{leftout}")
+        parts.append(f"{keep('no drift')}{scope}: every compared fact is the same{leftout}")
     if minor:
         parts.append(f"{plural(minor, 'minor change')} listed")
     if report.left_out:
@@ -148,23 +159,31 @@ def change_text(f: Finding, width: int | None = 40) -> str:
                   width)
 
 
+def value_width(width: int, indent: int) -> int:
+    """Each side of "before -> after" on a line of `width` under `indent` columns."""
+    return max(VALUE_MIN, min(VALUE_WIDTH, (width - indent - len(" -> ")) // 2))
+
+
 def where_text(f: Finding) -> str:
     """Where the fact is, as the text form's column shows it: a long key (a worker's
     command line, a repo's path) keeps both ends, the whole at most WHERE_WIDTH."""
     return short(path_text(f.path, KEY_WIDTH), WHERE_WIDTH) or "(section)"
 
 
-def blocks(f: Finding, names: tuple[str, str], full: bool) -> list[Block]:
+def blocks(f: Finding, names: tuple[str, str], full: bool,
+           width: int = BLOCK_WIDTH) -> list[Block]:
+    """A finding's long parts; a commit's line fits `width` (its subject cut)."""
     move = git_move(f.detail)
     if move is not None:
-        return git_blocks(move, names, full)
+        return git_blocks(move, names, full, width)
     found = [b for b in patch_blocks(f, names, full)]
     if f.section == "python_env" and f.path[:1] in (("customize",), ("customize_shadowed",)):
         found += text_diff_blocks(f, names, full)
     return found
 
 
-def git_blocks(detail: GitMove, names: tuple[str, str], full: bool) -> list[Block]:
+def git_blocks(detail: GitMove, names: tuple[str, str], full: bool,
+               width: int = BLOCK_WIDTH) -> list[Block]:
     found = []
     if detail["moves"]:
         found.append(Block(f"reflog of {names[1]} since {names[0]}",
@@ -173,19 +192,19 @@ def git_blocks(detail: GitMove, names: tuple[str, str], full: bool) -> list[Bloc
         found.append(Block("reflog", [f"the reflog of {names[1]} does not reach back to "
                                       f"{short(detail['old'])}"]))
     if detail.get("rebased"):
-        return found + rebase_blocks(detail, full)
+        return found + rebase_blocks(detail, full, width)
     for commits, title in ((detail["added"], "commits now in HEAD"),
                            (detail["dropped"], "commits no longer in HEAD")):
         if commits:
             hot = sum(1 for c in commits if c["hot"])
             found.append(Block(f"{title}: {len(commits)}, {hot} on a hot path",
-                               commit_lines(commits, full)))
+                               commit_lines(commits, full, width)))
     if detail.get("note"):
         found.append(Block("history", [detail["note"]]))
     return found
 
 
-def rebase_blocks(detail: GitMove, full: bool) -> list[Block]:
+def rebase_blocks(detail: GitMove, full: bool, width: int = BLOCK_WIDTH) -> list[Block]:
     """A rebase as the user did it: the commits pulled, and their own commits replayed on top."""
     pairs = detail["rebased"]
     copies = {pair["new"] for pair in pairs}
@@ -193,7 +212,7 @@ def rebase_blocks(detail: GitMove, full: bool) -> list[Block]:
     subjects = {c["sha"]: c for c in detail["added"]}
     hot = sum(1 for c in pulled if c["hot"])
     found = [Block(f"commits pulled: {len(pulled)}, {hot} on a hot path",
-                   commit_lines(pulled, full))] if pulled else []
+                   commit_lines(pulled, full, width))] if pulled else []
     found.append(Block(f"local commits rebased onto them: {len(pairs)}",
                        [f"{'*' if subjects[p['new']]['hot'] else ' '} {short(p['old'])} -> "
                         f"{short(p['new'])} {subjects[p['new']]['subject']}" for p in pairs]))
@@ -215,7 +234,7 @@ def commits_shown(commits: list[MovedCommit]) -> list[MovedCommit]:
     return shown
 
 
-def commit_lines(commits: list[MovedCommit], full: bool) -> list[str]:
+def commit_lines(commits: list[MovedCommit], full: bool, width: int = BLOCK_WIDTH) -> list[str]:
     """One line a commit, in history order: a hot one with its hot files (each with the
     pattern that named it), then "+N other files"; --all adds every file on a line of its own."""
     shown = commits if full else commits_shown(commits)
@@ -223,7 +242,7 @@ def commit_lines(commits: list[MovedCommit], full: bool) -> list[str]:
     for commit in shown:
         if commit.get("shallow_boundary"):  # fetched without its parents: changes unknown
             lines.append(commit_line(commit, ["shallow boundary: its parents and files were "
-                                              "not fetched"], ""))
+                                              "not fetched"], "", width=width))
         elif full:
             lines.append(commit_line(commit, [], "", whole=True))
             patterns = commit.get("hot_patterns", {})
@@ -231,38 +250,41 @@ def commit_lines(commits: list[MovedCommit], full: bool) -> list[str]:
                                        if path in patterns else "")
                       for path in commit["files"]]
         elif commit["hot"]:
-            lines.append(hot_commit_line(commit))
+            lines.append(hot_commit_line(commit, width))
         else:
-            lines.append(commit_line(commit, [plural(len(commit["files"]), "file")], ""))
+            lines.append(commit_line(commit, [plural(len(commit["files"]), "file")], "",
+                                     width=width))
     if len(commits) > len(shown):
         lines.append(f"  ... {len(commits) - len(shown)} more, none on a hot path "
                      "(--all lists them)")
     return lines
 
 
-def commit_line(commit: MovedCommit, parts: list[str], tail: str, whole: bool = False) -> str:
+def commit_line(commit: MovedCommit, parts: list[str], tail: str, whole: bool = False,
+                width: int = BLOCK_WIDTH) -> str:
     """"* 0be30d4 Fix PCG MoE Error  <parts>, ...<tail>": the subject cut so that the line
-    stays within BLOCK_WIDTH (--all keeps it whole)."""
+    stays within `width` (--all keeps it whole)."""
     mark = "*" if commit["hot"] else " "
     listed = ", ".join(parts) + tail
     head = f"{mark} {short(commit['sha'])} "
-    room = BLOCK_WIDTH - len(head) - (len(listed) + 2 if listed else 0)
+    room = width - len(head) - (len(listed) + 2 if listed else 0)
     subject = str(commit["subject"] or "")
     subject = subject if whole else short(subject, max(SUBJECT_MIN, room))
     return f"{head}{subject}  {listed}" if listed else f"{head}{subject}"
 
 
-def hot_commit_line(commit: MovedCommit) -> str:
+def hot_commit_line(commit: MovedCommit, width: int = BLOCK_WIDTH) -> str:
     """As many hot files as the line holds (at least one), then what is left, counted."""
     patterns = commit.get("hot_patterns", {})
     hot = [f"{path} [{patterns.get(path, area)}]" for path, area in commit["hot_files"].items()]
     parts: list[str] = []
     for item in hot:
-        line = commit_line(commit, parts + [item], others_text(commit, len(parts) + 1))
-        if parts and len(line) > BLOCK_WIDTH:
+        line = commit_line(commit, parts + [item], others_text(commit, len(parts) + 1),
+                           width=width)
+        if parts and len(line) > width:
             break
         parts.append(item)
-    return commit_line(commit, parts, others_text(commit, len(parts)))
+    return commit_line(commit, parts, others_text(commit, len(parts)), width=width)
 
 
 def others_text(commit: MovedCommit, shown: int) -> str:
@@ -356,42 +378,51 @@ def restates_the_row(f: Finding) -> bool:
     return f.why_restates_row
 
 
-def wrapped(line: str) -> list[str]:
-    """A line longer than LINE_WIDTH, broken between words; a continuation stands under the
-    line's own indent, two deeper (the verdict's paragraph, which has none, stays flush)."""
-    if len(line) <= LINE_WIDTH:
+def row_lines(head: str, change: str, width: int, under: int) -> list[str]:
+    """A finding's row: on one line when it fits, else its change on the next line under the
+    path column (the row's two halves read apart), folded only when even that is too long."""
+    line = f"{head}  {change}"
+    if shown_width(line) <= width:
         return [line]
-    indent = line[:len(line) - len(line.lstrip(" "))]
-    return textwrap.wrap(line, LINE_WIDTH, subsequent_indent=indent + ("  " if indent else ""),
-                         break_long_words=False, break_on_hyphens=False)
+    if under + shown_width(change) <= width:
+        return fold(head, width, under) + [" " * under + change]
+    return fold(line, width, under)
 
 
-def human(report: DiffReport, color: bool = False, full: bool = False) -> str:
+def human(report: DiffReport, color: bool = False, full: bool = False,
+          width: int = DEFAULT_WIDTH) -> str:
+    """Every line within `width` (fold.py says which may not be: an unbreakable token; and a
+    patch's or a hook's text, shown as it is, never re-broken: a line of code broken in two
+    reads as two)."""
     names = (report.a.label, report.b.label)
-    out = [paint(header(report), BOLD, color), ""]
+    out = [*fold(paint(header(report), BOLD, color), width), ""]
     if report.benchmark:
         line = report.benchmark.line()
-        out.append(paint(line, RED, color) if report.benchmark.regression else line)
-    out += [*wrapped(environment_verdict(report)), ""]
+        out += fold(paint(line, RED, color) if report.benchmark.regression else line, width)
+    # the paragraph stays flush: it is prose, its lines read on as one
+    out += [*fold(verdict_paragraph(report), width, under=0), ""]
     if report.findings:
         section_w = max(len(f.section) for f in report.findings)
         wheres = [where_text(f) for f in report.findings]
-        where_w = max(len(where) for where in wheres)
-        indent = " " * (7 + section_w)  # under the path column
+        # a long path pushes its own row's value, not every row's
+        where_w = min(max(len(where) for where in wheres), max(WHERE_COLUMN_MIN, width // 3))
+        under = 7 + section_w   # the path column
+        indent = " " * under
+        values = None if full else value_width(width, under)
+        block_width = max(width - under - 4, SUBJECT_MIN + 20)
         for f, where in zip(report.findings, wheres):
             rank = paint(f"{f.rank:>3}", rank_colour(f.rank), color)
             volatile = " (reading)" if f.volatile else ""
-            out += wrapped(f"  {rank} {f.section:<{section_w}} {where:<{where_w}}  "
-                           f"{change_text(f, None if full else 40)}{volatile}")
+            out += row_lines(f"  {rank} {f.section:<{section_w}} {where:<{where_w}}",
+                             f"{change_text(f, values)}{volatile}", width, under)
             if not restates_the_row(f):
-                out += wrapped(f"{indent}{f.why}")
-            for block in blocks(f, names, full):
-                out += wrapped(f"{indent}  {block.title}" + (":" if block.lines else ""))
-                # a patch's or a hook's text is shown as it is, never re-broken
+                out += fold(f"{indent}{f.why}", width)
+            for block in blocks(f, names, full, block_width):
+                out += fold(f"{indent}  {block.title}" + (":" if block.lines else ""), width)
                 out += [part for line in block.lines
                         for part in ([f"{indent}    {line}"] if block.code
-                                     else wrapped(f"{indent}    {line}"))]
+                                     else fold(f"{indent}    {line}", width))]
         out.append("")
     if report.unchanged:
-        out += wrapped(f"unchanged: {', '.join(report.unchanged)}")
+        out += fold(f"unchanged: {', '.join(report.unchanged)}", width)
     return "\n".join(out).rstrip("\n") + "\n"

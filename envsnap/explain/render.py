@@ -1,4 +1,6 @@
-"""`envsnap explain` as text: the plan before it runs, each trial, and the answer."""
+"""`envsnap explain` as text: the plan before it runs, each trial, and the answer. The CLI
+folds the lines to its width; each verdict and flag with its value is kept whole
+(envsnap/fold.py)."""
 from __future__ import annotations
 
 import statistics
@@ -9,6 +11,7 @@ from envsnap.bisect.run import RunEnded, Step
 from envsnap.explain.differences import Difference
 from envsnap.explain.run import Event, ExplainReport, Measured, Plan, state_name
 from envsnap.explain.search import Explanation
+from envsnap.fold import keep
 from envsnap.text import plural
 from envsnap.verdicts import CANT_TELL, NO_REGRESSION
 
@@ -67,12 +70,12 @@ def final_lines(report: ExplainReport) -> list[str]:
              f"{median_of(explanation.bad)} ({count_text(report)})"]
     if explanation.outcome == NO_REGRESSION:
         why = report.endpoints["why"] if report.endpoints else ""
-        lines.append(f"no regression between GOOD's state and the state now: {why}")
+        lines.append(f"{keep('no regression')} between GOOD's state and the state now: {why}")
         return lines + leftover_lines(report)
     if not report.regression and not explanation.causes:
         why = report.endpoints["why"] if report.endpoints else ""
-        lines.append(f"can't tell whether there is a regression between GOOD's state and "
-                     f"the state now: {why}")
+        lines.append(f"{keep(CANT_TELL)} whether there is a regression between GOOD's state "
+                     f"and the state now: {why}")
         return lines + leftover_lines(report)
     for cause in explanation.causes:
         if len(cause) == 1:
@@ -80,7 +83,7 @@ def final_lines(report: ExplainReport) -> list[str]:
                                             f"{described(items, cause)}, alone"))
             lines += bisect_hint(items[next(iter(cause))], report)
         else:
-            lines.append("only together: " + effect(explanation, cause,
+            lines.append(f"{keep('only together')}: " + effect(explanation, cause,
                                                     described(items, cause)))
     causing = frozenset().union(*explanation.causes) if explanation.causes else frozenset()
     for index, item in enumerate(items):
@@ -89,14 +92,14 @@ def final_lines(report: ExplainReport) -> list[str]:
         trial = explanation.alone(frozenset({index}))
         measured = f", {median_of(explanation.good)} -> {median_of(trial.values)}" \
             if trial is not None else ""
-        lines.append(f"no effect: {item.describe()}{measured}")
+        lines.append(f"{keep('no effect')}: {item.describe()}{measured}")
     out_of_budget = len(explanation.trials) >= report.plan.ceiling
     why = (f"{report.plan.ceiling} invocations reached, the ceiling" if out_of_budget
            else "the noise left it undecided")
     for index in sorted(explanation.unexplained):
-        lines.append(f"can't tell: {items[index].describe()} ({why})")
+        lines.append(f"{keep(CANT_TELL)}: {items[index].describe()} ({why})")
     if explanation.outcome == CANT_TELL and not explanation.causes:
-        lines.append("can't tell which differences cause it: " + (
+        lines.append(f"{keep(CANT_TELL)} which differences cause it: " + (
             "the ceiling stopped the search (raise --max-invocations)" if out_of_budget
             else "the noise forbids an answer (more runs with --repeat may settle it)"))
     return lines + leftover_lines(report)
@@ -124,7 +127,7 @@ def bisect_hint(item: Difference, report: ExplainReport) -> list[str]:
         return [f"  {line}" for line in answer_lines(report.narrowed)]
     good, bad = report.plan.labels
     return [f"  which of the {item.commits} commits: envsnap bisect {good} {bad} "
-            f"--repo {item.name} --cmd ... --metric ..."]
+            f"{keep('--repo ' + item.name)} --cmd ... --metric ..."]
 
 
 def leftover_lines(report: ExplainReport) -> list[str]:

@@ -1,11 +1,13 @@
 """A restore report as text: the plan, what no tool can restore, the verdict. Pure; envsnap/cli/
-writes the lines."""
+folds the lines to its width and writes them (a flag with its value and a verdict are kept
+whole: envsnap/fold.py)."""
 from __future__ import annotations
 
 import re
 
 from envsnap.bench.stats import Summary
 from envsnap.diff.findings import Finding, cut_pair, whole
+from envsnap.fold import keep
 from envsnap.playbook.render import item_label
 from envsnap.playbook.run import FAILED, TaskResult
 from envsnap.restore.abort import Aborted
@@ -21,8 +23,8 @@ def plan_lines(report: RestoreReport, check: bool) -> list[str]:
     if report.pending is not None and check:   # --check resumes nothing: it says so
         doing = "finishing it" if report.pending == "resume" else "rolling it back"
         lines.append(f"an interrupted restore is pending on {report.host}: this plan is what "
-                     f"{doing} would do (`envsnap restore --abort --host {report.host}` rolls "
-                     "it back)")
+                     f"{doing} would do (`envsnap restore --abort {keep('--host ' + report.host)}`"
+                     " rolls it back)")
     elif report.pending == "resume":
         lines.append(f"resuming an interrupted restore on {report.host}")
     elif report.pending == "rollback":
@@ -93,12 +95,12 @@ def outcome_lines(report: RestoreReport) -> list[str]:
     if failed:
         lines += [f"restore failed: {failure_text(result)}" for result in failed]
         lines.append(f"run `envsnap restore` again to resume, or `envsnap restore --abort "
-                     f"--host {report.host}` to roll back to {report.pre_restore}")
+                     f"{keep('--host ' + report.host)}` to roll back to {report.pre_restore}")
         return lines
     if report.pre_restore:
         lines.append(f"rollback point: envsnap restore {report.pre_restore}")
     if report.mismatches:
-        lines += [f"NOT restored: {text}" for text in report.mismatches]
+        lines += [f"{keep('NOT restored')}: {text}" for text in report.mismatches]
     else:
         but = ", but for what envsnap cannot write back" if report.unwritable else ""
         lines.append(f"verified: checkouts and sitecustomize match the snapshot{but}")
@@ -152,16 +154,16 @@ def rerun_lines(report: RestoreReport) -> list[str]:
     values_now = f"  values now: {', '.join(f'{v:g}' for v in record['values'])}"
     bad = report.rerun.vs_bad
     if bad is None:
-        return server_lines(report) + [f"benchmark rerun: {verdict['verdict']}: "
+        return server_lines(report) + [f"benchmark rerun: {keep(verdict['verdict'])}: "
                                        f"{verdict['why']}", values_now]
     # Both endpoints known: where the rerun landed between them, then each verdict.
     medians = (f"{median_text(verdict['new'])} vs good {median_text(verdict['baseline'])}, "
                f"bad {median_text(bad.verdict['baseline'])}")
     runs = f"{verdict['new']['n']} runs vs {verdict['baseline']['n']} and {len(bad.values)}"
     return server_lines(report) + [
-            f"benchmark rerun: {rerun_outcome(verdict, bad.verdict)}: {medians} ({runs})",
-            f"  vs good: {verdict['verdict']}: {verdict['why']}",
-            f"  vs bad ({bad.label}): {bad.verdict['verdict']}: {bad.verdict['why']}",
+            f"benchmark rerun: {keep(rerun_outcome(verdict, bad.verdict))}: {medians} ({runs})",
+            f"  vs good: {keep(verdict['verdict'])}: {verdict['why']}",
+            f"  vs bad ({bad.label}): {keep(bad.verdict['verdict'])}: {bad.verdict['why']}",
             values_now]
 
 

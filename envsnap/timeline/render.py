@@ -1,6 +1,8 @@
 """A timeline as text (a person) and JSON (a script). Every string came from a host (a reflog
 message, an apt command line, a kernel line), so each is shown with its control characters
-made visible: a planted escape sequence cannot repaint the terminal.
+made visible: a planted escape sequence cannot repaint the terminal. The text is folded to the
+width the CLI gives (envsnap/fold.py): an event's continuation lines stand under its text, past
+its time, so the times still make a column.
 
 With a last good and a first bad benchmark, the changes between them come first, under their
 own heading; the whole timeline follows, oldest first, the two benchmarks marked in it. The
@@ -13,6 +15,7 @@ from dataclasses import asdict
 from datetime import datetime, timezone
 from typing import Any
 
+from envsnap.fold import DEFAULT_WIDTH, fold
 from envsnap.text import dump_json, plural, visible_line
 from envsnap.timeline.model import EXACTNESS_SAID, Event, Timeline
 
@@ -21,13 +24,19 @@ def moment(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def event_lines(event: Event, mark: str = "") -> list[str]:
+MOMENT_WIDTH = len("2026-01-01 12:00:00  ")   # where an event's text starts
+
+
+def event_lines(event: Event, mark: str = "", width: int = DEFAULT_WIDTH) -> list[str]:
     role = f" [{event.role}]" if event.role else ""
-    lines = [f"{moment(event.time)}  {mark}{visible_line(event.what)}{role}",
-             f"    evidence: {visible_line(event.evidence)} ({EXACTNESS_SAID[event.exactness]})"]
-    lines += [f"      {visible_line(detail)}" for detail in event.details]
+    lines = fold(f"{moment(event.time)}  {mark}{visible_line(event.what)}{role}", width,
+                 MOMENT_WIDTH)
+    lines += fold(f"    evidence: {visible_line(event.evidence)} "
+                  f"({EXACTNESS_SAID[event.exactness]})", width)
+    lines += [part for detail in event.details
+              for part in fold(f"      {visible_line(detail)}", width)]
     if event.test:
-        lines.append(f"    test/undo: {visible_line(event.test)}")
+        lines += fold(f"    test/undo: {visible_line(event.test)}", width)
     return lines
 
 
@@ -39,26 +48,28 @@ def mark_of(timeline: Timeline, event: Event) -> str:
     return ""
 
 
-def render_text(timeline: Timeline) -> str:
+def render_text(timeline: Timeline, width: int = DEFAULT_WIDTH) -> str:
+    """The timeline for a person, every line within `width` but for an unbreakable token."""
     window = timeline.window
     until = moment(window.until) if window.until_text else "now"
-    lines = [f"timeline of {visible_line(timeline.host)}: {moment(window.since)} -> {until} UTC "
-             f"(since {visible_line(window.since_text)}), {plural(len(timeline.events), 'event')}"]
+    lines = fold(f"timeline of {visible_line(timeline.host)}: {moment(window.since)} -> {until} "
+                 f"UTC (since {visible_line(window.since_text)}), "
+                 f"{plural(len(timeline.events), 'event')}", width)
     between = timeline.between
     if timeline.last_good and timeline.first_bad:
-        lines += ["", f"between the last good and the first bad benchmark: "
-                      f"{plural(len(between), 'change')}"]
-        lines += [f"  {visible_line(timeline.last_good.what)}  ->  "
-                  f"{visible_line(timeline.first_bad.what)}"]
+        lines += ["", *fold(f"between the last good and the first bad benchmark: "
+                            f"{plural(len(between), 'change')}", width)]
+        lines += fold(f"  {visible_line(timeline.last_good.what)}  ->  "
+                      f"{visible_line(timeline.first_bad.what)}", width)
         for event in between:
-            lines += event_lines(event)
+            lines += event_lines(event, width=width)
     lines += ["", "all events, oldest first:" if between else "events, oldest first:"]
     for event in timeline.events:
-        lines += event_lines(event, mark_of(timeline, event))
+        lines += event_lines(event, mark_of(timeline, event), width)
     if not timeline.events:
         lines.append("  (none in this window)")
     for problem in timeline.unreadable:
-        lines.append(f"unreadable: {visible_line(problem)}")
+        lines += fold(f"unreadable: {visible_line(problem)}", width)
     return "\n".join(lines) + "\n"
 
 

@@ -51,10 +51,12 @@ def test_human_is_plain_unless_colour_is_asked_for() -> None:
     assert "\033[" not in plain and render.RED in coloured
     lines = plain.splitlines()
     assert lines[0].startswith("envsnap diff good (vm, t) -> good (vm, t)")
-    # the verdict's paragraph, broken between words to fit 160 columns
+    # the verdict's paragraph, broken between words to fit 80 columns (the default width)
     paragraph = plain.split("\n\n")[1].split("\n")
     assert " ".join(paragraph) == render.verdict(report)
-    assert max(len(line) for line in lines) <= render.LINE_WIDTH < len(render.verdict(report))
+    assert max(len(line) for line in lines) <= 80 < len(render.verdict(report))
+    wide = render.human(report, width=200).splitlines()
+    assert len(wide) < len(lines) and max(len(line) for line in wide) <= 200
     assert lines[-1] == "unchanged: driver, kernel module, CUDA, NCCL, torch, PCIe, sitecustomize"
 
 
@@ -140,7 +142,8 @@ def test_a_not_captured_row_keeps_its_why_with_the_error() -> None:
                              edited(GOOD, worker_env({"error": "permission denied"})))
                         ).splitlines()
     row = next(i for i, line in enumerate(rows) if line.endswith("  not captured"))
-    assert "(permission denied): not compared" in rows[row + 1]
+    why = " ".join(line.strip() for line in rows[row + 1:row + 3])   # folded at 80 columns
+    assert "(permission denied): not compared" in why
 
 
 def test_blob_helpers() -> None:
