@@ -14,7 +14,9 @@ down; nothing here asks the terminal.
   folded (JSON, markdown) takes the text through `plain`.
 - A number is never left at the end of a line: "4 runs", "1.2 MB", "94.2 -> 60.2 tok/s" keep
   the number with the word after it, whoever wrote the line (a count or a measured value
-  without its unit is a number of nothing).
+  without its unit is a number of nothing). A flag keeps its value the same way
+  ("--repo PATH", "--at TIME"), in a command a snapshot or a host's history made too: such
+  a pair with a long path is one unbreakable token.
 - A continuation line stands deeper than the line it continues (its own indent and two, or
   the column a table's renderer names), so the structure still shows.
 - envsnap's own colour codes (diff's) take no room.
@@ -30,8 +32,11 @@ HANG = 2               # a continuation line, this much deeper than its line
 COLOURS = re.compile(r"\x1b\[[0-9;]*m")
 SPACES = re.compile(r"( +)")
 # A number, a count or a measured value: it keeps the word after it on its line. A sign, a
-# bracket or a tilde may stand before it ("(-36%", "~5", "[4"), a unit or a comma after it.
-NUMBER = re.compile(r"[(\[~+-]*\d[\d.,:x]*%?,?")
+# bracket or a tilde may stand before it ("(-36%", "~5", "[4"). Not one a comma or another
+# number follows: "1, 2, 3" is a list, each item a place to break.
+NUMBER = re.compile(r"[(\[~+-]*\d[\d.:x]*%?")
+UNIT_MAX = 16   # a unit is a short word ("runs", "tok/s)"); a path after "1." is no unit
+FLAG = re.compile(r"[(`]?--[a-z][a-z0-9-]*")   # "--repo", "`--host": its value follows
 
 
 def keep(phrase: str) -> str:
@@ -51,11 +56,13 @@ def shown_width(text: str) -> int:
 
 def words(text: str) -> list[str]:
     """`text` as tokens, each separator kept before the word it leads to: ["a", " b", "  c"].
-    A separator after a number is no place to break: it stays inside the token."""
+    A separator after a number or a flag is no place to break: it stays inside the token."""
     parts = SPACES.split(text)
     tokens = [parts[0]]
     for space, word in zip(parts[1::2], parts[2::2]):
-        if NUMBER.fullmatch(COLOURS.sub("", tokens[-1].lstrip(" "))):
+        last = COLOURS.sub("", tokens[-1]).rsplit(" ", 1)[-1]
+        if FLAG.fullmatch(last) or (NUMBER.fullmatch(last) and not NUMBER.match(word)
+                                    and len(word) <= UNIT_MAX):
             tokens[-1] += space + word
         else:
             tokens.append(space + word)

@@ -104,14 +104,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
         outcome = capture_and_bench(hosts[0], spec, Store(args.store), options,
                                     lambda text: status.run_ended(f"{name}: {text}"),
                                     fallbacks)
+    width = columns()
     lines = [*format_record(outcome.record),
              f"runs: {values_at_a_glance(outcome.record['values'])}"]
-    sys.stdout.write("".join(line + "\n" for line in fold_all(lines, columns())))
+    sys.stdout.write("".join(line + "\n" for line in fold_all(lines, width)))
     if outcome.not_saved:
         sys.stderr.write(f"envsnap: error: {outcome.not_saved}; the record is kept in "
                          f"{outcome.path} (envsnap show {outcome.path})\n")
         return ExitCode.USAGE
-    print(f"{name}: saved {outcome.label} -> {outcome.path}")
+    print("\n".join(fold_all([f"{name}: saved {outcome.label} -> {outcome.path}"], width)))
     for problem in outcome.problems:
         sys.stderr.write(f"warning: {name}: {problem}\n")
     return ExitCode.HOST if outcome.problems else ExitCode.OK

@@ -72,6 +72,7 @@ def register(commands: Commands) -> None:
 
 def cmd_timeline(args: argparse.Namespace) -> int:
     from envsnap.cli.output import columns
+    from envsnap.fold import fold
     from envsnap.snapshot.store import Store
     from envsnap.text import visible_line
     from envsnap.timeline import saved
@@ -89,12 +90,14 @@ def cmd_timeline(args: argparse.Namespace) -> int:
     if args.label is not None:
         saved.check_free(store, args.label)   # before the host is contacted
     found = timeline(hosts[0], options, store)
-    sys.stdout.write(render_json(found) if args.json else render_text(found, columns()))
+    width = columns()
+    sys.stdout.write(render_json(found) if args.json else render_text(found, width))
     if args.json:   # the text names them at its end; a script's reader sees them here too
         for problem in found.unreadable:
             sys.stderr.write(f"warning: {hosts[0].name}: cannot read {visible_line(problem)}\n")
     if args.label is not None:
         path = saved.save(store, found, args.label)
         # stdout stays one JSON document with --json
-        (sys.stderr if args.json else sys.stdout).write(f"saved timeline {args.label}: {path}\n")
+        (sys.stderr if args.json else sys.stdout).write(
+            "".join(line + "\n" for line in fold(f"saved timeline {args.label}: {path}", width)))
     return ExitCode.OK

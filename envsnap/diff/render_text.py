@@ -171,8 +171,18 @@ def where_text(f: Finding) -> str:
 
 
 def blocks(f: Finding, names: tuple[str, str], full: bool,
-           width: int = BLOCK_WIDTH) -> list[Block]:
-    """A finding's long parts; a commit's line fits `width` (its subject cut)."""
+           width: int | None = None) -> list[Block]:
+    """A finding's long parts as markdown and reports show them: unfolded (`width` None:
+    BLOCK_WIDTH), so no glue."""
+    return [block if block.code else Block(plain(block.title), [plain(line) for line in
+                                                                 block.lines])
+            for block in glued_blocks(f, names, full, width)]
+
+
+def glued_blocks(f: Finding, names: tuple[str, str], full: bool,
+                 width: int | None = None) -> list[Block]:
+    """A finding's long parts; a commit's line fits `width`, the human form's (see
+    commit_line), its key phrases glued for that form's fold (fold.keep)."""
     move = git_move(f.detail)
     if move is not None:
         return git_blocks(move, names, full, width)
@@ -183,7 +193,7 @@ def blocks(f: Finding, names: tuple[str, str], full: bool,
 
 
 def git_blocks(detail: GitMove, names: tuple[str, str], full: bool,
-               width: int = BLOCK_WIDTH) -> list[Block]:
+               width: int | None = None) -> list[Block]:
     found = []
     if detail["moves"]:
         found.append(Block(f"reflog of {names[1]} since {names[0]}",
@@ -204,7 +214,7 @@ def git_blocks(detail: GitMove, names: tuple[str, str], full: bool,
     return found
 
 
-def rebase_blocks(detail: GitMove, full: bool, width: int = BLOCK_WIDTH) -> list[Block]:
+def rebase_blocks(detail: GitMove, full: bool, width: int | None = None) -> list[Block]:
     """A rebase as the user did it: the commits pulled, and their own commits replayed on top."""
     pairs = detail["rebased"]
     copies = {pair["new"] for pair in pairs}
@@ -234,7 +244,7 @@ def commits_shown(commits: list[MovedCommit]) -> list[MovedCommit]:
     return shown
 
 
-def commit_lines(commits: list[MovedCommit], full: bool, width: int = BLOCK_WIDTH) -> list[str]:
+def commit_lines(commits: list[MovedCommit], full: bool, width: int | None = None) -> list[str]:
     """One line a commit, in history order: a hot one with its hot files (each with the
     pattern that named it), then "+N other files"; --all adds every file on a line of its own."""
     shown = commits if full else commits_shown(commits)
@@ -261,19 +271,24 @@ def commit_lines(commits: list[MovedCommit], full: bool, width: int = BLOCK_WIDT
 
 
 def commit_line(commit: MovedCommit, parts: list[str], tail: str, whole: bool = False,
-                width: int = BLOCK_WIDTH) -> str:
+                width: int | None = None) -> str:
     """"* 0be30d4 Fix PCG MoE Error  <parts>, ...<tail>": the subject cut so that the line
-    stays within `width` (--all keeps it whole)."""
+    stays within `width` (--all keeps it whole). `width` is that of the human form, which
+    folds the line: when the parts leave the subject too little room (a narrow terminal, a
+    long path), the subject takes the line and the parts fold under it. None: a line nothing
+    folds (markdown, a report), within BLOCK_WIDTH."""
     mark = "*" if commit["hot"] else " "
     listed = ", ".join(parts) + tail
     head = f"{mark} {short(commit['sha'])} "
-    room = width - len(head) - (len(listed) + 2 if listed else 0)
+    room = (width or BLOCK_WIDTH) - len(head) - (len(listed) + 2 if listed else 0)
+    if width is not None and room < 2 * SUBJECT_MIN:
+        room = width - len(head)
     subject = str(commit["subject"] or "")
     subject = subject if whole else short(subject, max(SUBJECT_MIN, room))
     return f"{head}{subject}  {listed}" if listed else f"{head}{subject}"
 
 
-def hot_commit_line(commit: MovedCommit, width: int = BLOCK_WIDTH) -> str:
+def hot_commit_line(commit: MovedCommit, width: int | None = None) -> str:
     """As many hot files as the line holds (at least one), then what is left, counted."""
     patterns = commit.get("hot_patterns", {})
     hot = [f"{path} [{patterns.get(path, area)}]" for path, area in commit["hot_files"].items()]
@@ -281,7 +296,7 @@ def hot_commit_line(commit: MovedCommit, width: int = BLOCK_WIDTH) -> str:
     for item in hot:
         line = commit_line(commit, parts + [item], others_text(commit, len(parts) + 1),
                            width=width)
-        if parts and len(line) > width:
+        if parts and len(line) > (width or BLOCK_WIDTH):
             break
         parts.append(item)
     return commit_line(commit, parts, others_text(commit, len(parts)), width=width)
@@ -293,8 +308,8 @@ def others_text(commit: MovedCommit, shown: int) -> str:
     hot_left = len(commit["hot_files"]) - shown
     if others <= 0:
         return ""
-    return f" +{others} other {'file' if others == 1 else 'files'}" + \
-        (f" ({hot_left} hot)" if hot_left else "")
+    return " " + keep(f"+{others} other {'file' if others == 1 else 'files'}" +
+                      (f" ({hot_left} hot)" if hot_left else ""))
 
 
 def patch_blocks(f: Finding, names: tuple[str, str], full: bool) -> list[Block]:
@@ -391,9 +406,8 @@ def row_lines(head: str, change: str, width: int, under: int) -> list[str]:
 
 def human(report: DiffReport, color: bool = False, full: bool = False,
           width: int = DEFAULT_WIDTH) -> str:
-    """Every line within `width` (fold.py says which may not be: an unbreakable token; and a
-    patch's or a hook's text, shown as it is, never re-broken: a line of code broken in two
-    reads as two)."""
+    """Every line within `width` but for an unbreakable token (fold.py). A patch's or a hook's
+    line of code folds too, at its spaces, its continuation four deeper than the code."""
     names = (report.a.label, report.b.label)
     out = [*fold(paint(header(report), BOLD, color), width), ""]
     if report.benchmark:
@@ -417,11 +431,13 @@ def human(report: DiffReport, color: bool = False, full: bool = False,
                              f"{change_text(f, values)}{volatile}", width, under)
             if not restates_the_row(f):
                 out += fold(f"{indent}{f.why}", width)
-            for block in blocks(f, names, full, block_width):
+            for block in glued_blocks(f, names, full, block_width):
                 out += fold(f"{indent}  {block.title}" + (":" if block.lines else ""), width)
+                # a line folded continues past a commit's mark and sha: the shas stay a
+                # column; a line of code past the code's own indent
                 out += [part for line in block.lines
-                        for part in ([f"{indent}    {line}"] if block.code
-                                     else fold(f"{indent}    {line}", width))]
+                        for part in fold(f"{indent}    {line}", width,
+                                         under + 8 if not block.code else None)]
         out.append("")
     if report.unchanged:
         out += fold(f"unchanged: {', '.join(report.unchanged)}", width)

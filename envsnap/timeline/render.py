@@ -15,7 +15,7 @@ from dataclasses import asdict
 from datetime import datetime, timezone
 from typing import Any
 
-from envsnap.fold import DEFAULT_WIDTH, fold
+from envsnap.fold import DEFAULT_WIDTH, fold, keep
 from envsnap.text import dump_json, plural, visible_line
 from envsnap.timeline.model import EXACTNESS_SAID, Event, Timeline
 
@@ -29,6 +29,7 @@ MOMENT_WIDTH = len("2026-01-01 12:00:00  ")   # where an event's text starts
 
 def event_lines(event: Event, mark: str = "", width: int = DEFAULT_WIDTH) -> list[str]:
     role = f" [{event.role}]" if event.role else ""
+    mark = f"{keep(mark.strip())} " if mark else ""
     lines = fold(f"{moment(event.time)}  {mark}{visible_line(event.what)}{role}", width,
                  MOMENT_WIDTH)
     lines += fold(f"    evidence: {visible_line(event.evidence)} "

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import Cli
+from helpers.folded import joined, paragraph
 from helpers.paths import DATA
 
 from envsnap.diff.benchmark import name_before, output_context, unit_after
@@ -48,11 +49,11 @@ def slower(cli: Cli, tmp_path: Path) -> Cli:
 def test_only_the_numbers_moved_and_the_diff_says_so_first(slower: Cli) -> None:
     result = slower("diff", "good", "bad")
     assert result.returncode == 0, result.stdout + result.stderr   # no fact drifted
-    verdict = result.stdout.split("\n\n")[1].split("\n")
-    assert verdict[0] == ("benchmark: gen throughput (token/s) 92.05 -> 61.05 "
-                          "(-34%, regression, 4 vs 4 runs)")
-    assert verdict[1].startswith("the benchmark moved but no recorded fact explains it")
-    assert "look at what envsnap does not record" in verdict[1]
+    verdict = joined(paragraph(result.stdout, 1))   # the numbers, then the paragraph
+    assert verdict.startswith("benchmark: gen throughput (token/s) 92.05 -> 61.05 "
+                              "(-34%, regression, 4 vs 4 runs) the benchmark moved but no "
+                              "recorded fact explains it")
+    assert "look at what envsnap does not record" in verdict
     assert "nothing else" not in result.stdout and "no drift" not in result.stdout
 
 
@@ -84,10 +85,10 @@ def test_same_numbers_say_same_and_no_drift(cli: Cli, tmp_path: Path) -> None:
     bench(cli, tmp_path / "b", "second", 91.0)
     result = cli("diff", "first", "second")
     assert result.returncode == 0, result.stderr
-    first, rest = result.stdout.split("\n\n")[1].split("\n")
-    assert first == ("benchmark: gen throughput (token/s) 92.05 -> 92.05 "
-                     "(+0.0%, same, 4 vs 4 runs)")
-    assert rest.startswith("no drift: every compared fact is the same")
+    verdict = joined(paragraph(result.stdout, 1))
+    assert verdict.startswith("benchmark: gen throughput (token/s) 92.05 -> 92.05 "
+                              "(+0.0%, same, 4 vs 4 runs) no drift: every compared fact is "
+                              "the same")
 
 
 def test_a_different_metric_is_said_in_one_line_and_not_compared(cli: Cli,
@@ -96,10 +97,11 @@ def test_a_different_metric_is_said_in_one_line_and_not_compared(cli: Cli,
     bench(cli, tmp_path / "b", "bad", 60.0, metric=r"throughput \(token/s\): ([0-9.]+)")
     result = cli("diff", "good", "bad")
     assert result.returncode == 0, result.stderr
-    first, rest = result.stdout.split("\n\n")[1].split("\n")
+    verdict = joined(paragraph(result.stdout, 1))
+    first, rest = verdict.split(" no drift")
     assert first.startswith("benchmark: not compared: different metrics (good: ")
     assert "->" not in first and "regression" not in first
-    assert rest.startswith("no drift")
+    assert rest.startswith(": every compared fact is the same")
     report = json.loads(cli("diff", "good", "bad", "--json").stdout)
     assert report["benchmark"]["compared"] is False and "verdict" not in report["benchmark"]
     ci = cli("diff", "good", "bad", "--fail-on", "regression")

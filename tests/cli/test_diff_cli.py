@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import Cli, sleeping_worker, unique_marker
 from helpers.diffdata import edit_file
+from helpers.folded import joined, paragraph, words
 from helpers.gitrepos import PYNCCL, Story, git_env, init
 from helpers.paths import ROOT
 
@@ -39,8 +40,8 @@ def capture(cli: Cli, label: str, *args: str) -> Path:
 
 
 def verdict_of(stdout: str) -> str:
-    """The verdict's paragraph, as one sentence (the text form breaks it to fit 160 columns)."""
-    return " ".join(stdout.split("\n\n")[1].split("\n"))
+    """The verdict's paragraph, as one sentence (the text form folds it to 80 columns)."""
+    return joined(paragraph(stdout, 1))
 
 
 # ---- the STORY incident (docs/STORY.md) ------------------------------------------------------
@@ -189,7 +190,7 @@ def test_a_snapshot_edited_by_hand_is_still_compared(dcli: Cli, tmp_path: Path) 
     result = dcli("diff", "one", str(edited))
     assert result.returncode == 1, result.stdout + result.stderr
     assert "redacted-host" in result.stdout
-    assert "system differs although both recorded digests match" in result.stdout
+    assert "system differs although both recorded digests match" in words(result.stdout)
 
 
 def test_one_change_on_eight_gpus_is_one_finding(dcli: Cli, tmp_path: Path) -> None:
@@ -278,7 +279,7 @@ def test_a_megabyte_patch_is_summarised_unless_all(dcli: Cli, repo: Path) -> Non
     capture(dcli, "bad", "--repo", str(repo))
     short = dcli("diff", "good", "bad")
     assert short.returncode == 1 and len(short.stdout) < 5_000
-    # lines are folded at 160 columns, where depends on the checkout's path: read as words
+    # lines are folded at 80 columns, where depends on the checkout's path: read as words
     assert re.search(r"clean -> patch 1\.\d MB sha256 [0-9a-f]{12} \(1 file\)",
                      " ".join(short.stdout.split()))
     assert "kernel.py" in short.stdout

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from conftest import Cli
+from helpers.folded import item, words
 from helpers.imported import DATA, H200, save_capture
 
 PASTE = [H200 / "collect_env.txt", H200 / "smi_q.xml", H200 / "smi_topo_m.txt"]
@@ -20,9 +21,10 @@ def test_a_paste_of_the_same_machine_shows_no_drift_and_names_what_it_lacks(cli:
     result = cli("diff", "theirs", "mine")
     assert result.returncode == 0, result.stdout
     assert "no drift" in result.stdout
+    said = words(result.stdout)
     assert "could not compare, not in a torch collect_env or nvidia-smi -q -x or nvidia-smi " \
-           "topo -m output: " in result.stdout
-    noted = result.stdout.split("output: ")[1].split(".\n")[0].split(", ")
+           "topo -m output: " in said
+    noted = said.split("output: ")[1].split(". ")[0].split(", ")
     assert {"env", "git", "python_env.customize", "nvidia.kernel_module"} <= set(noted)
     assert "unchanged: driver, CUDA, NCCL, torch, PCIe" in result.stdout
     both = json.loads(cli("diff", "mine", "theirs", "--json").stdout)
@@ -61,7 +63,7 @@ def test_diff_reads_a_pasted_output_in_place_of_a_snapshot(cli: Cli, tmp_path: P
     save_capture(cli.env["ENVSNAP_STORE"], H200, "mine")
     result = cli("diff", str(H200 / "collect_env.txt"), "mine")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "could not compare, not in a torch collect_env output: " in result.stdout
+    assert "could not compare, not in a torch collect_env output: " in words(result.stdout)
     assert sorted(p.name for p in Path(cli.env["ENVSNAP_STORE"]).iterdir()) == ["mine.yaml"]
     truncated = tmp_path / "truncated.txt"
     truncated.write_text("".join((H200 / "collect_env.txt").read_text()
@@ -105,7 +107,8 @@ def test_diff_fleet_names_what_pastes_could_not_compare_once_per_kind(cli: Cli,
     save_capture(cli.env["ENVSNAP_STORE"], H200, "mine")
     text = cli("diff", "--fleet", str(folder), "mine")
     assert text.returncode == 0, text.stdout + text.stderr
-    noted = [line.strip() for line in text.stdout.splitlines() if "could not compare" in line]
+    noted = [item(text.stdout, f"could not compare, not in a {kind}")
+             for kind in ("torch collect_env", "pip list")]
     members = ", ".join(str(folder / f"{user}.txt") for user in ("alice", "bob", "carol"))
     assert len(noted) == 2 and noted[0].startswith(
         f"could not compare, not in a torch collect_env output (3: {members}): ")

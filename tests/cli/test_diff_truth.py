@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Cli
+from helpers.folded import item, joined, paragraph
 from helpers.gitrepos import Story
 
 METRIC = r"tok/s: ([0-9.]+)"
@@ -82,7 +83,9 @@ def capture(cli: Cli, label: str, **env: str) -> Path:
 
 
 def row(stdout: str, where: str) -> str:
-    return next(line for line in stdout.splitlines() if where in line)
+    """The finding's row at `where` and what stands under it, joined: its value may be
+    folded onto the next line (80 columns)."""
+    return item(stdout, where)
 
 
 def test_a_cut_value_shows_where_the_two_differ(cli: Cli) -> None:
@@ -90,7 +93,7 @@ def test_a_cut_value_shows_where_the_two_differ(cli: Cli) -> None:
     capture(cli, "bad", NCCL_TOPO_FILE=BAD_TOPO)
     line = row(cli("diff", "good", "bad").stdout, "shell.NCCL_TOPO_FILE")
     assert line.endswith("...logies/h200-nvl8-ib-rail... -> ...logies/h100-sxm5-ib-rail...")
-    for form in ("--all", "--markdown"):   # whole, though a text row folds at 160 columns
+    for form in ("--all", "--markdown"):   # whole, though a text row folds at 80 columns
         assert f"{GOOD_TOPO} -> {BAD_TOPO}" in " ".join(cli("diff", "good", "bad",
                                                             form).stdout.split())
 
@@ -109,7 +112,7 @@ def test_a_fleet_shows_where_a_long_value_differs(cli: Cli) -> None:
 
 def test_a_fleet_section_summary_names_what_it_left_out(cli: Cli) -> None:
     files = [str(capture(cli, f"n{n}")) for n in range(2)]
-    summary = cli("diff", "--fleet", *files, "--section", "nvidia").stdout.splitlines()[0]
+    summary = joined(paragraph(cli("diff", "--fleet", *files, "--section", "nvidia").stdout, 0))
     assert summary == ("fleet of 2 snapshots: every compared fact agrees (left out by "
                        "--section: cuda_nccl, env, git, python_env, system).")
     shown = json.loads(cli("diff", "--fleet", *files, "--section", "nvidia", "--json").stdout)

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from conftest import Cli
 from helpers.diffdata import edit_file
+from helpers.folded import item, joined, paragraph, words
 from helpers.gitrepos import PYNCCL, ShallowMerge, Story, changed_files, count, git_env, init
 from helpers.paths import ROOT
 
@@ -42,8 +43,8 @@ def head_finding(document: dict[str, Any]) -> dict[str, Any]:
 
 
 def verdict_of(stdout: str) -> str:
-    """The verdict's paragraph, as one sentence (the text form breaks it to fit 160 columns)."""
-    return " ".join(stdout.split("\n\n")[1].split("\n"))
+    """The verdict's paragraph, as one sentence (the text form folds it to 80 columns)."""
+    return joined(paragraph(stdout, 1))
 
 
 # ---- 1. shallow clones ------------------------------------------------------------------------
@@ -104,8 +105,8 @@ def test_every_hot_commit_of_a_big_pull_is_listed_and_the_verdict_names_three(
     for shown in (text.stdout, markdown, report):
         listed = [line for line in shown.splitlines() if line.lstrip().startswith("* ")]
         assert [line.split()[1] for line in listed] == [sha[:7] for sha in hot], shown
-        assert "... 91 more, none on a hot path (--all lists them)" in shown
-        assert all(PYNCCL in line for line in listed)
+        assert "... 91 more, none on a hot path (--all lists them)" in words(shown)
+        assert all(PYNCCL in item(shown, f"* {sha[:7]}") for sha in hot)
 
 
 # ---- 3. reflog moves are counted, not whole entries -------------------------------------------
@@ -128,7 +129,7 @@ def test_head_that_moved_and_came_back_counts_only_the_moves_since(gcli: Cli,
     result = gcli("diff", "good", "bad")
     assert result.returncode == 1, result.stderr
     assert f"HEAD of {checkout.path} moved and came back: {since} reflog moves since" \
-        in result.stdout, result.stdout
+        in words(result.stdout), result.stdout
     finding = [f for f in diff_json(gcli)["findings"] if f["path"][-1:] == ["reflog"]][0]
     assert [m["message"] for m in finding["detail"]["moves"]] == [
         "checkout: moving from " + checkout.git("rev-parse", "HEAD~2") + " to main",
@@ -255,7 +256,7 @@ def test_a_fleet_node_on_another_commit_is_explained_like_the_pairwise_diff(
     rows = [d for d in json.loads(result.stdout)["disagreements"] if d["path"][-1:] == ["head"]]
     assert len(rows) == 1
     assert (rows[0]["rank"], rows[0]["why"]) == (pairwise["rank"], pairwise["why"])
-    text = gcli("diff", "--section", "git", "--fleet", *files).stdout
+    text = words(gcli("diff", "--section", "git", "--fleet", *files).stdout)
     assert pairwise["why"] in text
     assert "commits now in HEAD: 9, 1 on a hot path" in text and "Fix PCG MoE Error" in text
 
@@ -298,7 +299,7 @@ def test_history_depth_is_an_option_and_the_note_says_how_to_raise_it(
     assert pulled == 9
     short = gcli("diff", "good", "bad").stdout
     assert "is not among the newest 5 commits recorded (capture with --history N, N above 5" \
-        in short, short
+        in words(short), short
     capture(gcli, "bad", checkout.path, "--history", "20", "--force")
     deep = head_finding(diff_json(gcli))
     assert len(deep["detail"]["added"]) == pulled and deep["detail"]["complete"] is True

@@ -2,7 +2,7 @@
 real commits), replayed through the CLI: clone, reset to where the checkout stood, capture,
 pull, capture, diff. The commit on the communication path is named first, configured paths
 before every default, no docs- or test-only commit is called hot, counts and file lists are
-git's own, and every line of the text form fits 160 columns."""
+git's own, and every line of the text form fits 80 columns (but for an unbreakable path)."""
 from __future__ import annotations
 
 import json
@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from conftest import Cli
+from helpers.folded import item, overlong
 from helpers.gitrepos import Repo, clone, count, git_env, init
 from helpers.paths import DATA, ROOT
 
@@ -142,14 +143,15 @@ def assert_no_docs_or_tests_hot(head: dict[str, Any]) -> None:
 
 
 def assert_readable(text: str, head: dict[str, Any]) -> None:
-    """Each line within 160 columns; a hot commit's line: its hot files, each with the pattern
-    that named it, then how many files it leaves out."""
-    assert max(len(line) for line in text.splitlines()) <= 160
-    lines = {line.split()[1]: line for line in text.splitlines() if line.lstrip().startswith("* ")}
+    """Each line within 80 columns; a hot commit's line (folded: the line and the lines under
+    it): its hot files, each with the pattern that named it, then how many files it leaves
+    out."""
+    assert overlong(text) == []
+    shas = [line.split()[1] for line in text.splitlines() if line.lstrip().startswith("* ")]
     hot = [c for c in head["detail"]["added"] if c["hot"]]
-    assert sorted(lines) == sorted(c["sha"][:7] for c in hot)
+    assert sorted(shas) == sorted(c["sha"][:7] for c in hot)
     for commit in hot:
-        line = lines[commit["sha"][:7]]
+        line = item(text, f"* {commit['sha'][:7]}")
         shown = [p for p in commit["hot_files"] if f"{p} [{commit['hot_patterns'][p]}]" in line]
         assert shown, line
         others = len(commit["files"]) - len(shown)

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from conftest import Cli, unique_marker
+from helpers.folded import words
 from helpers.timelinestory import STEP, Story, git, happen, prepare
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "timeline"
@@ -111,7 +112,7 @@ def test_text_lists_the_changes_with_how_to_undo_them(cli: Cli, story: Story,
                  str(story.python), "--log-root", str(story.root), "--since", "10m",
                  "--proc", story.marker)
     assert result.returncode == 0, result.stderr
-    out = result.stdout
+    out = words(result.stdout)   # folded to 80 columns: where a line breaks varies
     # 10 minutes back: Debian's old lines are out of the window, the story's changes in it
     assert "tzdata" not in out and "libsystemd0" not in out
     assert out.index("pull in") < out.index("rebase in") < out.index("tinypkg 2.0") < \
@@ -258,7 +259,7 @@ def test_the_changes_between_the_last_good_and_first_bad_benchmark_come_first(
     assert "--metric " in pull["test"] and "pynccl.py" in pull["test"]
     text = cli("timeline", "local", "--repo", str(story.checkout), "--python",
                str(story.python), "--log-root", str(story.root), "--since", "fast").stdout
-    head, _, rest = text.partition("all events, oldest first:")
+    head, _, rest = words(text).partition("all events, oldest first:")
     assert "between the last good and the first bad benchmark:" in head and "pull in" in head
     assert "LAST GOOD bench still-fast" in rest and "FIRST BAD bench slow" in rest
 
@@ -285,7 +286,7 @@ def test_secrets_and_control_characters_never_reach_the_terminal(cli: Cli, story
         assert "\x1b" not in result.stdout
         assert "<secret:" in result.stdout
     text = cli("timeline", "local", "--repo", str(story.checkout), "--since", "10m").stdout
-    assert "\\x1b[2J done" in text   # the subject, its escape made visible
+    assert "\\x1b[2J done" in words(text)   # the subject, its escape made visible
 
 
 def file_tests(cli: Cli, story: Story, path: Path) -> list[str]:

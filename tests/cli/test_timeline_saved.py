@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 from conftest import Cli
+from helpers.folded import words
 from helpers.gitrepos import Story
 
 
@@ -25,7 +26,7 @@ def test_a_labelled_timeline_is_stored_signed_shown_and_listed(cli: Cli,
     made = cli("timeline", "local", "--repo", repo, "--since", "10m", "--label", "incident")
     assert made.returncode == 0, made.stderr
     stored = Path(cli.env["ENVSNAP_STORE"]) / "incident.timeline"
-    assert f"saved timeline incident: {stored}" in made.stdout
+    assert f"saved timeline incident: {stored}" in words(made.stdout)
 
     listed = cli("list")
     assert any(line.split()[0] == "incident" and line.endswith("local  (a timeline)")
@@ -35,7 +36,7 @@ def test_a_labelled_timeline_is_stored_signed_shown_and_listed(cli: Cli,
     assert "provenance  mine (signed with your key)" in shown.stdout
     pull = next(line for line in shown.stdout.splitlines() if "pull in" in line)
     assert pull in made.stdout   # the same event line as the timeline printed
-    assert f"undo: envsnap restore --repo {repo} --at " in shown.stdout
+    assert f"undo: envsnap restore --repo {repo} --at " in words(shown.stdout)
 
     # a label names one thing: neither a second timeline nor a capture takes it
     again = cli("timeline", "local", "--repo", repo, "--label", "incident")

@@ -30,6 +30,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import ROOT, Cli
+from helpers.folded import words
 from helpers.gitrepos import git_env, init
 from helpers.pythons import (
     OWN_FIRST,
@@ -159,15 +160,14 @@ def test_a_single_cause_in_code(request: pytest.FixtureRequest, over_ssh: bool,
     before = toy.fingerprint()
     result = explain(cli, toy, host)
     assert result.returncode == 1, result.stdout + result.stderr
-    out = result.stdout
+    out = words(result.stdout)   # folded to 80 columns: read as words
     repo = toy.repo.path
-    assert f"  1. {repo}: 3 commits {toy.good[:12]}..{toy.repo.head()[:12]}\n" in out
-    assert f"  2. {repo}: the uncommitted patch added\n" in out
-    assert "  3. NCCL_DEBUG=INFO in the server env (was WARN)\n" in out
+    assert (f"1. {repo}: 3 commits {toy.good[:12]}..{toy.repo.head()[:12]} 2. {repo}: the "
+            "uncommitted patch added 3. NCCL_DEBUG=INFO in the server env (was WARN) ") in out
     assert f"cause: {repo}: 3 commits {toy.good[:12]}..{toy.repo.head()[:12]}, alone: " in out
     # the range, a cause alone, bisected at GOOD's state: which of its commits
     assert "bisect the 3 commits at GOOD's state" in out
-    assert f"  first bad commit: {pulled[1]} Tune the kernel\n    toy_speed.py\n" in out
+    assert f"first bad commit: {pulled[1]} Tune the kernel toy_speed.py " in out
     # its good end is explain's own runs at GOOD's state, and its runs are in the count
     assert "good: explain's own runs at GOOD's state" in out, out
     assert "recorded in the good snapshot" not in out
@@ -191,8 +191,9 @@ def test_a_single_cause_in_the_server_env(request: pytest.FixtureRequest, over_s
     before = toy.fingerprint()
     result = explain(cli, toy, host)
     assert result.returncode == 1, result.stdout + result.stderr
-    assert "cause: NCCL_PROTO=LL missing from the server env, alone: " in result.stdout
-    assert f"no effect: {toy.repo.path}: 3 commits" in result.stdout
+    out = words(result.stdout)
+    assert "cause: NCCL_PROTO=LL missing from the server env, alone: " in out
+    assert f"no effect: {toy.repo.path}: 3 commits" in out
     assert toy.fingerprint() == before
 
 
@@ -207,7 +208,8 @@ def test_two_differences_that_only_together_slow_it(cli: Cli, tmp_path: Path) ->
     result = explain(cli, toy, host)
     assert result.returncode == 1, result.stdout + result.stderr
     assert (f"only together: {toy.repo.path}: 3 commits {toy.good[:12]}.."
-            f"{toy.repo.head()[:12]}; NCCL_ALGO=Tree added to the server env: ") in result.stdout
+            f"{toy.repo.head()[:12]}; NCCL_ALGO=Tree added to the server env: ") \
+        in words(result.stdout)
     assert "cause:" not in result.stdout
     assert toy.fingerprint() == before
 
@@ -223,8 +225,9 @@ def test_differences_without_a_regression(cli: Cli, tmp_path: Path) -> None:
     result = explain(cli, toy, host)
     assert result.returncode == 0, result.stdout + result.stderr
     # a loaded machine may leave a few percent undecided: never a cause, either way
-    assert ("no regression between GOOD's state and the state now" in result.stdout or
-            "can't tell whether there is a regression" in result.stdout), result.stdout
+    out = words(result.stdout)
+    assert ("no regression between GOOD's state and the state now" in out or
+            "can't tell whether there is a regression" in out), result.stdout
     assert "cause:" not in result.stdout and "only together" not in result.stdout
     assert toy.fingerprint() == before
 
@@ -336,9 +339,10 @@ def test_a_single_cause_in_sitecustomize(cli: Cli, tmp_path: Path) -> None:
     before = toy.fingerprint()
     result = explain(cli, toy, "local")
     assert result.returncode == 1, result.stdout + result.stderr
-    assert f"cause: sitecustomize changed ({site}), alone: " in result.stdout, result.stdout
-    assert f"no effect: {toy.repo.path}: 3 commits" in result.stdout
-    assert "sitecustomize put back as it was" in result.stdout
+    out = words(result.stdout)
+    assert f"cause: sitecustomize changed ({site}), alone: " in out, result.stdout
+    assert f"no effect: {toy.repo.path}: 3 commits" in out
+    assert "sitecustomize put back as it was" in out
     assert site.read_text() == "import os\n" and toy.fingerprint() == before
     backups = Path(cli.env["HOME"]) / ".cache" / "envsnap" / "restore-backup"
     assert not list(backups.glob("explain-*"))
@@ -414,9 +418,10 @@ def test_a_single_cause_in_a_package_version_with_pip(cli: Cli, tmp_path: Path) 
     toy.bench(cli, "bad", {}, "--python", python)
     result = explain(Cli(env={**cli.env, **offline}, cwd=cli.cwd), toy, "local", "--pip")
     assert result.returncode == 1, result.stdout + result.stderr
-    assert "cause: package toyspeedpkg 1.0 -> 2.0, alone: " in result.stdout, result.stdout
-    assert f"no effect: {toy.repo.path}: 3 commits" in result.stdout
-    assert "local: 1 package pinned back: toyspeedpkg==2.0" in result.stdout
+    out = words(result.stdout)
+    assert "cause: package toyspeedpkg 1.0 -> 2.0, alone: " in out, result.stdout
+    assert f"no effect: {toy.repo.path}: 3 commits" in out
+    assert "local: 1 package pinned back: toyspeedpkg==2.0" in out
     assert version_now() == "2.0"
 
 
@@ -431,6 +436,7 @@ def test_the_ceiling_is_printed_first_and_never_passed(cli: Cli, tmp_path: Path)
     before = toy.fingerprint()
     code, out, screen = explain_at_a_terminal(cli, toy, "--max-invocations", "2")
     assert code == 1, out + screen
+    out = words(out)
     # the status line, live on the terminal: the trial, the invocations used of the bound
     assert re.search(r"explain: trial 1, 0 of 2 invocations used, \d+s elapsed, ETA after "
                      r"the first trial", screen), screen
@@ -488,9 +494,9 @@ def test_a_single_cause_in_the_startup_lines_of_a_pth_file(request: pytest.Fixtu
         extra = ("--inventory", str(inventory))
     result = explain(cli, toy, host, *extra)
     assert result.returncode == 1, result.stdout + result.stderr
-    out = result.stdout
+    out = words(result.stdout)
     # the code that every start of that python will run is shown before anything moves
-    assert "       GOOD's: import os; os.environ.setdefault('TOY_TUNED', '1')\n" in out, out
+    assert "GOOD's: import os; os.environ.setdefault('TOY_TUNED', '1') " in out, out
     assert f"cause: startup lines of {pth} (1 line changed), alone: " in out, out
     assert f"no effect: {toy.repo.path}: 3 commits" in out
     assert f"no effect: startup lines of {added} (1 line changed)" in out

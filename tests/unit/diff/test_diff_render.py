@@ -172,7 +172,9 @@ def test_a_hot_commit_line_shows_hot_files_with_their_patterns_then_counts_the_r
         "sha": "0be30d4" + "0" * 33, "subject": "Fix PCG MoE Error " * 8,
         "files": [*hot, "README.md", "docs/a.md"], "hot": ["communication"],
         "hot_files": hot, "hot_patterns": dict.fromkeys(hot, "device_communicators/")}
-    (line,) = render.commit_lines([commit], full=False)
+    (glued,) = render.commit_lines([commit], full=False)
+    line = render.plain(glued)   # "+2 other files (5 hot)" glued for the human form's fold
+    assert "+2 other files" not in glued
     shown = [path for path in hot if f"{path} [device_communicators/]" in line]
     assert line.startswith("* 0be30d4 Fix PCG") and len(line) <= render.BLOCK_WIDTH
     assert 1 <= len(shown) < len(hot)
