@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import Cli
 from helpers.bisecthistory import BENCH, METRIC, SLOW, History, bisect, regression_at
+from helpers.folded import item, words
 from helpers.sshd import Sshd
 
 from envsnap.bisect.render import event_line
@@ -44,13 +45,13 @@ def test_finds_the_commit_in_log2_steps_and_keeps_the_users_work(cli: Cli,
     before = history.state()
     result = bisect(cli, history)
     assert result.returncode == 1, result.stdout + result.stderr
-    assert f"first bad commit: {shas[10]} {SLOW}\n  speed.txt\n  src/module_11.py\n" \
-        in result.stdout
+    assert f"first bad commit: {shas[10]} {SLOW} speed.txt src/module_11.py " \
+        in words(result.stdout)
     assert len(step_rows(result.stdout)) == math.ceil(math.log2(16))
     assert "benchmark invocations: 2 at the endpoints, 4 at 4 steps over 16 commits" \
-        in result.stdout
-    assert "envsnap: work saved before bisect good..bad (HEAD was main at" in result.stdout
-    assert "your work is back" in result.stdout
+        in words(result.stdout)
+    assert "envsnap: work saved before bisect good..bad (HEAD was main at" in words(result.stdout)
+    assert "your work is back" in words(result.stdout)
     assert history.state() == before
     assert history.repo.git("diff", "--cached", "--name-only") == "README.md"  # still staged
     # every run reported as it ended, on stderr: 5 runs at each end and at each of 4 steps,
@@ -72,12 +73,12 @@ def test_a_large_gap_is_found_with_3_runs_per_commit_by_default(cli: Cli,
     result = cli("bisect", "good", "bad", "--cmd", BENCH, "--metric", METRIC,
                  "--cwd", str(history.repo.path), timeout=180)
     assert result.returncode == 1, result.stdout + result.stderr
-    assert f"first bad commit: {shas[5]} {SLOW}" in result.stdout
+    assert f"first bad commit: {shas[5]} {SLOW}" in words(result.stdout)
     rows = step_rows(result.stdout)
     assert len(rows) == 3 and all(re.search(r"\s3\s+[0-9.]+\s+(good|bad)\s", row)
                                   for row in rows), rows
     assert "benchmark invocations: 2 at the endpoints, 3 at 3 steps over 8 commits " \
-           "(log2 = 3.0); 15 runs in all" in result.stdout
+           "(log2 = 3.0); 15 runs in all" in words(result.stdout)
 
 
 def test_no_regression_between_the_endpoints_stops_there(cli: Cli, history: History) -> None:
@@ -86,7 +87,7 @@ def test_no_regression_between_the_endpoints_stops_there(cli: Cli, history: Hist
     before = history.state()
     result = bisect(cli, history)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "nothing to bisect: good -> bad: same" in result.stdout
+    assert "nothing to bisect: good -> bad: same" in words(result.stdout)
     assert step_rows(result.stdout) == [] and history.state() == before
 
 
@@ -122,12 +123,12 @@ def test_a_range_where_every_benchmark_fails_lists_the_candidates(cli: Cli,
     result = bisect(cli, history)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "only skipped commits are left: the first bad commit is one of these 6:" \
-        in result.stdout
+        in words(result.stdout)
     for sha in shas:
-        assert f"  {sha} Change" in result.stdout
+        assert f" {sha} Change" in words(result.stdout)
     assert len(step_rows(result.stdout)) == 5
     assert all(" skip " in row for row in step_rows(result.stdout))
-    assert "error: the build failed" in result.stdout
+    assert "error: the build failed" in words(result.stdout)
     assert history.state() == before
 
 
@@ -139,7 +140,7 @@ def test_noise_that_never_lets_a_verdict_form_stops_at_the_cap(cli: Cli,
     result = bisect(cli, history, "--max-repeat", "15")
     assert result.returncode == 1, result.stdout + result.stderr
     assert "can't tell after 15 runs (--max-repeat 15): the noise never let a verdict form" \
-        in result.stdout
+        in words(result.stdout)
     (row,) = step_rows(result.stdout)
     assert "  15  " in row and "can't tell" in row
     assert history.state() == before
@@ -160,12 +161,12 @@ def test_with_patch_reapplies_the_good_local_patch_and_skips_where_it_conflicts(
     before = history.state()
     result = bisect(cli, history, "--with-patch")
     assert result.returncode == 1, result.stdout + result.stderr
-    assert f"first bad commit: {shas[5]} {SLOW}" in result.stdout
+    assert f"first bad commit: {shas[5]} {SLOW}" in words(result.stdout)
     good_row = next(line for line in result.stdout.splitlines() if line.startswith("good "))
     assert re.search(r"median 9[0-9]", good_row), good_row      # 94 x 1.0: the patch is in
     retune = next(row for row in step_rows(result.stdout) if "Retune" in row)
     assert " skip " in retune
-    assert "the good snapshot's patch does not apply here" in result.stdout
+    assert "the good snapshot's patch does not apply here" in words(result.stdout)
     assert history.state() == before
 
 
@@ -177,8 +178,8 @@ def test_tracked_files_the_benchmark_changes_are_stashed_not_lost(cli: Cli,
     history.dirty()
     result = bisect(cli, history)
     assert result.returncode == 1, result.stdout + result.stderr
-    assert f"first bad commit: {shas[2]} {SLOW}" in result.stdout
-    assert "the benchmark changed tracked files at" in result.stdout
+    assert f"first bad commit: {shas[2]} {SLOW}" in words(result.stdout)
+    assert "the benchmark changed tracked files at" in words(result.stdout)
     kept = history.repo.git("stash", "list", "--format=%s").splitlines()
     assert kept and all("envsnap bisect: changes the benchmark made at" in s for s in kept)
     assert (history.repo.path / "build.txt").read_text() == "source\n"
@@ -198,9 +199,9 @@ def test_the_good_snapshots_recorded_runs_can_be_the_baseline(cli: Cli,
     history.capture(cli, "bad")
     result = bisect(cli, history, "--good-from-snapshot")
     assert result.returncode == 1, result.stdout + result.stderr
-    assert "good: recorded in the good snapshot" in result.stdout
-    assert f"first bad commit: {shas[1]} {SLOW}" in result.stdout
-    assert "benchmark invocations: 1 at the endpoints" in result.stdout
+    assert "good: recorded in the good snapshot" in words(result.stdout)
+    assert f"first bad commit: {shas[1]} {SLOW}" in words(result.stdout)
+    assert "benchmark invocations: 1 at the endpoints" in words(result.stdout)
     other = bisect(cli, history, "--good-from-snapshot", "--lower-is-better", "--metric", "x(1)")
     assert other.returncode == 2 and "recorded another benchmark" in other.stderr
 
@@ -220,7 +221,7 @@ def test_an_untracked_benchmark_script_needs_keep_untracked(cli: Cli,
     assert history.state() == before and script.exists()
     kept = cli(*command, "--keep-untracked")
     assert kept.returncode == 1, kept.stdout + kept.stderr
-    assert f"first bad commit: {shas[1]} {SLOW}" in kept.stdout
+    assert f"first bad commit: {shas[1]} {SLOW}" in words(kept.stdout)
     assert history.state() == before
 
 
@@ -241,7 +242,7 @@ def test_ctrl_c_puts_the_checkout_and_the_work_back(cli: Cli, history: History) 
             running.send_signal(signal.SIGINT)
             break
     out, err = running.communicate(timeout=60)
-    said = "".join(seen) + out
+    said = words("".join(seen) + out)   # folded to 80 columns
     assert running.returncode == 130, said + err
     assert err.endswith(f"envsnap: interrupted: local: {history.repo.path} is as bisect found "
                         "it (HEAD, its branch and your work put back, its lock released): "
@@ -263,8 +264,8 @@ def test_bisect_over_ssh(ssh_cli: Cli, sshd: Sshd, tmp_path: Path) -> None:
     before = history.state()
     result = bisect(ssh_cli, history)
     assert result.returncode == 1, result.stdout + result.stderr
-    assert f"first bad commit: {shas[2]} {SLOW}" in result.stdout
-    assert f"on {host}" in result.stdout.splitlines()[0]
+    assert f"first bad commit: {shas[2]} {SLOW}" in words(result.stdout)
+    assert f"on {host}" in item(result.stdout, "bisect ")
     assert history.state() == before
 
 

@@ -41,7 +41,7 @@ def pick(request: pytest.FixtureRequest, over_ssh: bool) -> tuple[Cli, str]:
 
 
 def words(text: str) -> str:
-    """`show` wraps its rows at spaces, and `diff` its lines at 160 columns: compare the
+    """`show` and `diff` fold their lines at 80 columns (not a terminal): compare the
     words."""
     return " ".join(text.split())
 
@@ -149,7 +149,7 @@ def test_restore_never_writes_a_host_wide_sitecustomize_unasked(
 
     for args in (("--check",), ("--yes",)):
         stopped = cli("restore", "good", *args)
-        said = stopped.stdout + stopped.stderr
+        said = words(stopped.stdout + stopped.stderr)
         assert stopped.returncode == 3 and "Traceback" not in said, said
         assert (f"write back sitecustomize: the venv's own {own} would be shadowed by "
                 f"{linked(stdlib)}: it would never run; not written: ways that work: a .pth "

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 from conftest import Cli
+from helpers.folded import words
 from helpers.gitrepos import Story
 from helpers.pythons import site_packages, venv_with_own_sitecustomize
 from helpers.restorestory import capture_good, moved_and_dirty, snapshot_of_tree
@@ -136,7 +137,7 @@ def test_sitecustomize_recorded_at_bashrc_is_not_written(request: pytest.Fixture
         assert bashrc.read_text() == "# the user's own shell setup\n"
         no_traceback(result)
         assert result.returncode == 3, result.stdout + result.stderr
-        assert "not in this python's site-packages" in result.stdout, result.stdout
+        assert "not in this python's site-packages" in words(result.stdout), result.stdout
 
 
 @over_ssh

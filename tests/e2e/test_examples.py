@@ -46,7 +46,7 @@ def test_the_diff_names_the_pull_and_0be30d4_first(cli: Cli) -> None:
     result = cli("diff", str(GOOD), str(BAD))
     assert result.returncode == 1, result.stderr
     benchmark, *paragraph = result.stdout.split("\n\n")[1].split("\n")
-    verdict = " ".join(paragraph)   # broken between words to fit 160 columns
+    verdict = " ".join(paragraph)   # folded between words to fit 80 columns
     # the numbers first (both examples hold runs of one benchmark), then what explains them
     assert benchmark == "benchmark: EAGLE-3 2-step 94.2 -> 60.2 tok/s (-36%, regression, " \
                         "5 vs 5 runs)"

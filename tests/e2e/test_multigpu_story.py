@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 from conftest import Cli
+from helpers.folded import words
 from helpers.paths import DATA
 
 from envsnap.bench import stats
@@ -124,7 +125,7 @@ def test_diff_leads_with_the_bus_bandwidth_then_the_commit(cli: Cli) -> None:
     assert result.returncode == 1, result.stderr   # the drift code, as before
     header, verdict = result.stdout.split("\n\n")[:2]
     first, *paragraph = verdict.split("\n")
-    explanation = " ".join(paragraph)   # broken between words to fit 160 columns
+    explanation = " ".join(paragraph)   # folded between words to fit 80 columns
     assert first == BUSBW_LINE
     assert explanation.startswith("code moved: 4 commits pulled into")
     assert f": {sha[:7]} {subject} (touches " in explanation
@@ -183,12 +184,11 @@ def test_fleet_diff_leads_with_each_hosts_bus_bandwidth(cli: Cli) -> None:
     result = cli("diff", "--fleet", snapshot_file("good"), snapshot_file("bad"),
                  snapshot_file("pre-restore-20261130-180827"))
     assert result.returncode == 1, result.stderr
-    lines = result.stdout.splitlines()
-    assert lines[0] == ("benchmark: busbw fleet median 157.8 GB/s over 2 hosts with runs; "
-                        "1 host without runs")
-    assert lines[1] == "  good: 288.1 GB/s (+948% vs the rest, improvement, 3 vs 3 runs)"
-    assert lines[2] == "  bad: 27.5 GB/s (-90% vs the rest, regression, 3 vs 3 runs)"
-    assert lines[3].startswith("fleet of 3 snapshots:")
+    # folded to 80 columns: read as words
+    assert words(result.stdout).startswith(
+        "benchmark: busbw fleet median 157.8 GB/s over 2 hosts with runs; 1 host without runs "
+        "good: 288.1 GB/s (+948% vs the rest, improvement, 3 vs 3 runs) "
+        "bad: 27.5 GB/s (-90% vs the rest, regression, 3 vs 3 runs) fleet of 3 snapshots:")
     as_json = json.loads(cli("diff", "--fleet", snapshot_file("good"), snapshot_file("bad"),
                              "--json").stdout)
     assert as_json["envsnap_fleet"] == 1 and as_json["regression"] is True
