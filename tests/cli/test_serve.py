@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import ROOT, Cli
+from helpers.folded import words
 from helpers.gitrepos import Repo, git_env, init
 from helpers.procwatch import processes_with, soon
 from helpers.sshd import Sshd, free_port
@@ -104,8 +105,8 @@ def test_bench_serve_records_the_server_as_a_worker_and_stops_all_it_started(
     assert re.search(r"env processes\[/.*/url\]\.env\.NCCL_TOY_FAST  1 -> \(absent\)\n"
                      r" +NCCL_TOY_FAST=1 missing in worker \d+", diff.stdout), diff.stdout
     assert cli("show", "good", "--json").returncode == 0
-    shown = cli("show", "good").stdout
-    assert re.search(r"env of the workers +2 processes started by bench --serve: pid "
+    shown = words(cli("show", "good").stdout)   # its rows folded to 80 columns
+    assert re.search(r"env of the workers 2 processes started by bench --serve: pid "
                      rf"{server['pid']}: NCCL_TOY_FAST=1", shown), shown
 
 
@@ -249,7 +250,7 @@ def test_restore_rerun_serve_puts_the_servers_env_back(cli: Cli, tmp_path: Path)
                  "--ready", "listening on", timeout=180)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "server env put back (the rerun's server started as the snapshot's was): " \
-        "NCCL_TOY_FAST=1 set" in result.stdout
+        "NCCL_TOY_FAST=1 set" in words(result.stdout)
     assert "not restorable" not in result.stdout and "still different" not in result.stdout
     (headline,) = [line for line in result.stdout.splitlines()
                    if line.startswith("benchmark rerun:")]

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import Cli
+from helpers.folded import item, words
 from helpers.gitrepos import Story, clone
 from helpers.restorestory import capture_good, edit_snapshot, moved_and_dirty, snapshot_of_tree
 
@@ -83,10 +84,11 @@ def test_a_commit_no_remote_has_fails_the_check_and_writes_no_journal(
     for mode in (["--check", *named], ["--yes", "--trust-foreign", *named]):
         result = cli("restore", "good", *mode)
         assert result.returncode == 3, f"{mode}{result.stdout}{result.stderr}"
-        failure = [line for line in result.stdout.splitlines()
-                   if "neither here nor on the remotes" in line]
-        assert len(failure) == 1, result.stdout
-        assert str(story.checkout.path) in failure[0] and MISSING in failure[0]
+        # one line for it, folded to 80 columns: that line and the lines under it
+        said = words(result.stdout)
+        assert said.count("neither here nor on the remotes") == 1, result.stdout
+        failure = item(result.stdout, "neither here nor on")
+        assert str(story.checkout.path) in said and MISSING in failure, result.stdout
         assert journals(cli) == [] and target.locks() == []
         assert not list(store(cli).glob("pre-restore-*.yaml"))
         assert snapshot_of_tree(story) == before and refs_and_fetch_head(story) == refs
@@ -105,8 +107,8 @@ def test_a_commit_only_on_the_remote_is_fetched_by_the_check_and_leaves_no_ref(
     named = ["--repo", str(story.checkout.path)]     # edited by hand, so foreign
     checked = cli("restore", "good", "--check", *named)
     assert checked.returncode == 1, checked.stdout + checked.stderr
-    assert "fetched from origin to check it (temporary ref removed)" in checked.stdout
-    assert "patch (1 file) applies" in checked.stdout          # tried on the fetched commit
+    assert "fetched from origin to check it (temporary ref removed)" in words(checked.stdout)
+    assert "patch (1 file) applies" in words(checked.stdout)   # tried on the fetched commit
     assert refs_and_fetch_head(story) == refs
     assert not (story.checkout.path / ".git" / "refs" / "envsnap").exists()
     applied = cli("restore", "good", "--yes", "--trust-foreign", *named)
