@@ -310,7 +310,7 @@ def test_ctrl_c_puts_the_checkout_and_the_work_back(cli: Cli, tmp_path: Path) ->
             running.send_signal(signal.SIGINT)
             break
     out, err = running.communicate(timeout=120)
-    said = "".join(seen) + out
+    said = words("".join(seen) + out)   # folded to 80 columns
     assert running.returncode == 130, said + err
     assert "envsnap: interrupted: local: " in err and " is as explain found it (" in err, err
     assert "run the same envsnap explain again to start over\n" in err
