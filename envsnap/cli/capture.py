@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from envsnap.cli.options import Commands
     from envsnap.hosts.agentconfig import CaptureOptions
     from envsnap.hosts.capture import Outcome
+    from envsnap.hosts.headstart import EarlyAgent
     from envsnap.hosts.inventory import Host
     from envsnap.hosts.inventory_graph import Vars
 
@@ -116,8 +117,8 @@ def cmd_capture(args: argparse.Namespace) -> int:
                                  collector_timeout=args.collector_timeout,
                                  accept_new_host_keys=args.accept_new_host_keys,
                                  max_patch_bytes=args.max_patch_bytes, history=args.history)
-        with agent_started_early(hosts, options):
-            return capture_hosts(args, hosts, options)
+        with agent_started_early(hosts, options) as early:
+            return capture_hosts(args, hosts, options, early)
 
 
 def connecting_first(host: Host, args: argparse.Namespace) -> AbstractContextManager[None]:
@@ -130,7 +131,8 @@ def connecting_first(host: Host, args: argparse.Namespace) -> AbstractContextMan
     return connecting_early([host], args.connect_timeout, args.accept_new_host_keys)
 
 
-def capture_hosts(args: argparse.Namespace, hosts: list[Host], options: CaptureOptions) -> int:
+def capture_hosts(args: argparse.Namespace, hosts: list[Host], options: CaptureOptions,
+                  early: EarlyAgent | None) -> int:
     from envsnap.hosts.capture import capture, retry_of, write_retry_file
     from envsnap.snapshot.store import Store
 
@@ -140,7 +142,8 @@ def capture_hosts(args: argparse.Namespace, hosts: list[Host], options: CaptureO
         print(f"skipped {len(retry.skipped)} hosts already in {args.label!r}: "
               f"{', '.join(retry.skipped)} (--force captures them again)")
     hosts = retry.hosts
-    outcomes = capture(hosts, store, options, Progress(len(hosts), sys.stderr), retry.labels)
+    outcomes = capture(hosts, store, options, Progress(len(hosts), sys.stderr), retry.labels,
+                       early)
     for outcome in outcomes:
         render_outcome(outcome, sys.stdout, sys.stderr)
     failed = [o for o in outcomes if not o.ok]

@@ -40,7 +40,6 @@ def register(commands: Commands) -> None:
 
 def summary_lines(document: Snapshot, source: str, found: Provenance) -> list[str]:
     from envsnap.hostops.gate import foreign_plan, recorded_repos, rerun_shown, review_lines
-    from envsnap.restore.serve import recorded_server_env
     from envsnap.snapshot import document as snap
 
     lines = [f"{source}: {found.describe()}",
@@ -53,7 +52,7 @@ def summary_lines(document: Snapshot, source: str, found: Provenance) -> list[st
     plan = foreign_plan(document, source, snap.host(document), found,
                         repos=recorded_repos(document), pip=False,
                         rerun=rerun_shown(document, True, None), needs_consent=True,
-                        env=recorded_server_env(document))   # restore --rerun --serve's
+                        env=snap.recorded_server_env(document))   # restore --rerun --serve's
     return lines + review_lines(plan)[1:]
 
 
