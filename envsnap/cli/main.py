@@ -11,7 +11,7 @@ import gc
 import os
 import sys
 from importlib import import_module
-from typing import Any, Callable, NoReturn, TextIO
+from typing import Any, Callable, NoReturn, TextIO, Union
 
 from envsnap.cli.options import ALL_EXIT_CODES, examples, exit_codes
 from envsnap.cli.output import visible_output
@@ -142,12 +142,15 @@ def parse_arguments(parser: argparse.ArgumentParser, argv: list[str]) -> argpars
     return parser.parse_args(argv) if relaxed else args
 
 
-def relax_requirements(command: argparse.ArgumentParser | None) -> list[Any]:
+Requirement = Union[argparse.Action, argparse._MutuallyExclusiveGroup]
+
+
+def relax_requirements(command: argparse.ArgumentParser | None) -> list[Requirement]:
     """Make the command's required options, arguments and groups optional; those changed."""
     if command is None:
         return []
-    required = [item for item in (*command._actions, *command._mutually_exclusive_groups)
-                if item.required]
+    items: list[Requirement] = [*command._actions, *command._mutually_exclusive_groups]
+    required = [item for item in items if item.required]
     for item in required:
         item.required = False
     return required
