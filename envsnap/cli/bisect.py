@@ -11,6 +11,7 @@ from envsnap.cli.options import (
     add_connection_options,
     add_serve_options,
     add_trust_foreign_option,
+    examples,
     exit_codes,
     inventory_from,
     positive_int,
@@ -26,7 +27,10 @@ if TYPE_CHECKING:   # bisect's modules load when the command runs, not for the p
     from envsnap.bisect.run import BisectReport
     from envsnap.cli.options import Commands
 
-EPILOG = exit_codes(
+EPILOG = examples(
+    "envsnap bisect good bad --cmd 'python bench.py' --metric 'tok/s: ([0-9.]+)'",
+    "envsnap bisect good bad --cmd ./bench.sh --metric '([0-9.]+)' --plot b.svg",
+) + exit_codes(
     (ExitCode.OK, "no regression between GOOD and BAD (or can't tell at the endpoints)"),
     (ExitCode.DRIFT, "regression: first bad commit found (or narrowed down when commits were "
                      "skipped or too noisy)"),

@@ -12,6 +12,7 @@ from envsnap.cli.options import (
     add_capture_options,
     add_connection_options,
     add_limit_option,
+    examples,
     exit_codes,
     non_negative_int,
     positive_int,
@@ -31,7 +32,12 @@ if TYPE_CHECKING:
     from envsnap.hosts.inventory import Host
     from envsnap.hosts.inventory_graph import Vars
 
-EPILOG = exit_codes(
+EPILOG = examples(
+    "envsnap capture local --label before",
+    "envsnap capture alice@gpu1 --repo ~/sglang --proc sglang.launch_server",
+    "envsnap capture gpu --inventory hosts.yml --label run1",
+    "envsnap capture gpu --inventory hosts.yml --limit @snapshots/run1.retry",
+) + exit_codes(
     (ExitCode.OK, "every host captured in full"),
     (ExitCode.USAGE, "usage error: bad argument, unknown host or group, bad label template, "
                      "existing label (or one another capture saved meanwhile), store not "

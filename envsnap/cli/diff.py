@@ -9,7 +9,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from envsnap.cli.options import add_store_option, exit_codes
+from envsnap.cli.options import add_store_option, examples, exit_codes
 from envsnap.errors import ExitCode, UsageError
 from envsnap.verdicts import REGRESSION
 
@@ -22,7 +22,12 @@ if TYPE_CHECKING:
 DRIFT = "drift"
 FAIL_ON = (DRIFT, REGRESSION)   # any drift, or only a benchmark's regression verdict
 
-EPILOG = exit_codes(
+EPILOG = examples(
+    "envsnap diff before after",
+    "envsnap diff before after --section git,env --markdown",
+    "envsnap diff --fleet run1",
+    "envsnap diff good bad --fail-on regression",
+) + exit_codes(
     (ExitCode.OK, "no drift; with --fail-on regression: no benchmark regression, whatever "
                   "drifted"),
     (ExitCode.DRIFT, "drift found (a result, not an error); with --fail-on regression: the "

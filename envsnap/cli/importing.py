@@ -5,13 +5,16 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from envsnap.cli.options import add_store_option, exit_codes
+from envsnap.cli.options import add_store_option, examples, exit_codes
 from envsnap.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:
     from envsnap.cli.options import Commands
 
-EPILOG = exit_codes(
+EPILOG = examples(
+    "envsnap import collect_env.txt pip-freeze.txt --label from-issue",
+    "envsnap import nvidia-smi-q.xml --host gpu7",
+) + exit_codes(
     (ExitCode.OK, "every file read and the snapshot saved"),
     (ExitCode.USAGE, "usage error: a file that cannot be read, a bad or existing label"),
     (ExitCode.INVALID, "a file malformed, truncated, mixed or of no known format: the line "

@@ -1,5 +1,5 @@
-"""Options several commands share, the typed values they accept, and the exit-code epilogs,
-declared once so every command reads, defaults and documents them the same way."""
+"""Options several commands share, the typed values they accept, and the epilogs (examples,
+exit codes), declared once so every command reads, defaults and documents them the same way."""
 from __future__ import annotations
 
 import argparse
@@ -38,6 +38,12 @@ ALL_EXIT_CODES: tuple[CodeMeaning, ...] = (
     (ExitCode.DECLINED, "declined: answered no, or no --yes / --trust-foreign without a "
                         "terminal; nothing was changed"),
 )
+
+
+def examples(*commands: str) -> str:
+    """The start of an epilog: commands as typed, one per line (tests/cli/test_cli_help.py
+    parses each with the real parser, so an example cannot outlive an option it uses)."""
+    return "examples:\n" + "".join(f"  {command}\n" for command in commands) + "\n"
 
 
 def exit_codes(*codes: CodeMeaning) -> str:

@@ -6,7 +6,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envsnap.cli.options import add_connection_options, exit_codes, inventory_from, utf8_text
+from envsnap.cli.options import (
+    add_connection_options,
+    examples,
+    exit_codes,
+    inventory_from,
+    utf8_text,
+)
 from envsnap.defaults import REPORT_FORMATS
 from envsnap.errors import ExitCode, UsageError
 
@@ -16,7 +22,11 @@ if TYPE_CHECKING:
     from envsnap.snapshot.store import Store
     from envsnap.timeline.model import Timeline
 
-EPILOG = exit_codes(
+EPILOG = examples(
+    "envsnap report after --vs before -o bug.md",
+    "envsnap report after --vs before --bundle bug.tar.gz",
+    "envsnap report after --format collect-env",
+) + exit_codes(
     (ExitCode.OK, "the report was written, whatever --vs found: a report is a rendering; "
                   "`envsnap diff` is the check that exits 1 on drift"),
     (ExitCode.USAGE, "usage error: bad argument, unknown label, a file that cannot be written"),

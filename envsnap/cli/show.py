@@ -9,7 +9,7 @@ import sys
 import textwrap
 from typing import TYPE_CHECKING
 
-from envsnap.cli.options import add_store_option, exit_codes
+from envsnap.cli.options import add_store_option, examples, exit_codes
 from envsnap.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:   # loaded when the command runs, not for the parser
@@ -22,7 +22,10 @@ FALLBACK_COLUMNS = 100   # not a terminal: wrap for a wide pager or an issue
 
 
 def add_list_parser(commands: Commands) -> None:
-    lst = commands.add_parser("list", help="list stored snapshots", epilog=exit_codes(
+    lst = commands.add_parser("list", help="list stored snapshots", epilog=examples(
+        "envsnap list",
+        "envsnap list --store /shared/snapshots",
+    ) + exit_codes(
         (ExitCode.OK, "listed (an empty store too)"),
         (ExitCode.USAGE, "usage error: bad argument")))
     add_store_option(lst)
@@ -32,7 +35,8 @@ def add_list_parser(commands: Commands) -> None:
 def add_show_parser(commands: Commands) -> None:
     show = commands.add_parser(
         "show", help="one snapshot on one screen: host, versions, GPUs, repos, env, problems",
-        epilog=exit_codes((ExitCode.OK, "shown"),
+        epilog=examples("envsnap show before", "envsnap show run1/node01 --json")
+        + exit_codes((ExitCode.OK, "shown"),
                           (ExitCode.USAGE, "usage error: bad argument, no such label"),
                           (ExitCode.INVALID, "invalid snapshot (corrupt, not a snapshot, newer "
                                              "schema)")))

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from envsnap.cli.options import (
     add_connection_options,
+    examples,
     exit_codes,
     positive_seconds,
     selected_hosts,
@@ -20,7 +21,11 @@ if TYPE_CHECKING:
     from envsnap.cli.options import Commands
     from envsnap.hosts.inventory_graph import Vars
 
-EPILOG = exit_codes(
+EPILOG = examples(
+    "envsnap timeline local --since 2h",
+    "envsnap timeline gpu1 --since before --repo ~/sglang --proc sglang",
+    "envsnap timeline gpu1 --since 2026-12-01T13:50:00Z --json",
+) + exit_codes(
     (ExitCode.OK, "the timeline was shown (a source the host could not read is named at its "
                   "end, and with --json on stderr)"),
     (ExitCode.USAGE, "usage error: bad argument or time, unknown host or label, bad "
