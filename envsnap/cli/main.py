@@ -126,7 +126,27 @@ def run(argv: list[str]) -> int:
         sys.stderr.write(parser.format_help() + "\nenvsnap: error: no command given\n")
         return ExitCode.USAGE
     command: Command = args.run
-    return command(args)
+    ended = False
+    try:
+        code = command(args)
+        ended = True
+        return code
+    finally:
+        tell_new_key(ended)
+
+
+def tell_new_key(say: bool) -> None:
+    """Once, on the run that made it: where the signing key is, and why it matters. Only a
+    command that signed loaded provenance, so the others ask nothing (nor import it). Said
+    (`say`) by a command that ran to its end: one that fails says its error alone, in one
+    line."""
+    provenance = sys.modules.get("envsnap.snapshot.provenance")
+    made_keys = provenance.taken_keys() if provenance is not None else []
+    for made in made_keys if say else []:
+        shown = str(made.path).replace(os.path.expanduser("~") + os.sep, "~" + os.sep, 1)
+        sys.stderr.write(f"envsnap: created your signing key {shown}; keep it: your "
+                         "snapshots are trusted as your own by it, and without it they read "
+                         "as foreign\n")
 
 
 def stdout_reader_gone() -> bool:
