@@ -67,7 +67,7 @@ COMMAND_MODULES = {
     "capture": "capture", "list": "show", "show": "show", "diff": "diff", "bench": "bench",
     "play": "play", "restore": "restore", "bisect": "bisect", "report": "report",
     "demo": "demo", "trust": "trust", "ansible": "collection",
-    "explain": "explain", "timeline": "timeline", "import": "importing",
+    "explain": "explain", "timeline": "timeline", "import": "importing", "prune": "prune",
 }
 
 
