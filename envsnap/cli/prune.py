@@ -13,6 +13,7 @@ from envsnap.cli.options import (
 )
 from envsnap.defaults import DEFAULT_PRUNE_DAYS, DEFAULT_PRUNE_KEEP
 from envsnap.errors import ExitCode
+from envsnap.text import plural
 
 if TYPE_CHECKING:   # the prune code loads when the command runs, not for the parser
     from envsnap.cli.options import Commands
@@ -30,7 +31,13 @@ non_negative_days = number_type(float, 0, True, "a number of days of at least 0"
 def register(commands: Commands) -> None:
     prune = commands.add_parser(
         "prune", epilog=EPILOG,
-        help="remove restore's old rollback points (pre-restore-*) and their backups")
+        help="remove restore's old rollback points (pre-restore-*) and their backups",
+        description="Each restore that changes a host stores the host as it was (the "
+                    "rollback point, pre-restore-<time>) and keeps what it overwrote on the "
+                    "host (~/.cache/envsnap/restore-backup/<label>). prune lists those past "
+                    "the rule, with their sizes, and removes them with --yes. Snapshots you "
+                    "labelled, links, an open restore's point and a locked host's are never "
+                    "touched.")
     prune.add_argument("--keep", type=non_negative_int, default=DEFAULT_PRUNE_KEEP, metavar="N",
                        help=f"keep the newest N rollback points of each host (default "
                             f"{DEFAULT_PRUNE_KEEP})")
@@ -57,20 +64,23 @@ def cmd_prune(args: argparse.Namespace) -> int:
 
 def size(count: int) -> str:
     """Bytes as a person reads them: 512 B, 12.3 KiB, 4.1 MiB."""
-    value = float(count)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} GiB"
+    value, unit = float(count), "B"
+    for bigger in ("KiB", "MiB", "GiB"):
+        if value < 1024:
+            break
+        value, unit = value / 1024, bigger
+    return f"{count} B" if unit == "B" else f"{value:.1f} {unit}"
 
 
 def result_lines(result: PruneResult, rule: Retention) -> list[str]:
-    verb = "removed" if result.applied else "would remove"
     snapshots = sum(point.size for point in result.gone)
     backups = sum(point.backup_size for point in result.gone)
-    lines = [f"{verb} {len(result.gone)} rollback point(s): {size(snapshots)} of snapshots, "
-             f"{size(backups)} of backups on the hosts"]
+    if result.gone:
+        lines = [f"{'removed' if result.applied else 'would remove'} "
+                 f"{plural(len(result.gone), 'rollback point')}: {size(snapshots)} of "
+                 f"snapshots, {size(backups)} of backups on the hosts"]
+    else:
+        lines = ["nothing to remove"]
     lines += [f"  {point.label}  {point.host}  {point.taken:%Y-%m-%d %H:%M}  "
               f"{size(point.size)} + backup {size(point.backup_size)}"
               for point in result.gone]
