@@ -141,8 +141,8 @@ def tell_new_key(say: bool) -> None:
     (`say`) by a command that ran to its end: one that fails says its error alone, in one
     line."""
     provenance = sys.modules.get("envsnap.snapshot.provenance")
-    made_keys = provenance.taken_keys() if provenance is not None else []
-    for made in made_keys if say else []:
+    keys = provenance.taken_keys() if provenance is not None else []   # taken, said or not
+    for made in keys if say else []:
         shown = str(made.path).replace(os.path.expanduser("~") + os.sep, "~" + os.sep, 1)
         sys.stderr.write(f"envsnap: created your signing key {shown}; keep it: your "
                          "snapshots are trusted as your own by it, and without it they read "
