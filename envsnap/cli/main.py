@@ -81,7 +81,7 @@ COMMAND_MODULES = {
     "capture": "capture", "list": "show", "show": "show", "diff": "diff", "bench": "bench",
     "play": "play", "restore": "restore", "bisect": "bisect", "report": "report",
     "demo": "demo", "trust": "trust", "ansible": "collection",
-    "explain": "explain", "timeline": "timeline", "import": "importing",
+    "explain": "explain", "timeline": "timeline", "import": "importing", "prune": "prune",
     "completion": "completion",
 }
 EXAMPLES = examples(
@@ -193,7 +193,27 @@ def run(argv: list[str]) -> int:
         sys.stderr.write(parser.format_help() + "\nenvsnap: error: no command given\n")
         return ExitCode.USAGE
     command: Command = args.run
-    return command(args)
+    ended = False
+    try:
+        code = command(args)
+        ended = True
+        return code
+    finally:
+        tell_new_key(ended)
+
+
+def tell_new_key(say: bool) -> None:
+    """Once, on the run that made it: where the signing key is, and why it matters. Only a
+    command that signed loaded provenance, so the others ask nothing (nor import it). Said
+    (`say`) by a command that ran to its end: one that fails says its error alone, in one
+    line."""
+    provenance = sys.modules.get("envsnap.snapshot.provenance")
+    keys = provenance.taken_keys() if provenance is not None else []   # taken, said or not
+    for made in keys if say else []:
+        shown = str(made.path).replace(os.path.expanduser("~") + os.sep, "~" + os.sep, 1)
+        sys.stderr.write(f"envsnap: created your signing key {shown}; keep it: your "
+                         "snapshots are trusted as your own by it, and without it they read "
+                         "as foreign\n")
 
 
 def stdout_reader_gone() -> bool:
