@@ -95,11 +95,9 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def is_saved_timeline(store: Store, label: str) -> bool:
-    from envsnap.errors import UsageError as NotALabel
-
     try:
         return store.timeline_path(label).is_file() and not store.path_for(label).is_file()
-    except NotALabel:   # a path to a snapshot file
+    except UsageError:   # not a label: a path to a snapshot file
         return False
 
 

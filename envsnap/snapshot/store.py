@@ -19,7 +19,7 @@ import yaml
 from envsnap import yamlread
 from envsnap.defaults import DEFAULT_STORE
 from envsnap.errors import EnvsnapError, SnapshotError, StoreError, UsageError, YamlError
-from envsnap.snapshot.document import captured_at, host, hostname, validate
+from envsnap.snapshot.document import captured_at, host, hostname, set_signature, validate
 from envsnap.snapshot.document import label as recorded_label
 from envsnap.text import did_you_mean
 
@@ -329,7 +329,6 @@ class Store:
         # on use: signing loads hmac and the key, which a command that only reads (diff) never
         # needs at start-up
         from envsnap.snapshot import provenance
-        from envsnap.snapshot.document import set_signature
 
         path = self.path_for(label)
         validate(document, f"snapshot {label!r} (not saved)")   # nothing ill-typed is signed
