@@ -17,9 +17,7 @@ Prints (only ratios from one run mean anything on a noisy machine):
   records.py import      what `import envsnap.snapshot.records` costs (runtime modules
                          import it only under TYPE_CHECKING, so no command pays it)
 
-Measured here (2 shared cores): yaml load 4.7 s, validate 25 ms, cast 0.1 us, dataclasses
-build 67 ms (2.7 x validate); the diff pair 1.9 ms to build against 3.8 ms for diff(); the
-import 2.2 ms. TypedDicts it is (records.py).
+Its figures (bench/ledger.tsv) are why records.py uses TypedDicts.
 
 Usage: python3 bench/bench_records.py [--repeat 5]
 """
