@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from envsnap.cli.options import add_store_option, exit_codes
 from envsnap.errors import ExitCode, SnapshotError, UsageError
+from envsnap.text import timestamp
 from envsnap.verdicts import REGRESSION
 
 if TYPE_CHECKING:
@@ -128,7 +129,6 @@ def load_side(store: Store, name: str) -> Snapshot:
         return store.load(name)
     except SnapshotError:
         from envsnap.imports.build import pasted_snapshot
-        from envsnap.text import timestamp
 
         pasted = pasted_snapshot(name, timestamp())
         if pasted is None:
@@ -141,7 +141,6 @@ def with_pastes(members: Members, store: Store) -> Members:
     read as load_side reads them (`diff --fleet` of a folder of users' pastes)."""
     from envsnap.diff.fleet import Members
     from envsnap.imports.build import pasted_snapshot
-    from envsnap.text import timestamp
 
     read = Members(list(members.documents), list(members.sources), [])
     for source, why in members.refused:

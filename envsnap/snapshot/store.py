@@ -9,6 +9,7 @@ import gc
 import json
 import os
 import re
+import stat
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -227,8 +228,6 @@ def is_file(path: Path) -> bool:
 def check_entry(path: Path) -> None:
     """A store entry that exists is a regular file (or a link to one), else it is refused: a
     FIFO would hang the reader, and a device or a link to one would be written through."""
-    import stat
-
     try:
         mode = path.stat().st_mode
     except OSError:   # free (a dangling link too: a save replaces the link, not its target),
@@ -239,8 +238,6 @@ def check_entry(path: Path) -> None:
 
 
 def kind_of(mode: int) -> str:
-    import stat
-
     kinds = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
              (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
              (stat.S_ISDIR, "a folder"))
