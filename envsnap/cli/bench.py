@@ -23,6 +23,7 @@ from envsnap.cli.options import (
 )
 from envsnap.defaults import DEFAULT_REPEAT, DEFAULT_RUN_TIMEOUT, DEFAULT_SAMPLE_INTERVAL
 from envsnap.errors import ExitCode, UsageError
+from envsnap.text import values_at_a_glance
 
 if TYPE_CHECKING:
     from envsnap.cli.options import Commands
@@ -82,7 +83,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from envsnap.cli.progress import StatusLine
     from envsnap.hosts.capture import CaptureOptions
     from envsnap.snapshot.store import Store
-    from envsnap.text import values_at_a_glance
 
     spec = BenchSpec(cmd=args.cmd, metric=args.metric, repeat=args.repeat,
                      lower_is_better=args.lower_is_better, cwd=args.cwd,

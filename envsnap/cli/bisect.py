@@ -21,7 +21,7 @@ from envsnap.cli.options import (
     utf8_text,
 )
 from envsnap.defaults import DEFAULT_BISECT_REPEAT, DEFAULT_MAX_REPEAT, DEFAULT_RUN_TIMEOUT
-from envsnap.errors import ExitCode, UsageError
+from envsnap.errors import ExitCode, StoreError, UsageError
 
 if TYPE_CHECKING:   # bisect's modules load when the command runs, not for the parser
     from envsnap.bisect.run import BisectReport
@@ -142,7 +142,6 @@ def cmd_bisect(args: argparse.Namespace) -> int:
 
 
 def write_plot(target: Path, report: BisectReport, args: argparse.Namespace) -> None:
-    from envsnap.errors import StoreError
     from envsnap.report.charts import svg_file
     from envsnap.report.figures import bisect_chart, metric_name
     from envsnap.snapshot.store import atomic_write

@@ -10,7 +10,8 @@ import sys
 from typing import TYPE_CHECKING
 
 from envsnap.cli.options import add_store_option, examples, exit_codes
-from envsnap.errors import ExitCode, UsageError
+from envsnap.errors import ExitCode, SnapshotError, UsageError
+from envsnap.text import timestamp
 from envsnap.verdicts import REGRESSION
 
 if TYPE_CHECKING:
@@ -129,13 +130,10 @@ def load_side(store: Store, name: str) -> Snapshot:
     """A snapshot, or a pasted output (torch collect_env, nvidia-smi, pip) read as the
     partial snapshot `envsnap import` would store; a file that is neither fails as a
     snapshot, with the snapshot's error."""
-    from envsnap.errors import SnapshotError
-
     try:
         return store.load(name)
     except SnapshotError:
         from envsnap.imports.build import pasted_snapshot
-        from envsnap.text import timestamp
 
         pasted = pasted_snapshot(name, timestamp())
         if pasted is None:
@@ -147,9 +145,7 @@ def with_pastes(members: Members, store: Store) -> Members:
     """The fleet's members with the pasted outputs among those the snapshot reader refused
     read as load_side reads them (`diff --fleet` of a folder of users' pastes)."""
     from envsnap.diff.fleet import Members
-    from envsnap.errors import SnapshotError
     from envsnap.imports.build import pasted_snapshot
-    from envsnap.text import timestamp
 
     read = Members(list(members.documents), list(members.sources), [])
     for source, why in members.refused:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from envsnap.cli.options import add_store_option, examples, exit_codes
 from envsnap.errors import ExitCode, UsageError
+from envsnap.text import timestamp
 
 if TYPE_CHECKING:
     from envsnap.cli.options import Commands
@@ -46,7 +47,6 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     from envsnap.imports.build import imported_snapshot, read_source
     from envsnap.snapshot.store import Store, label_from_name, validate_label
-    from envsnap.text import timestamp
 
     label = validate_label(args.label or "imported-" + label_from_name(Path(args.files[0]).stem))
     store = Store(args.store)

@@ -256,10 +256,10 @@ def console() -> NoReturn:
 
     What importing the command line made (modules, classes, their tables: alive as long as
     the process) is frozen out of every collection first: each one the start-up triggers
-    walked it again, ~1 ms before a capture's handshake began and ~5 ms of a capture.
-    Everything the command made is frozen out of the interpreter's last garbage collection:
-    the process ends next, and that collection walked every object a capture or a diff left
-    (the snapshots, YAML's and the schema's tables) for ~20 ms after the answer was out.
+    would walk it again, before a capture's handshake too. Everything the command made is
+    frozen out of the interpreter's last garbage collection: the process ends next, and that
+    collection would walk every object a capture or a diff left (the snapshots, YAML's and
+    the schema's tables) after the answer was out.
     Finalization is otherwise as ever (atexit, files flushed and closed).
 
     stdout is flushed at each line, as at a terminal: into a pipe or a file it was flushed

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from envsnap.cli.options import add_store_option, examples, exit_codes
 from envsnap.errors import ExitCode, UsageError
+from envsnap.text import UNSAFE, dump_json
 
 if TYPE_CHECKING:   # loaded when the command runs, not for the parser
     from envsnap.cli.options import Commands
@@ -77,7 +78,6 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     from envsnap.snapshot.store import Store, dump_yaml
-    from envsnap.text import UNSAFE, dump_json
 
     store = Store(args.store)
     if is_saved_timeline(store, args.label):
@@ -99,11 +99,9 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def is_saved_timeline(store: Store, label: str) -> bool:
-    from envsnap.errors import UsageError as NotALabel
-
     try:
         return store.timeline_path(label).is_file() and not store.path_for(label).is_file()
-    except NotALabel:   # a path to a snapshot file
+    except UsageError:   # not a label: a path to a snapshot file
         return False
 
 
@@ -111,7 +109,6 @@ def show_timeline(store: Store, args: argparse.Namespace) -> int:
     """A saved timeline: where and whose it is, then its events as `timeline` shows them."""
     from envsnap.snapshot.provenance import verify_as_user
     from envsnap.snapshot.store import dump_yaml
-    from envsnap.text import dump_json
     from envsnap.timeline import saved
     from envsnap.timeline.render import render_text
 

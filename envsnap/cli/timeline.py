@@ -16,6 +16,7 @@ from envsnap.cli.options import (
 )
 from envsnap.defaults import DEFAULT_COLLECTOR_TIMEOUT
 from envsnap.errors import ExitCode
+from envsnap.text import visible_line
 
 if TYPE_CHECKING:
     from envsnap.cli.options import Commands
@@ -77,7 +78,6 @@ def register(commands: Commands) -> None:
 
 def cmd_timeline(args: argparse.Namespace) -> int:
     from envsnap.snapshot.store import Store
-    from envsnap.text import visible_line
     from envsnap.timeline import saved
     from envsnap.timeline.render import render_json, render_text
     from envsnap.timeline.run import TimelineOptions, timeline

@@ -140,15 +140,14 @@ def run_agent(transport: Transport, host: Host, config: AgentConfig, timeout: fl
 
 def warm_up() -> None:
     """Import what reading the agent's output needs while the host runs the agent: this
-    process only waits then, and the secret detector and the masking key's modules cost a
-    few ms (more where the detector grows) that need not come before the connection. The
-    import lock makes agent_json wait for a half-done import, never redo it."""
+    process only waits then, and the secret detector's module costs a few ms (more where
+    the detector grows) that need not come before the connection. The import lock makes
+    agent_json wait for a half-done import, never redo it."""
     threading.Thread(target=import_readers, daemon=True).start()
 
 
 def import_readers() -> None:
     import envsnap.agent.redact  # noqa: F401
-    import envsnap.snapshot.mask  # noqa: F401
 
 
 def agent_json(host_name: str, output: str) -> AgentOutput:

@@ -26,6 +26,7 @@ local command is on a timeout.
 """
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import subprocess
@@ -150,8 +151,6 @@ def run_forked_agent(config: CollectConfig, started: float, out: int, err: int) 
     """The child: stdin at end of file, stdout and stderr the pipes; the agent's document
     written, then exit without this process's cleanup (atexit, finally blocks and buffers
     are the controller's)."""
-    import gc
-
     gc.freeze()   # the controller's objects: never this child's to walk or free
     code = 1
     try:

@@ -15,6 +15,7 @@ the cap (and the chunk that crossed it) of one command's output.
 """
 from __future__ import annotations
 
+import io
 import os
 import re
 import subprocess
@@ -388,8 +389,6 @@ class SSHTransport(ClosedOnExit):
             channel.close()
 
     def put(self, data: bytes, path: str) -> None:
-        import io
-
         import paramiko
 
         self.open()

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from envsnap import __version__
+from envsnap.bench.run import reasons_text, sm_clock_text
 from envsnap.diff.compare import DiffOptions, DiffReport, diff, side_of
 from envsnap.diff.render_formats import as_json as diff_json
 from envsnap.diff.render_formats import markdown as diff_markdown
@@ -154,8 +155,6 @@ def bench_facts(record: Bench | None) -> list[Fact]:
 
 
 def telemetry_facts(telemetry: Telemetry | None) -> list[Fact]:
-    from envsnap.bench.run import reasons_text, sm_clock_text
-
     if telemetry is None or not telemetry.get("available"):
         reason = telemetry.get("reason") if telemetry is not None else None
         return [Fact("GPU telemetry", f"none ({reason or 'not sampled'})")]
