@@ -24,10 +24,13 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envsnap.imports.collect_env import canonical, package_facts
-from envsnap.imports.reading import Facts, Reading, Unreadable, merge, quoted
+from envsnap.imports.reading import Reading, Unreadable, merge, quoted
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Facts, Interpreter, Kernel
 
 PACKAGES = "python_env.packages"
 FREEZE_LINE = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*(?:==\s*(\S+)|@\s*\S+)\s*"
@@ -116,9 +119,10 @@ def uv_environment(found: re.Match[str] | None) -> Facts:
     if found is None:
         return {}
     version, root = found.groups()
-    prefix = {"prefix": root} if root.startswith("/") or re.match(r"[A-Za-z]:\\", root) \
-        else {}
-    return {"python_env": {"interpreter": {"version": version, **prefix}}}
+    interpreter: Interpreter = {"version": version}
+    if root.startswith("/") or re.match(r"[A-Za-z]:\\", root):
+        interpreter["prefix"] = root
+    return {"python_env": {"interpreter": interpreter}}
 
 
 def read_freeze(text: str, source: str) -> Reading:
@@ -179,9 +183,12 @@ def read_inspect(text: str, source: str) -> Reading:
         python = environment.get("python_full_version")
         if isinstance(python, str):
             merge(more, {"python_env": {"interpreter": {"version": python}}})
-        kernel = {key: environment[marker] for key, marker in
-                  (("release", "platform_release"), ("machine", "platform_machine"))
-                  if isinstance(environment.get(marker), str)}
+        kernel: Kernel = {}
+        release, machine = environment.get("platform_release"), environment.get("platform_machine")
+        if isinstance(release, str):
+            kernel["release"] = release
+        if isinstance(machine, str):
+            kernel["machine"] = machine
         if kernel:
             merge(more, {"system": {"kernel": kernel}})
     return reading("pip inspect", f"report version {report.get('version')}", packages, more,

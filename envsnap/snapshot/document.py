@@ -49,7 +49,7 @@ if TYPE_CHECKING:   # records.py costs ~5 ms to import, and is read by mypy only
 SCHEMA = 1
 
 # Step-wise migration, pipx style: MIGRATIONS[n] turns a schema-n document into schema n+1.
-MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+MIGRATIONS: dict[int, Callable[[dict[str, object]], dict[str, object]]] = {}
 
 
 def section_digest(section: Any) -> str:
@@ -243,7 +243,7 @@ def untracked_contents(repo: Repo) -> dict[str, str]:
     recorded without its content (binary, over the cap, a symlink, unreadable) is left out.
     The schema leaves an untracked file's record free-form (the agent's file facts), so this
     is where its shape is read."""
-    files: Mapping[str, Any] = (repo.get("uncommitted") or {}).get("untracked", {})
+    files: Mapping[str, object] = (repo.get("uncommitted") or {}).get("untracked", {})
     return {path: facts["content"] for path, facts in files.items()
             if isinstance(facts, dict) and isinstance(facts.get("content"), str)}
 
@@ -251,7 +251,7 @@ def untracked_contents(repo: Repo) -> dict[str, str]:
 def untracked_digests(repo: Repo) -> dict[str, object]:
     """{path: sha256} of each untracked file (the record itself where it holds no mapping),
     for telling whether the untracked files moved."""
-    files: Mapping[str, Any] = (repo.get("uncommitted") or {}).get("untracked", {})
+    files: Mapping[str, object] = (repo.get("uncommitted") or {}).get("untracked", {})
     return {path: facts.get("sha256") if isinstance(facts, dict) else facts
             for path, facts in files.items()}
 
@@ -259,7 +259,7 @@ def untracked_digests(repo: Repo) -> dict[str, object]:
 def untracked_sizes(repo: Repo) -> dict[str, object]:
     """{path: bytes} of each untracked file recorded as a mapping (its size as recorded), for
     a report's list of them; a record of another shape is left out."""
-    files: Mapping[str, Any] = (repo.get("uncommitted") or {}).get("untracked", {})
+    files: Mapping[str, object] = (repo.get("uncommitted") or {}).get("untracked", {})
     return {path: facts.get("bytes") for path, facts in files.items() if isinstance(facts, dict)}
 
 

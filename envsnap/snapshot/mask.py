@@ -104,7 +104,7 @@ def masked_document(document: Snapshot, masker: Masker) -> Snapshot:
 
     shown: Snapshot = masker.tree(document)
     if "digests" in shown:
-        sections: Mapping[str, Any] = shown["facts"]
+        sections: Mapping[str, object] = shown["facts"]
         shown["digests"] = {name: section_digest(section) for name, section in sections.items()}
     return shown
 

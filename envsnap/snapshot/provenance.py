@@ -21,9 +21,12 @@ import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Literal
 
 from envsnap.errors import SnapshotError, UsageError
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Signature
 
 ALGORITHM = "hmac-sha256"
 SIGNATURE_FIELD = "signature"   # in meta
@@ -32,12 +35,6 @@ KEY_BYTES = 32
 
 ForeignReason = Literal["unsigned", "signed by another key", "content changed",
                         "imported from pasted outputs"]
-
-
-class Signature(TypedDict):
-    algorithm: str
-    key: str       # the key's id (a digest of it, never the key): tells "another key" apart
-    digest: str    # HMAC-SHA256 of canonical_bytes(document), hex
 
 
 @dataclass(frozen=True)
@@ -147,7 +144,7 @@ class NotPlainData(SnapshotError):
     envsnap never writes such a document, so it cannot be one envsnap signed."""
 
 
-def unsigned(document: Mapping[str, Any]) -> dict[str, Any]:
+def unsigned(document: Mapping[str, object]) -> dict[str, object]:
     """The document without its signature (a copy; the original is left alone)."""
     copy = dict(document)
     meta = copy.get("meta")
@@ -156,7 +153,7 @@ def unsigned(document: Mapping[str, Any]) -> dict[str, Any]:
     return copy
 
 
-def canonical_bytes(document: Mapping[str, Any]) -> bytes:
+def canonical_bytes(document: Mapping[str, object]) -> bytes:
     """What the signature covers: every field but meta.signature, as canonical JSON."""
     check_plain(document)
     try:
@@ -167,7 +164,7 @@ def canonical_bytes(document: Mapping[str, Any]) -> bytes:
     return text.encode("ascii")
 
 
-def check_plain(value: Any) -> None:
+def check_plain(value: object) -> None:
     """Mappings with string keys, lists, strings, numbers, booleans and null only: anything
     else would reach the JSON text as something it is not (a key 1 as "1")."""
     stack = [value]
@@ -185,14 +182,15 @@ def check_plain(value: Any) -> None:
                                "value")
 
 
-def signature(document: Mapping[str, Any], key: bytes) -> Signature:
+def signature(document: Mapping[str, object], key: bytes) -> Signature:
     import hashlib
 
     digest = hmac.new(key, canonical_bytes(document), hashlib.sha256).hexdigest()
-    return Signature(algorithm=ALGORITHM, key=key_id(key), digest=digest)
+    made: Signature = {"algorithm": ALGORITHM, "key": key_id(key), "digest": digest}
+    return made
 
 
-def signed(document: Mapping[str, Any], key: bytes) -> dict[str, Any]:
+def signed(document: Mapping[str, object], key: bytes) -> dict[str, object]:
     """A copy of the document carrying its signature under `key` in meta.signature."""
     copy = unsigned(document)
     meta = copy.get("meta")
@@ -201,12 +199,12 @@ def signed(document: Mapping[str, Any], key: bytes) -> dict[str, Any]:
     return copy
 
 
-def recorded_signature(document: Mapping[str, Any]) -> Any:
+def recorded_signature(document: Mapping[str, object]) -> object:
     meta = document.get("meta")
     return meta.get(SIGNATURE_FIELD) if isinstance(meta, dict) else None
 
 
-def verify(document: Mapping[str, Any], key: bytes | None) -> Provenance:
+def verify(document: Mapping[str, object], key: bytes | None) -> Provenance:
     """Mine when signed with `key` and unchanged since; otherwise foreign, and why. An
     imported snapshot (`envsnap import`) is signed when stored, yet its text is whoever
     pasted it: it stays foreign, so every gate shows what would come of it."""
@@ -227,7 +225,7 @@ def verify(document: Mapping[str, Any], key: bytes | None) -> Provenance:
     return MINE
 
 
-def verify_as_user(document: Mapping[str, Any],
+def verify_as_user(document: Mapping[str, object],
                    env: Mapping[str, str] | None = None) -> Provenance:
     """verify() with the user's key (read, never made: reading a snapshot writes nothing)."""
     return verify(document, read_key(env))
