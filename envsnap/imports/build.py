@@ -25,6 +25,7 @@ from envsnap.errors import SnapshotError, UsageError
 from envsnap.imports import collect_env, conda, pip, sglang, smi, vllm
 from envsnap.imports.reading import Reading, Unreadable, merge
 from envsnap.snapshot.document import SCHEMA, section_digest
+from envsnap.snapshot.spec import is_object
 
 if TYPE_CHECKING:
     from envsnap.snapshot.records import Facts, ImportSource, Nvidia, Snapshot
@@ -128,14 +129,14 @@ def as_merged(reading: Reading, bus_of: dict[str, str]) -> Facts:
 
 def value_at(facts: object, path: tuple[str, ...]) -> object:
     for key in path:
-        facts = facts.get(key) if isinstance(facts, dict) else None
+        facts = facts.get(key) if is_object(facts) else None
     return facts
 
 
 def first_conflict(have: object, more: object, path: tuple[str, ...] = ()
                    ) -> tuple[tuple[str, ...], object, object] | None:
     """The first fact two files both state, differently: (path, theirs, this one's)."""
-    if isinstance(have, dict) and isinstance(more, dict):
+    if is_object(have) and is_object(more):
         for key in more.keys() & have.keys():
             found = first_conflict(have[key], more[key], path + (str(key),))
             if found:
@@ -168,7 +169,7 @@ def merged_facts(readings: list[Reading], sources: list[Source]) -> Facts:
 def strings_in(value: object) -> Iterator[str]:
     if isinstance(value, str):
         yield value
-    elif isinstance(value, dict):
+    elif is_object(value):
         for key, item in value.items():
             yield str(key)
             yield from strings_in(item)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
 from envsnap.errors import SnapshotError
+from envsnap.snapshot.spec import is_object
 
 if TYPE_CHECKING:
     from envsnap.snapshot.records import Facts
@@ -58,7 +59,7 @@ def merge(into: Facts, more: Facts) -> Facts:
 def merge_tree(into: dict[str, object], more: Mapping[str, object]) -> None:
     for key, value in more.items():
         have = into.get(key)
-        if isinstance(have, dict) and isinstance(value, dict):
+        if isinstance(have, dict) and is_object(value):   # `have`: a mapping of `into`, mutable
             merge_tree(have, value)
         elif have is None or key not in into:
             into[key] = value

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from envsnap.errors import SnapshotError, UsageError
+from envsnap.snapshot.spec import is_object
 
 if TYPE_CHECKING:
     from envsnap.snapshot.records import Signature
@@ -144,11 +145,18 @@ class NotPlainData(SnapshotError):
     envsnap never writes such a document, so it cannot be one envsnap signed."""
 
 
+def meta_of(document: Mapping[str, object]) -> Mapping[str, object]:
+    """The document's meta, {} where it has none: what signing and checking read of a
+    document, which may be a hand-made file or a timeline as well as a checked snapshot."""
+    meta = document.get("meta")
+    return meta if isinstance(meta, dict) else {}
+
+
 def unsigned(document: Mapping[str, object]) -> dict[str, object]:
     """The document without its signature (a copy; the original is left alone)."""
     copy = dict(document)
-    meta = copy.get("meta")
-    if isinstance(meta, dict) and SIGNATURE_FIELD in meta:
+    meta = meta_of(copy)
+    if SIGNATURE_FIELD in meta:
         copy["meta"] = {name: value for name, value in meta.items() if name != SIGNATURE_FIELD}
     return copy
 
@@ -170,7 +178,7 @@ def check_plain(value: object) -> None:
     stack = [value]
     while stack:
         item = stack.pop()
-        if isinstance(item, dict):
+        if is_object(item):
             if not all(isinstance(key, str) for key in item):
                 raise NotPlainData("cannot sign a snapshot with a mapping key that is not a "
                                    "string")
@@ -193,23 +201,19 @@ def signature(document: Mapping[str, object], key: bytes) -> Signature:
 def signed(document: Mapping[str, object], key: bytes) -> dict[str, object]:
     """A copy of the document carrying its signature under `key` in meta.signature."""
     copy = unsigned(document)
-    meta = copy.get("meta")
-    copy["meta"] = {**(meta if isinstance(meta, dict) else {}),
-                    SIGNATURE_FIELD: dict(signature(copy, key))}
+    copy["meta"] = {**meta_of(copy), SIGNATURE_FIELD: dict(signature(copy, key))}
     return copy
 
 
 def recorded_signature(document: Mapping[str, object]) -> object:
-    meta = document.get("meta")
-    return meta.get(SIGNATURE_FIELD) if isinstance(meta, dict) else None
+    return meta_of(document).get(SIGNATURE_FIELD)
 
 
 def verify(document: Mapping[str, object], key: bytes | None) -> Provenance:
     """Mine when signed with `key` and unchanged since; otherwise foreign, and why. An
     imported snapshot (`envsnap import`) is signed when stored, yet its text is whoever
     pasted it: it stays foreign, so every gate shows what would come of it."""
-    meta = document.get("meta")
-    if isinstance(meta, Mapping) and meta.get("imported"):
+    if meta_of(document).get("imported"):
         return Provenance("imported from pasted outputs")
     recorded = recorded_signature(document)
     if not isinstance(recorded, dict) or not recorded.get("digest"):
