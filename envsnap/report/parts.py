@@ -14,6 +14,7 @@ from envsnap.diff import patch_summary
 from envsnap.diff.findings import human_bytes, short
 from envsnap.report.facts import FactsReader, RowValue, by_index, gpu_records, not_captured
 from envsnap.snapshot import document as snapshot
+from envsnap.snapshot.spec import is_object
 from envsnap.text import plural
 
 if TYPE_CHECKING:
@@ -105,7 +106,7 @@ def packages_part(f: FactsReader) -> Part:
     for name, version in sorted(packages.items()):
         # a direct_url.json is free-form (schema.py): only a mapping has a url to show
         note = f"editable: {editable[name]}" if name in editable else \
-            f"from {urls[name].get('url')}" if isinstance(urls.get(name), dict) else ""
+            f"from {urls[name].get('url')}" if is_object(urls.get(name)) else ""
         if name in shadowed:
             note += f" (shadows {plural(len(shadowed[name]) - 1, 'other copy', ' copies')})"
         rows.append([name, str(version), note.strip()])

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, cast
 
 from envsnap import __version__
 from envsnap.errors import SnapshotError, UsageError
-from envsnap.snapshot.spec import Invalid, got
+from envsnap.snapshot.spec import Invalid, got, is_object
 
 if TYPE_CHECKING:   # records.py costs ~5 ms to import, and is read by mypy only
     from envsnap.snapshot.records import (
@@ -247,7 +247,7 @@ def untracked_records(repo: Repo | None) -> dict[str, Mapping[str, object]]:
     """{path: record} of the untracked files recorded as a mapping (the agent's file facts).
     The schema leaves an untracked file's record free-form, so this is where its shape is
     read; a record of another shape is left out."""
-    return {path: facts for path, facts in untracked(repo).items() if isinstance(facts, dict)}
+    return {path: facts for path, facts in untracked(repo).items() if is_object(facts)}
 
 
 def untracked_contents(repo: Repo) -> dict[str, str]:
