@@ -12,19 +12,22 @@ from __future__ import annotations
 
 import re
 import shlex
+from typing import TYPE_CHECKING
 
 from envsnap.diff.hotpaths import HotPattern, hot_files, hot_patterns, touches
 from envsnap.text import plural
-from envsnap.timeline.evidence import (
-    FileRecord,
-    MovedCommits,
-    ProcessRecord,
-    PythonSource,
-    ReflogRecord,
-    UnitRecord,
-)
 from envsnap.timeline.model import FILE_TIME, RECORDED, Event
 from envsnap.timeline.roles import package_role
+
+if TYPE_CHECKING:
+    from envsnap.timeline.evidence import (
+        FileRecord,
+        MovedCommits,
+        ProcessRecord,
+        PythonSource,
+        ReflogRecord,
+        UnitRecord,
+    )
 
 # "rebase (pick): ...", "rebase -i (finish): ...", "pull --rebase origin main (start): ..."
 REBASE_STEP = re.compile(r"^(?:pull\b[^(]*--rebase[^(]*|rebase[^(]*) \((start|pick|continue|"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from envsnap.defaults import DEFAULT_COLLECTOR_TIMEOUT, DEFAULT_CONNECT_TIMEOUT
 from envsnap.errors import UsageError
@@ -19,12 +19,14 @@ from envsnap.hosts.connect import open_transport
 from envsnap.hosts.inventory import Host
 from envsnap.hosts.payload import TimelineConfig
 from envsnap.snapshot import document as snap
-from envsnap.snapshot.records import Snapshot
 from envsnap.snapshot.store import Store
 from envsnap.timeline import code_events, history, system_events
-from envsnap.timeline.evidence import Evidence, Source, Sources
 from envsnap.timeline.model import Event, Timeline, Window
 from envsnap.timeline.window import DEFAULT_SINCE, parse_moment
+
+if TYPE_CHECKING:   # types only: records.py costs milliseconds to import
+    from envsnap.snapshot.records import Snapshot
+    from envsnap.timeline.evidence import Evidence, Source, Sources
 
 
 @dataclass(frozen=True)

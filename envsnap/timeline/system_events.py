@@ -10,10 +10,19 @@ fallen off the bus, the driver loaded) by the patterns below.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-from envsnap.timeline.evidence import AptRecord, DpkgRecord, HostSource, KernelRecord, RpmRecord
 from envsnap.timeline.model import FILE_TIME, KERNEL_CLOCK, RECORDED, Event
 from envsnap.timeline.roles import package_role
+
+if TYPE_CHECKING:
+    from envsnap.timeline.evidence import (
+        AptRecord,
+        DpkgRecord,
+        HostSource,
+        KernelRecord,
+        RpmRecord,
+    )
 
 KERNEL_KINDS = (
     ("GPU fallen off the bus", re.compile(r"fallen off the bus", re.IGNORECASE)),
