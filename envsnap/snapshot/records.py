@@ -430,7 +430,7 @@ class Uncommitted(TypedDict, total=False):
     dirty: Optional[bool]
     digest: Optional[str]
     tracked: dict[str, Optional[str]]          # path -> status
-    untracked: dict[str, Any]
+    untracked: dict[str, object]               # path -> the agent's file facts, free-form
     untracked_count: Optional[int]
     untracked_truncated: Optional[bool]
     patch: Optional[Blob]
@@ -553,11 +553,12 @@ class Collector(TypedDict, total=False):
 
 
 class Signature(TypedDict, total=False):
-    """As recorded; snapshot/provenance.py checks that all three are there before trusting it."""
+    """As recorded; snapshot/provenance.py makes it and checks that all three are there
+    before trusting it."""
 
     algorithm: str
-    key: str
-    digest: str
+    key: str       # the key's id (a digest of it, never the key): tells "another key" apart
+    digest: str    # HMAC-SHA256 of provenance.canonical_bytes(document), hex
 
 
 class ImportSource(TypedDict, total=False):
