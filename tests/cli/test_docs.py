@@ -9,13 +9,18 @@ because a page's commands use what earlier ones made (`good`, `bad`, `hosts.yml`
 """
 from __future__ import annotations
 
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 from helpers.docpages import Command, Page, make_sandbox, missing_lines, pages, read_page
 from helpers.sshd import start_sshd
+
+# One worker builds the sandbox and runs every page (tests/run.sh: --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("docs")
 
 Ran = list[tuple[Command, subprocess.CompletedProcess[str]]]
 PAGES = [read_page(path) for path in pages()]
@@ -61,3 +66,26 @@ def test_page_commands_exit_and_print_as_shown(page: Page,
         if missing:
             failures.append(f"{where}: not printed: {missing}\n{printed}")
     assert not failures, "\n\n".join(failures)
+
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def anchors(path: Path) -> set[str]:
+    """GitHub's ids of a page's headings: lower case, punctuation dropped, spaces as dashes."""
+    return {re.sub(r"[^\w\- ]", "", line.lstrip("#").strip().lower()).replace(" ", "-")
+            for line in path.read_text().splitlines() if line.startswith("#")}
+
+
+def test_every_relative_link_of_the_pages_leads_somewhere() -> None:
+    broken = []
+    for path in pages():
+        for target in LINK.findall(path.read_text()):
+            if "://" in target:
+                continue
+            file, _, anchor = target.partition("#")
+            linked = (path.parent / file).resolve() if file else path
+            if not linked.exists() or (anchor and linked.suffix == ".md"
+                                       and anchor not in anchors(linked)):
+                broken.append(f"{path.relative_to(ROOT)}: {target}")
+    assert not broken, broken
