@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Union, cast
+from urllib.parse import urlsplit
 
 from envsnap.agent.redact import holds_marker, redact_text
 from envsnap.bench import stats as benchstats
@@ -97,8 +98,6 @@ class ServeSpec:
 
 def check_ready(ready: str) -> None:
     """--ready: an http(s) URL with a host, or a regex the agent may match (one line, exit 2)."""
-    from urllib.parse import urlsplit
-
     if not ready.strip():
         raise UsageError("--ready is empty: give a regex of the server's ready line or an "
                          "http:// URL that answers once it is up")

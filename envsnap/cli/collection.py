@@ -7,13 +7,16 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envsnap.cli.options import exit_codes
+from envsnap.cli.options import examples, exit_codes
 from envsnap.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:
     from envsnap.cli.options import Commands
 
-EPILOG = exit_codes(
+EPILOG = examples(
+    "envsnap ansible ~/.ansible/collections",
+    "envsnap ansible build",
+) + exit_codes(
     (ExitCode.OK, "written: DEST/ansible_collections/envsnap/gpu (its path is printed)"),
     (ExitCode.USAGE, "DEST cannot be written"),
 )

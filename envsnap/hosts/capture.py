@@ -30,7 +30,7 @@ from envsnap.hosts.connect import open_transport
 from envsnap.hosts.inventory import Host
 from envsnap.hosts.labels import HOST, host_field, parse_template, shared_values
 from envsnap.hosts.payload import AgentConfig, AgentOutput, CollectConfig
-from envsnap.hosts.transport import Transport, max_output_bytes
+from envsnap.hosts.transport import Transport, collect_process, max_output_bytes
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.mask import masking_key
 from envsnap.snapshot.spec import got
@@ -38,6 +38,7 @@ from envsnap.snapshot.store import Store, label_from_name, validate_label
 from envsnap.text import name_stamp, now_utc, timestamp
 
 if TYPE_CHECKING:
+    from envsnap.hosts.headstart import EarlyAgent
     from envsnap.snapshot.records import Snapshot
 
 
@@ -102,10 +103,13 @@ def distinct(labels: dict[str, str]) -> dict[str, str]:
 
 
 def run_agent(transport: Transport, host: Host, config: AgentConfig, timeout: float,
-              progress: Callable[[str], None] | None = None) -> AgentOutput:
+              progress: Callable[[str], None] | None = None,
+              early: EarlyAgent | None = None) -> AgentOutput:
     """One exec when the agent is cached on the host; otherwise upload it and exec again.
     With `progress` (long runs: bench) the agent is followed: its progress lines reach
-    `progress` as they come, and it stops its work if this process goes away."""
+    `progress` as they come, and it stops its work if this process goes away. `early`: the
+    agent of this capture of this machine, already running with `config` (headstart.py),
+    read in place of the first exec."""
     digest = payload.agent_digest()
     follow = None
     if progress is not None:
@@ -119,7 +123,11 @@ def run_agent(transport: Transport, host: Host, config: AgentConfig, timeout: fl
             if line.startswith(PROGRESS_PREFIX):
                 progress(line[len(PROGRESS_PREFIX):])
     warm_up()
-    result = transport.run(payload.run_command(host.python, digest, config), timeout, follow)
+    if early is not None:
+        result = collect_process(host.name, early.take(), timeout, None, None)
+    else:
+        result = transport.run(payload.run_command(host.python, digest, config), timeout,
+                               follow)
     if result.exit_code == payload.PAYLOAD_MISSING_EXIT:
         uploaded = payload.zip_path(digest)
         transport.put(payload.build_payload()[0], uploaded)
@@ -132,15 +140,14 @@ def run_agent(transport: Transport, host: Host, config: AgentConfig, timeout: fl
 
 def warm_up() -> None:
     """Import what reading the agent's output needs while the host runs the agent: this
-    process only waits then, and the secret detector and the masking key's modules cost a
-    few ms (more where the detector grows) that need not come before the connection. The
-    import lock makes agent_json wait for a half-done import, never redo it."""
+    process only waits then, and the secret detector's module costs a few ms (more where
+    the detector grows) that need not come before the connection. The import lock makes
+    agent_json wait for a half-done import, never redo it."""
     threading.Thread(target=import_readers, daemon=True).start()
 
 
 def import_readers() -> None:
     import envsnap.agent.redact  # noqa: F401
-    import envsnap.snapshot.mask  # noqa: F401
 
 
 def agent_json(host_name: str, output: str) -> AgentOutput:
@@ -191,12 +198,13 @@ def check_agent_exit(host: Host, exit_code: int, stderr: str) -> None:
     raise HostError(f"{host.name}: agent failed (exit {exit_code}): {last_line}")
 
 
-def snapshot_document(transport: Transport, host: Host, label: str,
-                      options: CaptureOptions) -> Snapshot:
-    """Capture one host through an open transport into a document, not yet saved."""
-    config = agent_config(host, options)
+def snapshot_document(transport: Transport, host: Host, label: str, options: CaptureOptions,
+                      early: EarlyAgent | None = None) -> Snapshot:
+    """Capture one host through an open transport into a document, not yet saved; with
+    `early`, the host's agent already running (this machine's: headstart.py)."""
+    config = early.config if early is not None else agent_config(host, options)
     captured_at = timestamp()
-    output = run_agent(transport, host, config, options.collector_timeout + 30)
+    output = run_agent(transport, host, config, options.collector_timeout + 30, early=early)
     return document_of(output, host.name, host.address, label, captured_at,
                        recorded_config(host, config))
 
@@ -230,14 +238,15 @@ def save_snapshot(store: Store, document: Snapshot, label: str, replace: bool) -
     return Saved(label, path, document, snapshot.problems(document))
 
 
-def capture_host(host: Host, label: str, store: Store, options: CaptureOptions) -> Outcome:
+def capture_host(host: Host, label: str, store: Store, options: CaptureOptions,
+                 early: EarlyAgent | None = None) -> Outcome:
     started = time.monotonic()
     outcome = Outcome(host=host, label=label)
     try:   # opening the transport may fail too (ansible_connection: ssh without an ssh)
         with open_transport(host, options.connect_timeout,
                             options.accept_new_host_keys) as transport:
-            saved = save_snapshot(store, snapshot_document(transport, host, label, options),
-                                  label, replace=options.force)
+            saved = save_snapshot(store, snapshot_document(transport, host, label, options,
+                                                           early), label, replace=options.force)
         outcome.path, outcome.problems = saved.path, saved.problems
         outcome.notes = [snapshot.held_text(path, held) for path, held
                          in sorted(snapshot.held_checkouts(saved.document).items())]
@@ -301,15 +310,17 @@ def write_retry_file(store: Store, outcomes: list[Outcome]) -> Path | None:
 
 def capture(hosts: list[Host], store: Store, options: CaptureOptions,
             on_outcome: Callable[[Outcome], None] | None = None,
-            labels: dict[str, str] | None = None) -> list[Outcome]:
+            labels: dict[str, str] | None = None,
+            early: EarlyAgent | None = None) -> list[Outcome]:
     """Capture every host through at most `options.forks` workers; outcomes in host order.
     `labels`: host name -> label when planned for a larger fleet (a retry's), else planned
-    here."""
+    here. `early`: the agent of a capture of this one machine, already running
+    (headstart.agent_started_early), read by that capture; a fleet's hosts run their own."""
     planned = labels or plan_labels(hosts, options.label, now_utc())
     labels = {host.name: planned[host.name] for host in hosts}
     check_before_capture(labels, store, options.force)
     if len(hosts) == 1:   # no pool: concurrent.futures loads logging, a few ms of every capture
-        outcome = capture_host(hosts[0], labels[hosts[0].name], store, options)
+        outcome = capture_host(hosts[0], labels[hosts[0].name], store, options, early)
         if on_outcome:
             on_outcome(outcome)
         return [outcome]

@@ -26,7 +26,7 @@ from envsnap.hosts.inventory_graph import (
     is_ip_address,
 )
 from envsnap.hosts.jump import inventory_jump
-from envsnap.hosts.sshconfig import is_known_host
+from envsnap.hosts.sshconfig import is_known_host, unknown_host_text
 from envsnap.text import did_you_mean
 
 if TYPE_CHECKING:
@@ -200,14 +200,14 @@ class Inventory:
         return sorted(self.groups.get(pattern, set()))
 
     def not_found_text(self) -> str:
-        """"not in inventory hosts.yml (groups: gpu, all) and ", or "" without one."""
+        """"not in inventory hosts.yml (groups: gpu, all)", or where to give one."""
         if not self.given:
-            return ""
+            return "not in the inventory (none given; see --inventory)"
         # the groups the inventory names, then `all`; the implicit `ungrouped` is left out
         named = [group for group in self.groups if group not in (ALL, UNGROUPED)]
         groups = f" (groups: {', '.join([*named, ALL])})" if self.hosts or named else \
             " (it has no hosts)"
-        return f"not in inventory {self.source}{groups} and "
+        return f"not in inventory {self.source}{groups}"
 
     def host(self, name: str) -> Host:
         host_vars = self.hosts[name]
@@ -472,13 +472,14 @@ def no_host_left(limit: str, unmatched: list[str]) -> UsageError:
 
 def ad_hoc_host(pattern: str, inventory: Inventory) -> Host:
     """A host the inventory does not name: `local`, or a spec SSH can find. A name that is
-    neither is most likely a typo, said as such before any connection is tried."""
+    neither is most likely a typo, said as such before any connection is tried, with each
+    place it was looked for: the inventory, the SSH config files, the resolver."""
     host = parse_host_spec(pattern)
     if host.is_local or is_known_host(host.address):
         return host
     known = [*inventory.hosts, *(group for group in inventory.groups if group != UNGROUPED)]
-    raise UsageError(f"{pattern}: {inventory.not_found_text()}not a known host"
-                     f"{did_you_mean(pattern, known)}")
+    raise UsageError(f"{pattern}: {inventory.not_found_text()}, "
+                     f"{unknown_host_text(host.address)}{did_you_mean(pattern, known)}")
 
 
 def inventory_of(host: Host) -> Inventory:

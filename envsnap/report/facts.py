@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Callable, Union
 
 from envsnap.diff import rules
 from envsnap.diff.findings import short
+from envsnap.diff.partial import why_unknown
 from envsnap.snapshot import customize as customize_words
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.document import collector_error
@@ -70,8 +71,6 @@ class Facts:
     def known(self, section: Mapping[str, object], key: str) -> None:
         """An imported snapshot that lacks `key` does not know it: say so, never "none"."""
         if key not in section and snapshot.is_partial(self.document):
-            from envsnap.diff.partial import why_unknown
-
             raise RowValue(f"unknown: {why_unknown(self.document)}")
 
     def system(self) -> System:

@@ -43,7 +43,6 @@ from envsnap.restore.safety import Journal, JournalBook, Pending, check_pending,
 from envsnap.restore.serve import (
     ServerEnv,
     about_server,
-    recorded_server_env,
     serve_shown,
     server_env,
 )
@@ -199,7 +198,7 @@ def check_provenance(document: Snapshot, host: Host, options: RestoreOptions,
                         needs_consent=not (options.check or options.trust_foreign),
                         host_wide=options.host_wide,
                         serve=serve_shown(document, serving),
-                        env=recorded_server_env(document) if serving else None)
+                        env=snap.recorded_server_env(document) if serving else None)
     gate(plan, review, "restore it")
 
 

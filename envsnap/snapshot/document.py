@@ -47,6 +47,8 @@ if TYPE_CHECKING:   # records.py costs ~5 ms to import, and is read by mypy only
     )
 
 SCHEMA = 1
+SERVER_STARTED = "envsnap --serve"   # a worker's "matched" when envsnap started it (the agent's
+                                     # benchserve.MATCHED)
 
 # Step-wise migration, pipx style: MIGRATIONS[n] turns a schema-n document into schema n+1.
 MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
@@ -405,6 +407,24 @@ def add_workers(document: Snapshot, workers: dict[str, Process]) -> None:
     section = facts(document).setdefault("env", {})
     section["processes"] = {**section.get("processes", {}), **workers}
     document.setdefault("digests", {})["env"] = section_digest(section)
+
+
+def server_worker(document: Snapshot) -> tuple[str, Process] | None:
+    """(pid, worker) of the server a `bench --serve` started and recorded (add_workers: role
+    "server"), the server itself, not one of its children; None when there was none."""
+    processes = env(document).get("processes", {})
+    for pid, worker in sorted(processes.items()):
+        if worker.get("role") == "server" and worker.get("matched") == SERVER_STARTED:
+            return pid, worker
+    return None
+
+
+def recorded_server_env(document: Snapshot) -> dict[str, str]:
+    """Every variable the recorded server ran with ({} without one, or where its env could
+    not be read): what a rerun's server may be started with, and what explain puts back."""
+    found = server_worker(document)
+    recorded = process_env(found[1]) if found is not None else None
+    return {name: value for name, value in (recorded or {}).items() if isinstance(value, str)}
 
 
 # ---- loading ---------------------------------------------------------------------------------

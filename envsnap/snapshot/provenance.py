@@ -10,7 +10,8 @@ unseen: restore shows them whole and asks first (restore/run.py).
 
 The key is 32 random bytes, hex, in $XDG_CONFIG_HOME/envsnap/key (default
 ~/.config/envsnap/key), made on first signing: folder 0700, file 0600, created with a link
-so two envsnaps starting at once agree on one key. A key others can read signs nothing.
+so two envsnaps starting at once agree on one key. A key others can read signs nothing. The
+run that makes it records so (made_keys), and the CLI says where it is and why to keep it.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NamedTuple, TypedDict
 
 from envsnap.errors import SnapshotError, UsageError
 
@@ -97,6 +98,25 @@ def read_key(env: Mapping[str, str] | None = None) -> bytes | None:
     return key
 
 
+class KeyMade(NamedTuple):
+    """A signing key this process made: the first run that signed something."""
+
+    path: Path
+
+
+# The keys made by this process (make_key), until the CLI takes them (taken_keys) to tell the
+# person once where theirs is. Signing runs deep inside capture, bench, restore and import,
+# whose results say nothing of keys, so the fact is kept here rather than threaded up.
+made_keys: list[KeyMade] = []
+
+
+def taken_keys() -> list[KeyMade]:
+    """The keys made since last asked; each is told once."""
+    taken = list(made_keys)
+    made_keys.clear()
+    return taken
+
+
 def user_key(env: Mapping[str, str] | None = None) -> bytes:
     """The user's key, made on first use."""
     key = read_key(env)
@@ -123,6 +143,7 @@ def make_key(env: Mapping[str, str] | None = None) -> bytes:
                 os.fsync(out.fileno())
             try:   # a link never replaces: a key another envsnap made meanwhile wins
                 os.link(temporary, path)
+                made_keys.append(KeyMade(path))
             except FileExistsError:
                 pass
         finally:

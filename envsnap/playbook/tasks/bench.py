@@ -18,6 +18,7 @@ from envsnap.defaults import (
     DEFAULT_SERVE_TIMEOUT,
 )
 from envsnap.errors import ArgError, BenchError
+from envsnap.hosts.capture import save_snapshot
 from envsnap.playbook.tasks.base import (
     Context,
     Module,
@@ -164,8 +165,7 @@ def save(ctx: Context, args: BenchArgs, record: Bench) -> str:
                                                 python=args.get("python")), label)
     snapshot.set_bench(document, record)
     snapshot.add_workers(document, bench.server_workers(record))
-    ctx.store.save(document, label)
-    return label
+    return save_snapshot(ctx.store, document, label, replace=as_bool(args, "force")).label
 
 
 MODULE = Module[BenchArgs](name="bench", run=run_benchmark, required=("cmd", "metric"),

@@ -80,15 +80,15 @@ def test_all_and_unknown_names(inventory: Inventory) -> None:
     assert resolve_hosts(["localhost:2200"], inventory)[0].port == 2200
 
 
-def test_a_name_neither_in_the_inventory_nor_resolvable_is_refused(inventory: Inventory) -> None:
+def test_where_a_name_was_looked_for_in_the_inventory(inventory: Inventory) -> None:
+    """The first place named when a name is not found (tests/cli/test_unknown_host.py:
+    the whole line, offline)."""
     named = Inventory(yaml.safe_load(INVENTORY), source="hosts.yml")
-    with pytest.raises(UsageError) as refused:
-        resolve_hosts(["gpu-bx.invalid"], named)
-    assert str(refused.value) == ("gpu-bx.invalid: not in inventory hosts.yml "
-                                  "(groups: gpu, all) and not a known host")
-    with pytest.raises(UsageError) as bare:
-        resolve_hosts(["ml@gpu-bx.invalid:2222"], Inventory(None))
-    assert str(bare.value) == "ml@gpu-bx.invalid:2222: not a known host"
+    assert named.not_found_text() == "not in inventory hosts.yml (groups: gpu, all)"
+    assert Inventory({"all": {}}, source="empty.yml").not_found_text() == \
+        "not in inventory empty.yml (it has no hosts)"
+    assert Inventory(None).not_found_text() == \
+        "not in the inventory (none given; see --inventory)"
 
 
 def test_inventory_must_be_a_mapping() -> None:
