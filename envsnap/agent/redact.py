@@ -1,7 +1,7 @@
 """The secret detector: one on the host, run on every string before the agent returns it.
 
 A snapshot is made to be attached to a public bug report, so what looks like a credential is
-masked before it leaves the host. The detector combines (README "Secrets"):
+masked before it leaves the host. The detector combines (docs/guide/secrets.md):
 
 - names: a value under a name whose last word is token, key, pass, pw, pwd, auth, secret,
   or that holds password, passwd, passphrase, secret, credential anywhere (`HF_TOKEN`,

@@ -67,7 +67,7 @@ class Comparison(TypedDict):
 
 def compile_metric(regex: str) -> re.Pattern[str]:
     """The --metric regex, or one line (exit 2): not a regex, or one that could backtrack
-    catastrophically (agent/patterns.py; README "Patterns" says what is allowed)."""
+    catastrophically (agent/patterns.py; docs/guide/capture.md, "Patterns": what is allowed)."""
     try:
         return checked(regex)
     except (re.error, OverflowError, RecursionError) as exc:   # `\d{99999999999}`, `((((...`

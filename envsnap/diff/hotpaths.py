@@ -12,7 +12,7 @@ docs/attention_backend.md, "scheduler" does not match scheduler_metrics_mixin.py
   `python/sglang/srt/distributed`).
 
 Each default pattern carries a weight by how specific it is to the performance of multi-GPU
-inference (DEFAULT_HOT_PATHS, documented in the README): communication (NCCL, collectives,
+inference (DEFAULT_HOT_PATHS, documented in docs/guide/diff.md): communication (NCCL, collectives,
 the distributed layer) above kernel families (attention backends, MoE kernels) above generic
 components (scheduler, model runner, CUDA graphs). A configured pattern (`capture --hot-path`,
 the inventory's `hot_paths`) outranks every default. Docs, tests, benchmarks, examples and CI
