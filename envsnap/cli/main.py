@@ -193,20 +193,19 @@ def run(argv: list[str]) -> int:
         sys.stderr.write(parser.format_help() + "\nenvsnap: error: no command given\n")
         return ExitCode.USAGE
     command: Command = args.run
-    ended = False
+    code: int = ExitCode.INTERNAL
     try:
         code = command(args)
-        ended = True
         return code
     finally:
-        tell_new_key(ended)
+        tell_new_key(code in (ExitCode.OK, ExitCode.DRIFT))
 
 
 def tell_new_key(say: bool) -> None:
     """Once, on the run that made it: where the signing key is, and why it matters. Only a
     command that signed loaded provenance, so the others ask nothing (nor import it). Said
-    (`say`) by a command that ran to its end: one that fails says its error alone, in one
-    line."""
+    (`say`) by a command that ended in one of its usual outcomes (0, 1): one that fails says
+    its error alone, in one line."""
     provenance = sys.modules.get("envsnap.snapshot.provenance")
     keys = provenance.taken_keys() if provenance is not None else []   # taken, said or not
     for made in keys if say else []:
