@@ -85,8 +85,12 @@ LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 def anchors(path: Path) -> set[str]:
     """GitHub's ids of a page's headings: lower case, punctuation dropped, spaces as dashes."""
-    return {re.sub(r"[^\w\- ]", "", line.lstrip("#").strip().lower()).replace(" ", "-")
-            for line in path.read_text().splitlines() if line.startswith("#")}
+    return {anchor(line.lstrip("#")) for line in path.read_text().splitlines()
+            if line.startswith("#")}
+
+
+def anchor(title: str) -> str:
+    return re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-")
 
 
 def test_every_relative_link_of_the_pages_leads_somewhere() -> None:
@@ -100,4 +104,42 @@ def test_every_relative_link_of_the_pages_leads_somewhere() -> None:
             if not linked.exists() or (anchor and linked.suffix == ".md"
                                        and anchor not in anchors(linked)):
                 broken.append(f"{path.relative_to(ROOT)}: {target}")
+    assert not broken, broken
+
+
+# A pointer from the package (a message, a help text, a docstring, a comment) to the docs:
+# a README or a page of docs/ (docs/guide/*.md, docs/STORY.md...), then the section when one
+# is named: `#anchor`, `, "Title"`, or `README: Title`. Lower-case docs/x.md paths are
+# sglang's (the demo's commits, hot-path examples), not ours.
+POINTER = re.compile(r'((?:[\w-]+/)*README\.md|docs/(?:guide/[a-z-]+|[A-Z]+)\.md|\bREADME\b)'
+                     r'(?:#([\w-]+)|,\s+"([^"]+)"|: ([A-Z][\w-]*(?: [A-Z][\w-]*)*))?')
+SOURCE_SUFFIXES = (".py", ".md", ".yml", ".yaml", ".txt")
+
+
+def source_pointers() -> list[tuple[str, Path, str | None]]:
+    """(where, the file it names, the section's anchor or None) for each pointer in envsnap/."""
+    found = []
+    for path in sorted((ROOT / "envsnap").rglob("*")):
+        if path.suffix not in SOURCE_SUFFIXES or "__pycache__" in path.parts:
+            continue
+        text = path.read_text()
+        for match in POINTER.finditer(text):
+            name, hashed, quoted, titled = match.groups()
+            named = "README.md" if name == "README" else name
+            target = ROOT / named   # from the repository's root, else beside the file
+            if not target.exists() and (path.parent / named).exists():
+                target = path.parent / named
+            section = hashed or (anchor(quoted or titled) if quoted or titled else None)
+            where = f"{path.relative_to(ROOT)}:{text.count(chr(10), 0, match.start()) + 1}"
+            found.append((f"{where}: {match.group(0)}", target, section))
+    return found
+
+
+def test_every_pointer_of_the_source_to_the_docs_leads_somewhere() -> None:
+    """A message or docstring that sends the reader to a page names one that exists, and a
+    section the page has: the docs move, and a pointer left behind sends people nowhere."""
+    pointers = source_pointers()
+    assert any(section for _, _, section in pointers), "the pattern finds the pointers"
+    broken = [where for where, target, section in pointers
+              if not target.is_file() or (section and section not in anchors(target))]
     assert not broken, broken
