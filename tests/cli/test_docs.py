@@ -46,6 +46,12 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[s
         sshd.stop()
 
 
+def test_the_readme_stays_short() -> None:
+    """The README is read in minutes; the rest is the guide's."""
+    lines = len((ROOT / "README.md").read_text().splitlines())
+    assert lines <= 150, f"README.md has {lines} lines: move the detail to docs/guide/"
+
+
 def runnable(command: Command) -> bool:
     return not command.offline or offline_available() is None
 
