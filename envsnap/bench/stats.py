@@ -74,7 +74,7 @@ def compile_metric(regex: str) -> re.Pattern[str]:
         raise UsageError(f"invalid --metric regex {regex!r}: {exc}") from None
     except PatternRefused as exc:
         raise UsageError(f"--metric regex {regex!r} refused: {exc} "
-                         "(README: Patterns)") from None
+                         "(see docs/guide/capture.md#patterns)") from None
 
 
 def parse_metric(text: str, pattern: str | re.Pattern[str]) -> float | None:
@@ -90,7 +90,8 @@ def parse_metric(text: str, pattern: str | re.Pattern[str]) -> float | None:
         raw = metric_text(text, compiled)
     except PatternTimeout as exc:
         raise UsageError(f"--metric regex {compiled.pattern!r} {exc} on a run's output: "
-                         "make it more specific (README: Patterns)") from None
+                         "make it more specific (see docs/guide/capture.md#patterns)"
+                         ) from None
     return None if raw is None else metric_number(raw)
 
 

@@ -44,6 +44,7 @@ def cmd_collection(args: argparse.Namespace) -> int:
     sys.stdout.write(f"{built}\n")   # alone on stdout, for scripts: $(envsnap ansible DEST)
     collections = built.parents[2]
     sys.stderr.write(f"next: export ANSIBLE_COLLECTIONS_PATH={collections} and use "
-                     "envsnap.gpu.envsnap_capture in a play (README: Ansible), or pack it: "
+                     "envsnap.gpu.envsnap_capture in a play (docs/guide/fleets.md#ansible), "
+                     "or pack it: "
                      f"ansible-galaxy collection build {built}\n")
     return ExitCode.OK

@@ -59,7 +59,7 @@ def register(commands: Commands) -> None:
                           "differ from the majority")
     dif.add_argument("-l", "--limit", metavar="PATTERN",
                      help="with --fleet: only the members this Ansible host pattern selects, "
-                          "by host name (groups from --inventory); README: Fleets")
+                          "by host name (groups from --inventory); docs/guide/fleets.md#--limit")
     dif.add_argument("--inventory", default=os.environ.get("ENVSNAP_INVENTORY"),
                      help="with --limit: the inventory whose groups patterns may name "
                           "(default: $ENVSNAP_INVENTORY)")

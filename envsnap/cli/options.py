@@ -213,7 +213,7 @@ def add_limit_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-l", "--limit", metavar="PATTERN",
                         help="only the hosts this Ansible host pattern selects: n2, "
                              "'gpu:!n3', 'gpu:&rack1', 'gpu[0:3]', 'node0*', '~regex', "
-                             "@retry-file (README: Fleets)")
+                             "@retry-file (docs/guide/fleets.md#--limit)")
 
 
 def selected_hosts(args: argparse.Namespace, patterns: list[str], overrides: Vars) -> list[Host]:

@@ -136,7 +136,8 @@ def check_proc_patterns(value: object, what: str) -> None:
     for pattern in patterns:
         why = proc_pattern_problem(pattern)
         if why is not None:
-            raise UsageError(f"{what}: pattern {pattern!r} refused: {why} (README: Patterns)")
+            raise UsageError(f"{what}: pattern {pattern!r} refused: {why} "
+                             "(see docs/guide/capture.md#patterns)")
 
 
 def parse_host_spec(spec: str) -> Host:

@@ -182,7 +182,8 @@ def matcher(pattern: str) -> Callable[[str], object]:
     expression = pattern[1:] if pattern.startswith("~") else fnmatch.translate(pattern)
     why = regex_problem(expression) if pattern.startswith("~") else None
     if why is not None:
-        raise UsageError(f"--limit: pattern {pattern!r} refused: {why} (README: Patterns)")
+        raise UsageError(f"--limit: pattern {pattern!r} refused: {why} "
+                         "(see docs/guide/capture.md#patterns)")
     try:
         return re.compile(expression).match
     except re.error as exc:

@@ -96,7 +96,8 @@ def test_envsnap_ansible_prints_the_path_and_what_to_do_next(cli: Cli) -> None:
     built = cli.cwd / "build" / "ansible_collections" / "envsnap" / "gpu"
     assert result.stdout == f"{built}\n"   # alone, for $(envsnap ansible DEST)
     assert result.stderr == (f"next: export ANSIBLE_COLLECTIONS_PATH={cli.cwd / 'build'} and "
-                             "use envsnap.gpu.envsnap_capture in a play (README: Ansible), or "
+                             "use envsnap.gpu.envsnap_capture in a play "
+                             "(docs/guide/fleets.md#ansible), or "
                              f"pack it: ansible-galaxy collection build {built}\n")
 
 

@@ -8,6 +8,8 @@ The convention (docs/guide/README.md says it to writers):
   and line breaks aside. `…` stands for text that differs from machine to machine.
 - `NAME=value` words before the command set its environment, as in a shell.
 - A block whose first line is `# file: NAME` is written to NAME before the page's commands.
+- A ```console block whose first line is `# offline` runs its commands where no name lookup
+  leaves the machine (helpers/offline.py): for a name that must not resolve.
 - Blocks in any other language (```sh, ```yaml) are read, never run: keep them few.
 
 The sandbox is a reader's machine in miniature: a HOME of its own that is also the login
@@ -28,6 +30,7 @@ from pathlib import Path
 from conftest import ROOT, Cli
 
 from helpers.gitrepos import PARALLEL_STATE, PYNCCL
+from helpers.offline import run_offline
 from helpers.sshd import Sshd
 
 GUIDE = ROOT / "docs" / "guide"
@@ -35,6 +38,7 @@ FENCE = re.compile(r"^```(\S*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 EXIT = re.compile(r"\s+#\s*exit\s+(\d+)\s*$")
 ASSIGNMENT = re.compile(r"^[A-Z_][A-Z0-9_]*=")
 FILE = re.compile(r"^# file: (\S+)\n")
+OFFLINE = re.compile(r"^# offline\b.*\n")
 ALIASES = {"gpu-box": "127.0.0.2", "node01": "127.0.0.3", "node02": "127.0.0.4"}
 BENCH_PY = ('import pathlib, random\n'
             'speed = float(pathlib.Path("speed.txt").read_text())\n'
@@ -58,6 +62,7 @@ class Command:
     env: dict[str, str]  # NAME=value words before the command, as the shell reads them
     exit_code: int
     shown: list[str]    # the output lines the page shows under it
+    offline: bool = False   # run where no name lookup leaves the machine
 
 
 @dataclass(frozen=True)
@@ -75,15 +80,18 @@ def read_page(path: Path) -> Page:
     for block in FENCE.finditer(text):
         language, body = block.group(1), block.group(2)
         first_line = text.count("\n", 0, block.start(2)) + 1
-        named = FILE.match(body)
+        named, offline = FILE.match(body), OFFLINE.match(body)
         if named:
             files[named.group(1)] = body[named.end():]
+        elif language == "console" and offline:
+            commands += parse_console(name, first_line + 1, body[offline.end():], offline=True)
         elif language == "console":
             commands += parse_console(name, first_line, body)
     return Page(name, files, commands)
 
 
-def parse_console(page: str, first_line: int, body: str) -> list[Command]:
+def parse_console(page: str, first_line: int, body: str,
+                  offline: bool = False) -> list[Command]:
     commands: list[Command] = []
     lines = body.splitlines()
     index = 0
@@ -105,10 +113,11 @@ def parse_console(page: str, first_line: int, body: str) -> list[Command]:
         words = shlex.split(command, comments=True)
         env = dict(word.split("=", 1) for word in words if ASSIGNMENT.match(word))
         argv = words[len(env):]
-        if not argv or argv[0] not in ("envsnap", "git"):
-            raise ValueError(f"{page}:{first_line + start}: only envsnap and git run here")
+        runs = ("envsnap",) if offline else ("envsnap", "git")
+        if not argv or argv[0] not in runs:
+            raise ValueError(f"{page}:{first_line + start}: only {' and '.join(runs)} run here")
         commands.append(Command(page, first_line + start, argv, env,
-                                int(wanted.group(1)) if wanted else 0, shown))
+                                int(wanted.group(1)) if wanted else 0, shown, offline))
     return commands
 
 
@@ -137,6 +146,8 @@ class Sandbox:
     def run(self, command: Command) -> subprocess.CompletedProcess[str]:
         argv = self.expand(command.argv)
         env = {**self.env, **command.env}
+        if command.offline:   # a subprocess in namespaces of its own (offline_available)
+            return run_offline(argv[1:], env, self.home)
         if argv[0] == "envsnap":
             return Cli(env=env, cwd=self.home)(*argv[1:], timeout=120)
         return subprocess.run(argv, cwd=self.home, env=env, capture_output=True,
