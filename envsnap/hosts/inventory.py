@@ -492,7 +492,12 @@ def inventory_of(host: Host) -> Inventory:
         how = {"ansible_host": host.address, "ansible_port": host.port,
                "ansible_user": host.user, "ansible_ssh_private_key_file": host.key_file}
     host_vars = {**host.vars, **{key: value for key, value in how.items() if value is not None}}
-    return Inventory({"all": {"hosts": {host.name: host_vars}}}, source=f"<{host.name}>")
+    # Built as a graph, not read as an inventory file: the name is the target as the user
+    # gave it and as the snapshot records it (`root@gpu-box`), parsed already, which the
+    # name rule of an inventory file would refuse.
+    graph = InventoryGraph()
+    graph.add_host(host.name, ALL, host_vars)
+    return Inventory.of_graph(graph, f"<{host.name}>", None)
 
 
 def with_vars(host: Host, overrides: Vars) -> Host:

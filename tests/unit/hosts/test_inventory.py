@@ -5,7 +5,13 @@ import yaml
 from conftest import Cli
 
 from envsnap.errors import UsageError
-from envsnap.hosts.inventory import Inventory, expand_range, parse_host_spec, resolve_hosts
+from envsnap.hosts.inventory import (
+    Inventory,
+    expand_range,
+    inventory_of,
+    parse_host_spec,
+    resolve_hosts,
+)
 
 INVENTORY = """
 all:
@@ -135,3 +141,14 @@ def test_an_ipv6_ansible_host_is_an_address() -> None:
     inventory = Inventory({"all": {"hosts": {"v6": {"ansible_host": "::1", "ansible_port": 22}}}})
     host = inventory.host("v6")
     assert (host.address, host.port) == ("::1", 22)
+
+
+@pytest.mark.parametrize("spec", ["root@gpu-box", "root@gpu-box:2222", "ml@[::1]:2222",
+                                  "gpu-box", "local"])
+def test_the_inventory_of_a_target_holds_it_as_given(spec: str) -> None:
+    """What the playbook engine is handed for a host as capture took it: the same name and
+    the same way in, a `user@` name included (an inventory file's names could not hold it)."""
+    host = parse_host_spec(spec)
+    held = inventory_of(host)
+    assert list(held.hosts) == [spec] and held.names("all") == [spec]
+    assert held.host(spec) == host
