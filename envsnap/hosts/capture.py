@@ -31,6 +31,7 @@ from envsnap.hosts.inventory import Host
 from envsnap.hosts.labels import HOST, host_field, parse_template, shared_values
 from envsnap.hosts.payload import AgentConfig, AgentOutput, CollectConfig
 from envsnap.hosts.transport import Transport, collect_process, max_output_bytes
+from envsnap.shape import is_object
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.mask import masking_key
 from envsnap.snapshot.spec import got
@@ -156,30 +157,39 @@ def agent_json(host_name: str, output: str) -> AgentOutput:
     from envsnap.agent.redact import rekey  # on use, as below: see warm_up
 
     try:
-        document: AgentOutput = json.loads(rekey(output, masking_key()))
+        document = json.loads(rekey(output, masking_key()))
     except (TypeError, ValueError, RecursionError):
         raise HostError(f"{host_name}: the agent's output is not JSON: "
                         f"{str(output)[:120]!r}") from None
-    check_agent_shape(host_name, document)
-    return document
+    return agent_shaped(host_name, document)
 
 
-def check_agent_shape(host_name: str, document: Any) -> None:
-    """The agent's output has the outline build() reads (an object; collectors: name ->
-    object; agent: an object); the schema checks the rest once the snapshot is built."""
-    collectors = document.get("collectors", {}) if isinstance(document, dict) else None
-    if not isinstance(collectors, dict):
-        where, value = ("collectors", collectors) if isinstance(document, dict) \
-            else ("the document", document)
-        raise HostError(f"{host_name}: the agent's output is refused: {where}: expected a "
-                        f"mapping, got {got(value)}; nothing saved")
+def agent_shaped(host_name: str, document: object) -> AgentOutput:
+    """The agent's output, checked to have the outline its readers take for granted (an
+    object; collectors: name -> object; agent, and bench with its server, objects where they
+    are): build() and bench/run.py read it without asking again, and the schema checks the
+    rest once the snapshot or the benchmark's record is built."""
+    def refused(where: str, value: object) -> HostError:
+        return HostError(f"{host_name}: the agent's output is refused: {where}: expected a "
+                         f"mapping, got {got(value)}; nothing saved")
+
+    if not is_object(document):
+        raise refused("the document", document)
+    collectors = document.get("collectors", {})
+    if not is_object(collectors):
+        raise refused("collectors", collectors)
     for name, result in collectors.items():
-        if not isinstance(result, dict):
-            raise HostError(f"{host_name}: the agent's output is refused: collectors.{name}: "
-                            f"expected a mapping, got {got(result)}; nothing saved")
-    if not isinstance(document.get("agent", {}), dict):
-        raise HostError(f"{host_name}: the agent's output is refused: agent: expected a "
-                        f"mapping, got {got(document['agent'])}; nothing saved")
+        if not is_object(result):
+            raise refused(f"collectors.{name}", result)
+    agent, bench = document.get("agent", {}), document.get("bench", {})
+    if not is_object(agent):
+        raise refused("agent", agent)
+    if not is_object(bench):
+        raise refused("bench", bench)
+    server = bench.get("server")   # a benchmark's server, where it started one
+    if server is not None and not is_object(server):
+        raise refused("bench.server", server)
+    return document
 
 
 def check_agent_exit(host: Host, exit_code: int, stderr: str) -> None:

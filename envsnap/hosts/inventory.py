@@ -27,6 +27,7 @@ from envsnap.hosts.inventory_graph import (
 )
 from envsnap.hosts.jump import inventory_jump
 from envsnap.hosts.sshconfig import is_known_host, unknown_host_text
+from envsnap.shape import is_mapping
 from envsnap.text import did_you_mean
 
 if TYPE_CHECKING:
@@ -262,7 +263,7 @@ def yaml_graph(document: object, source: str) -> InventoryGraph:
 def refuse_names_ansible_refuses(raw: object, what: str, source: str) -> None:
     """YAML gives `1234:` as a number and `yes:` as a boolean; Ansible refuses such a host
     or group name (it must be quoted), so envsnap does: a name is never guessed from it."""
-    for name in raw if isinstance(raw, dict) else ():
+    for name in raw if is_mapping(raw) else ():
         if not isinstance(name, str):
             raise UsageError(f"{source}: {what} {name!r} must be a string; quote it, as "
                              "Ansible asks (\"Enclose integers/floats in quotation marks\")")

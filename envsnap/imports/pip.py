@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from envsnap.imports.collect_env import canonical, package_facts
 from envsnap.imports.reading import Reading, Unreadable, merge, quoted
+from envsnap.shape import is_object
 
 if TYPE_CHECKING:
     from envsnap.snapshot.records import Facts, Interpreter, Kernel
@@ -158,7 +159,7 @@ def load_json(text: str, source: str) -> Any:
 def json_object(value: object) -> Mapping[str, object]:
     """A JSON object of the pasted report as read; {} for anything else, which then lacks
     what the reader asks of it (every part of the report is checked through here)."""
-    return value if isinstance(value, dict) else {}
+    return value if is_object(value) else {}
 
 
 def text_or_none(value: object) -> str | None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
 from envsnap.errors import SnapshotError
-from envsnap.snapshot.spec import is_object
+from envsnap.shape import is_object
 
 if TYPE_CHECKING:
     from envsnap.snapshot.records import Facts
@@ -59,7 +59,7 @@ def merge(into: Facts, more: Facts) -> Facts:
 def merge_tree(into: dict[str, object], more: Mapping[str, object]) -> None:
     for key, value in more.items():
         have = into.get(key)
-        if isinstance(have, dict) and is_object(value):   # `have`: a mapping of `into`, mutable
+        if is_object(have) and is_object(value):   # `have`: a mapping of `into`, mutable
             merge_tree(have, value)
         elif have is None or key not in into:
             into[key] = value

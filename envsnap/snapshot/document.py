@@ -18,7 +18,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable, cast
 
-from envsnap import __version__
+from envsnap import __version__, shape
 from envsnap.errors import SnapshotError, UsageError
 from envsnap.snapshot.spec import Invalid, got, is_object
 
@@ -442,7 +442,7 @@ def validate(document: Any, source: str) -> Snapshot:
     Raises SnapshotError naming the file, the path of the bad field and what was expected,
     before any other code reads the document.
     """
-    if not isinstance(document, dict):
+    if not shape.is_object(document):
         raise SnapshotError(f"{source}: not an envsnap snapshot (expected a mapping with "
                             f"schema, meta and facts at the top level, got {got(document)})")
     if "schema" not in document:
@@ -455,8 +455,8 @@ def validate(document: Any, source: str) -> Snapshot:
     if number > SCHEMA:
         raise SnapshotError(f"{source}: snapshot schema {number} is newer than this envsnap "
                             f"({SCHEMA}): upgrade envsnap")
-    while document["schema"] < SCHEMA:
-        document = MIGRATIONS[document["schema"]](document)
+    for schema in range(number, SCHEMA):   # MIGRATIONS[n] turns schema n into n+1
+        document = MIGRATIONS[schema](document)
     try:
         check_document()(document)
     except Invalid as bad:

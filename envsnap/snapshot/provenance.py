@@ -170,7 +170,7 @@ def meta_of(document: Mapping[str, object]) -> Mapping[str, object]:
     """The document's meta, {} where it has none: what signing and checking read of a
     document, which may be a hand-made file or a timeline as well as a checked snapshot."""
     meta = document.get("meta")
-    return meta if isinstance(meta, dict) else {}
+    return meta if is_object(meta) else {}
 
 
 def unsigned(document: Mapping[str, object]) -> dict[str, object]:
@@ -237,7 +237,7 @@ def verify(document: Mapping[str, object], key: bytes | None) -> Provenance:
     if meta_of(document).get("imported"):
         return Provenance("imported from pasted outputs")
     recorded = recorded_signature(document)
-    if not isinstance(recorded, dict) or not recorded.get("digest"):
+    if not is_object(recorded) or not recorded.get("digest"):
         return Provenance("unsigned")
     if key is None or recorded.get("key") != key_id(key) or recorded.get("algorithm") != ALGORITHM:
         return Provenance("signed by another key")

@@ -16,6 +16,8 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable, Union
 
+from envsnap import shape
+
 if TYPE_CHECKING:
     from typing import TypeGuard  # Python 3.10: a string annotation here (3.9 runs this too)
 
@@ -59,8 +61,8 @@ def is_object(value: object) -> TypeGuard[Mapping[str, Any]]:
     """Whether a value met by a walk over a snapshot's tree is a JSON object. Every mapping of
     a validated snapshot is one (string keys, JSON values): the generic walks of diff and
     report (digests, blobs, summaries) descend through this, where typed reads of a known
-    record need no check at all."""
-    return isinstance(value, dict)
+    record need no check at all. The check is envsnap.shape's, shared with every reader."""
+    return shape.is_object(value)
 
 
 def field_part(name: str) -> str:

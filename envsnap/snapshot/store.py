@@ -22,6 +22,7 @@ from envsnap.defaults import DEFAULT_STORE
 from envsnap.errors import EnvsnapError, SnapshotError, StoreError, UsageError, YamlError
 from envsnap.snapshot.document import captured_at, host, hostname, set_signature, validate
 from envsnap.snapshot.document import label as recorded_label
+from envsnap.snapshot.spec import is_object
 from envsnap.text import did_you_mean
 
 if TYPE_CHECKING:
@@ -159,7 +160,7 @@ def holds_snapshot(path: Path) -> bool:
         document = parse_document(read_snapshot_text(path), str(path))
     except (OSError, SnapshotError):
         return False
-    return isinstance(document, dict) and {"schema", "meta", "facts"} <= document.keys()
+    return is_object(document) and {"schema", "meta", "facts"} <= document.keys()
 
 
 def atomic_write(path: Path, content: str | bytes, mode: int | None = None) -> None:

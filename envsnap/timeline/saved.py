@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from envsnap import __version__
 from envsnap.errors import SnapshotError, StoreError, UsageError
+from envsnap.shape import is_object
 from envsnap.snapshot import provenance
 from envsnap.snapshot.store import (
     TIMELINE_SUFFIX,
@@ -97,9 +98,8 @@ def load(store: Store, label: str) -> SavedTimeline:
     """The saved timeline, its frame checked (the one reader of a `.timeline` file)."""
     path = store.timeline_path(label)
     document = parse_document(read_snapshot_text(path), str(path))
-    if not (isinstance(document, dict) and document.get("envsnap_timeline") == FORMAT
-            and isinstance(document.get("meta"), dict)
-            and isinstance(document.get("timeline"), dict)):
+    if not (is_object(document) and document.get("envsnap_timeline") == FORMAT
+            and is_object(document.get("meta")) and is_object(document.get("timeline"))):
         raise SnapshotError(f"{path}: not a saved timeline of this envsnap")
     return cast("SavedTimeline", document)
 

@@ -6,8 +6,7 @@ numbers did not come back. In check mode nothing runs.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, TypedDict, cast
+from typing import TYPE_CHECKING, TypedDict
 
 from envsnap.bench import run as bench
 from envsnap.bench import stats as benchstats
@@ -30,13 +29,13 @@ from envsnap.playbook.tasks.base import (
     failed,
     finite_number,
 )
-from envsnap.playbook.tasks.facts import CaptureFields, take_snapshot
+from envsnap.playbook.tasks.facts import CaptureFields, load_document, take_snapshot
 from envsnap.snapshot import document as snapshot
 from envsnap.text import plural
 from envsnap.verdicts import REGRESSION
 
 if TYPE_CHECKING:
-    from envsnap.snapshot.records import Bench, Snapshot
+    from envsnap.snapshot.records import Bench
 
 NUMBERS = ("repeat", "sample_interval", "run_timeout", "threshold", "serve_timeout")
 
@@ -106,9 +105,7 @@ def baseline_values(ctx: Context, value: object) -> list[float] | None:
             raise ArgError(f"bench: baseline must be a snapshot or a list of numbers, "
                            f"not {value!r}")
         return [number for number in numbers if number is not None]
-    # a mapping is the play's `snapshot` variable: a document the runner loaded (validated)
-    document = cast("Snapshot", value) if isinstance(value, Mapping) else \
-        ctx.store.load(str(value))
+    document = load_document(ctx, value)
     recorded = snapshot.bench(document)
     if recorded is None or not recorded.get("values"):
         raise ArgError("bench: the baseline snapshot has no recorded benchmark")

@@ -9,7 +9,6 @@ assert_facts compares dotted paths for equality only; ranking drift is the diff'
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, TypedDict, cast
 
 from envsnap.defaults import DEFAULT_COLLECTOR_TIMEOUT
@@ -27,6 +26,8 @@ from envsnap.playbook.tasks.base import (
     failed,
     is_scalar,
 )
+from envsnap.shape import is_mapping
+from envsnap.snapshot.spec import is_object
 from envsnap.snapshot.store import label_from_name, validate_label
 from envsnap.text import plural
 
@@ -137,8 +138,7 @@ def source_document(ctx: Context, args: AssertFactsArgs) -> Snapshot:
 def load_document(ctx: Context, source: object) -> Snapshot:
     """A snapshot's name in the store, or the document itself: the play's `snapshot`
     variable, which the runner loaded (validated) from the store."""
-    return cast("Snapshot", source) if isinstance(source, Mapping) else \
-        ctx.store.load(str(source))
+    return cast("Snapshot", source) if is_mapping(source) else ctx.store.load(str(source))
 
 
 def split_path(path: str) -> list[str | int]:
@@ -164,7 +164,7 @@ def lookup(document: Snapshot, path: str) -> object:
         parts.insert(0, "facts")
     value: object = document
     for part in parts:
-        if isinstance(value, Mapping) and part in value:
+        if is_object(value) and isinstance(part, str) and part in value:   # its keys: text
             value = value[part]
         elif isinstance(value, list) and isinstance(part, int) and part < len(value):
             value = value[part]
