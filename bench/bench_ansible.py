@@ -19,6 +19,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import ledger
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 from bench_capture import timed  # noqa: E402  (beside this script)
@@ -70,6 +72,10 @@ def main() -> None:
         print(f"envsnap capture --forks {args.hosts} (reference):   {own:.2f} s")
         print(f"ratio envsnap_capture / setup:            {collection / setup:.2f}x")
         print(f"ratio envsnap_capture / envsnap --forks:  {collection / own:.2f}x")
+        ledger.record(__file__, "envsnap_capture / ansible setup", collection / setup, "x",
+                      f"ansible -m setup, {args.hosts} hosts {setup:.2f} s")
+        ledger.record(__file__, "envsnap_capture / envsnap --forks", collection / own, "x",
+                      f"envsnap capture --forks {args.hosts} {own:.2f} s")
     finally:
         daemon.stop()
         shutil.rmtree(work, ignore_errors=True)

@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import ledger
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from envsnap.bench.run import BenchSpec  # noqa: E402
 from envsnap.bisect.run import BisectOptions, bisect  # noqa: E402
@@ -102,6 +104,9 @@ def main() -> int:
     print(f"benchmark invocations beyond the endpoints: at most {worst} "
           f"(log2({args.commits}) = {log2:g}; a linear scan: {args.commits - 1}; "
           f"target <= {TARGET}): {'ok' if worst <= TARGET else 'OVER TARGET'}")
+    ledger.record(__file__, f"invocations beyond the endpoints ({args.commits} commits)", worst,
+                  "count", f"halving log2({args.commits}) = {log2:g}; a linear scan "
+                  f"{args.commits - 1}", f"<= {TARGET}")
     return 0 if worst <= TARGET else 1
 
 

@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+import ledger
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -155,11 +156,15 @@ def main() -> None:
         print(f"envsnap capture, one host:              {one:.3f} s")
         print(f"ratio capture / ssh-floor:               {ratio:.2f}x  (median of {repeat} "
               "pairs; target <= 1.25)")
+        ledger.record(__file__, "capture / ssh-floor", ratio, "x",
+                      f"ssh floor {floor:.3f} s (capture {one:.3f} s)", "<= 1.25")
         same_kex = [*floor_argv[:3], "-o", f"KexAlgorithms={KEX_FIRST}", *floor_argv[3:]]
         floor_kex, one_kex, ratio_kex = paired(repeat, lambda: timed(same_kex, env, work),
                                                capture)
         print(f"the same, the floor with capture's key exchange ({KEX_FIRST.split(',')[0][1:]}"
               f"): {floor_kex:.3f} s against {one_kex:.3f} s: {ratio_kex:.2f}x")
+        ledger.record(__file__, "capture / ssh-floor (curve25519)", ratio_kex, "x",
+                      f"the floor with capture's key exchange {floor_kex:.3f} s")
         print(f"the agent on the host: {agent_costs(work / 'store', labels)}")
         print(f"CPU on this side, per run: capture {cpu_ms(sys.executable):.0f} ms, "
               f"ssh {cpu_ms('ssh'):.0f} ms (medians; robust where the wall times are noisy)")
@@ -182,11 +187,15 @@ def report_fleet(work: Path, env: dict[str, str], addresses: list[str], ssh_conf
     count = len(addresses)
     print(f"envsnap capture, {count} hosts (forks {count}): {fleet:.3f} s")
     print(f"ratio fleet{count} / one:                  {fleet / one:.2f}x  (target <= 3.0)")
+    ledger.record(__file__, f"fleet{count} / one", fleet / one, "x",
+                  f"one host {one:.3f} s", "<= 3.0")
     floor_fleet = median_of(repeat, lambda i: None, env, work,
                             runner=lambda _argv: parallel_ssh_agent(addresses, env, ssh_config,
                                                                     host_home))
     print(f"{count} concurrent OpenSSH runs of the agent:  {floor_fleet:.3f} s")
     print(f"ratio fleet{count} / openssh{count}:            {fleet / floor_fleet:.2f}x")
+    ledger.record(__file__, f"fleet{count} / openssh{count}", fleet / floor_fleet, "x",
+                  f"{count} concurrent OpenSSH runs of the agent {floor_fleet:.3f} s")
 
 
 def report_ansible(work: Path, env: dict[str, str], host: str, capture: Callable[[], float],
@@ -204,6 +213,8 @@ def report_ansible(work: Path, env: dict[str, str], host: str, capture: Callable
     print(f"ansible -m setup, one host:             {ansible:.3f} s  (capture {one:.3f} s)")
     print(f"ratio ansible / capture:                 {ratio:.2f}x  (median of {repeat} "
           "pairs; target >= 6.0)")
+    ledger.record(__file__, "ansible / capture", ratio, "x",
+                  f"envsnap capture {one:.3f} s (ansible -m setup {ansible:.3f} s)", ">= 6.0")
 
 
 if __name__ == "__main__":

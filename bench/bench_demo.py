@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+import ledger
+
 BUDGET_S = 60.0
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -36,6 +38,8 @@ def main() -> None:
     median = statistics.median(times)
     print(f"envsnap demo: median {median:.1f} s (min {min(times):.1f}, max {max(times):.1f})")
     print(f"ratio demo / 60 s budget: {median / BUDGET_S:.2f}  (target < 1.0)")
+    ledger.record(__file__, "demo / budget", median / BUDGET_S, "x",
+                  f"the budget, {BUDGET_S:g} s (demo {median:.1f} s)", "< 1.0")
 
 
 if __name__ == "__main__":

@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+import ledger
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from envsnap.diff.compare import diff  # noqa: E402
@@ -231,6 +233,8 @@ def main() -> int:
     print(f"deepdiff(ignore_order)   {deep_s * 1000:9.1f} ms  ({kinds})")
     print(f"envsnap diff()           {ours_s * 1000:9.1f} ms")
     print(f"deepdiff / envsnap       {deep_s / ours_s:9.1f} x   (target >= 20)")
+    ledger.record(__file__, "deepdiff / envsnap", deep_s / ours_s, "x",
+                  f"DeepDiff(ignore_order) {deep_s * 1000:.1f} ms", ">= 20")
 
     with tempfile.TemporaryDirectory() as folder:
         paths = [str(Path(folder) / name) for name in ("good.yaml", "bad.yaml")]
@@ -248,6 +252,9 @@ def main() -> int:
     print(f"python + yaml load both  {base_s * 1000:9.1f} ms  ({size / 1e6:.1f} MB of YAML)")
     print(f"envsnap diff (CLI)       {cli_s * 1000:9.1f} ms")
     print(f"cli / yaml-load          {cli_s / base_s:9.2f} x   (target <= 1.3)")
+    ledger.record(__file__, "cli / yaml-load", cli_s / base_s, "x",
+                  f"python + yaml load {base_s * 1000:.0f} ms (envsnap diff "
+                  f"{cli_s * 1000:.0f} ms)", "<= 1.3")
     return 0 if len(report.findings) == EXPECTED else 1
 
 

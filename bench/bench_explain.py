@@ -25,6 +25,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import ledger
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from envsnap.explain.search import (  # noqa: E402
     Explanation,
@@ -117,6 +119,11 @@ def main() -> None:
                   f"{max(row.used):>4} {bound:>5} {issue_bound:>5} {over:>5} "
                   f"{row.right / args.seeds:>7.1%} {row.undecided / args.seeds:>9.1%} "
                   f"{row.wrong / args.seeds:>6.1%}")
+            if n == SIZES[-1]:
+                ledger.record(__file__, f"{case}, n={n}: invocations (max)", max(row.used),
+                              "count", f"bound {bound}", f"<= {bound}")
+                ledger.record(__file__, f"{case}, n={n}: right answers",
+                              row.right / args.seeds * 100, "%", "-")
     print(f"over: runs where re-measuring a can't-tell trial went past the bound; "
           f"{time.perf_counter() - started:.1f} s")
 

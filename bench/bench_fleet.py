@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import ledger
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
@@ -152,13 +154,21 @@ def bench_capture(work: Path, repeat: int) -> None:
     print(f"  marginal CPU per host at {big}: {marginal[big]:.1f} ms "
           f"(target <= {CPU_TARGET_MS:.0f}); per host as a whole: "
           f"{runs[big].cpu * 1000 / big:.1f} ms")
+    ledger.record(__file__, f"controller CPU per host (marginal, {big} hosts)", marginal[big],
+                  "ms", "-", f"<= {CPU_TARGET_MS:g}")
     print(f"  ratio marginal per host {big}/{small}: {marginal[big] / marginal[small]:.2f}x  "
           f"(flat: ~1.0); as a whole {big}/{small}: "
           f"{(runs[big].cpu / big) / (runs[small].cpu / small):.2f}x")
+    ledger.record(__file__, f"per-host CPU, {big} hosts / {small} hosts",
+                  marginal[big] / marginal[small], "x", f"{small} hosts")
+    ledger.record(__file__, f"capture{big}, wall", runs[big].wall, "s")
     for name, floor in floors.items():
         print(f"  {big} concurrent OpenSSH runs of the agent, {name}: {floor:.2f} s")
         print(f"  ratio capture{big} / openssh{big} ({name.split()[0]}): "
               f"{runs[big].wall / floor:.2f}x  (target <= {OPENSSH_TARGET})")
+        ledger.record(__file__, f"capture{big} / openssh{big} ({name})", runs[big].wall / floor,
+                      "x", f"{big} concurrent OpenSSH runs of the agent {floor:.2f} s",
+                      f"<= {OPENSSH_TARGET}")
 
 
 # ---- known_hosts -----------------------------------------------------------------------------
@@ -200,6 +210,8 @@ def bench_known_hosts(work: Path, lines: int, repeat: int) -> None:
     print(f"host-key setup per connection, known_hosts of {lines} hosts: "
           f"{before * 1000:.1f} ms parsed per connection (as before), "
           f"{after * 1000:.2f} ms parsed once; ratio {before / after:.0f}x")
+    ledger.record(__file__, f"host-key setup per connection (known_hosts of {lines:,})",
+                  after * 1000, "ms", f"parsed per connection: {before * 1000:.1f} ms")
 
 
 # ---- diff --fleet ---------------------------------------------------------------------------
@@ -239,6 +251,12 @@ def bench_fleet_diff(work: Path, nodes: int, repeat: int) -> None:
     print(f"  plain yaml.load (CSafeLoader) of the {nodes} files: {load:.2f} s")
     print(f"  envsnap diff of one pair: {pair.wall:.2f} s")
     print(f"  ratio fleet / yaml-load: {fleet_run.wall / load:.2f}x")
+    ledger.record(__file__, f"diff --fleet of {nodes:,} snapshots, wall", fleet_run.wall, "s",
+                  "-", f"<= {FLEET_SECONDS_TARGET:g}")
+    ledger.record(__file__, f"diff --fleet of {nodes:,} snapshots, peak RSS", fleet_run.peak_mb,
+                  "MB", "-", f"<= {FLEET_MB_TARGET:g}")
+    ledger.record(__file__, "fleet / yaml-load", fleet_run.wall / load, "x",
+                  f"yaml.load (CSafeLoader) of the same files {load:.2f} s")
     print(f"  ratio fleet / one pair: {fleet_run.wall / pair.wall:.1f}x for {nodes} snapshots")
     for row in reported:
         mark = "planted" if row in expected else "NOT PLANTED"

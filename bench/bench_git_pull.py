@@ -21,9 +21,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import ledger
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from envsnap.agent import git as git_collector  # noqa: E402
-from envsnap.diff.gitexplain import explain, hot_patterns  # noqa: E402
+from envsnap.diff.gitexplain import explain  # noqa: E402
+from envsnap.diff.hotpaths import hot_patterns  # noqa: E402
 
 
 def run_git(cwd: Path, *args: str, stdin: bytes | None = None) -> str:
@@ -90,6 +93,10 @@ def main() -> int:
           f"(ratio {after_s / before_s:.2f}, target <= 1.5)")
     print(f"explained: {len(explained['added'])} commits added of {pulled} "
           f"(complete: {explained['complete']}), in {diff_s * 1000:.1f} ms (target < 500 ms)")
+    ledger.record(__file__, "git collector, after / before the pull", after_s / before_s, "x",
+                  f"before the pull {before_s * 1000:.1f} ms", "<= 1.5")
+    ledger.record(__file__, f"explaining {pulled} commits pulled", diff_s * 1000, "ms", "-",
+                  "< 500")
     growth = (size["after"] - size["before"]) / max(1, pulled) * 100
     print(f"repo facts: {size['before']} bytes before, {size['after']} after: "
           f"{growth / 1024:.1f} KiB per 100 commits pulled")

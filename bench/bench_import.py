@@ -18,6 +18,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import ledger
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 from bench_diff import best, cli_env, run_quiet, the_pair  # noqa: E402
@@ -72,6 +74,8 @@ def main() -> int:
     print(f"envsnap diff paste.txt a   {pasted_s * 1000:9.1f} ms")
     print(f"envsnap diff a b           {full_cli_s * 1000:9.1f} ms")
     print(f"paste / full               {ratio:9.2f} x   (target <= 1.5)")
+    ledger.record(__file__, "paste / full", ratio, "x",
+                  f"envsnap diff a b {full_cli_s * 1000:.0f} ms", "<= 1.5")
     return 0 if ratio <= 1.5 else 1
 
 

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import ledger
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -88,6 +89,14 @@ def main() -> None:
         print(f"  {part:34} {value * 1000:7.1f} ms")
     print(f"collect_env / capture, median of {args.repeat} pairs: "
           f"{figures['median_ratio']:.1f}x  (target >= {TARGET:g}x)")
+    seconds = {name: statistics.median(values) for name, values in figures["seconds"].items()}
+    ledger.record(__file__, "collect_env / capture", figures["median_ratio"], "x",
+                  f"collect_env {seconds['collect_env']:.3f} s (capture "
+                  f"{seconds['capture']:.3f} s)", f">= {TARGET:g}")
+    for name in ("nvidia", "cuda_nccl"):
+        if f"collector.{name}" in figures["parts_median_seconds"]:
+            ledger.record(__file__, f"collector {name} (median)",
+                          figures["parts_median_seconds"][f"collector.{name}"] * 1000, "ms")
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=1))
 

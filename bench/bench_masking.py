@@ -33,6 +33,8 @@ import types
 from pathlib import Path
 from typing import Any
 
+import ledger
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -249,14 +251,22 @@ def main() -> None:
           f"{before / megabytes * 1000:.1f} ms per MB: {seconds / before:.2f}x "
           f"(target: at most 1.2x); least disturbed runs: {min(now) / megabytes * 1000:.1f} "
           f"and {min(then) / megabytes * 1000:.1f} ms per MB, {min(now) / min(then):.2f}x")
+    ledger.record(__file__, "masking, CPU per MB", seconds / megabytes * 1000, "ms",
+                  f"the detector of {args.baseline[:9]}: {before / megabytes * 1000:.1f} ms")
+    ledger.record(__file__, "masking / the detector before", seconds / before, "x",
+                  f"the detector of {args.baseline[:9]}, same run", "<= 1.2")
     new_import, old_import = import_seconds([(ROOT / "envsnap" / "agent" / "redact.py")
                                              .read_text(), old_source])
     print(f"import of the detector (its own time): {new_import * 1000:.1f} ms; baseline "
           f"{old_import * 1000:.1f} ms")
+    ledger.record(__file__, "import of the detector", new_import * 1000, "ms",
+                  f"the detector of {args.baseline[:9]}: {old_import * 1000:.1f} ms")
     if not args.no_capture:
         capture = capture_seconds(files, args.runs)
         print(f"capture local of that patch: {capture:.2f} s; masking is "
               f"{seconds / capture:.1%} of it (target: at most 10%)")
+        ledger.record(__file__, "masking / capture of the same patch", seconds / capture * 100,
+                      "%", f"envsnap capture local of the patch {capture:.2f} s", "<= 10%")
 
 
 if __name__ == "__main__":

@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import ledger
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -76,6 +78,8 @@ def main() -> None:
     print(f"load libnvidia-ml + pynvml (once):   {loaded * 1000:7.1f} ms")
     print(f"one reading, unsplit (median of {len(wholes)}): {whole * 1000:7.1f} ms")
     print(f"  parts add up to                      {sum(medians.values()) * 1000:7.1f} ms")
+    ledger.record(__file__, "one NVML reading, unsplit", whole * 1000, "ms",
+                  f"its parts add up to {sum(medians.values()) * 1000:.1f} ms")
     for name, seconds in sorted(medians.items(), key=lambda item: -item[1])[:args.top]:
         print(f"  {name[:52]:52} {seconds * 1000:7.2f} ms  ({seconds / whole:5.1%})")
 

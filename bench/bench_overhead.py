@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import ledger
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from envsnap.agent import benchsample  # noqa: E402
 from envsnap.bench import run as bench
@@ -125,6 +127,8 @@ def report(off_records: list[dict], on_records: list[dict], args: argparse.Names
     print(f"work per run, sampling on  (median of {len(on)}): {statistics.median(on):.4f} s"
           f"  (spread {benchstats.summarise(on)['spread']:.1%})")
     print(f"ratio on / off (pairs):  {ratio:.4f}  ({ratio - 1:+.2%} overhead; target < +2%)")
+    ledger.record(__file__, "sampling on / off" + (", same core" if args.same_core else ""),
+                  ratio, "x", f"sampling off {statistics.median(off):.4f} s", "< 1.02")
     telemetry = on_records[-1]["telemetry"]
     sampled = f"{len(telemetry.get('gpus') or {})} GPU(s) sampled every {args.interval:g} s"
     what = sampled if telemetry.get("available") else f"none ({telemetry.get('reason')})"

@@ -17,9 +17,7 @@ Prints (only ratios from one run mean anything on a noisy machine):
   records.py import      what `import envsnap.snapshot.records` costs (runtime modules
                          import it only under TYPE_CHECKING, so no command pays it)
 
-Measured here (2 shared cores): yaml load 4.7 s, validate 25 ms, cast 0.1 us, dataclasses
-build 67 ms (2.7 x validate); the diff pair 1.9 ms to build against 3.8 ms for diff(); the
-import 2.2 ms. TypedDicts it is (records.py).
+Its figures (bench/ledger.tsv) are why records.py uses TypedDicts.
 
 Usage: python3 bench/bench_records.py [--repeat 5]
 """
@@ -30,6 +28,8 @@ import dataclasses
 import sys
 import tempfile
 from typing import Any, Callable, cast
+
+import ledger
 
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent))
 from bench_diff import best, cli_env, run_quiet, the_pair  # noqa: E402
@@ -133,6 +133,8 @@ def main() -> int:
     print(f"cast (TypedDict)         {cast_s * 1e6:9.2f} us")
     print(f"dataclasses build        {build_s * 1000:9.1f} ms   "
           f"({build_s / load_s:.2f} x yaml load, {build_s / check_s:.1f} x validate)")
+    ledger.record(__file__, "dataclasses build / validate", build_s / check_s, "x",
+                  f"validate {check_s * 1000:.1f} ms (build {build_s * 1000:.1f} ms)")
     pair = the_pair()
     for document in pair:
         check(document)
@@ -141,8 +143,10 @@ def main() -> int:
     print(f"diff pair: build both    {pair_build * 1000:9.1f} ms   "
           f"(envsnap diff() of the pair: {pair_diff * 1000:.1f} ms)")
     with tempfile.TemporaryDirectory() as folder:
-        print(f"records.py import        {import_ms(args.repeat, folder):9.1f} ms   "
+        imported = import_ms(args.repeat, folder)
+        print(f"records.py import        {imported:9.1f} ms   "
               "(imported under TYPE_CHECKING only)")
+    ledger.record(__file__, "records.py import", imported, "ms")
     return 0
 
 

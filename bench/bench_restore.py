@@ -17,6 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import ledger
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 from helpers.gitrepos import Story  # noqa: E402
@@ -50,6 +52,8 @@ def main() -> None:
         print(f"envsnap capture local (1 repo):       median {one:.3f} s")
         print(f"envsnap restore --check, no drift:    median {plan:.3f} s")
         print(f"ratio restore-check / capture:        {plan / one:.2f}x  (target <= 1.5)")
+        ledger.record(__file__, "restore-check / capture", plan / one, "x",
+                      f"envsnap capture local {one:.3f} s", "<= 1.5")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

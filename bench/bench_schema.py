@@ -28,6 +28,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import ledger
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
@@ -111,6 +113,8 @@ def compare_jsonschema(loaded: dict[str, Any], ours: float, repeat: int) -> None
     theirs = best(min(3, repeat), lambda: list(validator.iter_errors(loaded)))
     print(f"jsonschema validate      {theirs * 1000:9.1f} ms")
     print(f"jsonschema / envsnap     {theirs / ours:9.1f} x")
+    ledger.record(__file__, "jsonschema / envsnap", theirs / ours, "x",
+                  f"jsonschema Draft 2020-12 {theirs * 1000:.1f} ms")
 
 
 def main() -> int:
@@ -131,6 +135,8 @@ def main() -> int:
     print(f"yaml load (CSafeLoader)  {load_s * 1000:9.1f} ms")
     print(f"envsnap validate         {ours * 1000:9.1f} ms   (target <= 50 ms)")
     print(f"validate / yaml-load     {ours / load_s:9.3f} x")
+    ledger.record(__file__, "envsnap validate (5 MB document)", ours * 1000, "ms",
+                  f"yaml load {load_s * 1000:.0f} ms", "<= 50")
 
     compare_jsonschema(loaded, ours, args.repeat)
     failed = ours > 0.050
@@ -141,6 +147,7 @@ def main() -> int:
                 continue
             cost = import_cost(module, args.repeat, folder)
             print(f"import {module:<24} {cost * 1000:6.1f} ms")
+            ledger.record(__file__, f"import {module}", cost * 1000, "ms")
         pair = [str(Path(folder) / name) for name in ("good.yaml", "bad.yaml")]
         for path, doc in zip(pair, the_pair()):
             Path(path).write_text(dump_yaml(doc), encoding="utf-8")
@@ -150,6 +157,8 @@ def main() -> int:
             print(f"{name}: yaml load {base_s * 1000:.0f} ms, envsnap diff {cli_s * 1000:.0f} ms"
                   f" ({size:.1f} MB)")
             print(f"diff / yaml-load         {cli_s / base_s:9.2f} x   (target <= 1.5)")
+            ledger.record(__file__, f"diff / yaml-load ({name})", cli_s / base_s, "x",
+                          f"yaml load {base_s * 1000:.0f} ms", "<= 1.5")
             failed = failed or cli_s / base_s > 1.5
     return 1 if failed else 0
 

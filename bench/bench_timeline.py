@@ -23,6 +23,8 @@ import time
 import venv
 from pathlib import Path
 
+import ledger
+
 GIT_ENV = {"GIT_AUTHOR_NAME": "Bench", "GIT_AUTHOR_EMAIL": "bench@example.com",
            "GIT_COMMITTER_NAME": "Bench", "GIT_COMMITTER_EMAIL": "bench@example.com",
            "GIT_CONFIG_NOSYSTEM": "1"}
@@ -102,6 +104,8 @@ def main() -> None:
         print(f"capture   {capture_s:.3f} s (median)")
         print(f"timeline  {timeline_s:.3f} s (median)")
         print(f"timeline / capture = {timeline_s / capture_s:.2f}")
+        ledger.record(__file__, "timeline / capture", timeline_s / capture_s, "x",
+                      f"envsnap capture {capture_s:.3f} s", "<= 1.5")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

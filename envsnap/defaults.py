@@ -14,5 +14,7 @@ DEFAULT_SERVE_TIMEOUT = 300.0      # seconds a --serve server has to become read
 DEFAULT_BISECT_REPEAT = 3          # bisect: runs per commit to start with (bench/stats.py
                                    # tells a large gap at 2-3 runs a side)
 DEFAULT_MAX_REPEAT = 20            # bisect: runs per commit at most, can't tell included
+DEFAULT_PRUNE_KEEP = 5             # prune: rollback points kept per host, the newest
+DEFAULT_PRUNE_DAYS = 30.0          # prune: and every one younger than this many days
 DEFAULT_STORE = "snapshots"           # the store folder, without --store or $ENVSNAP_STORE
 REPORT_FORMATS = ("md", "html", "json")

@@ -1,7 +1,7 @@
 """One small error hierarchy and the exit codes (ExitCode), defined here once; the CLI's
 top-level handler (envsnap/cli/main.py) maps each error class to its code.
 
-Exit codes (the CLI contract, the README's "Exit codes" table):
+Exit codes (the CLI contract, the "Exit codes" table of docs/guide/reference.md):
   0   ok / no drift
   1   drift or regression found (not an error: a result)
   2   usage error: bad arguments, bad label, existing label, store not writable

@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
 from envsnap.errors import YamlError
+from envsnap.shape import is_mapping
 
 SafeLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 SafeDumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -62,10 +63,10 @@ def as_mapping(value: object) -> Mapping[str, object] | None:
     """`value` as a mapping of names, or None when it is no mapping. YAML keys may be
     numbers or booleans (`22:`, `yes:`); a name is text, so such a key is the text str()
     gives (a mapping whose keys are text already is handed on as it is)."""
-    if not isinstance(value, dict):
+    if not is_mapping(value):
         return None
     if all(type(key) is str for key in value):
-        return value
+        return cast("dict[str, object]", value)
     return {str(key): item for key, item in value.items()}
 
 

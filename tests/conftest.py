@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from helpers.offline import offline_available, run_offline
 from helpers.slurm import Slurm, missing_programs, start_slurm
 from helpers.sshd import UNINHERITED, Sshd, home_env, isolated_env, start_sshd
 
@@ -324,3 +325,22 @@ def ssh_cli(cli: Cli, sshd: Sshd) -> Cli:
     """A CLI whose HOME holds an SSH config, key and known_hosts for the test sshd."""
     sshd.write_home(Path(cli.env["HOME"]))  # cli.env already points HOME and XDG there
     return cli
+
+
+@dataclass
+class OfflineCli(Cli):
+    """The real `envsnap` command in a subprocess that no name lookup leaves
+    (helpers/offline.py), the same HOME, XDG dirs and store as `cli`."""
+
+    def __call__(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return run_offline(list(args), self.env, self.cwd, timeout)
+
+
+@pytest.fixture
+def offline_cli(cli: Cli) -> OfflineCli:
+    """`envsnap ...` where a name that is not in /etc/hosts fails to resolve at once, and
+    nothing is sent off this machine; skipped where the namespaces cannot be made."""
+    why = offline_available()
+    if why is not None:
+        pytest.skip(f"no offline namespace: {why}")
+    return OfflineCli(env=cli.env, cwd=cli.cwd)

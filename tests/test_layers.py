@@ -49,6 +49,14 @@ FLOORS: tuple[tuple[str, ...], ...] = (
 )
 SHARED = 1
 
+# Below their floor, and still out of bounds. The report only lays out what it is handed and
+# reaches no host itself (the CLI reads the host's timeline, then hands it over); explain
+# reads what a snapshot recorded from snapshot/, not through restore/'s own use of it.
+OUT_OF_BOUNDS: dict[str, tuple[str, ...]] = {
+    "report": ("envsnap.hosts", "envsnap.timeline.run", "envsnap.timeline.of_snapshot"),
+    "explain": ("envsnap.restore",),
+}
+
 
 @dataclass(frozen=True)
 class Import:
@@ -159,6 +167,15 @@ def floor_breaks(imports: Iterable[Import], root: Path,
     return broken
 
 
+def out_of_bounds(imports: Iterable[Import], root: Path,
+                  bounds: dict[str, tuple[str, ...]]) -> list[str]:
+    """An import of a module (or a module inside a package) its package is kept from."""
+    return [f"{imp.where(root)}: {imp.source} imports {imp.target}, which {unit(imp.source)}/ "
+            f"must not" for imp in imports
+            if any(imp.target == kept or imp.target.startswith(f"{kept}.")
+                   for kept in bounds.get(unit(imp.source), ()))]
+
+
 # ---- cycles ---------------------------------------------------------------------------------
 
 def strongly_connected(edges: dict[str, set[str]]) -> list[set[str]]:
@@ -235,6 +252,10 @@ def test_each_package_imports_only_from_the_floors_below(imports: list[Import]) 
     assert floor_breaks(imports, ENVSNAP, FLOORS) == []
 
 
+def test_the_report_reaches_no_host_and_explain_no_restore(imports: list[Import]) -> None:
+    assert out_of_bounds(imports, ENVSNAP, OUT_OF_BOUNDS) == []
+
+
 def test_no_two_modules_import_each_other(imports: list[Import]) -> None:
     assert cycles(imports, ENVSNAP, "module") == []
 
@@ -297,6 +318,18 @@ def test_downward_imports_and_shared_modules_pass(tmp_path: Path) -> None:
     assert len(found) == 6
     assert floor_breaks(found, root, SMALL_FLOORS) == []
     assert cycles(found, root, "module") == cycles(found, root, "package") == []
+
+
+def test_an_import_out_of_bounds_fails_though_it_goes_down(tmp_path: Path) -> None:
+    root = tree(tmp_path, {
+        "low/__init__.py": "", "low/reach.py": "", "low/near.py": "",
+        "high/__init__.py": "import envsnap.low.near\n"
+                            "def f():\n    from envsnap.low import reach\n"})
+    found = imports_under(root)
+    assert floor_breaks(found, root, SMALL_FLOORS) == []
+    assert out_of_bounds(found, root, {"high": ("envsnap.low.reach",)}) == [
+        "envsnap/high/__init__.py:3: envsnap.high imports envsnap.low.reach, which high/ "
+        "must not"]
 
 
 def test_a_package_without_a_floor_is_named(tmp_path: Path) -> None:

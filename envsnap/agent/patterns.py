@@ -9,7 +9,7 @@ controller and on the host (this module is stdlib-only and runs on both):
    could not be bounded: a repeated group holding a quantifier or an alternation (`(a+)+`,
    `(a|aa)*`, `(.*a){20}`), backreferences, conditionals, atomic groups, comments, over
    1000 characters.
-   README "Patterns" lists what is allowed.
+   docs/guide/capture.md, "Patterns", lists what is allowed.
 2. `Budgeted`: a pattern that passes but repeats anything (`.*`, `\\s+`) is matched in a
    child interpreter killed after `budget` seconds, so what the check cannot see
    (`.*.*.*.*x` on a long line) ends in one clear error, never a spin. A pattern without

@@ -2,11 +2,11 @@
 
 Packages are found as importlib.metadata finds them (each sys.path folder's *.dist-info and
 *.egg-info folders, in its order, and an .egg folder's EGG-INFO), by a scan of its own here:
-importlib.metadata itself (with email, zipfile and pathlib) is a third of the agent's
-start-up on the host (17 ms of 47), which every capture pays. A zip on sys.path is still
+importlib.metadata itself (with email, zipfile and pathlib) would be a third of the agent's
+start-up on the host, which every capture pays. A zip on sys.path is still
 read through importlib.metadata. Each METADATA is read as text: Distribution.metadata parses
-the whole file as an email message (0.4-0.7 ms per package, 0.85 s for 2000), while the Name
-and Version headers sit in its first lines. Nothing is imported except the stdlib:
+the whole file as an email message (most of a second for thousands of packages), while the
+Name and Version headers sit in its first lines. Nothing is imported except the stdlib:
 sitecustomize and usercustomize are located with find_spec, which does not run them.
 
 The customize story is told as Python sees it: the file of each hook that is imported (or

@@ -1,7 +1,7 @@
 """The secret detector: one on the host, run on every string before the agent returns it.
 
 A snapshot is made to be attached to a public bug report, so what looks like a credential is
-masked before it leaves the host. The detector combines (README "Secrets"):
+masked before it leaves the host. The detector combines (docs/guide/secrets.md):
 
 - names: a value under a name whose last word is token, key, pass, pw, pwd, auth, secret,
   or that holds password, passwd, passphrase, secret, credential anywhere (`HF_TOKEN`,
@@ -33,18 +33,15 @@ user's own masking key before anything is written (`rekey`): `<secret:4f2a09c1>`
 never travels to the host (a host's other users can read a process's arguments), and the
 unkeyed digest never reaches a disk.
 
-Cost (`bench/bench_masking.py --mb 5 --runs 15`, a 5.1 MB patch, a shared 2-core machine):
-19-23 ms of CPU per MB with the first corpus's shapes, where this detector as first written
-took 36-40 ms per MB; with the second corpus's shapes 25.8-28.4 ms per MB, 1.15-1.20x the
-detector before them (22.2-23.9) timed beside it in the same run, five runs (recall
-178/178 and 189/189, 0/322 and 0/152 look-alikes changed, where the one before masked
-86/189 and changed 55/152). Most of a patch holds nothing to mask, so the text is scanned
-as bytes for what makes a line worth parsing (hint words, token prefixes, `://`), each
-from its rarest byte (rare_first_searches), and only those lines are parsed, once each for
-all kinds; a new shape costs a scan only where no scan already finds it (`LS0t`, the
-base64 of `---`, rides on the token prefixes' `S` scan). Each pattern is compiled where it
-is first used (LazyPattern): importing this module took 1.7 ms of its own where it took
-5.4 ms with half as many patterns compiled at import.
+Every capture masks everything it sends, patches of megabytes included, so the cost per MB
+matters (bench/bench_masking.py measures recall, look-alikes and the cost against an
+earlier detector; its figures are in bench/ledger.tsv). Most of a patch holds nothing to
+mask, so the text is scanned as bytes for what makes a line worth parsing (hint words,
+token prefixes, `://`), each from its rarest byte (rare_first_searches), and only those
+lines are parsed, once each for all kinds; a new shape costs a scan only where no scan
+already finds it (`LS0t`, the base64 of `---`, rides on the token prefixes' `S` scan). Each
+pattern is compiled where it is first used (LazyPattern), not at import: every capture
+imports this module, and most use few of its patterns.
 """
 from __future__ import annotations
 

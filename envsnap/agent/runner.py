@@ -6,17 +6,16 @@ and `agent.masking_seconds` (the last pass, over what the agent adds to the coll
 
 Each collector runs in a child process of its own, forked before its module is imported:
 they are mostly Python (reading 200 packages' metadata, NVML's wrappers), so in threads
-they took turns on one interpreter lock; forked, they run side by side on the host's cores
-(an H200 host: 160 ms of collectors, one after the other, in about the longest one's 65). A
-child imports its own module, collects, masks its result (`masked`: the same pass the whole
-document had, run where the result is, so it too runs side by side) and hands it back
-pickled through a pipe; a collector's seconds count all three. One that hangs (a wedged
-nvidia-smi, a stuck NFS mount) is recorded as timed out and killed, one whose process dies
-(a driver library that crashes it) as that, and the others are still reported. On a host of
-fewer than 4 cores, in a process that already runs other threads (forking it could deadlock
-the child), or under a python without fork, the collectors run in daemon threads instead,
-one after another in one thread while each finishes within STALL (collect_in_threads), a
-hung one abandoned.
+they would take turns on one interpreter lock; forked, they run side by side on the host's
+cores, and all of them take about as long as the longest one. A child imports its own
+module, collects, masks its result (`masked`: the same pass the whole document had, run
+where the result is, so it too runs side by side) and hands it back pickled through a pipe;
+a collector's seconds count all three. One that hangs (a wedged nvidia-smi, a stuck NFS
+mount) is recorded as timed out and killed, one whose process dies (a driver library that
+crashes it) as that, and the others are still reported. On a host of fewer than 4 cores, in
+a process that already runs other threads (forking it could deadlock the child), or under a
+python without fork, the collectors run in daemon threads instead, one after another in one
+thread while each finishes within STALL (collect_in_threads), a hung one abandoned.
 
 What the agent imports before the collectors start is only what every capture needs (json,
 threading, the detector): the rest is imported where it is used (pickle where collectors

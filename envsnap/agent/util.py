@@ -1,8 +1,8 @@
 """Small helpers shared by the collectors: run a command, read a file, hash bytes.
 
 subprocess and hashlib are imported where they are used: a capture of a plain host (no GPU,
-no checkout) runs no command and hashes a few small files, and the two imports were 4.5 ms
-of the agent's start-up (hashlib loads and starts OpenSSL: 2.4 ms).
+no checkout) runs no command and hashes a few small files, and the two imports would be a
+large part of the agent's start-up (hashlib loads and starts OpenSSL).
 """
 from __future__ import annotations
 

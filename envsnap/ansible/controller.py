@@ -15,6 +15,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from envsnap.defaults import DEFAULT_COLLECTOR_TIMEOUT, DEFAULT_STORE
+from envsnap.diff.compare import diff
+from envsnap.diff.fleet import HOST_UNIQUE
+from envsnap.diff.render_text import change_text, where_text
 from envsnap.errors import UsageError
 from envsnap.hosts.capture import (
     CaptureOptions,
@@ -31,6 +34,7 @@ from envsnap.hosts.inventory_graph import Vars
 from envsnap.hosts.payload import CollectConfig
 from envsnap.hosts.transport import max_output_bytes, output_refused
 from envsnap.snapshot import document as snapshot
+from envsnap.snapshot.provenance import verify_as_user
 from envsnap.snapshot.store import Store
 from envsnap.text import now_utc, plural, timestamp
 
@@ -221,8 +225,6 @@ def baseline_options(baseline: Snapshot) -> dict[str, list[str]]:
     """The repos and processes the known-good snapshot recorded, so the host is captured as
     it was. Only from a snapshot this user made (signed with their key): a stranger's names
     paths and patterns that are data, not something to run on the host unasked."""
-    from envsnap.snapshot.provenance import verify_as_user
-
     if not verify_as_user(baseline).mine:
         return {}
     recorded = snapshot.capture_config(baseline)
@@ -296,10 +298,6 @@ def drift_failure(document: Snapshot, baseline: Snapshot,
     Each fact is one short line in the diff's notation (render_text: where_text, long keys
     keeping both ends; change_text, values cut where they differ, a record summarised, a
     side without a value "(absent)"), never a repr."""
-    from envsnap.diff.compare import diff
-    from envsnap.diff.fleet import HOST_UNIQUE
-    from envsnap.diff.render_text import change_text, where_text
-
     findings = [finding for finding in diff(baseline, document, sources=(name, "")).findings
                 if not finding.volatile and not HOST_UNIQUE.intersection(finding.path)]
     if not findings:

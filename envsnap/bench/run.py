@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Union, cast
+from urllib.parse import urlsplit
 
 from envsnap.agent.redact import holds_marker, redact_text
 from envsnap.bench import stats as benchstats
@@ -97,8 +98,6 @@ class ServeSpec:
 
 def check_ready(ready: str) -> None:
     """--ready: an http(s) URL with a host, or a regex the agent may match (one line, exit 2)."""
-    from urllib.parse import urlsplit
-
     if not ready.strip():
         raise UsageError("--ready is empty: give a regex of the server's ready line or an "
                          "http:// URL that answers once it is up")
@@ -177,8 +176,8 @@ def bench_on(transport: Transport, host: Host, spec: BenchSpec,
     if spec.serve is not None:
         timeout += spec.serve.timeout + STOP_SECONDS
     output = capture.run_agent(transport, host, agent_config(spec, host), timeout, progress)
-    reported = output.get("bench")
-    if not isinstance(reported, dict):
+    reported = output.get("bench")   # an object where it is (capture.agent_shaped)
+    if reported is None:
         raise BenchError(f"{host.name}: the agent did not run the benchmark "
                          "(an agent older than bench mode?)")
     record = build_record(spec, reported, host.name)
@@ -248,7 +247,7 @@ def build_record(spec: BenchSpec, reported: AgentOutput, host_name: str) -> Benc
                                      benchstats.summarise(values)),
                      "runs": [run_entry(run, value) for run, value in zip(runs, values)],
                      "telemetry": cast("Telemetry", telemetry)}
-    if isinstance(reported.get("server"), dict):
+    if reported.get("server") is not None:
         record["server"] = reported["server"]
     return record
 

@@ -21,6 +21,7 @@ import re
 import statistics
 from typing import NamedTuple, TypedDict
 
+from envsnap.agent.patterns import PatternRefused, PatternTimeout, checked
 from envsnap.errors import UsageError
 from envsnap.verdicts import CANT_TELL, IMPROVEMENT, REGRESSION, SAME, BenchVerdict
 
@@ -66,16 +67,14 @@ class Comparison(TypedDict):
 
 def compile_metric(regex: str) -> re.Pattern[str]:
     """The --metric regex, or one line (exit 2): not a regex, or one that could backtrack
-    catastrophically (agent/patterns.py; README "Patterns" says what is allowed)."""
-    from envsnap.agent.patterns import PatternRefused, checked
-
+    catastrophically (agent/patterns.py; docs/guide/capture.md, "Patterns": what is allowed)."""
     try:
         return checked(regex)
     except (re.error, OverflowError, RecursionError) as exc:   # `\d{99999999999}`, `((((...`
         raise UsageError(f"invalid --metric regex {regex!r}: {exc}") from None
     except PatternRefused as exc:
         raise UsageError(f"--metric regex {regex!r} refused: {exc} "
-                         "(README: Patterns)") from None
+                         "(see docs/guide/capture.md#patterns)") from None
 
 
 def parse_metric(text: str, pattern: str | re.Pattern[str]) -> float | None:
@@ -85,14 +84,14 @@ def parse_metric(text: str, pattern: str | re.Pattern[str]) -> float | None:
     UsageError when the regex backtracks past its time budget on this output. The agent
     stops its runs on the same rule (agent/benchrun.py), so both read a run alike."""
     from envsnap.agent.benchrun import metric_number, metric_text
-    from envsnap.agent.patterns import PatternTimeout
 
     compiled = compile_metric(pattern) if isinstance(pattern, str) else pattern
     try:
         raw = metric_text(text, compiled)
     except PatternTimeout as exc:
         raise UsageError(f"--metric regex {compiled.pattern!r} {exc} on a run's output: "
-                         "make it more specific (README: Patterns)") from None
+                         "make it more specific (see docs/guide/capture.md#patterns)"
+                         ) from None
     return None if raw is None else metric_number(raw)
 
 

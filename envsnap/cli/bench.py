@@ -12,6 +12,7 @@ from envsnap.cli.options import (
     add_connection_options,
     add_limit_option,
     add_serve_options,
+    examples,
     exit_codes,
     non_negative_seconds,
     positive_int,
@@ -22,12 +23,16 @@ from envsnap.cli.options import (
 )
 from envsnap.defaults import DEFAULT_REPEAT, DEFAULT_RUN_TIMEOUT, DEFAULT_SAMPLE_INTERVAL
 from envsnap.errors import ExitCode, UsageError
+from envsnap.text import values_at_a_glance
 
 if TYPE_CHECKING:
     from envsnap.cli.options import Commands
     from envsnap.hosts.inventory_graph import Vars
 
-EPILOG = exit_codes(
+EPILOG = examples(
+    "envsnap bench local --cmd 'python bench.py' --metric 'tok/s: ([0-9.]+)'",
+    "envsnap bench gpu1 --cmd ./lat.sh --metric 'p50 ([0-9.]+)' --lower-is-better",
+) + exit_codes(
     (ExitCode.OK, "every run printed the metric; the snapshot and the runs are saved"),
     (ExitCode.USAGE, "usage error: bad argument, bad --metric regex, existing label, a name "
                      "that is not one host; a store not writable or without room for the "
@@ -80,7 +85,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from envsnap.fold import fold_all
     from envsnap.hosts.capture import CaptureOptions
     from envsnap.snapshot.store import Store
-    from envsnap.text import values_at_a_glance
 
     spec = BenchSpec(cmd=args.cmd, metric=args.metric, repeat=args.repeat,
                      lower_is_better=args.lower_is_better, cwd=args.cwd,

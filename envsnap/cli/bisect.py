@@ -11,6 +11,7 @@ from envsnap.cli.options import (
     add_connection_options,
     add_serve_options,
     add_trust_foreign_option,
+    examples,
     exit_codes,
     inventory_from,
     positive_int,
@@ -20,13 +21,16 @@ from envsnap.cli.options import (
     utf8_text,
 )
 from envsnap.defaults import DEFAULT_BISECT_REPEAT, DEFAULT_MAX_REPEAT, DEFAULT_RUN_TIMEOUT
-from envsnap.errors import ExitCode, UsageError
+from envsnap.errors import ExitCode, StoreError, UsageError
 
 if TYPE_CHECKING:   # bisect's modules load when the command runs, not for the parser
     from envsnap.bisect.run import BisectReport
     from envsnap.cli.options import Commands
 
-EPILOG = exit_codes(
+EPILOG = examples(
+    "envsnap bisect good bad --cmd 'python bench.py' --metric 'tok/s: ([0-9.]+)'",
+    "envsnap bisect good bad --cmd ./bench.sh --metric '([0-9.]+)' --plot b.svg",
+) + exit_codes(
     (ExitCode.OK, "no regression between GOOD and BAD (or can't tell at the endpoints)"),
     (ExitCode.DRIFT, "regression: first bad commit found (or narrowed down when commits were "
                      "skipped or too noisy)"),
@@ -142,7 +146,6 @@ def cmd_bisect(args: argparse.Namespace) -> int:
 
 
 def write_plot(target: Path, report: BisectReport, args: argparse.Namespace) -> None:
-    from envsnap.errors import StoreError
     from envsnap.report.charts import svg_file
     from envsnap.report.figures import bisect_chart, metric_name
     from envsnap.snapshot.store import atomic_write

@@ -12,6 +12,7 @@ from envsnap.cli.options import (
     add_capture_options,
     add_connection_options,
     add_limit_option,
+    examples,
     exit_codes,
     non_negative_int,
     positive_int,
@@ -27,10 +28,16 @@ if TYPE_CHECKING:
     from envsnap.cli.options import Commands
     from envsnap.hosts.agentconfig import CaptureOptions
     from envsnap.hosts.capture import Outcome
+    from envsnap.hosts.headstart import EarlyAgent
     from envsnap.hosts.inventory import Host
     from envsnap.hosts.inventory_graph import Vars
 
-EPILOG = exit_codes(
+EPILOG = examples(
+    "envsnap capture local --label before",
+    "envsnap capture alice@gpu1 --repo ~/sglang --proc sglang.launch_server",
+    "envsnap capture gpu --inventory hosts.yml --label run1",
+    "envsnap capture gpu --inventory hosts.yml --limit @snapshots/run1.retry",
+) + exit_codes(
     (ExitCode.OK, "every host captured in full"),
     (ExitCode.USAGE, "usage error: bad argument, unknown host or group, bad label template, "
                      "existing label (or one another capture saved meanwhile), store not "
@@ -116,8 +123,8 @@ def cmd_capture(args: argparse.Namespace) -> int:
                                  collector_timeout=args.collector_timeout,
                                  accept_new_host_keys=args.accept_new_host_keys,
                                  max_patch_bytes=args.max_patch_bytes, history=args.history)
-        with agent_started_early(hosts, options):
-            return capture_hosts(args, hosts, options)
+        with agent_started_early(hosts, options) as early:
+            return capture_hosts(args, hosts, options, early)
 
 
 def connecting_first(host: Host, args: argparse.Namespace) -> AbstractContextManager[None]:
@@ -130,7 +137,8 @@ def connecting_first(host: Host, args: argparse.Namespace) -> AbstractContextMan
     return connecting_early([host], args.connect_timeout, args.accept_new_host_keys)
 
 
-def capture_hosts(args: argparse.Namespace, hosts: list[Host], options: CaptureOptions) -> int:
+def capture_hosts(args: argparse.Namespace, hosts: list[Host], options: CaptureOptions,
+                  early: EarlyAgent | None) -> int:
     from envsnap.hosts.capture import capture, retry_of, write_retry_file
     from envsnap.snapshot.store import Store
 
@@ -140,7 +148,8 @@ def capture_hosts(args: argparse.Namespace, hosts: list[Host], options: CaptureO
         print(f"skipped {len(retry.skipped)} hosts already in {args.label!r}: "
               f"{', '.join(retry.skipped)} (--force captures them again)")
     hosts = retry.hosts
-    outcomes = capture(hosts, store, options, Progress(len(hosts), sys.stderr), retry.labels)
+    outcomes = capture(hosts, store, options, Progress(len(hosts), sys.stderr), retry.labels,
+                       early)
     for outcome in outcomes:
         render_outcome(outcome, sys.stdout, sys.stderr)
     failed = [o for o in outcomes if not o.ok]

@@ -7,13 +7,16 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envsnap.cli.options import exit_codes
+from envsnap.cli.options import examples, exit_codes
 from envsnap.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:
     from envsnap.cli.options import Commands
 
-EPILOG = exit_codes(
+EPILOG = examples(
+    "envsnap ansible ~/.ansible/collections",
+    "envsnap ansible build",
+) + exit_codes(
     (ExitCode.OK, "written: DEST/ansible_collections/envsnap/gpu (its path is printed)"),
     (ExitCode.USAGE, "DEST cannot be written"),
 )
@@ -41,6 +44,7 @@ def cmd_collection(args: argparse.Namespace) -> int:
     sys.stdout.write(f"{built}\n")   # alone on stdout, for scripts: $(envsnap ansible DEST)
     collections = built.parents[2]
     sys.stderr.write(f"next: export ANSIBLE_COLLECTIONS_PATH={collections} and use "
-                     "envsnap.gpu.envsnap_capture in a play (README: Ansible), or pack it: "
+                     "envsnap.gpu.envsnap_capture in a play (docs/guide/fleets.md#ansible), "
+                     "or pack it: "
                      f"ansible-galaxy collection build {built}\n")
     return ExitCode.OK

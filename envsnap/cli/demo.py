@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from envsnap.cli.options import exit_codes
+from envsnap.cli.options import examples, exit_codes
 from envsnap.errors import ExitCode
 
 if TYPE_CHECKING:   # the demo loads when the command runs, not for the parser
@@ -18,7 +18,8 @@ def register(commands: Commands) -> None:
     demo = commands.add_parser(
         "demo", help="the STORY (docs/STORY.md: a silent git pull slowed a GPU server), "
                      "live, on this machine (no SSH, no GPU)",
-        epilog=exit_codes((ExitCode.OK, "every step said what it should"),
+        epilog=examples("envsnap demo", "envsnap demo --keep")
+        + exit_codes((ExitCode.OK, "every step said what it should"),
                           (ExitCode.USAGE, "usage error: bad argument"),
                           (ExitCode.HOST, "a step failed (its output is shown)")))
     demo.add_argument("--keep", action="store_true",

@@ -9,8 +9,9 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from envsnap.cli.options import add_store_option, exit_codes
-from envsnap.errors import ExitCode, UsageError
+from envsnap.cli.options import add_store_option, examples, exit_codes
+from envsnap.errors import ExitCode, SnapshotError, UsageError
+from envsnap.text import timestamp
 from envsnap.verdicts import REGRESSION
 
 if TYPE_CHECKING:
@@ -22,7 +23,12 @@ if TYPE_CHECKING:
 DRIFT = "drift"
 FAIL_ON = (DRIFT, REGRESSION)   # any drift, or only a benchmark's regression verdict
 
-EPILOG = exit_codes(
+EPILOG = examples(
+    "envsnap diff before after",
+    "envsnap diff before after --section git,env --markdown",
+    "envsnap diff --fleet run1",
+    "envsnap diff good bad --fail-on regression",
+) + exit_codes(
     (ExitCode.OK, "no drift; with --fail-on regression: no benchmark regression, whatever "
                   "drifted"),
     (ExitCode.DRIFT, "drift found (a result, not an error); with --fail-on regression: the "
@@ -53,7 +59,7 @@ def register(commands: Commands) -> None:
                           "differ from the majority")
     dif.add_argument("-l", "--limit", metavar="PATTERN",
                      help="with --fleet: only the members this Ansible host pattern selects, "
-                          "by host name (groups from --inventory); README: Fleets")
+                          "by host name (groups from --inventory); docs/guide/fleets.md#--limit")
     dif.add_argument("--inventory", default=os.environ.get("ENVSNAP_INVENTORY"),
                      help="with --limit: the inventory whose groups patterns may name "
                           "(default: $ENVSNAP_INVENTORY)")
@@ -125,13 +131,10 @@ def load_side(store: Store, name: str) -> Snapshot:
     """A snapshot, or a pasted output (torch collect_env, nvidia-smi, pip) read as the
     partial snapshot `envsnap import` would store; a file that is neither fails as a
     snapshot, with the snapshot's error."""
-    from envsnap.errors import SnapshotError
-
     try:
         return store.load(name)
     except SnapshotError:
         from envsnap.imports.build import pasted_snapshot
-        from envsnap.text import timestamp
 
         pasted = pasted_snapshot(name, timestamp())
         if pasted is None:
@@ -143,9 +146,7 @@ def with_pastes(members: Members, store: Store) -> Members:
     """The fleet's members with the pasted outputs among those the snapshot reader refused
     read as load_side reads them (`diff --fleet` of a folder of users' pastes)."""
     from envsnap.diff.fleet import Members
-    from envsnap.errors import SnapshotError
     from envsnap.imports.build import pasted_snapshot
-    from envsnap.text import timestamp
 
     read = Members(list(members.documents), list(members.sources), [])
     for source, why in members.refused:

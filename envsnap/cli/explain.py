@@ -11,6 +11,7 @@ from envsnap.cli.options import (
     add_serve_options,
     add_trust_foreign_option,
     approved,
+    examples,
     exit_codes,
     inventory_from,
     positive_int,
@@ -29,7 +30,10 @@ if TYPE_CHECKING:   # explain's modules load when the command runs, not for the 
     from envsnap.explain.differences import Difference
     from envsnap.explain.run import Plan
 
-EPILOG = exit_codes(
+EPILOG = examples(
+    "envsnap explain good bad --cmd 'python bench.py' --metric 'tok/s: ([0-9.]+)'",
+    "envsnap explain good bad --cmd ./bench.sh --metric '([0-9.]+) tok/s' --pip",
+) + exit_codes(
     (ExitCode.OK, "no regression between GOOD's state and the host now (or can't tell whether "
                   "there is one)"),
     (ExitCode.DRIFT, "regression: its causes found (or some left undecided by the noise)"),

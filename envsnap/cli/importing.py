@@ -5,13 +5,17 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from envsnap.cli.options import add_store_option, exit_codes
+from envsnap.cli.options import add_store_option, examples, exit_codes
 from envsnap.errors import ExitCode, UsageError
+from envsnap.text import timestamp
 
 if TYPE_CHECKING:
     from envsnap.cli.options import Commands
 
-EPILOG = exit_codes(
+EPILOG = examples(
+    "envsnap import collect_env.txt pip-freeze.txt --label from-issue",
+    "envsnap import nvidia-smi-q.xml --host gpu7",
+) + exit_codes(
     (ExitCode.OK, "every file read and the snapshot saved"),
     (ExitCode.USAGE, "usage error: a file that cannot be read, a bad or existing label"),
     (ExitCode.INVALID, "a file malformed, truncated, mixed or of no known format: the line "
@@ -43,7 +47,6 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     from envsnap.imports.build import imported_snapshot, read_source
     from envsnap.snapshot.store import Store, label_from_name, validate_label
-    from envsnap.text import timestamp
 
     label = validate_label(args.label or "imported-" + label_from_name(Path(args.files[0]).stem))
     store = Store(args.store)

@@ -11,13 +11,11 @@ import gc
 import os
 import sys
 from importlib import import_module
-from typing import Any, Callable, NoReturn
+from typing import Any, Callable, NoReturn, TextIO, Union
 
-from envsnap import __version__
-from envsnap.cli.options import ALL_EXIT_CODES, exit_codes
+from envsnap.cli.options import ALL_EXIT_CODES, examples, exit_codes
 from envsnap.cli.output import visible_output
 from envsnap.errors import DeclinedError, EnvsnapError, ExitCode, Interrupted
-from envsnap.text import did_you_mean
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -61,14 +59,39 @@ class EnvsnapParser(argparse.ArgumentParser):
         self.exit(ExitCode.USAGE, f"envsnap: error: {message}\n")
 
 
+class VersionAction(argparse.Action):
+    """--version: the release, and the commit of a checkout (envsnap/version.py), looked up
+    only when asked: the parser is built for every command."""
+
+    def __init__(self, option_strings: list[str], dest: str) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="show the version (and the commit, from a git checkout) and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> NoReturn:
+        from envsnap.version import version_text
+
+        sys.stdout.write(version_text() + "\n")
+        parser.exit()
+
+
 # command -> the module of envsnap/cli/ that defines it (its `register(commands)`). Only the
 # module of the command typed is imported: `envsnap diff` does not load the other nine.
 COMMAND_MODULES = {
     "capture": "capture", "list": "show", "show": "show", "diff": "diff", "bench": "bench",
     "play": "play", "restore": "restore", "bisect": "bisect", "report": "report",
     "demo": "demo", "trust": "trust", "ansible": "collection",
-    "explain": "explain", "timeline": "timeline", "import": "importing",
+    "explain": "explain", "timeline": "timeline", "import": "importing", "prune": "prune",
+    "completion": "completion",
 }
+EXAMPLES = examples(
+    "envsnap capture local --label before",
+    "envsnap capture gpu --inventory hosts.yml --label run1",
+    "envsnap diff before after",
+    "envsnap timeline local --since 2h",
+    "envsnap report after --vs before -o bug.md",
+    "envsnap completion bash > ~/.local/share/bash-completion/completions/envsnap",
+)
 
 
 def modules_for(argv: list[str]) -> list[str]:
@@ -81,9 +104,9 @@ def modules_for(argv: list[str]) -> list[str]:
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
-    parser = EnvsnapParser(prog="envsnap", epilog=exit_codes(*ALL_EXIT_CODES),
+    parser = EnvsnapParser(prog="envsnap", epilog=EXAMPLES + exit_codes(*ALL_EXIT_CODES),
                            description="Capture, diff and restore GPU host environments.")
-    parser.add_argument("--version", action="version", version=f"envsnap {__version__}")
+    parser.add_argument("--version", action=VersionAction)
     # Not required: with no command, main() prints the whole help rather than one line.
     commands = parser.add_subparsers(dest="command", metavar="COMMAND",
                                      help="what to do; `envsnap COMMAND -h` for its options")
@@ -103,20 +126,64 @@ def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
 def parse_arguments(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
     typed = next((word for word in argv if not word.startswith("-")), None)
     if typed is not None and typed not in COMMAND_MODULES and not argv[0].startswith("-"):
-        parser.error(f"unknown command {typed!r}{did_you_mean(typed, list(COMMAND_MODULES))}; "
-                     "envsnap -h lists them")
-    args, extras = parser.parse_known_args(argv)
+        close = suggestion(typed, list(COMMAND_MODULES))
+        parser.error(f"unknown command {typed!r}; "
+                     + (f"did you mean {close}?" if close else "envsnap -h lists them"))
+    # An unknown option is said before a missing one: `bench x --metirc y` lacks --metric
+    # too, and the misspelling is what the person needs to hear.
+    relaxed = relax_requirements(subcommands(parser).get(typed or ""))
+    try:
+        args, extras = parser.parse_known_args(argv)
+    finally:
+        for item in relaxed:
+            item.required = True
     if extras:
-        # argparse reports a subcommand's unknown options from the top parser, with the top
-        # usage; the person needs the usage of the command they typed.
-        failed = subcommands(parser).get(args.command or "", parser)
-        if args.command in argv and extras[0] in argv and \
-                argv.index(extras[0]) < argv.index(args.command):
-            failed = parser   # unknown before the command: the top level's own
-        options = [name for action in failed._actions for name in action.option_strings]
-        failed.error(f"unrecognized arguments: {' '.join(extras)}"
-                     f"{did_you_mean(extras[0].split('=')[0], options)}")
-    return args
+        refuse_extras(parser, argv, args.command, extras)
+    return parser.parse_args(argv) if relaxed else args
+
+
+Requirement = Union[argparse.Action, argparse._MutuallyExclusiveGroup]
+
+
+def relax_requirements(command: argparse.ArgumentParser | None) -> list[Requirement]:
+    """Make the command's required options, arguments and groups optional; those changed."""
+    if command is None:
+        return []
+    items: list[Requirement] = [*command._actions, *command._mutually_exclusive_groups]
+    required = [item for item in items if item.required]
+    for item in required:
+        item.required = False
+    return required
+
+
+def refuse_extras(parser: argparse.ArgumentParser, argv: list[str], command: str | None,
+                  extras: list[str]) -> NoReturn:
+    """The one line for words no parser took: the first unknown option, with the nearest of
+    its command's options, else the extra arguments."""
+    # argparse reports a subcommand's unknown options from the top parser, with the top
+    # usage; the person needs the usage of the command they typed.
+    failed = subcommands(parser).get(command or "", parser)
+    if command in argv and extras[0] in argv and argv.index(extras[0]) < argv.index(command):
+        failed = parser   # unknown before the command: the top level's own
+    option = next((word.split("=")[0] for word in extras if is_option(word)), None)
+    if option is None:
+        failed.error(f"unrecognized arguments: {' '.join(extras)}")
+    close = suggestion(option, [name for action in failed._actions
+                                for name in action.option_strings])
+    failed.error(f"unrecognized option {option}" + (f"; did you mean {close}?" if close else ""))
+
+
+def is_option(word: str) -> bool:
+    """An option as argparse tells one: a dash and not a negative number."""
+    return word.startswith("-") and word != "-" and not word[1:2].isdigit()
+
+
+def suggestion(typed: str, known: list[str]) -> str | None:
+    """The known name nearest to what was typed, if one is near."""
+    import difflib
+
+    close = difflib.get_close_matches(typed, known, n=1)
+    return close[0] if close else None
 
 
 def run(argv: list[str]) -> int:
@@ -126,7 +193,26 @@ def run(argv: list[str]) -> int:
         sys.stderr.write(parser.format_help() + "\nenvsnap: error: no command given\n")
         return ExitCode.USAGE
     command: Command = args.run
-    return command(args)
+    code: int = ExitCode.INTERNAL
+    try:
+        code = command(args)
+        return code
+    finally:
+        tell_new_key(code in (ExitCode.OK, ExitCode.DRIFT))
+
+
+def tell_new_key(say: bool) -> None:
+    """Once, on the run that made it: where the signing key is, and why it matters. Only a
+    command that signed loaded provenance, so the others ask nothing (nor import it). Said
+    (`say`) by a command that ended in one of its usual outcomes (0, 1): one that fails says
+    its error alone, in one line."""
+    provenance = sys.modules.get("envsnap.snapshot.provenance")
+    keys = provenance.taken_keys() if provenance is not None else []   # taken, said or not
+    for made in keys if say else []:
+        shown = str(made.path).replace(os.path.expanduser("~") + os.sep, "~" + os.sep, 1)
+        sys.stderr.write(f"envsnap: created your signing key {shown}; keep it: your "
+                         "snapshots are trusted as your own by it, and without it they read "
+                         "as foreign\n")
 
 
 def stdout_reader_gone() -> bool:
@@ -169,15 +255,26 @@ def console() -> NoReturn:
 
     What importing the command line made (modules, classes, their tables: alive as long as
     the process) is frozen out of every collection first: each one the start-up triggers
-    walked it again, ~1 ms before a capture's handshake began and ~5 ms of a capture.
-    Everything the command made is frozen out of the interpreter's last garbage collection:
-    the process ends next, and that collection walked every object a capture or a diff left
-    (the snapshots, YAML's and the schema's tables) for ~20 ms after the answer was out.
-    Finalization is otherwise as ever (atexit, files flushed and closed)."""
+    would walk it again, before a capture's handshake too. Everything the command made is
+    frozen out of the interpreter's last garbage collection: the process ends next, and that
+    collection would walk every object a capture or a diff left (the snapshots, YAML's and
+    the schema's tables) after the answer was out.
+    Finalization is otherwise as ever (atexit, files flushed and closed).
+
+    stdout is flushed at each line, as at a terminal: into a pipe or a file it was flushed
+    when its buffer filled or at exit, so in a log a fleet's summary on stderr came before
+    the hosts' lines on stdout."""
+    line_buffered(sys.stdout)
     gc.freeze()
     code = main()
     gc.freeze()
     sys.exit(code)
+
+
+def line_buffered(stream: TextIO | None) -> None:
+    reconfigure = getattr(stream, "reconfigure", None)   # None: no stdout (pythonw), a stand-in
+    if reconfigure is not None:
+        reconfigure(line_buffering=True)
 
 
 def main(argv: list[str] | None = None) -> int:

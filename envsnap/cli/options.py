@@ -1,5 +1,5 @@
-"""Options several commands share, the typed values they accept, and the exit-code epilogs,
-declared once so every command reads, defaults and documents them the same way."""
+"""Options several commands share, the typed values they accept, and the epilogs (examples,
+exit codes), declared once so every command reads, defaults and documents them the same way."""
 from __future__ import annotations
 
 import argparse
@@ -9,7 +9,7 @@ import textwrap
 from typing import TYPE_CHECKING, Callable
 
 from envsnap.defaults import DEFAULT_CONNECT_TIMEOUT, DEFAULT_SERVE_TIMEOUT, DEFAULT_STORE
-from envsnap.errors import ExitCode
+from envsnap.errors import DeclinedError, ExitCode, UsageError
 
 if TYPE_CHECKING:   # bench loads when a command runs, not for the parser
     from envsnap.bench.run import ServeSpec
@@ -38,6 +38,12 @@ ALL_EXIT_CODES: tuple[CodeMeaning, ...] = (
     (ExitCode.DECLINED, "declined: answered no, or no --yes / --trust-foreign without a "
                         "terminal; nothing was changed"),
 )
+
+
+def examples(*commands: str) -> str:
+    """The start of an epilog: commands as typed, one per line (tests/cli/test_cli_help.py
+    parses each with the real parser, so an example cannot outlive an option it uses)."""
+    return "examples:\n" + "".join(f"  {command}\n" for command in commands) + "\n"
 
 
 def exit_codes(*codes: CodeMeaning) -> str:
@@ -152,7 +158,6 @@ def serve_spec(args: argparse.Namespace) -> ServeSpec | None:
     """--serve, --ready and --serve-timeout as one ServeSpec (None without --serve); one
     line (exit 2) when they do not go together, before any host is contacted."""
     from envsnap.bench.run import ServeSpec
-    from envsnap.errors import UsageError
 
     if args.serve is None:
         for given, flag in ((args.ready, "--ready"), (args.serve_timeout, "--serve-timeout")):
@@ -170,8 +175,6 @@ def serve_spec(args: argparse.Namespace) -> ServeSpec | None:
 def ask(question: str) -> str | None:
     """A person's answer at the terminal; None when nobody is there to ask (no terminal on
     stdin) or they end the input (Ctrl-D): no answer is never a yes."""
-    import sys
-
     if not sys.stdin.isatty():
         return None
     try:
@@ -189,10 +192,6 @@ def approved(yes: bool, question: str, unchanged: str, without_terminal: str) ->
     """--yes, or a person at a terminal says so; else declined (ExitCode.DECLINED), the one
     line saying what was left `unchanged`, and, for a script, `without_terminal`: how to say
     yes without a terminal."""
-    import sys
-
-    from envsnap.errors import DeclinedError
-
     if yes:
         return True
     if not sys.stdin.isatty():
@@ -214,7 +213,7 @@ def add_limit_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-l", "--limit", metavar="PATTERN",
                         help="only the hosts this Ansible host pattern selects: n2, "
                              "'gpu:!n3', 'gpu:&rack1', 'gpu[0:3]', 'node0*', '~regex', "
-                             "@retry-file (README: Fleets)")
+                             "@retry-file (docs/guide/fleets.md#--limit)")
 
 
 def selected_hosts(args: argparse.Namespace, patterns: list[str], overrides: Vars) -> list[Host]:
@@ -252,8 +251,6 @@ def review_foreign(plan: ForeignPlan) -> bool:
     """The one review of a foreign snapshot, for every command that acts on a host from one:
     everything it would do is shown; when that is all that stands in the way, a person at a
     terminal may trust it by typing its label (a script passes --trust-foreign)."""
-    import sys
-
     from envsnap.hostops.gate import review_lines
 
     sys.stdout.write("".join(line + "\n" for line in review_lines(plan)))

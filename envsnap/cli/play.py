@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from envsnap.cli.options import (
     add_connection_options,
     add_trust_foreign_option,
+    examples,
     exit_codes,
     inventory_from,
     positive_int,
@@ -20,7 +21,10 @@ from envsnap.errors import ExitCode
 if TYPE_CHECKING:
     from envsnap.cli.options import Commands
 
-EPILOG = exit_codes(
+EPILOG = examples(
+    "envsnap play playbooks/restore.yml -e snapshot=good -l gpu1 --check --diff",
+    "envsnap play playbooks/capture.yml -e label=good -l gpu --inventory hosts.yml",
+) + exit_codes(
     (ExitCode.OK, "every task ok or changed"),
     (ExitCode.DRIFT, "only assert/verify tasks found drift (assert_facts, git verify, a bench "
                      "regression)"),

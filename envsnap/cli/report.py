@@ -6,17 +6,27 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envsnap.cli.options import add_connection_options, exit_codes, inventory_from, utf8_text
+from envsnap.cli.options import (
+    add_connection_options,
+    examples,
+    exit_codes,
+    inventory_from,
+    utf8_text,
+)
 from envsnap.defaults import REPORT_FORMATS
 from envsnap.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:
     from envsnap.cli.options import Commands
-    from envsnap.report.timeline_part import TimelineSection
     from envsnap.snapshot.records import Snapshot
     from envsnap.snapshot.store import Store
+    from envsnap.timeline.model import Timeline
 
-EPILOG = exit_codes(
+EPILOG = examples(
+    "envsnap report after --vs before -o bug.md",
+    "envsnap report after --vs before --bundle bug.tar.gz",
+    "envsnap report after --format collect-env",
+) + exit_codes(
     (ExitCode.OK, "the report was written, whatever --vs found: a report is a rendering; "
                   "`envsnap diff` is the check that exits 1 on drift"),
     (ExitCode.USAGE, "usage error: bad argument, unknown label, a file that cannot be written"),
@@ -101,17 +111,17 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def report_timeline(args: argparse.Namespace, document: Snapshot,
-                    store: Store) -> TimelineSection | None:
-    """--timeline: the snapshot's host asked for its changes, laid out as the report's."""
+                    store: Store) -> Timeline | None:
+    """--timeline: the snapshot's host asked for its changes, here, for the report to lay
+    out (the report itself reaches no host)."""
     if args.timeline is None:
         return None
-    from envsnap.report.timeline_part import host_timeline, section_of
+    from envsnap.timeline.of_snapshot import host_timeline
     from envsnap.timeline.run import TimelineOptions
 
     options = TimelineOptions(connect_timeout=args.connect_timeout,
                               accept_new_host_keys=args.accept_new_host_keys)
-    return section_of(host_timeline(document, args.timeline, store, inventory_from(args),
-                                    options))
+    return host_timeline(document, args.timeline, store, inventory_from(args), options)
 
 
 def report_as_tool(args: argparse.Namespace, document: Snapshot) -> int:

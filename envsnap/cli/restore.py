@@ -12,6 +12,7 @@ from envsnap.cli.options import (
     add_trust_foreign_option,
     approved,
     ask,
+    examples,
     exit_codes,
     inventory_from,
     non_negative_seconds,
@@ -29,7 +30,12 @@ if TYPE_CHECKING:   # the restore code loads when the command runs, not with the
     from envsnap.restore.policy import RecordedRerun
     from envsnap.restore.run import RestoreReport
 
-EPILOG = exit_codes(
+EPILOG = examples(
+    "envsnap restore before --check",
+    "envsnap restore before --yes --rerun",
+    "envsnap restore --at 2h --repo ~/sglang",
+    "envsnap restore --abort",
+) + exit_codes(
     (ExitCode.OK, "nothing to do, or restored and verified; --abort: rolled back (or its "
                   "journal cleared), or no restore was pending"),
     (ExitCode.DRIFT, "--check found drift, something still differs after restoring, or the "

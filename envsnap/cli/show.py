@@ -7,9 +7,10 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from envsnap.cli.options import add_store_option, exit_codes
+from envsnap.cli.options import add_store_option, examples, exit_codes
 from envsnap.cli.output import columns
 from envsnap.errors import ExitCode, UsageError
+from envsnap.text import UNSAFE, dump_json
 
 if TYPE_CHECKING:   # loaded when the command runs, not for the parser
     from envsnap.cli.options import Commands
@@ -20,7 +21,10 @@ NAME_COLUMN_MAX = 24     # a longer row name (a repo's path) pushes its value, n
 
 
 def add_list_parser(commands: Commands) -> None:
-    lst = commands.add_parser("list", help="list stored snapshots", epilog=exit_codes(
+    lst = commands.add_parser("list", help="list stored snapshots", epilog=examples(
+        "envsnap list",
+        "envsnap list --store /shared/snapshots",
+    ) + exit_codes(
         (ExitCode.OK, "listed (an empty store too)"),
         (ExitCode.USAGE, "usage error: bad argument")))
     add_store_option(lst)
@@ -30,7 +34,8 @@ def add_list_parser(commands: Commands) -> None:
 def add_show_parser(commands: Commands) -> None:
     show = commands.add_parser(
         "show", help="one snapshot on one screen: host, versions, GPUs, repos, env, problems",
-        epilog=exit_codes((ExitCode.OK, "shown"),
+        epilog=examples("envsnap show before", "envsnap show run1/node01 --json")
+        + exit_codes((ExitCode.OK, "shown"),
                           (ExitCode.USAGE, "usage error: bad argument, no such label"),
                           (ExitCode.INVALID, "invalid snapshot (corrupt, not a snapshot, newer "
                                              "schema)")))
@@ -73,7 +78,6 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     from envsnap.snapshot.store import Store, dump_yaml
-    from envsnap.text import UNSAFE, dump_json
 
     store = Store(args.store)
     if is_saved_timeline(store, args.label):
@@ -94,11 +98,9 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def is_saved_timeline(store: Store, label: str) -> bool:
-    from envsnap.errors import UsageError as NotALabel
-
     try:
         return store.timeline_path(label).is_file() and not store.path_for(label).is_file()
-    except NotALabel:   # a path to a snapshot file
+    except UsageError:   # not a label: a path to a snapshot file
         return False
 
 
@@ -106,7 +108,6 @@ def show_timeline(store: Store, args: argparse.Namespace) -> int:
     """A saved timeline: where and whose it is, then its events as `timeline` shows them."""
     from envsnap.snapshot.provenance import verify_as_user
     from envsnap.snapshot.store import dump_yaml
-    from envsnap.text import dump_json
     from envsnap.timeline import saved
     from envsnap.timeline.render import render_text
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from envsnap.cli.options import (
     add_connection_options,
+    examples,
     exit_codes,
     positive_seconds,
     selected_hosts,
@@ -15,12 +16,17 @@ from envsnap.cli.options import (
 )
 from envsnap.defaults import DEFAULT_COLLECTOR_TIMEOUT
 from envsnap.errors import ExitCode
+from envsnap.text import visible_line
 
 if TYPE_CHECKING:
     from envsnap.cli.options import Commands
     from envsnap.hosts.inventory_graph import Vars
 
-EPILOG = exit_codes(
+EPILOG = examples(
+    "envsnap timeline local --since 2h",
+    "envsnap timeline gpu1 --since before --repo ~/sglang --proc sglang",
+    "envsnap timeline gpu1 --since 2026-12-01T13:50:00Z --json",
+) + exit_codes(
     (ExitCode.OK, "the timeline was shown (a source the host could not read is named at its "
                   "end, and with --json on stderr)"),
     (ExitCode.USAGE, "usage error: bad argument or time, unknown host or label, bad "
@@ -74,7 +80,6 @@ def cmd_timeline(args: argparse.Namespace) -> int:
     from envsnap.cli.output import columns
     from envsnap.fold import fold
     from envsnap.snapshot.store import Store
-    from envsnap.text import visible_line
     from envsnap.timeline import saved
     from envsnap.timeline.render import render_json, render_text
     from envsnap.timeline.run import TimelineOptions, timeline

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from envsnap.cli.options import add_store_option, approved, exit_codes
+from envsnap.cli.options import add_store_option, approved, examples, exit_codes
 from envsnap.errors import ExitCode
 
 if TYPE_CHECKING:   # loaded when the command runs, not for the parser
@@ -14,7 +14,10 @@ if TYPE_CHECKING:   # loaded when the command runs, not for the parser
     from envsnap.snapshot.provenance import Provenance
     from envsnap.snapshot.records import Snapshot
 
-EPILOG = exit_codes(
+EPILOG = examples(
+    "envsnap trust ~/Downloads/theirs.yaml --label theirs",
+    "envsnap trust theirs --yes",
+) + exit_codes(
     (ExitCode.OK, "adopted (signed with your key and stored), or already yours"),
     (ExitCode.USAGE, "usage error: no such file or label, a label taken without --force"),
     (ExitCode.INVALID, "invalid snapshot"),
@@ -40,7 +43,6 @@ def register(commands: Commands) -> None:
 
 def summary_lines(document: Snapshot, source: str, found: Provenance) -> list[str]:
     from envsnap.hostops.gate import foreign_plan, recorded_repos, rerun_shown, review_lines
-    from envsnap.restore.serve import recorded_server_env
     from envsnap.snapshot import document as snap
 
     lines = [f"{source}: {found.describe()}",
@@ -53,7 +55,7 @@ def summary_lines(document: Snapshot, source: str, found: Provenance) -> list[st
     plan = foreign_plan(document, source, snap.host(document), found,
                         repos=recorded_repos(document), pip=False,
                         rerun=rerun_shown(document, True, None), needs_consent=True,
-                        env=recorded_server_env(document))   # restore --rerun --serve's
+                        env=snap.recorded_server_env(document))   # restore --rerun --serve's
     return lines + review_lines(plan)[1:]
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, Union
+from typing import TYPE_CHECKING, NamedTuple, Union
 
 from envsnap.diff.findings import short
 from envsnap.snapshot.document import bench as bench_of
@@ -59,7 +59,7 @@ class BenchSide(NamedTuple):
         return (self.command, self.metric, self.lower_is_better) == \
             (other.command, other.metric, other.lower_is_better)
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, object]:
         return {"label": self.label, "command": self.command, "metric": self.metric,
                 "lower_is_better": self.lower_is_better, "median": self.median,
                 "runs": self.runs, "values": list(self.values)}
@@ -108,7 +108,7 @@ class BenchmarkChange(NamedTuple):
                 f"{number(self.after.median)}{unit} ({change_text(self.change)}, "
                 f"{self.verdict}, {self.before.runs} vs {plural(self.after.runs, 'run')})")
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, object]:
         return {"compared": True, "line": self.line(), "name": self.name, "unit": self.unit,
                 "command": self.before.command, "metric": self.before.metric,
                 "lower_is_better": self.before.lower_is_better,
@@ -153,7 +153,7 @@ class BenchmarkMismatch(NamedTuple):
     def line(self) -> str:
         return f"benchmark: not compared: {self.reason}"
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, object]:
         return {"compared": False, "line": self.line(), "reason": self.reason,
                 "before": self.before.as_json(), "after": self.after.as_json()}
 
@@ -300,7 +300,7 @@ class HostBenchmark(NamedTuple):
                 f"({change_text(self.change)} vs the rest, {self.verdict}, "
                 f"{self.side.runs} vs {plural(self.others_runs, 'run')})")
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, object]:
         return {"host": self.host, "median": self.side.median, "runs": self.side.runs,
                 "values": list(self.side.values),
                 "change_pct": None if self.change is None else round(100 * self.change, 2),
@@ -348,7 +348,7 @@ class FleetBenchmark(NamedTuple):
                        "the same as the rest")
         return out
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, object]:
         if self.different:
             return {"compared": False, "reason": self.different, "without": self.without}
         first = self.hosts[0].side

@@ -9,7 +9,7 @@ things whose natural id is not their key (workers, stashes) are re-keyed by keys
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, cast
 
 from envsnap.agent.sections import SECTIONS
 from envsnap.diff import rules
@@ -87,7 +87,7 @@ class Side(NamedTuple):
     captured_at: str
     source: str
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, object]:
         return {"label": self.label, "host": self.host, "hostname": self.hostname,
                 "captured_at": self.captured_at, "source": self.source}
 
@@ -238,10 +238,10 @@ def compare_section(name: str, a: Snapshot, b: Snapshot, options: DiffOptions,
     return found
 
 
-def volatile_section(document: Snapshot, name: str) -> Mapping[str, Any]:
-    readings: Mapping[str, Any] = document.get("volatile", {})
-    found: Mapping[str, Any] = readings.get(name, {})
-    return found
+def volatile_section(document: Snapshot, name: str) -> Mapping[str, object]:
+    readings: Mapping[str, object] = document.get("volatile", {})
+    found = readings.get(name, {})
+    return cast("Mapping[str, object]", found)   # a section's readings: a record
 
 
 def section_changes(name: str, a: Snapshot, b: Snapshot,
@@ -255,8 +255,8 @@ def section_changes(name: str, a: Snapshot, b: Snapshot,
         return walk_findings(name, before_env, after_env, known=known)
     if name == "git":
         return git_changes(git(a), git(b), patterns)
-    before: Mapping[str, Any]
-    after: Mapping[str, Any]
+    before: Mapping[str, object]
+    after: Mapping[str, object]
     if name == "python_env":   # the interpreter by its real path (keys.python_env_view)
         before, after = python_env_view(python_env(a)), python_env_view(python_env(b))
     else:
@@ -309,7 +309,9 @@ def walk_findings(name: str, before: Any, after: Any, path: Path = (),
 def env_changes(before: Env, after: Env) -> list[Finding]:
     view_a, known_a = env_view(before)
     view_b, known_b = env_view(after)
-    workers_a, workers_b = view_a.pop("processes"), view_b.pop("processes")
+    # env_view keyed the workers by command line, each its process_view
+    workers_a = cast("dict[str, Process]", view_a.pop("processes"))
+    workers_b = cast("dict[str, Process]", view_b.pop("processes"))
     found = walk_findings("env", view_a, view_b)
     for key in list(workers_a) + [k for k in workers_b if k not in workers_a]:
         was, now = known_a.get(key), known_b.get(key)
@@ -350,11 +352,11 @@ def worker_changes(key: str, before: Process | None, after: Process | None,
     return walk_findings("env", before, after, path, detail)
 
 
-def drop(mapping: Mapping[str, Any], key: str) -> View:
+def drop(mapping: Mapping[str, object], key: str) -> View:
     return {k: v for k, v in mapping.items() if k != key}
 
 
-def error_of(value: Mapping[str, Any] | None) -> str | None:
+def error_of(value: Mapping[str, object] | None) -> str | None:
     """The why of an {"error": why} in place of a repository or a process's environ."""
     return str(value["error"]) if value is not None and "error" in value else None
 

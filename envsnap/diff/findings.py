@@ -125,7 +125,7 @@ class Finding(NamedTuple):
     def where(self) -> str:
         return path_text(self.path)
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, object]:
         return {"section": self.section, "path": list(self.path), "where": self.where,
                 "kind": self.kind, "rank": self.rank, "why": self.why,
                 "before": self.before, "after": self.after, "volatile": self.volatile,

@@ -75,7 +75,7 @@ class Disagreement:
         """No value holds more hosts than the next: "majority" is only the first of equals."""
         return bool(self.others) and len(self.others[0][1]) == len(self.majority_hosts)
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, object]:
         """Patches summarised (size, hash, files): a fleet report is read across hosts."""
         return {"section": self.section, "path": list(self.path),
                 "where": Finding(self.section, self.path, None, None).where,

@@ -82,7 +82,7 @@ def merged(group: list[R], gpus: dict[str, Gpu]) -> R:
     if isinstance(first, Finding):
         return first._replace(path=path, why=why, detail={**first.detail, "gpus": buses})
     # A fleet's Disagreement, a dataclass: imported here, as the diff of two snapshots
-    # (Findings alone) loads no dataclasses (start-up, README: Performance).
+    # (Findings alone) loads no dataclasses (docs/ARCHITECTURE.md, "Start-up").
     from dataclasses import replace
 
     return replace(first, path=path, why=why)  # type: ignore[type-var]

@@ -31,7 +31,7 @@ GIT_EXPLAINED = frozenset(["history", "reflog", "history_limit", "history_comple
 
 # A part of a section reshaped for comparison: its facts, re-keyed, some wrapped in Atoms.
 # No snapshot record any more (its keys and values are the diff's), so a plain tree.
-View = dict[str, Any]
+View = dict[str, object]
 
 
 class Atom:

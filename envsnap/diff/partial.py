@@ -22,6 +22,7 @@ from envsnap.snapshot.document import (
     is_partial,
     section,
 )
+from envsnap.snapshot.spec import is_object
 
 if TYPE_CHECKING:
     from envsnap.snapshot.records import Snapshot
@@ -59,7 +60,7 @@ def any_partial(a: Snapshot, b: Snapshot) -> bool:
 def by_index(nvidia: Mapping[str, Any]) -> dict[str, Any]:
     """GPUs (and topology) keyed GPU<index>, the one key both sides then share."""
     gpus = nvidia.get("gpus", {})
-    name = {bus: f"GPU{gpu.get('index')}" if isinstance(gpu, dict) else bus
+    name = {bus: f"GPU{gpu.get('index')}" if is_object(gpu) else bus
             for bus, gpu in gpus.items()}
     return {**nvidia, "gpus": {name[bus]: gpu for bus, gpu in gpus.items()},
             "topology": {name.get(k, k): {name.get(p, p): link for p, link in peers.items()}
@@ -133,7 +134,7 @@ class Uncompared(NamedTuple):
     names: tuple[str, ...]                            # env, git, system.boot_id, ...
     more: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, object]:
         return {"why": self.why, "members": list(self.members), "names": list(self.names),
                 "more": [{"member": member, "names": list(names)}
                          for member, names in self.more]}

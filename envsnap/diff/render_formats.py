@@ -8,7 +8,6 @@ and binary content is never emitted raw.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from envsnap.diff import patch_summary
 from envsnap.diff.compare import DiffReport
@@ -22,7 +21,7 @@ BACKTICKS = re.compile(r"`+")
 
 # ---- --json ----------------------------------------------------------------------------------
 
-def finding_json(f: Finding, full: bool) -> dict[str, Any]:
+def finding_json(f: Finding, full: bool) -> dict[str, object]:
     shown = f.as_json()
     fit = patch_summary.safe_tree if full else patch_summary.summarise_tree
     for key in ("before", "after", "detail"):

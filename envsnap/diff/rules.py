@@ -29,6 +29,7 @@ from envsnap.diff.gitexplain import verb_of
 from envsnap.diff.hotpaths import CONFIGURED
 from envsnap.snapshot import customize as customize_words
 from envsnap.snapshot import document as snapshot_doc
+from envsnap.snapshot.spec import is_object
 from envsnap.text import plural
 
 if TYPE_CHECKING:
@@ -330,7 +331,7 @@ def startup_code(f: Finding, ctx: Context) -> Rating | None:
 
 def customize_path(value: Any) -> str | None:
     """A customize record's path and where its link leads; None for anything else."""
-    if not isinstance(value, dict) or not value.get("path"):
+    if not is_object(value) or not value.get("path"):
         return None
     file = cast("CustomizeFile", value)
     return customize_words.linked(file.get("path"), file.get("real_path"))
@@ -343,7 +344,7 @@ def shadowed_code(f: Finding, ctx: Context) -> Rating | None:
         return None
     path = f.path[1]
     record = f.before if f.kind == REMOVED else f.after
-    if ctx.documents is None or not isinstance(record, dict):
+    if ctx.documents is None or not is_object(record):
         return None
     before, after = ctx.documents
     name = customize_words.place(after if f.kind != REMOVED else before, path)

@@ -19,7 +19,6 @@ from envsnap.agent.redact import holds_marker
 from envsnap.errors import UsageError
 from envsnap.hostops.git import GitFailure
 from envsnap.hostops.patch import Patch, patch_from
-from envsnap.restore.serve import main_server
 from envsnap.snapshot import document as snap
 from envsnap.text import plural
 
@@ -133,7 +132,7 @@ def worker_env(document: Snapshot) -> tuple[EnvSource, dict[str, str | None]]:
     As recorded: {"error": why} where the agent could not read it (env_differences says so)."""
     section = snap.env(document)
     processes = section.get("processes", {})
-    server = main_server(document)
+    server = snap.server_worker(document)
     if server is not None and "env" in server[1]:
         return "server worker", server[1]["env"]
     for pid in sorted(processes, key=pid_order):

@@ -54,7 +54,6 @@ from envsnap.hosts import capture
 from envsnap.hosts.capture import CaptureOptions
 from envsnap.hosts.connect import open_transport
 from envsnap.hosts.inventory import Host, Inventory, with_vars
-from envsnap.restore.serve import recorded_server_env
 from envsnap.snapshot import document as snap
 from envsnap.snapshot import provenance
 from envsnap.snapshot.store import Store
@@ -159,7 +158,7 @@ def good_plan(good: Snapshot, label: str, host: str, paths: list[str], spec: Ben
               options: ExplainOptions) -> ForeignPlan:
     """All explain may put in place from GOOD: its commits and patches, sitecustomize and
     .pth startup lines, its server's (with --serve) or shell's env, its packages (--pip)."""
-    recorded = recorded_server_env(good) if spec.serve is not None else {}
+    recorded = snap.recorded_server_env(good) if spec.serve is not None else {}
     env = recorded or {name: value for name, value in snap.env(good).get("shell", {}).items()
                        if isinstance(value, str)}
     pins = [f"pip install --no-deps {name}=={version}"

@@ -21,6 +21,7 @@ from envsnap.errors import ArgError
 from envsnap.hostops.git import GitFailure, command, complaint
 from envsnap.hostops.shell import Shell, quote_path
 from envsnap.hostops.shell import upload as upload_file
+from envsnap.shape import is_object
 
 DIFF_HEADER = re.compile(r"^diff --git a/(.*?) b/(.*)$")
 HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,\d+)? \+\d+(?:,\d+)? @@")
@@ -59,14 +60,15 @@ def patch_from(value: object) -> Patch:
     if isinstance(value, str):
         data = value.encode("utf-8")
         return Patch(data, hashlib.sha256(data).hexdigest())
-    if isinstance(value, Mapping) and "error" in value:
-        raise GitFailure(f"the snapshot holds no patch for this checkout: {value['error']}")
-    if not isinstance(value, Mapping) or not ("text" in value or "base64" in value):
+    blob = value if is_object(value) else {}
+    if "error" in blob:
+        raise GitFailure(f"the snapshot holds no patch for this checkout: {blob['error']}")
+    if not ("text" in blob or "base64" in blob):
         raise ArgError("git: patch must be patch text or a snapshot blob ({text|base64, sha256})")
-    refuse_unfaithful(value)
-    data = blob_bytes(value)
+    refuse_unfaithful(blob)
+    data = blob_bytes(blob)
     digest = hashlib.sha256(data).hexdigest()
-    if value.get("sha256") and value["sha256"] != digest:
+    if blob.get("sha256") and blob["sha256"] != digest:
         raise GitFailure("the snapshot's patch does not match its recorded sha256 "
                          "(the snapshot file was edited?)")
     return Patch(data, digest)
@@ -94,7 +96,7 @@ def blob_bytes(blob: Mapping[str, object]) -> bytes:
 def expected_digest(value: object) -> str:
     """What `git diff HEAD` must hash to: a blob's recorded sha256 (kept exact even when the
     text was redacted), a bare sha256, or the hash of patch text."""
-    if isinstance(value, Mapping) and SHA256.match(str(value.get("sha256", ""))):
+    if is_object(value) and SHA256.match(str(value.get("sha256", ""))):
         return str(value["sha256"])
     if isinstance(value, str) and SHA256.match(value):
         return value

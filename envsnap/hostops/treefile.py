@@ -33,6 +33,7 @@ from envsnap.hostops.treefile_host import (
     SiteDirsAnswer,
     WriteAnswer,
 )
+from envsnap.shape import is_object
 
 BACKUP_DIR = "~/.cache/envsnap/restore-backup"
 
@@ -74,7 +75,7 @@ def call(shell: Shell, request: Request) -> Answer:
         answer = json.loads(lines[-1])
     except ValueError:
         answer = None
-    if not isinstance(answer, dict):
+    if not is_object(answer):
         raise HostError(f"{shell.host.name}: unreadable answer from the host's python: "
                         f"{lines[-1][:200]}")
     if "refused" in answer:
@@ -97,9 +98,10 @@ def read_many(shell: Shell, root: str, paths: list[str]) -> dict[str, FileState]
     answer = cast("ReadManyAnswer", call(shell, {"op": "read_many", "root": root,
                                                   "paths": paths}))
     states = answer.get("states")
-    if not isinstance(states, dict):
+    if not (is_object(states) and all(map(is_object, states.values()))):
         raise HostError(f"{shell.host.name}: unreadable answer from the host's python")
-    return {path: file_state(shell, f"{root}/{path}", states.get(path) or {"kind": "absent"})
+    found = cast("dict[str, FileAnswer]", states)   # what file_state reads, checked there
+    return {path: file_state(shell, f"{root}/{path}", found.get(path) or {"kind": "absent"})
             for path in paths}
 
 

@@ -23,8 +23,10 @@ from __future__ import annotations
 import base64
 import errno
 import hashlib
+import importlib.util
 import json
 import os
+import site
 import stat
 import subprocess
 import sys
@@ -550,8 +552,6 @@ def op_put_back(request: PutBackRequest) -> PutBackAnswer:
 def op_site_dirs(_request: SiteDirsRequest) -> SiteDirsAnswer:
     """The folders this python itself reads sitecustomize from (as the capture agent sees
     them: site-packages, then the user site), and the sitecustomize it would load now."""
-    import importlib.util
-    import site
     folders = list(getattr(site, "getsitepackages", lambda: [])())
     if site.ENABLE_USER_SITE:
         folders.append(site.getusersitepackages())

@@ -30,7 +30,8 @@ from envsnap.hosts.connect import open_transport
 from envsnap.hosts.inventory import Host
 from envsnap.hosts.labels import HOST, host_field, parse_template, shared_values
 from envsnap.hosts.payload import AgentConfig, AgentOutput, CollectConfig
-from envsnap.hosts.transport import Transport, max_output_bytes
+from envsnap.hosts.transport import Transport, collect_process, max_output_bytes
+from envsnap.shape import is_object
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.mask import masking_key
 from envsnap.snapshot.spec import got
@@ -38,6 +39,7 @@ from envsnap.snapshot.store import Store, label_from_name, validate_label
 from envsnap.text import name_stamp, now_utc, timestamp
 
 if TYPE_CHECKING:
+    from envsnap.hosts.headstart import EarlyAgent
     from envsnap.snapshot.records import Snapshot
 
 
@@ -102,10 +104,13 @@ def distinct(labels: dict[str, str]) -> dict[str, str]:
 
 
 def run_agent(transport: Transport, host: Host, config: AgentConfig, timeout: float,
-              progress: Callable[[str], None] | None = None) -> AgentOutput:
+              progress: Callable[[str], None] | None = None,
+              early: EarlyAgent | None = None) -> AgentOutput:
     """One exec when the agent is cached on the host; otherwise upload it and exec again.
     With `progress` (long runs: bench) the agent is followed: its progress lines reach
-    `progress` as they come, and it stops its work if this process goes away."""
+    `progress` as they come, and it stops its work if this process goes away. `early`: the
+    agent of this capture of this machine, already running with `config` (headstart.py),
+    read in place of the first exec."""
     digest = payload.agent_digest()
     follow = None
     if progress is not None:
@@ -119,7 +124,11 @@ def run_agent(transport: Transport, host: Host, config: AgentConfig, timeout: fl
             if line.startswith(PROGRESS_PREFIX):
                 progress(line[len(PROGRESS_PREFIX):])
     warm_up()
-    result = transport.run(payload.run_command(host.python, digest, config), timeout, follow)
+    if early is not None:
+        result = collect_process(host.name, early.take(), timeout, None, None)
+    else:
+        result = transport.run(payload.run_command(host.python, digest, config), timeout,
+                               follow)
     if result.exit_code == payload.PAYLOAD_MISSING_EXIT:
         uploaded = payload.zip_path(digest)
         transport.put(payload.build_payload()[0], uploaded)
@@ -132,15 +141,14 @@ def run_agent(transport: Transport, host: Host, config: AgentConfig, timeout: fl
 
 def warm_up() -> None:
     """Import what reading the agent's output needs while the host runs the agent: this
-    process only waits then, and the secret detector and the masking key's modules cost a
-    few ms (more where the detector grows) that need not come before the connection. The
-    import lock makes agent_json wait for a half-done import, never redo it."""
+    process only waits then, and the secret detector's module costs a few ms (more where
+    the detector grows) that need not come before the connection. The import lock makes
+    agent_json wait for a half-done import, never redo it."""
     threading.Thread(target=import_readers, daemon=True).start()
 
 
 def import_readers() -> None:
     import envsnap.agent.redact  # noqa: F401
-    import envsnap.snapshot.mask  # noqa: F401
 
 
 def agent_json(host_name: str, output: str) -> AgentOutput:
@@ -149,30 +157,39 @@ def agent_json(host_name: str, output: str) -> AgentOutput:
     from envsnap.agent.redact import rekey  # on use, as below: see warm_up
 
     try:
-        document: AgentOutput = json.loads(rekey(output, masking_key()))
+        document = json.loads(rekey(output, masking_key()))
     except (TypeError, ValueError, RecursionError):
         raise HostError(f"{host_name}: the agent's output is not JSON: "
                         f"{str(output)[:120]!r}") from None
-    check_agent_shape(host_name, document)
-    return document
+    return agent_shaped(host_name, document)
 
 
-def check_agent_shape(host_name: str, document: Any) -> None:
-    """The agent's output has the outline build() reads (an object; collectors: name ->
-    object; agent: an object); the schema checks the rest once the snapshot is built."""
-    collectors = document.get("collectors", {}) if isinstance(document, dict) else None
-    if not isinstance(collectors, dict):
-        where, value = ("collectors", collectors) if isinstance(document, dict) \
-            else ("the document", document)
-        raise HostError(f"{host_name}: the agent's output is refused: {where}: expected a "
-                        f"mapping, got {got(value)}; nothing saved")
+def agent_shaped(host_name: str, document: object) -> AgentOutput:
+    """The agent's output, checked to have the outline its readers take for granted (an
+    object; collectors: name -> object; agent, and bench with its server, objects where they
+    are): build() and bench/run.py read it without asking again, and the schema checks the
+    rest once the snapshot or the benchmark's record is built."""
+    def refused(where: str, value: object) -> HostError:
+        return HostError(f"{host_name}: the agent's output is refused: {where}: expected a "
+                         f"mapping, got {got(value)}; nothing saved")
+
+    if not is_object(document):
+        raise refused("the document", document)
+    collectors = document.get("collectors", {})
+    if not is_object(collectors):
+        raise refused("collectors", collectors)
     for name, result in collectors.items():
-        if not isinstance(result, dict):
-            raise HostError(f"{host_name}: the agent's output is refused: collectors.{name}: "
-                            f"expected a mapping, got {got(result)}; nothing saved")
-    if not isinstance(document.get("agent", {}), dict):
-        raise HostError(f"{host_name}: the agent's output is refused: agent: expected a "
-                        f"mapping, got {got(document['agent'])}; nothing saved")
+        if not is_object(result):
+            raise refused(f"collectors.{name}", result)
+    agent, bench = document.get("agent", {}), document.get("bench", {})
+    if not is_object(agent):
+        raise refused("agent", agent)
+    if not is_object(bench):
+        raise refused("bench", bench)
+    server = bench.get("server")   # a benchmark's server, where it started one
+    if server is not None and not is_object(server):
+        raise refused("bench.server", server)
+    return document
 
 
 def check_agent_exit(host: Host, exit_code: int, stderr: str) -> None:
@@ -191,12 +208,13 @@ def check_agent_exit(host: Host, exit_code: int, stderr: str) -> None:
     raise HostError(f"{host.name}: agent failed (exit {exit_code}): {last_line}")
 
 
-def snapshot_document(transport: Transport, host: Host, label: str,
-                      options: CaptureOptions) -> Snapshot:
-    """Capture one host through an open transport into a document, not yet saved."""
-    config = agent_config(host, options)
+def snapshot_document(transport: Transport, host: Host, label: str, options: CaptureOptions,
+                      early: EarlyAgent | None = None) -> Snapshot:
+    """Capture one host through an open transport into a document, not yet saved; with
+    `early`, the host's agent already running (this machine's: headstart.py)."""
+    config = early.config if early is not None else agent_config(host, options)
     captured_at = timestamp()
-    output = run_agent(transport, host, config, options.collector_timeout + 30)
+    output = run_agent(transport, host, config, options.collector_timeout + 30, early=early)
     return document_of(output, host.name, host.address, label, captured_at,
                        recorded_config(host, config))
 
@@ -230,14 +248,15 @@ def save_snapshot(store: Store, document: Snapshot, label: str, replace: bool) -
     return Saved(label, path, document, snapshot.problems(document))
 
 
-def capture_host(host: Host, label: str, store: Store, options: CaptureOptions) -> Outcome:
+def capture_host(host: Host, label: str, store: Store, options: CaptureOptions,
+                 early: EarlyAgent | None = None) -> Outcome:
     started = time.monotonic()
     outcome = Outcome(host=host, label=label)
     try:   # opening the transport may fail too (ansible_connection: ssh without an ssh)
         with open_transport(host, options.connect_timeout,
                             options.accept_new_host_keys) as transport:
-            saved = save_snapshot(store, snapshot_document(transport, host, label, options),
-                                  label, replace=options.force)
+            saved = save_snapshot(store, snapshot_document(transport, host, label, options,
+                                                           early), label, replace=options.force)
         outcome.path, outcome.problems = saved.path, saved.problems
         outcome.notes = [snapshot.held_text(path, held) for path, held
                          in sorted(snapshot.held_checkouts(saved.document).items())]
@@ -301,15 +320,17 @@ def write_retry_file(store: Store, outcomes: list[Outcome]) -> Path | None:
 
 def capture(hosts: list[Host], store: Store, options: CaptureOptions,
             on_outcome: Callable[[Outcome], None] | None = None,
-            labels: dict[str, str] | None = None) -> list[Outcome]:
+            labels: dict[str, str] | None = None,
+            early: EarlyAgent | None = None) -> list[Outcome]:
     """Capture every host through at most `options.forks` workers; outcomes in host order.
     `labels`: host name -> label when planned for a larger fleet (a retry's), else planned
-    here."""
+    here. `early`: the agent of a capture of this one machine, already running
+    (headstart.agent_started_early), read by that capture; a fleet's hosts run their own."""
     planned = labels or plan_labels(hosts, options.label, now_utc())
     labels = {host.name: planned[host.name] for host in hosts}
     check_before_capture(labels, store, options.force)
     if len(hosts) == 1:   # no pool: concurrent.futures loads logging, a few ms of every capture
-        outcome = capture_host(hosts[0], labels[hosts[0].name], store, options)
+        outcome = capture_host(hosts[0], labels[hosts[0].name], store, options, early)
         if on_outcome:
             on_outcome(outcome)
         return [outcome]

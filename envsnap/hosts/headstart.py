@@ -16,15 +16,17 @@ having been added for the agent. Anywhere else (another python, threads running,
 the agent is the command the capture would run (hosts/capture.run_agent: the same agent,
 digest, python and config), through the same `sh -c` LocalTransport uses.
 
-Either way the transport takes the running process in place of starting one only when the
-command it is given is that one, character for character (a spawned agent not yet cached
-here answers it as it would have: "ship it first"; a forked one runs this installation's
-agent, so it always answers with a document). One left unused (a label that exists, an
-error before the agent is needed) is stopped when the capture ends, as a local command is
-on a timeout.
+Either way the running agent, with the config it runs with, is handed to the capture
+(EarlyAgent: hosts/capture.capture's `early`), which reads it in place of its first exec:
+nothing is looked up, no command matched. A spawned agent not yet cached here answers as it
+would have, "ship it first", and the capture ships it through its transport; a forked one
+runs this installation's agent, so it always answers with a document. One left unread (a
+label that exists, an error before the agent is read) is stopped when the block ends, as a
+local command is on a timeout.
 """
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import subprocess
@@ -35,7 +37,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO, TYPE_CHECKING, Any, NoReturn, Union
 
-from envsnap.hosts.pipes import read_to_end
+from envsnap.hosts.pipes import read_to_end, spawn
 
 if TYPE_CHECKING:
     from envsnap.hosts.agentconfig import CaptureOptions
@@ -43,49 +45,55 @@ if TYPE_CHECKING:
     from envsnap.hosts.payload import CollectConfig
 
 Started = Union[subprocess.Popen[bytes], "ForkedAgent"]
-_started: dict[str, Started] = {}   # command -> its process, not yet taken
-_lock = threading.Lock()
 
 
-def spawn(command: str) -> subprocess.Popen[bytes]:
-    """`command` through sh on this machine, stdin at end of file, its output piped."""
-    return subprocess.Popen(["sh", "-c", command], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+class EarlyAgent:
+    """The agent of a capture of this machine, already running, and the config it was
+    started with: handed to that capture, which reads it once (take)."""
 
+    def __init__(self, config: CollectConfig, process: Started) -> None:
+        self.config = config
+        self._process: Started | None = process
 
-def take(command: str) -> Started | None:
-    """The process started early for `command`, once; None if there is none."""
-    with _lock:
-        return _started.pop(command, None)
+    def take(self) -> Started:
+        """The running agent, for the capture to read to its end; once."""
+        process, self._process = self._process, None
+        assert process is not None, "an agent started early is read once"
+        return process
+
+    def stop_unread(self) -> None:
+        if self._process is not None:
+            process, self._process = self._process, None
+            stop(process)
 
 
 @contextmanager
-def agent_started_early(hosts: list[Host], options: CaptureOptions) -> Iterator[None]:
-    """For the block: the agent of a capture of this machine alone already running."""
-    command = None
-    if len(hosts) == 1 and hosts[0].is_local:
-        from envsnap.hosts.agentconfig import agent_config
+def agent_started_early(hosts: list[Host],
+                        options: CaptureOptions) -> Iterator[EarlyAgent | None]:
+    """For the block: the agent of a capture of this machine alone already running, for the
+    block to hand to that capture (None for any other capture); stopped at the end of the
+    block if the capture never read it."""
+    if len(hosts) != 1 or not hosts[0].is_local:
+        yield None
+        return
+    from envsnap.hosts.agentconfig import agent_config
 
-        host = hosts[0]
-        config = agent_config(host, options)
-        early = fork_agent(config) if runs_here(host.python) else None
-        try:
-            # here, not at the top: every transport imports this module for take()
-            from envsnap.hosts import payload
-
-            command = payload.run_command(host.python, payload.agent_digest(), config)
-        except BaseException:   # (Ctrl-C, an unreadable agent file) the fork is not left
-            if early is not None:
-                stop(early)
-            raise
-        with _lock:
-            _started[command] = early if early is not None else spawn(command)
+    host = hosts[0]
+    config = agent_config(host, options)
+    early = EarlyAgent(config, fork_agent(config) if runs_here(host.python)
+                       else spawn_agent(host, config))
     try:
-        yield
+        yield early
     finally:
-        unused = take(command) if command is not None else None
-        if unused is not None:
-            stop(unused)
+        early.stop_unread()
+
+
+def spawn_agent(host: Host, config: CollectConfig) -> subprocess.Popen[bytes]:
+    """The agent as the capture would run it (hosts/capture.run_agent: the same agent,
+    digest, python and config)."""
+    from envsnap.hosts import payload  # on use: a forked agent starts before it loads
+
+    return spawn(payload.run_command(host.python, payload.agent_digest(), config))
 
 
 def stop(agent: Started) -> None:
@@ -143,8 +151,6 @@ def run_forked_agent(config: CollectConfig, started: float, out: int, err: int) 
     """The child: stdin at end of file, stdout and stderr the pipes; the agent's document
     written, then exit without this process's cleanup (atexit, finally blocks and buffers
     are the controller's)."""
-    import gc
-
     gc.freeze()   # the controller's objects: never this child's to walk or free
     code = 1
     try:

@@ -26,7 +26,8 @@ from envsnap.hosts.inventory_graph import (
     is_ip_address,
 )
 from envsnap.hosts.jump import inventory_jump
-from envsnap.hosts.sshconfig import is_known_host
+from envsnap.hosts.sshconfig import is_known_host, unknown_host_text
+from envsnap.shape import is_mapping
 from envsnap.text import did_you_mean
 
 if TYPE_CHECKING:
@@ -136,7 +137,8 @@ def check_proc_patterns(value: object, what: str) -> None:
     for pattern in patterns:
         why = proc_pattern_problem(pattern)
         if why is not None:
-            raise UsageError(f"{what}: pattern {pattern!r} refused: {why} (README: Patterns)")
+            raise UsageError(f"{what}: pattern {pattern!r} refused: {why} "
+                             "(see docs/guide/capture.md#patterns)")
 
 
 def parse_host_spec(spec: str) -> Host:
@@ -200,14 +202,14 @@ class Inventory:
         return sorted(self.groups.get(pattern, set()))
 
     def not_found_text(self) -> str:
-        """"not in inventory hosts.yml (groups: gpu, all) and ", or "" without one."""
+        """"not in inventory hosts.yml (groups: gpu, all)", or where to give one."""
         if not self.given:
-            return ""
+            return "not in the inventory (none given; see --inventory)"
         # the groups the inventory names, then `all`; the implicit `ungrouped` is left out
         named = [group for group in self.groups if group not in (ALL, UNGROUPED)]
         groups = f" (groups: {', '.join([*named, ALL])})" if self.hosts or named else \
             " (it has no hosts)"
-        return f"not in inventory {self.source}{groups} and "
+        return f"not in inventory {self.source}{groups}"
 
     def host(self, name: str) -> Host:
         host_vars = self.hosts[name]
@@ -261,7 +263,7 @@ def yaml_graph(document: object, source: str) -> InventoryGraph:
 def refuse_names_ansible_refuses(raw: object, what: str, source: str) -> None:
     """YAML gives `1234:` as a number and `yes:` as a boolean; Ansible refuses such a host
     or group name (it must be quoted), so envsnap does: a name is never guessed from it."""
-    for name in raw if isinstance(raw, dict) else ():
+    for name in raw if is_mapping(raw) else ():
         if not isinstance(name, str):
             raise UsageError(f"{source}: {what} {name!r} must be a string; quote it, as "
                              "Ansible asks (\"Enclose integers/floats in quotation marks\")")
@@ -472,13 +474,14 @@ def no_host_left(limit: str, unmatched: list[str]) -> UsageError:
 
 def ad_hoc_host(pattern: str, inventory: Inventory) -> Host:
     """A host the inventory does not name: `local`, or a spec SSH can find. A name that is
-    neither is most likely a typo, said as such before any connection is tried."""
+    neither is most likely a typo, said as such before any connection is tried, with each
+    place it was looked for: the inventory, the SSH config files, the resolver."""
     host = parse_host_spec(pattern)
     if host.is_local or is_known_host(host.address):
         return host
     known = [*inventory.hosts, *(group for group in inventory.groups if group != UNGROUPED)]
-    raise UsageError(f"{pattern}: {inventory.not_found_text()}not a known host"
-                     f"{did_you_mean(pattern, known)}")
+    raise UsageError(f"{pattern}: {inventory.not_found_text()}, "
+                     f"{unknown_host_text(host.address)}{did_you_mean(pattern, known)}")
 
 
 def inventory_of(host: Host) -> Inventory:
@@ -490,7 +493,12 @@ def inventory_of(host: Host) -> Inventory:
         how = {"ansible_host": host.address, "ansible_port": host.port,
                "ansible_user": host.user, "ansible_ssh_private_key_file": host.key_file}
     host_vars = {**host.vars, **{key: value for key, value in how.items() if value is not None}}
-    return Inventory({"all": {"hosts": {host.name: host_vars}}}, source=f"<{host.name}>")
+    # Built as a graph, not read as an inventory file: the name is the target as the user
+    # gave it and as the snapshot records it (`root@gpu-box`), parsed already, which the
+    # name rule of an inventory file would refuse.
+    graph = InventoryGraph()
+    graph.add_host(host.name, ALL, host_vars)
+    return Inventory.of_graph(graph, f"<{host.name}>", None)
 
 
 def with_vars(host: Host, overrides: Vars) -> Host:

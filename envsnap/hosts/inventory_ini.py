@@ -27,6 +27,7 @@ from envsnap.hosts.inventory_graph import (
     expand_range,
     is_ip_address,
 )
+from envsnap.shape import is_mapping
 
 SECTION = re.compile(r"^\[(?P<group>[^:\]\s]+)(?::(?P<kind>\w+))?\]\s*(?:#.*)?$")
 GROUP_NAME = re.compile(r"^(?P<group>[^:\]\s]+)\s*(?:#.*)?$")
@@ -50,7 +51,7 @@ def plain(value: object) -> object:
     complex numbers as the text they were written as."""
     if isinstance(value, (list, tuple, set)):
         return [plain(item) for item in value]
-    if isinstance(value, dict):
+    if is_mapping(value):
         return {key: plain(item) for key, item in value.items()}
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="replace")

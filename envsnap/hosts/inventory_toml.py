@@ -23,6 +23,7 @@ import tomllib
 from envsnap.errors import UsageError
 from envsnap.hosts.inventory_graph import InventoryGraph, Vars, expand_range, is_ip_address
 from envsnap.hosts.inventory_ini import host_and_port
+from envsnap.shape import is_object
 
 SUFFIX = ".toml"
 
@@ -40,7 +41,7 @@ def parse_toml(text: str, source: str) -> InventoryGraph:
                          "(write it as YAML)")
     graph = InventoryGraph()
     for group, body in document.items():
-        if isinstance(body, Mapping):
+        if is_object(body):
             read_group(graph, group, body, source)
     return graph
 
@@ -70,6 +71,6 @@ def read_group(graph: InventoryGraph, group: str, body: Mapping[str, object],
 
 
 def table(value: object, what: str) -> Vars:
-    if not isinstance(value, Mapping):
+    if not is_object(value):
         raise UsageError(f"{what} must be a table, not {type(value).__name__} {value!r:.40}")
     return dict(value)

@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from envsnap.agent.patterns import regex_problem
 from envsnap.errors import UsageError
 
 ALL = "all"
@@ -178,12 +179,11 @@ def enumerate_matches(pattern: str, hosts: Hosts) -> list[str]:
 def matcher(pattern: str) -> Callable[[str], object]:
     """A glob matched whole, or after `~` a regex matched from the name's start (one that
     could backtrack catastrophically is refused, as every pattern envsnap takes)."""
-    from envsnap.agent.patterns import regex_problem
-
     expression = pattern[1:] if pattern.startswith("~") else fnmatch.translate(pattern)
     why = regex_problem(expression) if pattern.startswith("~") else None
     if why is not None:
-        raise UsageError(f"--limit: pattern {pattern!r} refused: {why} (README: Patterns)")
+        raise UsageError(f"--limit: pattern {pattern!r} refused: {why} "
+                         "(see docs/guide/capture.md#patterns)")
     try:
         return re.compile(expression).match
     except re.error as exc:

@@ -1,4 +1,5 @@
-"""Reading a local process's pipes to their end, each chunk handed on as it comes.
+"""A local process's pipes: a command started with its output piped (spawn), and read to
+their end, each chunk handed on as it comes.
 
 One loop for both kinds of local process the controller reads: a command it started
 (transport.pump, with its output cap and its stderr followed line by line) and the agent
@@ -15,6 +16,12 @@ from collections.abc import Callable, Iterable
 from typing import IO, Any
 
 READ_CHUNK = 1 << 16
+
+
+def spawn(command: str) -> subprocess.Popen[bytes]:
+    """`command` through sh on this machine, stdin at end of file, its output piped."""
+    return subprocess.Popen(["sh", "-c", command], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
 def read_to_end(streams: Iterable[IO[bytes] | None], deadline: float | None,

@@ -126,6 +126,38 @@ def paramiko_destination(address: str) -> Destination:
     return Destination(hostname, proxied)
 
 
+def config_files() -> list[str]:
+    """The SSH config files read for a host name, as a person would name them (`~/...` under
+    $HOME): with -F only $HOME's; else OpenSSH reads the password database's home and the
+    system's, paramiko $HOME's and the system's; only those that exist."""
+    if config_args():
+        paths = [os.path.join(os.path.expanduser("~"), ".ssh", "config")]
+    elif ssh_client() is not None:
+        try:
+            own = pwd.getpwuid(os.getuid()).pw_dir
+        except KeyError:
+            own = os.path.expanduser("~")
+        paths = [os.path.join(own, ".ssh", "config"), SSH_CONFIGS[1]]
+    else:
+        paths = [os.path.expanduser(path) for path in SSH_CONFIGS]
+    home = os.path.join(os.path.expanduser("~"), "")
+    return [f"~/{path[len(home):]}" if path.startswith(home) else path
+            for path in paths if os.path.isfile(path)]
+
+
+def unknown_host_text(address: str) -> str:
+    """Where SSH looked for a name is_known_host refused, for the line that refuses it:
+    `not a Host in ~/.ssh/config, and the name does not resolve`."""
+    hostname = ssh_destination(address).hostname
+    files = config_files()
+    if hostname.lower() != address.lower():   # ssh -G gives the name in lower case
+        return (f"a Host in {' or '.join(files) or 'the SSH config'} whose HostName "
+                f"{hostname} does not resolve")
+    looked = f"not a Host in {' or '.join(files)}" if files else \
+        "not a Host in an SSH config (there is no ~/.ssh/config)"
+    return f"{looked}, and the name does not resolve"
+
+
 def is_known_host(address: str) -> bool:
     """Whether SSH could find this host: through a proxy, at an address, or by a name this
     machine resolves (after ~/.ssh/config's HostName). Asked before connecting, so a typo is

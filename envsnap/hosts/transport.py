@@ -15,6 +15,7 @@ the cap (and the chunk that crossed it) of one command's output.
 """
 from __future__ import annotations
 
+import io
 import os
 import re
 import subprocess
@@ -26,10 +27,9 @@ from typing import IO, TYPE_CHECKING, Any, Callable, NamedTuple, Protocol, Typed
 
 from envsnap.defaults import DEFAULT_CONNECT_TIMEOUT
 from envsnap.errors import HostError
-from envsnap.hosts import headstart
 from envsnap.hosts.inventory import Host
 from envsnap.hosts.jump import Jump, inventory_jump, proxy_jump_hops
-from envsnap.hosts.pipes import READ_CHUNK, read_to_end
+from envsnap.hosts.pipes import READ_CHUNK, read_to_end, spawn
 from envsnap.text import duration
 
 if TYPE_CHECKING:
@@ -118,9 +118,8 @@ class LocalTransport(ClosedOnExit):
 
     def run(self, command: str, timeout: float, follow: Follow | None = None) -> Result:
         # A lifeline's write end stays here; the kernel closes it should this process die.
-        if follow is None:   # capture local may have started this very command already
-            proc = headstart.take(command) or headstart.spawn(command)   # (headstart.py)
-            return collect_process(self.host.name, proc, timeout, None, None)
+        if follow is None:
+            return collect_process(self.host.name, spawn(command), timeout, None, None)
         stdin, held = os.pipe()
         proc = subprocess.Popen(["sh", "-c", command], stdin=stdin, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE)
@@ -390,8 +389,6 @@ class SSHTransport(ClosedOnExit):
             channel.close()
 
     def put(self, data: bytes, path: str) -> None:
-        import io
-
         import paramiko
 
         self.open()

@@ -25,9 +25,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
-from envsnap.imports.reading import Facts, Reading, Unreadable, merge, nested, quoted
+from envsnap.imports.reading import Reading, Unreadable, merge, nested, quoted
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Cpu, CudaNccl, Facts, Gpu, NumaNode, System, VersionSource
 
 FIRST_LINE = "Collecting environment information..."
 LIBRARIES = "Versions of relevant libraries:"
@@ -74,7 +77,7 @@ def looks_like(text: str) -> bool:
 
 # What may follow the libraries: a reader of a longer layout (vllm.py) reads it; torch's
 # own output ends with them, so there anything after them is a second thing pasted.
-Tail = Callable[[list[str], int, str, Facts, dict[str, str]], None]
+Tail = Callable[[list[str], int, str, "Facts", dict[str, str]], None]
 
 
 def read(text: str, source: str) -> Reading:
@@ -151,7 +154,7 @@ def read_gpus(lines: list[str], at: int, value: str, facts: Facts) -> int:
     while at < len(lines) and GPU_LINE.match(lines[at].strip()):
         found.append(lines[at].strip())
         at += 1
-    gpus: dict[str, Any] = {}
+    gpus: dict[str, Gpu] = {}
     for number, text in enumerate(found):
         match = GPU_LINE.match(text)
         index = int(match.group(1)) if match else number
@@ -191,7 +194,7 @@ def read_cpu(lines: list[str], at: int, facts: Facts) -> int:
         name, _, value = lines[at].partition(":")
         fields[name.strip()] = value.strip()
         at += 1
-    cpu: dict[str, Any] = {}
+    cpu: dict[str, int | str] = {}
     for name, key in LSCPU.items():
         if name in fields:
             value = fields[name]
@@ -199,9 +202,12 @@ def read_cpu(lines: list[str], at: int, facts: Facts) -> int:
     cores, sockets = fields.get("Core(s) per socket", ""), fields.get("Socket(s)", "")
     if cores.isdigit() and sockets.isdigit():
         cpu["physical_cores"] = int(cores) * int(sockets)
-    numa = {m.group(1): {"cpulist": value} for name, value in fields.items()
-            if (m := re.fullmatch(r"NUMA node(\d+) CPU\(s\)", name))}
-    merge(facts, {"system": {"cpu": cpu, **({"numa": numa} if numa else {})}})
+    numa: dict[str, NumaNode] = {m.group(1): {"cpulist": value} for name, value in fields.items()
+                                 if (m := re.fullmatch(r"NUMA node(\d+) CPU\(s\)", name))}
+    system: System = {"cpu": cast("Cpu", cpu)}     # LSCPU names Cpu's fields
+    if numa:
+        system["numa"] = numa
+    merge(facts, {"system": system})
     return at
 
 
@@ -227,16 +233,22 @@ def read_libraries(lines: list[str], at: int, source: str, facts: Facts) -> int:
 
 def package_facts(packages: dict[str, str | None]) -> Facts:
     """Packages, and the NVIDIA wheels among them where cuda_nccl has their place."""
-    cuda: dict[str, Any] = {}
+    cuda: CudaNccl = {}
     wheels = {name: v for name, v in packages.items() if name.startswith("nvidia-")}
     if wheels:
         cuda["nvidia_wheels"] = wheels
-    for kind in ("nccl", "cudnn"):
-        found = {n: {"version": v} for n, v in wheels.items() if n.startswith(f"nvidia-{kind}")}
-        if found:
-            cuda[kind] = {"wheels": found}
+    nccl: dict[str, VersionSource] = {n: {"version": v} for n, v in wheels.items()
+                                      if n.startswith("nvidia-nccl")}
+    if nccl:
+        cuda["nccl"] = {"wheels": nccl}
+    cudnn: dict[str, VersionSource] = {n: {"version": v} for n, v in wheels.items()
+                                       if n.startswith("nvidia-cudnn")}
+    if cudnn:
+        cuda["cudnn"] = {"wheels": cudnn}
     facts: Facts = {"python_env": {"packages": packages}} if packages else {}
-    return {**facts, **({"cuda_nccl": cuda} if cuda else {})}
+    if cuda:
+        facts["cuda_nccl"] = cuda
+    return facts
 
 
 def build_facts(keys: dict[str, str]) -> Facts:

@@ -24,10 +24,13 @@ and the header's prefix its sys.prefix."""
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING
 
 from envsnap.imports.collect_env import canonical, package_facts
-from envsnap.imports.reading import Facts, Reading, Unreadable, merge, quoted
+from envsnap.imports.reading import Reading, Unreadable, merge, quoted
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import CondaPackage, Facts, Interpreter, PythonEnv
 
 CONDA = "python_env.conda"
 PREFIX_LINE = re.compile(r"# packages in environment at (.+):\s*$")
@@ -68,7 +71,7 @@ def read_list(text: str, source: str) -> Reading:
             raise Unreadable(source, at + 1, f"cannot read {quoted(lines[at])} as a conda "
                              "list header line")
         at += 1
-    rows: dict[str, dict[str, Any]] = {}
+    rows: dict[str, CondaPackage] = {}
     for number in range(at, len(lines)):
         if not lines[number].strip():
             continue
@@ -80,13 +83,14 @@ def read_list(text: str, source: str) -> Reading:
         if build == "<pip>" and name in rows:
             continue      # up to 4.3, pip's copy of a conda package is listed beside it
         # conda leaves out the defaults channel; a row pip installed has none (up to 4.3)
-        rows[name] = {"version": version, "build": build,
-                      **({} if build == "<pip>" else {"channel": channel or "defaults"})}
+        rows[name] = {"version": version, "build": build}
+        if build != "<pip>":
+            rows[name]["channel"] = channel or "defaults"
     return reading("conda list", "table", rows, prefix.group(1) if prefix else None)
 
 
 def read_export(text: str, source: str) -> Reading:
-    rows: dict[str, dict[str, Any]] = {}
+    rows: dict[str, CondaPackage] = {}
     platform = None
     for number, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
@@ -108,20 +112,26 @@ def read_export(text: str, source: str) -> Reading:
 
 # ---- the facts -----------------------------------------------------------------------------
 
-def is_distribution(row: dict[str, Any]) -> bool:
+def is_distribution(row: CondaPackage) -> bool:
     """Installed by pip, or a conda build of a Python package (conda-build's `py` builds)."""
     return row["build"] in PIP_BUILDS or row.get("channel") in PIP_CHANNELS or \
         str(row["build"]).startswith("py")
 
 
-def reading(tool: str, form: str, rows: dict[str, dict[str, Any]],
+def reading(tool: str, form: str, rows: dict[str, CondaPackage],
             prefix: str | None) -> Reading:
     packages: dict[str, str | None] = {
         canonical(DISTRIBUTION.get(name, name)): row["version"]
         for name, row in rows.items() if is_distribution(row)}
     facts = package_facts(packages)
-    interpreter = {key: value for key, value in (("version", rows.get("python", {}).get(
-        "version")), ("prefix", prefix)) if value}
-    more: Facts = {"python_env": {"conda": rows,
-                                  **({"interpreter": interpreter} if interpreter else {})}}
+    interpreter: Interpreter = {}
+    python = rows.get("python", {}).get("version")
+    if python:
+        interpreter["version"] = python
+    if prefix:
+        interpreter["prefix"] = prefix
+    python_env: PythonEnv = {"conda": rows}
+    if interpreter:
+        python_env["interpreter"] = interpreter
+    more: Facts = {"python_env": python_env}
     return Reading(tool, form, merge(facts, more), complete=[CONDA])

@@ -24,10 +24,15 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from envsnap.imports.collect_env import canonical, package_facts
-from envsnap.imports.reading import Facts, Reading, Unreadable, merge, quoted
+from envsnap.imports.reading import Reading, Unreadable, merge, quoted
+from envsnap.shape import is_object
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Facts, Interpreter, Kernel
 
 PACKAGES = "python_env.packages"
 FREEZE_LINE = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*(?:==\s*(\S+)|@\s*\S+)\s*"
@@ -116,9 +121,10 @@ def uv_environment(found: re.Match[str] | None) -> Facts:
     if found is None:
         return {}
     version, root = found.groups()
-    prefix = {"prefix": root} if root.startswith("/") or re.match(r"[A-Za-z]:\\", root) \
-        else {}
-    return {"python_env": {"interpreter": {"version": version, **prefix}}}
+    interpreter: Interpreter = {"version": version}
+    if root.startswith("/") or re.match(r"[A-Za-z]:\\", root):
+        interpreter["prefix"] = root
+    return {"python_env": {"interpreter": interpreter}}
 
 
 def read_freeze(text: str, source: str) -> Reading:
@@ -150,39 +156,54 @@ def load_json(text: str, source: str) -> Any:
                          " malformed or truncated") from None
 
 
+def json_object(value: object) -> Mapping[str, object]:
+    """A JSON object of the pasted report as read; {} for anything else, which then lacks
+    what the reader asks of it (every part of the report is checked through here)."""
+    return value if is_object(value) else {}
+
+
+def text_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
 def read_list_json(text: str, source: str) -> Reading:
     rows = load_json(text, source)
     packages: dict[str, str | None] = {}
-    for number, row in enumerate(rows if isinstance(rows, list) else [None], 1):
-        if not (isinstance(row, dict) and isinstance(row.get("name"), str)
-                and isinstance(row.get("version"), str)):
+    for number, value in enumerate(rows if isinstance(rows, list) else [None], 1):
+        row = json_object(value)
+        name, version = row.get("name"), row.get("version")
+        if not (isinstance(name, str) and isinstance(version, str)):
             raise Unreadable(source, 1, f"entry {number} is not a pip list entry "
                              '({"name": ..., "version": ...})')
-        packages[canonical(row["name"])] = row["version"]
+        packages[canonical(name)] = version
     return reading("uv pip list" if UV_JSON.match(text) else "pip list", "json", packages)
 
 
 def read_inspect(text: str, source: str) -> Reading:
-    report = load_json(text, source)
-    installed = report.get("installed") if isinstance(report, dict) else None
+    report = json_object(load_json(text, source))
+    installed = report.get("installed")
     if not isinstance(installed, list):
         raise Unreadable(source, 1, "not a pip inspect report: no 'installed' list")
     packages: dict[str, str | None] = {}
     for number, entry in enumerate(installed, 1):
-        metadata = entry.get("metadata") if isinstance(entry, dict) else None
-        if not (isinstance(metadata, dict) and isinstance(metadata.get("name"), str)):
+        metadata = json_object(json_object(entry).get("metadata"))
+        name = metadata.get("name")
+        if not isinstance(name, str):
             raise Unreadable(source, 1, f"installed entry {number} has no metadata name")
-        packages[canonical(metadata["name"])] = metadata.get("version")
-    environment = report.get("environment") or {}
+        packages[canonical(name)] = text_or_none(metadata.get("version"))
+    environment = json_object(report.get("environment"))
     more: Facts = {}
-    if isinstance(environment, dict):
-        python = environment.get("python_full_version")
-        if isinstance(python, str):
-            merge(more, {"python_env": {"interpreter": {"version": python}}})
-        kernel = {key: environment[marker] for key, marker in
-                  (("release", "platform_release"), ("machine", "platform_machine"))
-                  if isinstance(environment.get(marker), str)}
-        if kernel:
-            merge(more, {"system": {"kernel": kernel}})
+    python = text_or_none(environment.get("python_full_version"))
+    if python is not None:
+        merge(more, {"python_env": {"interpreter": {"version": python}}})
+    kernel: Kernel = {}
+    release = text_or_none(environment.get("platform_release"))
+    machine = text_or_none(environment.get("platform_machine"))
+    if release is not None:
+        kernel["release"] = release
+    if machine is not None:
+        kernel["machine"] = machine
+    if kernel:
+        merge(more, {"system": {"kernel": kernel}})
     return reading("pip inspect", f"report version {report.get('version')}", packages, more,
-                   report.get("pip_version"))
+                   text_or_none(report.get("pip_version")))

@@ -2,15 +2,22 @@
 
 Every reader (collect_env.py, pip.py, smi.py) is a pure function of the file's text that
 returns a `Reading`, or raises `Unreadable` naming the line it could not read: a file is
-read whole or not at all, so nothing half-read is ever stored."""
+read whole or not at all, so nothing half-read is ever stored.
+
+A reading's facts are the snapshot's own typed `Facts` (snapshot/records.py), as far as the
+file says them: every record is total=False, so a reader states only what it read. The deep
+merge below walks them as the plain JSON tree they are on disk."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from envsnap.errors import SnapshotError
+from envsnap.shape import is_object
 
-Facts = dict[str, dict[str, Any]]     # section -> that section's facts, as far as known
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Facts
 
 
 @dataclass
@@ -33,24 +40,26 @@ def quoted(line: str, limit: int = 80) -> str:
     return repr(line if len(line) <= limit else line[:limit] + "...")
 
 
-def nested(path: str, value: Any) -> Facts:
-    """"nvidia.driver", "x" -> {"nvidia": {"driver": "x"}}."""
-    section, *keys = path.split(".")
-    tree: dict[str, Any] = {}
-    here = tree
-    for key in keys[:-1]:
-        here = here.setdefault(key, {})
-    here[keys[-1]] = value
-    return {section: tree}
+def nested(path: str, value: object) -> Facts:
+    """"nvidia.driver", "x" -> {"nvidia": {"driver": "x"}} (a path FIELDS names: a field of
+    the records)."""
+    tree = value
+    for key in reversed(path.split(".")):
+        tree = {key: tree}
+    return cast("Facts", tree)
 
 
-def merge(into: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
+def merge(into: Facts, more: Facts) -> Facts:
     """Deep merge; a later file adds to an earlier one's mappings, its scalars win only
     where the earlier one said nothing (None)."""
+    merge_tree(cast("dict[str, object]", into), more)
+    return into
+
+
+def merge_tree(into: dict[str, object], more: Mapping[str, object]) -> None:
     for key, value in more.items():
         have = into.get(key)
-        if isinstance(have, dict) and isinstance(value, dict):
-            merge(have, value)
+        if is_object(have) and is_object(value):   # `have`: a mapping of `into`, mutable
+            merge_tree(have, value)
         elif have is None or key not in into:
             into[key] = value
-    return into

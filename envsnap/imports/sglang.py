@@ -23,11 +23,14 @@ packages (not given whole: the script names a fixed few), keyed by their names' 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING
 
 from envsnap.imports.collect_env import canonical, package_facts
-from envsnap.imports.reading import Facts, Reading, Unreadable, merge, quoted
+from envsnap.imports.reading import Reading, Unreadable, merge, quoted
 from envsnap.imports.vllm import read_topology
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Facts, Gpu, Nvidia
 
 FIRST = re.compile(r"Python: \d+\.\d+")
 KEY_VALUE = re.compile(r"([A-Za-z0-9_][A-Za-z0-9_ ,.()-]*?): ?(.*)$")
@@ -62,7 +65,7 @@ def read(text: str, source: str) -> Reading:
     at = start_of(lines) or 0
     facts: Facts = {}
     keys: dict[str, str] = {}
-    gpus: dict[str, dict[str, Any]] = {}
+    gpus: dict[str, Gpu] = {}
     packages: dict[str, str | None] = {}
     while at < len(lines):
         line = lines[at].rstrip()
@@ -78,9 +81,12 @@ def read(text: str, source: str) -> Reading:
         if key == "NVIDIA Topology":
             at = read_topology(lines, at, facts)
         elif grouped := GPUS.match(key):
-            field = "compute_capability" if grouped.group(2) else "name"
             for index in grouped.group(1).split(","):
-                gpus.setdefault(f"GPU{index}", {"index": int(index)})[field] = value
+                gpu = gpus.setdefault(f"GPU{index}", {"index": int(index)})
+                if grouped.group(2):
+                    gpu["compute_capability"] = value
+                else:
+                    gpu["name"] = value
         elif key in HEAD_KEYS:
             keys[key] = value
         else:
@@ -95,7 +101,7 @@ def read(text: str, source: str) -> Reading:
                    packages.get("sglang"))
 
 
-def facts_of(keys: dict[str, str], gpus: dict[str, dict[str, Any]],
+def facts_of(keys: dict[str, str], gpus: dict[str, Gpu],
              packages: dict[str, str | None]) -> Facts:
     facts = package_facts(packages)
     torch = keys["PyTorch"]
@@ -103,9 +109,10 @@ def facts_of(keys: dict[str, str], gpus: dict[str, dict[str, Any]],
     nvcc = re.search(r"V(\d+\.\d+\.\d+)", keys.get("NVCC", ""))
     if nvcc:
         merge(facts, {"cuda_nccl": {"cuda_toolkit": {"version": nvcc.group(1)}}})
-    nvidia: dict[str, Any] = {}
+    nvidia: Nvidia = {}
     if gpus:
-        nvidia.update(gpus=gpus, gpu_count=len(gpus))
+        nvidia["gpus"] = gpus
+        nvidia["gpu_count"] = len(gpus)
     if keys.get("CUDA Driver Version"):
         nvidia["driver"] = keys["CUDA Driver Version"]
     if nvidia:

@@ -17,12 +17,16 @@ they are the volatile part of a capture, and a paste is one moment of it."""
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Union, cast
 from xml.etree import ElementTree
 
 from envsnap.agent.nvidia import normalize_bus_id, smi_topology
 from envsnap.agent.smi import ANSI, parse_topology, split_cells
 from envsnap.imports.reading import Reading, Unreadable, quoted
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Gpu, Nvidia
 
 Q_BANNER = "==============NVSMI LOG=============="
 UNREAD = {"N/A", "[N/A]", "Unknown Error", "[Unknown Error]", "Not Supported",
@@ -79,15 +83,19 @@ GPU_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
     "temp_slowdown_c": (("temperature", "gpu_temp_slow_threshold"),
                         ("Temperature", "GPU Slowdown Temp"), "int"),
 }
-Tree = dict[str, Any]
+Tree = dict[str, Union["Tree", str]]    # -q's text: a group's lines, or a line's value
+Lookup = Callable[[tuple[str, ...]], Union[str, None]]   # a field's text where the file has it
 
 
-def convert(text: str | None, kind: str) -> Any:
-    """"143771 MiB" -> 143771, "16x" -> 16, "700.00 W" -> 700.0; N/A -> None (unknown)."""
+def known(text: str | None) -> str | None:
     value = (text or "").strip()
-    if value in UNREAD:
-        return None
-    if kind == "str":
+    return None if value in UNREAD else value
+
+
+def convert(text: str | None, kind: str) -> str | int | float | None:
+    """"143771 MiB" -> 143771, "16x" -> 16, "700.00 W" -> 700.0; N/A -> None (unknown)."""
+    value = known(text)
+    if value is None or kind == "str":
         return value
     number = re.match(r"[-+]?\d+(?:\.\d+)?", value)
     if not number:
@@ -110,22 +118,21 @@ def looks_like(text: str) -> str | None:
     return None
 
 
-def gpu_record(lookup: Any, index: int, which: int) -> dict[str, Any]:
-    record: dict[str, Any] = {"index": index}
+def gpu_record(lookup: Lookup, index: int, which: int) -> Gpu:
+    record: dict[str, str | int | float] = {"index": index}
     for field, (*paths, kind) in GPU_FIELDS.items():
         value = convert(lookup(paths[which]), kind)
         if value is not None:
             record[field] = value
-    return record
+    return cast("Gpu", record)     # GPU_FIELDS names Gpu's fields, each read as its kind
 
 
-def nvidia_facts(driver: str | None, cuda: str | None,
-                 gpus: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    facts: dict[str, Any] = {"present": True, "gpus": gpus, "gpu_count": len(gpus)}
-    if convert(driver, "str"):
-        facts["driver"] = convert(driver, "str")
-    if convert(cuda, "str"):
-        facts["cuda_driver"] = convert(cuda, "str")
+def nvidia_facts(driver: str | None, cuda: str | None, gpus: dict[str, Gpu]) -> Nvidia:
+    facts: Nvidia = {"present": True, "gpus": gpus, "gpu_count": len(gpus)}
+    if known(driver):
+        facts["driver"] = known(driver)
+    if known(cuda):
+        facts["cuda_driver"] = known(cuda)
     return facts
 
 
@@ -139,9 +146,9 @@ def read_xml(text: str, source: str) -> Reading:
                          " malformed or truncated") from None
     if root.tag != "nvidia_smi_log":
         raise Unreadable(source, 1, f"not an nvidia-smi log: its root is <{root.tag}>")
-    gpus: dict[str, dict[str, Any]] = {}
+    gpus: dict[str, Gpu] = {}
     for index, gpu in enumerate(root.findall("gpu")):
-        def lookup(path: tuple[str, ...], gpu: Any = gpu) -> str | None:
+        def lookup(path: tuple[str, ...], gpu: ElementTree.Element = gpu) -> str | None:
             found = gpu.find("/".join(path))
             if found is None and path[0] == "gpu_power_readings":   # before driver 530
                 found = gpu.find("/".join(("power_readings",) + path[1:]))
@@ -174,6 +181,11 @@ def q_lines(text: str, source: str) -> list[tuple[int, int, str, str | None]]:
     return found
 
 
+def text_of(value: Tree | str | None) -> str | None:
+    """A line's value; None for a group or nothing."""
+    return value if isinstance(value, str) else None
+
+
 def q_tree(rows: list[tuple[int, int, str, str | None]]) -> Tree:
     root: Tree = {}
     stack: list[Tree] = [root]
@@ -181,8 +193,9 @@ def q_tree(rows: list[tuple[int, int, str, str | None]]) -> Tree:
         del stack[depth + 1:]
         parent = stack[min(depth, len(stack) - 1)]
         if value is None:
-            parent[key] = {}
-            stack.append(parent[key])
+            group: Tree = {}
+            parent[key] = group
+            stack.append(group)
         else:
             parent.setdefault(key, value)
     return root
@@ -192,24 +205,25 @@ def read_q(text: str, source: str) -> Reading:
     rows = q_lines(text, source)
     tree = q_tree(rows)
     blocks = [(key, value) for key, value in tree.items()
-              if key.startswith("GPU ") and isinstance(value, dict)]
-    attached = convert(tree.get("Attached GPUs"), "int")
+              if key.startswith("GPU ") and not isinstance(value, str)]
+    attached = convert(text_of(tree.get("Attached GPUs")), "int")
     if attached is not None and attached != len(blocks):
         last = rows[-1][0] if rows else 1
         raise Unreadable(source, last, f"truncated nvidia-smi -q output: {attached} GPUs "
                          f"attached, {len(blocks)} read")
-    gpus: dict[str, dict[str, Any]] = {}
+    gpus: dict[str, Gpu] = {}
     for index, (key, block) in enumerate(blocks):
         def lookup(path: tuple[str, ...], block: Tree = block) -> str | None:
-            here: Any = block
+            here: Tree | str | None = block
             for part in path:
-                here = here.get(part) if isinstance(here, dict) else None
+                here = None if here is None or isinstance(here, str) else here.get(part)
             if here is None and path[0] == "GPU Power Readings":    # before driver 530
                 return lookup(("Power Readings",) + path[1:]) if path[0] != "Power Readings" \
                     else None
             return here if isinstance(here, str) else None
         gpus[normalize_bus_id(key[4:])] = gpu_record(lookup, index, 1)
-    facts = nvidia_facts(tree.get("Driver Version"), tree.get("CUDA Version"), gpus)
+    facts = nvidia_facts(text_of(tree.get("Driver Version")), text_of(tree.get("CUDA Version")),
+                         gpus)
     return Reading("nvidia-smi -q", "text", {"nvidia": facts}, facts.get("driver"),
                    complete=["nvidia.gpus"])
 
@@ -229,7 +243,7 @@ def read_table(text: str, source: str) -> Reading:
     if banner is None:
         raise Unreadable(source, 1, "not a nvidia-smi table: no 'NVIDIA-SMI ... Driver "
                          "Version:' banner")
-    gpus: dict[str, dict[str, Any]] = {}
+    gpus: dict[str, Gpu] = {}
     last_row = 0
     for number, line in enumerate(lines):
         first = ROW_1.match(line)
@@ -239,12 +253,11 @@ def read_table(text: str, source: str) -> Reading:
         if second is None:
             raise Unreadable(source, number + 2, "truncated or malformed nvidia-smi table: "
                              "no power and memory line under GPU " + first.group(1))
-        record: dict[str, Any] = {"index": int(first.group(1)),
-                                  "persistence_mode": "Enabled" if first.group(3) == "On"
-                                  else "Disabled",
-                                  "power_enforced_limit_w": float(second.group(2)),
-                                  "memory_total_mib": int(second.group(4)),
-                                  "compute_mode": second.group(5)}
+        record: Gpu = {"index": int(first.group(1)),
+                       "persistence_mode": "Enabled" if first.group(3) == "On" else "Disabled",
+                       "power_enforced_limit_w": float(second.group(2)),
+                       "memory_total_mib": int(second.group(4)),
+                       "compute_mode": second.group(5)}
         if not first.group(2).endswith("..."):      # a long name is cut short there
             record["name"] = first.group(2)
         third = ROW_3.match(lines[number + 2]) if number + 2 < len(lines) else None
@@ -276,13 +289,14 @@ def read_topology(text: str, source: str) -> Reading:
         raise Unreadable(source, len(lines), "truncated nvidia-smi topo -m output: no Legend")
     topo = parse_topology(text)
     names = {name: name for name in topo["links"]}
-    gpus: dict[str, dict[str, Any]] = {}
+    gpus: dict[str, Gpu] = {}
     for name, affinity in topo["affinity"].items():
         numa = affinity.get("gpu_numa_id", "N/A")
         gpus[name] = {"index": int(name[3:]), "cpu_affinity": affinity.get("cpu"),
                       "numa_affinity": affinity.get("numa"),
                       "numa_node": int(numa) if numa.isdigit() else None}
-    facts = {"present": True, "gpus": gpus, "gpu_count": len(gpus),
-             "topology": smi_topology(topo, names)}
+    topology = cast("dict[str, dict[str, str | None]]", smi_topology(topo, names))
+    facts: Nvidia = {"present": True, "gpus": gpus, "gpu_count": len(gpus),
+                     "topology": topology}
     return Reading("nvidia-smi topo -m", "matrix", {"nvidia": facts},
                    complete=["nvidia.gpus", "nvidia.topology"])

@@ -18,11 +18,14 @@ env.shell (partial: only those vLLM chose to print)."""
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING
 
 from envsnap.agent.smi import parse_topology
 from envsnap.imports.collect_env import LIBRARIES, read_lines, reading_of
-from envsnap.imports.reading import Facts, Reading, Unreadable, merge, quoted
+from envsnap.imports.reading import Reading, Unreadable, merge, quoted
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Facts, Gpu
 
 RULE = re.compile(r"=+$")
 PADDED = re.compile(r"([A-Za-z][A-Za-z0-9_ ()/.,'-]*?)\s+: ?(.*)$")
@@ -75,7 +78,7 @@ def read(text: str, source: str) -> Reading:
 
 def read_tail(lines: list[str], at: int, source: str, facts: Facts,
               keys: dict[str, str]) -> None:
-    env: dict[str, str] = {}
+    env: dict[str, str | None] = {}
     while at < len(lines):
         line = lines[at].rstrip()
         key, _, value = line.partition(":")
@@ -111,12 +114,12 @@ def read_topology(lines: list[str], at: int, facts: Facts) -> int:
         while at < len(lines) and (not lines[at].strip() or lines[at].startswith("  ")):
             at += 1
     topo = parse_topology("\n".join(matrix))
-    links: dict[str, Any] = {gpu: peers for gpu, peers in topo["links"].items()
-                             if gpu.startswith("GPU") and peers}
+    links: dict[str, dict[str, str]] = {gpu: peers for gpu, peers in topo["links"].items()
+                                        if gpu.startswith("GPU") and peers}
     names = dict(topo.get("nics", {}))
-    topology = {gpu: {names.get(p, p): link for p, link in peers.items()}
-                for gpu, peers in links.items()}
-    gpus = {gpu: {"index": int(gpu[3:]), "cpu_affinity": affinity.get("cpu"),
+    topology: dict[str, dict[str, str | None]] = {
+        gpu: {names.get(p, p): link for p, link in peers.items()} for gpu, peers in links.items()}
+    gpus: dict[str, Gpu] = {gpu: {"index": int(gpu[3:]), "cpu_affinity": affinity.get("cpu"),
                   "numa_affinity": affinity.get("numa")}
             for gpu, affinity in topo["affinity"].items() if gpu.startswith("GPU")}
     merge(facts, {"nvidia": {"topology": topology, "gpus": gpus}})

@@ -12,6 +12,7 @@ from envsnap.playbook.run import (
     TaskStarted,
     TaskStatus,
 )
+from envsnap.shape import is_mapping
 
 WIDTH = 79
 STATUS_WORDS: dict[TaskStatus, str] = {"ok": "ok", "changed": "changed", "skipped": "skipping",
@@ -24,7 +25,7 @@ def banner(title: str) -> str:
 
 def item_label(item: object) -> str:
     """A loop item as the run shows it: a `dict2items` entry by its key."""
-    if isinstance(item, dict) and "key" in item:
+    if is_mapping(item) and "key" in item:
         item = item["key"]
     text = str(item)
     return text if len(text) <= 60 else text[:57] + "..."

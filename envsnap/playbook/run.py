@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, TypedDict, Union
 
 from envsnap.defaults import DEFAULT_CONNECT_TIMEOUT, DEFAULT_FORKS
 from envsnap.errors import ArgError, EnvsnapError, ExitCode, HostError, PlaybookError, UsageError
+from envsnap.hostops.gate import foreign_plan, gate, recorded_repos
 from envsnap.hosts.connect import open_transport
 from envsnap.hosts.inventory import LOCAL, Host, Inventory, limit_hosts, resolve_hosts
 from envsnap.hosts.transport import Transport
@@ -33,6 +34,7 @@ from envsnap.playbook.modules import MODULES
 from envsnap.playbook.names import check_names
 from envsnap.playbook.tasks.base import Context, ModuleResult, TaskData
 from envsnap.playbook.templating import Variables, evaluate, render_string, render_text
+from envsnap.snapshot import provenance
 from envsnap.snapshot.store import Store
 from envsnap.text import name_stamp
 
@@ -203,9 +205,6 @@ class Runner:
         sign (a bug report's, a colleague's, one edited by hand) passes the gate: its review
         is shown, it is read freely in check mode and applied only when the user says they
         trust it, as restore does. The document checked is the one used, loaded once."""
-        from envsnap.hostops.gate import foreign_plan, gate, recorded_repos
-        from envsnap.snapshot import provenance
-
         plan = foreign_plan(document, label, "the play's hosts",
                             provenance.verify_as_user(document),
                             repos=recorded_repos(document), pip=False, rerun=None,

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from envsnap import __version__
+from envsnap.bench.run import reasons_text, sm_clock_text
 from envsnap.diff.compare import DiffOptions, DiffReport, diff, side_of
 from envsnap.diff.render_formats import as_json as diff_json
 from envsnap.diff.render_formats import markdown as diff_markdown
@@ -25,6 +26,7 @@ from envsnap.report.charts import Chart
 from envsnap.report.facts import Fact, summary
 from envsnap.report.figures import report_charts
 from envsnap.report.parts import Part, parts
+from envsnap.report.timeline_part import TimelineSection, section_of
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.document import problems
 from envsnap.snapshot.mask import Masker
@@ -32,8 +34,8 @@ from envsnap.snapshot.store import atomic_write, holds_snapshot
 from envsnap.text import dump_json, plural
 
 if TYPE_CHECKING:
-    from envsnap.report.timeline_part import TimelineSection
     from envsnap.snapshot.records import Bench, Snapshot, Telemetry
+    from envsnap.timeline.model import Timeline
 
 REPORT_FORMAT = 1
 
@@ -89,9 +91,10 @@ class Report:
 def build_report(document: Snapshot, vs: Snapshot | None = None,
                  options: ReportOptions | None = None,
                  sources: tuple[str, str] = ("", ""),
-                 timeline: TimelineSection | None = None) -> Report:
+                 timeline: Timeline | None = None) -> Report:
     """sources: what the user named the snapshot and the --vs one (labels or paths);
-    timeline: the host's timeline section, when asked (masked with the rest)."""
+    timeline: the host's timeline, when asked (read by the caller: a report reaches no
+    host), laid out as a section and masked with the rest."""
     options = options or ReportOptions()
     masker = Masker(options.mask)
     # Tables are laid out from masked facts, so their columns line up; the diff runs on the
@@ -108,7 +111,7 @@ def build_report(document: Snapshot, vs: Snapshot | None = None,
         # from the facts as captured: the last step below masks their labels like the rest
         charts=report_charts(document, vs,
                              (side.label, side_of(vs, sources[1]).label if vs else "")),
-        timeline=timeline)
+        timeline=section_of(timeline) if timeline is not None else None)
     masked: Report = masker.tree(report)
     return masked
 
@@ -152,8 +155,6 @@ def bench_facts(record: Bench | None) -> list[Fact]:
 
 
 def telemetry_facts(telemetry: Telemetry | None) -> list[Fact]:
-    from envsnap.bench.run import reasons_text, sm_clock_text
-
     if telemetry is None or not telemetry.get("available"):
         reason = telemetry.get("reason") if telemetry is not None else None
         return [Fact("GPU telemetry", f"none ({reason or 'not sampled'})")]

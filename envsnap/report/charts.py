@@ -6,9 +6,10 @@ Three charts, each a picture of numbers that a table makes a reader work for:
 - TelemetryChart: one GPU's SM clock, power and utilization over one run, busy phases shaded;
 - BisectChart: the metric at each tested commit, in commit order, the first bad commit marked.
 
-No plotting library (README, "Dependencies": matplotlib would add ~170 MB installed and
-~0.3 s of import for three kinds of chart made of circles, lines and rectangles). The SVG
-needs nothing to show: no script, no font or stylesheet to fetch; every text is escaped.
+No plotting library (docs/guide/reference.md, "Dependencies": matplotlib would add ~170 MB
+installed and ~0.3 s of import for three kinds of chart made of circles, lines and
+rectangles). The SVG needs nothing to show: no script, no font or stylesheet to fetch;
+every text is escaped.
 Every point a reader sees is an element a test can count: <circle class="run" data-value>,
 <line class="median" data-value>, <polyline class="series" data-count>, <rect class="busy">.
 """

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Callable, Union
 
 from envsnap.diff import rules
 from envsnap.diff.findings import short
+from envsnap.diff.partial import why_unknown
 from envsnap.snapshot import customize as customize_words
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.document import collector_error
@@ -55,8 +56,9 @@ class RowValue(Exception):
     collector failed, or a normal absence ("none (no NVIDIA driver)")."""
 
 
-class Facts:
-    """One snapshot's sections, each its facts or the reason it is missing (RowValue)."""
+class FactsReader:
+    """One snapshot's sections, each its facts or the reason it is missing (RowValue): a
+    reader of the document's records.Facts for a report's rows."""
 
     def __init__(self, document: Snapshot) -> None:
         self.document = document
@@ -70,8 +72,6 @@ class Facts:
     def known(self, section: Mapping[str, object], key: str) -> None:
         """An imported snapshot that lacks `key` does not know it: say so, never "none"."""
         if key not in section and snapshot.is_partial(self.document):
-            from envsnap.diff.partial import why_unknown
-
             raise RowValue(f"unknown: {why_unknown(self.document)}")
 
     def system(self) -> System:
@@ -118,7 +118,7 @@ def version_of(value: VersionSource | TorchBuild | None) -> str:
 
 # ---- host and software ------------------------------------------------------------------------
 
-def host(f: Facts) -> str:
+def host(f: FactsReader) -> str:
     meta = f.meta
     try:
         name = f.system().get("hostname") or "?"
@@ -127,14 +127,14 @@ def host(f: Facts) -> str:
     return f"{name} (as {meta.get('host', '?')}), captured {meta.get('captured_at', '?')}"
 
 
-def os_kernel(f: Facts) -> str:
+def os_kernel(f: FactsReader) -> str:
     system = f.system()
     release = system.get("os_release", {}).get("PRETTY_NAME") or "unknown OS"
     kernel = system.get("kernel", {})
     return f"{release}; kernel {kernel.get('release', '?')} {kernel.get('machine', '')}".strip()
 
 
-def cpu(f: Facts) -> str:
+def cpu(f: FactsReader) -> str:
     info = f.system().get("cpu", {})
     sockets = info.get("sockets")
     text = f"{sockets} x {info.get('model', '?')}" if sockets else str(info.get("model", "?"))
@@ -145,7 +145,7 @@ def cpu(f: Facts) -> str:
     return text
 
 
-def driver(f: Facts) -> str:
+def driver(f: FactsReader) -> str:
     nvidia = f.nvidia()
     if not nvidia.get("present"):
         return f"none ({nvidia.get('reason') or 'no NVIDIA driver'})"
@@ -159,18 +159,18 @@ def driver(f: Facts) -> str:
     return text
 
 
-def cuda(f: Facts) -> str:
+def cuda(f: FactsReader) -> str:
     api = f.part("nvidia", lambda: f"driver API {f.nvidia().get('cuda_driver') or 'none'}")
     kit = f.part("cuda_nccl", lambda: toolkit(f))
     return f"{api}; {kit}"
 
 
-def toolkit(f: Facts) -> str:
+def toolkit(f: FactsReader) -> str:
     f.known(f.cuda_nccl(), "cuda_toolkit")
     return f"toolkit {version_of(f.cuda_nccl().get('cuda_toolkit'))}"
 
 
-def nccl(f: Facts) -> str:
+def nccl(f: FactsReader) -> str:
     info = f.cuda_nccl().get("nccl", {})
     f.known(f.cuda_nccl(), "nccl")
     parts = [f"torch loads {version_of(info.get('torch'))}"] if "torch" in info or \
@@ -195,14 +195,14 @@ def torch_library(used: VersionSource | None,
     return next((path for path, entry in libraries.items() if entry == used), None)
 
 
-def torch(f: Facts) -> str:
+def torch(f: FactsReader) -> str:
     info = f.cuda_nccl().get("torch")
     if info is None or not info.get("version"):
         return version_of(info or {})
     return f"{info['version']} (built for CUDA {info.get('cuda') or 'none'})"
 
 
-def python(f: Facts) -> str:
+def python(f: FactsReader) -> str:
     env = f.python_env()
     interpreter = env.get("interpreter", {})
     text = (f"{interpreter.get('executable', '?')} {interpreter.get('version', '?')}"
@@ -213,7 +213,7 @@ def python(f: Facts) -> str:
     return text
 
 
-def sitecustomize(f: Facts) -> str:
+def sitecustomize(f: FactsReader) -> str:
     """The files that run at python's start, then what never runs and why (the story)."""
     f.known(f.python_env(), "customize")
     customize = f.python_env().get("customize", {})
@@ -234,7 +234,7 @@ def customize_text(name: str, info: CustomizeFile) -> str:
 
 # ---- GPUs ---------------------------------------------------------------------------------------
 
-def gpu_records(f: Facts) -> dict[str, Gpu]:
+def gpu_records(f: FactsReader) -> dict[str, Gpu]:
     nvidia = f.nvidia()
     if not nvidia.get("present"):
         raise RowValue(f"none ({nvidia.get('reason') or 'no NVIDIA driver'})")
@@ -245,7 +245,7 @@ def by_index(gpus: dict[str, Gpu]) -> list[tuple[str, Gpu]]:
     return sorted(gpus.items(), key=lambda item: (item[1].get("index", 0), item[0]))
 
 
-def gpus(f: Facts) -> str:
+def gpus(f: FactsReader) -> str:
     records = gpu_records(f)
     names = Counter(str(g.get("name") or "?") for g in records.values() if not g.get("error"))
     text = "; ".join(f"{count} x {name}" for name, count in names.items()) or "none"
@@ -270,7 +270,7 @@ def tally(records: dict[str, Gpu], show: Callable[[Gpu], str]) -> str:
     return "; ".join(f"{value} on GPU {','.join(ids)}" for value, ids in groups.items())
 
 
-def pcie(f: Facts) -> str:
+def pcie(f: FactsReader) -> str:
     def link(g: Gpu) -> str:
         current = f"Gen{g.get('pcie_gen_current')} x{g.get('pcie_width_current')}"
         top = f"Gen{g.get('pcie_gen_max')} x{g.get('pcie_width_max')}"
@@ -280,14 +280,14 @@ def pcie(f: Facts) -> str:
     return tally(gpu_records(f), link)
 
 
-def gpu_settings(f: Facts) -> str:
+def gpu_settings(f: FactsReader) -> str:
     return tally(gpu_records(f), lambda g: (
         f"persistence {g.get('persistence_mode')}, ECC {g.get('ecc_mode_current')}, "
         f"MIG {g.get('mig_mode_current')}, power limit {g.get('power_limit_w')} W "
         f"(default {g.get('power_default_limit_w')} W), compute {g.get('compute_mode')}"))
 
 
-def topology(f: Facts) -> str:
+def topology(f: FactsReader) -> str:
     records = gpu_records(f)
     links = f.nvidia().get("topology", {})
     seen = Counter(link for bus, peers in links.items() if bus in records
@@ -302,7 +302,7 @@ def topology(f: Facts) -> str:
 
 # ---- code and environment --------------------------------------------------------------------
 
-def repos(f: Facts) -> list[Fact]:
+def repos(f: FactsReader) -> list[Fact]:
     found = f.git().get("repos", {})
     if not found:
         return [Fact("repos", "none recorded (capture with --repo PATH)")]
@@ -337,11 +337,11 @@ def env_text(env: dict[str, str]) -> str:
     return ", ".join(f"{k}={v}" for k, v in env.items()) or "no NCCL/CUDA variables set"
 
 
-def shell_env(f: Facts) -> str:
+def shell_env(f: FactsReader) -> str:
     return env_text(key_env(f.env().get("shell", {})))
 
 
-def workers(f: Facts) -> str:
+def workers(f: FactsReader) -> str:
     env = f.env()
     patterns = env.get("proc_patterns", [])
     processes = env.get("processes", {})
@@ -379,7 +379,7 @@ def worker_env_text(info: Process, shell: dict[str, str]) -> str:
     return text + (f" (lacks {', '.join(missing)} of the shell)" if missing else "")
 
 
-Row = Callable[[Facts], Union[str, list[Fact]]]
+Row = Callable[[FactsReader], Union[str, list[Fact]]]
 ROWS: list[tuple[str, Row]] = [
     ("host", host), ("OS / kernel", os_kernel), ("CPU", cpu), ("NVIDIA driver", driver),
     ("CUDA", cuda), ("NCCL", nccl), ("torch", torch), ("python", python), ("GPUs", gpus),
@@ -390,7 +390,7 @@ ROWS: list[tuple[str, Row]] = [
 
 
 def summary(document: Snapshot) -> list[Fact]:
-    facts = Facts(document)
+    facts = FactsReader(document)
     rows: list[Fact] = []
     for name, read in ROWS:
         try:

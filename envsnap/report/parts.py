@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Callable
 from envsnap.bench import run as bench
 from envsnap.diff import patch_summary
 from envsnap.diff.findings import human_bytes, short
-from envsnap.report.facts import Facts, RowValue, by_index, gpu_records, not_captured
+from envsnap.report.facts import FactsReader, RowValue, by_index, gpu_records, not_captured
 from envsnap.snapshot import document as snapshot
+from envsnap.snapshot.spec import is_object
 from envsnap.text import plural
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ GPU_COLUMNS: list[tuple[str, Callable[[Gpu], object]]] = [
 ]
 
 
-def gpu_part(f: Facts) -> Part:
+def gpu_part(f: FactsReader) -> Part:
     records = gpu_records(f)
     rows: list[list[str]] = [["bus"] + [name for name, _ in GPU_COLUMNS]]
     for bus, gpu in by_index(records):
@@ -66,7 +67,7 @@ def gpu_part(f: Facts) -> Part:
     return Part(f"GPUs ({len(records)})", table(rows))
 
 
-def topology_part(f: Facts) -> Part:
+def topology_part(f: FactsReader) -> Part:
     """The matrix `nvidia-smi topo -m` prints, from the links recorded by bus id."""
     records = gpu_records(f)
     links = f.nvidia().get("topology", {})
@@ -84,7 +85,7 @@ def topology_part(f: Facts) -> Part:
     return Part("GPU topology", table(rows) + legend if links else ["not recorded"])
 
 
-def kernel_module_part(f: Facts) -> Part:
+def kernel_module_part(f: FactsReader) -> Part:
     module = f.nvidia().get("kernel_module")
     if module is None:     # no NVIDIA kernel module found
         return Part("NVIDIA kernel module", ["not recorded"])
@@ -96,7 +97,7 @@ def kernel_module_part(f: Facts) -> Part:
 
 # ---- python, code, environment -------------------------------------------------------------
 
-def packages_part(f: Facts) -> Part:
+def packages_part(f: FactsReader) -> Part:
     env = f.python_env()
     packages = env.get("packages", {})
     editable, urls = env.get("editable", {}), env.get("direct_urls", {})
@@ -105,7 +106,7 @@ def packages_part(f: Facts) -> Part:
     for name, version in sorted(packages.items()):
         # a direct_url.json is free-form (schema.py): only a mapping has a url to show
         note = f"editable: {editable[name]}" if name in editable else \
-            f"from {urls[name].get('url')}" if isinstance(urls.get(name), dict) else ""
+            f"from {urls[name].get('url')}" if is_object(urls.get(name)) else ""
         if name in shadowed:
             note += f" (shadows {plural(len(shadowed[name]) - 1, 'other copy', ' copies')})"
         rows.append([name, str(version), note.strip()])
@@ -164,7 +165,7 @@ def history_part(path: str, repo: Repo) -> Part:
     return Part(f"git {path}: reflog and history", lines)
 
 
-def env_part(f: Facts) -> Part:
+def env_part(f: FactsReader) -> Part:
     env = f.env()
     lines = ["shell:"] + [f"  {k}={v}" for k, v in sorted(env.get("shell", {}).items())]
     for pid, info in env.get("processes", {}).items():
@@ -178,7 +179,7 @@ def env_part(f: Facts) -> Part:
     return Part("environment (shell and workers)", lines)
 
 
-def customize_parts(f: Facts) -> list[Part]:
+def customize_parts(f: FactsReader) -> list[Part]:
     customize = f.python_env().get("customize", {})
     return [Part(f"{name}.py ({info.get('path')})", content.splitlines())
             for name, info in sorted(customize.items())
@@ -203,7 +204,7 @@ def guarded(title: str, make: Callable[[], Part | list[Part]]) -> list[Part]:
 
 
 def parts(document: Snapshot, full: bool = False) -> list[Part]:
-    f = Facts(document)
+    f = FactsReader(document)
     found = guarded("GPUs", lambda: gpu_part(f))
     found += guarded("GPU topology", lambda: topology_part(f))
     found += guarded("NVIDIA kernel module", lambda: kernel_module_part(f))

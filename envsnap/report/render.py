@@ -13,6 +13,7 @@ from html import escape
 from envsnap.diff.render_formats import details
 from envsnap.diff.render_text import Block
 from envsnap.report.build import Report, as_json
+from envsnap.report.charts import RunsChart, svg
 from envsnap.report.facts import Fact
 from envsnap.report.parts import Part
 from envsnap.report.timeline_part import TimelineRow, TimelineSection
@@ -176,8 +177,6 @@ def html_charts(report: Report) -> list[str]:
     """The charts inline, as SVG elements of the page: nothing for a browser to fetch."""
     if not report.charts:
         return []
-    from envsnap.report.charts import RunsChart, svg
-
     runs = [chart for chart in report.charts if isinstance(chart, RunsChart)]
     gpus = [chart for chart in report.charts if not isinstance(chart, RunsChart)]
     out = []

@@ -1,30 +1,17 @@
 """`report --timeline WINDOW`: the timeline of the snapshot's host as a section of the report.
 
-The same events `envsnap timeline` shows (timeline/run.py, read from the host now, with the
-snapshot's checkouts, workers and hot paths), laid out as rows of plain strings, so that the
-report's masking and its markdown and html writers treat them like every other fact. Only
-the user's own snapshot is followed to its host: a foreign one would pick the host to reach,
-the checkouts and workers to read and the interpreter to run (refused, exit 2, with the way
-on: `envsnap trust`, or `envsnap timeline HOST` where the user names the host).
+The same events `envsnap timeline` shows, read from the host by the CLI
+(timeline/of_snapshot.py) and handed over as a Timeline: here they are only laid out, as rows
+of plain strings, so that the report's masking and its markdown and html writers treat them
+like every other fact. Nothing here reaches a host (tests/test_layers.py holds it).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
-from envsnap.errors import UsageError
-from envsnap.hosts.inventory import Inventory, resolve_hosts
-from envsnap.hosts.inventory_graph import Vars
-from envsnap.snapshot import document as snap
-from envsnap.snapshot import provenance
-from envsnap.snapshot.records import Snapshot
-from envsnap.snapshot.store import Store
 from envsnap.text import plural
 from envsnap.timeline.model import EXACTNESS_SAID, Event, Timeline
 from envsnap.timeline.render import mark_of, moment
-
-if TYPE_CHECKING:
-    from envsnap.timeline.run import TimelineOptions
 
 
 @dataclass(frozen=True)
@@ -43,26 +30,6 @@ class TimelineSection:
     between_rows: list[TimelineRow]
     rows: list[TimelineRow]
     unreadable: list[str]
-
-
-def host_timeline(document: Snapshot, since: str, store: Store, inventory: Inventory,
-                  options: TimelineOptions) -> Timeline:
-    """The timeline of the host the snapshot was captured on, of its recorded checkouts,
-    workers and hot paths."""
-    from envsnap.timeline.run import timeline  # on use: it loads the transports
-
-    verdict = provenance.verify_as_user(document)
-    if not verdict.mine:      # its host, checkouts and workers would be a stranger's choice
-        raise UsageError(f"--timeline reads the host a snapshot names, and "
-                         f"{snap.label(document)!r} is {verdict.describe()}: `envsnap trust "
-                         f"{snap.label(document)}` first, or run `envsnap timeline HOST`")
-    config = snap.capture_config(document)
-    wanted: Vars = {"repos": config.get("repos"), "procs": config.get("procs"),
-                    "hot_paths": config.get("hot_paths"), "python": config.get("python")}
-    hosts = resolve_hosts([snap.host(document, "local")], inventory, wanted)
-    if len(hosts) != 1:
-        raise UsageError(f"--timeline: the snapshot's host names {len(hosts)} hosts")
-    return timeline(hosts[0], replace(options, since=since), store)
 
 
 def row_of(found: Timeline, event: Event) -> TimelineRow:

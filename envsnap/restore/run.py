@@ -43,7 +43,6 @@ from envsnap.restore.safety import Journal, JournalBook, Pending, check_pending,
 from envsnap.restore.serve import (
     ServerEnv,
     about_server,
-    recorded_server_env,
     serve_shown,
     server_env,
 )
@@ -199,7 +198,7 @@ def check_provenance(document: Snapshot, host: Host, options: RestoreOptions,
                         needs_consent=not (options.check or options.trust_foreign),
                         host_wide=options.host_wide,
                         serve=serve_shown(document, serving),
-                        env=recorded_server_env(document) if serving else None)
+                        env=snap.recorded_server_env(document) if serving else None)
     gate(plan, review, "restore it")
 
 
@@ -394,8 +393,10 @@ def run_restore_playbook(document: Snapshot, host: Host, transport: Transport, s
     extra = {"snapshot": options.label, "force_host": True, "host_wide": options.host_wide,
              **policy.playbook_vars(host, options.label, backup_label)}
     # The document restore loaded once and check_provenance passed through the gate: the
-    # playbook takes it as it is, and never reads the store's file again.
-    run_options = RunOptions(extra_vars=extra, limit=(host.name,), check=check, diff=True,
+    # playbook takes it as it is, and never reads the store's file again. The inventory is
+    # the one host, so no --limit: a limit is a host pattern, and `root@gpu-box:2222` (a
+    # target as capture takes it) is no pattern.
+    run_options = RunOptions(extra_vars=extra, check=check, diff=True,
                              connection=transport, checked={options.label: document})
     return run_playbook(load(str(RESTORE_PLAYBOOK)), inventory_of(host), store, run_options,
                         on_event)

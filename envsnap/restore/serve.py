@@ -20,9 +20,6 @@ from envsnap.snapshot import document as snap
 if TYPE_CHECKING:
     from envsnap.snapshot.records import Process, Snapshot
 
-STARTED_BY_ENVSNAP = "envsnap --serve"   # agent/benchserve.py MATCHED
-
-
 @dataclass(frozen=True)
 class ServerEnv:
     """What the rerun's server is started with, relative to the host's environment now."""
@@ -32,20 +29,13 @@ class ServerEnv:
     masked: tuple[str, ...] = ()   # variables whose recorded value was masked: not put back
 
 
-def server_workers(document: Snapshot) -> dict[str, Process]:
-    """{pid: worker} of the processes a --serve server ran as, in the document's env."""
-    processes = snap.env(document).get("processes", {})
-    return {pid: info for pid, info in processes.items() if info.get("role") == "server"}
-
-
 def main_server(document: Snapshot) -> tuple[str, Process] | None:
     """(its key in a diff, the worker) of the server itself (not one of its children)."""
-    workers = server_workers(document)
-    for pid, info in sorted(workers.items()):
-        if info.get("matched") == STARTED_BY_ENVSNAP:
-            keys = worker_keys(snap.env(document).get("processes", {}))
-            return keys[pid], info
-    return None
+    found = snap.server_worker(document)
+    if found is None:
+        return None
+    pid, worker = found
+    return worker_keys(snap.env(document).get("processes", {}))[pid], worker
 
 
 def server_env(snapshot: Snapshot, live: Snapshot) -> ServerEnv:
@@ -69,20 +59,12 @@ def server_env(snapshot: Snapshot, live: Snapshot) -> ServerEnv:
     return ServerEnv(key, tuple(changes), masked)
 
 
-def recorded_server_env(document: Snapshot) -> dict[str, str]:
-    """Every variable the snapshot's server ran with: what --rerun --serve may start one with
-    (where it differs from the host's), for a foreign snapshot's review (hostops/gate.py)."""
-    found = main_server(document)
-    recorded = snap.process_env(found[1]) if found is not None else None
-    return {name: value for name, value in (recorded or {}).items() if isinstance(value, str)}
-
-
 def serve_shown(document: Snapshot, serve: ServeSpec | None) -> str | None:
     """What --rerun --serve would start, for a foreign snapshot's review: the command; the
     variables it may set are listed with the review's env (LD_PRELOAD is code to run too)."""
     if serve is None:
         return None
-    if main_server(document) is None or not recorded_server_env(document):
+    if not snap.recorded_server_env(document):
         return f"{serve.cmd}  (the snapshot records no server env)"
     return f"{serve.cmd}  (with the snapshot's server env where it differs, listed below)"
 

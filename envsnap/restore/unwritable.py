@@ -9,12 +9,12 @@ untracked task's own (playbook/tasks/untracked.py): one text for one cause.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from envsnap.playbook.tasks.untracked import unrestorable
 from envsnap.snapshot import document as snap
-from envsnap.snapshot.records import Snapshot
+from envsnap.snapshot.records import Repo, Snapshot
 
 
 @dataclass(frozen=True)
@@ -27,15 +27,10 @@ class Unwritable:
         return f"{self.repo}: {self.name} ({self.reason})"
 
 
-def untracked_of(repo: Any) -> dict[str, Any]:
-    found: dict[str, Any] = ((repo or {}).get("uncommitted") or {}).get("untracked") or {}
-    return found
-
-
-def kept_out(repo: Any) -> dict[str, str]:
+def kept_out(repo: Repo) -> dict[str, str]:
     """{name: why} of the untracked files a snapshot's repo record could not give back."""
-    return {name: why for name, facts in untracked_of(repo).items()
-            if isinstance(facts, dict) and (why := unrestorable(facts))}
+    return {name: why for name, facts in snap.untracked_records(repo).items()
+            if (why := unrestorable(facts))}
 
 
 def unwritable_files(snapshot: Snapshot, live: Snapshot, restored: list[str]) -> list[Unwritable]:
@@ -46,15 +41,16 @@ def unwritable_files(snapshot: Snapshot, live: Snapshot, restored: list[str]) ->
     for path, repo in snap.repos(snapshot).items():
         if path not in restored:
             continue
-        now = untracked_of(live_repos.get(path))
+        now = snap.untracked_records(live_repos.get(path))
+        recorded = snap.untracked_records(repo)
         for name, why in kept_out(repo).items():
-            if not same_file(untracked_of(repo)[name], now.get(name)):
+            if not same_file(recorded[name], now.get(name)):
                 found.append(Unwritable(path, name, why))
     return found
 
 
-def same_file(recorded: dict[str, Any], now: Any) -> bool:
-    if not isinstance(now, dict):
+def same_file(recorded: Mapping[str, object], now: Mapping[str, object] | None) -> bool:
+    if now is None:
         return False
     keys = ("sha256", "bytes", "symlink", "mtime_ns")
     return all(recorded.get(key) == now.get(key) for key in keys)

@@ -18,9 +18,9 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable, cast
 
-from envsnap import __version__
+from envsnap import __version__, shape
 from envsnap.errors import SnapshotError, UsageError
-from envsnap.snapshot.spec import Invalid, got
+from envsnap.snapshot.spec import Invalid, got, is_object
 
 if TYPE_CHECKING:   # records.py costs ~5 ms to import, and is read by mypy only
     from envsnap.snapshot.records import (
@@ -47,9 +47,11 @@ if TYPE_CHECKING:   # records.py costs ~5 ms to import, and is read by mypy only
     )
 
 SCHEMA = 1
+SERVER_STARTED = "envsnap --serve"   # a worker's "matched" when envsnap started it (the agent's
+                                     # benchserve.MATCHED)
 
 # Step-wise migration, pipx style: MIGRATIONS[n] turns a schema-n document into schema n+1.
-MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+MIGRATIONS: dict[int, Callable[[dict[str, object]], dict[str, object]]] = {}
 
 
 def section_digest(section: Any) -> str:
@@ -238,29 +240,37 @@ def repos_with_head(document: Snapshot) -> dict[str, Repo]:
             if repo.get("head") is not None}
 
 
+def untracked(repo: Repo | None) -> dict[str, object]:
+    """{path: record} of the untracked files, as recorded."""
+    return ((repo or {}).get("uncommitted") or {}).get("untracked") or {}
+
+
+def untracked_records(repo: Repo | None) -> dict[str, Mapping[str, object]]:
+    """{path: record} of the untracked files recorded as a mapping (the agent's file facts).
+    The schema leaves an untracked file's record free-form, so this is where its shape is
+    read; a record of another shape is left out."""
+    return {path: facts for path, facts in untracked(repo).items() if is_object(facts)}
+
+
 def untracked_contents(repo: Repo) -> dict[str, str]:
     """{path: content} of the untracked files recorded whole enough to write back; a file
-    recorded without its content (binary, over the cap, a symlink, unreadable) is left out.
-    The schema leaves an untracked file's record free-form (the agent's file facts), so this
-    is where its shape is read."""
-    files: Mapping[str, Any] = (repo.get("uncommitted") or {}).get("untracked", {})
-    return {path: facts["content"] for path, facts in files.items()
-            if isinstance(facts, dict) and isinstance(facts.get("content"), str)}
+    recorded without its content (binary, over the cap, a symlink, unreadable) is left out."""
+    return {path: content for path, facts in untracked_records(repo).items()
+            if isinstance(content := facts.get("content"), str)}
 
 
 def untracked_digests(repo: Repo) -> dict[str, object]:
     """{path: sha256} of each untracked file (the record itself where it holds no mapping),
     for telling whether the untracked files moved."""
-    files: Mapping[str, Any] = (repo.get("uncommitted") or {}).get("untracked", {})
-    return {path: facts.get("sha256") if isinstance(facts, dict) else facts
-            for path, facts in files.items()}
+    records = untracked_records(repo)
+    return {path: records[path].get("sha256") if path in records else facts
+            for path, facts in untracked(repo).items()}
 
 
 def untracked_sizes(repo: Repo) -> dict[str, object]:
     """{path: bytes} of each untracked file recorded as a mapping (its size as recorded), for
     a report's list of them; a record of another shape is left out."""
-    files: Mapping[str, Any] = (repo.get("uncommitted") or {}).get("untracked", {})
-    return {path: facts.get("bytes") for path, facts in files.items() if isinstance(facts, dict)}
+    return {path: facts.get("bytes") for path, facts in untracked_records(repo).items()}
 
 
 def process_env(process: Process) -> dict[str, str | None] | None:
@@ -352,12 +362,11 @@ def packages(document: Snapshot) -> dict[str, str | None]:
     return python_env(document).get("packages", {})
 
 
-def customize_digest(document: Snapshot) -> Any:
-    """The recorded sitecustomize's sha256 (or what stands for it: None when there was none),
-    what restore and explain compare to tell whether sitecustomize moved."""
-    customize = section(document, "python_env").get("customize") or {}
-    site = customize.get("sitecustomize")
-    return site.get("sha256") if isinstance(site, dict) else site
+def customize_digest(document: Snapshot) -> str | None:
+    """The recorded sitecustomize's sha256 (None when there was none), what restore and
+    explain compare to tell whether sitecustomize moved."""
+    site = (python_env(document).get("customize") or {}).get("sitecustomize")
+    return site.get("sha256") if site is not None else None
 
 
 def package_pins(snapshot: Snapshot, live: Snapshot) -> list[str]:
@@ -407,6 +416,24 @@ def add_workers(document: Snapshot, workers: dict[str, Process]) -> None:
     document.setdefault("digests", {})["env"] = section_digest(section)
 
 
+def server_worker(document: Snapshot) -> tuple[str, Process] | None:
+    """(pid, worker) of the server a `bench --serve` started and recorded (add_workers: role
+    "server"), the server itself, not one of its children; None when there was none."""
+    processes = env(document).get("processes", {})
+    for pid, worker in sorted(processes.items()):
+        if worker.get("role") == "server" and worker.get("matched") == SERVER_STARTED:
+            return pid, worker
+    return None
+
+
+def recorded_server_env(document: Snapshot) -> dict[str, str]:
+    """Every variable the recorded server ran with ({} without one, or where its env could
+    not be read): what a rerun's server may be started with, and what explain puts back."""
+    found = server_worker(document)
+    recorded = process_env(found[1]) if found is not None else None
+    return {name: value for name, value in (recorded or {}).items() if isinstance(value, str)}
+
+
 # ---- loading ---------------------------------------------------------------------------------
 
 def validate(document: Any, source: str) -> Snapshot:
@@ -415,7 +442,7 @@ def validate(document: Any, source: str) -> Snapshot:
     Raises SnapshotError naming the file, the path of the bad field and what was expected,
     before any other code reads the document.
     """
-    if not isinstance(document, dict):
+    if not shape.is_object(document):
         raise SnapshotError(f"{source}: not an envsnap snapshot (expected a mapping with "
                             f"schema, meta and facts at the top level, got {got(document)})")
     if "schema" not in document:
@@ -428,8 +455,8 @@ def validate(document: Any, source: str) -> Snapshot:
     if number > SCHEMA:
         raise SnapshotError(f"{source}: snapshot schema {number} is newer than this envsnap "
                             f"({SCHEMA}): upgrade envsnap")
-    while document["schema"] < SCHEMA:
-        document = MIGRATIONS[document["schema"]](document)
+    for schema in range(number, SCHEMA):   # MIGRATIONS[n] turns schema n into n+1
+        document = MIGRATIONS[schema](document)
     try:
         check_document()(document)
     except Invalid as bad:

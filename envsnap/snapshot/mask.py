@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from envsnap.agent.redact import MARKER, REDACTED, is_marker, is_secret_name, redact_patch
+from envsnap.snapshot.spec import is_object
 
 if TYPE_CHECKING:
     from envsnap.snapshot.records import Snapshot
@@ -66,7 +67,7 @@ class Masker:
         if isinstance(value, str) and ENV_NAME.match(key) and is_secret_name(key) \
                 and not is_marker(value) and value != "":
             return REDACTED
-        if key == "packages" and isinstance(value, dict):
+        if key == "packages" and is_object(value):
             # name -> version: PyPI has packages called `uuid` and `serial`
             return {self.text(k) if isinstance(k, str) else k: self.tree(v)
                     for k, v in value.items()}
@@ -80,7 +81,7 @@ class Masker:
         rebuilt as themselves."""
         if isinstance(value, str):
             return self.text(value)
-        if isinstance(value, dict):
+        if is_object(value):
             return {self.text(k) if isinstance(k, str) else k: self.value_of(str(k), v)
                     for k, v in value.items()}
         if isinstance(value, (list, tuple)):
@@ -104,7 +105,7 @@ def masked_document(document: Snapshot, masker: Masker) -> Snapshot:
 
     shown: Snapshot = masker.tree(document)
     if "digests" in shown:
-        sections: Mapping[str, Any] = shown["facts"]
+        sections: Mapping[str, object] = shown["facts"]
         shown["digests"] = {name: section_digest(section) for name, section in sections.items()}
     return shown
 

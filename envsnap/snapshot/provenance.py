@@ -10,7 +10,8 @@ unseen: restore shows them whole and asks first (restore/run.py).
 
 The key is 32 random bytes, hex, in $XDG_CONFIG_HOME/envsnap/key (default
 ~/.config/envsnap/key), made on first signing: folder 0700, file 0600, created with a link
-so two envsnaps starting at once agree on one key. A key others can read signs nothing.
+so two envsnaps starting at once agree on one key. A key others can read signs nothing. The
+run that makes it records so (made_keys), and the CLI says where it is and why to keep it.
 """
 from __future__ import annotations
 
@@ -21,9 +22,13 @@ import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from envsnap.errors import SnapshotError, UsageError
+from envsnap.snapshot.spec import is_object
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Signature
 
 ALGORITHM = "hmac-sha256"
 SIGNATURE_FIELD = "signature"   # in meta
@@ -32,12 +37,6 @@ KEY_BYTES = 32
 
 ForeignReason = Literal["unsigned", "signed by another key", "content changed",
                         "imported from pasted outputs"]
-
-
-class Signature(TypedDict):
-    algorithm: str
-    key: str       # the key's id (a digest of it, never the key): tells "another key" apart
-    digest: str    # HMAC-SHA256 of canonical_bytes(document), hex
 
 
 @dataclass(frozen=True)
@@ -97,6 +96,25 @@ def read_key(env: Mapping[str, str] | None = None) -> bytes | None:
     return key
 
 
+class KeyMade(NamedTuple):
+    """A signing key this process made: the first run that signed something."""
+
+    path: Path
+
+
+# The keys made by this process (make_key), until the CLI takes them (taken_keys) to tell the
+# person once where theirs is. Signing runs deep inside capture, bench, restore and import,
+# whose results say nothing of keys, so the fact is kept here rather than threaded up.
+made_keys: list[KeyMade] = []
+
+
+def taken_keys() -> list[KeyMade]:
+    """The keys made since last asked; each is told once."""
+    taken = list(made_keys)
+    made_keys.clear()
+    return taken
+
+
 def user_key(env: Mapping[str, str] | None = None) -> bytes:
     """The user's key, made on first use."""
     key = read_key(env)
@@ -123,6 +141,7 @@ def make_key(env: Mapping[str, str] | None = None) -> bytes:
                 os.fsync(out.fileno())
             try:   # a link never replaces: a key another envsnap made meanwhile wins
                 os.link(temporary, path)
+                made_keys.append(KeyMade(path))
             except FileExistsError:
                 pass
         finally:
@@ -147,16 +166,23 @@ class NotPlainData(SnapshotError):
     envsnap never writes such a document, so it cannot be one envsnap signed."""
 
 
-def unsigned(document: Mapping[str, Any]) -> dict[str, Any]:
+def meta_of(document: Mapping[str, object]) -> Mapping[str, object]:
+    """The document's meta, {} where it has none: what signing and checking read of a
+    document, which may be a hand-made file or a timeline as well as a checked snapshot."""
+    meta = document.get("meta")
+    return meta if is_object(meta) else {}
+
+
+def unsigned(document: Mapping[str, object]) -> dict[str, object]:
     """The document without its signature (a copy; the original is left alone)."""
     copy = dict(document)
-    meta = copy.get("meta")
-    if isinstance(meta, dict) and SIGNATURE_FIELD in meta:
+    meta = meta_of(copy)
+    if SIGNATURE_FIELD in meta:
         copy["meta"] = {name: value for name, value in meta.items() if name != SIGNATURE_FIELD}
     return copy
 
 
-def canonical_bytes(document: Mapping[str, Any]) -> bytes:
+def canonical_bytes(document: Mapping[str, object]) -> bytes:
     """What the signature covers: every field but meta.signature, as canonical JSON."""
     check_plain(document)
     try:
@@ -167,13 +193,13 @@ def canonical_bytes(document: Mapping[str, Any]) -> bytes:
     return text.encode("ascii")
 
 
-def check_plain(value: Any) -> None:
+def check_plain(value: object) -> None:
     """Mappings with string keys, lists, strings, numbers, booleans and null only: anything
     else would reach the JSON text as something it is not (a key 1 as "1")."""
     stack = [value]
     while stack:
         item = stack.pop()
-        if isinstance(item, dict):
+        if is_object(item):
             if not all(isinstance(key, str) for key in item):
                 raise NotPlainData("cannot sign a snapshot with a mapping key that is not a "
                                    "string")
@@ -185,36 +211,33 @@ def check_plain(value: Any) -> None:
                                "value")
 
 
-def signature(document: Mapping[str, Any], key: bytes) -> Signature:
+def signature(document: Mapping[str, object], key: bytes) -> Signature:
     import hashlib
 
     digest = hmac.new(key, canonical_bytes(document), hashlib.sha256).hexdigest()
-    return Signature(algorithm=ALGORITHM, key=key_id(key), digest=digest)
+    made: Signature = {"algorithm": ALGORITHM, "key": key_id(key), "digest": digest}
+    return made
 
 
-def signed(document: Mapping[str, Any], key: bytes) -> dict[str, Any]:
+def signed(document: Mapping[str, object], key: bytes) -> dict[str, object]:
     """A copy of the document carrying its signature under `key` in meta.signature."""
     copy = unsigned(document)
-    meta = copy.get("meta")
-    copy["meta"] = {**(meta if isinstance(meta, dict) else {}),
-                    SIGNATURE_FIELD: dict(signature(copy, key))}
+    copy["meta"] = {**meta_of(copy), SIGNATURE_FIELD: dict(signature(copy, key))}
     return copy
 
 
-def recorded_signature(document: Mapping[str, Any]) -> Any:
-    meta = document.get("meta")
-    return meta.get(SIGNATURE_FIELD) if isinstance(meta, dict) else None
+def recorded_signature(document: Mapping[str, object]) -> object:
+    return meta_of(document).get(SIGNATURE_FIELD)
 
 
-def verify(document: Mapping[str, Any], key: bytes | None) -> Provenance:
+def verify(document: Mapping[str, object], key: bytes | None) -> Provenance:
     """Mine when signed with `key` and unchanged since; otherwise foreign, and why. An
     imported snapshot (`envsnap import`) is signed when stored, yet its text is whoever
     pasted it: it stays foreign, so every gate shows what would come of it."""
-    meta = document.get("meta")
-    if isinstance(meta, Mapping) and meta.get("imported"):
+    if meta_of(document).get("imported"):
         return Provenance("imported from pasted outputs")
     recorded = recorded_signature(document)
-    if not isinstance(recorded, dict) or not recorded.get("digest"):
+    if not is_object(recorded) or not recorded.get("digest"):
         return Provenance("unsigned")
     if key is None or recorded.get("key") != key_id(key) or recorded.get("algorithm") != ALGORITHM:
         return Provenance("signed by another key")
@@ -227,7 +250,7 @@ def verify(document: Mapping[str, Any], key: bytes | None) -> Provenance:
     return MINE
 
 
-def verify_as_user(document: Mapping[str, Any],
+def verify_as_user(document: Mapping[str, object],
                    env: Mapping[str, str] | None = None) -> Provenance:
     """verify() with the user's key (read, never made: reading a snapshot writes nothing)."""
     return verify(document, read_key(env))

@@ -9,8 +9,8 @@ Why TypedDicts, not dataclasses built at load: the document stays the plain mapp
 disk, in digests, in the diff's tree walk, in masking and in the YAML dump (each would need
 objects turned back into mappings), and typing it costs nothing at run time (a cast).
 bench/bench_records.py measures the alternative, a slotted dataclass per record built from
-the checked mapping: 67 ms on a 12 MB document (2.7 x the schema check itself), 1.9 ms on
-bench_diff.py's pair (half of what diff() takes to compare them).
+the checked mapping: a multiple of the schema check itself, paid by every load (its figures:
+bench/ledger.tsv).
 
 How the schema's words read here:
 - a field "X or null" (the agent's word for "could not be read") is `Optional[X]`;
@@ -430,7 +430,7 @@ class Uncommitted(TypedDict, total=False):
     dirty: Optional[bool]
     digest: Optional[str]
     tracked: dict[str, Optional[str]]          # path -> status
-    untracked: dict[str, Any]
+    untracked: dict[str, object]               # path -> the agent's file facts, free-form
     untracked_count: Optional[int]
     untracked_truncated: Optional[bool]
     patch: Optional[Blob]
@@ -553,11 +553,12 @@ class Collector(TypedDict, total=False):
 
 
 class Signature(TypedDict, total=False):
-    """As recorded; snapshot/provenance.py checks that all three are there before trusting it."""
+    """As recorded; snapshot/provenance.py makes it and checks that all three are there
+    before trusting it."""
 
     algorithm: str
-    key: str
-    digest: str
+    key: str       # the key's id (a digest of it, never the key): tells "another key" apart
+    digest: str    # HMAC-SHA256 of provenance.canonical_bytes(document), hex
 
 
 class ImportSource(TypedDict, total=False):

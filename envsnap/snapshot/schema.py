@@ -242,7 +242,7 @@ VOLATILE = record(
     git=record("git_readings", seconds=MapOf(NUM_, key="repository path")))
 
 # Regexes a restore or a rerun matches again: one that could backtrack catastrophically
-# makes the snapshot invalid (agent/patterns.py; README "Patterns").
+# makes the snapshot invalid (agent/patterns.py; docs/guide/capture.md, "Patterns").
 PROC_PATTERN = CheckedText(proc_pattern_problem, "a process pattern: a regex without nested "
                            "repetition, or a plain substring")
 METRIC = CheckedText(regex_problem, "the metric regex: without nested repetition",

@@ -9,6 +9,7 @@ import gc
 import json
 import os
 import re
+import stat
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,8 +20,9 @@ import yaml
 from envsnap import yamlread
 from envsnap.defaults import DEFAULT_STORE
 from envsnap.errors import EnvsnapError, SnapshotError, StoreError, UsageError, YamlError
-from envsnap.snapshot.document import captured_at, host, hostname, validate
+from envsnap.snapshot.document import captured_at, host, hostname, set_signature, validate
 from envsnap.snapshot.document import label as recorded_label
+from envsnap.snapshot.spec import is_object
 from envsnap.text import did_you_mean
 
 if TYPE_CHECKING:
@@ -158,7 +160,7 @@ def holds_snapshot(path: Path) -> bool:
         document = parse_document(read_snapshot_text(path), str(path))
     except (OSError, SnapshotError):
         return False
-    return isinstance(document, dict) and {"schema", "meta", "facts"} <= document.keys()
+    return is_object(document) and {"schema", "meta", "facts"} <= document.keys()
 
 
 def atomic_write(path: Path, content: str | bytes, mode: int | None = None) -> None:
@@ -227,8 +229,6 @@ def is_file(path: Path) -> bool:
 def check_entry(path: Path) -> None:
     """A store entry that exists is a regular file (or a link to one), else it is refused: a
     FIFO would hang the reader, and a device or a link to one would be written through."""
-    import stat
-
     try:
         mode = path.stat().st_mode
     except OSError:   # free (a dangling link too: a save replaces the link, not its target),
@@ -239,8 +239,6 @@ def check_entry(path: Path) -> None:
 
 
 def kind_of(mode: int) -> str:
-    import stat
-
     kinds = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
              (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
              (stat.S_ISDIR, "a folder"))
@@ -329,7 +327,6 @@ class Store:
         # on use: signing loads hmac and the key, which a command that only reads (diff) never
         # needs at start-up
         from envsnap.snapshot import provenance
-        from envsnap.snapshot.document import set_signature
 
         path = self.path_for(label)
         validate(document, f"snapshot {label!r} (not saved)")   # nothing ill-typed is signed

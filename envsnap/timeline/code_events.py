@@ -12,12 +12,22 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING
 
 from envsnap.diff.hotpaths import HotPattern, hot_files, hot_patterns, touches
 from envsnap.text import plural
 from envsnap.timeline.model import FILE_TIME, RECORDED, Event
 from envsnap.timeline.roles import package_role
+
+if TYPE_CHECKING:
+    from envsnap.timeline.evidence import (
+        FileRecord,
+        MovedCommits,
+        ProcessRecord,
+        PythonSource,
+        ReflogRecord,
+        UnitRecord,
+    )
 
 # "rebase (pick): ...", "rebase -i (finish): ...", "pull --rebase origin main (start): ..."
 REBASE_STEP = re.compile(r"^(?:pull\b[^(]*--rebase[^(]*|rebase[^(]*) \((start|pick|continue|"
@@ -45,7 +55,7 @@ def move_name(message: str) -> str:
     return message.split(":", 1)[0] or "move"
 
 
-def commit_lines(commits: dict[str, Any], patterns: tuple[HotPattern, ...]
+def commit_lines(commits: MovedCommits, patterns: tuple[HotPattern, ...]
                  ) -> tuple[tuple[str, ...], bool]:
     """(a line a commit brought in, with its hottest file as the diff weighs it; whether
     any of them is hot)."""
@@ -62,13 +72,13 @@ def commit_lines(commits: dict[str, Any], patterns: tuple[HotPattern, ...]
     return tuple(lines), any(hot)
 
 
-def git_events(records: list[dict[str, Any]], hot_paths: list[str]) -> list[Event]:
+def git_events(records: list[ReflogRecord], hot_paths: list[str]) -> list[Event]:
     """Reflog entries (newest first per checkout, as read) -> one event per move; the
     commits a move brought in weighed as the diff weighs them (its default hot paths and
     the configured ones)."""
     patterns = hot_patterns(hot_paths)
     events = []
-    rebase_start: dict[str, dict[str, Any]] = {}
+    rebase_start: dict[str, ReflogRecord] = {}
     stashed = {(entry["repo"], entry["time"]) for entry in records
                if entry.get("ref") == "stash" and not entry.get("dropped")}
     for entry in reversed(records):   # oldest first, so a rebase's start comes before its end
@@ -88,18 +98,18 @@ def git_events(records: list[dict[str, Any]], hot_paths: list[str]) -> list[Even
     return events
 
 
-def is_stash_reset(entry: dict[str, Any], stashed: set[tuple[str, Any]]) -> bool:
+def is_stash_reset(entry: ReflogRecord, stashed: set[tuple[str, float]]) -> bool:
     """`git stash push` resets the worktree, which HEAD's reflog writes as "reset: moving to
     HEAD" in the same second: the stash's own line says it better."""
     return (entry["message"] == "reset: moving to HEAD" and entry["old"] == entry["new"]
             and any((entry["repo"], entry["time"] + delta) in stashed for delta in (-1, 0, 1)))
 
 
-def move_event(entry: dict[str, Any], start: dict[str, Any] | None,
+def move_event(entry: ReflogRecord, start: ReflogRecord | None,
                patterns: tuple[HotPattern, ...]) -> Event:
     repo, message = entry["repo"], entry["message"]
     old = (start or entry)["old"]
-    commits = (start or entry).get("commits") or {}
+    commits: MovedCommits = (start or entry).get("commits") or {}
     total = int(commits.get("added_total") or len(commits.get("added") or []))
     name = move_name(message)
     if message == "reset: moving to HEAD" and old == entry["new"]:
@@ -120,7 +130,7 @@ def move_event(entry: dict[str, Any], start: dict[str, Any] | None,
         undo_at=float((start or entry)["time"]) - 1)
 
 
-def stash_event(entry: dict[str, Any]) -> Event:
+def stash_event(entry: ReflogRecord) -> Event:
     repo = entry["repo"]
     if entry.get("dropped"):
         return Event(time=float(entry["time"]), kind="stash", subject=repo,
@@ -133,7 +143,7 @@ def stash_event(entry: dict[str, Any]) -> Event:
                  test=f"git -C {shlex.quote(repo)} stash list; `git stash apply` puts it back")
 
 
-def python_events(source: dict[str, Any]) -> list[Event]:
+def python_events(source: PythonSource) -> list[Event]:
     interpreter = source.get("interpreter") or "the interpreter"
     events = []
     for record in source.get("records") or []:
@@ -145,12 +155,12 @@ def python_events(source: dict[str, Any]) -> list[Event]:
             what=f"python package {name} {version} installed{by} ({interpreter})",
             evidence=f"{record['folder']}: {what_file} mtime", exactness=FILE_TIME,
             role=package_role(name)))
-    for record in source.get("conda") or []:
-        command, changes = conda_block(record["block"])
+    for conda in source.get("conda") or []:
+        command, changes = conda_block(conda["block"])
         added = sum(line.startswith("+") for line in changes)
-        events.append(Event(time=float(record["time"]), kind="conda", subject=record["file"],
+        events.append(Event(time=float(conda["time"]), kind="conda", subject=conda["file"],
                             what=f"conda: {command}: +{added} -{len(changes) - added}",
-                            evidence=f"{record['file']}: # cmd: {command}",
+                            evidence=f"{conda['file']}: # cmd: {command}",
                             exactness=RECORDED, details=tuple(changes[:SHOWN_COMMITS * 2])))
     return events
 
@@ -163,7 +173,7 @@ def conda_block(block: str) -> tuple[str, list[str]]:
     return command, [line for line in block.splitlines() if line[:1] in "+-"]
 
 
-def file_events(records: list[dict[str, Any]]) -> list[Event]:
+def file_events(records: list[FileRecord]) -> list[Event]:
     return [Event(time=float(record["time"]), kind="file", subject=record["path"],
                   what=f"{record['path']} written ({record['size']} bytes)",
                   evidence=f"{record['path']}: mtime, sha256 {str(record['sha256'])[:12]}",
@@ -173,7 +183,7 @@ def file_events(records: list[dict[str, Any]]) -> list[Event]:
             for record in records]
 
 
-def unit_events(records: list[dict[str, Any]]) -> list[Event]:
+def unit_events(records: list[UnitRecord]) -> list[Event]:
     """A worker's systemd unit file or drop-in written: a restart of the unit runs it."""
     return [Event(time=float(record["time"]), kind="file", subject=record["path"],
                   what=f"{record['path']} written ({record['size']} bytes): systemd unit "
@@ -184,7 +194,7 @@ def unit_events(records: list[dict[str, Any]]) -> list[Event]:
             for record in records]
 
 
-def process_events(records: list[dict[str, Any]]) -> list[Event]:
+def process_events(records: list[ProcessRecord]) -> list[Event]:
     events = []
     for record in records:
         env = record.get("env") or {}

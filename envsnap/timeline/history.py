@@ -222,5 +222,5 @@ def file_copy(event: Event, stored: list[Stored]) -> str:
 
 def recorded_copies(document: Snapshot, path: str) -> list[CustomizeFile]:
     customize = snap.python_env(document).get("customize") or {}
-    return [recorded for recorded in customize.values() if isinstance(recorded, dict)
+    return [recorded for recorded in customize.values() if recorded is not None
             and recorded.get("path") == path and recorded.get("content") is not None]

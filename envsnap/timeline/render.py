@@ -13,11 +13,45 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from datetime import datetime, timezone
-from typing import Any
+from typing import TypedDict, cast
 
 from envsnap.fold import DEFAULT_WIDTH, fold, keep
 from envsnap.text import dump_json, plural, visible_line
-from envsnap.timeline.model import EXACTNESS_SAID, Event, Timeline
+from envsnap.timeline.model import EXACTNESS_SAID, Event, Exactness, Kind, Timeline
+
+
+class EventJson(TypedDict):
+    """An event as `timeline --json` prints it: the Event's fields, its time as ISO too."""
+
+    time: float
+    at: str
+    kind: Kind
+    subject: str
+    what: str
+    evidence: str
+    exactness: Exactness
+    details: list[str]
+    test: str | None
+    role: str | None
+    metric: float | None
+    digest: str | None
+    argv: list[str]
+    env: list[list[str]]
+    undo_at: float | None
+
+
+class TimelineJson(TypedDict, total=False):
+    """`timeline --json` (a saved timeline keeps it without `envsnap_timeline`)."""
+
+    envsnap_timeline: int
+    host: str
+    since: str
+    until: str
+    events: list[EventJson]
+    last_good: EventJson | None
+    first_bad: EventJson | None
+    between: list[EventJson]
+    unreadable: list[str]
 
 
 def moment(seconds: float) -> str:
@@ -74,8 +108,8 @@ def render_text(timeline: Timeline, width: int = DEFAULT_WIDTH) -> str:
     return "\n".join(lines) + "\n"
 
 
-def event_json(event: Event) -> dict[str, Any]:
-    found = asdict(event)
+def event_json(event: Event) -> EventJson:
+    found = cast("EventJson", asdict(event))   # argv and env stay tuples until dumped
     found["at"] = datetime.fromtimestamp(event.time, timezone.utc).isoformat(timespec="seconds")
     found["details"] = list(event.details)
     return found
@@ -85,7 +119,7 @@ JSON_VERSION = 1   # {"envsnap_timeline": 1, ...}: a later version only adds key
 
 
 def render_json(timeline: Timeline) -> str:
-    return dump_json({
+    found: TimelineJson = {
         "envsnap_timeline": JSON_VERSION,
         "host": timeline.host,
         "since": event_time(timeline.window.since), "until": event_time(timeline.window.until),
@@ -94,7 +128,8 @@ def render_json(timeline: Timeline) -> str:
         "first_bad": event_json(timeline.first_bad) if timeline.first_bad else None,
         "between": [event_json(event) for event in timeline.between],
         "unreadable": timeline.unreadable,
-    })
+    }
+    return dump_json(found)
 
 
 def event_time(seconds: float) -> str:

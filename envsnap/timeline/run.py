@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from envsnap.defaults import DEFAULT_COLLECTOR_TIMEOUT, DEFAULT_CONNECT_TIMEOUT
 from envsnap.errors import UsageError
@@ -23,6 +23,10 @@ from envsnap.snapshot.store import Store
 from envsnap.timeline import code_events, history, system_events
 from envsnap.timeline.model import Event, Timeline, Window
 from envsnap.timeline.window import DEFAULT_SINCE, parse_moment
+
+if TYPE_CHECKING:   # types only: records.py costs milliseconds to import
+    from envsnap.snapshot.records import Snapshot
+    from envsnap.timeline.evidence import Evidence, Source, Sources
 
 
 @dataclass(frozen=True)
@@ -46,7 +50,7 @@ def window_of(options: TimelineOptions, store: Store, now: float) -> Window:
     return Window(since, until, options.since, options.until)
 
 
-def host_documents(store: Store, host: Host) -> list[tuple[str, Any]]:
+def host_documents(store: Store, host: Host) -> list[tuple[str, Snapshot]]:
     """This host's snapshots in the store (as reached: the same name)."""
     found = []
     for entry in store.entries():
@@ -68,39 +72,45 @@ def timeline(host: Host, options: TimelineOptions, store: Store) -> Timeline:
     with open_transport(host, options.connect_timeout, options.accept_new_host_keys) as transport:
         output = run_agent(transport, host, config, options.collector_timeout + 30)
     stored = history.stored_of(host_documents(store, host))
-    return build(host.name, window, output.get("timeline") or {}, host.list_var("hot_paths"),
-                 stored)
+    found: Evidence = output.get("timeline") or {}   # the agent's JSON, typed where it enters
+    return build(host.name, window, found, host.list_var("hot_paths"), stored)
 
 
-def build(host: str, window: Window, found: dict[str, Any], hot_paths: list[str],
+def build(host: str, window: Window, found: Evidence, hot_paths: list[str],
           stored: list[history.Stored]) -> Timeline:
     """The agent's timeline evidence and the store's records -> the timeline (pure)."""
-    sources: dict[str, Any] = found.get("sources") or {}
+    sources: Sources = found.get("sources") or {}
     events = source_events(sources, window, hot_paths)
     events += history.store_events(stored, window.since, window.until)
     events = history.with_tests(sorted(events, key=lambda event: event.time), stored, host)
     last_good, first_bad = history.good_and_bad(events, stored)
-    unreadable = [f"{name}: {source['error']}" for name, source in sources.items()
+    unreadable = [f"{name}: {source['error']}"
+                  for name, source in cast("dict[str, Source]", sources).items()
                   if source.get("error")]
     return Timeline(host, window, events, unreadable, last_good, first_bad)
 
 
-def source_events(sources: dict[str, Any], window: Window, hot_paths: list[str]) -> list[Event]:
-    def records(name: str) -> list[dict[str, Any]]:
-        return list((sources.get(name) or {}).get("records") or [])
+def source_events(sources: Sources, window: Window, hot_paths: list[str]) -> list[Event]:
+    def within(time: float) -> bool:
+        return window.since <= time <= window.until
 
-    events = code_events.git_events(records("git"), hot_paths)
+    apt = (sources.get("apt") or {}).get("records") or []
+    events = code_events.git_events((sources.get("git") or {}).get("records") or [], hot_paths)
     events += code_events.python_events(sources.get("python") or {})
-    events += code_events.file_events([record for record in records("files")
-                                       if window.since <= record["time"] <= window.until])
-    events += code_events.unit_events([record for record in records("units")
-                                       if window.since <= record["time"] <= window.until])
-    events += code_events.process_events([record for record in records("procs")
-                                          if window.since <= record["time"] <= window.until])
-    _, dpkg_alone = system_events.inside_apt(records("dpkg"), records("apt"))
+    events += code_events.file_events([record for record in
+                                       (sources.get("files") or {}).get("records") or []
+                                       if within(record["time"])])
+    events += code_events.unit_events([record for record in
+                                       (sources.get("units") or {}).get("records") or []
+                                       if within(record["time"])])
+    events += code_events.process_events([record for record in
+                                          (sources.get("procs") or {}).get("records") or []
+                                          if within(record["time"])])
+    _, dpkg_alone = system_events.inside_apt((sources.get("dpkg") or {}).get("records") or [],
+                                             apt)
     events += system_events.dpkg_events(dpkg_alone)
-    events += system_events.apt_events(records("apt"))
-    events += system_events.rpm_events(records("rpm"))
-    events += system_events.kernel_events(records("kernel"))
+    events += system_events.apt_events(apt)
+    events += system_events.rpm_events((sources.get("rpm") or {}).get("records") or [])
+    events += system_events.kernel_events((sources.get("kernel") or {}).get("records") or [])
     events += system_events.host_events(sources.get("host") or {}, window.since, window.until)
     return events

@@ -16,10 +16,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from envsnap import __version__
 from envsnap.errors import SnapshotError, StoreError, UsageError
+from envsnap.shape import is_object
 from envsnap.snapshot import provenance
 from envsnap.snapshot.store import (
     TIMELINE_SUFFIX,
@@ -31,12 +32,31 @@ from envsnap.snapshot.store import (
 )
 from envsnap.text import timestamp
 from envsnap.timeline.model import Event, Timeline, Window
-from envsnap.timeline.render import render_json
+from envsnap.timeline.render import EventJson, TimelineJson, render_json
 from envsnap.timeline.window import iso_seconds
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Signature
 
 FORMAT = 1
 EVENT_FIELDS = {field.name for field in fields(Event)}
 TUPLE_FIELDS = ("details", "argv")
+
+
+class SavedMeta(TypedDict, total=False):
+    label: str
+    host: str
+    saved_at: str
+    since: str
+    until: str | None
+    envsnap_version: str
+    signature: Signature
+
+
+class SavedTimeline(TypedDict):
+    envsnap_timeline: int
+    meta: SavedMeta
+    timeline: TimelineJson
 
 
 @dataclass(frozen=True)
@@ -55,14 +75,14 @@ def check_free(store: Store, label: str) -> None:
                          "timeline): give another --label")
 
 
-def saved_document(found: Timeline, label: str) -> dict[str, Any]:
-    events = json.loads(render_json(found))
+def saved_document(found: Timeline, label: str) -> SavedTimeline:
+    events: TimelineJson = json.loads(render_json(found))
     events.pop("envsnap_timeline", None)
-    meta = {"label": label, "host": found.host, "saved_at": timestamp(),
+    meta: SavedMeta = {"label": label, "host": found.host, "saved_at": timestamp(),
             "since": found.window.since_text, "until": found.window.until_text,
             "envsnap_version": __version__}
-    document = {"envsnap_timeline": FORMAT, "meta": meta, "timeline": events}
-    return provenance.signed(document, provenance.user_key())
+    document: SavedTimeline = {"envsnap_timeline": FORMAT, "meta": meta, "timeline": events}
+    return cast("SavedTimeline", provenance.signed(document, provenance.user_key()))
 
 
 def save(store: Store, found: Timeline, label: str) -> Path:
@@ -74,14 +94,14 @@ def save(store: Store, found: Timeline, label: str) -> Path:
     return path
 
 
-def load(store: Store, label: str) -> dict[str, Any]:
+def load(store: Store, label: str) -> SavedTimeline:
+    """The saved timeline, its frame checked (the one reader of a `.timeline` file)."""
     path = store.timeline_path(label)
     document = parse_document(read_snapshot_text(path), str(path))
-    if not (isinstance(document, dict) and document.get("envsnap_timeline") == FORMAT
-            and isinstance(document.get("meta"), dict)
-            and isinstance(document.get("timeline"), dict)):
+    if not (is_object(document) and document.get("envsnap_timeline") == FORMAT
+            and is_object(document.get("meta")) and is_object(document.get("timeline"))):
         raise SnapshotError(f"{path}: not a saved timeline of this envsnap")
-    return document
+    return cast("SavedTimeline", document)
 
 
 def entries(store: Store) -> list[SavedEntry]:
@@ -97,20 +117,20 @@ def entries(store: Store) -> list[SavedEntry]:
     return found
 
 
-def event_of(saved: dict[str, Any]) -> Event:
-    values = {name: value for name, value in saved.items() if name in EVENT_FIELDS}
+def event_of(saved: EventJson) -> Event:
+    values: dict[str, Any] = {name: value for name, value in saved.items() if name in EVENT_FIELDS}
     for name in TUPLE_FIELDS:
         values[name] = tuple(values.get(name) or ())
     values["env"] = tuple(tuple(pair) for pair in values.get("env") or ())
     return Event(**values)
 
 
-def timeline_of(document: dict[str, Any]) -> Timeline:
+def timeline_of(document: SavedTimeline) -> Timeline:
     """The saved events as a Timeline again, for timeline/render (the marks kept)."""
     saved, meta = document["timeline"], document["meta"]
     events = [event_of(event) for event in saved.get("events") or []]
 
-    def same(marked: dict[str, Any] | None) -> Event | None:
+    def same(marked: EventJson | None) -> Event | None:
         return next((event for event in events if marked and event == event_of(marked)), None)
 
     window = Window(iso_seconds(str(saved.get("since"))) or 0.0,

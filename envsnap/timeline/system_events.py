@@ -10,10 +10,19 @@ fallen off the bus, the driver loaded) by the patterns below.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING
 
 from envsnap.timeline.model import FILE_TIME, KERNEL_CLOCK, RECORDED, Event
 from envsnap.timeline.roles import package_role
+
+if TYPE_CHECKING:
+    from envsnap.timeline.evidence import (
+        AptRecord,
+        DpkgRecord,
+        HostSource,
+        KernelRecord,
+        RpmRecord,
+    )
 
 KERNEL_KINDS = (
     ("GPU fallen off the bus", re.compile(r"fallen off the bus", re.IGNORECASE)),
@@ -33,7 +42,7 @@ def role_of(package: str) -> str | None:
     return f"system: {role}" if role else None
 
 
-def dpkg_events(records: list[dict[str, Any]]) -> list[Event]:
+def dpkg_events(records: list[DpkgRecord]) -> list[Event]:
     events = []
     for record in records:
         package, action, old, new = (record["package"], record["action"], record["old"],
@@ -57,20 +66,20 @@ def apt_undo(action: str, package: str, old: str | None) -> str:
     return "no older version recorded"
 
 
-def inside_apt(dpkg: list[dict[str, Any]], apt: list[dict[str, Any]]
-               ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def inside_apt(dpkg: list[DpkgRecord], apt: list[AptRecord]
+               ) -> tuple[list[DpkgRecord], list[DpkgRecord]]:
     """dpkg lines written during an apt run (its block's start to end) and the others: apt's
     event says those changes once, with its command; dpkg's alone (`dpkg -i`) stay."""
     spans = [(r["time"], r.get("end") or r["time"]) for r in apt]
-    inside: list[dict[str, Any]] = []
-    alone: list[dict[str, Any]] = []
+    inside: list[DpkgRecord] = []
+    alone: list[DpkgRecord] = []
     for record in dpkg:
         covered = any(start <= record["time"] <= end for start, end in spans)
         (inside if covered else alone).append(record)
     return inside, alone
 
 
-def apt_details(record: dict[str, Any]) -> tuple[str, ...]:
+def apt_details(record: AptRecord) -> tuple[str, ...]:
     """The packages of an apt run that matter to a GPU job, with their versions."""
     lines = []
     for action, packages in (record.get("changes") or {}).items():
@@ -83,14 +92,14 @@ def apt_details(record: dict[str, Any]) -> tuple[str, ...]:
     return tuple(lines[:20])
 
 
-def apt_undo_lines(record: dict[str, Any]) -> str | None:
+def apt_undo_lines(record: AptRecord) -> str | None:
     pins = [f"{p['package']}={p['versions'][0]}"
             for action in ("Upgrade", "Downgrade") for p in
             (record.get("changes") or {}).get(action, []) if package_role(p["package"])]
     return f"apt-get install {' '.join(pins)}" if pins else None
 
 
-def apt_events(records: list[dict[str, Any]]) -> list[Event]:
+def apt_events(records: list[AptRecord]) -> list[Event]:
     events = []
     for record in records:
         changes = record.get("changes") or {}
@@ -109,7 +118,7 @@ def apt_events(records: list[dict[str, Any]]) -> list[Event]:
     return events
 
 
-def rpm_events(records: list[dict[str, Any]]) -> list[Event]:
+def rpm_events(records: list[RpmRecord]) -> list[Event]:
     return [Event(time=float(r["time"]), kind="system-package", subject=r["package"],
                   what=f"rpm installed {r['package']} {r['version']}",
                   evidence=f"rpm -qa INSTALLTIME of {r['package']}-{r['version']}",
@@ -125,7 +134,7 @@ def kernel_kind(line: str) -> str:
     return "GPU/PCIe message"
 
 
-def kernel_events(records: list[dict[str, Any]]) -> list[Event]:
+def kernel_events(records: list[KernelRecord]) -> list[Event]:
     """One event per message: the journal, dmesg and kern.log may each hold it, their times
     a second apart at most (dmesg's boot time keeps whole seconds); the first source read,
     the journal's or dmesg's, is the one shown."""
@@ -149,7 +158,7 @@ def nvidia_version(proc_version: str | None) -> str | None:
     return match.group(1) if match else None
 
 
-def host_events(source: dict[str, Any], since: float, until: float) -> list[Event]:
+def host_events(source: HostSource, since: float, until: float) -> list[Event]:
     events = []
     boot = source.get("boot")
     if boot is not None and since <= boot <= until:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import Cli
+from conftest import Cli, OfflineCli
 from helpers.sshd import Sshd, keygen
 
 PYTHON38 = "/root/.pyenv/versions/3.8.18/bin/python3"
@@ -186,20 +186,26 @@ def test_a_hanging_collector_times_out_and_the_rest_is_kept(cli: Cli, tmp_path: 
     assert document["facts"]["python_env"]
 
 
-def test_a_name_in_no_inventory_and_no_dns_is_called_unknown(cli: Cli, tmp_path: Path) -> None:
-    """A typo is named as one, before any connection: not a DNS error from deep inside."""
-    (tmp_path / "hosts.yml").write_text("all:\n  children:\n    gpu:\n      hosts:\n"
-                                        "        gpu-box.invalid: {ansible_host: 127.0.0.1}\n")
-    typo = cli("capture", "gpu-bx.invalid", "--inventory", "hosts.yml", "--label", "x")
+def test_a_name_in_no_inventory_and_no_dns_is_called_unknown(offline_cli: OfflineCli) -> None:
+    """A typo is named as one, before any connection: not a DNS error from deep inside.
+    Offline (helpers/offline.py): the names are looked up in /etc/hosts alone."""
+    (Path(offline_cli.env["HOME"]) / ".ssh").mkdir()
+    (Path(offline_cli.env["HOME"]) / ".ssh" / "config").write_text("")
+    (offline_cli.cwd / "hosts.yml").write_text("all:\n  children:\n    gpu:\n      hosts:\n"
+                                               "        gpu-box.invalid: {ansible_host: "
+                                               "127.0.0.1}\n")
+    typo = offline_cli("capture", "gpu-bx.invalid", "--inventory", "hosts.yml", "--label", "x")
     assert typo.returncode == 2, typo.stderr
     assert typo.stderr == ("envsnap: error: gpu-bx.invalid: not in inventory hosts.yml "
-                           "(groups: gpu, all) and not a known host (did you mean "
-                           "'gpu-box.invalid'?)\n")
-    bare = cli("bench", "root@no-such-host.invalid:2222", "--cmd", "true", "--metric", "x")
+                           "(groups: gpu, all), not a Host in ~/.ssh/config, and the name "
+                           "does not resolve (did you mean 'gpu-box.invalid'?)\n")
+    bare = offline_cli("bench", "root@no-such-host.invalid:2222", "--cmd", "true", "--metric",
+                       "x")
     assert bare.returncode == 2
-    assert bare.stderr == ("envsnap: error: root@no-such-host.invalid:2222: not a known "
-                           "host\n")
-    assert stored(cli) == []
+    assert bare.stderr == ("envsnap: error: root@no-such-host.invalid:2222: not in the "
+                           "inventory (none given; see --inventory), not a Host in "
+                           "~/.ssh/config, and the name does not resolve\n")
+    assert stored(offline_cli) == []
 
 
 def test_an_ssh_config_alias_is_a_known_host(ssh_cli: Cli, sshd: Sshd) -> None:

@@ -15,7 +15,7 @@ from helpers.sshd import Sshd
 
 from envsnap.snapshot.document import hostname
 
-# What launchers export as the task's rank (README, "#### Slurm"); unset in these tests
+# What launchers export as the task's rank (docs/guide/fleets.md, "Slurm"); unset in these tests
 RANK_VARIABLES = ("SLURM_PROCID", "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
 
 

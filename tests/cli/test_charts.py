@@ -179,7 +179,9 @@ def test_bench_status_line_is_live_on_a_terminal(cli: Cli, tmp_path: Path) -> No
     assert re.search(r"local: run 1 of 3, \d+s elapsed, ETA after the first run", text)
     assert re.search(r"local: run 2 of 3, \d+s elapsed, ETA ~\d+s", text)
     assert text.count("local: run 3 of 3: ") == 1      # each run's own line, once
-    assert text.endswith("\r\x1b[K")                  # the status erased at the end
+    # the status erased at the end, before the first run's one note (the signing key made)
+    status, _, note = text.rpartition("\r\x1b[K")
+    assert note.startswith("envsnap: created your signing key") and status
     assert re.search(r"^runs: ▄▄▄ 91 \.\. 91 \(3 runs\)$", stdout, re.MULTILINE)
 
 
@@ -190,8 +192,9 @@ def test_bench_off_a_terminal_writes_plain_lines(cli: Cli, tmp_path: Path) -> No
                  "--sample-interval", "0")
     assert result.returncode == 0, result.stderr
     assert "\r" not in result.stderr and "\x1b" not in result.stderr
-    assert [line.split(":")[1] for line in result.stderr.splitlines()] == \
-        [f" run {n} of 4" for n in range(1, 5)]
+    *runs, note = result.stderr.splitlines()    # the first run's note: the signing key made
+    assert [line.split(":")[1] for line in runs] == [f" run {n} of 4" for n in range(1, 5)]
+    assert note.startswith("envsnap: created your signing key")
     # the values 91.0, 91.7, 92.4, 93.1 as one line, lowest to highest
     assert "runs: ▁▃▆█ 91 .. 93.1 (4 runs)\n" in result.stdout
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import shlex
 
 import pytest
 from conftest import Cli
@@ -39,7 +40,7 @@ def listed_codes(help_text: str) -> list[int]:
 def test_every_command_is_there() -> None:
     assert set(subcommands(build_parser())) == {
         "capture", "list", "show", "diff", "bench", "play", "restore", "bisect", "report",
-        "demo", "trust", "ansible", "explain", "timeline", "import"}
+        "demo", "trust", "ansible", "explain", "timeline", "import", "prune", "completion"}
 
 
 @pytest.mark.parametrize("command, action", options(),
@@ -72,7 +73,7 @@ def test_no_command_prints_the_whole_help_and_is_a_usage_error(cli: Cli) -> None
     result = cli()
     assert result.returncode == EXIT_USAGE and result.stdout == ""
     for command in subcommands(build_parser()):
-        assert f"    {command} " in result.stderr
+        assert re.search(rf"^    {command}\b", result.stderr, re.MULTILINE), command
     assert listed_codes(result.stderr.split("\nenvsnap: error:")[0]) == sorted(KNOWN_CODES)
     assert result.stderr.endswith("\nenvsnap: error: no command given\n")
 
@@ -81,7 +82,7 @@ def test_an_unknown_option_shows_the_usage_of_its_command(cli: Cli) -> None:
     result = cli("diff", "a", "b", "--colour")
     assert result.returncode == EXIT_USAGE and result.stdout == ""
     assert result.stderr.startswith("usage: envsnap diff ")
-    assert result.stderr.splitlines()[-1] == "envsnap: error: unrecognized arguments: --colour"
+    assert result.stderr.splitlines()[-1] == "envsnap: error: unrecognized option --colour"
     before = cli("--colour", "diff", "a", "b")
     assert before.returncode == EXIT_USAGE
     assert before.stderr.startswith("usage: envsnap [-h]")
@@ -98,6 +99,9 @@ def test_argparse_errors_carry_the_one_prefix(cli: Cli) -> None:
     assert unknown.stderr.startswith("usage: envsnap [-h]")
     assert unknown.stderr.splitlines()[-1] == \
         "envsnap: error: unknown command 'frobnicate'; envsnap -h lists them"
+    extra = cli("show", "a", "c")
+    assert extra.returncode == EXIT_USAGE
+    assert extra.stderr.splitlines()[-1] == "envsnap: error: unrecognized arguments: c"
 
 
 @pytest.mark.parametrize("args, refused", [
@@ -129,3 +133,89 @@ def test_bad_numbers_are_refused_before_anything_runs(cli: Cli, args: list[str],
     last = result.stderr.splitlines()[-1]
     assert last.startswith(f"envsnap: error: argument {refused}"), last
     assert not (cli.cwd / "store").exists()   # nothing was captured
+
+
+def shown_examples(help_text: str) -> list[str]:
+    """The commands of the `examples:` block of a help text."""
+    assert "\nexamples:\n" in help_text, help_text
+    block = help_text.split("\nexamples:\n", 1)[1].split("\n\n", 1)[0]
+    return [line.strip() for line in block.splitlines()]
+
+
+def typed_words(command: str) -> list[str]:
+    """The words a shell hands envsnap for a command line: up to its first operator (`>`,
+    `|`, `;`), without a `# comment`."""
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    words = []
+    for word in lexer:
+        if set(word) <= set(lexer.punctuation_chars):
+            break
+        words.append(word)
+    return words
+
+
+@pytest.mark.parametrize("command", ["", *subcommands(build_parser())])
+def test_every_help_shows_examples_that_the_parser_takes(cli: Cli, command: str) -> None:
+    """Each example is parsed by the real parser: one that names an option the command no
+    longer has, or lacks a required one, fails here, not in a reader's shell."""
+    result = cli(*command.split(), "--help")
+    assert result.returncode == 0, result.stderr
+    shown = shown_examples(result.stdout)
+    assert len(shown) >= 1 + (command != "demo" and command != "list"), shown
+    for example in shown:
+        assert len(example) + 2 <= 80, example   # as shown: two spaces in
+        words = typed_words(example)
+        assert words[0] == "envsnap" and (not command or words[1] == command), example
+        parser = build_parser(words[1:])
+        try:
+            args = parser.parse_args(words[1:])
+        except SystemExit:
+            pytest.fail(f"the parser refuses the example {example!r}")
+        assert args.command == words[1], example
+
+
+def test_an_example_that_names_no_option_of_its_command_would_be_refused() -> None:
+    """What the test above relies on: parse_args exits on a word the command does not take."""
+    with pytest.raises(SystemExit):
+        build_parser(["diff"]).parse_args(typed_words("envsnap diff a b --colour  # no")[1:])
+    assert typed_words("envsnap completion zsh > ~/_envsnap  # x") == [
+        "envsnap", "completion", "zsh"]
+
+
+def test_a_misspelt_option_gets_did_you_mean_before_a_missing_one(cli: Cli) -> None:
+    result = cli("bench", "x", "--metirc", "y")
+    assert result.returncode == EXIT_USAGE and result.stdout == ""
+    assert result.stderr.startswith("usage: envsnap bench ")
+    assert result.stderr.splitlines()[-1] == \
+        "envsnap: error: unrecognized option --metirc; did you mean --metric?"
+    joined = cli("capture", "local", "--lable=x")
+    assert joined.stderr.splitlines()[-1] == \
+        "envsnap: error: unrecognized option --lable; did you mean --label?"
+    top = cli("--verison")
+    assert top.stderr.startswith("usage: envsnap [-h]")
+    assert top.stderr.splitlines()[-1] == \
+        "envsnap: error: unrecognized option --verison; did you mean --version?"
+    # with nothing misspelt, what is missing is said as ever
+    missing = cli("bench", "x", "--metric", "y")
+    assert missing.stderr.splitlines()[-1] == \
+        "envsnap: error: the following arguments are required: --cmd"
+
+
+def misspelt(option: str) -> str:
+    """The option with two different letters after its dashes swapped, as fingers do."""
+    at = next(i for i in range(len(option) // 2, len(option) - 1) if option[i] != option[i + 1])
+    return option[:at] + option[at + 1] + option[at] + option[at + 2:]
+
+
+def test_every_long_option_of_every_command_is_suggested_when_misspelt(cli: Cli) -> None:
+    """Names of three letters left out: --mcd is as near --cwd as --cmd."""
+    wrong = []
+    for name, sub in subcommands(build_parser()).items():
+        for option in {o for action in sub._actions for o in action.option_strings
+                       if o.startswith("--") and len(o) > 5}:
+            typo = misspelt(option)
+            last = cli(name, typo).stderr.splitlines()[-1]
+            if last != f"envsnap: error: unrecognized option {typo}; did you mean {option}?":
+                wrong.append(f"{name} {typo}: {last}")
+    assert wrong == [], "\n".join(wrong)

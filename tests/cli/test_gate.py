@@ -28,7 +28,9 @@ NOT_FROM_A_SNAPSHOT = {"capture": "records a host; takes no snapshot in",
                        "timeline": "reads a host's own evidence; of the store's snapshots it "
                                    "reads times and values, and runs nothing they hold",
                        "report": "reaches a host only for --timeline, and only from the "
-                                 "user's own snapshot: a foreign one is refused"}
+                                 "user's own snapshot: a foreign one is refused",
+                       "prune": "reaches a host only to remove restore's own backups; runs "
+                                "nothing a snapshot holds"}
 
 
 def where(request: pytest.FixtureRequest, over_ssh: bool) -> tuple[Cli, str]:

@@ -175,3 +175,21 @@ def test_a_store_entry_that_is_not_a_regular_file_is_refused(cli: Cli, tmp_path:
             os.close(fifo)
     assert sorted(p.name for p in store.iterdir()) == ["device.yaml", "fifo.yaml",
                                                        "linked-fifo.yaml"]
+
+
+@pytest.mark.parametrize(("bench", "where", "kind"), [
+    (["runs"], "bench", "a list"),
+    ({"runs": [], "server": "up"}, "bench.server", "a string"),
+], ids=["bench-not-an-object", "server-not-an-object"])
+def test_a_benchmark_report_of_wrong_shape_is_refused_where_the_agent_output_is_read(
+        cli: Cli, tmp_path: Path, bench: Any, where: str, kind: str) -> None:
+    """The agent's output is read once (hosts/capture.py): what the benchmark's reader takes
+    for granted, an object for bench and for its server, is checked there too."""
+    python = printing_file(tmp_path, {"collectors": {}, "agent": {}, "bench": bench})
+    result = cli("bench", "local", "--python", str(python), "--cmd", "true", "--metric", "x",
+                 "--label", "odd")
+    assert result.returncode == 3, result.stderr
+    assert [line for line in error_lines(result) if line.startswith("envsnap: error:")] == [
+        f"envsnap: error: local: the agent's output is refused: {where}: expected a mapping, "
+        f"got {kind}; nothing saved"]
+    assert stored(cli) == []

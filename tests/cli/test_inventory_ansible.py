@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from pathlib import Path
 
 import pytest
-from conftest import Cli
+from conftest import Cli, OfflineCli
 from helpers.ansibleview import (
     ansible_inventory,
     ansible_view,
@@ -147,12 +148,16 @@ def test_an_ini_group_is_captured_over_ssh_with_its_vars_folders(ssh_cli: Cli,
         ["box1.yaml", "box2.yaml"]
 
 
-def test_an_unknown_name_lists_the_inventorys_groups(cli: Cli) -> None:
-    (cli.cwd / "inv.ini").write_text("[gpu]\nbox1 ansible_connection=local\n[infra]\nlogin\n")
-    result = cli("capture", "gpux.invalid", "--inventory", "inv.ini", "--label", "x")
+def test_an_unknown_name_lists_the_inventorys_groups(offline_cli: OfflineCli) -> None:
+    (offline_cli.cwd / "inv.ini").write_text("[gpu]\nbox1 ansible_connection=local\n"
+                                             "[infra]\nlogin\n")
+    (Path(offline_cli.env["HOME"]) / ".ssh").mkdir()
+    (Path(offline_cli.env["HOME"]) / ".ssh" / "config").write_text("")
+    result = offline_cli("capture", "gpux.invalid", "--inventory", "inv.ini", "--label", "x")
     assert result.returncode == 2
     assert result.stderr == ("envsnap: error: gpux.invalid: not in inventory inv.ini "
-                             "(groups: gpu, infra, all) and not a known host\n")
+                             "(groups: gpu, infra, all), not a Host in ~/.ssh/config, and "
+                             "the name does not resolve\n")
 
 
 BAD_INI = [

@@ -80,7 +80,7 @@ def test_capture_refuses_a_pathological_proc_pattern(cli: Cli, pattern: str) -> 
     result = cli("capture", "local", "--proc", pattern, "--label", "x", timeout=60)
     assert result.returncode == 2
     line = one_error(result)
-    assert pattern in line and "refused" in line and "README: Patterns" in line
+    assert pattern in line and "refused" in line and "docs/guide/capture.md#patterns" in line
     assert not list(Path(cli.env["ENVSNAP_STORE"]).rglob("*.yaml"))
 
 

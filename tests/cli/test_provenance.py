@@ -257,3 +257,22 @@ def test_play_applies_a_foreign_snapshot_only_when_trusted(cli: Cli, story: Stor
     applied = cli("play", playbook, "-e", "snapshot=good", "-l", "local", "--trust-foreign")
     assert applied.returncode == 0, applied.stdout + applied.stderr
     assert story.checkout.head() == good
+
+
+KEY_NOTICE = ("envsnap: created your signing key ~/.config/envsnap/key; keep it: your "
+              "snapshots are trusted as your own by it, and without it they read as foreign\n")
+
+
+def test_the_run_that_makes_the_key_says_where_it_is_once(cli: Cli) -> None:
+    key = Path(cli.env["XDG_CONFIG_HOME"]) / "envsnap" / "key"
+    listed = cli("list")   # signs nothing (no store yet, even)
+    assert "signing key" not in listed.stderr and not key.exists()
+    first = cli("capture", "local", "--label", "first")
+    assert first.returncode == 0, first.stderr
+    assert first.stderr.count("signing key") == 1 and first.stderr.endswith(KEY_NOTICE)
+    assert key.is_file() and stat.S_IMODE(key.stat().st_mode) == 0o600
+    again = cli("capture", "local", "--label", "again")
+    assert again.returncode == 0, again.stderr
+    assert "signing key" not in again.stderr
+    shown = cli("show", "first")
+    assert shown.returncode == 0 and "signing key" not in shown.stderr

@@ -146,7 +146,8 @@ def test_a_server_not_ready_in_time_is_one_line_and_left_running_nowhere(
 
 
 def test_a_server_that_dies_early_shows_its_last_words(cli: Cli, tmp_path: Path) -> None:
-    dying = (f"{sys.executable} -c \"import sys; print('loading model'); "
+    # flushed, so the log line reaches the pipe before the error, as in a terminal
+    dying = (f"{sys.executable} -c \"import sys; print('loading model', flush=True); "
              f"print('RuntimeError: CUDA out of memory', file=sys.stderr); sys.exit(7)\"")
     result = cli("bench", "local", "--cmd", "true", "--metric", METRIC, "--serve", dying,
                  "--ready", "listening")

@@ -2,7 +2,8 @@
 loopback addresses are 8 hosts. The collection is built by `envsnap ansible`,
 packed by `ansible-galaxy collection build` and installed by `ansible-galaxy collection
 install`, as a user would; then two playbook runs (ansible-playbook starts slowly) feed every
-test: README's example playbook over the fleet, and a playbook of gates and bad input."""
+test: the guide's example playbook (docs/guide/fleets.md) over the fleet, and a playbook of
+gates and bad input."""
 from __future__ import annotations
 
 import json

@@ -69,6 +69,17 @@ def test_restore_from_an_installed_wheel_finds_its_playbook(wheel: Path, cli: Cl
     assert "plan for local (check mode: nothing changed)" in result.stdout
 
 
+def test_version_from_an_installed_wheel_names_no_commit(wheel: Path, cli: Cli,
+                                                         tmp_path: Path) -> None:
+    """An installed envsnap is its release: no checkout holds it (envsnap/version.py)."""
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target",
+                    str(site), str(wheel)], check=True, capture_output=True)
+    said = subprocess.run([sys.executable, "-m", "envsnap", "--version"], capture_output=True,
+                          env=dict(cli.env, PYTHONPATH=str(site)), cwd=tmp_path, text=True)
+    assert (said.returncode, said.stdout, said.stderr) == (0, "envsnap 0.1.0\n", "")
+
+
 def test_restore_from_a_checkout_that_is_not_installed(cli: Cli, tmp_path: Path) -> None:
     """`python -m envsnap` from a bare checkout (as on a GPU host one has only copied it to):
     no package envsnap.playbooks exists there, and restore reads the checkout's folder."""

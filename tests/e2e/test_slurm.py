@@ -1,6 +1,6 @@
-"""The README's Slurm recipe through a real one-node Slurm (tests/helpers/slurm.py): `srun` and
-`sbatch` run the installed `envsnap` entry point into a shared store folder, and
-`envsnap diff --fleet` reads the folder the tasks wrote."""
+"""The guide's Slurm recipe (docs/guide/fleets.md) through a real one-node Slurm
+(tests/helpers/slurm.py): `srun` and `sbatch` run the installed `envsnap` entry point into a
+shared store folder, and `envsnap diff --fleet` reads the folder the tasks wrote."""
 from __future__ import annotations
 
 import hashlib

@@ -7,8 +7,11 @@ from pathlib import Path
 
 # A benchmark that prints its metric between log lines; each run bumps a counter, so the
 # values differ from run to run; `base` holds the level; it fails on the run FAIL_AT asks.
+# Its stdout is line-buffered, as a terminal's is: into a pipe Python would hold the log lines
+# until exit, after the error written to stderr, and the tests read the order they were written.
 SCRIPT = """\
 import pathlib, sys
+sys.stdout.reconfigure(line_buffering=True)
 here = pathlib.Path(sys.argv[0]).parent
 counter = here / "counter"
 n = int(counter.read_text()) if counter.exists() else 0

@@ -20,10 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Generic, TypedDict, TypeVar, cast
 
+from envsnap import yamlread
 from envsnap.errors import ArgError
 from envsnap.hostops.shell import DEFAULT_COMMAND_TIMEOUT
 from envsnap.hosts.inventory import Host
 from envsnap.hosts.transport import Result, Transport
+from envsnap.shape import is_mapping
 from envsnap.snapshot.store import Store
 
 if TYPE_CHECKING:
@@ -148,11 +150,12 @@ class Module(Generic[Args]):
             args = {self.free_form: args}
         if args is None:
             args = {}
-        if not isinstance(args, Mapping):
+        found = yamlread.as_mapping(args)
+        if found is None:
             raise ArgError(f"{self.name}: arguments must be a mapping, not {yaml_kind(args)}")
-        self.check_names(args)
-        self.check_choices(args)
-        return cast(Args, dict(args))
+        self.check_names(found)
+        self.check_choices(found)
+        return cast(Args, dict(found))
 
     def check_names(self, args: Mapping[str, object]) -> None:
         unknown = sorted(str(name) for name in args if name not in self.accepted)
@@ -209,7 +212,7 @@ def as_str(args: Mapping[str, object], name: str, default: str | None = None) ->
 def is_scalar(value: object) -> bool:
     """A YAML scalar (text, number, true/false, null), not a mapping or a list: what an
     argument that becomes text may hold."""
-    return not isinstance(value, (dict, list))
+    return not (is_mapping(value) or isinstance(value, list))
 
 
 def finite_number(value: Any) -> float | None:
@@ -236,9 +239,10 @@ def as_number(args: Mapping[str, object], name: str, default: float) -> float:
 
 def as_mapping(args: Mapping[str, object], name: str) -> dict[str, object]:
     value = args.get(name) or {}
-    if not isinstance(value, Mapping):
+    found = yamlread.as_mapping(value)
+    if found is None:
         raise ArgError(f"{name} must be a mapping, not {type(value).__name__}")
-    return dict(value)
+    return dict(found)
 
 
 def host_path(args: Mapping[str, object], name: str) -> str:

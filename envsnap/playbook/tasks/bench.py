@@ -6,8 +6,7 @@ numbers did not come back. In check mode nothing runs.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, TypedDict, cast
+from typing import TYPE_CHECKING, TypedDict
 
 from envsnap.bench import run as bench
 from envsnap.bench import stats as benchstats
@@ -18,6 +17,7 @@ from envsnap.defaults import (
     DEFAULT_SERVE_TIMEOUT,
 )
 from envsnap.errors import ArgError, BenchError
+from envsnap.hosts.capture import save_snapshot
 from envsnap.playbook.tasks.base import (
     Context,
     Module,
@@ -29,13 +29,13 @@ from envsnap.playbook.tasks.base import (
     failed,
     finite_number,
 )
-from envsnap.playbook.tasks.facts import CaptureFields, take_snapshot
+from envsnap.playbook.tasks.facts import CaptureFields, load_document, take_snapshot
 from envsnap.snapshot import document as snapshot
 from envsnap.text import plural
 from envsnap.verdicts import REGRESSION
 
 if TYPE_CHECKING:
-    from envsnap.snapshot.records import Bench, Snapshot
+    from envsnap.snapshot.records import Bench
 
 NUMBERS = ("repeat", "sample_interval", "run_timeout", "threshold", "serve_timeout")
 
@@ -105,9 +105,7 @@ def baseline_values(ctx: Context, value: object) -> list[float] | None:
             raise ArgError(f"bench: baseline must be a snapshot or a list of numbers, "
                            f"not {value!r}")
         return [number for number in numbers if number is not None]
-    # a mapping is the play's `snapshot` variable: a document the runner loaded (validated)
-    document = cast("Snapshot", value) if isinstance(value, Mapping) else \
-        ctx.store.load(str(value))
+    document = load_document(ctx, value)
     recorded = snapshot.bench(document)
     if recorded is None or not recorded.get("values"):
         raise ArgError("bench: the baseline snapshot has no recorded benchmark")
@@ -164,8 +162,7 @@ def save(ctx: Context, args: BenchArgs, record: Bench) -> str:
                                                 python=args.get("python")), label)
     snapshot.set_bench(document, record)
     snapshot.add_workers(document, bench.server_workers(record))
-    ctx.store.save(document, label)
-    return label
+    return save_snapshot(ctx.store, document, label, replace=as_bool(args, "force")).label
 
 
 MODULE = Module[BenchArgs](name="bench", run=run_benchmark, required=("cmd", "metric"),

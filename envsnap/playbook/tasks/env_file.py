@@ -36,6 +36,7 @@ from envsnap.playbook.tasks.base import (
     is_scalar,
 )
 from envsnap.playbook.tasks.hostfile import install
+from envsnap.shape import is_object
 
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 PTH_NAME = "envsnap-env.pth"
@@ -121,7 +122,7 @@ def target_path(ctx: Context, args: EnvFileArgs) -> tuple[str, str]:
         where = json.loads(last_line(found.stdout)) if found.exit_code == 0 else None
     except ValueError:
         where = None
-    if not isinstance(where, dict):
+    if not is_object(where):
         raise Refused(f"cannot locate sitecustomize.py with {python}")
     return choose(python, where, str(args.get("format") or ""), as_bool(args, "host_wide"))
 

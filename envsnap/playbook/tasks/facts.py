@@ -1,18 +1,19 @@
 """`capture` (a snapshot of the host, saved in the store) and `assert_facts` (the
 pre-benchmark gate: fail when a fact is not what it must be).
 
-Both run the capture agent through the task's own transport: no second connection.
+Both run the capture agent through the task's own transport: no second connection. What
+`capture` (and `bench` with a label) saves goes through hosts.capture.save_snapshot, the
+path `envsnap capture` takes: signed, stored atomically, a label saved meanwhile refused.
 assert_facts compares dotted paths for equality only; ranking drift is the diff's business.
 """
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, TypedDict, cast
 
 from envsnap.defaults import DEFAULT_COLLECTOR_TIMEOUT
 from envsnap.errors import ArgError, UsageError
-from envsnap.hosts.capture import CaptureOptions, snapshot_document
+from envsnap.hosts.capture import CaptureOptions, save_snapshot, snapshot_document
 from envsnap.hosts.inventory import name_list, with_vars
 from envsnap.playbook.tasks.base import (
     Context,
@@ -25,7 +26,8 @@ from envsnap.playbook.tasks.base import (
     failed,
     is_scalar,
 )
-from envsnap.snapshot import document as snapshot
+from envsnap.shape import is_mapping
+from envsnap.snapshot.spec import is_object
 from envsnap.snapshot.store import label_from_name, validate_label
 from envsnap.text import plural
 
@@ -82,13 +84,13 @@ def capture(ctx: Context, args: CaptureArgs) -> ModuleResult:
                             data={"label": label})
     if ctx.store.exists(label) and not as_bool(args, "force"):
         return failed(f"snapshot {label!r} already exists (force: true replaces it)")
-    document = take_snapshot(ctx, args, label)
-    path = ctx.store.save(document, label)
-    problems = snapshot.problems(document)
-    said = f"saved {label} -> {path}" + "".join(f"; problem: {p}" for p in problems)
-    return ModuleResult(changed=True, msg=said, data={"label": label, "path": str(path),
-                                                      "problems": problems,
-                                                      "snapshot": document})
+    saved = save_snapshot(ctx.store, take_snapshot(ctx, args, label), label,
+                          replace=as_bool(args, "force"))
+    said = f"saved {label} -> {saved.path}" + "".join(f"; problem: {p}"
+                                                      for p in saved.problems)
+    return ModuleResult(changed=True, msg=said, data={"label": label, "path": str(saved.path),
+                                                      "problems": saved.problems,
+                                                      "snapshot": saved.document})
 
 
 # ---- assert_facts -------------------------------------------------------------------------------
@@ -136,8 +138,7 @@ def source_document(ctx: Context, args: AssertFactsArgs) -> Snapshot:
 def load_document(ctx: Context, source: object) -> Snapshot:
     """A snapshot's name in the store, or the document itself: the play's `snapshot`
     variable, which the runner loaded (validated) from the store."""
-    return cast("Snapshot", source) if isinstance(source, Mapping) else \
-        ctx.store.load(str(source))
+    return cast("Snapshot", source) if is_mapping(source) else ctx.store.load(str(source))
 
 
 def split_path(path: str) -> list[str | int]:
@@ -163,7 +164,7 @@ def lookup(document: Snapshot, path: str) -> object:
         parts.insert(0, "facts")
     value: object = document
     for part in parts:
-        if isinstance(value, Mapping) and part in value:
+        if is_object(value) and isinstance(part, str) and part in value:   # its keys: text
             value = value[part]
         elif isinstance(value, list) and isinstance(part, int) and part < len(value):
             value = value[part]

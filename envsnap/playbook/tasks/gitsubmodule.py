@@ -10,9 +10,9 @@ applies it again once the submodule is back on its commit.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 
+from envsnap import yamlread
 from envsnap.errors import ArgError
 from envsnap.hostops import treefile
 from envsnap.hostops.git import (
@@ -27,6 +27,7 @@ from envsnap.hostops.git import (
 )
 from envsnap.playbook.tasks.base import Context, ModuleResult, SubmoduleMove, as_bool, as_str
 from envsnap.playbook.tasks.gitargs import GitArgs
+from envsnap.shape import is_mapping
 from envsnap.text import plural
 
 COMMIT = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
@@ -43,12 +44,13 @@ def wanted_submodules(value: object) -> list[Wanted]:
     """The snapshot's `submodules` record, each with a full commit to go to."""
     if value is None:
         return []
-    if not isinstance(value, Mapping):
+    submodules = yamlread.as_mapping(value)
+    if submodules is None:
         raise ArgError("git: submodules must map each submodule path to "
                        "{recorded, checked_out}")
     found = []
-    for path, record in sorted(value.items()):
-        if not isinstance(record, Mapping):
+    for path, record in sorted(submodules.items()):
+        if not is_mapping(record):
             continue
         commit = record.get("checked_out") or record.get("recorded")
         if isinstance(commit, str) and COMMIT.match(commit):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Mapping
 
+from envsnap import yamlread
 from envsnap.errors import ArgError
 from envsnap.hostops import treefile
 from envsnap.hostops.git import GitFailure
@@ -81,9 +82,10 @@ def put_files(ctx: Context, top: str, wanted: dict[str, bytes],
 
 def file_facts(name: str, facts: object) -> Mapping[str, object]:
     """One untracked file's record, as the snapshot's repo record holds it."""
-    if not isinstance(facts, Mapping):
+    found = yamlread.as_mapping(facts)
+    if found is None:
         raise ArgError(f"git: files: {name!r} must map to the snapshot's file facts")
-    return facts
+    return found
 
 
 # Why a described file cannot be written back, by what the agent says it skipped

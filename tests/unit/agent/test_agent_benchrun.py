@@ -92,7 +92,9 @@ def run_bench(cmd: str, **config: Any) -> dict[str, Any]:
 
 
 def test_runs_record_exit_seconds_and_merged_output(tmp_path: Path) -> None:
-    result = run_bench(f"{PY} -c \"import sys; print('tok 1'); print('oops', file=sys.stderr)\"",
+    # flushed, so the bytes reach the pipe in the order the lines are printed
+    result = run_bench(f"{PY} -c \"import sys; print('tok 1', flush=True); "
+                       f"print('oops', file=sys.stderr)\"",
                        cwd=str(tmp_path))
     assert result["error"] is None and result["stopped"] is None
     assert [run["run"] for run in result["runs"]] == [1, 2, 3]

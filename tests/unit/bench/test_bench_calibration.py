@@ -18,6 +18,7 @@ from envsnap.bench import stats
 
 def load_calibration() -> ModuleType:
     path = ROOT / "bench" / "bench_calibration.py"
+    sys.path.insert(0, str(path.parent))   # the ledger module beside it, as when it is run
     spec = importlib.util.spec_from_file_location("bench_calibration", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from helpers.pythons import venv_with_own_sitecustomize
 
+from envsnap.errors import HostError
 from envsnap.hostops import files, site, treefile
 from envsnap.hostops.shell import HostShell, quote_path, upload
 from envsnap.hosts.inventory import Host
@@ -177,3 +178,14 @@ def test_sitecustomize_through_a_symlinked_folder_is_refused(venv: Path,
     with pytest.raises(site.SiteRefused, match="sitecustomize refused: .* is a symlink"):
         site.write(shell, b"mine\n", f"{packages}/sitecustomize.py", None)
     assert elsewhere.read_bytes() == b"theirs\n"
+
+
+@pytest.mark.parametrize("answer", ['{"states": {"a.py": "x"}}', '{"states": ["a.py"]}', "[]"])
+def test_a_host_answer_of_wrong_shape_is_one_host_error(tmp_path: Path, answer: str) -> None:
+    """The host python's answer is read once, where it arrives: each file's state must be an
+    object before anything reads its fields."""
+    python = tmp_path / "python-answers"
+    python.write_text(f"#!/bin/sh\necho '{answer}'\n")
+    python.chmod(0o755)
+    with pytest.raises(HostError, match=r"^local: unreadable answer from the host's python"):
+        treefile.read_many(local(str(python)), str(tmp_path), ["a.py"])

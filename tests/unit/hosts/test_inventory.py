@@ -5,7 +5,13 @@ import yaml
 from conftest import Cli
 
 from envsnap.errors import UsageError
-from envsnap.hosts.inventory import Inventory, expand_range, parse_host_spec, resolve_hosts
+from envsnap.hosts.inventory import (
+    Inventory,
+    expand_range,
+    inventory_of,
+    parse_host_spec,
+    resolve_hosts,
+)
 
 INVENTORY = """
 all:
@@ -80,15 +86,15 @@ def test_all_and_unknown_names(inventory: Inventory) -> None:
     assert resolve_hosts(["localhost:2200"], inventory)[0].port == 2200
 
 
-def test_a_name_neither_in_the_inventory_nor_resolvable_is_refused(inventory: Inventory) -> None:
+def test_where_a_name_was_looked_for_in_the_inventory(inventory: Inventory) -> None:
+    """The first place named when a name is not found (tests/cli/test_unknown_host.py:
+    the whole line, offline)."""
     named = Inventory(yaml.safe_load(INVENTORY), source="hosts.yml")
-    with pytest.raises(UsageError) as refused:
-        resolve_hosts(["gpu-bx.invalid"], named)
-    assert str(refused.value) == ("gpu-bx.invalid: not in inventory hosts.yml "
-                                  "(groups: gpu, all) and not a known host")
-    with pytest.raises(UsageError) as bare:
-        resolve_hosts(["ml@gpu-bx.invalid:2222"], Inventory(None))
-    assert str(bare.value) == "ml@gpu-bx.invalid:2222: not a known host"
+    assert named.not_found_text() == "not in inventory hosts.yml (groups: gpu, all)"
+    assert Inventory({"all": {}}, source="empty.yml").not_found_text() == \
+        "not in inventory empty.yml (it has no hosts)"
+    assert Inventory(None).not_found_text() == \
+        "not in the inventory (none given; see --inventory)"
 
 
 def test_inventory_must_be_a_mapping() -> None:
@@ -135,3 +141,14 @@ def test_an_ipv6_ansible_host_is_an_address() -> None:
     inventory = Inventory({"all": {"hosts": {"v6": {"ansible_host": "::1", "ansible_port": 22}}}})
     host = inventory.host("v6")
     assert (host.address, host.port) == ("::1", 22)
+
+
+@pytest.mark.parametrize("spec", ["root@gpu-box", "root@gpu-box:2222", "ml@[::1]:2222",
+                                  "gpu-box", "local"])
+def test_the_inventory_of_a_target_holds_it_as_given(spec: str) -> None:
+    """What the playbook engine is handed for a host as capture took it: the same name and
+    the same way in, a `user@` name included (an inventory file's names could not hold it)."""
+    host = parse_host_spec(spec)
+    held = inventory_of(host)
+    assert list(held.hosts) == [spec] and held.names("all") == [spec]
+    assert held.host(spec) == host

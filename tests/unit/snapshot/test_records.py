@@ -80,7 +80,7 @@ def hint_alternatives(hint: Any, into: Alternatives | None = None) -> Alternativ
             hint_alternatives(arg, found)
     elif origin is Literal:
         found.atoms.update(("literal", value) for value in args)
-    elif hint is Any:
+    elif hint is Any or hint is object:   # a free-form value (schema.AnyValue)
         found.atoms.add("any")
     elif hint in TYPE_ATOMS:
         found.atoms.add(TYPE_ATOMS[hint])

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -92,8 +93,6 @@ class EnvsnapAction(ActionBase):
         return {"failed": True, "msg": message, **more}
 
     def missing_envsnap(self) -> Result:
-        import sys
-
         return self.failed(MISSING_ENVSNAP.format(python=sys.executable))
 
     def environ(self) -> dict[str, str]:
