@@ -14,36 +14,22 @@ from importlib import import_module
 from typing import Any, Callable, NoReturn, TextIO, Union
 
 from envsnap.cli.options import ALL_EXIT_CODES, examples, exit_codes
-from envsnap.cli.output import visible_output
+from envsnap.cli.output import columns, visible_output
 from envsnap.errors import DeclinedError, EnvsnapError, ExitCode, Interrupted
 
 Command = Callable[[argparse.Namespace], int]
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """Epilogs kept as written (they list exit codes one per line), as wide as argparse's
-    own: the width argparse asks shutil for, found without importing shutil (and with it
-    bz2, lzma and locale). argparse builds a formatter for every argument added, so every
-    command paid that import at start-up, help or not."""
+    """Epilogs kept as written (they list exit codes one per line), as wide as every other
+    text (cli/output.columns: COLUMNS, the terminal, else 80), found without importing
+    shutil (and with it bz2, lzma and locale) as argparse would. argparse builds a formatter
+    for every argument added, so every command paid that import at start-up, help or not."""
 
     def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
                  width: int | None = None) -> None:
         super().__init__(prog, indent_increment, max_help_position,
-                         terminal_columns() - 2 if width is None else width)
-
-
-def terminal_columns() -> int:
-    """shutil.get_terminal_size().columns: $COLUMNS, else the terminal's width, else 80."""
-    try:
-        columns = int(os.environ["COLUMNS"])
-    except (KeyError, ValueError):
-        columns = 0
-    if columns > 0:
-        return columns
-    try:
-        return os.get_terminal_size(sys.__stdout__.fileno()).columns or 80  # type: ignore[union-attr]
-    except (AttributeError, ValueError, OSError):   # no stdout, or not a terminal
-        return 80
+                         columns() - 2 if width is None else width)
 
 
 class EnvsnapParser(argparse.ArgumentParser):
