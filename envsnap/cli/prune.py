@@ -13,8 +13,10 @@ from envsnap.cli.options import (
     non_negative_int,
     number_type,
 )
+from envsnap.cli.output import columns
 from envsnap.defaults import DEFAULT_PRUNE_DAYS, DEFAULT_PRUNE_KEEP
 from envsnap.errors import ExitCode
+from envsnap.fold import fold_all
 from envsnap.text import now_utc, plural
 
 if TYPE_CHECKING:   # the prune code loads when the command runs, not for the parser
@@ -61,7 +63,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
     rule = Retention(args.keep, args.days)
     result = prune(Store(args.store), inventory_from(args), rule, args.yes, now_utc(),
                    args.connect_timeout, args.accept_new_host_keys)
-    print("\n".join(result_lines(result, rule)))
+    print("\n".join(fold_all(result_lines(result, rule), columns())))
     return ExitCode.HOST if result.unreachable else ExitCode.OK
 
 
