@@ -17,8 +17,9 @@ down; nothing here asks the terminal.
   without its unit is a number of nothing). A flag keeps its value the same way
   ("--repo PATH", "--at TIME"), in a command a snapshot or a host's history made too: such
   a pair with a long path is one unbreakable token.
-- A continuation line stands deeper than the line it continues (its own indent and two, or
-  the column a table's renderer names), so the structure still shows.
+- A continuation line stands deeper than the line it continues (its own indent and four, or
+  the column a table's renderer names), so the structure still shows: an item under a line
+  stands two deeper in envsnap's output, so a continuation is never read as one.
 - envsnap's own colour codes (diff's) take no room.
 """
 from __future__ import annotations
@@ -28,7 +29,7 @@ from collections.abc import Iterable
 
 GLUE = "\u00a0"        # a non-breaking space: inside a key phrase (see `keep`)
 DEFAULT_WIDTH = 80     # a pipe, a file, a test's capture: the width a terminal starts with
-HANG = 2               # a continuation line, this much deeper than its line
+HANG = 4               # a continuation line, this much deeper than its line (an item: 2)
 COLOURS = re.compile(r"\x1b\[[0-9;]*m")
 SPACES = re.compile(r"( +)")
 # A number, a count or a measured value: it keeps the word after it on its line. A sign, a

@@ -31,6 +31,23 @@ def item(text: str, part: str) -> str:
     return joined(lines[first:end])
 
 
+def unfolded(text: str) -> list[str]:
+    """The lines as written before the fold: a line four or more deeper than the line before
+    it (fold.py's continuation; an item stands two deeper) is joined to it."""
+    lines: list[str] = []
+    for line in text.splitlines():
+        if lines and line.strip() and lines[-1].strip() and \
+                indent(line) >= indent(lines[-1]) + 4:
+            lines[-1] += " " + line.strip()
+        else:
+            lines.append(line)
+    return lines
+
+
+def indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
 def overlong(text: str, width: int = 80) -> list[str]:
     """The lines longer than `width` but for one that is a single unbreakable token on a line
     of its own: a path, a URL, or a flag with such a value (fold.py leaves those whole)."""

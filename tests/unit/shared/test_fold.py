@@ -17,7 +17,7 @@ def test_a_long_line_breaks_at_spaces_with_its_continuations_deeper() -> None:
     lines = fold(line, 40)
     assert all(len(part) <= 40 for part in lines) and len(lines) > 1
     assert lines[0].startswith("    evidence: word0")
-    assert all(part.startswith("      ") and part[6] != " " for part in lines[1:])
+    assert all(part.startswith(" " * 8) and part[8] != " " for part in lines[1:])
     assert " ".join(part.strip() for part in lines) == line.strip()
 
 
@@ -30,13 +30,13 @@ def test_a_continuation_stands_where_the_caller_says() -> None:
 def test_an_unbreakable_token_stands_alone_longer_than_the_width() -> None:
     path = "/home/someone/" + "very-long-folder-name/" * 5 + "kernel.py"
     lines = fold(f"  touches {path} and more", 40)
-    assert lines == ["  touches", f"    {path}", "    and more"]
+    assert lines == ["  touches", f"      {path}", "      and more"]
 
 
 def test_a_key_phrase_is_one_token_and_reads_as_spaces() -> None:
     text = f"{'x' * 36} {keep('no drift')}: every fact is the same"
     lines = fold(text, 40)
-    assert lines[0] == "x" * 36 and lines[1].startswith("  no drift:")
+    assert lines[0] == "x" * 36 and lines[1].startswith("    no drift:")
     assert GLUE not in "".join(lines)
     assert plain(keep("can't tell")) == "can't tell"
     # unglued, the same words would split after "no": what keep() is for
@@ -56,7 +56,7 @@ def test_a_flag_keeps_its_value() -> None:
     assert not any(line.endswith(("--repo", "--at")) for line in lines), lines
     # a long value: the pair stands alone, longer than the width, whole
     path = "/" + "p" * 60
-    assert f"  --repo {path}" in fold(f"restore --repo {path} --at 12:00", 40)
+    assert f"    --repo {path}" in fold(f"restore --repo {path} --at 12:00", 40)
 
 
 def test_colour_codes_take_no_room() -> None:
