@@ -344,3 +344,19 @@ def offline_cli(cli: Cli) -> OfflineCli:
     if why is not None:
         pytest.skip(f"no offline namespace: {why}")
     return OfflineCli(env=cli.env, cwd=cli.cwd)
+
+
+@pytest.fixture
+def spawned(monkeypatch: pytest.MonkeyPatch) -> list[subprocess.Popen[bytes]]:
+    """Every local command's process, as started (the real spawn, watched)."""
+    started: list[subprocess.Popen[bytes]] = []
+    from envsnap.hosts import headstart  # loaded only by the tests that watch it
+
+    real = headstart.spawn
+
+    def watched(command: str) -> subprocess.Popen[bytes]:
+        started.append(real(command))
+        return started[-1]
+
+    monkeypatch.setattr(headstart, "spawn", watched)
+    return started

@@ -9,26 +9,11 @@ import sys
 import zipfile
 from pathlib import Path
 
-import pytest
 import yaml
 from conftest import Cli
 
 from envsnap.errors import ExitCode
-from envsnap.hosts import headstart, payload
-
-
-@pytest.fixture
-def spawned(monkeypatch: pytest.MonkeyPatch) -> list[subprocess.Popen[bytes]]:
-    """Every local command's process, as started (the real spawn, watched)."""
-    started: list[subprocess.Popen[bytes]] = []
-    real = headstart.spawn
-
-    def watched(command: str) -> subprocess.Popen[bytes]:
-        started.append(real(command))
-        return started[-1]
-
-    monkeypatch.setattr(headstart, "spawn", watched)
-    return started
+from envsnap.hosts import payload
 
 
 def test_the_agent_started_early_is_the_one_saved(cli: Cli,

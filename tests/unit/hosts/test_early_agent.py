@@ -8,7 +8,6 @@ import subprocess
 import zipfile
 from pathlib import Path
 
-import pytest
 import yaml
 
 from envsnap.hosts import headstart, payload
@@ -23,24 +22,16 @@ def agent_pid(store: Store, label: str) -> int:
 
 
 def test_only_the_capture_handed_the_early_agent_reads_it(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, spawned: list[subprocess.Popen[bytes]]) -> None:
     zipped, digest = payload.build_payload()   # cached: the early agent answers at once
     zipfile.ZipFile(io.BytesIO(zipped)).extractall(Path.home() / payload.agent_dir(digest))
-    started: list[subprocess.Popen[bytes]] = []
-    real = headstart.spawn
-
-    def watched(command: str) -> subprocess.Popen[bytes]:
-        started.append(real(command))
-        return started[-1]
-
-    monkeypatch.setattr(headstart, "spawn", watched)
     store, local = Store(tmp_path / "store"), [Host("local")]
     with headstart.agent_started_early(local, CaptureOptions()) as early:
         assert early is not None
         [own] = capture(local, store, CaptureOptions(label="own"))
         [handed] = capture(local, store, CaptureOptions(label="handed"), early=early)
     assert own.ok and handed.ok, (own.error, handed.error)
-    [agent] = started
+    [agent] = spawned
     assert agent_pid(store, "handed") == agent.pid   # sh exec'd the agent's python
     assert agent_pid(store, "own") != agent.pid
 
