@@ -25,7 +25,7 @@ def test_demo_tells_the_story_and_cleans_up(cli: Cli) -> None:
     # between the two benchmarks, the pull, the server's restart, the sitecustomize written
     timeline = out.split("$ envsnap timeline local --since 1h ")[1].split("\n== 4. ")[0]
     first_part = words(timeline.split("all events, oldest first:")[0])
-    assert "between the last good and the first bad benchmark: 4 changes" in first_part
+    assert "between the last good and the first bad benchmark: 4 changes" in first_part, timeline
     assert first_part.index("stash pushed in ") < first_part.index("pull in ") < \
         first_part.index("process ") < first_part.index("sitecustomize.py written")
     assert "9 commits brought in" in first_part and "Fix PCG MoE Error" in first_part
