@@ -1,0 +1,121 @@
+"""Where a state's runs fall between the good end and the bad end, and how far the machine
+drifted while a search ran; all pure.
+
+bisect and explain ask the same thing of every trial: is it like GOOD, like BAD, part of
+the way (one of several causes, one of two slow commits), or can the noise not tell yet?
+Judged against GOOD alone, a machine that slows down during the search reads as a
+regression: a value four times nearer GOOD than BAD was called bad. So a trial is placed
+against both ends, with bench.stats.compare against each, on the log of the metric (noise
+and drift multiply), and each run is first brought back to the search's start by the drift
+that GOOD, measured again during the search, shows (`Timed`, `fit_drift`, `detrended`).
+
+The drift model is one rate: log(metric) moves by `Drift.rate` per invocation, whatever the
+state (a machine warming, a neighbour's job growing). Measured by least squares over GOOD's
+invocations; with one of them there is nothing to fit, and the rate is 0.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from typing import Final, Literal, NamedTuple
+
+from envsnap.bench import stats as benchstats
+from envsnap.verdicts import IMPROVEMENT, REGRESSION, SAME, BenchVerdict
+
+Place = Literal["good", "bad", "between", "can't tell"]
+LIKE_GOOD: Final = "good"
+LIKE_BAD: Final = "bad"
+BETWEEN: Final = "between"     # resolvably worse than GOOD and better than BAD
+UNPLACED: Final = "can't tell"
+
+
+class Timed(NamedTuple):
+    """One invocation's runs and its place in the search's order (0, 1, 2, ...)."""
+
+    at: int
+    values: tuple[float, ...]
+
+
+class Drift(NamedTuple):
+    rate: float                  # change of log(metric) per invocation; 0: none measured
+    seen: BenchVerdict           # GOOD's latest runs against its first, drift taken out not
+    measurements: int            # GOOD's invocations it was fitted on
+
+    @property
+    def detected(self) -> bool:
+        """GOOD measured again differs from GOOD measured first beyond the noise."""
+        return self.seen in (REGRESSION, IMPROVEMENT)
+
+    def over(self, invocations: int) -> float:
+        """The fraction the metric moved over that many invocations (+: it rose)."""
+        return math.expm1(self.rate * invocations)
+
+
+NO_DRIFT: Final = Drift(0.0, SAME, 0)
+
+
+def fit_drift(reference: Sequence[Timed], lower_is_better: bool = False) -> Drift:
+    """The rate from GOOD's invocations: the least-squares slope of log(median) over their
+    places; 0 with fewer than two places or a median that is not positive."""
+    if len(reference) < 2 or len({timed.at for timed in reference}) < 2:
+        return Drift(0.0, SAME, len(reference))
+    seen = benchstats.compare(list(reference[0].values), list(reference[-1].values),
+                              lower_is_better)["verdict"]
+    medians = [statistics.median(timed.values) for timed in reference]
+    if min(medians) <= 0:
+        return Drift(0.0, seen, len(reference))
+    places = [float(timed.at) for timed in reference]
+    logs = [math.log(median) for median in medians]
+    mean_at, mean_log = statistics.fmean(places), statistics.fmean(logs)
+    spread = sum((at - mean_at) ** 2 for at in places)
+    rate = sum((at - mean_at) * (value - mean_log) for at, value in zip(places, logs)) / spread
+    return Drift(rate, seen, len(reference))
+
+
+def detrended(invocations: Sequence[Timed], drift: Drift) -> list[float]:
+    """Every run of these invocations as it would have read at the search's start."""
+    if drift.rate == 0:
+        return [value for timed in invocations for value in timed.values]
+    return [value * math.exp(-drift.rate * timed.at)
+            for timed in invocations for value in timed.values]
+
+
+class Placement(NamedTuple):
+    place: Place
+    share: float | None                  # 0 at GOOD, 1 at BAD, on the log of the medians
+    vs_good: benchstats.Comparison       # the runs against GOOD's
+    vs_bad: benchstats.Comparison        # ... and against BAD's
+
+
+def share_of_drop(good: Sequence[float], bad: Sequence[float],
+                  values: Sequence[float]) -> float | None:
+    """How much of GOOD -> BAD these runs show, on the log of the medians (0: none, 1: all);
+    None where a median is not positive or the ends do not differ."""
+    medians = [statistics.median(side) for side in (good, bad, values)]
+    if min(medians) <= 0 or medians[0] == medians[1]:
+        return None
+    good_median, bad_median, median = medians
+    return math.log(median / good_median) / math.log(bad_median / good_median)
+
+
+def place(good: Sequence[float], bad: Sequence[float], values: Sequence[float],
+          lower_is_better: bool = False) -> Placement:
+    """Like GOOD (not worse than it, better than BAD), like BAD (worse than GOOD, not
+    better than BAD), between (worse than GOOD and better than BAD, both beyond the noise)
+    or can't tell (more runs may settle it). Each "than" is bench.stats.compare's verdict,
+    so "like" needs its interval inside the threshold: an unsettled side stays unplaced."""
+    vs_good = benchstats.compare(list(good), list(values), lower_is_better)
+    vs_bad = benchstats.compare(list(bad), list(values), lower_is_better)
+    share = share_of_drop(good, bad, values)
+    worse_than_good = vs_good["verdict"] == REGRESSION
+    better_than_bad = vs_bad["verdict"] == IMPROVEMENT
+    if worse_than_good and better_than_bad:
+        where: Place = BETWEEN
+    elif worse_than_good and vs_bad["verdict"] in (SAME, REGRESSION):
+        where = LIKE_BAD
+    elif better_than_bad and vs_good["verdict"] in (SAME, IMPROVEMENT):
+        where = LIKE_GOOD
+    else:
+        where = UNPLACED
+    return Placement(where, share, vs_good, vs_bad)
