@@ -12,6 +12,8 @@ Exit codes (the CLI contract, the "Exit codes" table of docs/guide/reference.md)
       foreign snapshot), or a question needed an answer nobody was there to give (no
       terminal, no --yes or --trust-foreign); nothing was changed. Apart from 2 so a script
       tells "not now" from "wrong", as git's prompts end in a status of their own
+  6   the answer was given, but the host could not be put back entirely (bisect, explain):
+      the message says what is left and the commands that finish it; the user's work is safe
   70  internal error: a bug in envsnap (one line; the traceback goes to a crash log)
   130 interrupted (Ctrl-C), as a shell reports a process ended by SIGINT; in the middle of a
       restore, bisect or explain, with where the host stands and the one way on or back
@@ -32,6 +34,7 @@ class ExitCode(IntEnum):
     HOST = 3
     INVALID = 4
     DECLINED = 5         # a choice, not a fault: the one line says nothing changed
+    PUT_BACK = 6         # answered, then the put-back stopped short: how to finish is said
     INTERNAL = 70        # sysexits.h's EX_SOFTWARE: an error that is envsnap's own fault
     INTERRUPTED = 130    # 128 + SIGINT, what a shell shows for a process ended by Ctrl-C
     # On the host, never envsnap's own status. The agent's are defined beside it
@@ -82,6 +85,13 @@ class HostError(EnvsnapError):
     """A host could not be reached or could not run the agent."""
 
     exit_code = ExitCode.HOST
+
+
+class PutBackError(HostError):
+    """bisect or explain found its answer (printed first), then could not put the host back
+    entirely; the message says what is left and the exact commands that finish it."""
+
+    exit_code = ExitCode.PUT_BACK
 
 
 class BenchError(HostError):

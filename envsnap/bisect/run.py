@@ -104,7 +104,16 @@ class RunEnded:
     where: str = ""
 
 
+@dataclass(frozen=True)
+class Answered:
+    """The bisect's answer, complete, given before the checkout is put back: a put-back
+    that fails after it loses nothing (the CLI prints it as it comes)."""
+
+    report: BisectReport
+
+
 Event = Union[Step, str, RunEnded]
+Said = Union[Event, Answered]   # what a bisect tells its caller: its events, then its answer
 
 
 @dataclass
@@ -136,7 +145,7 @@ class BisectReport:
 
 def bisect(store: Store, inventory: Inventory, good_label: str, bad_label: str,
            host: str | None, repo: str | None, spec: BenchSpec, options: BisectOptions,
-           on_event: Callable[[Event], None] | None = None,
+           on_event: Callable[[Said], None] | None = None,
            review: Callable[[ForeignPlan], bool] | None = None) -> BisectReport:
     """Find the first commit between two snapshots' HEADs where the benchmark regressed.
     A foreign endpoint passes the gate first (hostops/gate.py): `review` sees what bisect
@@ -193,6 +202,8 @@ def locked_bisect(shell: Shell, path: str, heads: tuple[str, str], labels: tuple
                f"(HEAD was {describe_head(shell, top)})")
     with Tree(shell, top, patch, message, bisector.emit, bisector.options.keep_untracked) as tree:
         bisector.run(shell, tree, report)
+        report.leftovers = list(tree.leftovers)
+        bisector.emit(Answered(report))   # the answer first; putting back comes after
     report.leftovers = tree.leftovers
     return report
 
@@ -207,7 +218,7 @@ class Bisector:
     report: BisectReport
 
     def __init__(self, spec: BenchSpec, options: BisectOptions, baseline: list[float] | None,
-                 emit: Callable[[Event], None],
+                 emit: Callable[[Said], None],
                  baseline_said: str = "recorded in the good snapshot") -> None:
         self.spec, self.options, self.baseline, self.emit = spec, options, baseline, emit
         self.baseline_said = baseline_said   # where the good runs given as `baseline` are from

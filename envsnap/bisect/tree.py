@@ -7,15 +7,24 @@ tree was clean under it) and stashing anything the benchmark left behind. Leavin
 happened (an error, Ctrl-C), undoes the patch, checks the old HEAD out and pops the user's
 stash. Nothing here resets or cleans: whatever is in the way goes into a stash.
 
+What the benchmark writes into the checkout (bytecode, a results file) is told apart from the
+user's own untracked and ignored files by their content, recorded on entry (workfiles.py):
+on the way out it is moved aside into a folder kept on the host, so it never blocks the
+checkout or the stash coming back, and the user's files that stayed in place get their
+content back. A put-back that stops short after a complete run raises PutBackError, with
+what is left and the commands that finish it.
+
 Git commands run with SIGINT held back: a git killed mid-checkout leaves `index.lock` and a
 half-written tree. Ctrl-C lands between git commands, or while the benchmark runs.
 """
 from __future__ import annotations
 
+import shlex
 from types import TracebackType
 from typing import Callable
 
-from envsnap.errors import HostError
+from envsnap.bisect import workfiles
+from envsnap.errors import HostError, PutBackError
 from envsnap.hostops.git import (
     GitFailure,
     checkout,
@@ -37,9 +46,13 @@ class Tree:
     """`with Tree(shell, top, patch, message, note) as tree:` ... `tree.visit(sha)` ..."""
 
     def __init__(self, shell: Shell, top: str, patch: Patch | None, message: str,
-                 note: Callable[[str], None], keep_untracked: bool = False) -> None:
+                 note: Callable[[str], None], keep_untracked: bool = False,
+                 command: str = "bisect") -> None:
         self.shell, self.top, self.patch, self.message, self.note = shell, top, patch, message, note
-        self.keep_untracked = keep_untracked
+        self.keep_untracked, self.command = keep_untracked, command
+        self.recorded: workfiles.Recorded | None = None   # the user's files, before any move
+        self.aside = workfiles.Aside(shell, top, command)
+        self.popped = False
         self.untracked_stashed = 0
         self.branch: str | None = None
         self.head: str | None = None
@@ -54,6 +67,7 @@ class Tree:
             with sigint_deferred():
                 self.branch = current_branch(self.shell, self.top)
                 self.head = head(self.shell, self.top)
+                self.recorded = workfiles.record(self.shell, self.top, not self.keep_untracked)
                 self.stash_work()
                 if self.patch is not None and self.patch.data:
                     self.quoted = upload(self.shell, self.patch)
@@ -80,7 +94,7 @@ class Tree:
             return None
         with sigint_deferred():
             self.put_away()
-            checkout(self.shell, self.top, sha)
+            self.move_to(sha)
             self.at = sha
             if self.quoted is None or self.patch is None:
                 return None
@@ -90,6 +104,26 @@ class Tree:
                 return f"the good snapshot's patch does not apply here: {exc}"
             self.applied = True
         return None
+
+    def move_to(self, sha: str, branch: str = "") -> None:
+        """Check `sha` out; when files the benchmark wrote are in the way, they are moved
+        aside and it is tried once more."""
+        try:
+            checkout(self.shell, self.top, sha, branch)
+        except GitFailure:
+            if self.recorded is None or not self.set_aside():
+                raise
+            checkout(self.shell, self.top, sha, branch)
+
+    def set_aside(self) -> list[str]:
+        """The benchmark's files out of the way (workfiles.set_aside): the paths moved."""
+        assert self.recorded is not None
+        moved = workfiles.set_aside(self.shell, self.top, self.recorded, self.aside)
+        if moved:
+            shown = ", ".join(moved[:3]) + (" ..." if len(moved) > 3 else "")
+            self.note(f"{self.top}: {plural(len(moved), 'file')} the benchmark wrote ({shown}) "
+                      f"moved aside to {self.aside.folder}")
+        return moved
 
     def put_away(self) -> None:
         """Undo the patch; stash whatever else the benchmark changed, so checkout can move."""
@@ -124,23 +158,61 @@ class Tree:
                     pass   # a temp file under ~/.cache/envsnap/tmp: not worth failing for
         if problems:
             said = "interrupted, and " if isinstance(error, KeyboardInterrupt) else ""
-            raise HostError(f"{self.top}: bisect {said}could not put everything back: "
-                            + "; ".join(problems)) from error
+            finish = self.finish_commands()
+            text = (f"{self.top}: {self.command} {said}could not put everything back: "
+                    + "; ".join(problems)
+                    + (f"; to finish: {' && '.join(finish)}" if finish else ""))
+            if error is None:   # the run was complete: its answer is out, this is the rest
+                raise PutBackError(text)
+            raise HostError(text) from error
 
     def put_back(self) -> list[str]:
         """Every step is tried, whatever failed before it; what failed comes back as text."""
         problems = []
-        for step in (self.put_away, self.checkout_back, self.pop_stash):
+        for step in (self.put_away, self.checkout_back, self.clear_benchmark_files,
+                     self.restore_own, self.pop_stash):
             try:
                 step()
             except (GitFailure, HostError) as exc:
                 problems.append(str(exc))
         return problems
 
+    def finish_commands(self) -> list[str]:
+        """The commands that finish what the put-back left, in order: HEAD (and branch)
+        back, then the user's stash popped. Files in the way are named in the problems."""
+        git = f"git -C {shlex.quote(self.top)}"
+        commands = []
+        if self.at is not None and self.head is not None:
+            commands.append(f"{git} checkout {self.branch or self.head}")
+        if self.stash and not self.popped:
+            ref = stash_ref(self.shell, self.top, self.stash) or self.stash
+            commands.append(f"{git} stash pop --index {ref}" if ref != self.stash
+                            else f"{git} stash apply --index {self.stash}")
+        return commands
+
+    def clear_benchmark_files(self) -> None:
+        if self.recorded is not None:
+            self.set_aside()
+
+    def restore_own(self) -> None:
+        """The user's files that stayed in place, with the content they had."""
+        if self.recorded is None:
+            return
+        moved = self.aside.moved
+        problems, back = workfiles.restore_own(self.shell, self.top, self.recorded, self.aside)
+        if back:
+            kept = f" (its versions moved aside to {self.aside.folder})" \
+                if self.aside.moved > moved else ""
+            self.note(f"{self.top}: {plural(len(back), 'file')} of yours the benchmark changed "
+                      f"written back as they were ({', '.join(back[:3])}"
+                      f"{' ...' if len(back) > 3 else ''}){kept}")
+        if problems:
+            raise GitFailure("; ".join(problems))
+
     def checkout_back(self) -> None:
         if self.head is None:
             return
-        checkout(self.shell, self.top, self.head, self.branch or "")
+        self.move_to(self.head, self.branch or "")
         self.at = None
         where = f"{self.branch} at {self.head[:12]}" if self.branch else self.head[:12]
         self.note(f"{self.top}: HEAD back to {where}")
@@ -157,5 +229,6 @@ class Tree:
             popped = run(self.shell, self.top, "stash", "pop", "-q", ref)
         if popped.exit_code != 0:
             raise GitFailure(f"your work is safe in {ref} ({self.stash[:12]}) but did not pop "
-                             f"back ({complaint(popped)}): git -C {self.top} stash pop {ref}")
+                             f"back ({complaint(popped)})")
+        self.popped = True
         self.note(f"{self.top}: your work is back (stash {self.stash[:12]} popped)")

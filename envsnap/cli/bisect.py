@@ -40,6 +40,8 @@ EPILOG = examples(
     (ExitCode.INVALID, "invalid snapshot"),
     (ExitCode.DECLINED, "declined: a foreign snapshot without --trust-foreign (or its label "
                         "typed at a terminal); nothing was changed"),
+    (ExitCode.PUT_BACK, "the answer printed, then the host not entirely put back: the "
+                        "commands that finish it are printed; your work is safe"),
 )
 
 
@@ -105,7 +107,7 @@ def check_plot(path: str | None) -> Path | None:
 def cmd_bisect(args: argparse.Namespace) -> int:
     from envsnap.bench.run import BenchSpec
     from envsnap.bisect.render import event_line, final_lines, medians_line
-    from envsnap.bisect.run import BisectOptions, Event, RunEnded, Step, bisect
+    from envsnap.bisect.run import Answered, BisectOptions, RunEnded, Said, Step, bisect
     from envsnap.cli.output import columns
     from envsnap.cli.progress import StatusLine
     from envsnap.fold import fold, fold_all
@@ -126,7 +128,14 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     plot = check_plot(args.plot)
     width = columns()
 
-    def show(event: Event) -> None:  # runs as they end on stderr; the steps are the answer
+    answered: list[BisectReport] = []
+
+    def show(event: Said) -> None:  # runs as they end on stderr; the steps are the answer
+        if isinstance(event, Answered):   # before the checkout is put back: never lost to it
+            answered.append(event.report)
+            status.say("\n".join(fold_all([*final_lines(event.report, width),
+                                             medians_line(event.report)], width)), sys.stdout)
+            return
         if isinstance(event, RunEnded):
             status.run_ended("\n".join(fold(event_line(event), width)))
             return
@@ -137,9 +146,10 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     with StatusLine(sys.stderr, "bisect: ", None) as status:
         report = bisect(Store(args.store), inventory_from(args), args.good,
                         args.bad, args.host, args.repo, spec, options, show, review_foreign)
-    sys.stdout.write("".join(line + "\n" for line in
-                             fold_all([*final_lines(report, width), medians_line(report)],
-                                      width)))
+    if not answered:
+        sys.stdout.write("".join(line + "\n" for line in
+                                 fold_all([*final_lines(report, width), medians_line(report)],
+                                          width)))
     if plot is not None:
         write_plot(plot, report, args)
     return ExitCode.DRIFT if report.regression else ExitCode.OK

@@ -43,6 +43,8 @@ EPILOG = examples(
     (ExitCode.INVALID, "invalid snapshot"),
     (ExitCode.DECLINED, "declined: answered no, or no --yes (--trust-foreign for a foreign "
                         "snapshot) without a terminal; nothing was changed"),
+    (ExitCode.PUT_BACK, "the answer printed, then the host not entirely put back: the "
+                        "commands that finish it are printed; your work is safe"),
 )
 
 
@@ -131,7 +133,14 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from envsnap.cli.output import columns
     from envsnap.cli.progress import StatusLine
     from envsnap.explain.render import event_line, final_lines
-    from envsnap.explain.run import Event, ExplainOptions, Measured, explain_run
+    from envsnap.explain.run import (
+        Answer,
+        ExplainOptions,
+        ExplainReport,
+        Measured,
+        Said,
+        explain_run,
+    )
     from envsnap.fold import fold, fold_all
     from envsnap.hosts.capture import CaptureOptions
     from envsnap.snapshot.store import Store
@@ -160,7 +169,13 @@ def cmd_explain(args: argparse.Namespace) -> int:
         started.enter_context(status)
         return approved
 
-    def show(event: Event) -> None:   # runs on stderr as they end; each state on stdout
+    answered: list[ExplainReport] = []
+
+    def show(event: Said) -> None:   # runs on stderr as they end; each state on stdout
+        if isinstance(event, Answer):   # before the host is put back: never lost to it
+            answered.append(event.report)
+            status.say("\n".join(fold_all(final_lines(event.report), width)), sys.stdout)
+            return
         line = "\n".join(fold(event_line(event, items), width))
         if isinstance(event, RunEnded):
             status.say(line)
@@ -173,5 +188,6 @@ def cmd_explain(args: argparse.Namespace) -> int:
         report = explain_run(Store(args.store), inventory_from(args),
                              (args.good, args.bad), args.host, spec, options, confirm, show,
                              review_foreign)
-    sys.stdout.write("".join(line + "\n" for line in fold_all(final_lines(report), width)))
+    if not answered:   # nothing ran (not approved): no answer came before
+        sys.stdout.write("".join(line + "\n" for line in fold_all(final_lines(report), width)))
     return ExitCode.DRIFT if report.regression else ExitCode.OK

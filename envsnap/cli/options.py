@@ -37,6 +37,8 @@ ALL_EXIT_CODES: tuple[CodeMeaning, ...] = (
     (ExitCode.INVALID, "invalid snapshot or playbook"),
     (ExitCode.DECLINED, "declined: answered no, or no --yes / --trust-foreign without a "
                         "terminal; nothing was changed"),
+    (ExitCode.PUT_BACK, "bisect, explain: answered, then the host not entirely put back (the "
+                        "commands that finish it are printed)"),
 )
 
 

@@ -28,7 +28,6 @@ from envsnap.explain.differences import Differences
 from envsnap.hostops import site as sitecustomize
 from envsnap.hostops import treefile
 from envsnap.hostops.files import FileState
-from envsnap.hostops.git import checkout
 from envsnap.hostops.patch import Patch, apply, remove, upload
 from envsnap.hostops.pip import pin_packages
 from envsnap.hostops.shell import Shell
@@ -259,7 +258,7 @@ class StateTree(Tree):
 
     def __init__(self, shell: Shell, top: str, message: str, note: Callable[[str], None],
                  keep_untracked: bool = False) -> None:
-        super().__init__(shell, top, None, message, note, keep_untracked)
+        super().__init__(shell, top, None, message, note, keep_untracked, command="explain")
         self.uploaded: dict[str, str] = {}   # patch sha256 -> its temp file, quoted
         self.patch_at: str | None = None     # sha256 of the patch in place
 
@@ -271,7 +270,7 @@ class StateTree(Tree):
         with sigint_deferred():
             self.put_away()          # the patch in place comes out first
             self.patch_at = None
-            checkout(self.shell, self.top, head)
+            self.move_to(head)
             self.at = head
             if patch is None:
                 return

@@ -26,6 +26,7 @@ from envsnap.bench import stats as benchstats
 from envsnap.bench.run import BenchSpec, bench_on
 from envsnap.bisect.inputs import commit_here, describe_head, find_toplevel, matches, pick_host
 from envsnap.bisect.run import (
+    Answered,
     BisectOptions,
     Bisector,
     BisectReport,
@@ -34,7 +35,8 @@ from envsnap.bisect.run import (
     locked_bisect,
     put_back_line,
 )
-from envsnap.errors import BenchError, HostError, Interrupted, UsageError
+from envsnap.bisect.run import Said as BisectSaid
+from envsnap.errors import BenchError, HostError, Interrupted, PutBackError, UsageError
 from envsnap.explain.apply import PipPins, SiteFile, StartupFiles, State, StateTree, state_for
 from envsnap.explain.differences import Difference, Differences, find_differences
 from envsnap.explain.search import (
@@ -115,9 +117,20 @@ class ExplainReport:
             self.endpoints["verdict"] == REGRESSION
 
 
+@dataclass(frozen=True)
+class Answer:
+    """The answer, complete, given before the host is put back (and the journal's last
+    record): printed by the CLI as it comes."""
+
+    report: ExplainReport
+
+
+Said = Union[Event, Answer]   # what explain tells its caller: its events, then its answer
+
+
 def explain_run(store: Store, inventory: Inventory, labels: tuple[str, str], host: str | None,
                 spec: BenchSpec, options: ExplainOptions, confirm: Callable[[Plan], bool],
-                on_event: Callable[[Event], None] | None = None,
+                on_event: Callable[[Said], None] | None = None,
                 review: Callable[[ForeignPlan], bool] | None = None) -> ExplainReport:
     """Find the smallest sets of differences that turn GOOD's state into the slow one.
     A foreign snapshot passes the gate first (hostops/gate.py: `review` sees it)."""
@@ -190,9 +203,10 @@ class Explainer:
     """One explain on one host, inside its checkouts' locks."""
 
     def __init__(self, shell: Shell, spec: BenchSpec, labels: tuple[str, str],
-                 emit: Callable[[Event], None]) -> None:
+                 emit: Callable[[Said], None]) -> None:
         self.shell, self.spec, self.labels, self.emit = shell, spec, labels, emit
         self.host_wide = False
+        self.answered = False   # the answer went out (Answer): never twice
 
     def run(self, good: Snapshot, bad: Snapshot, paths: list[str],
             host_given: bool, options: ExplainOptions,
@@ -216,44 +230,105 @@ class Explainer:
         report = ExplainReport(plan)
         if not confirm(plan):
             return report
-        with ExitStack() as stack:
-            trees = [StateTree(self.shell, tops[ends.path], self.stash_message(tops[ends.path]),
-                               self.emit, options.keep_untracked) for ends in found.repos]
-            for tree in trees:
-                stack.enter_context(tree)
-            site = stack.enter_context(SiteFile(self.shell, self.emit, options.host_wide))
-            pth = stack.enter_context(StartupFiles(self.shell, self.emit))
-            pins = stack.enter_context(PipPins(self.shell, installed(found), self.emit))
-            report.explanation = explain(
-                n, lambda applied: self.measure(found, trees, (site, pth, pins), applied),
-                self.spec.lower_is_better, plan.ceiling)
+        trees: list[StateTree] = []
+        try:
+            with ExitStack() as stack:
+                trees += [StateTree(self.shell, tops[ends.path],
+                                    self.stash_message(tops[ends.path]), self.emit,
+                                    options.keep_untracked) for ends in found.repos]
+                for tree in trees:
+                    stack.enter_context(tree)
+                site = stack.enter_context(SiteFile(self.shell, self.emit, options.host_wide))
+                pth = stack.enter_context(StartupFiles(self.shell, self.emit))
+                pins = stack.enter_context(PipPins(self.shell, installed(found), self.emit))
+                report.explanation = explain(
+                    n, lambda applied: self.measure(found, trees, (site, pth, pins), applied),
+                    self.spec.lower_is_better, plan.ceiling)
+                self.answer_first(report, trees)
+        except (HostError, GitFailure) as exc:
+            raise self.failed_after_search(report, exc, report.explanation is not None) \
+                from None
         report.leftovers = [stash for tree in trees for stash in tree.leftovers]
         explanation = report.explanation
-        report.endpoints = benchstats.compare(explanation.good, explanation.bad,
-                                              self.spec.lower_is_better)
-        report.narrowed = self.narrow(found, explanation, tops, options.keep_untracked)
+        assert explanation is not None
+        try:
+            report.narrowed = self.narrow(found, explanation, tops, options.keep_untracked,
+                                          report)
+        except (HostError, GitFailure) as exc:
+            raise self.failed_after_search(report, exc, report.narrowed is not None) from None
         if report.narrowed is not None:
             report.leftovers += report.narrowed.leftovers
+        if not self.answered:
+            self.answer(report)
         return report
 
-    def narrow(self, found: Differences, explanation: Explanation, tops: dict[str, str],
-               keep_untracked: bool) -> BisectReport | None:
-        """A commit range that alone is a cause, of more than one commit, bisected at GOOD's
-        state otherwise (its patch, its env), GOOD's runs the baseline: which commit. Only
-        with one checkout (bisect moves one) and a patch that does not need the range."""
-        host_wide = self.host_wide
+    # ---- the answer first, the put-back after ----
+
+    def answer_first(self, report: ExplainReport, trees: list[StateTree]) -> None:
+        """The search's answer, given before anything is put back (nothing it found is lost
+        to a put-back that fails); when a commit range is to be bisected, its bisect gives
+        the answer, with its first bad commit, before its own put-back."""
+        explanation = report.explanation
+        assert explanation is not None
+        report.leftovers = [stash for tree in trees for stash in tree.leftovers]
+        report.endpoints = benchstats.compare(explanation.good, explanation.bad,
+                                              self.spec.lower_is_better)
+        if self.range_to_bisect(report.plan.differences, explanation) is None:
+            self.answer(report)
+
+    def answer(self, report: ExplainReport) -> None:
+        self.answered = True
+        self.emit(Answer(report))
+
+    def failed_after_search(self, report: ExplainReport, exc: HostError | GitFailure,
+                            put_back: bool) -> HostError:
+        """An error once the search has its answer: the answer is given first, whatever
+        failed. One raised while putting the host back after a complete run (`put_back`) is
+        a PutBackError, with its own exit code; any other is what it was."""
+        error = exc if isinstance(exc, HostError) else HostError(str(exc))
+        if report.explanation is None:
+            return error
+        if not self.answered:
+            self.answer(report)
+        if put_back and not isinstance(error, PutBackError):
+            return PutBackError(str(error))
+        return error
+
+    def range_to_bisect(self, found: Differences,
+                        explanation: Explanation) -> Difference | None:
+        """A commit range that alone is a cause, of more than one commit, that bisect can
+        narrow: with one checkout (bisect moves one) and a patch that does not need it."""
         ranges = [found.items[index] for cause in explanation.causes if len(cause) == 1
                   for index in cause if found.items[index].kind == "commits"]
         if not ranges or len(found.repos) != 1 or ranges[0].with_patch \
                 or ranges[0].commits < 2:
             return None
+        return ranges[0]
+
+    def narrow(self, found: Differences, explanation: Explanation, tops: dict[str, str],
+               keep_untracked: bool, report: ExplainReport) -> BisectReport | None:
+        """A commit range that alone is a cause, of more than one commit (range_to_bisect),
+        bisected at GOOD's state otherwise (its patch, its env), GOOD's runs the baseline:
+        which commit. Its answer completes explain's, given before its own put-back."""
+        host_wide = self.host_wide
+        commits = self.range_to_bisect(found, explanation)
+        if commits is None:
+            return None
         ends = found.repos[0]
         good = state_for(found, frozenset())
         spec = self.spec_at(good)
+
+        def relay(event: BisectSaid) -> None:
+            if isinstance(event, Answered):   # explain's answer, with the first bad commit
+                report.narrowed = event.report
+                self.answer(report)
+            else:
+                self.emit(event)
+
         bisector = Bisector(spec, BisectOptions(keep_untracked=keep_untracked),
-                            list(explanation.good), self.emit,
+                            list(explanation.good), relay,
                             baseline_said="explain's own runs at GOOD's state")
-        self.emit(f"{ends.path}: bisect the {ranges[0].commits} commits at GOOD's state")
+        self.emit(f"{ends.path}: bisect the {commits.commits} commits at GOOD's state")
         try:
             with SiteFile(self.shell, self.emit, host_wide) as site, \
                     StartupFiles(self.shell, self.emit) as pth, \

@@ -22,7 +22,7 @@ from envsnap.errors import (
 )
 
 KNOWN_CODES = {EXIT_OK, EXIT_DRIFT, EXIT_USAGE, EXIT_HOST, EXIT_INVALID, ExitCode.DECLINED,
-               EXIT_INTERNAL, EXIT_INTERRUPTED}
+               ExitCode.PUT_BACK, EXIT_INTERNAL, EXIT_INTERRUPTED}
 NO_DEFAULT = (None, False, [], argparse.SUPPRESS)
 
 

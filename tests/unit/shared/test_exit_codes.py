@@ -12,7 +12,8 @@ from envsnap.agent import exits as agent_exits
 from envsnap.errors import ExitCode
 from envsnap.hosts import payload
 
-CONTRACT = {"OK": 0, "DRIFT": 1, "USAGE": 2, "HOST": 3, "INVALID": 4, "INTERNAL": 70,
+CONTRACT = {"OK": 0, "DRIFT": 1, "USAGE": 2, "HOST": 3, "INVALID": 4, "DECLINED": 5,
+            "PUT_BACK": 6, "INTERNAL": 70,
             "INTERRUPTED": 130}
 
 

@@ -1,0 +1,147 @@
+"""explain and bisect with a benchmark that leaves files in the checkout, as real ones do.
+
+The benchmark (written below) imports a module of the checkout with bytecode writing on, as
+every user has it, so python writes `__pycache__/` there, and it writes results.json into
+the checkout after each run. The user ran it once before (so both are already there, as
+their own untracked or ignored files, with content of their own) and keeps notes of their
+own. The trials write those paths again: the answer must still be printed, the benchmark's
+files set aside, and the user's files back with their own content; a put-back that truly
+cannot finish prints the answer, the commands that finish it and its own exit code.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import Cli
+from helpers.folded import words
+from helpers.gitrepos import Repo, git_env, init
+
+METRIC = r"steps/s ([0-9.]+)"
+# The module's speed, read by the benchmark through an import: bytecode is written for it.
+# Of unequal sizes: python trusts bytecode whose source has the same size and mtime second.
+FAST, SLOW = "STEPS = 94.0\n", "STEPS = 47.0  # slow\n"
+BENCH_SOURCE = '''"""A benchmark that leaves files in the checkout it runs in."""
+import json
+import os
+import random
+import sys
+
+sys.path.insert(0, os.getcwd())
+import model  # noqa: E402  (the checkout's: python writes __pycache__/ beside it)
+
+value = model.STEPS * random.uniform(0.99, 1.01)
+with open("results.json", "w") as out:
+    json.dump({"steps_per_s": value, "pid": os.getpid()}, out)
+print(f"steps/s {value:.2f}")
+'''
+
+
+class Checkout:
+    """A checkout, GOOD captured at a fast commit and BAD after a slow pull, and the user's
+    own files: notes, and what their last run of the benchmark left (bytecode, results)."""
+
+    def __init__(self, root: Path, cli: Cli, ignore: str | None) -> None:
+        (root / "home").mkdir(parents=True)
+        self.root = root
+        self.repo: Repo = init(root / "repo", git_env(root / "home"))
+        files = {"model.py": FAST, "README.md": "app\n"}
+        if ignore is not None:
+            files[".gitignore"] = ignore
+        self.good = self.repo.commit("Initial", files)
+        self.bench_path = root / "bench.py"
+        self.bench_path.write_text(BENCH_SOURCE)
+        # bytecode on, whatever the environment running the tests asked for
+        self.cmd = f"env -u PYTHONDONTWRITEBYTECODE {sys.executable} {self.bench_path}"
+        self.capture(cli, "good")
+        self.pulled = [self.repo.commit("Refactor", {"util.py": "U = 1\n"}),
+                       self.repo.commit("Slow the model", {"model.py": SLOW}),
+                       self.repo.commit("Docs", {"README.md": "app\nsee docs\n"})]
+        self.capture(cli, "bad")
+        self.run_by_hand()
+        self.repo.write("notes.txt", "my own notes\n")
+        self.repo.write("results.json", '{"mine": "the run I keep"}\n')
+
+    def capture(self, cli: Cli, label: str) -> None:
+        result = cli("capture", "local", "--label", label, "--repo", str(self.repo.path))
+        assert result.returncode == 0, result.stdout + result.stderr
+
+    def run_by_hand(self) -> None:
+        subprocess.run(self.cmd, shell=True, cwd=self.repo.path, check=True,
+                       capture_output=True, env={k: v for k, v in os.environ.items()
+                                                 if k != "PYTHONDONTWRITEBYTECODE"})
+        assert list((self.repo.path / "__pycache__").glob("model.*.pyc"))
+
+    def fingerprint(self) -> tuple[object, ...]:
+        """Every file of the worktree (tracked, untracked, ignored) with its content, the
+        index, refs, HEAD, the stash list, the status with ignored files."""
+        files = {}
+        for path in sorted(self.repo.path.rglob("*")):
+            if ".git" in path.relative_to(self.repo.path).parts or not path.is_file():
+                continue
+            files[str(path.relative_to(self.repo.path))] = \
+                hashlib.sha256(path.read_bytes()).hexdigest()
+        return (files, self.repo.git("symbolic-ref", "HEAD"), self.repo.git("show-ref"),
+                self.repo.git("ls-files", "--stage"),
+                self.repo.git("stash", "list", "--format=%H %gs"),
+                self.repo.git("status", "--porcelain", "--ignored"))
+
+
+def explain(cli: Cli, checkout: Checkout, *extra: str) -> subprocess.CompletedProcess[str]:
+    return cli("explain", "good", "bad", "--cmd", checkout.cmd, "--metric", METRIC,
+               "--cwd", str(checkout.repo.path), "--repeat", "3", "--yes", *extra,
+               timeout=300)
+
+
+def bisect(cli: Cli, checkout: Checkout, *extra: str) -> subprocess.CompletedProcess[str]:
+    return cli("bisect", "good", "bad", "--cmd", checkout.cmd, "--metric", METRIC,
+               "--cwd", str(checkout.repo.path), "--repeat", "3", *extra, timeout=300)
+
+
+def answered_first(out: str) -> None:
+    """The answer comes before the host is put back (explain's search puts its states back
+    before the bisect of the commit range, whose answer completes explain's); what the
+    benchmark wrote is moved aside (said, with where), never deleted."""
+    assert out.index("first bad commit:") < out.rindex("HEAD back to"), out
+    assert "moved aside to ~/.cache/envsnap/benchmark-files/" in out, out
+    assert out.rindex("moved aside to") > out.index("first bad commit:")
+    assert "the benchmark wrote (" in out or \
+        "of yours the benchmark changed written back as they were" in out, out
+
+
+# no .gitignore: the bytecode and the results are the user's untracked files (stashed);
+# a .gitignore naming them: the user's ignored files (left in place, rewritten by the trials)
+IGNORES = pytest.mark.parametrize("ignore", [None, "__pycache__/\nresults.json\n"],
+                                  ids=["untracked", "ignored"])
+
+
+@IGNORES
+def test_explain_answers_and_puts_back_what_the_benchmark_wrote(cli: Cli, tmp_path: Path,
+                                                               ignore: str | None) -> None:
+    checkout = Checkout(tmp_path / "story", cli, ignore)
+    before = checkout.fingerprint()
+    result = explain(cli, checkout)
+    assert result.returncode == 1, result.stdout + result.stderr
+    out = words(result.stdout)
+    assert "cause: " in out and "3 commits" in out, out
+    assert f"first bad commit: {checkout.pulled[1]} Slow the model" in out, out
+    answered_first(out)
+    assert checkout.fingerprint() == before
+    assert (checkout.repo.path / "results.json").read_text() == '{"mine": "the run I keep"}\n'
+
+
+@IGNORES
+def test_bisect_answers_and_puts_back_what_the_benchmark_wrote(cli: Cli, tmp_path: Path,
+                                                              ignore: str | None) -> None:
+    checkout = Checkout(tmp_path / "story", cli, ignore)
+    before = checkout.fingerprint()
+    result = bisect(cli, checkout)
+    assert result.returncode == 1, result.stdout + result.stderr
+    out = words(result.stdout)
+    assert f"first bad commit: {checkout.pulled[1]} Slow the model" in out, out
+    answered_first(out)
+    assert checkout.fingerprint() == before
