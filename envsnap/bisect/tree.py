@@ -178,10 +178,12 @@ class Tree:
         return problems
 
     def finish_commands(self) -> list[str]:
-        """The commands that finish what the put-back left, in order: HEAD (and branch)
-        back, then the user's stash popped. Files in the way are named in the problems."""
+        """The commands that finish what the put-back left, in order: the benchmark's files
+        that could not be moved aside kept in a tar file and taken out of the way, HEAD (and
+        branch) back, then the user's stash popped."""
         git = f"git -C {shlex.quote(self.top)}"
-        commands = []
+        keep = self.aside.finish_command()
+        commands = [keep] if keep else []
         if self.at is not None and self.head is not None:
             commands.append(f"{git} checkout {self.branch or self.head}")
         if self.stash and not self.popped:
@@ -224,6 +226,11 @@ class Tree:
         if ref is None:
             raise GitFailure(f"stash {self.stash[:12]} with your work is gone from the stash "
                              f"list: git -C {self.top} stash apply --index {self.stash[:12]}")
+        in_the_way = workfiles.in_the_way(self.shell, self.top, self.stash)
+        if in_the_way:   # git would restore the others, then stop: half a pop, never
+            shown = ", ".join(in_the_way[:5]) + (" ..." if len(in_the_way) > 5 else "")
+            raise GitFailure(f"your work is safe in {ref} ({self.stash[:12]}), not popped: "
+                             f"files of the same names are in the way ({shown})")
         popped = run(self.shell, self.top, "stash", "pop", "--index", "-q", ref)
         if popped.exit_code != 0:   # staged and unstaged cannot be told apart again: merge them
             popped = run(self.shell, self.top, "stash", "pop", "-q", ref)

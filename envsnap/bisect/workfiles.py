@@ -21,7 +21,7 @@ import posixpath
 import shlex
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from envsnap.hostops.git import GitFailure, complaint, git_prefix, run
 from envsnap.hostops.shell import Shell, quote_path, upload
@@ -117,6 +117,17 @@ class Aside:
     command: str
     folder: str = ""
     moved: int = 0
+    stuck: list[str] = field(default_factory=list)   # paths the last move could not move
+
+    def finish_command(self) -> str | None:
+        """For paths that could not be moved aside: one command that keeps them in a tar
+        file in the home folder and takes them out of the checkout, or None."""
+        if not self.stuck:
+            return None
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        paths = " ".join(shlex.quote(path) for path in self.stuck)
+        return (f"(cd {shlex.quote(self.top)} && tar -cf ~/envsnap-benchmark-files-{stamp}.tar "
+                f"-- {paths} && rm -f -- {paths})")
 
     def move(self, paths: list[str]) -> None:
         """Each path (a file or a link, never followed) into the kept folder, under its own
@@ -140,8 +151,9 @@ class Aside:
             if result.exit_code != 0:
                 failed += chunk
         self.moved += len(paths) - len(failed)
+        self.stuck = failed
         if failed:
-            raise GitFailure(f"{self.top}: could not move aside what the benchmark wrote: "
+            raise GitFailure("could not move aside what the benchmark wrote: "
                              + ", ".join(failed[:5]) + (" ..." if len(failed) > 5 else ""))
 
 
@@ -215,3 +227,14 @@ def restore_own(shell: Shell, top: str, recorded: Recorded,
         else:
             back.append(path)
     return problems, back
+
+
+def in_the_way(shell: Shell, top: str, stash: str) -> list[str]:
+    """The untracked files of a stash (its third parent) that exist in the worktree now:
+    `git stash pop` would restore the others, then fail on these."""
+    saved = run(shell, top, "ls-tree", "-r", "-z", "--name-only", f"{stash}^3")
+    if saved.exit_code != 0:   # no untracked files in it
+        return []
+    names = [name for name in saved.stdout.split("\0") if name]
+    present = set(others(shell, top))
+    return [name for name in names if name in present]

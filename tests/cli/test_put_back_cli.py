@@ -21,6 +21,8 @@ from conftest import Cli
 from helpers.folded import words
 from helpers.gitrepos import Repo, git_env, init
 
+from envsnap.errors import ExitCode
+
 METRIC = r"steps/s ([0-9.]+)"
 # The module's speed, read by the benchmark through an import: bytecode is written for it.
 # Of unequal sizes: python trusts bytecode whose source has the same size and mtime second.
@@ -144,4 +146,47 @@ def test_bisect_answers_and_puts_back_what_the_benchmark_wrote(cli: Cli, tmp_pat
     out = words(result.stdout)
     assert f"first bad commit: {checkout.pulled[1]} Slow the model" in out, out
     answered_first(out)
+    assert checkout.fingerprint() == before
+
+
+def blocked(checkout: Checkout) -> None:
+    """A benchmark that also puts a file where envsnap keeps what benchmarks write, on the
+    host: nothing it writes into the checkout can be moved aside any more."""
+    checkout.cmd = ("mkdir -p ~/.cache/envsnap && touch ~/.cache/envsnap/benchmark-files && "
+                    + checkout.cmd)
+
+
+def finish_by_hand(cli: Cli, stderr: str) -> None:
+    """The commands the error line gives after `to finish:`, run as the user would."""
+    line = next(line for line in stderr.splitlines() if line.startswith("envsnap: error:"))
+    commands = line.split("; to finish: ", 1)[1]
+    done = subprocess.run(["bash", "-c", commands], env=cli.env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("command", ["explain", "bisect"])
+def test_a_put_back_that_cannot_finish_gives_the_answer_and_the_commands(
+        cli: Cli, tmp_path: Path, command: str) -> None:
+    checkout = Checkout(tmp_path / "story", cli, None)
+    before = checkout.fingerprint()
+    stash = checkout.repo.git("stash", "list")
+    blocked(checkout)
+    result = (explain if command == "explain" else bisect)(cli, checkout)
+    assert result.returncode == ExitCode.PUT_BACK, result.stdout + result.stderr
+    out = words(result.stdout)
+    if command == "explain":   # the search's answer; the commit range left to bisect by hand
+        assert "cause: " in out and "which of the 3 commits: envsnap bisect good bad" in out
+    else:
+        assert f"first bad commit: {checkout.pulled[1]} Slow the model" in out, out
+    error = result.stderr.split("envsnap: error: ")[1]
+    assert f"{command} could not put everything back: " in error
+    assert "could not move aside what the benchmark wrote: " in error
+    assert "your work is safe in stash@{0}" in error
+    assert f"; to finish: (cd {checkout.repo.path} && tar -cf ~/envsnap-benchmark-files-" in error
+    assert f"&& git -C {checkout.repo.path} stash pop --index stash@{{0}}" in error
+    # the user's work is safe: their stash is there, with their notes in it
+    assert checkout.repo.git("stash", "list").count("stash@{") == stash.count("stash@{") + 1
+    assert "notes.txt" in checkout.repo.git("show", "--name-only", "--format=", "stash@{0}^3")
+    finish_by_hand(cli, result.stderr)
     assert checkout.fingerprint() == before
