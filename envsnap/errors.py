@@ -89,9 +89,16 @@ class HostError(EnvsnapError):
 
 class PutBackError(HostError):
     """bisect or explain found its answer (printed first), then could not put the host back
-    entirely; the message says what is left and the exact commands that finish it."""
+    entirely; the message says what is left, where the answer is kept (the run's journal)
+    and, last, the exact commands that finish it."""
 
     exit_code = ExitCode.PUT_BACK
+
+    def __init__(self, what: str, finish: tuple[str, ...] = (), kept_in: str = "") -> None:
+        self.what, self.finish, self.kept_in = what, finish, kept_in
+        super().__init__(what + (f"; the answer and every trial are in {kept_in}" if kept_in
+                                 else "")
+                         + (f"; to finish: {' && '.join(finish)}" if finish else ""))
 
 
 class BenchError(HostError):

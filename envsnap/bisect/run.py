@@ -14,6 +14,8 @@ Library code: never prints; progress reaches the CLI through `on_event`.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable, Literal, Union
 
@@ -35,10 +37,11 @@ from envsnap.bisect.inputs import (
     repos_of,
     subject_of,
 )
+from envsnap.bisect.journal import Journal, Record
 from envsnap.bisect.search import Commit, Search
 from envsnap.bisect.tree import Tree
 from envsnap.defaults import DEFAULT_MAX_REPEAT
-from envsnap.errors import BenchError, HostError, Interrupted, UsageError
+from envsnap.errors import BenchError, HostError, Interrupted, PutBackError, UsageError
 from envsnap.hostops.gate import ForeignPlan, endpoint_plan, gate
 from envsnap.hostops.git import GitFailure
 from envsnap.hostops.locks import CheckoutLocks
@@ -165,19 +168,49 @@ def bisect(store: Store, inventory: Inventory, good_label: str, bad_label: str,
     patch = good_patch(good_repo, good_label) if options.with_patch else None
     baseline = recorded_baseline(good_doc, spec, good_label) if options.good_from_snapshot \
         else None
-    bisector = Bisector(spec, options, baseline, on_event or (lambda _: None))
+    journal = Journal.at(store.root, "bisect", (good_label, bad_label))
+    emit = journal.recording(on_event or (lambda _: None), journal_record)
+    emit(journal.start())
+    bisector = Bisector(spec, options, baseline, emit)
     try:
         with open_transport(target, options.capture.connect_timeout,
                             options.capture.accept_new_host_keys) as transport, \
                 CheckoutLocks(transport, target, [path], wait_hint=""):   # the checkout it walks
             shell = HostShell(target, transport)
             heads = (str(good_repo.get("head")), str(bad_repo.get("head")))  # pick_repo: set
-            return locked_bisect(shell, path, heads,
-                                 (good_label, bad_label), patch, bisector)
+            with put_back_journaled(journal):
+                return locked_bisect(shell, path, heads,
+                                     (good_label, bad_label), patch, bisector)
     except GitFailure as exc:
         raise HostError(str(exc)) from None
     except KeyboardInterrupt:   # the checkout was put back on the way out (tree.py), or said
         raise Interrupted(put_back_line(target.name, path, "bisect")) from None
+
+
+def journal_record(event: Said) -> Record:
+    """What the journal keeps of an event: each step as it is measured, then the answer."""
+    if isinstance(event, Step):
+        return "step", {"kind": event.kind, "number": event.number, "commit": event.commit.sha,
+                        "subject": event.commit.subject, "values": event.values,
+                        "verdict": str(event.verdict), "why": event.why}
+    if isinstance(event, Answered):
+        report = event.report
+        return "answer", {"outcome": str(report.outcome), "why": report.why,
+                          "first_bad": report.first_bad.sha if report.first_bad else None,
+                          "suspects": [commit.sha for commit in report.suspects]}
+    return None
+
+
+@contextmanager
+def put_back_journaled(journal: Journal) -> Iterator[None]:
+    """How the put-back went, in the journal, after the answer; a failed one names the
+    journal, where the answer and every trial are kept."""
+    try:
+        yield
+    except PutBackError as exc:
+        journal.write("put back", done=False, problem=str(exc))
+        raise PutBackError(exc.what, exc.finish, str(journal.path or "")) from None
+    journal.write("put back", done=True)
 
 
 def put_back_line(host: str, where: str, command: str) -> str:

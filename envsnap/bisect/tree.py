@@ -158,13 +158,12 @@ class Tree:
                     pass   # a temp file under ~/.cache/envsnap/tmp: not worth failing for
         if problems:
             said = "interrupted, and " if isinstance(error, KeyboardInterrupt) else ""
-            finish = self.finish_commands()
-            text = (f"{self.top}: {self.command} {said}could not put everything back: "
-                    + "; ".join(problems)
-                    + (f"; to finish: {' && '.join(finish)}" if finish else ""))
+            what = (f"{self.top}: {self.command} {said}could not put everything back: "
+                    + "; ".join(problems))
+            finishing = PutBackError(what, tuple(self.finish_commands()))
             if error is None:   # the run was complete: its answer is out, this is the rest
-                raise PutBackError(text)
-            raise HostError(text) from error
+                raise finishing
+            raise HostError(str(finishing)) from error
 
     def put_back(self) -> list[str]:
         """Every step is tried, whatever failed before it; what failed comes back as text."""

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Callable, Union
 from envsnap.bench import stats as benchstats
 from envsnap.bench.run import BenchSpec, bench_on
 from envsnap.bisect.inputs import commit_here, describe_head, find_toplevel, matches, pick_host
+from envsnap.bisect.journal import Journal, Record
 from envsnap.bisect.run import (
     Answered,
     BisectOptions,
@@ -33,9 +34,11 @@ from envsnap.bisect.run import (
     RunEnded,
     Step,
     locked_bisect,
+    put_back_journaled,
     put_back_line,
 )
 from envsnap.bisect.run import Said as BisectSaid
+from envsnap.bisect.run import journal_record as bisect_journal_record
 from envsnap.errors import BenchError, HostError, Interrupted, PutBackError, UsageError
 from envsnap.explain.apply import PipPins, SiteFile, StartupFiles, State, StateTree, state_for
 from envsnap.explain.differences import Difference, Differences, find_differences
@@ -147,18 +150,59 @@ def explain_run(store: Store, inventory: Inventory, labels: tuple[str, str], hos
                        doing="explaining with it (as BAD)",
                        needs_consent=not options.trust_foreign, python=host is None),
          review, "explain with it")
+    journal = Journal.at(store.root, "explain", labels)
+    emit = journal.recording(emit, journal_record)
     try:
         with open_transport(target, options.capture.connect_timeout,
                             options.capture.accept_new_host_keys) as transport, \
-                CheckoutLocks(transport, target, paths, wait_hint=""):
+                CheckoutLocks(transport, target, paths, wait_hint=""), \
+                put_back_journaled(journal):
             shell = HostShell(target, transport)
-            return Explainer(shell, spec, labels, emit).run(good, bad, paths, host is not None,
-                                                            options, confirm)
+            return Explainer(shell, spec, labels, emit).run(
+                good, bad, paths, host is not None, options,
+                journal_on_start(confirm, journal, emit))
     except GitFailure as exc:
         raise HostError(str(exc)) from None
     except KeyboardInterrupt:   # each checkout and file was put back on the way out (apply.py)
         raise Interrupted(put_back_line(target.name, ", ".join(paths) or "the python",
                                         "explain")) from None
+
+
+def journal_on_start(confirm: Callable[[Plan], bool], journal: Journal,
+                     emit: Callable[[Said], None]) -> Callable[[Plan], bool]:
+    """`confirm`, and once the plan is approved the journal started, with the differences
+    its trials' numbers refer to (1 is the first)."""
+    def approved(plan: Plan) -> bool:
+        if not confirm(plan):
+            return False
+        said = journal.start()
+        journal.write("plan", host=plan.host, ceiling=plan.ceiling, repeat=plan.repeat,
+                      differences=[item.describe() for item in plan.differences.items])
+        emit(said)
+        return True
+    return approved
+
+
+def journal_record(event: Said) -> Record:
+    """What the journal keeps: each trial as it is measured (the differences in place, by
+    number; the runs), the bisect of a commit range's steps, then the answer."""
+    if isinstance(event, Measured):
+        return "trial", {"differences": sorted(index + 1 for index in event.applied),
+                         "values": event.values}
+    if isinstance(event, Answer):
+        explanation = event.report.explanation
+        if explanation is None:
+            return None
+        return "answer", {
+            "outcome": str(explanation.outcome),
+            "causes": [sorted(index + 1 for index in cause) for cause in explanation.causes],
+            "undecided": sorted(index + 1 for index in explanation.unexplained),
+            "good": explanation.good, "bad": explanation.bad,
+            "first_bad": (event.report.narrowed.first_bad.sha if event.report.narrowed
+                          and event.report.narrowed.first_bad else None)}
+    if isinstance(event, Step):
+        return bisect_journal_record(event)
+    return None
 
 
 def default_ceiling(n: int) -> int:

@@ -11,10 +11,14 @@ cannot finish prints the answer, the commands that finish it and its own exit co
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import re
+import stat
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import Cli
@@ -104,6 +108,15 @@ def bisect(cli: Cli, checkout: Checkout, *extra: str) -> subprocess.CompletedPro
                "--cwd", str(checkout.repo.path), "--repeat", "3", *extra, timeout=300)
 
 
+def journal(out: str) -> list[dict[str, Any]]:
+    """The run's journal, named in its output: one JSON object a line."""
+    found = re.search(r"journal: (\S+\.jsonl) \(each trial written as it is measured\)", out)
+    assert found, out
+    path = Path(found.group(1))
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
 def answered_first(out: str) -> None:
     """The answer comes before the host is put back (explain's search puts its states back
     before the bisect of the commit range, whose answer completes explain's); what the
@@ -134,6 +147,15 @@ def test_explain_answers_and_puts_back_what_the_benchmark_wrote(cli: Cli, tmp_pa
     answered_first(out)
     assert checkout.fingerprint() == before
     assert (checkout.repo.path / "results.json").read_text() == '{"mine": "the run I keep"}\n'
+    records = journal(out)
+    trials = [record for record in records if record["event"] == "trial"]
+    assert len(trials) >= 2 and all(len(trial["values"]) == 3 for trial in trials)
+    assert trials[0]["differences"] == [] and trials[1]["differences"] == [1]
+    steps = [record for record in records if record["event"] == "step"]
+    assert [step["kind"] for step in steps][:2] == ["good", "bad"]   # the range bisected
+    answer = next(record for record in records if record["event"] == "answer")
+    assert answer["causes"] == [[1]] and answer["first_bad"] == checkout.pulled[1]
+    assert records[-1]["event"] == "put back" and records[-1]["done"] is True
 
 
 @IGNORES
@@ -147,6 +169,10 @@ def test_bisect_answers_and_puts_back_what_the_benchmark_wrote(cli: Cli, tmp_pat
     assert f"first bad commit: {checkout.pulled[1]} Slow the model" in out, out
     answered_first(out)
     assert checkout.fingerprint() == before
+    records = journal(out)
+    assert [record["event"] for record in records[:3]] == ["start", "step", "step"]
+    assert records[-2]["event"] == "answer" and records[-2]["first_bad"] == checkout.pulled[1]
+    assert records[-1] == {"event": "put back", "done": True, "at": records[-1]["at"]}
 
 
 def blocked(checkout: Checkout) -> None:
@@ -185,6 +211,10 @@ def test_a_put_back_that_cannot_finish_gives_the_answer_and_the_commands(
     assert "your work is safe in stash@{0}" in error
     assert f"; to finish: (cd {checkout.repo.path} && tar -cf ~/envsnap-benchmark-files-" in error
     assert f"&& git -C {checkout.repo.path} stash pop --index stash@{{0}}" in error
+    # where the answer and every trial are kept, then the commands, last
+    assert re.search(r"; the answer and every trial are in \S+/journals/\S+\.jsonl; to finish: ",
+                     error), error
+    assert journal(out)[-1]["event"] == "put back" and journal(out)[-1]["done"] is False
     # the user's work is safe: their stash is there, with their notes in it
     assert checkout.repo.git("stash", "list").count("stash@{") == stash.count("stash@{") + 1
     assert "notes.txt" in checkout.repo.git("show", "--name-only", "--format=", "stash@{0}^3")
