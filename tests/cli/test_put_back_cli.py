@@ -129,17 +129,19 @@ def answered_first(out: str) -> None:
 
 
 # no .gitignore: the bytecode and the results are the user's untracked files (stashed);
-# a .gitignore naming them: the user's ignored files (left in place, rewritten by the trials)
-IGNORES = pytest.mark.parametrize("ignore", [None, "__pycache__/\nresults.json\n"],
-                                  ids=["untracked", "ignored"])
+# a .gitignore naming them: the user's ignored files (left in place, rewritten by the trials);
+# --keep-untracked: untracked, left in place and rewritten too
+IGNORES = pytest.mark.parametrize("ignore, extra", [
+    (None, ()), ("__pycache__/\nresults.json\n", ()), (None, ("--keep-untracked",))],
+    ids=["untracked", "ignored", "kept"])
 
 
 @IGNORES
-def test_explain_answers_and_puts_back_what_the_benchmark_wrote(cli: Cli, tmp_path: Path,
-                                                               ignore: str | None) -> None:
+def test_explain_answers_and_puts_back_what_the_benchmark_wrote(
+        cli: Cli, tmp_path: Path, ignore: str | None, extra: tuple[str, ...]) -> None:
     checkout = Checkout(tmp_path / "story", cli, ignore)
     before = checkout.fingerprint()
-    result = explain(cli, checkout)
+    result = explain(cli, checkout, *extra)
     assert result.returncode == 1, result.stdout + result.stderr
     out = words(result.stdout)
     assert "cause: " in out and "3 commits" in out, out
@@ -159,16 +161,17 @@ def test_explain_answers_and_puts_back_what_the_benchmark_wrote(cli: Cli, tmp_pa
 
 
 @IGNORES
-def test_bisect_answers_and_puts_back_what_the_benchmark_wrote(cli: Cli, tmp_path: Path,
-                                                              ignore: str | None) -> None:
+def test_bisect_answers_and_puts_back_what_the_benchmark_wrote(
+        cli: Cli, tmp_path: Path, ignore: str | None, extra: tuple[str, ...]) -> None:
     checkout = Checkout(tmp_path / "story", cli, ignore)
     before = checkout.fingerprint()
-    result = bisect(cli, checkout)
+    result = bisect(cli, checkout, *extra)
     assert result.returncode == 1, result.stdout + result.stderr
     out = words(result.stdout)
     assert f"first bad commit: {checkout.pulled[1]} Slow the model" in out, out
     answered_first(out)
     assert checkout.fingerprint() == before
+    assert (checkout.repo.path / "results.json").read_text() == '{"mine": "the run I keep"}\n'
     records = journal(out)
     assert [record["event"] for record in records[:3]] == ["start", "step", "step"]
     assert records[-2]["event"] == "answer" and records[-2]["first_bad"] == checkout.pulled[1]
