@@ -151,6 +151,11 @@ class Tree:
                  trace: TracebackType | None) -> None:
         with sigint_deferred():
             problems = self.put_back()
+            if self.recorded is not None:
+                try:
+                    workfiles.drop_marker(self.shell, self.recorded)
+                except HostError:
+                    pass   # an empty file under ~/.cache/envsnap/tmp: not worth failing for
             if self.quoted is not None:
                 try:
                     remove(self.shell, self.quoted)

@@ -2,17 +2,19 @@
 
 A benchmark writes files into the checkout it runs in: python's `__pycache__/` beside a
 module it imports, a results file, logs. Before the first trial every untracked and
-ignored file is recorded with its content (a git blob sha, computed by `git hash-object`),
-and the ones that stay in the checkout during the trials (ignored files, and untracked ones
-with --keep-untracked: stashing takes the others) get a copy in the checkout's own object
-store (`hash-object -w`, unreachable objects git's gc drops in time), up to COPY_LIMIT
-bytes each. When the host is put back:
+ignored file is listed, and a marker file is touched on the host: a file written after it
+is newer. The ones that stay in the checkout during the trials (ignored files, and untracked
+ones with --keep-untracked: stashing takes the others) get a copy of their content in the
+checkout's own object store (`git hash-object -w`: unreachable objects that git's gc drops
+in time), up to COPY_LIMIT bytes each and MAX_COPIES files, the shallowest first (a results
+file before what lies deep in an ignored `.venv/`). A big file is never read at all. When
+the host is put back:
 - a file that was not there before, or one at a path whose user's version is in the stash,
   is the benchmark's: it is moved aside into a folder kept on the host (never deleted), so
   it never blocks a checkout or the stash coming back;
-- a file of the user's that stayed in place and whose content the benchmark changed (or
-  removed) gets the user's content back from its copy; the benchmark's version is moved
-  aside first. One too big to copy is named as a problem, never guessed at.
+- a file of the user's that stayed in place and is newer than the marker (or gone) is
+  compared with its copy: one the benchmark changed gets the user's content back (its
+  version moved aside first). One without a copy is named as a problem, never guessed at.
 Links are never written through: a path is moved (the link itself), then written new.
 """
 from __future__ import annotations
@@ -24,9 +26,10 @@ import uuid
 from dataclasses import dataclass, field
 
 from envsnap.hostops.git import GitFailure, complaint, git_prefix, run
-from envsnap.hostops.shell import Shell, quote_path, upload
+from envsnap.hostops.shell import TMP_DIR, Shell, quote_path, upload
 
-COPY_LIMIT = 16 * 1024 * 1024   # bytes: a user's in-place file bigger than this is only hashed
+COPY_LIMIT = 16 * 1024 * 1024   # bytes: a user's in-place file bigger than this is not copied
+MAX_COPIES = 4000               # files copied at most (an ignored .venv/ holds tens of thousands)
 KEPT_DIR = "~/.cache/envsnap/benchmark-files"
 MOVES_PER_COMMAND = 200         # shell commands stay far below any argument-length limit
 
@@ -35,10 +38,12 @@ MOVES_PER_COMMAND = 200         # shell commands stay far below any argument-len
 class Recorded:
     """A checkout's untracked and ignored files before the first trial."""
 
-    blobs: dict[str, str | None]    # path -> blob sha of its content; None: not a plain file
+    paths: frozenset[str]           # every untracked and ignored file (links too)
     in_place: frozenset[str]        # the paths not stashed: they stay during the trials
-    copied: frozenset[str]          # in_place paths whose content is kept in the object store
+    plain: frozenset[str]           # in_place paths that are plain files (not links)
+    copies: dict[str, str]          # in_place path -> blob sha of its content, kept
     folders: frozenset[str]         # every folder of the worktree (never removed)
+    marker: str                     # a file on the host touched once all this was read
 
 
 def listed(shell: Shell, top: str, *args: str) -> list[str]:
@@ -90,22 +95,27 @@ def blob_shas(shell: Shell, top: str, paths: list[str], keep: bool) -> dict[str,
 
 
 def record(shell: Shell, top: str, stashing: bool) -> Recorded:
-    """Before anything moves: every untracked and ignored file with its content; `stashing`:
-    the untracked ones are about to go into the stash (they do not stay in place)."""
+    """Before anything moves: every untracked and ignored file, copies of the in-place ones
+    (module docstring); `stashing`: the untracked ones are about to go into the stash."""
     paths = others(shell, top)
-    plain = found_by_find(shell, top, "-type f") if paths else set()
-    small = found_by_find(shell, top, f"-type f -size -{COPY_LIMIT + 1}c") if paths else set()
     in_place = set(paths) - untracked(shell, top) if stashing else set(paths)
-    copied = sorted(path for path in in_place if path in small)
-    blobs: dict[str, str | None] = {path: None for path in paths}
-    blobs.update(blob_shas(shell, top, copied, keep=True))
-    blobs.update(blob_shas(shell, top, sorted(path for path in paths
-                                              if path in plain and path not in small), False))
-    blobs.update({path: blobs[path] if path in plain else None for path in paths})
+    plain = found_by_find(shell, top, "-type f") & in_place if in_place else set()
+    small = found_by_find(shell, top, f"-type f -size -{COPY_LIMIT + 1}c") & plain \
+        if plain else set()
+    chosen = sorted(small, key=lambda path: (path.count("/"), path))[:MAX_COPIES]
+    copies = {path: sha for path, sha in blob_shas(shell, top, chosen, keep=True).items()
+              if sha is not None}
     folders = found_by_find(shell, top, "-type d") if paths else set()
-    return Recorded(blobs, frozenset(in_place), frozenset(path for path in copied
-                                                           if blobs[path] is not None),
-                    frozenset(folders))
+    marker = f"~/{TMP_DIR}/marker-{uuid.uuid4().hex[:12]}"
+    touched = shell.sh(f'mkdir -p "$HOME"/{TMP_DIR} && : > {quote_path(marker)}')
+    if touched.exit_code != 0:
+        raise GitFailure(f"{top}: could not write {marker}: {touched.stderr.strip()}")
+    return Recorded(frozenset(paths), frozenset(in_place), frozenset(plain), copies,
+                    frozenset(folders), marker)
+
+
+def drop_marker(shell: Shell, recorded: Recorded) -> None:
+    shell.sh(f"rm -f {quote_path(recorded.marker)}")
 
 
 @dataclass
@@ -160,7 +170,7 @@ class Aside:
 def theirs(recorded: Recorded, now: list[str]) -> list[str]:
     """The benchmark's files among those git does not track now: new paths, and paths whose
     user's version is in the stash (written again by the trials)."""
-    return [path for path in now if path not in recorded.blobs or path not in recorded.in_place]
+    return [path for path in now if path not in recorded.in_place]
 
 
 def set_aside(shell: Shell, top: str, recorded: Recorded, aside: Aside) -> list[str]:
@@ -196,24 +206,29 @@ def restore_own(shell: Shell, top: str, recorded: Recorded,
                 aside: Aside) -> tuple[list[str], list[str]]:
     """The user's files that stayed in place, back to the content recorded: those the
     benchmark rewrote or removed (its version moved aside first). Returns what could not be
-    brought back (no copy kept: too big), one line each, and the paths written back."""
-    watched = sorted(path for path in recorded.in_place if recorded.blobs.get(path))
-    if not watched:
+    brought back (no copy kept), one line each, and the paths written back."""
+    if not recorded.plain:
         return [], []
-    plain = found_by_find(shell, top, "-type f")
-    present = set(others(shell, top))
-    now = blob_shas(shell, top, [path for path in watched if path in plain and path in present],
-                    keep=False)
-    changed = [path for path in watched if now.get(path) != recorded.blobs[path]]
-    aside.move([path for path in changed if path in present])
+    present = set(others(shell, top)) & recorded.plain
+    plain_now = found_by_find(shell, top, "-type f")
+    newer = found_by_find(shell, top, f"-type f -newer {quote_path(recorded.marker)}")
+    suspects = sorted(path for path in recorded.plain
+                      if path not in present or path not in plain_now or path in newer)
+    now = blob_shas(shell, top, [path for path in suspects
+                                 if path in recorded.copies and path in present
+                                 and path in plain_now], keep=False)
+    changed = [path for path in suspects if now.get(path) != recorded.copies.get(path)
+               or path not in recorded.copies]
+    aside.move([path for path in changed if path in recorded.copies and
+                (path in present or path in newer)])
     problems, back = [], []
     for path in changed:
-        if path not in recorded.copied:
-            problems.append(f"{top}/{path}: the benchmark changed your file and it was too "
-                            f"big to keep a copy of (over {COPY_LIMIT // (1024 * 1024)} MiB)")
+        blob = recorded.copies.get(path)
+        if blob is None:
+            problems.append(f"{top}/{path}: the benchmark changed your file, of which no copy "
+                            f"was kept (over {COPY_LIMIT // (1024 * 1024)} MiB, or past "
+                            f"{MAX_COPIES} files): it is left as the benchmark left it")
             continue
-        blob = recorded.blobs[path]
-        assert blob is not None
         folder = posixpath.dirname(path)
         make = f"mkdir -p -- {shlex.quote(folder)} && " if folder else ""
         # noclobber: the path was moved aside; should anything be there again, never

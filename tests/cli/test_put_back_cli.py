@@ -25,6 +25,7 @@ from conftest import Cli
 from helpers.folded import words
 from helpers.gitrepos import Repo, git_env, init
 
+from envsnap.bisect.workfiles import COPY_LIMIT
 from envsnap.errors import ExitCode
 
 METRIC = r"steps/s ([0-9.]+)"
@@ -82,7 +83,7 @@ class Checkout:
                                                  if k != "PYTHONDONTWRITEBYTECODE"})
         assert list((self.repo.path / "__pycache__").glob("model.*.pyc"))
 
-    def fingerprint(self) -> tuple[object, ...]:
+    def fingerprint(self) -> tuple[dict[str, str], str, str, str, str, str]:
         """Every file of the worktree (tracked, untracked, ignored) with its content, the
         index, refs, HEAD, the stash list, the status with ignored files."""
         files = {}
@@ -223,3 +224,26 @@ def test_a_put_back_that_cannot_finish_gives_the_answer_and_the_commands(
     assert "notes.txt" in checkout.repo.git("show", "--name-only", "--format=", "stash@{0}^3")
     finish_by_hand(cli, result.stderr)
     assert checkout.fingerprint() == before
+
+
+def test_a_file_of_yours_too_big_to_copy_that_the_benchmark_changes_is_named(
+        cli: Cli, tmp_path: Path) -> None:
+    """An ignored file of the user's bigger than envsnap copies, which the benchmark appends
+    to: never read, found newer than the start, and named (exit 6), after the answer."""
+    checkout = Checkout(tmp_path / "story", cli, "big.bin\n__pycache__/\nresults.json\n")
+    big = checkout.repo.path / "big.bin"
+    big.write_bytes(b"\0" * (COPY_LIMIT + 1))
+    before = checkout.fingerprint()
+    checkout.cmd = "echo more >> big.bin && " + checkout.cmd
+    result = bisect(cli, checkout)
+    assert result.returncode == ExitCode.PUT_BACK, result.stdout + result.stderr
+    out = words(result.stdout)
+    assert f"first bad commit: {checkout.pulled[1]} Slow the model" in out, out
+    assert "your work is back" in out
+    error = result.stderr.split("envsnap: error: ")[1]
+    assert f"{big}: the benchmark changed your file, of which no copy was kept" in error
+    assert "to finish:" not in error   # nothing else is left to do
+    after = checkout.fingerprint()
+    assert after[1:] == before[1:]
+    changed = {path for path, digest in after[0].items() if before[0].get(path) != digest}
+    assert changed == {"big.bin"}
