@@ -31,7 +31,7 @@ from envsnap.hostops.shell import TMP_DIR, Shell, quote_path, upload
 COPY_LIMIT = 16 * 1024 * 1024   # bytes: a user's in-place file bigger than this is not copied
 MAX_COPIES = 4000               # files copied at most (an ignored .venv/ holds tens of thousands)
 KEPT_DIR = "~/.cache/envsnap/benchmark-files"
-MOVES_PER_COMMAND = 200         # shell commands stay far below any argument-length limit
+MOVES_PER_COMMAND = 200   # paths per shell command: far below any argument-length limit
 
 
 @dataclass(frozen=True)
@@ -67,8 +67,8 @@ def untracked(shell: Shell, top: str) -> set[str]:
 def found_by_find(shell: Shell, top: str, test: str) -> set[str]:
     """Paths under `top` (its .git left out) that find's `test` selects, relative to it."""
     result = shell.sh(f"cd {quote_path(top)} && find . -name .git -prune -o {test} -print0")
-    if result.exit_code != 0:
-        raise GitFailure(f"{top}: could not list its files: {result.stderr.strip()}")
+    # a folder it may not read (another user's) makes find fail at the end: what it listed
+    # stands; a file in there is one no benchmark of this user's writes either
     return {entry[2:] for entry in result.stdout.split("\0") if entry.startswith("./")}
 
 
@@ -88,9 +88,21 @@ def blob_shas(shell: Shell, top: str, paths: list[str], keep: bool) -> dict[str,
     finally:
         shell.sh(f"rm -f {quote_path(listing)}")
     values = result.stdout.split()
-    if result.exit_code != 0 or len(values) != len(fed):
-        raise GitFailure(f"{top}: could not read its untracked files: {complaint(result)}")
-    shas.update(zip(fed, values))
+    if result.exit_code == 0 and len(values) == len(fed):
+        shas.update(zip(fed, values))
+        return shas
+    # one file it may not read stops the whole batch: each on its own then, "-" for those
+    values = []
+    for start in range(0, len(fed), MOVES_PER_COMMAND):
+        chunk = fed[start:start + MOVES_PER_COMMAND]
+        one_by_one = shell.sh(f"cd {quote_path(top)} && for name in "
+                              + " ".join(shlex.quote(path) for path in chunk)
+                              + f'; do {git_prefix(top)} hash-object{write} --no-filters -- '
+                                '"$name" 2>/dev/null || echo -; done')
+        values += one_by_one.stdout.split()
+    if len(values) != len(fed):
+        return shas
+    shas.update((path, None if value == "-" else value) for path, value in zip(fed, values))
     return shas
 
 
