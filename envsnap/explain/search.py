@@ -146,11 +146,11 @@ class Explanation:
     @property
     def good(self) -> list[float]:
         """GOOD's runs, all its invocations pooled, drift taken out where detected."""
-        return self.runs(frozenset())
+        return end_runs(self.trials, self.n, False, self.drift if self.corrected else NO_DRIFT)
 
     @property
     def bad(self) -> list[float]:
-        return self.runs(frozenset(range(self.n)))
+        return end_runs(self.trials, self.n, True, self.drift if self.corrected else NO_DRIFT)
 
     @property
     def together(self) -> frozenset[int]:
@@ -188,6 +188,15 @@ def detrended_runs(trials: list[Trial], applied: frozenset[int], drift: Drift) -
     """Every run of the invocations of this set, as it would have read at the start."""
     return between.detrended([Timed(at, tuple(trial.values)) for at, trial in enumerate(trials)
                               if trial.applied == applied], drift)
+
+
+def end_runs(trials: list[Trial], n: int, bad: bool, drift: Drift) -> list[float]:
+    """GOOD's runs or BAD's. With nothing to search both are the same (empty) set of
+    differences, told apart by their place: the two ends alternate."""
+    if n:
+        return detrended_runs(trials, frozenset(range(n)) if bad else frozenset(), drift)
+    return between.detrended([Timed(at, tuple(trial.values)) for at, trial in enumerate(trials)
+                              if trial.purpose == ENDPOINT and at % 2 == bad], drift)
 
 
 def worst_case_invocations(n: int, k: int) -> int:
@@ -252,6 +261,7 @@ class _Search:
             self.search_causes()
         except _OutOfBudget:
             self.unexplained |= self.everything - self.explained()
+        self.recheck()
         # Bad is a regression, yet nothing in the differences alone reproduces it: something
         # outside them (or noise on the endpoints) made the drop, and saying so is the answer.
         return self.explanation(FOUND if self.causes else CANT_TELL,
@@ -300,6 +310,20 @@ class _Search:
                     self.unexplained |= self.everything - self.base
                 return
 
+    def recheck(self) -> None:
+        """Each lone cause's runs alone, with the drift the whole search shows taken out:
+        one that is not worse than GOOD after all was a drift the search had not yet seen
+        when it named it."""
+        for cause in list(self.causes):
+            if len(cause) > 1 or not self.runs(cause):
+                continue
+            versus = benchstats.compare(self.runs(frozenset()), self.runs(cause),
+                                        self.lower_is_better, self.threshold())["verdict"]
+            if versus in (SAME, IMPROVEMENT):
+                self.causes.remove(cause)
+        if self.causes and self.remainder is None:
+            self.remainder = self.compare_bad(self.explained())
+
     def explained(self) -> frozenset[int]:
         return frozenset().union(*self.causes)
 
@@ -307,8 +331,10 @@ class _Search:
         """The state a cause was found in, with GOOD measured next to it: still worse than
         the base once the drift GOOD shows is taken out, or the round was misled. An
         interaction's parts are judged again too: one that is bad by itself is the cause."""
-        if self.since_good > 1:
-            self.measure_good()
+        drift = self.drift()
+        if self.since_good > 1 or (self.since_good and (drift.detected or
+                                                        drift.measurements < 3)):
+            self.measure_good()     # while the machine may drift: after the state, always
         state = self.base | cause
         if self.verdict_of(state) != BAD and self.judge(state) != BAD:
             raise _NotConfirmed
@@ -330,19 +356,29 @@ class _Search:
         GOOD; one that does not hurt there only hurts together with them."""
         if not self.base:
             return cause
-        self.since_good += 1
-        values = self.invoke(cause)
-        verdict = self.verdict_of(cause, frozenset(), values)
-        self.trials.append(Trial(cause, values, verdict, SIZE))
-        if verdict != GOOD:
+        verdict = self.size_alone(cause)
+        if verdict == BAD:
             return cause
-        # it hurts only on the earlier causes: a claim that lucky runs on a base measured
-        # long before must not make; the base and its state are measured afresh
+        # it hurts only on the earlier causes (or alone it can't tell): a claim that lucky
+        # runs on a base measured long before must not make; both are measured afresh
         fresh = [self.invoke_now(state) for state in (self.base, self.base | cause)]
         versus = benchstats.compare(fresh[0], fresh[1], self.lower_is_better, self.threshold())
         if versus["verdict"] != REGRESSION:
             raise _Undecided(cause)
-        return cause | self.base
+        return cause if verdict == CANT_TELL else cause | self.base
+
+    def size_alone(self, cause: frozenset[int]) -> TrialVerdict:
+        """The cause on GOOD's state, against GOOD, measured again while it can't tell."""
+        verdict: TrialVerdict = CANT_TELL
+        for _ in range(1 + MAX_REMEASURES):
+            self.follow_drift()
+            self.since_good += 1
+            values = self.invoke(cause)
+            verdict = self.verdict_of(cause, frozenset(), values)
+            self.trials.append(Trial(cause, values, verdict, SIZE))
+            if verdict != CANT_TELL:
+                break
+        return verdict
 
     def versus_bad(self, state: frozenset[int]) -> BenchVerdict:
         """This state against BAD (measured again while it can't tell): improvement means
@@ -359,8 +395,9 @@ class _Search:
         values = self.runs(state)
         if not values:
             return CANT_TELL
+        # a rest smaller than a resolvable cause is not searched: it is the same as BAD
         return benchstats.compare(self.runs(self.everything), values, self.lower_is_better,
-                                  self.threshold())["verdict"]
+                                  RESOLVABLE * self.threshold())["verdict"]
 
     # ---- invocations, drift and verdicts --------------------------------------------------
 
@@ -376,9 +413,9 @@ class _Search:
             self.trials.append(Trial(frozenset(), self.invoke(frozenset()), GOOD, ENDPOINT))
             bad = self.invoke(self.everything)
             self.trials.append(Trial(self.everything, bad, CANT_TELL, ENDPOINT))
-            verdict = bisectsearch.endpoints_verdict(self.runs(frozenset()),
-                                                     self.runs(self.everything),
-                                                     self.lower_is_better)["verdict"]
+            verdict = bisectsearch.endpoints_verdict(
+                end_runs(self.trials, self.n, False, NO_DRIFT),
+                end_runs(self.trials, self.n, True, NO_DRIFT), self.lower_is_better)["verdict"]
             self.trials[-1] = Trial(self.everything, bad, endpoint_trial_verdict(verdict),
                                     ENDPOINT)
             if verdict != CANT_TELL:
@@ -402,6 +439,8 @@ class _Search:
             self.measure_good()
 
     def drift(self) -> Drift:
+        if not self.n:
+            return NO_DRIFT
         reference = [Timed(at, tuple(trial.values)) for at, trial in enumerate(self.trials)
                      if not trial.applied]
         return between.fit_drift(reference, self.lower_is_better)
@@ -411,8 +450,12 @@ class _Search:
         return drift if drift.detected else NO_DRIFT
 
     def threshold(self) -> float:
+        """From the noise of the two ends' runs: a state under search may be noisier (runs
+        that never settle) and must not widen what counts as like its base."""
+        ends = (frozenset(), self.everything)
         return between.threshold_for(between.noise_of(
-            [Timed(at, tuple(trial.values)) for at, trial in enumerate(self.trials)]))
+            [Timed(at, tuple(trial.values)) for at, trial in enumerate(self.trials)
+             if trial.applied in ends]))
 
     def runs(self, applied: frozenset[int]) -> list[float]:
         return detrended_runs(self.trials, applied, self.correction())
