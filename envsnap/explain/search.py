@@ -452,7 +452,7 @@ class _Search:
     def threshold(self) -> float:
         """From the noise of the two ends' runs: a state under search may be noisier (runs
         that never settle) and must not widen what counts as like its base."""
-        ends = (frozenset(), self.everything)
+        ends: tuple[frozenset[int], ...] = (frozenset(), self.everything)
         return between.threshold_for(between.noise_of(
             [Timed(at, tuple(trial.values)) for at, trial in enumerate(self.trials)
              if trial.applied in ends]))

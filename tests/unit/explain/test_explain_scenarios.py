@@ -170,12 +170,12 @@ def main() -> None:
     args = parser.parse_args()
     seeds = range(args.first, args.first + args.seeds)
     broken, failed = run(seeds)
-    print(f"{len(seeds)} scenarios")
-    for name in PROPERTIES:
-        print(f"  {name}: {len(seeds) - broken[name]} of {len(seeds)} pass")
-    for seed, wrong in failed[:20]:
-        print(f"  seed {seed}: {', '.join(wrong)}: {draw(seed)}")
+    lines = [f"{len(seeds)} scenarios"]
+    lines += [f"  {name}: {len(seeds) - broken[name]} of {len(seeds)} pass"
+              for name in PROPERTIES]
+    lines += [f"  seed {seed}: {', '.join(wrong)}: {draw(seed)}" for seed, wrong in failed[:20]]
+    sys.stdout.write("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
