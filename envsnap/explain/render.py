@@ -15,7 +15,7 @@ from envsnap.explain.run import Event, ExplainReport, Measured, Plan, state_name
 from envsnap.explain.search import Explanation
 from envsnap.fold import keep
 from envsnap.text import plural
-from envsnap.verdicts import CANT_TELL, NO_REGRESSION, SAME
+from envsnap.verdicts import CANT_TELL, NO_REGRESSION
 
 
 def number(value: float) -> str:
@@ -115,8 +115,9 @@ def item_lines(explanation: Explanation, items: Sequence[Described],
                          f"that held it)")
             continue
         moved = change(effect.before, effect.after)
-        interval = effect.comparison["shift_interval"]
-        if effect.comparison["verdict"] == SAME and interval is not None:
+        within = explanation.within_noise(frozenset({index}))
+        interval = within["shift_interval"] if within is not None else None
+        if interval is not None and effect.before:
             noise = max(abs(end) for end in interval) * 100
             width = f"{noise:.0f}" if noise >= 10 else f"{noise:.1f}"
             lines.append(f"{keep('no effect')}: {item.describe()}, alone "
@@ -172,15 +173,13 @@ def count_text(report: ExplainReport) -> str:
     assert report.explanation is not None
     searched = len(report.explanation.trials)
     invocations, runs = searched, searched * report.plan.repeat
-    remeasured = report.explanation.remeasured
-    again = f", {remeasured} of them GOOD measured again for drift" if remeasured else ""
     bisected = report.narrowed
     if bisected is None:
-        return f"{plural(invocations, 'invocation')}, {plural(runs, 'run')}{again}"
+        return f"{plural(invocations, 'invocation')}, {plural(runs, 'run')}"
     by_bisect = bisected.endpoint_invocations + bisected.step_invocations
     return (f"{plural(invocations + by_bisect, 'invocation')}, "
             f"{plural(runs + bisected.runs, 'run')} in all: {plural(by_bisect, 'invocation')} "
-            f"and {plural(bisected.runs, 'run')} of them by the bisect of the commits{again}")
+            f"and {plural(bisected.runs, 'run')} of them by the bisect of the commits")
 
 
 def bisect_hint(item: Difference, report: ExplainReport) -> list[str]:

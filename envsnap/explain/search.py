@@ -171,6 +171,20 @@ class Explanation:
         return Effect(statistics.median(good), statistics.median(values),
                       benchstats.compare(good, values, self.lower_is_better, self.threshold))
 
+    def within_noise(self, applied: frozenset[int]) -> benchstats.Comparison | None:
+        """The comparison with GOOD of a state measured with nothing resolvable to show: not
+        worse beyond the threshold, and its interval inside a resolvable cause's size (the
+        search's "like"); None where it was not measured, or shows more."""
+        values, good = self.runs(applied), self.good
+        if not values or not good:
+            return None
+        worse = benchstats.compare(good, values, self.lower_is_better, self.threshold)
+        like = benchstats.compare(good, values, self.lower_is_better,
+                                  RESOLVABLE * self.threshold)
+        if worse["verdict"] == REGRESSION or like["verdict"] != SAME:
+            return None
+        return like
+
     def count(self, *purposes: Purpose) -> int:
         return sum(trial.purpose in purposes for trial in self.trials)
 
@@ -313,14 +327,16 @@ class _Search:
     def recheck(self) -> None:
         """Each lone cause's runs alone, with the drift the whole search shows taken out:
         one that is not worse than GOOD after all was a drift the search had not yet seen
-        when it named it."""
+        when it named it (no cause), or is too near the noise to say (undecided)."""
         for cause in list(self.causes):
             if len(cause) > 1 or not self.runs(cause):
                 continue
             versus = benchstats.compare(self.runs(frozenset()), self.runs(cause),
                                         self.lower_is_better, self.threshold())["verdict"]
-            if versus in (SAME, IMPROVEMENT):
+            if versus != REGRESSION:
                 self.causes.remove(cause)
+                if versus == CANT_TELL:
+                    self.unexplained |= cause
         if self.causes and self.remainder is None:
             self.remainder = self.compare_bad(self.explained())
 
@@ -413,9 +429,10 @@ class _Search:
             self.trials.append(Trial(frozenset(), self.invoke(frozenset()), GOOD, ENDPOINT))
             bad = self.invoke(self.everything)
             self.trials.append(Trial(self.everything, bad, CANT_TELL, ENDPOINT))
+            drift = self.correction()    # GOOD measured more than once: its drift known
             verdict = bisectsearch.endpoints_verdict(
-                end_runs(self.trials, self.n, False, NO_DRIFT),
-                end_runs(self.trials, self.n, True, NO_DRIFT), self.lower_is_better)["verdict"]
+                end_runs(self.trials, self.n, False, drift),
+                end_runs(self.trials, self.n, True, drift), self.lower_is_better)["verdict"]
             self.trials[-1] = Trial(self.everything, bad, endpoint_trial_verdict(verdict),
                                     ENDPOINT)
             if verdict != CANT_TELL:
@@ -534,16 +551,15 @@ class _Search:
             self.unexplained |= set(candidates)
             return None
         # Neither half is bad alone. Before an interaction search (about 2*log2 runs per
-        # part), the whole is measured again: one lucky "bad" must not start a hunt for an
-        # interaction that is not there. A pair's own set is then tried by its last halving
-        # step, so this run takes the place of its closing check in the budget.
+        # part), the whole is measured again (BAD too: a machine that drifted between the
+        # two ends made them differ): one lucky "bad" must not start a hunt for an
+        # interaction that is not there.
         whole = base | frozenset(candidates)
-        if whole != self.everything:
-            again = self.judge(whole)
-            if again != BAD:
-                if again == CANT_TELL or base != self.base:
-                    self.unexplained |= set(candidates)
-                return None
+        again = self.judge(whole)
+        if again != BAD:
+            if again == CANT_TELL or base != self.base:
+                self.unexplained |= set(candidates)
+            return None
         from_first = self.find_one(first, base | frozenset(second))
         if from_first is None:
             return None
