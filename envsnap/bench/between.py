@@ -39,12 +39,12 @@ class Timed(NamedTuple):
 
 class Drift(NamedTuple):
     rate: float                  # change of log(metric) per invocation; 0: none measured
-    seen: BenchVerdict           # GOOD's latest runs against its first, drift taken out not
+    seen: BenchVerdict           # GOOD's later invocations against its earlier ones (pooled)
     measurements: int            # GOOD's invocations it was fitted on
 
     @property
     def detected(self) -> bool:
-        """GOOD measured again differs from GOOD measured first beyond the noise."""
+        """GOOD measured later differs from GOOD measured earlier beyond the noise."""
         return self.seen in (REGRESSION, IMPROVEMENT)
 
     def over(self, invocations: int) -> float:
@@ -60,7 +60,11 @@ def fit_drift(reference: Sequence[Timed], lower_is_better: bool = False) -> Drif
     places; 0 with fewer than two places or a median that is not positive."""
     if len(reference) < 2 or len({timed.at for timed in reference}) < 2:
         return Drift(0.0, SAME, len(reference))
-    seen = benchstats.compare(list(reference[0].values), list(reference[-1].values),
+    # GOOD's earlier half of its invocations against its later half, pooled: more runs a
+    # side than the first against the last, so a steady drift is seen sooner
+    middle = (len(reference) + 1) // 2
+    seen = benchstats.compare([value for timed in reference[:middle] for value in timed.values],
+                              [value for timed in reference[middle:] for value in timed.values],
                               lower_is_better)["verdict"]
     medians = [statistics.median(timed.values) for timed in reference]
     if min(medians) <= 0:

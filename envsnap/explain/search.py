@@ -305,7 +305,7 @@ class _Search:
                 if cause is None and len(self.unexplained) == undecided_before:
                     raise _NotConfirmed   # bad as a whole, good in every part measured
                 if cause is None:
-                    return
+                    continue    # some left undecided: the others are searched still
                 cause = self.sized(self.confirm(cause))
             except _Undecided as undecided:
                 self.unexplained |= undecided.cause
@@ -347,10 +347,8 @@ class _Search:
         """The state a cause was found in, with GOOD measured next to it: still worse than
         the base once the drift GOOD shows is taken out, or the round was misled. An
         interaction's parts are judged again too: one that is bad by itself is the cause."""
-        drift = self.drift()
-        if self.since_good > 1 or (self.since_good and (drift.detected or
-                                                        drift.measurements < 3)):
-            self.measure_good()     # while the machine may drift: after the state, always
+        if self.since_good:
+            self.measure_good()     # after the state: its drift is then fitted, not guessed
         state = self.base | cause
         if self.verdict_of(state) != BAD and self.judge(state) != BAD:
             raise _NotConfirmed
