@@ -38,7 +38,8 @@ def plan_lines(plan: Plan) -> list[str]:
     lines += [f"  not searched: {line}" for line in found.not_searched]
     lines.append(f"at most {plan.worst_case} benchmark invocations of {plural(plan.repeat, 'run')}"
                  f" for one cause ({plan.worst_case_two} for two), more when the noise asks "
-                 f"for re-runs or GOOD is measured again for drift, never more than {plan.ceiling} (--max-invocations)")
+                 f"for re-runs or GOOD is measured again for drift, never more than "
+                 f"{plan.ceiling} (--max-invocations)")
     return lines
 
 
