@@ -4,6 +4,7 @@ left, "no effect" only of a difference measured alone within the noise, and the 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from envsnap.explain.render import Described, percent
 from envsnap.explain.render import drift_lines as drift_lines_glued
@@ -26,7 +27,7 @@ ITEMS = [Item("the pull"), Item("NCCL_PROTO=LL missing"), Item("NCCL_DEBUG=INFO"
          Item("the patch")]
 
 
-def item_lines(result: Explanation, items: list[Described]) -> list[str]:
+def item_lines(result: Explanation, items: Sequence[Described]) -> list[str]:
     """The lines as printed: each kept phrase's glue a space again."""
     return [plain(line) for line in item_lines_glued(result, items)]
 
