@@ -401,7 +401,9 @@ class _Search:
         for _ in range(MAX_REMEASURES):
             if verdict != CANT_TELL:
                 break
-            self.judge_once(state)
+            # BAD too: measured at the start, its runs may be the fewer side by now
+            fewer = len(self.runs(self.everything)) < len(self.runs(state))
+            self.judge_once(self.everything if fewer else state)
             verdict = self.compare_bad(state)
         return verdict
 
