@@ -2,9 +2,12 @@
 
 The differences are numbered 0..n-1. A trial applies a set of them on top of the good state
 (the rest stay as in good) and runs the benchmark there. Each trial is placed between the
-two ends (bench/between.py): like the base it is searched from, like BAD, between them, or
-not yet placeable. A set holds a cause when its state is resolvably worse than the base
-(between or like BAD): a cause of a third of the drop counts as much as one of all of it.
+two ends (bench/between.py) against the base it is searched from: a set holds a cause when
+its state is worse than the base beyond the threshold (between the base and BAD, or like
+BAD), so a cause of a sixth of the drop counts as much as one of all of it; it holds none
+when its interval rules out a change of RESOLVABLE thresholds (like the base). The
+threshold widens with the noise of the two ends' runs (between.threshold_for): a cause is
+resolvable when it is at least 10%, or four times the noise of one run.
 
 The search is adaptive group testing in the style of Zeller's isolating delta debugging,
 in rounds, each from a base state (GOOD's at first):
@@ -13,34 +16,41 @@ in rounds, each from a base state (GOOD's at first):
   the base, then the second; recurse into a half that is bad. If neither half is bad but
   both together are, the cause is an interaction (once the whole is measured again and
   still bad): find the part of the first half that is needed with all of the second
-  applied, then the part of the second needed with that part.
-- the cause's state is confirmed with GOOD measured beside it (drift, below); a cause that
-  does not hold up sends the round back to its start (MAX_RESTARTS).
-- GOOD plus every cause found so far is then judged against BAD: like BAD (or the same)
-  means the whole drop is explained; resolvably better means more remains, and the next
-  round searches the other differences from that state, the new base. A cause found on a
-  base of earlier causes is measured alone on GOOD too, for its size; one that does not
-  hurt alone only hurts together with them (an interaction).
-- the thresholds of every comparison widen with the noise a run shows (between.threshold_for)
-  so that a state within the noise is told "like" its base instead of left unplaced.
+  applied, then the part of the second needed with that part. A part that is bad by
+  itself on the base is the cause instead; a whole worse by less than a resolvable cause
+  is left undecided, not called an interaction. A path that ends undecided leaves the
+  other candidates to be searched still.
+- the cause's state is confirmed with GOOD measured right after it (drift, below); a cause
+  that does not hold up sends the round back to its start (MAX_RESTARTS).
+- a cause found on a base of earlier causes is measured alone on GOOD, for its size; one
+  that does not hurt alone only hurts together with them (an interaction), once the base
+  and its state, measured afresh, still say so.
+- GOOD plus every cause found so far is then judged against BAD: the same (no change of a
+  resolvable size) means the whole drop is explained; resolvably better means more
+  remains, and the next round searches the other differences from that state, the new
+  base; can't tell leaves the rest undecided.
+- at the end, each lone cause's runs alone are judged again with the drift of the whole
+  search taken out: one no longer worse than GOOD is dropped (undecided if it can't tell).
 
-Drift: GOOD is measured again every REMEASURE_EVERY invocations (more often once the
-machine is seen drifting: DRIFT_STEP), and beside every cause's confirmation. A line fitted
-through GOOD's invocations (between.fit_drift) gives the rate; where GOOD measured last
-differs from GOOD measured first beyond the noise (drift detected), every invocation's runs
+Drift: GOOD is measured again every REMEASURE_EVERY invocations (every half of that until
+it has been measured three times, and more often once the machine is seen drifting:
+DRIFT_STEP), and right after every cause's state is confirmed. A line fitted through
+GOOD's invocations (between.fit_drift) gives the rate; where GOOD's later invocations
+differ from its earlier ones beyond the noise (drift detected), every invocation's runs
 are brought back to the search's start (between.detrended) before any verdict. Those
 measurements of GOOD are counted apart from the search's own (`Explanation.remeasured`).
 
 Budget, for k differences that are part of a cause (a lone cause counts 1, an interacting
-pair 2) among n, with D = ceil(log2 n): 2 endpoint invocations, at most 2 per halving level
-(2*D for a lone cause; for a pair 2*D per part, less the level they share, plus the whole
-measured again) and one per cause for its size alone when it was found on a base of earlier
-causes (the first cause's last halving step is its size alone, and every round's last
-halving step is the state its remainder is judged on): 2*k*D + k + 2
-(worst_case_invocations). Noise adds: a trial that can't tell is measured again up to
-MAX_REMEASURES more times (the endpoints up to ENDPOINT_REMEASURES more), its runs pooled;
-drift adds GOOD's measurements. `max_invocations` caps it all, and what it leaves undecided
-is unexplained. bench/bench_explain.py measures invocations used and answers.
+pair 2) among n, with D = ceil(log2 n), when no trial can't tell: 2 endpoint invocations,
+at most 2 per halving level (2*D for a lone cause; for a pair 2*D per part, less the level
+they share, plus the whole measured again and its parts alone) and one per cause for its
+size alone when it was found on a base of earlier causes (the first cause's last halving
+step is its size alone, and every round's last halving step is the state its remainder is
+judged on): 2*k*D + k + 2 (worst_case_invocations). Noise adds: a trial that can't tell
+is measured again up to MAX_REMEASURES more times, its runs pooled (or its base's, or
+BAD's, where those are the side with fewer runs; the endpoints up to ENDPOINT_REMEASURES
+more); drift adds GOOD's measurements. `max_invocations` caps it all, and what it leaves
+undecided is unexplained. bench/bench_explain.py measures invocations used and answers.
 """
 from __future__ import annotations
 
