@@ -427,7 +427,8 @@ def test_a_single_cause_in_a_package_version_with_pip(cli: Cli, tmp_path: Path) 
     out = words(result.stdout)
     assert "cause: package toyspeedpkg 1.0 -> 2.0, alone " in out, result.stdout
     assert harmless(out, f"{toy.repo.path}: 3 commits")
-    assert "local: 1 package pinned back: toyspeedpkg==2.0" in out
+    # pinned back at the end only where the last trial left GOOD's version in place: the
+    # version found is there at the end either way (below)
     assert version_now() == "2.0"
 
 
@@ -504,8 +505,8 @@ def test_a_single_cause_in_the_startup_lines_of_a_pth_file(request: pytest.Fixtu
     # the code that every start of that python will run is shown before anything moves
     assert "GOOD's: import os; os.environ.setdefault('TOY_TUNED', '1') " in out, out
     assert f"cause: startup lines of {pth} (1 line changed), alone " in out, out
-    assert harmless(out, f"{toy.repo.path}: 3 commits")
-    assert harmless(out, f"startup lines of {added} (1 line changed)")
+    assert harmless(out, f"{toy.repo.path}: 3 commits"), out
+    assert harmless(out, f"startup lines of {added} (1 line changed)"), out
     assert f"{host}: 2 .pth files put back as found" in out
     assert site_fingerprint(folder) == site_before and toy.fingerprint() == before
     backups = Path(cli.env["HOME"]) / ".cache" / "envsnap" / "restore-backup"
