@@ -335,20 +335,47 @@ class _Search:
                 return
 
     def recheck(self) -> None:
-        """Each lone cause's runs alone, with the drift the whole search shows taken out:
-        one that is not worse than GOOD after all was a drift the search had not yet seen
-        when it named it (no cause), or is too near the noise to say (undecided)."""
+        """Each lone cause's runs alone, with the drift the whole search shows taken out
+        (its fitted rate too, where that is not beyond the noise), measured again while it
+        can't tell: one that is not worse than GOOD either way was a drift the search had
+        not yet seen when it named it (no cause), or is too near the noise to say
+        (undecided). Then GOOD + the causes left is judged against BAD again."""
+        dropped = False
         for cause in list(self.causes):
             if len(cause) > 1 or not self.runs(cause):
                 continue
-            versus = benchstats.compare(self.runs(frozenset()), self.runs(cause),
-                                        self.lower_is_better, self.threshold())["verdict"]
+            versus = self.alone_now(cause)
+            for _ in range(MAX_REMEASURES):
+                if versus != CANT_TELL:
+                    break
+                try:
+                    self.size_alone_once(cause)
+                except _OutOfBudget:
+                    break
+                versus = self.alone_now(cause)
             if versus != REGRESSION:
                 self.causes.remove(cause)
+                dropped = True
                 if versus == CANT_TELL:
                     self.unexplained |= cause
-        if self.causes and self.remainder is None:
-            self.remainder = self.compare_bad(self.explained())
+        if self.causes and (dropped or self.remainder is None):
+            try:
+                if not self.runs(self.explained()):
+                    self.judge_once(self.explained())
+                self.remainder = self.versus_bad(self.explained())
+            except _OutOfBudget:
+                self.remainder = self.compare_bad(self.explained())
+
+    def alone_now(self, cause: frozenset[int]) -> BenchVerdict:
+        """Regression only where the cause's runs alone are worse than GOOD's both with the
+        detected drift taken out and with the fitted rate."""
+        verdicts = {benchstats.compare(detrended_runs(self.trials, frozenset(), drift),
+                                       detrended_runs(self.trials, cause, drift),
+                                       self.lower_is_better, self.threshold())["verdict"]
+                    for drift in (self.correction(), self.drift())}
+        if verdicts == {REGRESSION}:
+            return REGRESSION
+        return CANT_TELL if verdicts & {CANT_TELL, REGRESSION} else SAME
 
     def explained(self) -> frozenset[int]:
         return frozenset().union(*self.causes)
@@ -395,13 +422,17 @@ class _Search:
         """The cause on GOOD's state, against GOOD, measured again while it can't tell."""
         verdict: TrialVerdict = CANT_TELL
         for _ in range(1 + MAX_REMEASURES):
-            self.follow_drift()
-            self.since_good += 1
-            values = self.invoke(cause)
-            verdict = self.verdict_of(cause, frozenset(), values)
-            self.trials.append(Trial(cause, values, verdict, SIZE))
+            verdict = self.size_alone_once(cause)
             if verdict != CANT_TELL:
                 break
+        return verdict
+
+    def size_alone_once(self, cause: frozenset[int]) -> TrialVerdict:
+        self.follow_drift()
+        self.since_good += 1
+        values = self.invoke(cause)
+        verdict = self.verdict_of(cause, frozenset(), values)
+        self.trials.append(Trial(cause, values, verdict, SIZE))
         return verdict
 
     def versus_bad(self, state: frozenset[int]) -> BenchVerdict:
