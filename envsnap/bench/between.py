@@ -39,12 +39,12 @@ class Timed(NamedTuple):
 
 class Drift(NamedTuple):
     rate: float                  # change of log(metric) per invocation; 0: none measured
-    seen: BenchVerdict           # GOOD's latest runs against its first, drift taken out not
+    seen: BenchVerdict           # GOOD's later invocations against its earlier ones (pooled)
     measurements: int            # GOOD's invocations it was fitted on
 
     @property
     def detected(self) -> bool:
-        """GOOD measured again differs from GOOD measured first beyond the noise."""
+        """GOOD measured later differs from GOOD measured earlier beyond the noise."""
         return self.seen in (REGRESSION, IMPROVEMENT)
 
     def over(self, invocations: int) -> float:
@@ -60,7 +60,11 @@ def fit_drift(reference: Sequence[Timed], lower_is_better: bool = False) -> Drif
     places; 0 with fewer than two places or a median that is not positive."""
     if len(reference) < 2 or len({timed.at for timed in reference}) < 2:
         return Drift(0.0, SAME, len(reference))
-    seen = benchstats.compare(list(reference[0].values), list(reference[-1].values),
+    # GOOD's earlier half of its invocations against its later half, pooled: more runs a
+    # side than the first against the last, so a steady drift is seen sooner
+    middle = (len(reference) + 1) // 2
+    seen = benchstats.compare([value for timed in reference[:middle] for value in timed.values],
+                              [value for timed in reference[middle:] for value in timed.values],
                               lower_is_better)["verdict"]
     medians = [statistics.median(timed.values) for timed in reference]
     if min(medians) <= 0:
@@ -100,13 +104,16 @@ def share_of_drop(good: Sequence[float], bad: Sequence[float],
 
 
 def place(good: Sequence[float], bad: Sequence[float], values: Sequence[float],
-          lower_is_better: bool = False) -> Placement:
+          lower_is_better: bool = False,
+          threshold: float = benchstats.DEFAULT_THRESHOLD) -> Placement:
     """Like GOOD (not worse than it, better than BAD), like BAD (worse than GOOD, not
     better than BAD), between (worse than GOOD and better than BAD, both beyond the noise)
     or can't tell (more runs may settle it). Each "than" is bench.stats.compare's verdict,
-    so "like" needs its interval inside the threshold: an unsettled side stays unplaced."""
-    vs_good = benchstats.compare(list(good), list(values), lower_is_better)
-    vs_bad = benchstats.compare(list(bad), list(values), lower_is_better)
+    so "like" needs its interval inside the threshold: an unsettled side stays unplaced.
+    A noisy machine asks for a wider threshold (`threshold_for`), else nothing is ever
+    "like" either end."""
+    vs_good = benchstats.compare(list(good), list(values), lower_is_better, threshold)
+    vs_bad = benchstats.compare(list(bad), list(values), lower_is_better, threshold)
     share = share_of_drop(good, bad, values)
     worse_than_good = vs_good["verdict"] == REGRESSION
     better_than_bad = vs_bad["verdict"] == IMPROVEMENT
@@ -119,3 +126,30 @@ def place(good: Sequence[float], bad: Sequence[float], values: Sequence[float],
     else:
         where = UNPLACED
     return Placement(where, share, vs_good, vs_bad)
+
+
+def noise_of(invocations: Sequence[Timed]) -> float:
+    """The spread of one run, as the standard deviation of log(metric) within invocations
+    (pooled over them): drift moves whole invocations, so it does not count as noise. 0
+    with no invocation of two positive runs."""
+    squares, freedom = 0.0, 0
+    for timed in invocations:
+        if len(timed.values) < 2 or min(timed.values) <= 0:
+            continue
+        logs = [math.log(value) for value in timed.values]
+        mean = statistics.fmean(logs)
+        squares += sum((value - mean) ** 2 for value in logs)
+        freedom += len(logs) - 1
+    return math.sqrt(squares / freedom) if freedom else 0.0
+
+
+# A change must be this many times the noise of one run to count: two standard deviations
+# of one run, so a state within the noise is "like" an end (its interval fits inside) while
+# a change of four of them is still beyond it from a handful of runs.
+NOISE_WIDTHS: Final = 2.0
+
+
+def threshold_for(noise: float) -> float:
+    """The threshold for compare and place on a machine with this noise: the default, or
+    NOISE_WIDTHS standard deviations of one run where that is wider."""
+    return max(benchstats.DEFAULT_THRESHOLD, math.expm1(NOISE_WIDTHS * noise))

@@ -4,6 +4,8 @@ folds the lines to its width; each verdict and flag with its value is kept whole
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from envsnap.bisect.render import answer_lines
 from envsnap.bisect.render import event_line as bisect_line
@@ -36,7 +38,8 @@ def plan_lines(plan: Plan) -> list[str]:
     lines += [f"  not searched: {line}" for line in found.not_searched]
     lines.append(f"at most {plan.worst_case} benchmark invocations of {plural(plan.repeat, 'run')}"
                  f" for one cause ({plan.worst_case_two} for two), more when the noise asks "
-                 f"for re-runs, never more than {plan.ceiling} (--max-invocations)")
+                 f"for re-runs or GOOD is measured again for drift, never more than "
+                 f"{plan.ceiling} (--max-invocations)")
     return lines
 
 
@@ -49,16 +52,92 @@ def event_line(event: Event, items: list[Difference]) -> str:
     return event
 
 
-def described(items: list[Difference], indexes: frozenset[int]) -> str:
-    return "; ".join(items[i].describe() for i in sorted(indexes))
+class Described(Protocol):
+    def describe(self) -> str: ...
 
 
-def effect(explanation: Explanation, applied: frozenset[int], what: str) -> str:
-    trial = explanation.alone(applied)
-    good = median_of(explanation.good)
-    if trial is None:
-        return f"{what}: found within a group, not measured alone (good {good})"
-    return f"{what}: {good} -> {median_of(trial.values)}"
+def percent(fraction: float) -> str:
+    """A change as a percent: whole from 10% on, one decimal under it."""
+    value = fraction * 100
+    return f"{value:+.0f}%" if abs(value) >= 10 else f"{value:+.1f}%"
+
+
+def change(before: float, after: float) -> str:
+    """`94 -> 62.67 (-33%)`: the percent relative to `before`."""
+    moved = f" ({percent(after / before - 1)})" if before else ""
+    return f"{number(before)} -> {number(after)}{moved}"
+
+
+def described(items: Sequence[Described], indexes: frozenset[int]) -> str:
+    return " + ".join(items[i].describe() for i in sorted(indexes))
+
+
+def cause_line(explanation: Explanation, items: Sequence[Described],
+               cause: frozenset[int]) -> str:
+    effect = explanation.effect(cause)
+    if len(cause) == 1:
+        what = f"cause: {described(items, cause)}, alone"
+    else:
+        what = f"cause, {keep('only together')}: {described(items, cause)}, together"
+    if effect is None:
+        return f"{what} not measured"
+    return f"{what} {change(effect.before, effect.after)}"
+
+
+def together_line(explanation: Explanation) -> list[str]:
+    """GOOD + every cause: all of GOOD -> BAD, or what is left of it."""
+    effect = explanation.effect(explanation.together)
+    if effect is None or not explanation.bad:
+        return []
+    line = f"together {change(effect.before, effect.after)}"
+    if explanation.whole_drop:
+        return [f"{line}: the whole drop"]
+    bad = statistics.median(explanation.bad)
+    return [f"{line}: {change(effect.after, bad)} left unexplained"]
+
+
+def item_lines(explanation: Explanation, items: Sequence[Described],
+               hints: Callable[[int], list[str]] = lambda _: []) -> list[str]:
+    """Every cause with its size, all of them together, then each other difference: "no
+    effect" only where it was measured alone and its interval lies within the noise."""
+    lines = []
+    for cause in explanation.causes:
+        lines.append(cause_line(explanation, items, cause))
+        if len(cause) == 1:
+            lines += hints(next(iter(cause)))
+    if explanation.causes:
+        lines += together_line(explanation)
+    for index, item in enumerate(items):
+        if index in explanation.together or index in explanation.unexplained:
+            continue
+        effect = explanation.effect(frozenset({index}))
+        if effect is None:
+            lines.append(f"not tested alone: {item.describe()} (within the noise of a set "
+                         f"that held it)")
+            continue
+        moved = change(effect.before, effect.after)
+        within = explanation.within_noise(frozenset({index}))
+        interval = within["shift_interval"] if within is not None else None
+        if interval is not None and effect.before:
+            noise = max(abs(end) for end in interval) * 100
+            width = f"{noise:.0f}" if noise >= 10 else f"{noise:.1f}"
+            lines.append(f"{keep('no effect')}: {item.describe()}, alone "
+                         f"{moved[:-1]}, within the noise: +/-{width}%)")
+        else:   # faster alone, or not settled alone while a set that held it was
+            lines.append(f"not a cause: {item.describe()}, alone {moved}")
+    return lines
+
+
+def drift_lines(explanation: Explanation) -> list[str]:
+    drift = explanation.drift
+    if not drift.detected:
+        return []
+    moved = (f"drift: the benchmark moved {percent(drift.over(1))} per invocation during "
+             f"the run (GOOD measured {drift.measurements} times)")
+    if explanation.corrected:
+        return [f"{moved}; trials corrected for it"]
+    return [f"drift: GOOD's runs moved beyond the noise during the run (GOOD measured "
+            f"{drift.measurements} times); not corrected: its medians give no rate"]
 
 
 def final_lines(report: ExplainReport) -> list[str]:
@@ -76,23 +155,8 @@ def final_lines(report: ExplainReport) -> list[str]:
         why = report.endpoints["why"] if report.endpoints else ""
         lines.append(f"{keep(CANT_TELL)} whether there is a regression between GOOD's state "
                      f"and the state now: {why}")
-        return lines + leftover_lines(report)
-    for cause in explanation.causes:
-        if len(cause) == 1:
-            lines.append("cause: " + effect(explanation, cause,
-                                            f"{described(items, cause)}, alone"))
-            lines += bisect_hint(items[next(iter(cause))], report)
-        else:
-            lines.append(f"{keep('only together')}: " + effect(explanation, cause,
-                                                    described(items, cause)))
-    causing = frozenset().union(*explanation.causes) if explanation.causes else frozenset()
-    for index, item in enumerate(items):
-        if index in causing or index in explanation.unexplained:
-            continue
-        trial = explanation.alone(frozenset({index}))
-        measured = f", {median_of(explanation.good)} -> {median_of(trial.values)}" \
-            if trial is not None else ""
-        lines.append(f"{keep('no effect')}: {item.describe()}{measured}")
+        return lines + drift_lines(explanation) + leftover_lines(report)
+    lines += item_lines(explanation, items, lambda index: bisect_hint(items[index], report))
     out_of_budget = len(explanation.trials) >= report.plan.ceiling
     why = (f"{report.plan.ceiling} invocations reached, the ceiling" if out_of_budget
            else "the noise left it undecided")
@@ -102,7 +166,7 @@ def final_lines(report: ExplainReport) -> list[str]:
         lines.append(f"{keep(CANT_TELL)} which differences cause it: " + (
             "the ceiling stopped the search (raise --max-invocations)" if out_of_budget
             else "the noise forbids an answer (more runs with --repeat may settle it)"))
-    return lines + leftover_lines(report)
+    return lines + drift_lines(explanation) + leftover_lines(report)
 
 
 def count_text(report: ExplainReport) -> str:

@@ -206,9 +206,10 @@ def journal_record(event: Said) -> Record:
 
 
 def default_ceiling(n: int) -> int:
-    """Two causes with every trial measured as often as the noise may ask: a budget the user
-    can plan for, even when endpoints that differ by chance send the search hunting."""
-    return (1 + MAX_REMEASURES) * worst_case_invocations(n, min(2, n))
+    """Two causes with every trial measured as often as the noise may ask, and as many again
+    for GOOD measured to follow a drifting machine: a budget the user can plan for, even
+    when endpoints that differ by chance send the search hunting."""
+    return (2 + MAX_REMEASURES) * worst_case_invocations(n, min(2, n))
 
 
 def good_plan(good: Snapshot, label: str, host: str, paths: list[str], spec: BenchSpec,

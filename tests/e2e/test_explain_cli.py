@@ -120,6 +120,12 @@ class Toy:
                 self.repo.git("status", "--porcelain", "--ignored"))
 
 
+def harmless(out: str, described: str) -> bool:
+    """The answer says this difference is no cause: measured alone within the noise, or
+    within the noise of a set that held it."""
+    return f"no effect: {described}" in out or f"not tested alone: {described}" in out
+
+
 def explain(cli: Cli, toy: Toy, host: str, *extra: str) -> subprocess.CompletedProcess[str]:
     host_args = () if host == "local" else ("--host", host)
     return cli("explain", "good", "bad", *host_args, "--serve", toy.serve, "--ready",
@@ -164,7 +170,7 @@ def test_a_single_cause_in_code(request: pytest.FixtureRequest, over_ssh: bool,
     repo = toy.repo.path
     assert (f"1. {repo}: 3 commits {toy.good[:12]}..{toy.repo.head()[:12]} 2. {repo}: the "
             "uncommitted patch added 3. NCCL_DEBUG=INFO in the server env (was WARN) ") in out
-    assert f"cause: {repo}: 3 commits {toy.good[:12]}..{toy.repo.head()[:12]}, alone: " in out
+    assert f"cause: {repo}: 3 commits {toy.good[:12]}..{toy.repo.head()[:12]}, alone " in out
     # the range, a cause alone, bisected at GOOD's state: which of its commits
     assert "bisect the 3 commits at GOOD's state" in out
     assert f"first bad commit: {pulled[1]} Tune the kernel toy_speed.py " in out
@@ -173,8 +179,8 @@ def test_a_single_cause_in_code(request: pytest.FixtureRequest, over_ssh: bool,
     assert "recorded in the good snapshot" not in out
     assert re.search(r"\(\d+ invocations, \d+ runs in all: \d+ invocations and \d+ runs of "
                      r"them by the bisect of the commits\)", out), out
-    assert "no effect: NCCL_DEBUG=INFO in the server env (was WARN)" in out
-    assert f"no effect: {repo}: the uncommitted patch added" in out
+    assert harmless(out, "NCCL_DEBUG=INFO in the server env (was WARN)")
+    assert harmless(out, f"{repo}: the uncommitted patch added")
     assert toy.fingerprint() == before
 
 
@@ -192,8 +198,8 @@ def test_a_single_cause_in_the_server_env(request: pytest.FixtureRequest, over_s
     result = explain(cli, toy, host)
     assert result.returncode == 1, result.stdout + result.stderr
     out = words(result.stdout)
-    assert "cause: NCCL_PROTO=LL missing from the server env, alone: " in out
-    assert f"no effect: {toy.repo.path}: 3 commits" in out
+    assert "cause: NCCL_PROTO=LL missing from the server env, alone " in out
+    assert harmless(out, f"{toy.repo.path}: 3 commits")
     assert toy.fingerprint() == before
 
 
@@ -207,8 +213,8 @@ def test_two_differences_that_only_together_slow_it(cli: Cli, tmp_path: Path) ->
     before = toy.fingerprint()
     result = explain(cli, toy, host)
     assert result.returncode == 1, result.stdout + result.stderr
-    assert (f"only together: {toy.repo.path}: 3 commits {toy.good[:12]}.."
-            f"{toy.repo.head()[:12]}; NCCL_ALGO=Tree added to the server env: ") \
+    assert (f"cause, only together: {toy.repo.path}: 3 commits {toy.good[:12]}.."
+            f"{toy.repo.head()[:12]} + NCCL_ALGO=Tree added to the server env, together ") \
         in words(result.stdout)
     assert "cause:" not in result.stdout
     assert toy.fingerprint() == before
@@ -340,8 +346,8 @@ def test_a_single_cause_in_sitecustomize(cli: Cli, tmp_path: Path) -> None:
     result = explain(cli, toy, "local")
     assert result.returncode == 1, result.stdout + result.stderr
     out = words(result.stdout)
-    assert f"cause: sitecustomize changed ({site}), alone: " in out, result.stdout
-    assert f"no effect: {toy.repo.path}: 3 commits" in out
+    assert f"cause: sitecustomize changed ({site}), alone " in out, result.stdout
+    assert harmless(out, f"{toy.repo.path}: 3 commits")
     assert "sitecustomize put back as it was" in out
     assert site.read_text() == "import os\n" and toy.fingerprint() == before
     backups = Path(cli.env["HOME"]) / ".cache" / "envsnap" / "restore-backup"
@@ -419,9 +425,10 @@ def test_a_single_cause_in_a_package_version_with_pip(cli: Cli, tmp_path: Path) 
     result = explain(Cli(env={**cli.env, **offline}, cwd=cli.cwd), toy, "local", "--pip")
     assert result.returncode == 1, result.stdout + result.stderr
     out = words(result.stdout)
-    assert "cause: package toyspeedpkg 1.0 -> 2.0, alone: " in out, result.stdout
-    assert f"no effect: {toy.repo.path}: 3 commits" in out
-    assert "local: 1 package pinned back: toyspeedpkg==2.0" in out
+    assert "cause: package toyspeedpkg 1.0 -> 2.0, alone " in out, result.stdout
+    assert harmless(out, f"{toy.repo.path}: 3 commits")
+    # pinned back at the end only where the last trial left GOOD's version in place: the
+    # version found is there at the end either way (below)
     assert version_now() == "2.0"
 
 
@@ -497,9 +504,9 @@ def test_a_single_cause_in_the_startup_lines_of_a_pth_file(request: pytest.Fixtu
     out = words(result.stdout)
     # the code that every start of that python will run is shown before anything moves
     assert "GOOD's: import os; os.environ.setdefault('TOY_TUNED', '1') " in out, out
-    assert f"cause: startup lines of {pth} (1 line changed), alone: " in out, out
-    assert f"no effect: {toy.repo.path}: 3 commits" in out
-    assert f"no effect: startup lines of {added} (1 line changed)" in out
+    assert f"cause: startup lines of {pth} (1 line changed), alone " in out, out
+    assert harmless(out, f"{toy.repo.path}: 3 commits"), out
+    assert harmless(out, f"startup lines of {added} (1 line changed)"), out
     assert f"{host}: 2 .pth files put back as found" in out
     assert site_fingerprint(folder) == site_before and toy.fingerprint() == before
     backups = Path(cli.env["HOME"]) / ".cache" / "envsnap" / "restore-backup"
