@@ -73,6 +73,30 @@ def fit_drift(reference: Sequence[Timed], lower_is_better: bool = False) -> Drif
     return Drift(rate, seen, len(reference))
 
 
+def fit_drift_pooled(series: Sequence[Sequence[Timed]],
+                     lower_is_better: bool = False) -> Drift:
+    """One rate from several states each measured more than once (GOOD, BAD, a commit given
+    more runs): the least-squares slope of log(median) over the places, each state about its
+    own mean, so a state's level never reads as drift. `seen` is the first state's latest
+    runs against its first (GOOD's, in a bisect); 0 where no state was measured twice."""
+    usable = [list(one) for one in series
+              if len({timed.at for timed in one}) >= 2
+              and min(statistics.median(timed.values) for timed in one) > 0]
+    measurements = sum(len(one) for one in series)
+    first = next((list(one) for one in series if len(one) >= 2), None)
+    seen: BenchVerdict = SAME if first is None else benchstats.compare(
+        list(first[0].values), list(first[-1].values), lower_is_better)["verdict"]
+    spread = covariance = 0.0
+    for one in usable:
+        places = [float(timed.at) for timed in one]
+        logs = [math.log(statistics.median(timed.values)) for timed in one]
+        mean_at, mean_log = statistics.fmean(places), statistics.fmean(logs)
+        spread += sum((at - mean_at) ** 2 for at in places)
+        covariance += sum((at - mean_at) * (value - mean_log)
+                          for at, value in zip(places, logs))
+    return Drift(covariance / spread if spread else 0.0, seen, measurements)
+
+
 def detrended(invocations: Sequence[Timed], drift: Drift) -> list[float]:
     """Every run of these invocations as it would have read at the search's start."""
     if drift.rate == 0:
