@@ -36,6 +36,7 @@ from envsnap.verdicts import (
     ENDS_UNDECIDED,
     FOUND,
     GOOD,
+    IMPROVEMENT,
     NO_REGRESSION,
     ONLY_SKIPPED,
     REGRESSION,
@@ -146,13 +147,23 @@ def verdict_of(placement: Placement) -> Classification:
     before it); can't tell is can't tell."""
     if placement.place == LIKE_GOOD:
         return GOOD
-    if placement.place in (LIKE_BAD, BETWEEN):
+    if placement.place in (LIKE_BAD, BETWEEN) or past_good(placement):
         return BAD
     return CANT_TELL
 
 
+def past_good(placement: Placement) -> bool:
+    """Worse than good beyond the noise, and not yet told apart from bad: like bad or
+    between, either way past the first slow commit."""
+    return placement.place == UNPLACED and placement.vs_good["verdict"] == REGRESSION \
+        and placement.vs_bad["verdict"] != IMPROVEMENT
+
+
 def placement_why(placement: Placement) -> str:
     """"like good (3% of the way to bad)"; can't tell: what each side's test said."""
+    if past_good(placement):
+        return (f"worse than good ({change(placement.vs_good)}); vs bad, "
+                f"{placement.vs_bad['why']}")
     if placement.place == UNPLACED or placement.share is None:
         return (f"vs good, {placement.vs_good['why']}; vs bad, {placement.vs_bad['why']}")
     way = f"{placement.share:.0%} of the way to bad"
@@ -304,9 +315,19 @@ class Hunt:
         return detrended(self.series.get(position, []), drift or self.drift())
 
     def place_at(self, position: int, good: int) -> Placement:
+        """Against the round's good state and BAD, the drift taken out; each threshold
+        widened by how far the drift's error carries between the two states' times."""
         drift = self.drift()
+        allowance = tuple(2 * drift.error * abs(self.when(position) - self.when(end))
+                          for end in (good, self.size))
         return place(self.corrected(good, drift), self.corrected(self.size, drift),
-                     self.corrected(position, drift), self.lower_is_better)
+                     self.corrected(position, drift), self.lower_is_better,
+                     (allowance[0], allowance[1]))
+
+    def when(self, position: int) -> float:
+        """The mean time of a state's runs (the fixed GOOD's: the search's start)."""
+        timed = self.series.get(position, [])
+        return statistics.fmean(t.at for t in timed) if timed else 0.0
 
     def remeasure(self, good: int) -> None:
         """The round's good state or BAD, in turn, measured again."""
@@ -366,8 +387,8 @@ class Hunt:
             self.since += 1
             invocations = 1
         placement = self.place_at(position, good)
-        while not (placement.place in (LIKE_GOOD, LIKE_BAD)
-                   or (placement.place == BETWEEN and invocations >= 2)):
+        while not (placement.place in (LIKE_GOOD, LIKE_BAD) or (
+                invocations >= 2 and (placement.place == BETWEEN or past_good(placement)))):
             have = len(self.runs_at(position))
             if have >= self.max_repeat:
                 break
