@@ -141,6 +141,23 @@ def endpoints_verdict(good: list[float], bad: list[float],
     return benchstats.compare(good, bad, lower_is_better)
 
 
+def classify(good: list[float], bad: list[float], samples: list[float],
+             lower_is_better: bool) -> tuple[Classification, str]:
+    """A trial's runs against both endpoints' runs, drift not considered (explain's trials):
+    like good, like bad, or can't tell.
+
+    Like bad: worse than good (a regression by the same test `envsnap bench` uses), even
+    when also better than bad: a commit that is part way down is already past the first bad
+    one. Like good: better than bad and not worse than good. Neither: can't tell yet."""
+    vs_good = benchstats.compare(good, samples, lower_is_better)
+    vs_bad = benchstats.compare(bad, samples, lower_is_better)
+    if vs_good["verdict"] == REGRESSION:
+        return BAD, f"worse than good ({change(vs_good)})"
+    if vs_bad["verdict"] == IMPROVEMENT:
+        return GOOD, f"better than bad ({change(vs_bad)})"
+    return CANT_TELL, f"vs good, {vs_good['why']}; vs bad, {vs_bad['why']}"
+
+
 def verdict_of(placement: Placement) -> Classification:
     """A commit's move in the search from where it fell: like good is good; like bad and
     between are bad (part of the drop is in by then: the first slow commit is at or
@@ -407,12 +424,23 @@ class Hunt:
     # ---- the search ----
 
     def run(self) -> HuntResult:
+        """Both ends, then the search when they differ."""
+        if self.start()["verdict"] != REGRESSION:
+            return self.finish()
+        return self.search()
+
+    def start(self) -> benchstats.Comparison:
+        """Both ends measured; the search stops here (result.outcome) unless they differ."""
         result = self.result
         result.ends = self.endpoints()
         if result.ends["verdict"] != REGRESSION:
             result.outcome = ENDS_UNDECIDED if result.ends["verdict"] == CANT_TELL \
                 else NO_REGRESSION
-            return self.finish()
+        return result.ends
+
+    def search(self) -> HuntResult:
+        """Halving from GOOD, then from each slow commit found part of the way down."""
+        result = self.result
         good = 0
         for _ in range(self.max_rounds):
             state = Search(self.size - good)       # index i is position good + 1 + i
