@@ -110,7 +110,9 @@ def drop_lines(report: BisectReport) -> list[str]:
 
 def count_lines(report: BisectReport) -> list[str]:
     commits = len(report.line)
-    lines = [f"benchmark invocations: {report.endpoint_invocations} at the endpoints, "
+    again = f" ({report.remeasures} of them again during the search)" \
+        if report.remeasures else ""
+    lines = [f"benchmark invocations: {report.endpoint_invocations} at the endpoints{again}, "
              f"{report.step_invocations} at "
              f"{plural(sum(s.kind == 'step' for s in report.steps), 'step')} "
              f"over {plural(commits, 'commit')} (log2 = {math.log2(commits):.1f}); "

@@ -141,10 +141,11 @@ class BisectReport:
     files: list[str] = field(default_factory=list)
     merged: list[Commit] = field(default_factory=list)   # what a first bad merge brought in
     suspects: list[Commit] = field(default_factory=list)
-    endpoint_invocations: int = 0   # benchmark invocations at the two endpoints
+    endpoint_invocations: int = 0   # benchmark invocations at the two endpoints (and at a
+                                    # slow commit the search went on from), again included
     step_invocations: int = 0       # ... and at every other commit
     runs: int = 0
-    remeasures: int = 0             # invocations at an end again, during the search
+    remeasures: int = 0             # of those, the ones again during the search
     drift: Drift = NO_DRIFT         # fitted on every state measured more than once
     medians: tuple[float, float] = (0.0, 0.0)   # GOOD's and BAD's, the drift taken out
     culprits: list[SlowCommit] = field(default_factory=list)   # in the order found
@@ -288,8 +289,9 @@ class Bisector:
                              f"{exc}{hint}") from None
 
     def bench(self, count: int, role: str, where: str) -> list[float]:
-        if role.endswith(" again"):
+        if role.endswith(" again"):    # an end measured again counts as the end's
             self.report.remeasures += 1
+            self.report.endpoint_invocations += 1
         elif role in ("good", "bad"):
             self.report.endpoint_invocations += 1
         else:

@@ -136,11 +136,11 @@ def main() -> int:
     args = parser.parse_args()
     named, resolvable, harmless, total, failures = tally(range(args.first,
                                                                args.first + args.seeds))
-    print(f"scenarios: {total}")
-    print(f"resolvable slow commits all named, with their sizes: {named} of {resolvable}")
-    print(f"no harmless commit named: {harmless} of {total}")
-    for line in failures:
-        print("  " + line)
+    lines = [f"scenarios: {total}",
+             f"resolvable slow commits all named, with their sizes: {named} of {resolvable}",
+             f"no harmless commit named: {harmless} of {total}",
+             *(f"  {line}" for line in failures)]
+    sys.stdout.write("".join(line + "\n" for line in lines))
     return 0 if named >= resolvable * NAMED_AT_LEAST and harmless >= total * HARMLESS_AT_LEAST \
         else 1
 
