@@ -130,7 +130,8 @@ def drift_line(report: BisectReport) -> str:
     again = (f"good and bad measured again {plural(report.remeasures, 'time')} during the "
              "search")
     if report.drift.rate == 0 and report.drift.error == 0:
-        return f"drift: not measured ({again})"
+        return "drift: not measured (a short search: good and bad were measured once)" \
+            if not report.remeasures else f"drift: none ({again})"
     rate = f"{report.drift.rate:+.1%} per invocation"
     if report.drift.detected:
         return f"drift: {rate}, beyond the noise: taken out of every run ({again})"

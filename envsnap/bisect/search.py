@@ -183,7 +183,7 @@ def placement_why(placement: Placement) -> str:
                 f"{placement.vs_bad['why']}")
     if placement.place == UNPLACED or placement.share is None:
         return (f"vs good, {placement.vs_good['why']}; vs bad, {placement.vs_bad['why']}")
-    way = f"{placement.share:.0%} of the way to bad"
+    way = f"{round(placement.share * 100)}% of the way to bad"   # never "-0%"
     if placement.place == BETWEEN:
         return (f"between good and bad ({way}: worse than good, {change(placement.vs_good)}; "
                 f"better than bad, {change(placement.vs_bad)})")
