@@ -442,7 +442,7 @@ class Hunt:
         """Halving from GOOD, then from each slow commit found part of the way down."""
         result = self.result
         good = 0
-        for _ in range(self.max_rounds):
+        while len(result.culprits) < self.max_rounds:
             state = Search(self.size - good)       # index i is position good + 1 + i
             index = state.next()
             while index is not None:
@@ -462,6 +462,18 @@ class Hunt:
                 result.suspects = [good + 1 + index for index in state.suspects()]
                 return self.finish()
             position = good + 1 + state.bad
+            if position != self.size and verdict_of(self.place_at(position, good)) != BAD:
+                # judged bad under a drift not yet known, and the drift seen since leaves it
+                # unsure: more runs there; like good after all, the search goes on from it
+                again = self.trial(position, good)
+                self.on_event(again)
+                if again.verdict == GOOD:
+                    good = position
+                    continue
+                if again.verdict != BAD:
+                    result.outcome, result.undecided = CANT_TELL, again
+                    result.suspects = list(range(good + 1, position + 1))
+                    return self.finish()
             drift = self.drift()
             placement = self.place_at(position, good)
             result.culprits.append(Culprit(

@@ -118,8 +118,8 @@ def tally(seeds: range) -> tuple[int, int, int, int, list[str]]:
 
 # What the search reaches, measured over 1000 seeds: a slow commit just below the threshold,
 # or drift near the noise, sometimes leaves a step judged on the wrong side.
-NAMED_AT_LEAST = 0.95
-HARMLESS_AT_LEAST = 0.97
+NAMED_AT_LEAST = 0.95       # 926 of 953 over seeds 0-999
+HARMLESS_AT_LEAST = 0.97    # 989 of 1000
 
 
 def test_resolvable_slow_commits_are_named_and_harmless_ones_never() -> None:
