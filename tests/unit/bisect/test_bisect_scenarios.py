@@ -116,7 +116,7 @@ def tally(seeds: range) -> tuple[int, int, int, int, list[str]]:
     return named, resolvable, harmless, len(seeds), failures
 
 
-# Below what the search reaches over a thousand seeds (the ledger of `--seeds`): noise near
+# Below what the search reaches over a thousand seeds (`--seeds 1000` prints it): noise near
 # the top of the range, or a slow commit just below the threshold, sometimes leaves a step
 # judged on the wrong side.
 NAMED_AT_LEAST = 0.95
