@@ -47,7 +47,9 @@ def test_finds_the_commit_in_log2_steps_and_keeps_the_users_work(cli: Cli,
     assert result.returncode == 1, result.stdout + result.stderr
     assert f"first bad commit: {shas[10]} {SLOW} speed.txt src/module_11.py " \
         in words(result.stdout)
-    again = int(re.search(r"measured again (\d+) times?", words(result.stdout)).group(1))
+    measured = re.search(r"measured again (\d+) times?", words(result.stdout))
+    assert measured, result.stdout
+    again = int(measured.group(1))
     assert again >= 1
     assert len(step_rows(result.stdout)) == math.ceil(math.log2(16))
     assert "benchmark invocations: " \
