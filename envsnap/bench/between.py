@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Final, Literal, NamedTuple
 
 from envsnap.bench import stats as benchstats
-from envsnap.verdicts import IMPROVEMENT, REGRESSION, SAME, BenchVerdict
+from envsnap.verdicts import CANT_TELL, IMPROVEMENT, REGRESSION, SAME, BenchVerdict
 
 Place = Literal["good", "bad", "between", "can't tell"]
 LIKE_GOOD: Final = "good"
@@ -41,6 +41,7 @@ class Drift(NamedTuple):
     rate: float                  # change of log(metric) per invocation; 0: none measured
     seen: BenchVerdict           # GOOD's later invocations against its earlier ones (pooled)
     measurements: int            # GOOD's invocations it was fitted on
+    error: float = 0.0           # the rate's standard error (0: not estimated)
 
     @property
     def detected(self) -> bool:
@@ -77,6 +78,40 @@ def fit_drift(reference: Sequence[Timed], lower_is_better: bool = False) -> Drif
     return Drift(rate, seen, len(reference))
 
 
+def fit_drift_pooled(series: Sequence[Sequence[Timed]],
+                     lower_is_better: bool = False) -> Drift:
+    """One rate from several states each measured more than once (GOOD, BAD, a commit given
+    more runs): the least-squares slope of log(median) over the places, each state about its
+    own mean, so a state's level never reads as drift. `seen` is the first state's latest
+    runs against its first (GOOD's, in a bisect); 0 where no state was measured twice."""
+    usable = [list(one) for one in series
+              if len({timed.at for timed in one}) >= 2
+              and min(statistics.median(timed.values) for timed in one) > 0]
+    measurements = sum(len(one) for one in series)
+    first = next((list(one) for one in series if len(one) >= 2), None)
+    seen: BenchVerdict = SAME if first is None else benchstats.compare(
+        list(first[0].values), list(first[-1].values), lower_is_better)["verdict"]
+    spread = covariance = 0.0
+    centred: list[tuple[float, float]] = []
+    for one in usable:
+        places = [float(timed.at) for timed in one]
+        logs = [math.log(statistics.median(timed.values)) for timed in one]
+        mean_at, mean_log = statistics.fmean(places), statistics.fmean(logs)
+        centred += [(at - mean_at, value - mean_log) for at, value in zip(places, logs)]
+        spread += sum((at - mean_at) ** 2 for at in places)
+        covariance += sum((at - mean_at) * (value - mean_log)
+                          for at, value in zip(places, logs))
+    if not spread:
+        return Drift(0.0, seen, measurements)
+    rate = covariance / spread
+    # the slope's standard error from the residuals; with no degree of freedom left (two
+    # invocations of one state) the rate itself stands for it: it may be all noise
+    freedom = len(centred) - len(usable) - 1
+    error = (math.sqrt(sum((value - rate * at) ** 2 for at, value in centred)
+                       / freedom / spread) if freedom > 0 else abs(rate))
+    return Drift(rate, seen, measurements, error)
+
+
 def detrended(invocations: Sequence[Timed], drift: Drift) -> list[float]:
     """Every run of these invocations as it would have read at the search's start."""
     if drift.rate == 0:
@@ -105,23 +140,27 @@ def share_of_drop(good: Sequence[float], bad: Sequence[float],
 
 def place(good: Sequence[float], bad: Sequence[float], values: Sequence[float],
           lower_is_better: bool = False,
-          threshold: float = benchstats.DEFAULT_THRESHOLD) -> Placement:
+          threshold: float = benchstats.DEFAULT_THRESHOLD,
+          allowance: tuple[float, float] = (0.0, 0.0)) -> Placement:
     """Like GOOD (not worse than it, better than BAD), like BAD (worse than GOOD, not
     better than BAD), between (worse than GOOD and better than BAD, both beyond the noise)
     or can't tell (more runs may settle it). Each "than" is bench.stats.compare's verdict,
     so "like" needs its interval inside the threshold: an unsettled side stays unplaced.
     A noisy machine asks for a wider threshold (`threshold_for`), else nothing is ever
-    "like" either end."""
-    vs_good = benchstats.compare(list(good), list(values), lower_is_better, threshold)
-    vs_bad = benchstats.compare(list(bad), list(values), lower_is_better, threshold)
+    "like" either end; `allowance` widens it further against GOOD and against BAD: how far
+    a drift taken out may still be off."""
+    vs_good = benchstats.compare(list(good), list(values), lower_is_better,
+                                 threshold + allowance[0])
+    vs_bad = benchstats.compare(list(bad), list(values), lower_is_better,
+                                threshold + allowance[1])
     share = share_of_drop(good, bad, values)
     worse_than_good = vs_good["verdict"] == REGRESSION
     better_than_bad = vs_bad["verdict"] == IMPROVEMENT
     if worse_than_good and better_than_bad:
         where: Place = BETWEEN
-    elif worse_than_good and vs_bad["verdict"] in (SAME, REGRESSION):
+    elif worse_than_good and not_better(vs_bad):
         where = LIKE_BAD
-    elif better_than_bad and vs_good["verdict"] in (SAME, IMPROVEMENT):
+    elif better_than_bad and not_worse(vs_good):
         where = LIKE_GOOD
     else:
         where = UNPLACED
@@ -153,3 +192,27 @@ def threshold_for(noise: float) -> float:
     """The threshold for compare and place on a machine with this noise: the default, or
     NOISE_WIDTHS standard deviations of one run where that is wider."""
     return max(benchstats.DEFAULT_THRESHOLD, math.expm1(NOISE_WIDTHS * noise))
+def not_worse(comparison: benchstats.Comparison) -> bool:
+    """Same or better, or can't tell with every worse change the interval allows inside
+    the threshold."""
+    return one_sided(comparison, worse=True)
+
+
+def not_better(comparison: benchstats.Comparison) -> bool:
+    """Same or worse, or can't tell with every better change inside the threshold."""
+    return one_sided(comparison, worse=False)
+
+
+def one_sided(comparison: benchstats.Comparison, worse: bool) -> bool:
+    verdict = comparison["verdict"]
+    if verdict == SAME or verdict == (IMPROVEMENT if worse else REGRESSION):
+        return True
+    interval, ratio = comparison["shift_interval"], comparison["ratio"]
+    if verdict != CANT_TELL or interval is None or ratio is None:
+        return False
+    threshold = comparison["threshold"]
+    # shift_interval is new / baseline - 1: a rise is worse when lower is better
+    rise_is_the_side = worse == comparison["lower_is_better"]
+    if rise_is_the_side:
+        return interval[1] <= threshold and ratio - 1 <= threshold
+    return interval[0] >= -threshold and ratio - 1 >= -threshold

@@ -4,11 +4,14 @@ Everything here is asked before the checkout moves: a refusal leaves the host as
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from envsnap.bench.run import BenchSpec
+from envsnap.agent.redact import holds_marker
+from envsnap.bench.run import BenchSpec, ServeSpec
 from envsnap.bisect import search
 from envsnap.bisect.search import Commit
+from envsnap.defaults import DEFAULT_SERVE_TIMEOUT
 from envsnap.errors import HostError, UsageError
 from envsnap.hostops.git import GitFailure, complaint, resolve_commit, run, toplevel
 from envsnap.hostops.patch import Patch, patch_from
@@ -17,7 +20,7 @@ from envsnap.hosts.inventory import Host, Inventory, resolve_hosts, with_vars
 from envsnap.snapshot import document as snapshot
 
 if TYPE_CHECKING:
-    from envsnap.snapshot.records import Repo, Snapshot
+    from envsnap.snapshot.records import Bench, Repo, Snapshot
 
 # ---- from the snapshots, before the host is touched -------------------------------------------
 
@@ -88,6 +91,94 @@ def recorded_baseline(good: Snapshot, spec: BenchSpec, label: str) -> list[float
         raise UsageError(f"--good-from-snapshot: snapshot {label!r} recorded another benchmark "
                          f"({record.get('command')!r}, metric {record.get('metric')!r})")
     return [float(value) for value in record["values"]]
+
+
+@dataclass(frozen=True)
+class BenchAsked:
+    """bisect's benchmark options as given; None where left out, to be taken from the
+    benchmark both snapshots recorded (`envsnap bench ... --label`)."""
+
+    cmd: str | None
+    metric: str | None
+    cwd: str | None
+    lower_is_better: bool
+    repeat: int
+    run_timeout: float
+    serve: ServeSpec | None = None
+    ready: str | None = None            # --ready alone: for the recorded server
+    serve_timeout: float | None = None
+
+
+def benchmark_of(record: Bench) -> tuple[object, ...]:
+    """What makes two recorded benchmarks the same one: command, metric, direction, the
+    folder it ran in and the server it started."""
+    server = record.get("server") or {}
+    return (record.get("command"), record.get("metric"), bool(record.get("lower_is_better")),
+            record.get("cwd"), server.get("command"))
+
+
+def bench_spec(asked: BenchAsked, good: Snapshot, bad: Snapshot, labels: tuple[str, str],
+               repo_path: str) -> tuple[BenchSpec, Bench | None]:
+    """The benchmark to run at every commit, and the record it was taken from (None: all of
+    it given). --cmd and --metric given: those, in --cwd, else where the snapshots ran the
+    same command, else the repository. Either left out: the benchmark both snapshots
+    recorded, the same in both, with what was given in its place. Refused in one line when
+    there is none, or the two differ."""
+    records = (snapshot.bench(good), snapshot.bench(bad))
+    same = records[0] is not None and records[1] is not None \
+        and benchmark_of(records[0]) == benchmark_of(records[1])
+    recorded = records[0] if same else None
+    if asked.cmd is not None and asked.metric is not None:
+        ran_there = recorded is not None and recorded.get("command") == asked.cmd
+        cwd = asked.cwd or (recorded.get("cwd") if recorded and ran_there else None) \
+            or repo_path
+        spec = BenchSpec(cmd=asked.cmd, metric=asked.metric, repeat=asked.repeat,
+                         lower_is_better=asked.lower_is_better, cwd=cwd,
+                         sample_interval=None, run_timeout=asked.run_timeout,
+                         serve=given_serve(asked))
+        return spec, None
+    missing = " and ".join(flag for flag, value in (("--cmd", asked.cmd),
+                                                    ("--metric", asked.metric)) if value is None)
+    if recorded is None:
+        if records[0] is None or records[1] is None:
+            label = labels[0] if records[0] is None else labels[1]
+            raise UsageError(f"bisect needs {missing}: snapshot {label!r} records no benchmark "
+                             "(envsnap bench HOST --label ... records one)")
+        raise UsageError(f"bisect needs {missing}: snapshots {labels[0]!r} and {labels[1]!r} "
+                         "recorded different benchmarks (command, metric, folder or server)")
+    command = asked.cmd or recorded.get("command") or ""
+    if holds_marker(command):
+        raise UsageError(f"the recorded benchmark command {command!r} had a secret masked at "
+                         "capture: give it with --cmd")
+    spec = BenchSpec(cmd=command, metric=asked.metric or recorded.get("metric") or "",
+                     repeat=asked.repeat,
+                     lower_is_better=asked.lower_is_better
+                     or bool(recorded.get("lower_is_better")),
+                     cwd=asked.cwd or recorded.get("cwd") or repo_path, sample_interval=None,
+                     run_timeout=asked.run_timeout, serve=recorded_serve(asked, recorded))
+    return spec, recorded
+
+
+def given_serve(asked: BenchAsked) -> ServeSpec | None:
+    if asked.serve is None and (asked.ready is not None or asked.serve_timeout is not None):
+        flag = "--ready" if asked.ready is not None else "--serve-timeout"
+        raise UsageError(f"{flag} is about a --serve server: give --serve CMD too")
+    return asked.serve
+
+
+def recorded_serve(asked: BenchAsked, recorded: Bench) -> ServeSpec | None:
+    """--serve as given, else the server the snapshots' benchmark started, once --ready says
+    how to tell it is up (the record keeps its command, not that)."""
+    command = (recorded.get("server") or {}).get("command")
+    if asked.serve is not None or command is None:
+        return given_serve(asked)
+    if asked.ready is None:
+        raise UsageError(f"the recorded benchmark ran with a server ({command!r}): give "
+                         "--ready REGEX|URL to start it the same way, or --serve CMD --ready")
+    serve = ServeSpec(cmd=command, ready=asked.ready,
+                      timeout=asked.serve_timeout or DEFAULT_SERVE_TIMEOUT)
+    serve.check()
+    return serve
 
 
 # ---- the repository on the host (read only) -------------------------------------------------

@@ -4,24 +4,30 @@
       -> host lock; good must be an ancestor of bad; the line of commits (search.py)
       -> the user's work stashed, HEAD remembered           (tree.Tree)
       -> both endpoints benchmarked: no regression between them, nothing to look for
-      -> halving: check out, re-apply the good patch if asked, run the benchmark, classify
-         against both endpoints' runs (like good / like bad / can't tell: more runs up to
-         max_repeat); a failing benchmark or a patch that won't apply skips the commit
-      -> the first bad commit with its subject and files, or the suspects, and every step
+      -> halving (search.Hunt): check out, re-apply the good patch if asked, run the
+         benchmark, place the runs between both ends with the machine's drift taken out
+         (GOOD and BAD measured again between the steps); between or can't tell: more runs,
+         up to max_repeat; a failing benchmark or a patch that won't apply skips the commit
+      -> a first slow commit part of the way down: the search again from it to BAD
+      -> each slow commit with its subject, files and size, or the suspects, every step
       -> HEAD, branch and the user's work put back, whatever happened.
 
 Library code: never prints; progress reaches the CLI through `on_event`.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+import statistics
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable, Literal, Union
 
+from envsnap.bench.between import NO_DRIFT, Drift
 from envsnap.bench.run import BenchSpec, bench_on
 from envsnap.bisect import search
 from envsnap.bisect.inputs import (
+    BenchAsked,
+    bench_spec,
     check_options,
     commit_here,
     commit_line,
@@ -62,7 +68,6 @@ from envsnap.verdicts import (
     NO_REGRESSION,
     ONLY_SKIPPED,
     REGRESSION,
-    SKIP,
     BenchVerdict,
     BisectOutcome,
     Classification,
@@ -119,6 +124,20 @@ Event = Union[Step, str, RunEnded]
 Said = Union[Event, Answered]   # what a bisect tells its caller: its events, then its answer
 
 
+@dataclass(frozen=True)
+class SlowCommit:
+    """A commit that made it slower, and by how much: its median against the good state it
+    was found from (GOOD, or the slow commit before it), the drift taken out of both."""
+
+    commit: Commit
+    before: Commit
+    before_median: float
+    median: float
+    change: float                     # -0.25: a quarter lower
+    files: list[str]
+    merged: list[Commit]              # what it brought in, when it is a merge
+
+
 @dataclass
 class BisectReport:
     host: str
@@ -133,9 +152,15 @@ class BisectReport:
     files: list[str] = field(default_factory=list)
     merged: list[Commit] = field(default_factory=list)   # what a first bad merge brought in
     suspects: list[Commit] = field(default_factory=list)
-    endpoint_invocations: int = 0   # benchmark invocations at the two endpoints
+    endpoint_invocations: int = 0   # benchmark invocations at the two endpoints (and at a
+                                    # slow commit the search went on from), again included
     step_invocations: int = 0       # ... and at every other commit
     runs: int = 0
+    remeasures: int = 0             # of those, the ones again during the search
+    drift: Drift = NO_DRIFT         # fitted on every state measured more than once
+    medians: tuple[float, float] = (0.0, 0.0)   # GOOD's and BAD's, the drift taken out
+    culprits: list[SlowCommit] = field(default_factory=list)   # in the order found
+    whole_drop: bool = False        # the last slow commit found is like BAD
     leftovers: list[str] = field(default_factory=list)
     # the last benchmark it ran: its runs' output names the metric (a plot's title)
     last_record: Bench | None = None
@@ -147,16 +172,23 @@ class BisectReport:
 
 
 def bisect(store: Store, inventory: Inventory, good_label: str, bad_label: str,
-           host: str | None, repo: str | None, spec: BenchSpec, options: BisectOptions,
-           on_event: Callable[[Said], None] | None = None,
+           host: str | None, repo: str | None, asked: BenchSpec | BenchAsked,
+           options: BisectOptions, on_event: Callable[[Said], None] | None = None,
            review: Callable[[ForeignPlan], bool] | None = None) -> BisectReport:
     """Find the first commit between two snapshots' HEADs where the benchmark regressed.
     A foreign endpoint passes the gate first (hostops/gate.py): `review` sees what bisect
-    would take from it (its commit, GOOD's patch with --with-patch, BAD's python)."""
-    check_options(spec, options.max_repeat)
+    would take from it (its commit, GOOD's patch with --with-patch, BAD's python, the
+    benchmark command when it is the one the snapshots recorded)."""
     good_doc, bad_doc = store.load(good_label), store.load(bad_label)
     path, good_repo, bad_repo = pick_repo(good_doc, bad_doc, repo, (good_label, bad_label))
+    spec, recorded = (asked, None) if isinstance(asked, BenchSpec) else \
+        bench_spec(asked, good_doc, bad_doc, (good_label, bad_label), path)
+    check_options(spec, options.max_repeat)
     target = pick_host(bad_doc, inventory, host)
+    emit = on_event or (lambda _: None)
+    if recorded is not None:
+        emit(f"benchmark: as both snapshots recorded it: {spec.cmd} (metric {spec.metric}, "
+             f"in {spec.cwd}{', with its server' if spec.serve else ''})")
     for document, label, is_bad in ((good_doc, good_label, False), (bad_doc, bad_label, True)):
         gate(endpoint_plan(document, label, target.name, provenance.verify_as_user(document),
                            doing=f"bisecting with it (as {'BAD' if is_bad else 'GOOD'})",
@@ -164,7 +196,9 @@ def bisect(store: Store, inventory: Inventory, good_label: str, bad_label: str,
                            repos=[key for key, value in repos_of(document).items()
                                   if matches(path, key, value)],
                            patches=options.with_patch and not is_bad,
-                           python=is_bad and host is None), review, "bisect with it")
+                           python=is_bad and host is None,
+                           commands=[spec.cmd] if recorded is not None else []),
+             review, "bisect with it")
     patch = good_patch(good_repo, good_label) if options.with_patch else None
     baseline = recorded_baseline(good_doc, spec, good_label) if options.good_from_snapshot \
         else None
@@ -244,7 +278,8 @@ def locked_bisect(shell: Shell, path: str, heads: tuple[str, str], labels: tuple
 # ---- the search -----------------------------------------------------------------------------
 
 class Bisector:
-    """Runs the benchmark where the tree stands and moves the search; `run` sets the rest."""
+    """Runs the benchmark where the tree stands and lets search.Hunt decide; `run` sets the
+    rest. Positions are the hunt's: 0 the good commit, len(line) the bad one."""
 
     shell: Shell
     tree: Tree
@@ -255,16 +290,52 @@ class Bisector:
                  baseline_said: str = "recorded in the good snapshot") -> None:
         self.spec, self.options, self.baseline, self.emit = spec, options, baseline, emit
         self.baseline_said = baseline_said   # where the good runs given as `baseline` are from
-        self.steps = 0
 
     def run(self, shell: Shell, tree: Tree, report: BisectReport) -> None:
         self.shell, self.tree, self.report = shell, tree, report
-        good, bad = self.endpoints()
-        if not report.outcome:
-            self.halve(good, bad)
+        hunt = search.Hunt(len(report.line), self.measure, repeat=self.spec.repeat,
+                           max_repeat=self.options.max_repeat,
+                           lower_is_better=self.spec.lower_is_better, good_runs=self.baseline,
+                           on_event=self.hunted)
+        ends = hunt.start()
+        self.record(Step("good", 0, report.good, 0, hunt.runs_at(0), GOOD,
+                         self.baseline_said if self.baseline else "measured"))
+        self.record(Step("bad", 0, report.bad, len(report.line), hunt.runs_at(len(report.line)),
+                         ends["verdict"], ends["why"], len(report.line) - 1,
+                         Search(len(report.line)).steps_left()))
+        result = hunt.search() if ends["verdict"] == REGRESSION else hunt.finish()
+        self.conclude(result)
 
-    def bench(self, count: int, endpoint: bool, where: str) -> list[float]:
-        if endpoint:
+    def commit_at(self, position: int) -> Commit:
+        return self.report.good if position == 0 else self.report.line[position - 1]
+
+    def measure(self, position: int, count: int, role: str) -> list[float] | str:
+        """The benchmark at a position: its runs, or why not (a step is skipped). At an end
+        a failure is the user's to fix, not a commit to skip."""
+        commit = self.commit_at(position)
+        end = "good" if position == 0 else "bad" if position == len(self.report.line) else None
+        skip = self.tree.visit(commit.sha)
+        if skip:
+            if end is not None:
+                raise UsageError(f"{end} commit {commit.short}: {skip}")
+            return skip
+        try:
+            return self.bench(count, role, where=f"{role} ({commit.short})")
+        except BenchError as exc:   # like `git bisect run` exit 125: choose a neighbour
+            if end is None:
+                return str(exc)
+            hint = (f" (your {plural(self.tree.untracked_stashed, 'untracked file')} are "
+                    "stashed while bisect runs: --keep-untracked leaves them, if the benchmark "
+                    "needs one)"
+                    if self.tree.untracked_stashed else "")
+            raise BenchError(f"the benchmark fails at the {end} commit {commit.short}: "
+                             f"{exc}{hint}") from None
+
+    def bench(self, count: int, role: str, where: str) -> list[float]:
+        if role.endswith(" again"):    # an end measured again counts as the end's
+            self.report.remeasures += 1
+            self.report.endpoint_invocations += 1
+        elif role in ("good", "bad"):
             self.report.endpoint_invocations += 1
         else:
             self.report.step_invocations += 1
@@ -280,116 +351,60 @@ class Bisector:
         self.report.steps.append(step)
         self.emit(step)
 
-    # ---- endpoints ----
+    def hunted(self, event: search.HuntEvent) -> None:
+        """A step decided, or an end measured again: a table row, or a note."""
+        if isinstance(event, search.Remeasure):
+            commit = self.commit_at(event.position)
+            self.emit(f"  measured again: {event.role} ({commit.short}), "
+                      f"{plural(len(event.runs), 'run')}, median {median(event.runs):.4g}; "
+                      f"drift so far {event.drift.rate:+.2%} per invocation")
+            return
+        self.record(Step("step", event.number, self.commit_at(event.position), event.position,
+                         list(event.runs), event.verdict, event.why, event.left,
+                         event.steps_left))
 
-    def endpoints(self) -> tuple[list[float], list[float]]:
-        """Runs at both ends; more on whichever side has fewer while the verdict is can't
-        tell. Stops the bisect (report.outcome) unless the regression is real."""
+    def conclude(self, result: search.HuntResult) -> None:
         report = self.report
-        good = list(self.baseline) if self.baseline else self.measure_end("good", [])
-        bad = self.measure_end("bad", [])
-        verdict = search.endpoints_verdict(good, bad, self.spec.lower_is_better)
-        while verdict["verdict"] == CANT_TELL:
-            side = self.side_to_extend(good, bad)
-            if side is None:
-                break
-            side += self.measure_end("good" if side is good else "bad", side)
-            verdict = search.endpoints_verdict(good, bad, self.spec.lower_is_better)
-        self.record(Step("good", 0, report.good, 0, good, GOOD,
-                         self.baseline_said if self.baseline else "measured"))
-        self.record(Step("bad", 0, report.bad, len(report.line), bad, verdict["verdict"],
-                         verdict["why"], len(report.line) - 1,
-                         Search(len(report.line)).steps_left()))
-        if verdict["verdict"] != REGRESSION:
-            report.outcome = ENDS_UNDECIDED if verdict["verdict"] == CANT_TELL \
-                else NO_REGRESSION
-            report.why = f"good -> bad: {verdict['verdict']}: {verdict['why']}"
-        return good, bad
-
-    def side_to_extend(self, good: list[float], bad: list[float]) -> list[float] | None:
-        room = [side for side in (bad, good) if len(side) < self.options.max_repeat
-                and not (side is good and self.baseline)]
-        return min(room, key=len) if room else None
-
-    def measure_end(self, which: str, have: list[float]) -> list[float]:
-        """Runs at an endpoint: a failure here is the user's to fix, not a commit to skip."""
-        commit = self.report.good if which == "good" else self.report.bad
-        skip = self.tree.visit(commit.sha)
-        if skip:
-            raise UsageError(f"{which} commit {commit.short}: {skip}")
-        count = min(self.spec.repeat, self.options.max_repeat - len(have))
-        try:
-            return self.bench(count, endpoint=True, where=f"{which} ({commit.short})")
-        except BenchError as exc:
-            hint = (f" (your {plural(self.tree.untracked_stashed, 'untracked file')} are "
-                    "stashed while bisect runs: --keep-untracked leaves them, if the benchmark "
-                    "needs one)"
-                    if self.tree.untracked_stashed else "")
-            raise BenchError(f"the benchmark fails at the {which} commit {commit.short}: "
-                             f"{exc}{hint}") from None
-
-    # ---- halving ----
-
-    def halve(self, good: list[float], bad: list[float]) -> None:
-        report = self.report
-        state = Search(len(report.line))
-        index = state.next()
-        while index is not None:
-            step, verdict = self.try_commit(index, good, bad)
-            if verdict == CANT_TELL:
-                step.left, step.steps_left = len(state.untested()), state.steps_left()
-                self.record(step)
-                self.conclude(state, CANT_TELL, step)
-                return
-            state.record(index, verdict)
-            step.left, step.steps_left = len(state.untested()), state.steps_left()
-            self.record(step)
-            index = state.next()
-        self.conclude(state, FOUND if not state.suspects()[:-1] else ONLY_SKIPPED, None)
-
-    def try_commit(self, index: int, good: list[float],
-                   bad: list[float]) -> tuple[Step, Classification]:
-        self.steps += 1
-        step = Step("step", self.steps, self.report.line[index], index + 1, [], SKIP, "")
-        skip = self.tree.visit(step.commit.sha)
-        if skip:
-            step.why = skip
-            return step, SKIP
-        verdict: Classification = CANT_TELL
-        while verdict == CANT_TELL and len(step.values) < self.options.max_repeat:
-            count = min(self.spec.repeat, self.options.max_repeat - len(step.values))
-            try:
-                step.values += self.bench(count, endpoint=False,
-                                          where=f"step {self.steps} ({step.commit.short})")
-            except BenchError as exc:   # like `git bisect run` exit 125: choose a neighbour
-                verdict, step.why = SKIP, str(exc)
-                break
-            verdict, step.why = search.classify(good, bad, step.values,
-                                                self.spec.lower_is_better)
-        step.verdict = verdict
-        return step, verdict
-
-    def conclude(self, state: Search, outcome: BisectOutcome, undecided: Step | None) -> None:
-        report = self.report
-        report.outcome = outcome
-        if outcome == FOUND:
-            culprit = report.line[state.bad]
-            before = report.line[state.bad - 1].sha if state.bad else report.good.sha
-            with sigint_deferred():
-                report.files = files_touched(self.shell, report.repo, before, culprit.sha)
-                report.merged = merged_by(self.shell, report.repo, culprit)
-            report.first_bad = culprit
+        report.drift = result.drift
+        report.medians = (result.good_median, result.bad_median)
+        if result.outcome in (NO_REGRESSION, ENDS_UNDECIDED):
+            report.outcome = result.outcome
+            report.why = f"good -> bad: {result.ends['verdict']}: {result.ends['why']}"
+            return
+        with sigint_deferred():
+            report.culprits = [self.slow_commit(culprit) for culprit in result.culprits]
+        report.whole_drop = result.whole_drop
+        report.outcome = result.outcome
+        if report.culprits:
+            first = report.culprits[0]
+            report.first_bad, report.files, report.merged = first.commit, first.files, \
+                first.merged
+        if result.outcome == FOUND:
+            culprit = report.culprits[0].commit
             report.why = f"the first bad commit is {culprit.short} {culprit.subject}"
             return
-        if outcome == ONLY_SKIPPED:
-            report.suspects = [report.line[i] for i in state.suspects()]
-            report.why = (f"only skipped commits are left: the first bad commit is one of "
+        report.suspects = [self.commit_at(position) for position in result.suspects]
+        if result.outcome == ONLY_SKIPPED:
+            report.why = (f"only skipped commits are left: the "
+                          f"{'next slow' if report.culprits else 'first bad'} commit is one of "
                           f"these {len(report.suspects)}")
             return
+        undecided = result.undecided
         assert undecided is not None
-        report.suspects = [report.line[i] for i in range(state.good + 1, state.bad + 1)]
-        report.why = (f"{undecided.commit.short}: can't tell after {len(undecided.values)} "
-                      f"runs (--max-repeat {self.options.max_repeat}): the noise never let a "
-                      f"verdict form; the first bad commit is one of these "
-                      f"{len(report.suspects)}")
+        report.why = (f"{self.commit_at(undecided.position).short}: can't tell after "
+                      f"{len(undecided.runs)} runs (--max-repeat {self.options.max_repeat}): "
+                      f"the noise never let a verdict form; the "
+                      f"{'next slow' if report.culprits else 'first bad'} commit is one of "
+                      f"these {len(report.suspects)}")
 
+    def slow_commit(self, culprit: search.Culprit) -> SlowCommit:
+        commit = self.commit_at(culprit.position)
+        before = self.commit_at(culprit.position - 1).sha
+        return SlowCommit(commit, self.commit_at(culprit.before), culprit.before_median,
+                          culprit.median, culprit.change,
+                          files_touched(self.shell, self.report.repo, before, commit.sha),
+                          merged_by(self.shell, self.report.repo, commit))
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else 0.0

@@ -30,11 +30,13 @@ if TYPE_CHECKING:   # bisect's modules load when the command runs, not for the p
 EPILOG = examples(
     "envsnap bisect good bad --cmd 'python bench.py' --metric 'tok/s: ([0-9.]+)'",
     "envsnap bisect good bad --cmd ./bench.sh --metric '([0-9.]+)' --plot b.svg",
+    "envsnap bisect good bad",
 ) + exit_codes(
     (ExitCode.OK, "no regression between GOOD and BAD (or can't tell at the endpoints)"),
     (ExitCode.DRIFT, "regression: first bad commit found (or narrowed down when commits were "
                      "skipped or too noisy)"),
-    (ExitCode.USAGE, "usage error: bad argument, GOOD not an ancestor of BAD, unknown repo; a "
+    (ExitCode.USAGE, "usage error: bad argument, GOOD not an ancestor of BAD, unknown repo; no "
+                     "--cmd/--metric and no benchmark both snapshots recorded alike; a "
                      "--plot file that cannot be written (after the answer is printed)"),
     (ExitCode.HOST, "host or benchmark failure at an endpoint"),
     (ExitCode.INVALID, "invalid snapshot"),
@@ -54,10 +56,12 @@ def register(commands: Commands) -> None:
     bis.add_argument("--host", help="where to run (default: the BAD snapshot's host)")
     bis.add_argument("--repo", metavar="PATH", type=utf8_text,
                      help="the checkout (default: the one repo both snapshots recorded)")
-    bis.add_argument("--cmd", required=True, type=utf8_text,
-                     help="the benchmark, run through sh -c")
-    bis.add_argument("--metric", required=True, metavar="REGEX", type=utf8_text,
-                     help="regex of the metric: first group (or whole match) of the last match")
+    bis.add_argument("--cmd", type=utf8_text,
+                     help="the benchmark, run through sh -c (default: the one both snapshots "
+                          "recorded with envsnap bench)")
+    bis.add_argument("--metric", metavar="REGEX", type=utf8_text,
+                     help="regex of the metric: first group (or whole match) of the last match "
+                          "(default: the recorded benchmark's)")
     bis.add_argument("--repeat", type=positive_int, default=DEFAULT_BISECT_REPEAT,
                      help=f"runs per commit to start with (default {DEFAULT_BISECT_REPEAT}); "
                           "as many more each time the verdict is can't tell")
@@ -78,8 +82,8 @@ def register(commands: Commands) -> None:
                      help="leave untracked files in the checkout (a benchmark script kept "
                           "there) (default: stash them with the rest of your work)")
     bis.add_argument("--cwd", type=utf8_text,
-                     help="folder to run the benchmark in (default, as for bench: here for "
-                          "local, the login home over SSH)")
+                     help="folder to run the benchmark in (default: where the snapshots' "
+                          "recorded benchmark ran, else the repository bisected)")
     bis.add_argument("--run-timeout", type=positive_seconds, default=DEFAULT_RUN_TIMEOUT,
                      metavar="S",
                      help=f"kill a run after S seconds (default {DEFAULT_RUN_TIMEOUT:g})")
@@ -105,7 +109,7 @@ def check_plot(path: str | None) -> Path | None:
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
-    from envsnap.bench.run import BenchSpec
+    from envsnap.bisect.inputs import BenchAsked
     from envsnap.bisect.render import event_line, final_lines, medians_line
     from envsnap.bisect.run import Answered, BisectOptions, RunEnded, Said, Step, bisect
     from envsnap.cli.output import columns
@@ -114,10 +118,12 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     from envsnap.hosts.capture import CaptureOptions
     from envsnap.snapshot.store import Store
 
-    spec = BenchSpec(cmd=args.cmd, metric=args.metric, repeat=args.repeat,
-                     lower_is_better=args.lower_is_better, cwd=args.cwd,
-                     sample_interval=None, run_timeout=args.run_timeout,
-                     serve=serve_spec(args))
+    asked = BenchAsked(cmd=args.cmd, metric=args.metric, cwd=args.cwd,
+                       lower_is_better=args.lower_is_better, repeat=args.repeat,
+                       run_timeout=args.run_timeout,
+                       # --ready alone starts the server the snapshots' benchmark recorded
+                       serve=serve_spec(args) if args.serve is not None else None,
+                       ready=args.ready, serve_timeout=args.serve_timeout)
     options = BisectOptions(max_repeat=args.max_repeat, with_patch=args.with_patch,
                             good_from_snapshot=args.good_from_snapshot,
                             keep_untracked=args.keep_untracked,
@@ -145,7 +151,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
 
     with StatusLine(sys.stderr, "bisect: ", None) as status:
         report = bisect(Store(args.store), inventory_from(args), args.good,
-                        args.bad, args.host, args.repo, spec, options, show, review_foreign)
+                        args.bad, args.host, args.repo, asked, options, show, review_foreign)
     if not answered:
         sys.stdout.write("".join(line + "\n" for line in
                                  fold_all([*final_lines(report, width), medians_line(report)],
@@ -163,7 +169,9 @@ def write_plot(target: Path, report: BisectReport, args: argparse.Namespace) -> 
     first_bad = report.first_bad.sha if report.first_bad is not None else None
     # the metric as its runs' output names it, as the diff does; never the regex
     metric = metric_name(report.last_record) if report.last_record else "benchmark"
-    chart = bisect_chart(report.steps, first_bad, metric, args.lower_is_better)
+    lower = bool(report.last_record.get("lower_is_better")) if report.last_record \
+        else args.lower_is_better   # the recorded benchmark's direction, when it ran that
+    chart = bisect_chart(report.steps, first_bad, metric, lower)
     try:
         atomic_write(target, svg_file(chart), mode=0o644)
     except OSError as exc:
