@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from envsnap.diff.findings import ADDED, REMOVED, Finding
 from envsnap.snapshot import customize as customize_words
-from envsnap.snapshot.spec import is_object
+from envsnap.snapshot import document as snap
 
 if TYPE_CHECKING:
     from envsnap.snapshot.records import Snapshot
@@ -73,10 +73,10 @@ def shadowed_advice(finding: Finding, snapshot: Snapshot, live: Snapshot) -> str
     """A customize file that never runs (an earlier one on sys.path is imported): which one
     shadows it, and that a change to it does nothing while that holds."""
     path = finding.path[1]
-    side, record = (snapshot, finding.before) if finding.kind == REMOVED else \
-        (live, finding.after)
+    side = snapshot if finding.kind == REMOVED else live
+    record = snap.customize_shadowed(side).get(path)
     name = customize_words.place(side, path)
-    if not is_object(record) or not record.get("shadowed_by"):
+    if record is None or not record.get("shadowed_by"):
         return f"{name} never runs: put it back by hand as the snapshot records it if needed"
     by = customize_words.linked(record.get("shadowed_by"), record.get("shadowed_by_real"))
     if finding.kind == REMOVED:
