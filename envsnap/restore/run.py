@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from envsnap.bench import run as bench
-from envsnap.errors import EnvsnapError, Interrupted, UsageError
+from envsnap.errors import EnvsnapError, HostError, Interrupted, UsageError
 from envsnap.hostops import hostrule
 from envsnap.hostops.gate import ForeignPlan, foreign_plan, gate, rerun_shown
+from envsnap.hostops.git import GitFailure
 from envsnap.hostops.locks import CheckoutLocks, LockHolder, LockWait
 from envsnap.hostops.pip import pin_packages, remove_packages
 from envsnap.hostops.shell import HostShell
@@ -381,8 +382,11 @@ class RestoreRun:
         what is back in the checkout, and is dropped (standing.py checks it all is first),
         as --abort does; a `git stash pop` later would apply the work a second time."""
         with sigint_deferred():
-            return drop_stashes_since(HostShell(self.host, self.transport), self.touched(),
-                                      stamp)
+            try:
+                return drop_stashes_since(HostShell(self.host, self.transport), self.touched(),
+                                          stamp)
+            except (GitFailure, HostError):
+                return []     # git could not say all is back: the stash stays, as it must
 
     def rerun(self, report: RestoreReport, live: Snapshot) -> None:
         """The benchmark again: against the snapshot's runs, and against the runs of the
