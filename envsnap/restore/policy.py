@@ -126,6 +126,17 @@ def rerun_refusal(document: Snapshot, rerun: bool, given: str | None) -> UsageEr
     return None
 
 
+def rerun_note(document: Snapshot, rerun: bool, given: str | None) -> list[str]:
+    """--check --rerun: the recorded command the run would show, and when it runs it."""
+    record = snap.bench(document)
+    if not rerun or given is not None or record is None or rerun_refusal(document, rerun,
+                                                                          given):
+        return []
+    return [f"--rerun: the snapshot {snap.label(document)!r} records the benchmark command "
+            f"{record.get('command')!r}: the restore shows it, then runs it only with --yes "
+            "or a yes at a terminal (else nothing is changed or run)"]
+
+
 def rerun_command(document: Snapshot, options_rerun: bool, given: str | None,
                   check: bool, confirm: Callable[[RecordedRerun], bool] | None) -> str | None:
     """The command `--rerun` will run: the user's own (--rerun-cmd), or the recorded one

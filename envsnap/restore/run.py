@@ -193,7 +193,8 @@ def restore_document(document: Snapshot, store: Store, inventory: Inventory,
             if any(not holder.is_dead() for _, holder in holders):
                 pending, checked = None, []   # the journal is the running restore's own
             report = run.restore(pending, confirm, notes)
-            report.notes = [*notes, *checked, *lock_notes(host.name, holders)]
+            report.notes = [*notes, *checked, *lock_notes(host.name, holders),
+                            *policy.rerun_note(document, options.rerun, options.rerun_command)]
             report.refusals = [str(refusal) for refusal in refused]
             return report
         # The locks first: a journal read before them may be a running restore's own.

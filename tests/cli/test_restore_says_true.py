@@ -195,6 +195,26 @@ def test_check_with_rerun_shows_the_refusal_the_run_makes(cli: Cli, story: Story
     assert "plan for local (check mode: nothing changed)" in said
     assert "the restore itself would refuse: snapshot 'good' has no recorded benchmark to " \
         "rerun" in said, said
+    assert "--rerun: the snapshot" not in said       # no command to show
+
+
+def test_check_with_rerun_names_the_command_the_run_shows_and_when_it_runs(
+        cli: Cli, story: Story) -> None:
+    bench = story.checkout.path / "bench_one.py"
+    bench.write_text("print('gen throughput (token/s): 94')\n")
+    recorded = cli("bench", "local", "--cmd", f"python3 {bench}", "--metric",
+                   r"token/s\): ([0-9.]+)", "--repeat", "3", "--label", "good", "--repo",
+                   str(story.checkout.path))
+    assert recorded.returncode == 0, recorded.stdout + recorded.stderr
+    moved_and_dirty(story)
+    check = cli("restore", "good", "--check", "--rerun")
+    assert check.returncode == 1, check.stdout + check.stderr
+    assert (f"--rerun: the snapshot 'good' records the benchmark command 'python3 {bench}': "
+            "the restore shows it, then runs it only with --yes or a yes at a terminal"
+            in words(check.stdout)), check.stdout
+    assert "would refuse" not in check.stdout
+    declined = cli("restore", "good", "--rerun")
+    assert declined.returncode == 5 and "nothing was changed or run" in declined.stderr
 
 
 def test_check_shows_the_refusal_of_a_snapshot_whose_checkouts_nobody_named(
