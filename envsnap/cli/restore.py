@@ -41,7 +41,9 @@ EPILOG = examples(
     (ExitCode.DRIFT, "--check found drift, something still differs after restoring, or the "
                      "rerun is a regression"),
     (ExitCode.USAGE, "usage error: bad argument, a snapshot of another host without "
-                     "--force-host, another restore's journal pending"),
+                     "--force-host, another restore's journal pending, no recorded benchmark "
+                     "for --rerun; --check: the restore itself would refuse (said after the "
+                     "plan)"),
     (ExitCode.HOST, "a check failed before any change (a commit neither here nor on a remote, "
                     "a patch that does not apply: no journal is written), a checkout is locked "
                     "by another envsnap command (named; after --wait), or a step failed (the "
@@ -181,7 +183,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
                          show_then_confirm, review_foreign=review_foreign,
                          confirm_rerun=ask_to_rerun(args.yes))
     if report.applied is None:
-        if args.check or report.plan.outcome != "ok" or not (report.planned or report.pip_pins):
+        if args.check or report.plan.outcome != "ok" or not (report.planned or report.pip_changes):
             print("\n".join(fold_all(plan_lines(report, check=args.check), width)))
     print("\n".join(fold_all(outcome_lines(report), width)))
     return restore_exit(report)
@@ -222,6 +224,8 @@ def abort_exit(report: RestoreReport | None) -> int:
 
 
 def restore_exit(report: RestoreReport) -> int:
+    if report.refusals:      # --check: the run would refuse, with this code
+        return ExitCode.USAGE
     if report.plan.outcome != "ok" or (report.applied and report.applied.outcome != "ok"):
         return ExitCode.HOST
     if report.rerun and report.rerun.verdict == REGRESSION:

@@ -77,8 +77,10 @@ def abort(store: Store, inventory: Inventory, host: str | None, label: str | Non
                        repos=tuple(journal.touched))
     report = restore(store, inventory, rollback, consented, on_event=on_event,
                      review_foreign=review_foreign)
-    return Aborted(journal, target, report, dropped=tuple(drop_stashes(journal, report,
-                                                                       inventory, options)))
+    # the rollback drops the stashes made since its point; those of the aborted restore's
+    # label that are back go too
+    dropped = [*report.dropped, *drop_stashes(journal, report, inventory, options)]
+    return Aborted(journal, target, report, dropped=tuple(dropped))
 
 
 def drop_stashes(journal: Journal, report: RestoreReport, inventory: Inventory,

@@ -78,17 +78,25 @@ def chosen_repos(host: Host) -> list[str]:
     return host.list_var(CHOSEN_VAR)
 
 
-def refuse_unnamed(host: Host, check: bool) -> None:
+def unnamed_refusal(host: Host) -> UsageError | None:
     """Applying a snapshot none of whose checkouts was named is refused: restoring nothing
     of it while saying "restored" would mislead, and guessing is what must not happen."""
     unnamed = host.list_var(UNNAMED_VAR)
-    if check or not unnamed or chosen_repos(host):
-        return
+    if not unnamed or chosen_repos(host):
+        return None
     listed = ", ".join(unnamed[:5]) + (f" and {len(unnamed) - 5} more" if len(unnamed) > 5
                                        else "")
-    raise UsageError(f"the snapshot records checkouts that neither --repo nor the inventory "
-                     f"names ({listed}): restore touches only checkouts you name (a foreign "
-                     "snapshot picks none); pass --repo PATH for each one to restore")
+    return UsageError(f"the snapshot records checkouts that neither --repo nor the inventory "
+                      f"names ({listed}): restore touches only checkouts you name (a foreign "
+                      "snapshot picks none); pass --repo PATH for each one to restore")
+
+
+def refusals(document: Snapshot, host: Host, rerun: bool,
+             given: str | None) -> list[UsageError]:
+    """Every refusal a restore makes before it changes anything, one list: the run raises
+    the first, --check shows them all after its plan (the same checks, so the same answer)."""
+    found = [unnamed_refusal(host), rerun_refusal(document, rerun, given)]
+    return [refusal for refusal in found if refusal is not None]
 
 
 # ---- which command ------------------------------------------------------------------------------
@@ -100,26 +108,49 @@ class RecordedRerun:
     cwd: str | None
 
 
-def rerun_command(document: Snapshot, options_rerun: bool, given: str | None,
-                  check: bool, confirm: Callable[[RecordedRerun], bool] | None) -> str | None:
-    """The command `--rerun` will run: the user's own (--rerun-cmd), or the recorded one
-    once `confirm` has shown it and said yes. Asked before anything changes."""
+def rerun_refusal(document: Snapshot, rerun: bool, given: str | None) -> UsageError | None:
+    """Why `--rerun` cannot run (no command to run), else None."""
     if given is not None:
-        if not given.strip():
-            raise UsageError("--rerun-cmd is empty")
-        return given
-    if not options_rerun or check:
+        return UsageError("--rerun-cmd is empty") if not given.strip() else None
+    if not rerun:
         return None
     record = snap.bench(document)
     command = record.get("command") if record is not None else None
     if record is None or command is None:
-        raise UsageError(f"snapshot {snap.label(document)!r} has no recorded benchmark to "
-                         "rerun (record one with envsnap bench HOST --label ..., or give "
-                         "the command with --rerun-cmd)")
+        return UsageError(f"snapshot {snap.label(document)!r} has no recorded benchmark to "
+                          "rerun (record one with envsnap bench HOST --label ..., or give "
+                          "the command with --rerun-cmd)")
     if holds_marker(command):
-        raise UsageError(f"the recorded benchmark command {command!r} had a secret "
-                         "masked at capture: give the command with --rerun-cmd")
-    recorded = RecordedRerun(snap.label(document), command, record.get("cwd") or None)
+        return UsageError(f"the recorded benchmark command {command!r} had a secret "
+                          "masked at capture: give the command with --rerun-cmd")
+    return None
+
+
+def rerun_note(document: Snapshot, rerun: bool, given: str | None) -> list[str]:
+    """--check --rerun: the recorded command the run would show, and when it runs it."""
+    record = snap.bench(document)
+    if not rerun or given is not None or record is None or rerun_refusal(document, rerun,
+                                                                          given):
+        return []
+    return [f"--rerun: the snapshot {snap.label(document)!r} records the benchmark command "
+            f"{record.get('command')!r}: the restore shows it, then runs it only with --yes "
+            "or a yes at a terminal (else nothing is changed or run)"]
+
+
+def rerun_command(document: Snapshot, options_rerun: bool, given: str | None,
+                  check: bool, confirm: Callable[[RecordedRerun], bool] | None) -> str | None:
+    """The command `--rerun` will run: the user's own (--rerun-cmd), or the recorded one
+    once `confirm` has shown it and said yes. Asked before anything changes, once
+    `rerun_refusal` found none."""
+    if given is not None:
+        return given
+    if not options_rerun or check:
+        return None
+    record = snap.bench(document)
+    if record is None or record.get("command") is None:   # rerun_refusal said so first
+        raise UsageError(f"snapshot {snap.label(document)!r} has no recorded benchmark to rerun")
+    recorded = RecordedRerun(snap.label(document), str(record.get("command")),
+                             record.get("cwd") or None)
     if confirm is None or not confirm(recorded):
         raise DeclinedError(f"nothing was changed or run: --rerun would run the snapshot's "
                             f"recorded command {recorded.command!r}: pass --yes to run it, "
@@ -136,6 +167,13 @@ def rollback_backup_source(label: str) -> str | None:
     if label.startswith(ROLLBACK_PREFIX) and tail.replace("-", "").isdigit():
         return label
     return None
+
+
+def rollback_stamp(label: str) -> str | None:
+    """The time in a rollback point's label (pre-restore-<time>[-n]): the restore it undoes
+    began then, and stashed the user's work at that time or later."""
+    return label[len(ROLLBACK_PREFIX):][:len("YYYYmmdd-HHMMSS")] \
+        if rollback_backup_source(label) else None
 
 
 def playbook_vars(host: Host, label: str, backup_label: str | None) -> Variables:

@@ -12,7 +12,7 @@ from envsnap.playbook.render import item_label
 from envsnap.playbook.run import FAILED, TaskResult
 from envsnap.restore.abort import Aborted
 from envsnap.restore.rerun import outcome as rerun_outcome
-from envsnap.restore.run import RestoreReport, advice_for
+from envsnap.restore.run import RestoreReport
 from envsnap.restore.serve import changes_text
 
 WOULD = re.compile(r"\bwould\b")
@@ -33,16 +33,25 @@ def plan_lines(report: RestoreReport, check: bool) -> list[str]:
     if failed:
         lines.append("restore stopped before changing anything:")
         return lines + [f"  {failure_text(result)}" for result in failed]
-    if not (report.planned or report.pip_pins):
+    if not (report.planned or report.pip_changes):
         but = ", but for what envsnap cannot write back" if report.unwritable else ""
-        lines.append(f"{report.host}: checkouts and sitecustomize already match the snapshot"
-                     f"{but}")
+        if report.verified:
+            lines.append(f"{report.host}: {listed(report.verified)} already match the "
+                         f"snapshot{but}")
+        else:
+            lines.append(f"{report.host}: nothing for restore to change{but}")
     else:
         lines.append(f"plan for {report.host}" + (" (check mode: nothing changed)" if check
                                                   else "") + ":")
         lines += [line for result in report.planned for line in change_lines(result, check)]
+        lines += [f"  ~ pip uninstall {name}" for name in report.pip_removals]
         lines += [f"  ~ pip install {pin}" for pin in report.pip_pins]
-    return lines + unwritable_lines(report) + remaining_lines(report)
+    return lines + unwritable_lines(report) + remaining_lines(report) + refusal_lines(report)
+
+
+def refusal_lines(report: RestoreReport) -> list[str]:
+    """--check: what the restore itself would refuse (its exit code is the refusal's)."""
+    return [f"the restore itself would refuse: {why}" for why in report.refusals]
 
 
 def unwritable_lines(report: RestoreReport) -> list[str]:
@@ -74,9 +83,10 @@ def remaining_lines(report: RestoreReport, after: bool = False) -> list[str]:
         return []
     lines = ["still different after the restore (change these by hand):" if after else
              "not restorable by envsnap (change these by hand):"]
-    for finding in report.remaining:
+    for left in report.remaining:
+        finding = left.finding
         lines.append(f"  {finding.section}: {finding.where}: {now_and_snapshot(finding)}")
-    advice = dict.fromkeys(advice_for(finding) for finding in report.remaining)
+    advice = dict.fromkeys(left.advice for left in report.remaining)
     return lines + [f"  what to do: {text}" for text in advice]
 
 
@@ -99,13 +109,20 @@ def outcome_lines(report: RestoreReport) -> list[str]:
         return lines
     if report.pre_restore:
         lines.append(f"rollback point: envsnap restore {report.pre_restore}")
-    if report.mismatches:
-        lines += [f"{keep('NOT restored')}: {text}" for text in report.mismatches]
-    else:
+    if report.verified:
+        # only what was checked equal, by name; what still differs is listed below it
         but = ", but for what envsnap cannot write back" if report.unwritable else ""
-        lines.append(f"verified: checkouts and sitecustomize match the snapshot{but}")
+        lines.append(f"verified: {listed(report.verified)} match the snapshot{but}")
+    lines += [f"{keep('NOT restored')}: {text}" for text in report.mismatches]
+    lines += [f"dropped the stash the restore made of your work, all back in the checkout: "
+              f"{stash}" for stash in report.dropped]
     return (lines + unwritable_lines(report) + remaining_lines(report, after=True)
             + rerun_lines(report))
+
+
+def listed(items: list[str]) -> str:
+    """"a", "a and b", "a, b and c"."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
 def abort_lines(done: Aborted, host: str | None) -> list[str]:
@@ -124,8 +141,9 @@ def abort_lines(done: Aborted, host: str | None) -> list[str]:
         failed = plan_lines(report, check=False) if report and report.applied is None \
             else outcome_lines(report) if report else []
         return [f"could not roll back {what} to {done.target}:"] + failed
-    verified = "verified" if not report.mismatches else \
-        f"but {'; '.join(report.mismatches)}"
+    verified = f"verified: {listed(report.verified)}" if report.verified else "nothing verified"
+    if report.mismatches:
+        verified += f"; but {'; '.join(report.mismatches)}"
     return [f"aborted {what}: rolled back to {done.target} ({verified})"] + \
         [f"dropped its stash of your work, all back in the checkout: {stash}"
          for stash in done.dropped]

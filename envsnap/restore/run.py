@@ -4,8 +4,10 @@
       -> plan: playbooks/restore.yml in check+diff mode (only what drifted shows up)
       -> apply: the same playbook for real (stash, checkout, patch, untracked, sitecustomize)
       -> verify: capture again; restorable facts must match the snapshot
-      -> what no tool can restore (driver, kernel module, PCIe, clocks, packages without
-         --pip) is reported as remaining drift with what to do about it
+      -> what was checked equal is said, by name (verify.py); what no tool can restore
+         (driver, kernel module, PCIe, clocks, packages without --pip) is reported as
+         remaining drift with what to do about it (advice.py)
+      -> a rollback (restoring pre-restore-<time>) drops the stash of the work it put back
       -> optionally rerun the snapshot's benchmark and give a verdict.
 
 A lock on the host (hostops.locks) and a journal in the store (safety.py) guard the whole run.
@@ -19,15 +21,13 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from envsnap.agent.sections import SECTIONS
 from envsnap.bench import run as bench
-from envsnap.diff.compare import DiffOptions, diff
-from envsnap.diff.findings import Finding
-from envsnap.errors import EnvsnapError, Interrupted, UsageError
+from envsnap.errors import EnvsnapError, HostError, Interrupted, UsageError
 from envsnap.hostops import hostrule
 from envsnap.hostops.gate import ForeignPlan, foreign_plan, gate, rerun_shown
+from envsnap.hostops.git import GitFailure
 from envsnap.hostops.locks import CheckoutLocks, LockHolder, LockWait
-from envsnap.hostops.pip import pin_packages
+from envsnap.hostops.pip import pin_packages, remove_packages
 from envsnap.hostops.shell import HostShell
 from envsnap.hostops.signals import sigint_deferred
 from envsnap.hosts import capture
@@ -38,6 +38,8 @@ from envsnap.hosts.transport import Transport
 from envsnap.playbook.load import load
 from envsnap.playbook.run import Event, RunOptions, RunResult, TaskResult, run_playbook
 from envsnap.restore import policy
+from envsnap.restore.advice import Left, advice_for
+from envsnap.restore.packages import PipPlan, changed_names, pip_plan
 from envsnap.restore.rerun import Rerun, find_bad_side
 from envsnap.restore.safety import Journal, JournalBook, Pending, check_pending, touched_by, way_out
 from envsnap.restore.serve import (
@@ -46,8 +48,14 @@ from envsnap.restore.serve import (
     serve_shown,
     server_env,
 )
-from envsnap.restore.standing import stopped_before, stopped_halfway
-from envsnap.restore.unwritable import Unwritable, kept_out, unwritable_files
+from envsnap.restore.standing import drop_stashes_since, stopped_before, stopped_halfway
+from envsnap.restore.unwritable import Unwritable, unwritable_files
+from envsnap.restore.verify import (
+    packages_differ,
+    remaining_drift,
+    restorable_mismatches,
+    verified,
+)
 from envsnap.snapshot import document as snap
 from envsnap.snapshot import provenance
 from envsnap.snapshot.store import Store
@@ -55,7 +63,7 @@ from envsnap.text import name_stamp
 
 if TYPE_CHECKING:
     from envsnap.hosts.inventory_graph import Vars
-    from envsnap.snapshot.records import Repo, Snapshot
+    from envsnap.snapshot.records import Snapshot
 
 
 def shipped_playbook(name: str) -> Path:
@@ -71,16 +79,8 @@ def shipped_playbook(name: str) -> Path:
 
 RESTORE_PLAYBOOK = shipped_playbook("restore.yml")
 
-ADVICE = {  # what a person does about drift that no tool can undo
-    "nvidia": "reinstall the recorded driver / kernel module, reboot; check PCIe seating and "
-              "BIOS link settings; check cooling and power limits (nvidia-smi -q -d PERFORMANCE)",
-    "cuda_nccl": "reinstall the recorded CUDA / NCCL / torch versions (or restore with --pip)",
-    "system": "kernel, boot parameters, limits and governors are set outside envsnap",
-    "env": "set these variables where the workers start (shell profile, service unit), or "
-           "persist them with the env_file task (playbooks/examples/story-host.yml); a "
-           "server `bench --serve` recorded: `restore --rerun --serve` starts it with them",
-    "python_env": "pin the packages back (envsnap restore --pip, or pip install NAME==VER)",
-}
+PIP_RAN = ("pip ran for it, yet it still differs (another copy on sys.path, or a version pip "
+           "could not find): put it right by hand")
 
 
 @dataclass(frozen=True)
@@ -112,9 +112,15 @@ class RestoreReport:
     pre_restore: str | None = None              # set once something is about to change
     pending: Pending | None = None              # of an interrupted run
     applied: RunResult | None = None
-    pip_pins: list[str] = field(default_factory=list)
-    remaining: list[Finding] = field(default_factory=list)
+    pip_pins: list[str] = field(default_factory=list)       # --pip: NAME==VERSION to install
+    pip_removals: list[str] = field(default_factory=list)   # --pip: NAMEs to uninstall
+    pip_kept: dict[str, str] = field(default_factory=dict)  # --pip: NAME -> why it stays
+    remaining: list[Left] = field(default_factory=list)
     mismatches: list[str] = field(default_factory=list)   # restorable facts still off
+    verified: list[str] = field(default_factory=list)     # what was checked equal, by name
+    dropped: list[str] = field(default_factory=list)      # a rollback: the stashes of the
+                                                          # work it put back, dropped
+    refusals: list[str] = field(default_factory=list)     # --check: why the run would refuse
     unwritable: list[Unwritable] = field(default_factory=list)   # never written back
     rerun: Rerun | None = None
     server_env: ServerEnv | None = None    # --serve: the env the rerun's server started with
@@ -126,8 +132,12 @@ class RestoreReport:
         return [r for r in self.plan.results if r.status == "changed"]
 
     @property
+    def pip_changes(self) -> bool:
+        return bool(self.pip_pins or self.pip_removals)
+
+    @property
     def drift(self) -> bool:
-        return bool(self.planned or self.pip_pins or self.remaining or self.mismatches
+        return bool(self.planned or self.pip_changes or self.remaining or self.mismatches
                     or self.unwritable)
 
 
@@ -157,6 +167,11 @@ def restore_document(document: Snapshot, store: Store, inventory: Inventory,
     plan, apply, verify and rerun. `notes` head the plan (what the target leaves out)."""
     host = target_host(document, inventory, options)
     check_provenance(document, host, options, review_foreign)
+    # Refused before the host is touched; --check goes through the same checks and shows
+    # every refusal after its plan.
+    refused = policy.refusals(document, host, options.rerun, options.rerun_command)
+    if refused and not options.check:
+        raise refused[0]
     # The rerun's command is settled (given, or recorded and confirmed) before any change.
     options = replace(options, rerun_command=policy.rerun_command(
         document, options.rerun, options.rerun_command, options.check, confirm_rerun))
@@ -178,7 +193,9 @@ def restore_document(document: Snapshot, store: Store, inventory: Inventory,
             if any(not holder.is_dead() for _, holder in holders):
                 pending, checked = None, []   # the journal is the running restore's own
             report = run.restore(pending, confirm, notes)
-            report.notes = [*notes, *checked, *lock_notes(host.name, holders)]
+            report.notes = [*notes, *checked, *lock_notes(host.name, holders),
+                            *policy.rerun_note(document, options.rerun, options.rerun_command)]
+            report.refusals = [str(refusal) for refusal in refused]
             return report
         # The locks first: a journal read before them may be a running restore's own.
         with locks:
@@ -252,7 +269,6 @@ class RestoreRun:
 
     def restore(self, pending: Pending | None, confirm: Callable[[RestoreReport], bool],
                 notes: tuple[str, ...] = ()) -> RestoreReport:
-        policy.refuse_unnamed(self.host, self.options.check)
         journal = self.book.read(self.host.name, self.touched())
         with self.unchanged_on_ctrl_c(journal):
             before = self.capture("live")
@@ -260,7 +276,7 @@ class RestoreRun:
                                      self.options.force_host, "restore")
             report = self.plan(before, pending)
             report.notes = list(notes)
-            changes = bool(report.planned or report.pip_pins)
+            changes = bool(report.planned or report.pip_changes)
             if report.plan.outcome != "ok" or self.options.check:
                 return report        # a preflight failed, or only the plan was asked for
             if changes and not confirm(report):
@@ -283,11 +299,14 @@ class RestoreRun:
 
     def plan(self, before: Snapshot, pending: Pending | None) -> RestoreReport:
         plan = self.playbook(check=True)
-        pins = snap.package_pins(self.document, before) if self.options.pip else []
-        return RestoreReport(host=self.host.name, plan=plan, pending=pending, pip_pins=pins,
-                             remaining=self.remaining(before),
-                             unwritable=unwritable_files(self.document, before,
-                                                         policy.chosen_repos(self.host)))
+        pip = pip_plan(self.document, before) if self.options.pip else PipPlan()
+        chosen = policy.chosen_repos(self.host)
+        return RestoreReport(host=self.host.name, plan=plan, pending=pending, pip_pins=pip.pins,
+                             pip_removals=pip.removals, pip_kept=dict(pip.kept),
+                             remaining=self.remaining(before, changed_names(pip),
+                                                      pip.kept),
+                             verified=verified(self.document, before, chosen, False),
+                             unwritable=unwritable_files(self.document, before, chosen))
 
     def apply(self, report: RestoreReport, journal: Journal) -> None:
         journal.state = "applying"
@@ -297,6 +316,11 @@ class RestoreRun:
             report.applied = self.playbook(check=False)
             if report.applied.outcome != "ok":
                 return           # the journal stays: the next run resumes or rolls back
+            if report.pip_removals:
+                left = remove_packages(HostShell(self.host, self.transport),
+                                       report.pip_removals)
+                report.pip_kept.update({name: f"pip left it installed: {said}"
+                                        for name, said in left.items()})
             if report.pip_pins:
                 pin_packages(HostShell(self.host, self.transport), report.pip_pins)
             journal.state = "verifying"
@@ -307,10 +331,18 @@ class RestoreRun:
             raise type(exc)(f"{exc}; the restore stays pending: {way_out(journal)}") from None
         except KeyboardInterrupt:
             raise self.interrupted(journal) from None
-        report.mismatches = restorable_mismatches(self.document, after,
-                                                  policy.chosen_repos(self.host))
-        report.unwritable = unwritable_files(self.document, after, policy.chosen_repos(self.host))
-        report.remaining = self.remaining(after)
+        chosen = policy.chosen_repos(self.host)
+        report.mismatches = restorable_mismatches(self.document, after, chosen)
+        report.unwritable = unwritable_files(self.document, after, chosen)
+        # a package pip changed without a word, and that still differs: said so
+        unsaid = {name: PIP_RAN for name in changed_names(PipPlan(report.pip_pins,
+                                                                  report.pip_removals))}
+        report.remaining = self.remaining(after, set(), {**unsaid, **report.pip_kept})
+        report.verified = verified(self.document, after, chosen, self.options.pip and not
+                                   packages_differ([left.finding for left in report.remaining]))
+        stamp = policy.rollback_stamp(self.options.label)
+        if stamp is not None and not report.mismatches:
+            report.dropped = self.drop_rolled_back_stashes(stamp)
         self.book.clear(journal)
         if self.options.rerun:
             self.rerun(report, after)
@@ -334,14 +366,28 @@ class RestoreRun:
     def capture(self, label: str) -> Snapshot:
         return capture.snapshot_document(self.transport, self.host, label, self.options.capture)
 
-    def remaining(self, live: Snapshot) -> list[Finding]:
-        """Drift restore.yml does not undo; with --serve less the server's env, which the
-        rerun's server is started with."""
-        found = remaining_drift(self.document, live, self.options.pip)
-        if self.options.serve is None or not self.options.rerun:
-            return found
-        server = server_env(self.document, live)
-        return [finding for finding in found if not about_server(finding, server)]
+    def remaining(self, live: Snapshot, handled: set[str],
+                  kept: dict[str, str]) -> list[Left]:
+        """Drift restore.yml does not undo (`handled`: the packages --pip changes), each with
+        its advice; with --serve less the server's env, which the rerun's server is started
+        with."""
+        found = remaining_drift(self.document, live, handled)
+        if self.options.serve is not None and self.options.rerun:
+            server = server_env(self.document, live)
+            found = [finding for finding in found if not about_server(finding, server)]
+        return [Left(finding, advice_for(finding, self.document, live, kept))
+                for finding in found]
+
+    def drop_rolled_back_stashes(self, stamp: str) -> list[str]:
+        """A rollback verified: the stash the restore it undoes made of the user's work holds
+        what is back in the checkout, and is dropped (standing.py checks it all is first),
+        as --abort does; a `git stash pop` later would apply the work a second time."""
+        with sigint_deferred():
+            try:
+                return drop_stashes_since(HostShell(self.host, self.transport), self.touched(),
+                                          stamp)
+            except (GitFailure, HostError):
+                return []     # git could not say all is back: the stash stays, as it must
 
     def rerun(self, report: RestoreReport, live: Snapshot) -> None:
         """The benchmark again: against the snapshot's runs, and against the runs of the
@@ -400,52 +446,3 @@ def run_restore_playbook(document: Snapshot, host: Host, transport: Transport, s
                              connection=transport, checked={options.label: document})
     return run_playbook(load(str(RESTORE_PLAYBOOK)), inventory_of(host), store, run_options,
                         on_event)
-
-
-def restorable_mismatches(snapshot: Snapshot, after: Snapshot,
-                          restored: list[str]) -> list[str]:
-    """What restore puts back, compared exactly: HEAD, uncommitted patch, untracked files
-    (of the checkouts it restored), sitecustomize. History, reflog and stashes differ after
-    any restore, by design."""
-    problems = []
-    repos_after = snap.repos(after)
-    for path, repo in snap.repos(snapshot).items():
-        if "head" not in repo or path not in restored:
-            continue
-        now = repos_after.get(path, {})
-        unkept = set(kept_out(repo))   # said apart, as what cannot be written back
-        for name, value in repo_fingerprint(repo, unkept).items():
-            if repo_fingerprint(now, unkept).get(name) != value:
-                problems.append(f"{path}: {name} differs from the snapshot")
-    if snap.customize_digest(snapshot) != snap.customize_digest(after):
-        problems.append("sitecustomize differs from the snapshot")
-    return problems
-
-
-def repo_fingerprint(repo: Repo, unkept: set[str]) -> dict[str, str | list[str] | None]:
-    """What restore puts back of a checkout, by the name a mismatch is reported under; the
-    `unkept` untracked files, which it cannot put back, left out."""
-    work = repo.get("uncommitted") or {}
-    patch = work.get("patch") or {}
-    return {"HEAD": repo.get("head"), "uncommitted patch": patch.get("sha256"),
-            "untracked files": sorted(set(work.get("untracked", {})) - unkept)}
-
-
-# Which machine and which boot: checked before the restore (hostname, --force-host), never
-# something to change by hand afterwards.
-IDENTITY = (("system", ("hostname",)), ("system", ("boot_id",)))
-
-
-def remaining_drift(snapshot: Snapshot, live: Snapshot,
-                    pip: bool) -> list[Finding]:
-    """Drift that restore.yml does not undo, ranked, each with what to do about it."""
-    sections = tuple(name for name in SECTIONS if name != "git")   # restore.yml moves git
-    report = diff(snapshot, live, DiffOptions(sections=sections))
-    return [finding for finding in report.findings
-            if (finding.section, finding.path) not in IDENTITY
-            and not (finding.section == "python_env" and finding.path[:1] == ("customize",))
-            and not (pip and finding.path[:1] == ("packages",))]
-
-
-def advice_for(finding: Finding) -> str:
-    return ADVICE.get(finding.section, "change it by hand")

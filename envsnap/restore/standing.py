@@ -4,15 +4,19 @@ restore.yml stashes the user's work (`envsnap: work saved before restoring LABEL
 before it moves HEAD. Ctrl-C then leaves a checkout somewhere between the two states:
 `standing` says where (HEAD, its branch or detached, the stash holding the work), for the
 one line the CLI prints with the one way back (`stopped_halfway`); Ctrl-C before anything
-moved says just that (`stopped_before`). `restore --abort` puts the work back from the
-rollback point, whose snapshot holds it; the stash then only repeats it, and
-`drop_restored_stashes` drops it, but only once git shows that all it holds is back as it
-holds it: HEAD its commit, every tracked file, every untracked file, byte for byte. Anything
-less, and the stash stays (work is never lost for a tidy stash list).
+moved says just that (`stopped_before`). `restore --abort`, and `restore pre-restore-<time>`,
+put the work back from the rollback point, whose snapshot holds it; the stash then only
+repeats it, and `drop_restored_stashes` (of the aborted restore's label) or
+`drop_stashes_since` (made since the rollback point's time) drops it, but only once git
+shows that all it holds is back as it holds it: HEAD its commit, every tracked file, every
+untracked file, byte for byte. Anything less, and the stash stays (work is never lost for a
+tidy stash list).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from typing import Callable
 
 from envsnap.errors import HostError, Interrupted
 from envsnap.hostops.git import GitFailure, current_branch, head, output, run
@@ -20,6 +24,7 @@ from envsnap.hostops.shell import Shell
 from envsnap.restore.safety import Journal, way_out
 
 STASH_PREFIX = "envsnap: work saved before restoring "
+STAMP = re.compile(r" \((\d{8}-\d{6})\)$")   # the restore's time, ending the stash's subject
 
 
 @dataclass(frozen=True)
@@ -30,12 +35,13 @@ class Stash:
 
 
 def restore_stashes(shell: Shell, top: str, label: str) -> list[Stash]:
-    """The stashes a restore of `label` made in `top`, newest first."""
+    """The stashes a restore of `label` made in `top` (of any label: ""), newest first."""
     listed = output(shell, top, "stash", "list", "--format=%gd%x00%H%x00%gs") or ""
     found = []
     for line in listed.splitlines():
         parts = line.split("\0")
-        if len(parts) == 3 and f"{STASH_PREFIX}{label} (" in parts[2]:
+        if len(parts) == 3 and (f"{STASH_PREFIX}{label} (" if label else STASH_PREFIX) \
+                in parts[2]:
             found.append(Stash(*parts))
     return found
 
@@ -102,14 +108,32 @@ def is_back(shell: Shell, top: str, stash: Stash) -> bool:
 
 def drop_restored_stashes(shell: Shell, touched: list[str], label: str) -> list[str]:
     """Drop each stash of the restore of `label` whose content is back; what was dropped."""
+    return drop_back(shell, touched, lambda top: restore_stashes(shell, top, label))
+
+
+def stashes_since(shell: Shell, top: str, stamp: str) -> list[Stash]:
+    """The stashes any restore made in `top` at `stamp` (a name_stamp) or later: those of the
+    restore whose rollback point is pre-restore-<stamp>, and of restores after it."""
+    return [stash for stash in restore_stashes(shell, top, "")
+            if (made := STAMP.search(stash.subject)) is not None and made.group(1) >= stamp]
+
+
+def drop_stashes_since(shell: Shell, touched: list[str], stamp: str) -> list[str]:
+    """A rollback to pre-restore-<stamp>: drop each stash a restore made since whose content
+    is back (is_back); what was dropped."""
+    return drop_back(shell, touched, lambda top: stashes_since(shell, top, stamp))
+
+
+def drop_back(shell: Shell, touched: list[str],
+              stashes: Callable[[str], list[Stash]]) -> list[str]:
+    """Drop each of `stashes(top)` whose content is back; what was dropped."""
     dropped = []
     for top in touched:
-        for stash in restore_stashes(shell, top, label):
+        for stash in stashes(top):
             if not is_back(shell, top, stash):
                 continue
             # by sha, not by the stash@{n} listed: a stash made meanwhile shifts the numbers
-            ref = next((s.ref for s in restore_stashes(shell, top, label) if s.sha == stash.sha),
-                       None)
+            ref = next((s.ref for s in stashes(top) if s.sha == stash.sha), None)
             if ref is not None and run(shell, top, "stash", "drop", "-q", ref).exit_code == 0:
                 dropped.append(f"{top}: {stash.sha[:12]} ({stash.subject!r})")
     return dropped

@@ -371,7 +371,7 @@ def customize_digest(document: Snapshot) -> str | None:
 
 def package_pins(snapshot: Snapshot, live: Snapshot) -> list[str]:
     """NAME==VERSION for each package whose version drifted or that went missing; packages
-    added since the snapshot are left alone (uninstalling is not restore's call)."""
+    added since the snapshot are not among them (restore --pip removes those apart)."""
     recorded = packages(snapshot)
     current = packages(live)
     return [f"{name}=={version}" for name, version in sorted(recorded.items())
