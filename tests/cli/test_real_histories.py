@@ -349,3 +349,99 @@ def test_sglang_jax_test_and_ci_edits_are_never_hot_kernels_are_named(gcli: Cli,
     assert_readable(text_of(gcli), head)
 
 
+
+
+# ---- vllm -------------------------------------------------------------------------------------
+
+def code_files(files: list[str]) -> list[str]:
+    return [f for f in files if not docs_or_tests(f)]
+
+
+def all_reduce_named(path: str) -> bool:
+    name = path.rsplit("/", 1)[-1].lower()
+    return "all_reduce" in name or "allreduce" in name
+
+
+def replay_vllm(gcli: Cli, tmp_path: Path, bundle: Path, branch: str, pull: tuple[str, str],
+                boundary: str) -> tuple[Pull, dict[str, Any], str]:
+    """A vLLM release's last 150 commits pulled into a blobless, sparse clone: the pull, the
+    diff's verdict and head finding (JSON), its text form."""
+    replayed = replay(gcli, tmp_path, bundle, branch, *pull, shallow=boundary, blobless=True)
+    assert len(replayed.commits()) == 150
+    document = diff_json(gcli)
+    head = head_of(document)
+    assert_exact(replayed, head)
+    assert head["detail"]["complete"] is True   # the shallow edge lies below the old HEAD
+    assert_no_docs_or_tests_hot(head)
+    return replayed, document, text_of(gcli)
+
+
+def assert_short_hot_list(head: dict[str, Any], text: str) -> None:
+    """Fewer than half the pull hot, few of them only for the package of every model or a
+    file named scheduler.py (as the JSON names why); a dozen listed, the rest counted on one
+    line."""
+    added = head["detail"]["added"]
+    hot = [c for c in added if c["hot"]]
+    assert 0 < 2 * len(hot) < len(added), len(hot)
+    broad = [c for c in hot if set(c["hot_patterns"].values()) <= {"model_executor/", "scheduler.py"}]
+    assert 4 * len(broad) < len(hot), [c["sha"] for c in broad]
+    assert_readable(text, head)
+    listed = [line for line in text.splitlines() if line.lstrip().startswith("* ")]
+    assert len(listed) == HOT_SHOWN < len(hot)
+    assert f"{len(added) - HOT_SHOWN} more, {len(hot) - HOT_SHOWN} of them on a hot path " \
+           "of lower score (--all lists them)" in words(text)
+
+
+def test_vllm_a_big_pull_lists_a_dozen_hot_commits_and_counts_the_rest(gcli: Cli,
+                                                                       tmp_path: Path) -> None:
+    """The 150 commits up to v0.16.0: a table that called every file under model_executor/
+    hot marked more than half the pull, and the diff ran to hundreds of lines."""
+    _, document, text = replay_vllm(gcli, tmp_path, VLLM_16, "v0.16.0", VLLM_16_PULL,
+                                    VLLM_16_BOUNDARY)
+    head = head_of(document)
+    assert_short_hot_list(head, text)
+    names = named(document["verdict"])
+    assert len(names) == 3 and all(why == "communication" and path.startswith("vllm/distributed/")
+                                   for _, path, why in names), document["verdict"]
+    full = text_of(gcli, "--all")   # --all lists every hot commit
+    hot = [c["sha"][:7] for c in head["detail"]["added"] if c["hot"]]
+    assert sorted(line.split()[1] for line in full.splitlines()
+                  if line.lstrip().startswith("* ")) == sorted(hot)
+
+
+def test_vllm_a_one_file_distributed_fix_ranks_before_a_refactor_that_brushes_all_reduce(
+        gcli: Cli, tmp_path: Path) -> None:
+    """The communication path judged by what a commit changes there: a reorganisation of
+    dozens of files that moves one file named for all-reduce outside vllm/distributed/ stands
+    after every commit whose one code file lies in vllm/distributed/."""
+    pull, document, text = replay_vllm(gcli, tmp_path, VLLM_16, "v0.16.0", VLLM_16_PULL,
+                                       VLLM_16_BOUNDARY)
+    files = {sha: pull.files(sha) for sha in pull.commits()}
+    brushing = [sha for sha, found in files.items() if len(code_files(found)) >= 30
+                and any(all_reduce_named(f) for f in code_files(found))
+                and not any(f.startswith("vllm/distributed/") for f in code_files(found))]
+    one_file = [sha for sha, found in files.items()
+                if [f.startswith("vllm/distributed/") for f in code_files(found)] == [True]]
+    assert brushing and len(one_file) >= 2
+
+    head = head_of(document)
+    score = {c["sha"]: c["score"] for c in head["detail"]["added"]}
+    assert min(score[sha] for sha in one_file) > max(score[sha] for sha in brushing)
+    named_shas = {sha for sha, _, _ in named(document["verdict"])}
+    assert not named_shas & {sha[:7] for sha in brushing}
+    listed = {line.split()[1] for line in text.splitlines() if line.lstrip().startswith("* ")}
+    assert {sha[:7] for sha in one_file} <= listed and not listed & {s[:7] for s in brushing}
+
+
+def test_vllm_held_out_release_names_the_distributed_layer_first(gcli: Cli,
+                                                                 tmp_path: Path) -> None:
+    """The 150 commits up to v0.19.0, held out: the weights were set before it was read."""
+    pull, document, text = replay_vllm(gcli, tmp_path, VLLM_19, "main", VLLM_19_PULL,
+                                       VLLM_19_BOUNDARY)
+    head = head_of(document)
+    assert_short_hot_list(head, text)
+    on_path = {sha[:7] for sha in pull.commits()
+               if any(f.startswith("vllm/distributed/") for f in code_files(pull.files(sha)))}
+    names = named(document["verdict"])
+    assert len(names) == 3 and {sha for sha, _, _ in names} <= on_path
+    assert all(why == "communication" for _, _, why in names), document["verdict"]
