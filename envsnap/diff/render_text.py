@@ -275,9 +275,9 @@ def commit_lines(commits: list[MovedCommit], full: bool, width: int | None = Non
 
 
 def commits_left_out(commits: list[MovedCommit], shown: list[MovedCommit]) -> str:
-    """"  ... 120 more, 38 of them on a hot path of lower score (--all lists them)"."""
+    """"  ... 138 more, 39 of them on a hot path (--all lists them)"."""
     hot_left = sum(1 for c in commits if c["hot"]) - sum(1 for c in shown if c["hot"])
-    which = (f", {hot_left} of them on a hot path of lower score" if hot_left
+    which = (f", {hot_left} of them on a hot path" if hot_left
              else ", none on a hot path")
     return f"  ... {len(commits) - len(shown)} more{which} (--all lists them)"
 

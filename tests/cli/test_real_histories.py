@@ -201,8 +201,8 @@ def assert_readable(text: str, head: dict[str, Any]) -> None:
     shown = shown_hot(head)
     assert sorted(shas) == sorted(c["sha"][:7] for c in shown)
     if len(hot) > len(shown):
-        assert f"more, {len(hot) - len(shown)} of them on a hot path of lower score " \
-               "(--all lists them)" in words(text), text
+        assert f"more, {len(hot) - len(shown)} of them on a hot path (--all lists them)" \
+            in words(text), text
     for commit in shown:
         line = item(text, f"* {commit['sha'][:7]}")
         listed = [p for p in commit["hot_files"]
@@ -389,7 +389,7 @@ def assert_short_hot_list(head: dict[str, Any], text: str) -> None:
     listed = [line for line in text.splitlines() if line.lstrip().startswith("* ")]
     assert len(listed) == HOT_SHOWN < len(hot)
     assert f"{len(added) - HOT_SHOWN} more, {len(hot) - HOT_SHOWN} of them on a hot path " \
-           "of lower score (--all lists them)" in words(text)
+           "(--all lists them)" in words(text)
 
 
 def test_vllm_a_big_pull_lists_a_dozen_hot_commits_and_counts_the_rest(gcli: Cli,
