@@ -383,7 +383,8 @@ def assert_short_hot_list(head: dict[str, Any], text: str) -> None:
     added = head["detail"]["added"]
     hot = [c for c in added if c["hot"]]
     assert 0 < 2 * len(hot) < len(added), len(hot)
-    broad = [c for c in hot if set(c["hot_patterns"].values()) <= {"model_executor/", "scheduler.py"}]
+    broad = [c for c in hot
+             if set(c["hot_patterns"].values()) <= {"model_executor/", "scheduler.py"}]
     assert 4 * len(broad) < len(hot), [c["sha"] for c in broad]
     assert_readable(text, head)
     listed = [line for line in text.splitlines() if line.lstrip().startswith("* ")]
