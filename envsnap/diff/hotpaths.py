@@ -24,10 +24,11 @@ each weight counts in full when at least 1/CONCENTRATED of the commit's code fil
 NEVER_HOT leaves out: its docs and tests are not what it changes in what runs) lie on a path
 that hot, and in proportion below that; the commit scores the best of these, plus up to
 SHARE_BONUS for the share of its code files that are hot. So a one-file fix in the
-distributed layer stands before a 75-file reorganisation that moves one all-reduce file, and
-a change concentrated on one kind still stands before one of a lighter kind (the weights lie
-SHARE_BONUS+1 apart). A pattern as broad as a package of all the models (`model_executor/`)
-is no evidence at all: it would mark most of a big pull hot.
+distributed layer stands before a reorganisation of dozens of files that moves one file
+named for all-reduce, and a change concentrated on one kind still stands before one of a
+lighter kind (the weights lie more than SHARE_BONUS apart). A pattern as broad as a package
+of all the models (`model_executor/`) is no evidence at all: it would mark most of a big
+pull hot.
 """
 from __future__ import annotations
 

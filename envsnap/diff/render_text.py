@@ -232,7 +232,7 @@ def rebase_blocks(detail: GitMove, full: bool, width: int | None = None) -> list
 
 def commits_shown(commits: list[MovedCommit]) -> list[MovedCommit]:
     """The HOT_SHOWN hot commits of highest score (ties: the newer), whatever their place in
-    history (a 121-commit pull's 13 hot commits are its oldest: they must not fold away);
+    history (a big pull's hot commits may be its oldest: they must not fold away);
     the newest others fill what is left of the window, unless a hot commit was left out: no
     commit off the hot paths is shown in its place. In history order."""
     hot = [c for c in commits if c["hot"]]
@@ -275,7 +275,7 @@ def commit_lines(commits: list[MovedCommit], full: bool, width: int | None = Non
 
 
 def commits_left_out(commits: list[MovedCommit], shown: list[MovedCommit]) -> str:
-    """"  ... 138 more, 39 of them on a hot path (--all lists them)"."""
+    """"  ... N more, K of them on a hot path (--all lists them)"."""
     hot_left = sum(1 for c in commits if c["hot"]) - sum(1 for c in shown if c["hot"])
     which = (f", {hot_left} of them on a hot path" if hot_left
              else ", none on a hot path")

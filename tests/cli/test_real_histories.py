@@ -103,7 +103,7 @@ def sparse_clone(upstream: Repo, path: Path, branch: str) -> Repo:
     """A blobless, sparse clone of a shallow, blobless upstream, as `git clone --filter=blob:none
     --sparse` leaves one: objects shared with the upstream, only the root's files checked out,
     and the blobs left out promised by a remote. That remote leads nowhere, so a read of a
-    missing blob fails at once (git before 2.45 would otherwise fetch it from the upstream,
+    missing blob fails at once (an older git would otherwise fetch it from the upstream,
     which lacks it too, and fetch again from inside that fetch). Made by hand: git clone will
     not clone a shallow repository locally, and its transport would look for every blob."""
     checkout = init(path, upstream.env)
@@ -364,7 +364,7 @@ def all_reduce_named(path: str) -> bool:
 
 def replay_vllm(gcli: Cli, tmp_path: Path, bundle: Path, branch: str, pull: tuple[str, str],
                 boundary: str) -> tuple[Pull, dict[str, Any], str]:
-    """A vLLM release's last 150 commits pulled into a blobless, sparse clone: the pull, the
+    """A vLLM release's last commits pulled into a blobless, sparse clone: the pull, the
     diff's verdict and head finding (JSON), its text form."""
     replayed = replay(gcli, tmp_path, bundle, branch, *pull, shallow=boundary, blobless=True)
     assert len(replayed.commits()) == 150
@@ -395,7 +395,7 @@ def assert_short_hot_list(head: dict[str, Any], text: str) -> None:
 
 def test_vllm_a_big_pull_lists_a_dozen_hot_commits_and_counts_the_rest(gcli: Cli,
                                                                        tmp_path: Path) -> None:
-    """The 150 commits up to v0.16.0: a table that called every file under model_executor/
+    """The pull up to the older release: a table that called every file under model_executor/
     hot marked more than half the pull, and the diff ran to hundreds of lines."""
     _, document, text = replay_vllm(gcli, tmp_path, VLLM_16, "v0.16.0", VLLM_16_PULL,
                                     VLLM_16_BOUNDARY)
@@ -436,7 +436,7 @@ def test_vllm_a_one_file_distributed_fix_ranks_before_a_refactor_that_brushes_al
 
 def test_vllm_held_out_release_names_the_distributed_layer_first(gcli: Cli,
                                                                  tmp_path: Path) -> None:
-    """The 150 commits up to v0.19.0, held out: the weights were set before it was read."""
+    """The pull up to the newer release, held out: the weights were set before it was read."""
     pull, document, text = replay_vllm(gcli, tmp_path, VLLM_19, "main", VLLM_19_PULL,
                                        VLLM_19_BOUNDARY)
     head = head_of(document)
