@@ -37,7 +37,7 @@ def annotate(commit: Commit, patterns: tuple[HotPattern, ...]) -> MovedCommit:
                             hot_files={m.path: m.pattern.area for m in hot},
                             hot_patterns={m.path: m.pattern.pattern for m in hot},
                             hot=list(dict.fromkeys(m.pattern.area for m in hot)),
-                            score=hotpaths.score(hot, len(files)))
+                            score=hotpaths.score(hot, files))
     if commit.get("shallow_boundary"):
         annotated["shallow_boundary"] = True
     return annotated

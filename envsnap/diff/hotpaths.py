@@ -19,9 +19,16 @@ the inventory's `hot_paths`) outranks every default. Docs, tests, benchmarks, ex
 configuration are never hot by default (NEVER_HOT), though a configured pattern may name them:
 a pull's README edits must not stand before its all-reduce fix.
 
-A commit scores its hottest file's weight plus up to SHARE_BONUS for the share of its files
-that are hot, so a one-file NCCL fix stands before a 300-file refactor that brushes the NCCL
-path, and no share lifts a commit above a heavier class (the weights lie SHARE_BONUS+1 apart).
+A commit is judged by what it changes on a hot path, not by the hottest name among its files:
+each weight counts in full when at least 1/CONCENTRATED of the commit's code files (those
+NEVER_HOT leaves out: its docs and tests are not what it changes in what runs) lie on a path
+that hot, and in proportion below that; the commit scores the best of these, plus up to
+SHARE_BONUS for the share of its code files that are hot. So a one-file fix in the
+distributed layer stands before a reorganisation of dozens of files that moves one file
+named for all-reduce, and a change concentrated on one kind still stands before one of a
+lighter kind (the weights lie more than SHARE_BONUS apart). A pattern as broad as a package
+of all the models (`model_executor/`) is no evidence at all: it would mark most of a big
+pull hot.
 """
 from __future__ import annotations
 
@@ -38,6 +45,7 @@ AREA_WHY: dict[str, str] = {"configured": "configured hot path",
                                 "component": "generic component"}
 CONFIGURED_WEIGHT = 100
 SHARE_BONUS = 9
+CONCENTRATED = 10   # a weight counts in full from a tenth of the code files on its path
 
 
 class HotPattern(NamedTuple):
@@ -62,7 +70,6 @@ DEFAULT_HOT_PATHS: tuple[HotPattern, ...] = (
     *default("kernel", 50, "kernels/", "csrc/"),
     *default("component", 30, "scheduler.py", "scheduler/", "model_runner*",
              "cuda_graph_runner*", "*cuda_graph*", "*cudagraph*"),
-    *default("component", 20, "model_executor/"),
 )
 # Never hot by default, whatever default pattern they match: what they change is not what runs.
 NEVER_HOT: tuple[str, ...] = (
@@ -140,8 +147,18 @@ def touches(match: HotMatch) -> str:
     return f"touches {match.path}: {AREA_WHY.get(match.pattern.area, match.pattern.area)}"
 
 
-def score(hot: list[HotMatch], files: int) -> int:
-    """The hottest file's weight, plus up to SHARE_BONUS for the share of files that are hot."""
+def score(hot: list[HotMatch], files: list[str]) -> int:
+    """What the commit changes on hot paths (the module docstring): for each weight among its
+    hot files, that weight in proportion to the share of its code files on a path at least
+    that hot (in full from 1/CONCENTRATED); the best of these, plus up to SHARE_BONUS for
+    the share of its code files that are hot."""
     if not hot:
         return 0
-    return hot[0].pattern.weight + SHARE_BONUS * len(hot) // max(files, len(hot))
+    code = max(sum(1 for path in files if not never_hot(path)), len(hot))
+
+    def reach(weight: int) -> float:
+        at_least = sum(1 for m in hot if m.pattern.weight >= weight)
+        return weight * min(1.0, CONCENTRATED * at_least / code)
+
+    best = max(reach(weight) for weight in {m.pattern.weight for m in hot})
+    return round(best + SHARE_BONUS * len(hot) / code)

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
 VERDICT_ITEMS = 4       # the verdict is a paragraph, not a second list of findings
 COMMITS_SHOWN = 30      # commits listed per move unless --all
+HOT_SHOWN = 12          # hot commits listed per move unless --all: those of highest score
 TEXT_LINES_SHOWN = 40   # lines of a small text diff shown unless --all
 WHERE_WIDTH = 64
 WHERE_COLUMN_MIN = 16   # the path column at least this wide; a longer path pushes its value
@@ -230,15 +231,18 @@ def rebase_blocks(detail: GitMove, full: bool, width: int | None = None) -> list
 
 
 def commits_shown(commits: list[MovedCommit]) -> list[MovedCommit]:
-    """Every hot commit, whatever the total; the newest others fill what is left of the
-    window. A 121-commit pull's 13 hot commits are its oldest: they must not fold away."""
-    hot = sum(1 for c in commits if c["hot"])
-    others = max(0, COMMITS_SHOWN - hot)
+    """The HOT_SHOWN hot commits of highest score (ties: the newer), whatever their place in
+    history (a big pull's hot commits may be its oldest: they must not fold away);
+    the newest others fill what is left of the window, unless a hot commit was left out: no
+    commit off the hot paths is shown in its place. In history order."""
+    hot = [c for c in commits if c["hot"]]
+    kept = {id(c) for c in sorted(hot, key=lambda c: -c.get("score", 0))[:HOT_SHOWN]}
+    others = max(0, COMMITS_SHOWN - len(kept)) if len(kept) == len(hot) else 0
     shown = []
     for commit in commits:
-        if commit["hot"]:
+        if id(commit) in kept:
             shown.append(commit)
-        elif others:
+        elif not commit["hot"] and others:
             shown.append(commit)
             others -= 1
     return shown
@@ -246,7 +250,8 @@ def commits_shown(commits: list[MovedCommit]) -> list[MovedCommit]:
 
 def commit_lines(commits: list[MovedCommit], full: bool, width: int | None = None) -> list[str]:
     """One line a commit, in history order: a hot one with its hot files (each with the
-    pattern that named it), then "+N other files"; --all adds every file on a line of its own."""
+    pattern that named it), then "+N other files"; --all adds every file on a line of its own.
+    What the window leaves out is counted on one line."""
     shown = commits if full else commits_shown(commits)
     lines = []
     for commit in shown:
@@ -265,9 +270,16 @@ def commit_lines(commits: list[MovedCommit], full: bool, width: int | None = Non
             lines.append(commit_line(commit, [plural(len(commit["files"]), "file")], "",
                                      width=width))
     if len(commits) > len(shown):
-        lines.append(f"  ... {len(commits) - len(shown)} more, none on a hot path "
-                     "(--all lists them)")
+        lines.append(commits_left_out(commits, shown))
     return lines
+
+
+def commits_left_out(commits: list[MovedCommit], shown: list[MovedCommit]) -> str:
+    """"  ... N more, K of them on a hot path (--all lists them)"."""
+    hot_left = sum(1 for c in commits if c["hot"]) - sum(1 for c in shown if c["hot"])
+    which = (f", {hot_left} of them on a hot path" if hot_left
+             else ", none on a hot path")
+    return f"  ... {len(commits) - len(shown)} more{which} (--all lists them)"
 
 
 def commit_line(commit: MovedCommit, parts: list[str], tail: str, whole: bool = False,

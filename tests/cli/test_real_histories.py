@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from conftest import Cli
-from helpers.folded import item, overlong
+from helpers.folded import item, overlong, words
 from helpers.gitrepos import Repo, clone, count, git_env, init
 from helpers.paths import DATA, ROOT
 
@@ -36,6 +36,17 @@ NCCL_PULL = ("f67c258e8bc073b4271b681884743b0e64d4ad7f",
 JAX_PULL = ("669b56905ac46856238bb38899013c4287c19b11",
             "262cd5b98e6c88bf5b79f8a568a8efd3a8d1a639")
 JAX_BOUNDARY = "6ada59595aca47a3a528b6dfe4c55b32c4984b00"
+# github.com/vllm-project/vllm: the 150 commits up to a release (the histories README says
+# why these); the bundles are shallow and blobless
+VLLM_16 = HISTORIES / "vllm-0.16.bundle"
+VLLM_16_PULL = ("f67ee8b859215df4b521c67b9f26e27f30c9739f",
+                "2d5be1dd5ce2e44dfea53ea03ff61143da5137eb")
+VLLM_16_BOUNDARY = "e57ef99b409ba651695a515f6022c9badf25b2a2"
+VLLM_19 = HISTORIES / "vllm-0.19.bundle"
+VLLM_19_PULL = ("b73b5b06290c0d1439b09db71eef15fe59bc1fbb",
+                "2a69949bdadf0e8942b7a1619b229cb475beef20")
+VLLM_19_BOUNDARY = "0f0e03890ed7edd41eb0b5e2de21447b3f70586c"
+HOT_SHOWN = 12   # hot commits the default view lists: a dozen, the guide says
 WHY = re.compile(r"([0-9a-f]{7}) (.*?) \(touches (\S+): ([a-z ]+)\)")
 
 
@@ -63,7 +74,7 @@ class Pull:
 
 
 def replay(cli: Cli, root: Path, bundle: Path, branch: str, old: str, new: str,
-           *capture_args: str, shallow: str = "") -> Pull:
+           *capture_args: str, shallow: str = "", blobless: bool = False) -> Pull:
     """The upstream branch where it stood after the pull, a checkout where it stood before.
     A shallow bundle's edge is declared before it is fetched (git clone cannot)."""
     root = root / "git"
@@ -72,16 +83,46 @@ def replay(cli: Cli, root: Path, bundle: Path, branch: str, old: str, new: str,
     upstream = init(root / "upstream.git", env, bare=True)
     if shallow:
         (upstream.path / "shallow").write_text(shallow + "\n")
-    upstream.git("fetch", "-q", str(bundle), f"{branch}:{branch}")
+    if blobless:   # no fetch: its check would miss the blobs the bundle leaves out
+        upstream.git("bundle", "unbundle", str(bundle))
+    else:
+        upstream.git("fetch", "-q", str(bundle), f"{branch}:{branch}")
     upstream.git("symbolic-ref", "HEAD", f"refs/heads/{branch}")
     upstream.git("update-ref", f"refs/heads/{branch}", new)
-    checkout = clone(upstream.path, root / "checkout", env, "-b", branch)
+    checkout = sparse_clone(upstream, root / "checkout", branch) if blobless else \
+        clone(upstream.path, root / "checkout", env, "-b", branch)
     checkout.git("reset", "-q", "--hard", old)
     capture(cli, "good", checkout, *capture_args)
     checkout.git("-c", "pull.rebase=false", "pull", "-q", "origin", branch)
     assert checkout.head() == new
     capture(cli, "bad", checkout, *capture_args)
     return Pull(checkout, old, new)
+
+
+def sparse_clone(upstream: Repo, path: Path, branch: str) -> Repo:
+    """A blobless, sparse clone of a shallow, blobless upstream, as `git clone --filter=blob:none
+    --sparse` leaves one: objects shared with the upstream, only the root's files checked out,
+    and the blobs left out promised by a remote. That remote leads nowhere, so a read of a
+    missing blob fails at once (an older git would otherwise fetch it from the upstream,
+    which lacks it too, and fetch again from inside that fetch). Made by hand: git clone will
+    not clone a shallow repository locally, and its transport would look for every blob."""
+    checkout = init(path, upstream.env)
+    checkout.git("symbolic-ref", "HEAD", f"refs/heads/{branch}")
+    checkout.git("config", "core.repositoryformatversion", "1")
+    checkout.git("remote", "add", "origin", str(upstream.path))
+    checkout.git("remote", "add", "promised", str(path.parent / "promised.git"))
+    checkout.git("config", "remote.promised.promisor", "true")
+    checkout.git("config", "extensions.partialClone", "promised")
+    git_dir = path / ".git"
+    (git_dir / "objects" / "info" / "alternates").write_text(f"{upstream.path / 'objects'}\n")
+    if (upstream.path / "shallow").exists():
+        (git_dir / "shallow").write_text((upstream.path / "shallow").read_text())
+    tip = upstream.git("rev-parse", f"refs/heads/{branch}")
+    checkout.git("update-ref", f"refs/remotes/origin/{branch}", tip)
+    checkout.git("config", f"branch.{branch}.remote", "origin")
+    checkout.git("config", f"branch.{branch}.merge", f"refs/heads/{branch}")
+    checkout.git("sparse-checkout", "init", "--cone")
+    return checkout
 
 
 def capture(cli: Cli, label: str, checkout: Repo, *args: str) -> None:
@@ -142,19 +183,32 @@ def assert_no_docs_or_tests_hot(head: dict[str, Any]) -> None:
         assert not any(docs_or_tests(f) for f in commit["hot_files"]), commit
 
 
+def shown_hot(head: dict[str, Any]) -> list[dict[str, Any]]:
+    """The hot commits the default view lists: the dozen of highest score (ties: the newer),
+    in history order."""
+    hot = [c for c in head["detail"]["added"] if c["hot"]]
+    top = {c["sha"] for c in sorted(hot, key=lambda c: -c["score"])[:HOT_SHOWN]}
+    return [c for c in hot if c["sha"] in top]
+
+
 def assert_readable(text: str, head: dict[str, Any]) -> None:
     """Each line within 80 columns; a hot commit's line (folded: the line and the lines under
     it): its hot files, each with the pattern that named it, then how many files it leaves
-    out."""
+    out. At most a dozen hot commits, those of highest score; the rest counted on one line."""
     assert overlong(text) == []
     shas = [line.split()[1] for line in text.splitlines() if line.lstrip().startswith("* ")]
     hot = [c for c in head["detail"]["added"] if c["hot"]]
-    assert sorted(shas) == sorted(c["sha"][:7] for c in hot)
-    for commit in hot:
+    shown = shown_hot(head)
+    assert sorted(shas) == sorted(c["sha"][:7] for c in shown)
+    if len(hot) > len(shown):
+        assert f"more, {len(hot) - len(shown)} of them on a hot path (--all lists them)" \
+            in words(text), text
+    for commit in shown:
         line = item(text, f"* {commit['sha'][:7]}")
-        shown = [p for p in commit["hot_files"] if f"{p} [{commit['hot_patterns'][p]}]" in line]
-        assert shown, line
-        others = len(commit["files"]) - len(shown)
+        listed = [p for p in commit["hot_files"]
+                  if f"{p} [{commit['hot_patterns'][p]}]" in line]
+        assert listed, line
+        others = len(commit["files"]) - len(listed)
         assert (f"+{others} other file" in line) == (others > 0), line
 
 
@@ -208,7 +262,7 @@ def test_a_150_commit_pull_names_communication_then_counts_and_lists_exactly(
     # escaped (a subject's [bugfix] would be a link)
     assert f"**Verdict:** {verdict.removesuffix('.')}" in re.sub(r"\\(.)", r"\1", markdown)
     listed = [line.split()[1] for line in markdown.splitlines() if line.lstrip().startswith("* ")]
-    assert listed == [c["sha"][:7] for c in hot]   # the text form's commits, in its order
+    assert listed == [c["sha"][:7] for c in shown_hot(head)]   # the text form's, in its order
 
     full = text_of(gcli, "--all")   # every file of every commit, one a line
     listed_files = {line.split()[0] for line in full.splitlines() if line.strip()}
@@ -293,3 +347,102 @@ def test_sglang_jax_test_and_ci_edits_are_never_hot_kernels_are_named(gcli: Cli,
     added = {c["sha"]: c for c in head["detail"]["added"]}
     assert all(added[sha]["hot"] == [] for sha in attention_tests)
     assert_readable(text_of(gcli), head)
+
+
+
+
+# ---- vllm -------------------------------------------------------------------------------------
+
+def code_files(files: list[str]) -> list[str]:
+    return [f for f in files if not docs_or_tests(f)]
+
+
+def all_reduce_named(path: str) -> bool:
+    name = path.rsplit("/", 1)[-1].lower()
+    return "all_reduce" in name or "allreduce" in name
+
+
+def replay_vllm(gcli: Cli, tmp_path: Path, bundle: Path, branch: str, pull: tuple[str, str],
+                boundary: str) -> tuple[Pull, dict[str, Any], str]:
+    """A vLLM release's last commits pulled into a blobless, sparse clone: the pull, the
+    diff's verdict and head finding (JSON), its text form."""
+    replayed = replay(gcli, tmp_path, bundle, branch, *pull, shallow=boundary, blobless=True)
+    assert len(replayed.commits()) == 150
+    document = diff_json(gcli)
+    head = head_of(document)
+    assert_exact(replayed, head)
+    assert head["detail"]["complete"] is True   # the shallow edge lies below the old HEAD
+    assert_no_docs_or_tests_hot(head)
+    return replayed, document, text_of(gcli)
+
+
+def assert_short_hot_list(head: dict[str, Any], text: str) -> None:
+    """Fewer than half the pull hot, few of them only for the package of every model or a
+    file named scheduler.py (as the JSON names why); a dozen listed, the rest counted on one
+    line."""
+    added = head["detail"]["added"]
+    hot = [c for c in added if c["hot"]]
+    assert 0 < 2 * len(hot) < len(added), len(hot)
+    broad = [c for c in hot
+             if set(c["hot_patterns"].values()) <= {"model_executor/", "scheduler.py"}]
+    assert 4 * len(broad) < len(hot), [c["sha"] for c in broad]
+    assert_readable(text, head)
+    listed = [line for line in text.splitlines() if line.lstrip().startswith("* ")]
+    assert len(listed) == HOT_SHOWN < len(hot)
+    assert f"{len(added) - HOT_SHOWN} more, {len(hot) - HOT_SHOWN} of them on a hot path " \
+           "(--all lists them)" in words(text)
+
+
+def test_vllm_a_big_pull_lists_a_dozen_hot_commits_and_counts_the_rest(gcli: Cli,
+                                                                       tmp_path: Path) -> None:
+    """The pull up to the older release: a table that called every file under model_executor/
+    hot marked more than half the pull, and the diff ran to hundreds of lines."""
+    _, document, text = replay_vllm(gcli, tmp_path, VLLM_16, "v0.16.0", VLLM_16_PULL,
+                                    VLLM_16_BOUNDARY)
+    head = head_of(document)
+    assert_short_hot_list(head, text)
+    names = named(document["verdict"])
+    assert len(names) == 3 and all(why == "communication" and path.startswith("vllm/distributed/")
+                                   for _, path, why in names), document["verdict"]
+    full = text_of(gcli, "--all")   # --all lists every hot commit
+    hot = [c["sha"][:7] for c in head["detail"]["added"] if c["hot"]]
+    assert sorted(line.split()[1] for line in full.splitlines()
+                  if line.lstrip().startswith("* ")) == sorted(hot)
+
+
+def test_vllm_a_one_file_distributed_fix_ranks_before_a_refactor_that_brushes_all_reduce(
+        gcli: Cli, tmp_path: Path) -> None:
+    """The communication path judged by what a commit changes there: a reorganisation of
+    dozens of files that moves one file named for all-reduce outside vllm/distributed/ stands
+    after every commit whose one code file lies in vllm/distributed/."""
+    pull, document, text = replay_vllm(gcli, tmp_path, VLLM_16, "v0.16.0", VLLM_16_PULL,
+                                       VLLM_16_BOUNDARY)
+    files = {sha: pull.files(sha) for sha in pull.commits()}
+    brushing = [sha for sha, found in files.items() if len(code_files(found)) >= 30
+                and any(all_reduce_named(f) for f in code_files(found))
+                and not any(f.startswith("vllm/distributed/") for f in code_files(found))]
+    one_file = [sha for sha, found in files.items()
+                if [f.startswith("vllm/distributed/") for f in code_files(found)] == [True]]
+    assert brushing and len(one_file) >= 2
+
+    head = head_of(document)
+    score = {c["sha"]: c["score"] for c in head["detail"]["added"]}
+    assert min(score[sha] for sha in one_file) > max(score[sha] for sha in brushing)
+    named_shas = {sha for sha, _, _ in named(document["verdict"])}
+    assert not named_shas & {sha[:7] for sha in brushing}
+    listed = {line.split()[1] for line in text.splitlines() if line.lstrip().startswith("* ")}
+    assert {sha[:7] for sha in one_file} <= listed and not listed & {s[:7] for s in brushing}
+
+
+def test_vllm_held_out_release_names_the_distributed_layer_first(gcli: Cli,
+                                                                 tmp_path: Path) -> None:
+    """The pull up to the newer release, held out: the weights were set before it was read."""
+    pull, document, text = replay_vllm(gcli, tmp_path, VLLM_19, "main", VLLM_19_PULL,
+                                       VLLM_19_BOUNDARY)
+    head = head_of(document)
+    assert_short_hot_list(head, text)
+    on_path = {sha[:7] for sha in pull.commits()
+               if any(f.startswith("vllm/distributed/") for f in code_files(pull.files(sha)))}
+    names = named(document["verdict"])
+    assert len(names) == 3 and {sha for sha, _, _ in names} <= on_path
+    assert all(why == "communication" for _, _, why in names), document["verdict"]

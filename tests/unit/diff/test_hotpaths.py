@@ -80,16 +80,25 @@ def test_kinds_are_weighed_apart_so_no_share_lifts_a_commit_above_a_heavier_kind
         assert min(weights[heavier]) > max(weights[lighter]) + hp.SHARE_BONUS
 
 
-def test_a_commit_scores_its_hottest_file_and_the_share_that_is_hot() -> None:
+def test_a_commit_is_judged_by_what_it_changes_on_a_hot_path() -> None:
     def score(files: list[str]) -> int:
-        return hp.score(hp.hot_files(files, DEFAULTS), len(files))
+        return hp.score(hp.hot_files(files, DEFAULTS), files)
 
     one_fix = score([PYNCCL])
+    with_its_test = score([PYNCCL, "test/srt/test_pynccl.py"])   # a test is no code changed
     refactor = score([PYNCCL] + [f"python/sglang/srt/x{n}.py" for n in range(30)])
     kernel_only = score(["python/sglang/srt/layers/attention/triton_backend.py"])
-    assert one_fix > refactor > kernel_only > score(["README.md"]) == 0
+    assert one_fix == with_its_test > kernel_only > refactor > score(["README.md"]) == 0
+    # a tenth of the code on one path counts in full: above every lighter kind
+    concentrated = score([PYNCCL] + [f"python/sglang/srt/x{n}.py" for n in range(9)])
+    assert concentrated > score(["python/sglang/srt/layers/attention/a.py"] * 2)
     hot = hp.hot_files(["python/sglang/srt/managers/scheduler.py", PYNCCL], DEFAULTS)
     assert [m.path for m in hot] == [PYNCCL, "python/sglang/srt/managers/scheduler.py"]
+
+
+def test_a_package_of_every_model_is_no_hot_path() -> None:
+    assert area("vllm/model_executor/models/llama.py") is None
+    assert area("vllm/model_executor/layers/fused_moe/layer.py") == "kernel"
 
 
 def test_the_guide_table_is_the_default_table() -> None:
