@@ -48,8 +48,8 @@ from helpers.explainscenario import (
 
 # Each explain seed takes a few seconds; the list is picked to hold a lone cause, unequal
 # causes, an interaction, drift and a package, within a minute on two busy cores.
-SEEDS = (3, 11, 26)
-BISECT_SEEDS = (5, 17)
+SEEDS = (17, 32, 36)
+BISECT_SEEDS = (8, 13)
 NUMBER = r"([0-9.]+(?:e[+-]?[0-9]+)?)"
 CHANGE = rf"{NUMBER} -> {NUMBER} \(([+-]?[0-9.]+)%\)"
 CAUSE = re.compile(rf"^cause: (?P<what>.+), alone {CHANGE}")
@@ -61,9 +61,10 @@ WIDE = "1000"   # COLUMNS: each line of the answer whole, as written before the 
 
 def size_slack(scenario: Scenario) -> float:
     """How far a measured change may be from the planted one, on the log of the ratio: each
-    end's noise (the median of 3 runs: within +/-noise), an invocation's drift to either
-    side, and 2% for the rounding of the printed figures."""
-    return 2 * scenario.noise + 2 * abs(scenario.drift) + 0.02
+    end's noise (the median of 3 runs: within +/-noise), the drift of up to three invocations
+    between a trial and the endpoint runs it is sized against (drift that explain re-measures
+    and corrects for leaves less), and 2% for the rounding of the printed figures."""
+    return 2 * scenario.noise + 3 * abs(scenario.drift) + 0.02
 
 
 def size_right(scenario: Scenario, percent: str, planted: float) -> bool:

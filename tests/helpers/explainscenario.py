@@ -162,7 +162,7 @@ def draw(seed: int, packages: bool = True) -> Scenario:
     interacting = rng.random() < 0.3
     solo = causes - 1 if interacting else causes
     kinds: list[Kind] = []
-    pool: list[Kind] = ["commits", "env", "env", "pth"]
+    pool: list[Kind] = ["commits", "commits", "env", "env", "env", "pth", "pth"]
     if packages:
         pool.append("package")
     for _ in range(solo):
