@@ -1,26 +1,29 @@
 """Randomized regressions, each built for real (tests/helpers/explainscenario.py), explained
 and bisected through the real CLI; what must hold of every answer, whatever the seed:
 
-- explain ends with 0 or 1 (never 3: a put-back that failed; never 70);
+- explain ends with no regression or a regression explained (never a host failure such as
+  a put-back that failed, never an internal error);
 - the checkout is left as found (HEAD, branch, index, status, stashes, every file's content
   but the benchmark's own results.json and __pycache__/), the venv's .pth files and package
   too;
 - every resolvable cause is named in a `cause:` line (a pair that only slows together in a
-  `cause, only together:` line), with its size within the tolerance (SIZE_SLACK);
+  `cause, only together:` line), with its size within the tolerance (size_slack);
 - a commit range that is a cause: each resolvable slow commit named as a bad commit;
 - no harmless difference in a cause line; `no effect:` never said of a resolvable cause;
 - two causes or more, all resolvable: a `together ...: the whole drop` line, of the right size;
 - bisect: each resolvable slow commit named as a bad commit, no harmless one, the checkout
   as found.
 
-The suite runs the fixed SEEDS; more on demand, each property's pass count printed:
-    python tests/e2e/test_explain_scenarios.py --seeds 30 [--first 100] [--bisect]
+The suite runs the fixed SEEDS and BISECT_SEEDS; more on demand, each property's pass count
+printed (--first picks the first seed, --bisect bisect's scenarios):
+    python tests/e2e/test_scenarios_for_real.py --seeds N
 """
 from __future__ import annotations
 
 import argparse
 import math
 import re
+import subprocess
 import sys
 import tempfile
 import time
@@ -46,10 +49,14 @@ from helpers.explainscenario import (
     python_state,
 )
 
-# Each explain seed takes a few seconds; the list is picked to hold a lone cause, unequal
-# causes, an interaction, drift and a package, within a minute on two busy cores.
+from envsnap.errors import ExitCode
+
+# Picked to hold, within a minute on two busy cores: unequal causes (a commit and an env
+# variable) with drift; two slow commits beside an env cause; an interaction of the pulled
+# code with an env variable, with drift. Bisect: one slow commit with drift; two slow ones.
 SEEDS = (17, 32, 36)
 BISECT_SEEDS = (8, 13)
+ANSWERED = (ExitCode.OK, ExitCode.DRIFT)   # no regression; a regression, explained
 NUMBER = r"([0-9.]+(?:e[+-]?[0-9]+)?)"
 CHANGE = rf"{NUMBER} -> {NUMBER} \(([+-]?[0-9.]+)%\)"
 CAUSE = re.compile(rf"^cause: (?P<what>.+), alone {CHANGE}")
@@ -59,16 +66,21 @@ NO_EFFECT = "no effect: "
 WIDE = "1000"   # COLUMNS: each line of the answer whole, as written before the fold
 
 
+# The rounding of the printed figures, on the log of a ratio.
+ROUNDING = 0.02
+
+
 def size_slack(scenario: Scenario) -> float:
     """How far a measured change may be from the planted one, on the log of the ratio: each
-    end's noise (the median of 3 runs: within +/-noise), the drift of up to three invocations
-    between a trial and the endpoint runs it is sized against (drift that explain re-measures
-    and corrects for leaves less), and 2% for the rounding of the printed figures."""
-    return 2 * scenario.noise + 3 * abs(scenario.drift) + 0.02
+    end's noise (a median of runs within +/- noise: twice the noise), the drift of up to
+    three invocations between a trial and the endpoint runs it is sized against (drift that
+    explain re-measures and corrects for leaves less), and ROUNDING."""
+    return 2 * scenario.noise + 3 * abs(scenario.drift) + ROUNDING
 
 
 def size_right(scenario: Scenario, percent: str, planted: float) -> bool:
-    """`percent` ("-33") as printed, against the planted share of the metric taken."""
+    """`percent` as printed (a sign and digits), against the planted share of the metric
+    taken."""
     measured = 1 + float(percent) / 100
     rounding = 0.005 / max(measured, 1e-9)
     return measured > 0 and \
@@ -96,7 +108,7 @@ class Runner:
     def __init__(self, root: Path) -> None:
         self.root = root
 
-    def __call__(self, env: dict[str, str], *args: str):  # type: ignore[no-untyped-def]
+    def __call__(self, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
         return Cli(env=env, cwd=self.root)(*args, timeout=600)
 
 
@@ -119,7 +131,7 @@ def explain_checks(built: Built, code: int, out: str, as_found: bool) -> dict[st
     pair_parts = [built.by_flag(interaction.first), built.by_flag(interaction.second)] \
         if interaction is not None else []
     pair_resolvable = interaction is not None and scenario.resolvable(interaction.size)
-    checks: dict[str, bool | None] = {"exit 0 or 1": code in (0, 1), "left as found": as_found}
+    checks: dict[str, bool | None] = {"exit 0 or 1": code in ANSWERED, "left as found": as_found}
 
     found_all, sizes = True, []
     for factor in resolvable:
@@ -185,7 +197,7 @@ def bisect_checks(built: Built, code: int, out: str, as_found: bool) -> dict[str
     slow = {s.position for s in scenario.slow_commits}
     culprits = [s for s in scenario.slow_commits if scenario.resolvable(s.size)]
     return {
-        "exit 0 or 1": code in (0, 1),
+        "exit 0 or 1": code in ANSWERED,
         "left as found": as_found,
         "culprit commit named": all(any(built.pulled[s.position][:12] in line for line in lines)
                                     for s in culprits) if culprits else None,

@@ -1,36 +1,33 @@
 """Randomized regressions built for real, for explain's and bisect's scenario tests
-(tests/e2e/test_explain_scenarios.py).
+(tests/e2e/test_scenarios_for_real.py).
 
-`draw(seed)` picks a scenario; `build(scenario, root, cli)` makes it on this machine: a bare
-origin and a clone of it (the user's checkout), a benchmark whose metric comes from the real
-state, a venv of its own with startup .pth files (and a package when drawn), GOOD recorded
-with `envsnap bench`, commits pushed upstream and pulled, the env, .pth files and package
-moved, BAD recorded, and the user's own work left in the checkout (an untracked notes file,
-a stash, sometimes an unstaged edit).
+`draw(seed)` picks a scenario; `build(scenario, root, cli, env)` makes it on this machine: a
+bare origin and a clone of it (the user's checkout), a benchmark whose metric comes from the
+real state, a venv of its own with startup .pth files (and a package when drawn), GOOD
+recorded with `envsnap bench`, commits pushed upstream and pulled, the env, .pth files and
+package moved, BAD recorded, and the user's own work left in the checkout (an untracked notes
+file, a stash, sometimes an unstaged edit).
 
 Where the slowdown lives, and how the benchmark sees it (bench.py, outside the checkout, run
 there with the venv's python; it imports the checkout's speed.py, which imports each module
 of kernels/: bytecode is written into the checkout, as for every user):
-- commits: a slow pulled commit adds kernels/kNN.py with `FACTOR = 0.67`; a harmless one a
-  kernel with FACTOR 1.0 or a note under docs/; the commit of an interaction raises a flag.
-- env: a variable named NCCL_SCN_<seed mod 97>_<i> (a prefix the env collector records),
-  slow at BAD's value (added, removed or changed); harmless ones change and are never read.
+- commits: a slow pulled commit adds a kernel module whose FACTOR is below one; a harmless
+  one a kernel of FACTOR one or a note under docs/; the commit of an interaction a flag.
+- env: a variable named NCCL_SCN_<seed>_<i> (a prefix the env collector records), slow at
+  BAD's value (added, removed or changed); harmless ones change and are never read.
 - .pth: a startup line (`import os; os.environ[...]`) added since GOOD, or dropped since.
-- package (drawn only where asked): scnpkg<seed> 1.0 -> 2.0, slow when its SLOW is true;
+- package (drawn only where asked): scnpkg<seed> upgraded, slow when its SLOW is true;
   explain searches it with --pip, from a folder of wheels made here.
 - an interaction: two differences, each harmless alone, slow together.
 The benchmark writes results.json into the checkout at every run.
 
-Noise and drift are the benchmark's own: a seeded RNG per run gives noise uniform in
-+/-noise; a run counter in a file outside the checkout gives drift, compounding by `drift`
-every `repeat` runs (one invocation of explain or bisect). Every run is reproducible.
+Noise and drift are the benchmark's own: a seeded RNG per run gives noise uniform within
++/- noise; a run counter in a file outside the checkout gives drift, compounding by `drift`
+every REPEAT runs (one invocation of explain or bisect). Every run is reproducible.
 
-What the noise can resolve (`resolvable`): a cause of size s (the share of GOOD's metric it
-takes alone; of an interaction, the two together) with
-    s >= max(10%, 4 * noise, 2.5 * |drift per invocation|)
-10%: below, three runs a state cannot size it at 1% noise either; 4x noise: the extreme
-runs of two states cannot overlap then; 2.5x drift: a trial measured an invocation or two
-from the endpoint it is judged against still shows more than the drift moved it. Smaller
+What the noise can resolve (`Scenario.resolvable`): a cause whose size (the share of GOOD's
+metric it takes alone; of an interaction, the two together) is at least the largest of
+RESOLVABLE_FLOOR, NOISE_TIMES x noise and DRIFT_TIMES x |drift per invocation|. Smaller
 causes may be named or not; none may ever be called "no effect" unless measured so.
 """
 from __future__ import annotations
@@ -55,6 +52,14 @@ Change = Literal["added", "removed", "changed"]
 METRIC = r"throughput: ([0-9.]+) tok/s"
 BASE = 100.0
 REPEAT = 3
+# What the noise can resolve (Scenario.threshold). Below a tenth, three runs a state cannot
+# size a cause even at the lowest noise drawn; at four times the noise the extreme runs of
+# two states cannot overlap; at two and a half times the drift of an invocation, a trial
+# measured an invocation or two from the endpoint it is judged against still shows more
+# than the drift moved it.
+RESOLVABLE_FLOOR = 0.10
+NOISE_TIMES = 4.0
+DRIFT_TIMES = 2.5
 # What explain and bisect may leave in the checkout: the benchmark's own files.
 WRITTEN_BY_BENCHMARK = ("results.json", "__pycache__")
 
@@ -62,7 +67,7 @@ WRITTEN_BY_BENCHMARK = ("results.json", "__pycache__")
 @dataclass(frozen=True)
 class Factor:
     """One difference between GOOD and BAD, as explain will see it. `size`: the share of
-    the metric it takes alone (0: harmless alone)."""
+    the metric it takes alone (none: harmless alone)."""
 
     kind: Kind
     name: str            # the variable, the .pth file's stem, the package; "commits", "patch"
@@ -101,7 +106,7 @@ class Scenario:
     @property
     def threshold(self) -> float:
         """The smallest size the noise and drift can resolve (module docstring)."""
-        return max(0.10, 4 * self.noise, 2.5 * abs(self.drift))
+        return max(RESOLVABLE_FLOOR, NOISE_TIMES * self.noise, DRIFT_TIMES * abs(self.drift))
 
     def resolvable(self, size: float) -> bool:
         return size >= self.threshold
@@ -151,12 +156,12 @@ def package_name(seed: int) -> str:
 
 
 def draw(seed: int, packages: bool = True) -> Scenario:
-    """A scenario from its seed alone: 1-4 causes of 5-80% among commits, env variables,
-    .pth startup lines and (with `packages`) a package, sometimes an interacting pair among
-    them; harmless differences beside them; noise of 1-5%, drift of up to 4% an invocation."""
+    """A scenario from its seed alone: one to four causes of a twentieth to four fifths of
+    the metric each, among commits, env variables, .pth startup lines and (with `packages`)
+    a package, sometimes an interacting pair among them; harmless differences beside them;
+    noise and drift within the issue's bounds (NOISE, DRIFT)."""
     rng = random.Random(seed)
-    noise = round(rng.uniform(0.01, 0.05), 3)
-    drift = 0.0 if rng.random() < 0.25 else round(rng.uniform(-0.04, 0.04), 3)
+    noise, drift = draw_noise(rng)
     pulled = rng.randint(2, 6)
     causes = rng.randint(1, 4)
     interacting = rng.random() < 0.3
@@ -235,12 +240,23 @@ def draw(seed: int, packages: bool = True) -> Scenario:
     return Scenario(seed, pulled, tuple(slow), tuple(factors), interaction, noise, drift)
 
 
+# Noise of one to five percent a run; drift of up to four percent an invocation, either way,
+# and none in a quarter of the scenarios.
+NOISE = (0.01, 0.05)
+DRIFT = 0.04
+
+
+def draw_noise(rng: random.Random) -> tuple[float, float]:
+    noise = round(rng.uniform(*NOISE), 3)
+    drift = 0.0 if rng.random() < 0.25 else round(rng.uniform(-DRIFT, DRIFT), 3)
+    return noise, drift
+
+
 def draw_bisect(seed: int) -> Scenario:
-    """A pull of 4-12 commits for bisect: one or two slow (10-80%), the others harmless
-    (a kernel refactored, a note), with noise and drift drawn as for explain."""
+    """A pull for bisect: one or two slow commits among harmless ones (a kernel refactored,
+    a note), with noise and drift drawn as for explain."""
     rng = random.Random(seed)
-    noise = round(rng.uniform(0.01, 0.05), 3)
-    drift = 0.0 if rng.random() < 0.25 else round(rng.uniform(-0.04, 0.04), 3)
+    noise, drift = draw_noise(rng)
     pulled = rng.randint(4, 12)
     count = 1 if rng.random() < 0.6 else 2
     while True:
@@ -255,7 +271,7 @@ def draw_bisect(seed: int) -> Scenario:
 
 
 def draw_sizes(rng: random.Random, count: int) -> list[float]:
-    """Sizes of 5-80% whose product leaves at least 15% of the metric (no metric near zero)."""
+    """Sizes whose product leaves a fair share of the metric (no metric near zero)."""
     while True:
         sizes = [round(rng.uniform(0.05, 0.80), 3) for _ in range(count)]
         if math.prod(1 - s for s in sizes) >= 0.15:
@@ -472,8 +488,8 @@ def put_python(scenario: Scenario, site: Path, python: str, state: str,
 
 
 def make_wheels(folder: Path, scenario: Scenario) -> Path:
-    """Two versions of the scenario's package, wheels made by hand (a zip with a RECORD);
-    2.0 is slow when the package is a cause."""
+    """Both versions of the scenario's package, wheels made by hand (a zip with a RECORD);
+    the newer one is slow when the package is a cause."""
     factor = next(f for f in scenario.factors if f.kind == "package")
     for version, slow in (("1.0", False), ("2.0", factor.size > 0)):
         wheel(folder, factor.name, version, f"SLOW = {slow}\n")
@@ -501,7 +517,7 @@ def digest(text: str) -> str:
 
 
 def kernel(scenario: Scenario, position: int) -> tuple[str, dict[str | bytes, str | bytes]]:
-    """The pulled commit at `position`: its subject and files."""
+    """The pulled commit at `position` (counted from the oldest): its subject and files."""
     number = f"k{position + 1:02d}"
     for slow in scenario.slow_commits:
         if slow.position == position:
