@@ -179,12 +179,13 @@ def explain_checks(built: Built, code: int, out: str, as_found: bool) -> dict[st
     return checks
 
 
-def run_explain(seed: int, root: Path, packages: bool = True) -> Outcome:
+def run_explain(seed: int, root: Path, packages: bool = True,
+                extra: tuple[str, ...] = ()) -> Outcome:
     scenario = draw(seed, packages)
     run = Runner(root)
     built = build(scenario, root / "scenario", run, environment(root))
     before, python_before = fingerprint(built.checkout), python_state(built)
-    result = run(built.env, "explain", "good", "bad", "--yes", *built.explain_args())
+    result = run(built.env, "explain", "good", "bad", "--yes", *built.explain_args(), *extra)
     as_found = fingerprint(built.checkout) == before and python_state(built) == python_before
     out = result.stdout + "\n" + result.stderr
     return Outcome(seed, result.returncode, out,
@@ -207,13 +208,13 @@ def bisect_checks(built: Built, code: int, out: str, as_found: bool) -> dict[str
     }
 
 
-def run_bisect(seed: int, root: Path) -> Outcome:
+def run_bisect(seed: int, root: Path, extra: tuple[str, ...] = ()) -> Outcome:
     scenario = draw_bisect(seed)
     run = Runner(root)
     built = build(scenario, root / "scenario", run, environment(root))
     before = fingerprint(built.checkout)
     result = run(built.env, "bisect", "good", "bad", "--cmd", built.cmd, "--metric", METRIC,
-                 "--repeat", str(REPEAT), "--cwd", str(built.checkout.path))
+                 "--repeat", str(REPEAT), "--cwd", str(built.checkout.path), *extra)
     as_found = fingerprint(built.checkout) == before
     return Outcome(seed, result.returncode, result.stdout + "\n" + result.stderr,
                    bisect_checks(built, result.returncode, result.stdout, as_found))
@@ -248,6 +249,8 @@ def main() -> None:
     parser.add_argument("--bisect", action="store_true", help="bisect's scenarios")
     parser.add_argument("--no-packages", action="store_true", help="draw no package cause")
     parser.add_argument("--verbose", action="store_true", help="each seed's failures")
+    parser.add_argument("--with", dest="extra", action="append", default=[], metavar="ARG",
+                        help="one more argument to explain or bisect (--with=--keep-untracked)")
     args = parser.parse_args()
     passed: Counter[str] = Counter()
     applied: Counter[str] = Counter()
@@ -255,8 +258,9 @@ def main() -> None:
     for seed in range(args.first, args.first + args.seeds):
         with tempfile.TemporaryDirectory(prefix=f"scenario-{seed}-") as folder:
             began = time.monotonic()
-            outcome = run_bisect(seed, Path(folder)) if args.bisect else \
-                run_explain(seed, Path(folder), not args.no_packages)
+            extra = tuple(args.extra)
+            outcome = run_bisect(seed, Path(folder), extra) if args.bisect else \
+                run_explain(seed, Path(folder), not args.no_packages, extra)
         for name, result in outcome.checks.items():
             if result is not None:
                 applied[name] += 1
