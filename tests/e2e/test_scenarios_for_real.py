@@ -42,6 +42,7 @@ from helpers.explainscenario import (
     Built,
     Factor,
     Scenario,
+    SlowCommit,
     build,
     draw,
     draw_bisect,
@@ -152,9 +153,7 @@ def explain_checks(built: Built, code: int, out: str, as_found: bool) -> dict[st
     commits = scenario.factors[0]
     culprits = [slow for slow in scenario.slow_commits if scenario.resolvable(slow.size)]
     if commits in resolvable and culprits and scenario.pulled > 1:
-        checks["culprit commit named"] = all(
-            any("bad commit" in line and built.pulled[slow.position][:12] in line
-                for line in lines) for slow in culprits)
+        checks["culprit commit named"] = commits_named(built, lines, culprits)
     else:
         checks["culprit commit named"] = None
 
@@ -190,6 +189,16 @@ def run_explain(seed: int, root: Path, packages: bool = True,
     out = result.stdout + "\n" + result.stderr
     return Outcome(seed, result.returncode, out,
                    explain_checks(built, result.returncode, result.stdout, as_found))
+
+
+def commits_named(built: Built, lines: list[str], culprits: list[SlowCommit]) -> bool:
+    """Each of `culprits` in a line that names a bad commit, and no harmless commit so."""
+    said = [line for line in lines if "bad commit" in line]
+    slow = {s.position for s in built.scenario.slow_commits}
+    named_all = all(any(built.pulled[s.position][:12] in line for line in said)
+                    for s in culprits)
+    return named_all and not any(built.pulled[p][:12] in line for line in said
+                                 for p in range(built.scenario.pulled) if p not in slow)
 
 
 def bisect_checks(built: Built, code: int, out: str, as_found: bool) -> dict[str, bool | None]:
