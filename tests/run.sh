@@ -76,6 +76,14 @@ unpack_sshd() {
     echo "exec $root/usr/sbin/sshd \"\$@\""
   } > "$PWD/.tools/sshd" && chmod 755 "$PWD/.tools/sshd"
   export ENVSNAP_TEST_SSHD="$PWD/.tools/sshd"
+  # Started as root, sshd drops to its privilege separation user in an empty /run/sshd and
+  # refuses to start without them. Installing openssh-server makes both; unpacking does not,
+  # so a machine that never had the package gets the same system user (no home, no shell).
+  if [ "$(id -u)" -eq 0 ] && ! getent passwd sshd >/dev/null; then
+    useradd --system --no-create-home --home-dir /run/sshd --shell /usr/sbin/nologin sshd \
+      || { echo "tests/run.sh: could not add the system user sshd that sshd needs" >&2; return 1; }
+  fi
+  [ "$(id -u)" -ne 0 ] || install -d -m 755 /run/sshd
 }
 
 command -v git >/dev/null || apt_install git || exit 1
