@@ -370,9 +370,9 @@ class Explainer:
             else:
                 self.emit(event)
 
-        bisector = Bisector(spec, BisectOptions(keep_untracked=keep_untracked),
-                            list(explanation.good), relay,
-                            baseline_said="explain's own runs at GOOD's state")
+        # its own ends, measured again during its steps: explain's runs at GOOD's state
+        # are as old as the search, and a drifting machine has moved since
+        bisector = Bisector(spec, BisectOptions(keep_untracked=keep_untracked), None, relay)
         self.emit(f"{ends.path}: bisect the {commits.commits} commits at GOOD's state")
         try:
             with SiteFile(self.shell, self.emit, host_wide) as site, \
