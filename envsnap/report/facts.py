@@ -66,13 +66,33 @@ class FactsReader:
 
     def captured(self, name: str) -> None:
         error = collector_error(self.document, name)
-        if error:
-            raise RowValue(not_captured(error))
+        if error:   # an imported snapshot's missing section is one its paste did not state
+            raise RowValue(f"unknown: {error}" if snapshot.is_partial(self.document)
+                           else not_captured(error))
 
     def known(self, section: Mapping[str, object], key: str) -> None:
         """An imported snapshot that lacks `key` does not know it: say so, never "none"."""
         if key not in section and snapshot.is_partial(self.document):
-            raise RowValue(f"unknown: {why_unknown(self.document)}")
+            raise RowValue(self.unknown())
+
+    def unknown(self) -> str:
+        return f"unknown: {why_unknown(self.document)}"
+
+    def gpus_present(self) -> bool:
+        """Whether the host has an NVIDIA driver. A paste that names the driver or a GPU says
+        so without saying "present"; one that names neither does not know."""
+        nvidia = self.nvidia()
+        if "present" in nvidia or not snapshot.is_partial(self.document):
+            return bool(nvidia.get("present"))
+        if nvidia.get("driver") or nvidia.get("gpus"):
+            return True
+        raise RowValue(self.unknown())
+
+    def stated(self, records: Mapping[str, Gpu], *keys: str) -> None:
+        """An imported snapshot whose GPUs carry none of `keys`: the paste did not say."""
+        if snapshot.is_partial(self.document) and not any(
+                gpu.get(key) is not None for gpu in records.values() for key in keys):
+            raise RowValue(self.unknown())
 
     def system(self) -> System:
         self.captured("system")
@@ -120,10 +140,11 @@ def version_of(value: VersionSource | TorchBuild | None) -> str:
 
 def host(f: FactsReader) -> str:
     meta = f.meta
+    unstated = "not stated" if snapshot.is_partial(f.document) else "?"
     try:
-        name = f.system().get("hostname") or "?"
+        name = f.system().get("hostname") or unstated
     except RowValue as exc:
-        name = f"? (system {exc})"
+        name = unstated if snapshot.is_partial(f.document) else f"? (system {exc})"
     return f"{name} (as {meta.get('host', '?')}), captured {meta.get('captured_at', '?')}"
 
 
@@ -147,10 +168,12 @@ def cpu(f: FactsReader) -> str:
 
 def driver(f: FactsReader) -> str:
     nvidia = f.nvidia()
-    if not nvidia.get("present"):
+    if not f.gpus_present():
         return f"none ({nvidia.get('reason') or 'no NVIDIA driver'})"
     module = nvidia.get("kernel_module") or {}    # null: no module found
-    text = f"{nvidia.get('driver') or '?'} (read through {nvidia.get('source', '?')})"
+    text = str(nvidia.get("driver") or "?")
+    if nvidia.get("source"):    # a paste says what the driver is, not how it was read
+        text += f" (read through {nvidia['source']})"
     if module.get("version"):
         text += (f"; {module.get('flavor', '?')} kernel module {module['version']}, built with "
                  f"GCC {module.get('gcc') or '?'}")
@@ -160,9 +183,22 @@ def driver(f: FactsReader) -> str:
 
 
 def cuda(f: FactsReader) -> str:
-    api = f.part("nvidia", lambda: f"driver API {f.nvidia().get('cuda_driver') or 'none'}")
-    kit = f.part("cuda_nccl", lambda: toolkit(f))
+    reasons = []
+    for read in (driver_api, toolkit):
+        try:
+            read(f)
+        except RowValue as exc:
+            reasons.append(str(exc))
+    if len(reasons) == 2 and reasons[0] == reasons[1]:
+        raise RowValue(reasons[0])    # one reason for the row, not once for each part
+    api = f.part("driver API", lambda: driver_api(f))
+    kit = f.part("toolkit", lambda: toolkit(f))
     return f"{api}; {kit}"
+
+
+def driver_api(f: FactsReader) -> str:
+    f.known(f.nvidia(), "cuda_driver")
+    return f"driver API {f.nvidia().get('cuda_driver') or 'none'}"
 
 
 def toolkit(f: FactsReader) -> str:
@@ -205,7 +241,9 @@ def torch(f: FactsReader) -> str:
 def python(f: FactsReader) -> str:
     env = f.python_env()
     interpreter = env.get("interpreter", {})
-    text = (f"{interpreter.get('executable', '?')} {interpreter.get('version', '?')}"
+    # a paste states the version, rarely the interpreter's path
+    where = interpreter.get("executable", "" if snapshot.is_partial(f.document) else "?")
+    text = (f"{where} {interpreter.get('version', '?')}".strip()
             + (" (venv)" if interpreter.get("venv") else ""))
     editable = env.get("editable", {})
     if editable:
@@ -236,7 +274,7 @@ def customize_text(name: str, info: CustomizeFile) -> str:
 
 def gpu_records(f: FactsReader) -> dict[str, Gpu]:
     nvidia = f.nvidia()
-    if not nvidia.get("present"):
+    if not f.gpus_present():
         raise RowValue(f"none ({nvidia.get('reason') or 'no NVIDIA driver'})")
     return nvidia.get("gpus", {})
 
@@ -277,18 +315,33 @@ def pcie(f: FactsReader) -> str:
         below = rules.below(g.get("pcie_gen_current"), g.get("pcie_gen_max")) or \
             rules.below(g.get("pcie_width_current"), g.get("pcie_width_max"))
         return f"{current} (max {top}{', BELOW MAX' if below else ''})"
-    return tally(gpu_records(f), link)
+    records = gpu_records(f)
+    f.stated(records, "pcie_gen_current", "pcie_width_current")
+    return tally(records, link)
+
+
+SETTINGS = (("persistence", "persistence_mode", ""), ("ECC", "ecc_mode_current", ""),
+            ("MIG", "mig_mode_current", ""), ("power limit", "power_limit_w", " W"),
+            ("default power limit", "power_default_limit_w", " W"),
+            ("compute", "compute_mode", ""))
 
 
 def gpu_settings(f: FactsReader) -> str:
-    return tally(gpu_records(f), lambda g: (
-        f"persistence {g.get('persistence_mode')}, ECC {g.get('ecc_mode_current')}, "
-        f"MIG {g.get('mig_mode_current')}, power limit {g.get('power_limit_w')} W "
-        f"(default {g.get('power_default_limit_w')} W), compute {g.get('compute_mode')}"))
+    records = gpu_records(f)
+    f.stated(records, *(key for _, key, _ in SETTINGS))
+    # a paste leaves some settings out: those are not shown, never shown as "None"
+    shown = [(name, key, unit) for name, key, unit in SETTINGS
+             if not snapshot.is_partial(f.document)
+             or any(g.get(key) is not None for g in records.values())]
+    return tally(records, lambda g: ", ".join(
+        f"{name} {g.get(key)}{unit if g.get(key) is not None else ''}"
+        for name, key, unit in shown))
 
 
 def topology(f: FactsReader) -> str:
     records = gpu_records(f)
+    if len(records) > 1:
+        f.known(f.nvidia(), "topology")
     links = f.nvidia().get("topology", {})
     seen = Counter(link for bus, peers in links.items() if bus in records
                    for peer, link in peers.items() if peer in records)

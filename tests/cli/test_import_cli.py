@@ -124,8 +124,29 @@ def test_show_says_unknown_where_a_paste_says_nothing(cli: Cli) -> None:
     assert cli("import", str(EVIDENCE / "pip_list.json"), "--label", "pips").returncode == 0
     shown = cli("show", "pips").stdout
     assert "sitecustomize       unknown: not in a pip list output" in shown
-    assert "; cuda_nccl unknown: not in a pip" in words(shown)   # a row folded at 80 columns
+    assert "CUDA                unknown: not in a pip list output\n" in shown
     assert "NCCL                wheel nvidia-nccl-cu13 2.28.9\n" in shown
+
+
+def test_show_of_a_pasted_collect_env_names_its_driver_and_gpus(cli: Cli) -> None:
+    """The H200's own collect_env, as recorded: the paste states the driver and the GPU
+    and is silent on the PCIe link and the driver's CUDA API."""
+    h200 = EVIDENCE.parent / "h200"
+    assert cli("import", str(h200 / "collect_env.txt"), "--label", "theirs").returncode == 0
+    shown = words(cli("show", "theirs").stdout)
+    assert "NVIDIA driver 580.159.04 CUDA" in shown
+    assert "GPUs 1 x NVIDIA H200 PCIe link unknown: not in a torch collect_env output" in shown
+    assert "driver API unknown: not in a torch collect_env output; toolkit 13.0.88" in shown
+    assert "host not stated (as imported)" in shown
+    assert "none" not in shown.replace("none recorded", ""), shown
+
+
+def test_show_of_a_pasted_smi_table_shows_only_what_it_states(cli: Cli) -> None:
+    assert cli("import", str(EVIDENCE.parent / "h200" / "smi.txt"), "--label", "t").returncode == 0
+    shown = words(cli("show", "t").stdout)
+    assert "NVIDIA driver 580.159.04 CUDA driver API 13.0; toolkit unknown" in shown
+    assert "PCIe link unknown: not in a nvidia-smi output" in shown
+    assert "None" not in shown and "GenNone" not in shown, shown
 
 
 def test_nothing_acts_on_a_host_from_an_imported_snapshot(cli: Cli) -> None:
