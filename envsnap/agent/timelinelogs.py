@@ -16,7 +16,6 @@ at a folder of recorded logs. The commands (journalctl, dmesg, rpm) run only whe
 """
 from __future__ import annotations
 
-import gzip
 import os
 import re
 import time
@@ -24,7 +23,7 @@ import zlib
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from .redact import redact_text
-from .util import read_text, run
+from .util import open_regular, read_text, read_unpacked, run
 
 Record = Dict[str, Any]
 DPKG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) ")
@@ -40,6 +39,7 @@ KERNEL_WORDS = re.compile(r"NVRM|Xid|nvidia|AER|PCIe Bus Error|[Ll]ink (?:is )?(
                           r"bandwidth", re.IGNORECASE)
 MAX_RECORDS = 2000
 BLOCK = 1 << 15
+MAX_UNPACKED = 64 << 20     # of one rotated .gz log: what a paste may hold, too
 
 
 def at_root(root: str, path: str) -> str:
@@ -55,14 +55,21 @@ def local_epoch(text: str, fmt: str = "%Y-%m-%d %H:%M:%S") -> Optional[float]:
 
 # ---- reading from the end ---------------------------------------------------------------------
 
-def lines_backwards(path: str) -> Iterator[str]:
-    """A file's lines, last first, read in blocks from its end (a .gz is read whole: it
-    cannot be read backwards, and a rotated log is small)."""
+def lines_backwards(path: str, problems: Optional[List[str]] = None) -> Iterator[str]:
+    """A file's lines, last first, read in blocks from its end. A .gz cannot be read
+    backwards: it is unpacked into memory, at most MAX_UNPACKED bytes of it (a rotated log
+    is small; a few MB can unpack to gigabytes), and a cut one is said in `problems`."""
     if path.endswith(".gz"):
-        with gzip.open(path, "rb") as packed:
-            yield from reversed(packed.read().decode("utf-8", "replace").splitlines())
+        data = read_unpacked(path, MAX_UNPACKED)
+        if len(data) > MAX_UNPACKED:
+            data = data[:data.rfind(b"\n", 0, MAX_UNPACKED) + 1]     # no half line at the cut
+            if problems is not None:
+                problems.append("%s: over %d MiB unpacked: only its first %d MiB read"
+                                % (path, MAX_UNPACKED >> 20, MAX_UNPACKED >> 20))
+        for line in reversed(data.splitlines()):
+            yield line.decode("utf-8", "replace")
         return
-    with open(path, "rb") as handle:
+    with open_regular(path) as handle:
         end = handle.seek(0, os.SEEK_END)
         rest = b""
         while end > 0:
@@ -100,7 +107,7 @@ def window_lines(path: str, since: float, until: float,
     `problems`, and the older ones are still read."""
     for name in rotated(path):
         try:
-            for line in lines_backwards(name):
+            for line in lines_backwards(name, problems):
                 when = time_of(line)
                 if when is None:
                     continue
@@ -156,10 +163,10 @@ def read_dpkg(root: str, since: float, until: float) -> Dict[str, Any]:
     return {"records": records, "error": "; ".join(problems) or None}
 
 
-def apt_blocks_backwards(path: str) -> Iterator[str]:
+def apt_blocks_backwards(path: str, problems: List[str]) -> Iterator[str]:
     """history.log's blocks (Start-Date ... End-Date), last first."""
     block: List[str] = []
-    for line in lines_backwards(path):
+    for line in lines_backwards(path, problems):
         block.insert(0, line)
         if line.startswith("Start-Date:"):
             yield "\n".join(block)
@@ -195,16 +202,17 @@ def read_apt(root: str, since: float, until: float) -> Dict[str, Any]:
     problems: List[str] = []
     for name in rotated(path):
         try:
-            if not apt_blocks(name, since, until, records):
+            if not apt_blocks(name, since, until, records, problems):
                 break
         except (OSError, EOFError, zlib.error) as exc:
             problems.append("%s: %s" % (name, getattr(exc, "strerror", None) or exc))
     return {"records": records[:MAX_RECORDS], "error": "; ".join(problems) or None}
 
 
-def apt_blocks(name: str, since: float, until: float, records: List[Record]) -> bool:
+def apt_blocks(name: str, since: float, until: float, records: List[Record],
+               problems: List[str]) -> bool:
     """Add the blocks of one history file in the window; False once one is older."""
-    for block in apt_blocks_backwards(name):
+    for block in apt_blocks_backwards(name, problems):
         match = APT_START.search(block)
         when = local_epoch("%s %s" % match.groups()) if match else None
         if when is None:
@@ -350,7 +358,7 @@ def read_kernel(root: str, since: float, until: float) -> Dict[str, Any]:
         if "error" in source:
             errors.append("%s: %s" % (source["name"], source["error"]))
             continue
-        lines: Iterator[str] = (lines_backwards(source["path"]) if "path" in source
+        lines: Iterator[str] = (lines_backwards(source["path"], errors) if "path" in source
                                 else reversed(source["lines"].splitlines()))
         try:
             for line in lines:
@@ -364,7 +372,7 @@ def read_kernel(root: str, since: float, until: float) -> Dict[str, Any]:
                                     "line": redact_text(line),
                                     "message": redact_text(kernel_message(line)),
                                     "since_boot": bool(DMESG_TIME.match(line))})
-        except OSError as exc:
-            errors.append("%s: %s" % (source["name"], exc.strerror or exc))
+        except (OSError, EOFError, zlib.error) as exc:
+            errors.append("%s: %s" % (source["name"], getattr(exc, "strerror", None) or exc))
     return {"records": records[:MAX_RECORDS], "error": "; ".join(errors) or None,
             "boot": boot}

@@ -1,0 +1,102 @@
+"""Every input is read only so far: a gzip that unpacks to a gigabyte is unpacked as a
+stream and stopped at the cap (a paste refused in one line, a rotated log cut with a note),
+in bounded memory and little time; a reader of nested data (TOML, YAML, JSON, INI) nested
+thousands deep answers in one line and a documented exit code, never an internal error;
+one member of a `diff --fleet` folder that cannot be read is named and the rest compared."""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import Cli
+
+from envsnap.errors import ExitCode
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+COLLECT_ENV = DATA / "h200" / "collect_env.txt"
+UNPACKED_MIB = 1024          # what the small .gz unpacks to
+MOST_MEMORY_MIB = 400        # what reading it may take: the 64 MiB cap and the interpreter
+
+# The envsnap command as a child of a python of its own, which prints the largest resident
+# set of its waited-for descendants (the agent envsnap starts included) after the output.
+MEASURED = """\
+import resource, subprocess, sys
+done = subprocess.run([sys.executable, "-m", "envsnap", *sys.argv[1:]])
+print("maxrss_kib", resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, done.returncode)
+"""
+
+
+def zeros_gz(path: Path, head: bytes = b"", mib: int = UNPACKED_MIB) -> Path:
+    """A gzip file of about 1 MB that unpacks to `head` and `mib` MiB of zeros: one member
+    packed once and repeated (gzip reads concatenated members as one stream)."""
+    member = gzip.compress(b"\0" * (1 << 20), compresslevel=9)
+    path.write_bytes(gzip.compress(head) + member * mib)
+    return path
+
+
+def measured(cli: Cli, *args: str) -> tuple[subprocess.CompletedProcess[str], float, float]:
+    """`envsnap ARGS` as a process: its result, its peak memory in MiB and its seconds."""
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", MEASURED, *args], cwd=cli.cwd, env=cli.env,
+                          capture_output=True, text=True, timeout=300)
+    seconds = time.monotonic() - started
+    head, _, last = done.stdout.rstrip("\n").rpartition("\n")
+    word, peak, code = last.split()
+    assert word == "maxrss_kib", done.stdout
+    return (subprocess.CompletedProcess(args, int(code), head, done.stderr), int(peak) / 1024,
+            seconds)
+
+
+def test_a_small_gz_that_unpacks_to_a_gigabyte_is_refused_at_the_cap(cli: Cli) -> None:
+    packed = zeros_gz(cli.cwd / "collect_env.txt.gz", COLLECT_ENV.read_bytes())
+    assert packed.stat().st_size < 2 << 20
+    for args in (("import", str(packed), "--label", "theirs"),
+                 ("diff", str(packed), str(COLLECT_ENV))):
+        result, peak_mib, seconds = measured(cli, *args)
+        assert result.returncode == ExitCode.USAGE, result.stderr
+        assert result.stderr == (f"envsnap: error: {packed}: over 64 MiB unpacked: not a "
+                                 "pasted output\n")
+        assert peak_mib < MOST_MEMORY_MIB, (args[0], peak_mib)
+        assert seconds < 30, (args[0], seconds)
+    assert not (cli.cwd / "store" / "theirs.yaml").exists()
+
+
+def test_a_rotated_log_that_unpacks_to_a_gigabyte_is_cut_with_a_note(cli: Cli) -> None:
+    logs = cli.cwd / "root" / "var" / "log"
+    logs.mkdir(parents=True)
+    minute_ago = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(time.time() - 60))
+    (logs / "dpkg.log").write_text(f"{minute_ago} upgrade libnccl2:amd64 2.18.3-1 2.21.5-1\n")
+    rotated = zeros_gz(logs / "dpkg.log.1.gz")
+    result, peak_mib, seconds = measured(cli, "timeline", "local", "--log-root",
+                                         str(cli.cwd / "root"), "--since", "1h", "--json")
+    assert result.returncode == 0, result.stderr
+    found = json.loads(result.stdout)
+    assert any("libnccl2" in event["what"] for event in found["events"])   # dpkg.log read
+    assert f"dpkg: {rotated}: over 64 MiB unpacked: only its first 64 MiB read" in \
+        found["unreadable"]
+    assert peak_mib < MOST_MEMORY_MIB, peak_mib
+    assert seconds < 30, seconds
+
+
+def test_a_fifo_given_as_a_paste_is_one_line_not_a_hang(cli: Cli) -> None:
+    fifo = cli.cwd / "paste.txt"
+    os.mkfifo(fifo)
+    result = cli("import", str(fifo), "--label", "theirs", timeout=20)
+    assert result.returncode == ExitCode.USAGE
+    assert result.stderr == f"envsnap: error: cannot read {fifo}: not a regular file\n"
+
+
+def test_a_plain_paste_over_the_cap_is_refused_unread(cli: Cli) -> None:
+    big = cli.cwd / "pip.txt"
+    with big.open("wb") as out:
+        out.write(b"Package Version\n------- -------\n")
+        out.truncate(70 << 20)
+    result = cli("import", str(big), "--label", "theirs")
+    assert result.returncode == ExitCode.USAGE
+    assert result.stderr == f"envsnap: error: {big}: over 64 MiB: not a pasted output\n"
