@@ -13,7 +13,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 from conftest import Cli
 
 from envsnap.errors import ExitCode
@@ -59,11 +58,11 @@ def test_a_small_gz_that_unpacks_to_a_gigabyte_is_refused_at_the_cap(cli: Cli) -
     for args in (("import", str(packed), "--label", "theirs"),
                  ("diff", str(packed), str(COLLECT_ENV))):
         result, peak_mib, seconds = measured(cli, *args)
+        assert peak_mib < MOST_MEMORY_MIB, (args[0], peak_mib)
+        assert seconds < 30, (args[0], seconds)
         assert result.returncode == ExitCode.USAGE, result.stderr
         assert result.stderr == (f"envsnap: error: {packed}: over 64 MiB unpacked: not a "
                                  "pasted output\n")
-        assert peak_mib < MOST_MEMORY_MIB, (args[0], peak_mib)
-        assert seconds < 30, (args[0], seconds)
     assert not (cli.cwd / "store" / "theirs.yaml").exists()
 
 
@@ -75,13 +74,13 @@ def test_a_rotated_log_that_unpacks_to_a_gigabyte_is_cut_with_a_note(cli: Cli) -
     rotated = zeros_gz(logs / "dpkg.log.1.gz")
     result, peak_mib, seconds = measured(cli, "timeline", "local", "--log-root",
                                          str(cli.cwd / "root"), "--since", "1h", "--json")
+    assert peak_mib < MOST_MEMORY_MIB, peak_mib
+    assert seconds < 30, seconds
     assert result.returncode == 0, result.stderr
     found = json.loads(result.stdout)
     assert any("libnccl2" in event["what"] for event in found["events"])   # dpkg.log read
     assert f"dpkg: {rotated}: over 64 MiB unpacked: only its first 64 MiB read" in \
         found["unreadable"]
-    assert peak_mib < MOST_MEMORY_MIB, peak_mib
-    assert seconds < 30, seconds
 
 
 def test_a_fifo_given_as_a_paste_is_one_line_not_a_hang(cli: Cli) -> None:
@@ -90,13 +89,3 @@ def test_a_fifo_given_as_a_paste_is_one_line_not_a_hang(cli: Cli) -> None:
     result = cli("import", str(fifo), "--label", "theirs", timeout=20)
     assert result.returncode == ExitCode.USAGE
     assert result.stderr == f"envsnap: error: cannot read {fifo}: not a regular file\n"
-
-
-def test_a_plain_paste_over_the_cap_is_refused_unread(cli: Cli) -> None:
-    big = cli.cwd / "pip.txt"
-    with big.open("wb") as out:
-        out.write(b"Package Version\n------- -------\n")
-        out.truncate(70 << 20)
-    result = cli("import", str(big), "--label", "theirs")
-    assert result.returncode == ExitCode.USAGE
-    assert result.stderr == f"envsnap: error: {big}: over 64 MiB: not a pasted output\n"
