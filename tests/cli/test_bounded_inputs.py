@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from conftest import Cli
 
 from envsnap.errors import ExitCode
@@ -89,3 +90,55 @@ def test_a_fifo_given_as_a_paste_is_one_line_not_a_hang(cli: Cli) -> None:
     result = cli("import", str(fifo), "--label", "theirs", timeout=20)
     assert result.returncode == ExitCode.USAGE
     assert result.stderr == f"envsnap: error: cannot read {fifo}: not a regular file\n"
+
+
+DEPTH = 5000
+LIST = "[" * DEPTH + "1" + "]" * DEPTH
+TABLE = "{a = " * DEPTH + "1" + "}" * DEPTH
+DEEP_INVENTORIES = {
+    "inv.toml": f'[all.hosts.gpu1]\nansible_host = "10.0.0.1"\nx = {TABLE}\n',
+    "inv.yaml": f"all:\n  hosts:\n    gpu1:\n      x: {LIST}\n",
+    "inv.json": '{"all": {"hosts": {"gpu1": {"x": ' + LIST + "}}}}",
+    "ansible.json": '{"_meta": {"hostvars": {"gpu1": {"x": ' + LIST + '}}}, '
+                    '"all": {"children": ["ungrouped"]}, "ungrouped": {"hosts": ["gpu1"]}}',
+}
+
+
+@pytest.mark.parametrize("name", sorted(DEEP_INVENTORIES))
+def test_an_inventory_nested_thousands_deep_is_one_line(cli: Cli, name: str) -> None:
+    (cli.cwd / name).write_text(DEEP_INVENTORIES[name])
+    result = cli("capture", "gpu1", "--inventory", name, "--label", "run1")
+    assert result.returncode == ExitCode.USAGE, result.stderr
+    assert len(result.stderr.splitlines()) == 1
+    assert result.stderr.startswith(f"envsnap: error: {name}: ")
+    assert "nested too deeply" in result.stderr
+
+
+def test_an_ini_value_nested_thousands_deep_is_text_as_ansible_reads_it(cli: Cli) -> None:
+    (cli.cwd / "inv.ini").write_text(f"[gpu]\nlocal ansible_connection=local x={LIST}\n")
+    result = cli("capture", "local", "--inventory", "inv.ini", "--label", "run1")
+    assert result.returncode == 0, result.stderr
+
+
+DEEP_JSON_PASTES = {
+    "pip_inspect.json": '{"version": "1", "pip_version": "24.0", "installed": ' + LIST + "}",
+    "pip_list.json": '[{"name": "torch", "version": ' + LIST + "}]",
+}
+
+
+@pytest.mark.parametrize("name", sorted(DEEP_JSON_PASTES))
+def test_a_json_paste_nested_thousands_deep_is_one_line_and_exit_4(cli: Cli, name: str) -> None:
+    (cli.cwd / name).write_text(DEEP_JSON_PASTES[name])
+    for args in (("import", name, "--label", "theirs"), ("diff", name, str(COLLECT_ENV))):
+        result = cli(*args)
+        assert result.returncode == ExitCode.INVALID, result.stderr
+        assert result.stderr == (f"envsnap: error: {name}:1: cannot read it as JSON (nested "
+                                 "too deeply)\n")
+
+
+def test_an_xml_paste_nested_thousands_deep_is_read(cli: Cli) -> None:
+    (cli.cwd / "smi_q.xml").write_text(
+        '<?xml version="1.0" ?>\n<nvidia_smi_log><driver_version>580.1</driver_version>'
+        + "<a>" * DEPTH + "</a>" * DEPTH + "</nvidia_smi_log>")
+    result = cli("import", "smi_q.xml", "--label", "theirs")
+    assert result.returncode == 0, result.stderr
