@@ -60,7 +60,8 @@ def lines_backwards(path: str, problems: Optional[List[str]] = None) -> Iterator
     backwards: it is unpacked into memory, at most MAX_UNPACKED bytes of it (a rotated log
     is small; a few MB can unpack to gigabytes), and a cut one is said in `problems`."""
     if path.endswith(".gz"):
-        data = read_unpacked(path, MAX_UNPACKED)
+        with open_regular(path) as handle:
+            data = read_unpacked(handle, MAX_UNPACKED)
         if len(data) > MAX_UNPACKED:
             data = data[:data.rfind(b"\n", 0, MAX_UNPACKED) + 1]     # no half line at the cut
             if problems is not None:

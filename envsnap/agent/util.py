@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import functools
 import importlib
+import io
 import os
 
 TYPE_CHECKING = False   # typing's own, without its import: see runner.py
 if TYPE_CHECKING:
-    from typing import Any, BinaryIO, Callable, Dict, List, Optional, Tuple, Union
+    from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 DEFAULT_CMD_TIMEOUT = 10.0
 
@@ -178,7 +179,7 @@ def read_text(path: str, limit: int = 1 << 20) -> Optional[str]:
 GZIP_MAGIC = b"\x1f\x8b"
 
 
-def open_regular(path: str) -> BinaryIO:
+def open_regular(path: str) -> io.BufferedReader:
     """A regular file opened to read; a FIFO, a device or a folder is refused (OSError)
     before it is read: opened without blocking, so a FIFO nobody writes to cannot hang it."""
     import errno
@@ -191,21 +192,18 @@ def open_regular(path: str) -> BinaryIO:
     return os.fdopen(fd, "rb")
 
 
-def read_unpacked(path: str, limit: int) -> bytes:
-    """A regular file's bytes (open_regular), unpacked where it is gzip (told by its first
-    bytes), at most `limit + 1` of them: one more than `limit` says there was more. Unpacked
-    as a stream that stops there, so a few MB that unpack to gigabytes cost `limit` bytes of
-    memory and the time to unpack those.
+def read_unpacked(handle: io.BufferedReader, limit: int) -> bytes:
+    """What an open file holds, unpacked where it is gzip (told by its first bytes, peeked at,
+    so a pipe is read too), at most `limit + 1` bytes: one more than `limit` says there was
+    more. Unpacked as a stream that stops there, so a few MB that unpack to gigabytes cost
+    `limit` bytes of memory and the time to unpack those.
     OSError, EOFError or zlib.error when the file or its gzip stream is unreadable."""
     import gzip  # on use: a capture reads no packed file
 
-    with open_regular(path) as handle:
-        if handle.read(2) == GZIP_MAGIC:
-            handle.seek(0)
-            with gzip.GzipFile(fileobj=handle, mode="rb") as unpacked:
-                return unpacked.read(limit + 1)
-        handle.seek(0)
-        return handle.read(limit + 1)
+    if handle.peek(2)[:2] == GZIP_MAGIC:
+        with gzip.GzipFile(fileobj=handle, mode="rb") as unpacked:
+            return unpacked.read(limit + 1)
+    return handle.read(limit + 1)
 
 
 def read_first_line(path: str) -> Optional[str]:

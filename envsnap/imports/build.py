@@ -83,20 +83,17 @@ def read_source(path: str) -> Source:
     so a small .gz that unpacks to gigabytes is refused at MAX_BYTES, in the time and memory
     that many bytes take."""
     try:
-        data = read_unpacked(path, MAX_BYTES)
+        with open(path, "rb") as handle:   # a pipe too: `import <(nvidia-smi -q)`
+            packed = handle.peek(2)[:2] == GZIP_MAGIC
+            data = read_unpacked(handle, MAX_BYTES)
     except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
     except (EOFError, zlib.error):
         raise Unreadable(path, 1, "a truncated or corrupt gzip file") from None
     if len(data) > MAX_BYTES:
         raise UsageError(f"{path}: over {MAX_BYTES >> 20} MiB"
-                         f"{' unpacked' if is_packed(path) else ''}: not a pasted output")
+                         f"{' unpacked' if packed else ''}: not a pasted output")
     return Source(path, data.decode("utf-8", "replace"))
-
-
-def is_packed(path: str) -> bool:
-    with open(path, "rb") as stream:
-        return stream.read(2) == GZIP_MAGIC
 
 
 def read_all(sources: list[Source]) -> list[Reading]:

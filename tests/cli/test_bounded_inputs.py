@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -84,12 +85,15 @@ def test_a_rotated_log_that_unpacks_to_a_gigabyte_is_cut_with_a_note(cli: Cli) -
         found["unreadable"]
 
 
-def test_a_fifo_given_as_a_paste_is_one_line_not_a_hang(cli: Cli) -> None:
-    fifo = cli.cwd / "paste.txt"
+def test_a_paste_given_through_a_pipe_is_still_read(cli: Cli) -> None:
+    """As `envsnap import <(ssh gpu1 python -m torch.utils.collect_env)` gives it."""
+    fifo = cli.cwd / "paste"
     os.mkfifo(fifo)
-    result = cli("import", str(fifo), "--label", "theirs", timeout=20)
-    assert result.returncode == ExitCode.USAGE
-    assert result.stderr == f"envsnap: error: cannot read {fifo}: not a regular file\n"
+    writer = threading.Thread(target=fifo.write_bytes, args=(COLLECT_ENV.read_bytes(),))
+    writer.start()
+    result = cli("import", str(fifo), "--label", "theirs", timeout=60)
+    writer.join()
+    assert result.returncode == 0, result.stderr
 
 
 DEPTH = 5000
