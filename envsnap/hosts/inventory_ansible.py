@@ -160,7 +160,7 @@ def folder_files(folder: Path) -> list[Path]:
 
 def read_vars_file(path: Path) -> Vars:
     try:
-        document = ansible_yaml(path.read_text(encoding="utf-8"))
+        document = ansible_yaml(yamlread.read_text(path))
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
     except UnicodeDecodeError:

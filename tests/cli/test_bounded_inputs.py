@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import resource
 import subprocess
 import sys
 import threading
@@ -146,3 +147,33 @@ def test_an_xml_paste_nested_thousands_deep_is_read(cli: Cli) -> None:
         + "<a>" * DEPTH + "</a>" * DEPTH + "</nvidia_smi_log>")
     result = cli("import", "smi_q.xml", "--label", "theirs")
     assert result.returncode == 0, result.stderr
+
+
+# Each file given to envsnap read no further than its cap: /dev/zero never ends, and a
+# reader that reads it whole runs out of memory (here, of the limit it is run under).
+ENDLESS = {
+    "inventory": (("capture", "local", "--inventory", "/dev/zero", "--label", "run1"),
+                  ExitCode.USAGE, "cannot read inventory /dev/zero: over 64 MiB: not an "
+                                  "inventory"),
+    "playbook": (("play", "/dev/zero"), ExitCode.INVALID,
+                 "/dev/zero: not a playbook: larger than 64 MiB"),
+    "extra vars": (("play", "pb.yml", "-e", "@/dev/zero"), ExitCode.USAGE,
+                   "-e @/dev/zero: larger than 64 MiB"),
+    "limit file": (("capture", "local", "--limit", "@/dev/zero", "--label", "run1"),
+                   ExitCode.USAGE, "--limit @/dev/zero: no such file (a limit starting "
+                                   "with '@' is a file of host names, one a line)"),
+}
+
+
+def limited_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+
+@pytest.mark.parametrize("what", sorted(ENDLESS))
+def test_a_file_that_never_ends_is_read_only_to_its_cap(cli: Cli, what: str) -> None:
+    args, code, line = ENDLESS[what]
+    (cli.cwd / "pb.yml").write_text("- hosts: local\n  tasks: []\n")
+    result = subprocess.run([sys.executable, "-m", "envsnap", *args], cwd=cli.cwd, env=cli.env,
+                            capture_output=True, text=True, timeout=120,
+                            preexec_fn=limited_memory)
+    assert (result.returncode, result.stderr) == (code, f"envsnap: error: {line}\n")
