@@ -177,3 +177,23 @@ def test_a_file_that_never_ends_is_read_only_to_its_cap(cli: Cli, what: str) -> 
                             capture_output=True, text=True, timeout=120,
                             preexec_fn=limited_memory)
     assert (result.returncode, result.stderr) == (code, f"envsnap: error: {line}\n")
+
+
+def test_a_fifo_or_a_folder_in_a_fleet_folder_is_named_and_the_rest_compared(cli: Cli) -> None:
+    assert cli("import", str(COLLECT_ENV), "--label", "one").returncode == 0
+    folder = cli.cwd / "fleet"
+    folder.mkdir()
+    for host in ("n1", "n2"):
+        text = (cli.cwd / "store" / "one.yaml").read_text()
+        (folder / f"{host}.yaml").write_text(text.replace("host: imported", f"host: {host}"))
+    os.mkfifo(folder / "n3.yaml")
+    (folder / "n4.yaml").mkdir()
+    result = cli("diff", "--fleet", str(folder), timeout=60)
+    assert result.returncode == ExitCode.INVALID, result.stderr
+    assert result.stdout.startswith("fleet of 2 snapshots: every compared fact agrees "
+                                    "(2 snapshots unreadable)")
+    assert result.stderr == (
+        f"envsnap: error: {folder}/n3.yaml: a FIFO, not a snapshot file (left out of the "
+        "fleet)\n"
+        f"envsnap: error: {folder}/n4.yaml: a folder, not a snapshot file (left out of the "
+        "fleet)\n")
