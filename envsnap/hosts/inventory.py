@@ -32,6 +32,7 @@ from envsnap.text import did_you_mean
 
 if TYPE_CHECKING:
     from envsnap.hosts.inventory_ansible import InventoryJson
+    from envsnap.hosts.patterns import Pattern
 
 LOCAL = "local"
 HOST_SPEC = re.compile(r"^(?:(?P<user>[^@\s]+)@)?"
@@ -460,8 +461,8 @@ def resolve_hosts(patterns: list[str], inventory: Inventory,
     return list(hosts.values())
 
 
-def limit_hosts(hosts: list[Host], inventory: Inventory, limit: str) -> tuple[list[Host],
-                                                                           list[str]]:
+def limit_hosts(hosts: list[Host], inventory: Inventory,
+                limit: str) -> tuple[list[Host], list[Pattern]]:
     """The hosts a --limit keeps, in their order, and its patterns that matched no host.
     Patterns see the inventory as Ansible does, and hosts named on the command line that it
     does not hold as `ungrouped` ones."""
@@ -476,9 +477,13 @@ def limit_hosts(hosts: list[Host], inventory: Inventory, limit: str) -> tuple[li
     return [host for host in hosts if host.name in kept], selection.unmatched
 
 
-def no_host_left(limit: str, unmatched: list[str]) -> UsageError:
-    """As Ansible: a limit that leaves no host to act on is an error."""
-    matched = f" (no host matches {', '.join(unmatched)})" if unmatched else ""
+def no_host_left(limit: str, unmatched: list[Pattern]) -> UsageError:
+    """As Ansible: a limit that leaves no host to act on is an error. A typed pattern is
+    named as typed; those of an @FILE by counts and a line (patterns.unmatched_said)."""
+    from envsnap.hosts.patterns import unmatched_said
+
+    said = ", ".join(unmatched_said(unmatched, quoted=False))
+    matched = f" (no host matches {said})" if unmatched else ""
     return UsageError(f"--limit {limit!r} leaves no host to act on{matched}")
 
 

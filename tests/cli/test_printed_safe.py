@@ -40,3 +40,36 @@ def test_a_proxycommand_error_masks_its_password_and_quotes_its_words(cli: Cli) 
                                                "10.0.0.1:22", "root;touch", "M;@bastion"]
     subprocess.run(["sh", "-c", suggested.group(1)], cwd=cli.cwd, env=cli.env, check=False)
     assert not (cli.cwd / "M").exists()   # the user's `;` ran nothing
+
+
+HF_TOKEN = "hf_kXq2RmZt8VwPa4LcYn7JdBs5GeHu3Nf"
+ENVIRON = f"HOME=/root\nHF_TOKEN={HF_TOKEN}\n\nWANDB_API_KEY=3b9f0c2d8e7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c\n"
+
+
+def test_a_limit_file_that_selects_no_host_is_said_by_counts_and_line(cli: Cli) -> None:
+    (cli.cwd / "environ").write_text(ENVIRON)   # given by mistake, as @/proc/self/environ
+    result = cli("capture", "local", "--limit", "@environ", "--label", "run1")
+    assert result.returncode == ExitCode.USAGE
+    assert result.stderr == ("envsnap: error: --limit '@environ' leaves no host to act on (no "
+                             "host matches 3 of the 3 patterns of @environ, the first at line "
+                             "1)\n")
+
+
+def test_a_limit_file_pattern_that_matches_nothing_is_a_warning_without_its_text(
+        cli: Cli) -> None:
+    (cli.cwd / "environ").write_text(ENVIRON)
+    result = cli("capture", "local", "--limit", "local,@environ", "--label", "run1")
+    assert result.returncode == 0, result.stderr
+    assert "warning: --limit: no host matches 3 of the 3 patterns of @environ, the first at " \
+           "line 1, ignoring it\n" in result.stderr
+    assert HF_TOKEN not in result.stderr + result.stdout
+    assert "WANDB" not in result.stderr + result.stdout and "HOME=" not in result.stderr
+
+
+def test_a_limit_file_pattern_refused_is_named_by_its_line(cli: Cli) -> None:
+    (cli.cwd / "hosts.retry").write_text(f"local\n\n~{HF_TOKEN}(\n")
+    result = cli("capture", "local", "--limit", "@hosts.retry", "--label", "run1")
+    assert result.returncode == ExitCode.USAGE
+    assert result.stderr.startswith("envsnap: error: --limit: the pattern at line 3 of "
+                                    "@hosts.retry refused: not a regular expression (")
+    assert HF_TOKEN not in result.stderr
