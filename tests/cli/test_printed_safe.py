@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import shlex
 import subprocess
+import tarfile
 from pathlib import Path
 
 import yaml
@@ -73,3 +74,30 @@ def test_a_limit_file_pattern_refused_is_named_by_its_line(cli: Cli) -> None:
     assert result.stderr.startswith("envsnap: error: --limit: the pattern at line 3 of "
                                     "@hosts.retry refused: not a regular expression (")
     assert HF_TOKEN not in result.stderr
+
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+# ESC (clear screen), a bidi override and isolate, BEL, an 8-bit CSI (colour)
+CONTROLS = "\x1b[2J\u202eevil\x07\x9b31m\u2066x"
+
+
+def test_the_files_written_for_people_escape_control_characters_as_stdout(cli: Cli) -> None:
+    lines = (DATA / "h200" / "collect_env.txt").read_text(encoding="utf-8").splitlines()
+    pasted = "\n".join(f"{line} {CONTROLS}" if line.startswith("OS:") else line
+                       for line in lines) + "\n"
+    (cli.cwd / "collect_env.txt").write_text(pasted, encoding="utf-8")
+    assert cli("import", "collect_env.txt", "--label", "theirs").returncode == 0
+    stdout = cli("report", "theirs", "--format", "md").stdout
+    assert "\\x1b[2J\\u202eevil\\x07\\x9b31m\\u2066x" in stdout.replace("\\[", "[")
+    written = []
+    for form in ("md", "html", "json"):
+        assert cli("report", "theirs", "-o", f"issue.{form}").returncode == 0
+        written.append((cli.cwd / f"issue.{form}").read_text(encoding="utf-8"))
+    assert cli("report", "theirs", "--bundle", "issue.tar.gz").returncode == 0
+    with tarfile.open(cli.cwd / "issue.tar.gz") as bundle:
+        written += [bundle.extractfile(member).read().decode("utf-8")  # type: ignore[union-attr]
+                    for member in bundle.getmembers() if member.isfile()]
+    assert written[0] == stdout   # the file is what stdout showed
+    for text in written:
+        assert not set(CONTROLS) - set("[2Jevil31mx") & set(text), text[:200]
+    assert "evil" in written[1]   # the html names it too, escaped
