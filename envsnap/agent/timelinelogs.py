@@ -38,6 +38,7 @@ KERNEL_WORDS = re.compile(r"NVRM|Xid|nvidia|AER|PCIe Bus Error|[Ll]ink (?:is )?(
                           r"[Ll]ink [Ss]peed|downgrad|fallen off the bus|GPU|pcieport|"
                           r"bandwidth", re.IGNORECASE)
 MAX_RECORDS = 2000
+MAX_BLOCK_LINES = 100000   # of one apt or conda history block; a real one has hundreds
 BLOCK = 1 << 15
 MAX_UNPACKED = 64 << 20     # of one rotated .gz log: what a paste may hold, too
 
@@ -165,13 +166,19 @@ def read_dpkg(root: str, since: float, until: float) -> Dict[str, Any]:
 
 
 def apt_blocks_backwards(path: str, problems: List[str]) -> Iterator[str]:
-    """history.log's blocks (Start-Date ... End-Date), last first."""
+    """history.log's blocks (Start-Date ... End-Date), last first. A "block" longer than
+    any apt writes (no Start-Date in MAX_BLOCK_LINES lines: not apt's history) ends the
+    reading of this file, said in `problems`, rather than grow with the whole file."""
     block: List[str] = []
     for line in lines_backwards(path, problems):
-        block.insert(0, line)
+        block.append(line)
         if line.startswith("Start-Date:"):
-            yield "\n".join(block)
+            yield "\n".join(reversed(block))
             block = []
+        elif len(block) > MAX_BLOCK_LINES:
+            problems.append("%s: %d lines without a Start-Date: not apt's history; read no "
+                            "further" % (path, MAX_BLOCK_LINES))
+            return
 
 
 APT_ACTIONS = ("Install", "Upgrade", "Downgrade", "Remove", "Purge", "Reinstall")
@@ -248,18 +255,27 @@ def read_conda_history(prefix: str, since: float, until: float) -> Optional[Dict
     if not os.path.exists(path):
         return None
     records: List[Record] = []
+    problems: List[str] = []
     block: List[str] = []
-    for line in lines_backwards(path):
-        if not line.startswith("==> "):
-            block.insert(0, line)
-            continue
-        when = local_epoch(line.strip("=<> "))
-        if when is not None and when < since:
-            break
-        if when is not None and when <= until:
-            records.append({"time": when, "file": path, "block": redact_text("\n".join(block))})
-        block = []
-    return {"records": records, "error": None}
+    try:
+        for line in lines_backwards(path, problems):
+            if not line.startswith("==> "):
+                block.append(line)
+                if len(block) > MAX_BLOCK_LINES:   # as apt's: not conda's history
+                    problems.append("%s: %d lines without a ==> date <== line; read no "
+                                    "further" % (path, MAX_BLOCK_LINES))
+                    break
+                continue
+            when = local_epoch(line.strip("=<> "))
+            if when is not None and when < since:
+                break
+            if when is not None and when <= until:
+                records.append({"time": when, "file": path,
+                                "block": redact_text("\n".join(reversed(block)))})
+            block = []
+    except (OSError, EOFError, zlib.error) as exc:
+        problems.append("%s: %s" % (path, getattr(exc, "strerror", None) or exc))
+    return {"records": records, "error": "; ".join(problems) or None}
 
 
 # ---- the host: boot, the NVIDIA module, kernel messages ---------------------------------------
