@@ -80,7 +80,7 @@ def dump_yaml(document: Mapping[str, Any], ascii_only: bool = False) -> str:
                      default_flow_style=False, width=100)
 
 
-def visible_yaml(document: Mapping[str, Any]) -> str:
+def visible_yaml(document: Mapping[str, object]) -> str:
     """The YAML of a document a person will read (`show --yaml`, a bundle's snapshots). YAML
     writes a bidi or zero-width character as it is: where the document holds a character
     a terminal or editor would act on, every character beyond ASCII is YAML's own escape
