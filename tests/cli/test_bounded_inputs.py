@@ -86,6 +86,19 @@ def test_a_rotated_log_that_unpacks_to_a_gigabyte_is_cut_with_a_note(cli: Cli) -
         found["unreadable"]
 
 
+def test_a_fifo_where_a_log_should_be_is_named_not_waited_on(cli: Cli) -> None:
+    logs = cli.cwd / "root" / "var" / "log"
+    (logs / "apt").mkdir(parents=True)
+    os.mkfifo(logs / "dpkg.log")
+    os.mkfifo(logs / "apt" / "history.log")
+    result = cli("timeline", "local", "--log-root", str(cli.cwd / "root"), "--since", "1h",
+                 "--json", timeout=60)
+    assert result.returncode == 0, result.stderr
+    unreadable = json.loads(result.stdout)["unreadable"]
+    assert f"dpkg: {logs}/dpkg.log: not a regular file" in unreadable
+    assert f"apt: {logs}/apt/history.log: not a regular file" in unreadable
+
+
 def test_a_paste_given_through_a_pipe_is_still_read(cli: Cli) -> None:
     """As `envsnap import <(ssh gpu1 python -m torch.utils.collect_env)` gives it."""
     fifo = cli.cwd / "paste"
