@@ -173,7 +173,7 @@ ENDLESS = {
     "extra vars": (("play", "pb.yml", "-e", "@/dev/zero"), ExitCode.USAGE,
                    "-e @/dev/zero: larger than 64 MiB"),
     "limit file": (("capture", "local", "--limit", "@/dev/zero", "--label", "run1"),
-                   ExitCode.USAGE, "--limit @/dev/zero: no such file (a limit starting "
+                   ExitCode.USAGE, "--limit @/dev/zero: not a regular file (a limit starting "
                                    "with '@' is a file of host names, one a line)"),
 }
 

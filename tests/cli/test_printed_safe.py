@@ -44,7 +44,8 @@ def test_a_proxycommand_error_masks_its_password_and_quotes_its_words(cli: Cli) 
 
 
 HF_TOKEN = "hf_kXq2RmZt8VwPa4LcYn7JdBs5GeHu3Nf"
-ENVIRON = f"HOME=/root\nHF_TOKEN={HF_TOKEN}\n\nWANDB_API_KEY=3b9f0c2d8e7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c\n"
+ENVIRON = (f"HOME=/root\nHF_TOKEN={HF_TOKEN}\n\n"
+           "WANDB_API_KEY=3b9f0c2d8e7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c\n")
 
 
 def test_a_limit_file_that_selects_no_host_is_said_by_counts_and_line(cli: Cli) -> None:
