@@ -26,12 +26,15 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import yaml
 
 from envsnap.errors import YamlError
 from envsnap.shape import is_mapping
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 SafeLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 SafeDumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -48,7 +51,7 @@ def load(text: str, loader: type[Any], max_chars: int | None = DEFAULT_MAX_CHARS
     """The one document in `text`, built by `loader` (a subclass of one below); YamlError
     on anything that is not a document envsnap will read."""
     if max_chars is not None and len(text) > max_chars:
-        raise YamlError(None, f"larger than {max_chars / (1 << 20):g} MiB")
+        raise YamlError(None, too_large(max_chars))
     try:
         return yaml.load(text, Loader=loader)  # noqa: S506 - always a SafeLoader subclass
     except RecursionError:   # `[[[[...]]]]` a few hundred deep, built by recursion
@@ -57,6 +60,21 @@ def load(text: str, loader: type[Any], max_chars: int | None = DEFAULT_MAX_CHARS
         raise problem_of(exc) from None
     except ValueError as exc:   # an int of 5,000 digits: Python's limit on int(str)
         raise YamlError(None, str(exc).splitlines()[0]) from None
+
+
+def read_text(path: str | Path, max_bytes: int = DEFAULT_MAX_CHARS) -> str:
+    """A file's UTF-8 text, read no further than `max_bytes`: a larger file (or a device
+    that never ends, `/dev/zero`) is a YamlError, refused before it fills the memory.
+    OSError and UnicodeDecodeError as reading and decoding give them."""
+    with open(path, "rb") as handle:
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise YamlError(None, too_large(max_bytes))
+    return data.decode("utf-8")
+
+
+def too_large(max_chars: int) -> str:
+    return f"larger than {max_chars / (1 << 20):g} MiB"
 
 
 def as_mapping(value: object) -> Mapping[str, object] | None:

@@ -182,6 +182,7 @@ def read_python(since: float, until: float) -> Source:
     conda = timelinelogs.read_conda_history(sys.prefix, since, until)
     if conda is not None:
         found["conda"] = conda["records"]
+        found["error"] = conda["error"]
     return found
 
 

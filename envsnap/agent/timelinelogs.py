@@ -16,7 +16,6 @@ at a folder of recorded logs. The commands (journalctl, dmesg, rpm) run only whe
 """
 from __future__ import annotations
 
-import gzip
 import os
 import re
 import time
@@ -24,7 +23,7 @@ import zlib
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from .redact import redact_text
-from .util import read_text, run
+from .util import open_regular, read_text, read_unpacked, run
 
 Record = Dict[str, Any]
 DPKG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) ")
@@ -39,7 +38,9 @@ KERNEL_WORDS = re.compile(r"NVRM|Xid|nvidia|AER|PCIe Bus Error|[Ll]ink (?:is )?(
                           r"[Ll]ink [Ss]peed|downgrad|fallen off the bus|GPU|pcieport|"
                           r"bandwidth", re.IGNORECASE)
 MAX_RECORDS = 2000
+MAX_BLOCK_LINES = 100000   # of one apt or conda history block; a real one has hundreds
 BLOCK = 1 << 15
+MAX_UNPACKED = 64 << 20     # of one rotated .gz log: what a paste may hold, too
 
 
 def at_root(root: str, path: str) -> str:
@@ -55,14 +56,22 @@ def local_epoch(text: str, fmt: str = "%Y-%m-%d %H:%M:%S") -> Optional[float]:
 
 # ---- reading from the end ---------------------------------------------------------------------
 
-def lines_backwards(path: str) -> Iterator[str]:
-    """A file's lines, last first, read in blocks from its end (a .gz is read whole: it
-    cannot be read backwards, and a rotated log is small)."""
+def lines_backwards(path: str, problems: Optional[List[str]] = None) -> Iterator[str]:
+    """A file's lines, last first, read in blocks from its end. A .gz cannot be read
+    backwards: it is unpacked into memory, at most MAX_UNPACKED bytes of it (a rotated log
+    is small; a few MB can unpack to gigabytes), and a cut one is said in `problems`."""
     if path.endswith(".gz"):
-        with gzip.open(path, "rb") as packed:
-            yield from reversed(packed.read().decode("utf-8", "replace").splitlines())
+        with open_regular(path) as handle:
+            data = read_unpacked(handle, MAX_UNPACKED)
+        if len(data) > MAX_UNPACKED:
+            data = data[:data.rfind(b"\n", 0, MAX_UNPACKED) + 1]     # no half line at the cut
+            if problems is not None:
+                problems.append("%s: over %d MiB unpacked: only its first %d MiB read"
+                                % (path, MAX_UNPACKED >> 20, MAX_UNPACKED >> 20))
+        for line in reversed(data.splitlines()):
+            yield line.decode("utf-8", "replace")
         return
-    with open(path, "rb") as handle:
+    with open_regular(path) as handle:
         end = handle.seek(0, os.SEEK_END)
         rest = b""
         while end > 0:
@@ -100,7 +109,7 @@ def window_lines(path: str, since: float, until: float,
     `problems`, and the older ones are still read."""
     for name in rotated(path):
         try:
-            for line in lines_backwards(name):
+            for line in lines_backwards(name, problems):
                 when = time_of(line)
                 if when is None:
                     continue
@@ -156,14 +165,20 @@ def read_dpkg(root: str, since: float, until: float) -> Dict[str, Any]:
     return {"records": records, "error": "; ".join(problems) or None}
 
 
-def apt_blocks_backwards(path: str) -> Iterator[str]:
-    """history.log's blocks (Start-Date ... End-Date), last first."""
+def apt_blocks_backwards(path: str, problems: List[str]) -> Iterator[str]:
+    """history.log's blocks (Start-Date ... End-Date), last first. A "block" longer than
+    any apt writes (no Start-Date in MAX_BLOCK_LINES lines: not apt's history) ends the
+    reading of this file, said in `problems`, rather than grow with the whole file."""
     block: List[str] = []
-    for line in lines_backwards(path):
-        block.insert(0, line)
+    for line in lines_backwards(path, problems):
+        block.append(line)
         if line.startswith("Start-Date:"):
-            yield "\n".join(block)
+            yield "\n".join(reversed(block))
             block = []
+        elif len(block) > MAX_BLOCK_LINES:
+            problems.append("%s: %d lines without a Start-Date: not apt's history; read no "
+                            "further" % (path, MAX_BLOCK_LINES))
+            return
 
 
 APT_ACTIONS = ("Install", "Upgrade", "Downgrade", "Remove", "Purge", "Reinstall")
@@ -195,16 +210,17 @@ def read_apt(root: str, since: float, until: float) -> Dict[str, Any]:
     problems: List[str] = []
     for name in rotated(path):
         try:
-            if not apt_blocks(name, since, until, records):
+            if not apt_blocks(name, since, until, records, problems):
                 break
         except (OSError, EOFError, zlib.error) as exc:
             problems.append("%s: %s" % (name, getattr(exc, "strerror", None) or exc))
     return {"records": records[:MAX_RECORDS], "error": "; ".join(problems) or None}
 
 
-def apt_blocks(name: str, since: float, until: float, records: List[Record]) -> bool:
+def apt_blocks(name: str, since: float, until: float, records: List[Record],
+               problems: List[str]) -> bool:
     """Add the blocks of one history file in the window; False once one is older."""
-    for block in apt_blocks_backwards(name):
+    for block in apt_blocks_backwards(name, problems):
         match = APT_START.search(block)
         when = local_epoch("%s %s" % match.groups()) if match else None
         if when is None:
@@ -239,18 +255,27 @@ def read_conda_history(prefix: str, since: float, until: float) -> Optional[Dict
     if not os.path.exists(path):
         return None
     records: List[Record] = []
+    problems: List[str] = []
     block: List[str] = []
-    for line in lines_backwards(path):
-        if not line.startswith("==> "):
-            block.insert(0, line)
-            continue
-        when = local_epoch(line.strip("=<> "))
-        if when is not None and when < since:
-            break
-        if when is not None and when <= until:
-            records.append({"time": when, "file": path, "block": redact_text("\n".join(block))})
-        block = []
-    return {"records": records, "error": None}
+    try:
+        for line in lines_backwards(path, problems):
+            if not line.startswith("==> "):
+                block.append(line)
+                if len(block) > MAX_BLOCK_LINES:   # as apt's: not conda's history
+                    problems.append("%s: %d lines without a ==> date <== line; read no "
+                                    "further" % (path, MAX_BLOCK_LINES))
+                    break
+                continue
+            when = local_epoch(line.strip("=<> "))
+            if when is not None and when < since:
+                break
+            if when is not None and when <= until:
+                records.append({"time": when, "file": path,
+                                "block": redact_text("\n".join(reversed(block)))})
+            block = []
+    except (OSError, EOFError, zlib.error) as exc:
+        problems.append("%s: %s" % (path, getattr(exc, "strerror", None) or exc))
+    return {"records": records, "error": "; ".join(problems) or None}
 
 
 # ---- the host: boot, the NVIDIA module, kernel messages ---------------------------------------
@@ -350,7 +375,7 @@ def read_kernel(root: str, since: float, until: float) -> Dict[str, Any]:
         if "error" in source:
             errors.append("%s: %s" % (source["name"], source["error"]))
             continue
-        lines: Iterator[str] = (lines_backwards(source["path"]) if "path" in source
+        lines: Iterator[str] = (lines_backwards(source["path"], errors) if "path" in source
                                 else reversed(source["lines"].splitlines()))
         try:
             for line in lines:
@@ -364,7 +389,7 @@ def read_kernel(root: str, since: float, until: float) -> Dict[str, Any]:
                                     "line": redact_text(line),
                                     "message": redact_text(kernel_message(line)),
                                     "since_boot": bool(DMESG_TIME.match(line))})
-        except OSError as exc:
-            errors.append("%s: %s" % (source["name"], exc.strerror or exc))
+        except (OSError, EOFError, zlib.error) as exc:
+            errors.append("%s: %s" % (source["name"], getattr(exc, "strerror", None) or exc))
     return {"records": records[:MAX_RECORDS], "error": "; ".join(errors) or None,
             "boot": boot}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import io
 import os
 
 TYPE_CHECKING = False   # typing's own, without its import: see runner.py
@@ -173,6 +174,36 @@ def read_text(path: str, limit: int = 1 << 20) -> Optional[str]:
             return escaped(handle.read(limit))
     except OSError:
         return None
+
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def open_regular(path: str) -> io.BufferedReader:
+    """A regular file opened to read; a FIFO, a device or a folder is refused (OSError)
+    before it is read: opened without blocking, so a FIFO nobody writes to cannot hang it."""
+    import errno
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file")
+    return os.fdopen(fd, "rb")
+
+
+def read_unpacked(handle: io.BufferedReader, limit: int) -> bytes:
+    """What an open file holds, unpacked where it is gzip (told by its first bytes, peeked at,
+    so a pipe is read too), at most `limit + 1` bytes: one more than `limit` says there was
+    more. Unpacked as a stream that stops there, so a few MB that unpack to gigabytes cost
+    `limit` bytes of memory and the time to unpack those.
+    OSError, EOFError or zlib.error when the file or its gzip stream is unreadable."""
+    import gzip  # on use: a capture reads no packed file
+
+    if handle.peek(2)[:2] == GZIP_MAGIC:
+        with gzip.GzipFile(fileobj=handle, mode="rb") as unpacked:
+            return unpacked.read(limit + 1)
+    return handle.read(limit + 1)
 
 
 def read_first_line(path: str) -> Optional[str]:

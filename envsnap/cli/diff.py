@@ -121,8 +121,10 @@ def limited_members(sources: list[str], limit: str, inventory_path: str | None) 
     kept, unmatched = limit_hosts(members, load_inventory(inventory_path), limit)
     if not kept:
         raise no_host_left(limit, unmatched)
-    for pattern in unmatched:
-        sys.stderr.write(f"warning: --limit: no member matches {pattern!r}, ignoring it\n")
+    from envsnap.hosts.patterns import unmatched_said
+
+    for said in unmatched_said(unmatched):
+        sys.stderr.write(f"warning: --limit: no member matches {said}, ignoring it\n")
     names = {host.name for host in kept}
     return [source for source in sources if Path(source).stem in names]
 

@@ -230,8 +230,10 @@ def selected_hosts(args: argparse.Namespace, patterns: list[str], overrides: Var
     hosts, unmatched = limit_hosts(hosts, inventory, args.limit)
     if not hosts:
         raise no_host_left(args.limit, unmatched)
-    for pattern in unmatched:
-        sys.stderr.write(f"warning: --limit: no host matches {pattern!r}, ignoring it\n")
+    from envsnap.hosts.patterns import unmatched_said
+
+    for said in unmatched_said(unmatched):
+        sys.stderr.write(f"warning: --limit: no host matches {said}, ignoring it\n")
     return hosts
 
 

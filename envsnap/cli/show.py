@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from envsnap.cli.options import add_store_option, examples, exit_codes
 from envsnap.cli.output import columns
 from envsnap.errors import ExitCode, UsageError
-from envsnap.text import UNSAFE, dump_json
+from envsnap.text import dump_json
 
 if TYPE_CHECKING:   # loaded when the command runs, not for the parser
     from envsnap.cli.options import Commands
@@ -77,7 +77,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from envsnap.snapshot.store import Store, dump_yaml
+    from envsnap.snapshot.store import Store, visible_yaml
 
     store = Store(args.store)
     if is_saved_timeline(store, args.label):
@@ -86,10 +86,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(dump_json(document))
     elif args.yaml:
-        text = dump_yaml(document)
-        # YAML writes a bidi or zero-width character as it is: escaped by YAML itself, the
-        # text stays the same document when read back (the output layer would change it).
-        sys.stdout.write(dump_yaml(document, ascii_only=True) if UNSAFE.search(text) else text)
+        sys.stdout.write(visible_yaml(document))
     else:
         path = str(store.resolve(args.label))
         sys.stdout.write("".join(line + "\n" for line in

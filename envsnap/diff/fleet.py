@@ -8,6 +8,8 @@ Sections whose digests and values agree on every host are skipped without being 
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +31,7 @@ from envsnap.diff.keys import (
 )
 from envsnap.diff.partial import IMPORT_ONLY, Uncompared, by_index, fleet_uncompared, known_of
 from envsnap.diff.patch_summary import summarise_tree
-from envsnap.errors import EnvsnapError, UsageError
+from envsnap.errors import EnvsnapError, SnapshotError, UsageError
 from envsnap.snapshot.document import (
     collector_error,
     env,
@@ -168,14 +170,36 @@ class Members:
 
 
 def load_members(store: Store, sources: list[str]) -> Members:
+    """Each member loaded, or its refusal kept: one that is no regular file (a FIFO, a
+    folder, a device, all of which a folder's listing can hold) is refused unopened, since
+    opening a FIFO waits for a writer that may never come."""
     members = Members([], [], [])
-    for source, loaded in zip(sources, store.load_each(sources)):
+    odd = {source: why for source in sources if (why := not_a_file(source)) is not None}
+    for source in odd:
+        members.refused.append((source, odd[source]))
+    regular = [source for source in sources if source not in odd]
+    for source, loaded in zip(regular, store.load_each(regular)):
         if isinstance(loaded, EnvsnapError):
             members.refused.append((source, loaded))
         else:
             members.documents.append(loaded)
             members.sources.append(source)
     return members
+
+
+FILE_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a folder"),
+              (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"))
+
+
+def not_a_file(source: str) -> SnapshotError | None:
+    """Why a member that exists as a path is not read: it is no regular file; None for a
+    regular file, and for a label (no such path), which the store resolves."""
+    try:
+        mode = os.stat(source).st_mode
+    except OSError:
+        return None
+    kind = next((name for test, name in FILE_KINDS if test(mode)), None)
+    return None if kind is None else SnapshotError(f"{source}: {kind}, not a snapshot file")
 
 
 def fleet_of(members: Members, sections: tuple[str, ...] = ()) -> FleetReport:

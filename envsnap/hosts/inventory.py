@@ -32,6 +32,7 @@ from envsnap.text import did_you_mean
 
 if TYPE_CHECKING:
     from envsnap.hosts.inventory_ansible import InventoryJson
+    from envsnap.hosts.patterns import Pattern
 
 LOCAL = "local"
 HOST_SPEC = re.compile(r"^(?:(?P<user>[^@\s]+)@)?"
@@ -311,6 +312,7 @@ def optional_text(value: object) -> str | None:
 
 
 VAULT_HEADER = b"$ANSIBLE_VAULT;"
+MAX_INVENTORY_BYTES = 64 << 20    # an inventory of thousands of hosts is a few MB
 # What makes ansible-inventory decrypt a vault without a flag, as it does for `ansible`.
 VAULT_ENV = ("ANSIBLE_VAULT_PASSWORD_FILE", "ANSIBLE_VAULT_IDENTITY_LIST")
 YAML_SUFFIXES = ("", ".yaml", ".yml", ".json")   # Ansible's yaml plugin's default extensions
@@ -331,9 +333,12 @@ def load_inventory(path: str | None, vault_args: Sequence[str] = ()) -> Inventor
 
     source = Path(path)
     try:
-        head = b"" if source.is_dir() else source.read_bytes()
+        head = b"" if source.is_dir() else read_at_most(source, MAX_INVENTORY_BYTES)
     except OSError as exc:
         raise UsageError(f"cannot read inventory {path}: {exc.strerror}") from None
+    if len(head) > MAX_INVENTORY_BYTES:
+        raise UsageError(f"cannot read inventory {path}: over {MAX_INVENTORY_BYTES >> 20} MiB"
+                         ": not an inventory")
     if inventory_ansible.needs_ansible(source, head[:2048]):
         return through_ansible(path, vault_args)
     if head.lstrip().startswith(VAULT_HEADER):
@@ -347,6 +352,12 @@ def load_inventory(path: str | None, vault_args: Sequence[str] = ()) -> Inventor
         # ansible-inventory has applied the host_vars/ and group_vars/ it found already
         return Inventory.of_graph(inventory_ansible.json_graph(found, path), path, None)
     return through_file_plugins(source, text, vault_args)
+
+
+def read_at_most(source: Path, limit: int) -> bytes:
+    """`limit + 1` bytes at most: a file (or a device, `/dev/zero`) cannot fill the memory."""
+    with source.open("rb") as handle:
+        return handle.read(limit + 1)
 
 
 def through_file_plugins(source: Path, text: str, vault_args: Sequence[str]) -> Inventory:
@@ -450,8 +461,8 @@ def resolve_hosts(patterns: list[str], inventory: Inventory,
     return list(hosts.values())
 
 
-def limit_hosts(hosts: list[Host], inventory: Inventory, limit: str) -> tuple[list[Host],
-                                                                           list[str]]:
+def limit_hosts(hosts: list[Host], inventory: Inventory,
+                limit: str) -> tuple[list[Host], list[Pattern]]:
     """The hosts a --limit keeps, in their order, and its patterns that matched no host.
     Patterns see the inventory as Ansible does, and hosts named on the command line that it
     does not hold as `ungrouped` ones."""
@@ -466,9 +477,13 @@ def limit_hosts(hosts: list[Host], inventory: Inventory, limit: str) -> tuple[li
     return [host for host in hosts if host.name in kept], selection.unmatched
 
 
-def no_host_left(limit: str, unmatched: list[str]) -> UsageError:
-    """As Ansible: a limit that leaves no host to act on is an error."""
-    matched = f" (no host matches {', '.join(unmatched)})" if unmatched else ""
+def no_host_left(limit: str, unmatched: list[Pattern]) -> UsageError:
+    """As Ansible: a limit that leaves no host to act on is an error. A typed pattern is
+    named as typed; those of an @FILE by counts and a line (patterns.unmatched_said)."""
+    from envsnap.hosts.patterns import unmatched_said
+
+    said = ", ".join(unmatched_said(unmatched, quoted=False))
+    matched = f" (no host matches {said})" if unmatched else ""
     return UsageError(f"--limit {limit!r} leaves no host to act on{matched}")
 
 

@@ -160,7 +160,7 @@ def folder_files(folder: Path) -> list[Path]:
 
 def read_vars_file(path: Path) -> Vars:
     try:
-        document = ansible_yaml(path.read_text(encoding="utf-8"))
+        document = ansible_yaml(yamlread.read_text(path))
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
     except UnicodeDecodeError:
@@ -231,6 +231,9 @@ def run_ansible_inventory(source: str, vault_args: Sequence[str] = ()) -> Invent
         document = yamlread.as_mapping(ansible_json(done.stdout))
     except ValueError:
         raise UsageError(f"{source}: {ANSIBLE_INVENTORY} printed no JSON") from None
+    except RecursionError:
+        raise UsageError(f"{source}: {ANSIBLE_INVENTORY} printed JSON "
+                         f"{yamlread.NESTED_TOO_DEEPLY}") from None
     if document is None:
         raise UsageError(f"{source}: {ANSIBLE_INVENTORY} printed no inventory")
     return document

@@ -24,6 +24,7 @@ from envsnap.errors import UsageError
 from envsnap.hosts.inventory_graph import InventoryGraph, Vars, expand_range, is_ip_address
 from envsnap.hosts.inventory_ini import host_and_port
 from envsnap.shape import is_object
+from envsnap.yamlread import NESTED_TOO_DEEPLY
 
 SUFFIX = ".toml"
 
@@ -34,6 +35,8 @@ def parse_toml(text: str, source: str) -> InventoryGraph:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{source}: not valid TOML ({exc})") from None
+    except RecursionError:   # `x = [[[[...]]]]` some hundreds deep: tomllib recurses
+        raise UsageError(f"{source}: not valid TOML ({NESTED_TOO_DEEPLY})") from None
     if not document:
         raise UsageError(f"{source}: an empty TOML file is no inventory")
     if "plugin" in document:

@@ -17,7 +17,9 @@ The same rules as Ansible's inventory manager, so a `--limit` selects what
   what the pattern matched: `node[01:04]` is the hosts 1 to 4 of `node`, not a name range.
 
 A pattern that matches nothing is reported (Ansible warns and goes on); a selection with no
-host left is a usage error, as it is to Ansible.
+host left is a usage error, as it is to Ansible. A pattern read from an @FILE is named in
+messages by its line alone, never by its text: the file may be anything given by mistake
+(`@/proc/self/environ` holds tokens), so what is said of it is counts and a line number.
 """
 from __future__ import annotations
 
@@ -52,9 +54,43 @@ class Hosts:
 
 
 @dataclass(frozen=True)
+class Pattern:
+    """One pattern of a --limit: as typed, or read from line `line` of the @FILE `file`,
+    which holds `of` patterns."""
+
+    text: str
+    file: str | None = None
+    line: int = 0
+    of: int = 0
+
+    @property
+    def shown(self) -> str:
+        """How an error names it: its text when typed, its place when read from a file."""
+        return f"pattern {self.text!r}" if self.file is None else \
+            f"the pattern at line {self.line} of @{self.file}"
+
+
+@dataclass(frozen=True)
 class Selection:
     hosts: list[str]
-    unmatched: list[str]      # patterns that matched no host (Ansible warns of each)
+    unmatched: list[Pattern]      # patterns that matched no host (Ansible warns of each)
+
+
+def unmatched_said(unmatched: Sequence[Pattern], quoted: bool = True) -> list[str]:
+    """The patterns that matched no host, as messages name them: each typed one by its text
+    (`quoted` as Python writes a string, or bare), each @FILE by counts and the first such
+    line (`2 of the 5 patterns of @F, the first at line 3`)."""
+    said: list[str] = []
+    files: dict[str, list[Pattern]] = {}
+    for pattern in unmatched:
+        if pattern.file is None:
+            said.append(repr(pattern.text) if quoted else pattern.text)
+        else:
+            files.setdefault(pattern.file, []).append(pattern)
+    for file, missed in files.items():
+        said.append(f"{len(missed)} of the {missed[0].of} patterns of @{file}, the first at "
+                    f"line {min(pattern.line for pattern in missed)}")
+    return said
 
 
 def split_patterns(text: str) -> list[str]:
@@ -75,18 +111,19 @@ def is_ipv6(text: str) -> bool:
         return False
 
 
-def limit_patterns(text: str) -> list[str]:
+def limit_patterns(text: str) -> list[Pattern]:
     """The patterns of a --limit, with each `@FILE` replaced by the lines of FILE."""
-    found: list[str] = []
+    found: list[Pattern] = []
     for pattern in split_patterns(text):
-        found += file_patterns(pattern[1:]) if pattern.startswith("@") else [pattern]
+        found += file_patterns(pattern[1:]) if pattern.startswith("@") else [Pattern(pattern)]
     return found
 
 
-def file_patterns(path: str) -> list[str]:
+def file_patterns(path: str) -> list[Pattern]:
     file = Path(path)
     if not file.is_file():
-        raise UsageError(f"--limit @{path}: no such file (a limit starting with '@' is a file "
+        why = "not a regular file" if file.exists() else "no such file"
+        raise UsageError(f"--limit @{path}: {why} (a limit starting with '@' is a file "
                          "of host names, one a line)")
     try:
         with file.open("rb") as handle:
@@ -96,25 +133,26 @@ def file_patterns(path: str) -> list[str]:
     if len(data) > MAX_LIMIT_FILE_BYTES:
         raise UsageError(f"--limit @{path}: over {MAX_LIMIT_FILE_BYTES >> 20} MiB: not a "
                          "file of host names")
-    return [line.strip() for line in data.decode("utf-8", "replace").splitlines()
-            if line.strip()]
+    lines = [(number, line.strip()) for number, line in
+             enumerate(data.decode("utf-8", "replace").splitlines(), 1) if line.strip()]
+    return [Pattern(text, path, number, len(lines)) for number, text in lines]
 
 
-def select(patterns: Sequence[str], hosts: Hosts) -> Selection:
+def select(patterns: Sequence[Pattern], hosts: Hosts) -> Selection:
     """The hosts the patterns select, in Ansible's order, and the patterns that matched none."""
-    plain = [p for p in patterns if p[0] not in "&!"]
-    ordered = (plain or [ALL]) + [p for p in patterns if p[0] == "&"] + \
-        [p for p in patterns if p[0] == "!"]
+    plain = [p for p in patterns if p.text[0] not in "&!"]
+    ordered = (plain or [Pattern(ALL)]) + [p for p in patterns if p.text[0] == "&"] + \
+        [p for p in patterns if p.text[0] == "!"]
     known = set(hosts.names)
     chosen: list[str] = []
-    unmatched: list[str] = []
+    unmatched: list[Pattern] = []
     for pattern in ordered:
-        bare = pattern.lstrip("&!")
-        found = [bare] if bare in known else match_one(bare, hosts)
+        bare = pattern.text.lstrip("&!")
+        found = [bare] if bare in known else match_one(bare, hosts, pattern.shown)
         if not found and bare != ALL:
             unmatched.append(pattern)
-        if pattern[0] in "&!":
-            keep = pattern[0] == "&"
+        if pattern.text[0] in "&!":
+            keep = pattern.text[0] == "&"
             matched = set(found)
             chosen = [name for name in chosen if (name in matched) == keep]
         else:
@@ -133,9 +171,10 @@ def with_new(names: list[str], more: Sequence[str]) -> list[str]:
     return names + added
 
 
-def match_one(pattern: str, hosts: Hosts) -> list[str]:
+def match_one(pattern: str, hosts: Hosts, shown: str) -> list[str]:
+    """The hosts one pattern matches; `shown`: how an error names it (Pattern.shown)."""
     base, pick = split_subscript(pattern)
-    return pick_hosts(enumerate_matches(base, hosts), pick, pattern)
+    return pick_hosts(enumerate_matches(base, hosts, shown), pick, shown)
 
 
 def split_subscript(pattern: str) -> tuple[str, tuple[int, int | None] | None]:
@@ -150,7 +189,7 @@ def split_subscript(pattern: str) -> tuple[str, tuple[int, int | None] | None]:
 
 
 def pick_hosts(found: list[str], pick: tuple[int, int | None] | None,
-               pattern: str) -> list[str]:
+               shown: str) -> list[str]:
     if not found or pick is None:
         return found
     start, end = pick
@@ -158,15 +197,15 @@ def pick_hosts(found: list[str], pick: tuple[int, int | None] | None,
         try:
             return [found[start]]
         except IndexError:
-            raise UsageError(f"--limit: no host at position {start} of {pattern!r} (it "
+            raise UsageError(f"--limit: no host at position {start} of {shown} (it "
                              f"matches {len(found)})") from None
     return found[start:(len(found) - 1 if end == -1 else end) + 1]
 
 
-def enumerate_matches(pattern: str, hosts: Hosts) -> list[str]:
+def enumerate_matches(pattern: str, hosts: Hosts, shown: str) -> list[str]:
     """Every host of each group the pattern names; hosts by name when it names no group, or
     when it is a glob or regex (which may name both)."""
-    matches = matcher(pattern)
+    matches = matcher(pattern, shown)
     found: list[str] = []
     groups = [group for group in hosts.groups if matches(group)]
     for group in groups:
@@ -176,15 +215,15 @@ def enumerate_matches(pattern: str, hosts: Hosts) -> list[str]:
     return found
 
 
-def matcher(pattern: str) -> Callable[[str], object]:
+def matcher(pattern: str, shown: str) -> Callable[[str], object]:
     """A glob matched whole, or after `~` a regex matched from the name's start (one that
     could backtrack catastrophically is refused, as every pattern envsnap takes)."""
     expression = pattern[1:] if pattern.startswith("~") else fnmatch.translate(pattern)
     why = regex_problem(expression) if pattern.startswith("~") else None
     if why is not None:
-        raise UsageError(f"--limit: pattern {pattern!r} refused: {why} "
+        raise UsageError(f"--limit: {shown} refused: {why} "
                          "(see docs/guide/capture.md#patterns)")
     try:
         return re.compile(expression).match
     except re.error as exc:
-        raise UsageError(f"--limit: {pattern!r} is not a valid pattern ({exc})") from None
+        raise UsageError(f"--limit: {shown} is not valid ({exc})") from None

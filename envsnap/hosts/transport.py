@@ -18,6 +18,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import shlex
 import subprocess
 import threading
 import time
@@ -172,7 +173,7 @@ def unknown_key_text(known_as: str, key_type: str, key: bytes) -> str:
 
     fingerprint = base64.b64encode(hashlib.sha256(key).digest()).decode().rstrip("=")
     address, _, port = known_as.removeprefix("[").partition("]:")
-    scan = f"ssh-keyscan -t {key_type} {'-p ' + port + ' ' if port else ''}{address}"
+    scan = shlex.join(["ssh-keyscan", "-t", key_type, *(["-p", port] if port else []), address])
     return (f"unknown host key {key_type} SHA256:{fingerprint} of {known_as}; if that is the "
             f"host's key (ssh-keygen -lf /etc/ssh/ssh_host_*_key.pub on it), record it with "
             f"`{scan} >> ~/.ssh/known_hosts`, or pass --accept-new-host-keys")
@@ -353,7 +354,7 @@ class SSHTransport(ClosedOnExit):
             if isinstance(connection.gateway, str) and proxy_ended(exc):
                 raise HostError(f"{name}: unreachable: its ProxyCommand ended before SSH began "
                                 f"(it checks its bastion's host key itself; run "
-                                f"`{connection.gateway}` to see why)") from None
+                                f"`{shown_command(connection.gateway)}` to see why)") from None
             raise HostError(describe_connect_error(name, where(connection), exc)) from None
         # A benchmark can run silently for many minutes; keepalives stop NAT boxes and
         # firewalls from dropping the idle connection under it.
@@ -533,6 +534,19 @@ def proxy_ended(exc: Exception) -> bool:
 
     return isinstance(exc, paramiko.ProxyCommandFailure) or (
         isinstance(exc, paramiko.SSHException) and bool(HANDSHAKE_LOST.search(str(exc))))
+
+
+def shown_command(command: str) -> str:
+    """A ProxyCommand as paramiko runs it (its words as shlex splits them, no shell), for a
+    person to run: each word quoted as a shell word, since the inventory's values (%r: the
+    user) can hold `;`, and passwords (`sshpass -p ...`) masked by the secret detector."""
+    from envsnap.agent.redact import redact_text
+
+    try:
+        words = shlex.split(command)
+    except ValueError:   # no words paramiko could run either: the text, as one word
+        words = [command]
+    return redact_text(shlex.join(words))
 
 
 def expand_tokens(command: str, connection: Connection) -> str:

@@ -12,9 +12,9 @@ which collections were given whole (`complete`), so a diff can tell "unknown" fr
 capture's are, so equal secrets still compare equal."""
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, cast
 from envsnap import __version__
 from envsnap.agent import redact
 from envsnap.agent.sections import SECTIONS
+from envsnap.agent.util import GZIP_MAGIC, read_unpacked
 from envsnap.errors import SnapshotError, UsageError
 from envsnap.imports import collect_env, conda, pip, sglang, smi, vllm
 from envsnap.imports.reading import Reading, Unreadable, merge
@@ -78,17 +79,20 @@ def reader_for(text: str, source: str) -> Reader:
 
 
 def read_source(path: str) -> Source:
+    """A pasted file's text, unpacked where it is gzip: read and unpacked only up to the cap,
+    so a small .gz that unpacks to gigabytes is refused at MAX_BYTES, in the time and memory
+    that many bytes take."""
     try:
-        data = Path(path).read_bytes()[:MAX_BYTES + 1]
+        with open(path, "rb") as handle:   # a pipe too: `import <(nvidia-smi -q)`
+            packed = handle.peek(2)[:2] == GZIP_MAGIC
+            data = read_unpacked(handle, MAX_BYTES)
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
-    if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError):
-            raise Unreadable(path, 1, "a truncated or corrupt gzip file") from None
+    except (EOFError, zlib.error):
+        raise Unreadable(path, 1, "a truncated or corrupt gzip file") from None
     if len(data) > MAX_BYTES:
-        raise UsageError(f"{path}: over {MAX_BYTES >> 20} MiB: not a pasted output")
+        raise UsageError(f"{path}: over {MAX_BYTES >> 20} MiB"
+                         f"{' unpacked' if packed else ''}: not a pasted output")
     return Source(path, data.decode("utf-8", "replace"))
 
 
@@ -227,7 +231,7 @@ def pasted_snapshot(path: str, captured_at: str) -> Snapshot | None:
             head = stream.read(HEAD_BYTES)
     except OSError:
         return None
-    if head[:2] != b"\x1f\x8b" and kind_of(head.decode("utf-8", "replace")) is None:
+    if head[:2] != GZIP_MAGIC and kind_of(head.decode("utf-8", "replace")) is None:
         return None
     source = read_source(path)
     return imported_snapshot([source], label=path, host="imported", captured_at=captured_at)

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from envsnap.imports.collect_env import canonical, package_facts
 from envsnap.imports.reading import Reading, Unreadable, merge, quoted
 from envsnap.shape import is_object
+from envsnap.yamlread import NESTED_TOO_DEEPLY
 
 if TYPE_CHECKING:
     from envsnap.snapshot.records import Facts, Interpreter, Kernel
@@ -154,6 +155,8 @@ def load_json(text: str, source: str) -> Any:
         line = getattr(bad, "lineno", 1)
         raise Unreadable(source, line, f"cannot read it as JSON ({getattr(bad, 'msg', bad)}):"
                          " malformed or truncated") from None
+    except RecursionError:   # `[[[[...]]]]` some thousands deep: json.loads recurses
+        raise Unreadable(source, 1, f"cannot read it as JSON ({NESTED_TOO_DEEPLY})") from None
 
 
 def json_object(value: object) -> Mapping[str, object]:

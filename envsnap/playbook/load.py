@@ -152,9 +152,11 @@ class Playbook:
 def load(path: str | Path) -> Playbook:
     source = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = yamlread.read_text(path)
     except OSError as exc:
         raise UsageError(f"cannot read playbook {source}: {exc.strerror}") from None
+    except YamlError as exc:
+        raise PlaybookError(f"{source}: not a playbook: {exc.reason}") from None
     except UnicodeDecodeError as exc:
         raise PlaybookError(f"{source}: not a playbook: not UTF-8 text (byte {exc.start})") \
             from None
@@ -328,9 +330,11 @@ def parse_extra_vars(values: list[str]) -> Variables:
 def parse_extra_var(value: str) -> Variables:
     if value.startswith("@"):
         try:
-            text = Path(value[1:]).read_text(encoding="utf-8")
+            text = yamlread.read_text(value[1:])
         except OSError as exc:
             raise UsageError(f"-e {value}: {exc.strerror}") from None
+        except YamlError as exc:
+            raise UsageError(f"-e {value}: {exc.reason}") from None
         except UnicodeDecodeError:
             raise UsageError(f"-e {value}: not UTF-8 text") from None
         return mapping_of(text, value)

@@ -31,7 +31,7 @@ from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.document import problems
 from envsnap.snapshot.mask import Masker
 from envsnap.snapshot.store import atomic_write, holds_snapshot
-from envsnap.text import dump_json, plural
+from envsnap.text import dump_json, plural, visible
 
 if TYPE_CHECKING:
     from envsnap.snapshot.records import Bench, Snapshot, Telemetry
@@ -196,11 +196,14 @@ def as_json(report: Report) -> str:
 
 
 def save_text(path: str | Path, text: str) -> Path:
+    """A report written for people (`-o`), with its control characters escaped as stdout
+    escapes them (text.visible): a file is read in a terminal (`cat`) or an editor too, where
+    ESC, a bidi override or an 8-bit CSI from a paste or a commit subject would act."""
     target = Path(path)
     if holds_snapshot(target):   # a report written over a snapshot would lose it for good
         raise UsageError(f"{target} holds a snapshot: write the report elsewhere")
     try:
-        atomic_write(target, text)
+        atomic_write(target, visible(text))
     except OSError as exc:
         raise StoreError(f"cannot write {target}: {exc.strerror or exc}") from None
     return target

@@ -27,8 +27,8 @@ from envsnap.report.charts import Chart, svg_file
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.mask import Masker, masked_document
 from envsnap.snapshot.provenance import unsigned
-from envsnap.snapshot.store import atomic_write, dump_yaml, label_from_name
-from envsnap.text import dump_json
+from envsnap.snapshot.store import atomic_write, label_from_name, visible_yaml
+from envsnap.text import dump_json, visible
 
 if TYPE_CHECKING:
     from envsnap.snapshot.records import Snapshot
@@ -44,14 +44,15 @@ def members(label: str, documents: list[Snapshot], rendered: dict[str, str],
             masker: Masker, charts: Sequence[Chart] = ()) -> list[Member]:
     """rendered: {"md": text, "html": text}; documents: the subject first, then --vs."""
     root = f"envsnap-report-{label_from_name(label)}"
-    found = [Member(f"{root}/report.{form}", text.encode("utf-8"))
+    # for people, as `report -o` writes it: control characters escaped (build.save_text)
+    found = [Member(f"{root}/report.{form}", visible(text).encode("utf-8"))
              for form, text in sorted(rendered.items(), key=lambda item: item[0] != "md")]
     # Unsigned: a bundle is handed on, so whoever unpacks it (its maker too) holds a foreign
     # snapshot that restore shows whole before it acts on it (snapshot/provenance.py).
     shown = [masked_document(document, masker) for document in documents]
     names = unique_names(shown)
     found += [Member(f"{root}/snapshots/{name}.yaml",
-                     dump_yaml(unsigned(document)).encode("utf-8"))
+                     visible_yaml(unsigned(document)).encode("utf-8"))
               for name, document in zip(names, shown)]
     records = [(name, snapshot.bench(document)) for name, document in zip(names, shown)]
     found += [Member(f"{root}/bench/{name}.json", json_bytes(record))

@@ -23,7 +23,7 @@ from envsnap.errors import EnvsnapError, SnapshotError, StoreError, UsageError, 
 from envsnap.snapshot.document import captured_at, host, hostname, set_signature, validate
 from envsnap.snapshot.document import label as recorded_label
 from envsnap.snapshot.spec import is_object
-from envsnap.text import did_you_mean
+from envsnap.text import UNSAFE, did_you_mean
 
 if TYPE_CHECKING:
     from envsnap.snapshot.records import Snapshot
@@ -78,6 +78,16 @@ def dump_yaml(document: Mapping[str, Any], ascii_only: bool = False) -> str:
     document, for a terminal (show --yaml of one that holds a bidi or zero-width character)."""
     return yaml.dump(document, Dumper=_BlockDumper, sort_keys=True, allow_unicode=not ascii_only,
                      default_flow_style=False, width=100)
+
+
+def visible_yaml(document: Mapping[str, object]) -> str:
+    """The YAML of a document a person will read (`show --yaml`, a bundle's snapshots). YAML
+    writes a bidi or zero-width character as it is: where the document holds a character
+    a terminal or editor would act on, every character beyond ASCII is YAML's own escape
+    instead, so the text stays the same document when read back (text.visible would
+    change it)."""
+    text = dump_yaml(document)
+    return dump_yaml(document, ascii_only=True) if UNSAFE.search(text) else text
 
 
 @contextmanager
