@@ -2,7 +2,7 @@
 
 Run on the GPU host with torch, from the repository root:
     python3 tests/data/record_explain_story.py OUT_DIR
-It writes OUT_DIR/explain-story.tar.gz holding h200-explain/ (its content is tests/data/h200/explain/):
+It writes OUT_DIR/explain-story.tar.gz holding h200-explain/ (kept as tests/data/h200/explain/):
 1. An upstream repository and a clone of it, `work`, at the good commit: bench.py imports
    the model module from the checkout (so python writes `__pycache__/` there: no
    .gitignore, bytecode writing left on, as every user has it) and writes results.json
