@@ -47,7 +47,8 @@ from envsnap.hosts.inventory import Host
 from envsnap.hosts.payload import AgentOutput, BenchConfig, ServeConfig
 from envsnap.hosts.transport import Transport
 from envsnap.snapshot import document as snapshot
-from envsnap.snapshot.store import SUFFIX, Store, atomic_write, dump_yaml
+from envsnap.snapshot.entries import write_entry
+from envsnap.snapshot.store import SUFFIX, Store, dump_yaml
 from envsnap.text import duration, now_utc, plural, timestamp
 
 if TYPE_CHECKING:
@@ -399,10 +400,10 @@ def keep_unsaved(document: Snapshot, label: str, fallbacks: Sequence[Path],
             folder.mkdir(parents=True, exist_ok=True)
             path = folder / f"{name}{SUFFIX}"
             number = 1
-            while path.exists():
+            while os.path.lexists(path):   # a link there is never replaced either
                 number += 1
                 path = folder / f"{name}-{number}{SUFFIX}"
-            atomic_write(path, text)
+            write_entry(path, text)
             return path
         except OSError as exc:
             tried.append(f"{folder}: {exc.strerror}")

@@ -9,12 +9,14 @@ goes on (its answer is printed all the same).
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Callable, Optional, TypeVar, Union
+
+from envsnap.errors import StoreError
+from envsnap.snapshot.entries import append_entry, create_entry
 
 FOLDER = "journals"
 
@@ -47,10 +49,12 @@ class Journal:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 # a new file of this user's alone, never one that is there (nor a link)
-                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+                create_entry(self.path)
                 self.started = True
             except OSError as exc:
                 self.why_not, self.path = f"{self.path}: {exc.strerror or exc}", None
+            except StoreError as exc:   # it names the path
+                self.why_not, self.path = str(exc), None
             self.write("start", command=self.command, good=self.labels[0], bad=self.labels[1])
         return self.said
 
@@ -66,13 +70,12 @@ class Journal:
             return
         record = {"event": kind, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                   **fields}
-        try:
-            with open(self.path, "a", encoding="utf-8") as out:
-                out.write(json.dumps(record, sort_keys=True) + "\n")
-                out.flush()
-                os.fsync(out.fileno())
+        try:   # never through a link, never waiting on a FIFO put there meanwhile
+            append_entry(self.path, json.dumps(record, sort_keys=True) + "\n")
         except OSError as exc:   # the disk filled up: the run goes on, the journal stops
             self.why_not, self.path = f"{self.path}: {exc.strerror or exc}", None
+        except StoreError as exc:   # a link or a FIFO put in its place: the same
+            self.why_not, self.path = str(exc), None
 
     def recording(self, emit: Callable[[Event], None],
                   record: Callable[[Event], Record]) -> Callable[[Event], None]:

@@ -22,7 +22,7 @@ from envsnap.cli.options import (
 )
 from envsnap.cli.output import control
 from envsnap.defaults import DEFAULT_COLLECTOR_TIMEOUT, DEFAULT_FORKS
-from envsnap.errors import ExitCode
+from envsnap.errors import ExitCode, StoreError
 
 if TYPE_CHECKING:
     from envsnap.cli.options import Commands
@@ -154,9 +154,12 @@ def capture_hosts(args: argparse.Namespace, hosts: list[Host], options: CaptureO
         render_outcome(outcome, sys.stdout, sys.stderr)
     failed = [o for o in outcomes if not o.ok]
     if failed and len(outcomes) > 1:
-        retry_file = write_retry_file(store, outcomes)
-        again = f"; their names are in {retry_file} (--limit @{retry_file})" if retry_file \
-            else ""
+        try:
+            retry_file = write_retry_file(store, outcomes)
+            again = f"; their names are in {retry_file} (--limit @{retry_file})" \
+                if retry_file else ""
+        except StoreError as exc:   # the snapshots are saved: said on the same line
+            again = f"; no retry file: {exc}"
         sys.stderr.write(f"{len(failed)} of {len(outcomes)} hosts failed or partly "
                          f"failed{again}\n")
     if failed and all(outcome.exit_code == ExitCode.USAGE for outcome in failed):

@@ -87,9 +87,10 @@ def register(commands: Commands) -> None:
                      metavar="S",
                      help=f"kill a run after S seconds (default {DEFAULT_RUN_TIMEOUT:g})")
     exp.add_argument("--host-wide", action="store_true",
-                     help="may switch a sitecustomize that every python of the host loads "
-                          "(Debian's /usr/lib/python3.X one, which shadows a venv's own); "
-                          "default: only inside the python's venv")
+                     help="may switch a sitecustomize or .pth file that every python of "
+                          "the host loads (the system python's site-packages, Debian's "
+                          "/usr/lib/python3.X/sitecustomize.py); default: only inside the "
+                          "python's venv")
     exp.add_argument("--force-host", action="store_true",
                      help="run on a host other than GOOD's (default: refuse)")
     add_trust_foreign_option(exp, "put in place the patch, env and startup files of")

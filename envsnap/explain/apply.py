@@ -28,6 +28,13 @@ from envsnap.explain.differences import Differences
 from envsnap.hostops import site as sitecustomize
 from envsnap.hostops import treefile
 from envsnap.hostops.files import FileState
+from envsnap.hostops.hostwide import (
+    HostWideRefused,
+    host_wide_words,
+    pth_refusal,
+    startup_file,
+    startup_gate,
+)
 from envsnap.hostops.patch import Patch, apply, remove, upload
 from envsnap.hostops.pip import pin_packages
 from envsnap.hostops.shell import Shell
@@ -198,6 +205,7 @@ class StartupFiles:
                  host_wide: bool = False) -> None:
         self.shell, self.note, self.host_wide = shell, note, host_wide
         self.backup = treefile.backup_dir(f"explain-{uuid.uuid4().hex[:12]}")
+        self.site: treefile.SitePython | None = None   # the host's python, asked once
         self.found: dict[str, FileState] = {}       # path -> as explain found it
         self.now: dict[str, bytes | None] = {}      # path -> what it holds (None: no file)
         self.written: set[str] = set()              # the paths written (or removed)
@@ -205,8 +213,22 @@ class StartupFiles:
     def __enter__(self) -> StartupFiles:
         return self
 
+    def gate(self, path: str) -> str:
+        """The host-wide gate (hostops/hostwide.py) for one .pth: '' for the python's own,
+        the host-wide words for one every python of the host loads, as --host-wide asked;
+        HostWideRefused without it."""
+        if self.site is None:
+            self.site = treefile.site_python(self.shell)
+        found = startup_file(path, self.site.own_dirs, self.site.version)
+        startup_gate(found.own, self.host_wide, found.version, pth_refusal(path))
+        return "" if found.own else host_wide_words(found.version)
+
     def put(self, files: tuple[PthState, ...]) -> None:
         for wanted in files:
+            try:
+                self.gate(wanted.path)
+            except HostWideRefused as exc:
+                raise HostError(f"{self.shell.host.name}: {exc}") from None
             folder, name = posixpath.split(wanted.path)
             if wanted.path not in self.found:
                 found = self.read(folder, name)

@@ -108,6 +108,9 @@ class Differences:
     repos: list[RepoEnds] = field(default_factory=list)
     site: SiteEnds | None = None
     pth: dict[str, PthEnds] = field(default_factory=dict)   # by path
+    # startup files every python of the host loads, switched as --host-wide asked: path ->
+    # the words the plan says
+    host_wide: dict[str, str] = field(default_factory=dict)
     env_source: EnvSource = "shell"
     not_searched: list[str] = field(default_factory=list)   # differs, cannot be put back
 

@@ -35,6 +35,9 @@ def plan_lines(plan: Plan) -> list[str]:
         lines.append(f"  {index}. {item.describe()}")
         if item.kind == "pth":   # code every python start runs: seen before it is written
             lines += [f"       GOOD's: {line}" for line in found.pth[item.name].good or ()]
+        if item.kind in ("pth", "sitecustomize") and item.name in found.host_wide:
+            lines.append(f"       {found.host_wide[item.name]}: switched as --host-wide asked, "
+                         "put back at the end")
     lines += [f"  not searched: {line}" for line in found.not_searched]
     lines.append(f"at most {plan.worst_case} benchmark invocations of {plural(plan.repeat, 'run')}"
                  f" for one cause ({plan.worst_case_two} for two), more when the noise asks "

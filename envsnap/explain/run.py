@@ -52,6 +52,7 @@ from envsnap.hostops import hostrule
 from envsnap.hostops import site as sitecustomize
 from envsnap.hostops.gate import ForeignPlan, endpoint_plan, gate
 from envsnap.hostops.git import GitFailure, run
+from envsnap.hostops.hostwide import HostWideRefused
 from envsnap.hostops.locks import CheckoutLocks
 from envsnap.hostops.patch import Patch, check_on_commit
 from envsnap.hostops.shell import HostShell, Shell
@@ -267,7 +268,7 @@ class Explainer:
             left = f" ({'; '.join(found.not_searched)})" if found.not_searched else ""
             raise UsageError(f"nothing that explain can put back differs between "
                              f"{self.labels[0]!r} and {self.shell.host.name} now{left}")
-        self.check_site(found, options.host_wide)
+        self.check_startup(found, options.host_wide)
         n = len(found.items)
         plan = Plan(self.shell.host.name, self.labels, found, worst_case_invocations(n, 1),
                     worst_case_invocations(n, min(2, n)),
@@ -284,7 +285,8 @@ class Explainer:
                 for tree in trees:
                     stack.enter_context(tree)
                 site = stack.enter_context(SiteFile(self.shell, self.emit, options.host_wide))
-                pth = stack.enter_context(StartupFiles(self.shell, self.emit))
+                pth = stack.enter_context(StartupFiles(self.shell, self.emit,
+                                                        options.host_wide))
                 pins = stack.enter_context(PipPins(self.shell, installed(found), self.emit))
                 report.explanation = explain(
                     n, lambda applied: self.measure(found, trees, (site, pth, pins), applied),
@@ -376,7 +378,7 @@ class Explainer:
         self.emit(f"{ends.path}: bisect the {commits.commits} commits at GOOD's state")
         try:
             with SiteFile(self.shell, self.emit, host_wide) as site, \
-                    StartupFiles(self.shell, self.emit) as pth, \
+                    StartupFiles(self.shell, self.emit, host_wide) as pth, \
                     PipPins(self.shell, installed(found), self.emit) as pins:
                 put_python(good, site, pth, pins)
                 return locked_bisect(self.shell, tops[ends.path],
@@ -386,19 +388,31 @@ class Explainer:
             self.emit(f"{ends.path}: not bisected: {exc}")
             return None
 
-    def check_site(self, found: Differences, host_wide: bool) -> None:
-        """Before anything is asked or moved: sitecustomize, where it is a difference, can
-        be switched here (only inside the python's venv, unless --host-wide); else one line
-        that says why and what works."""
+    def check_startup(self, found: Differences, host_wide: bool) -> None:
+        """Before anything is asked or moved, the host-wide gate (hostops/hostwide.py):
+        sitecustomize and each .pth, where they are differences, can be switched here (only
+        inside the python's venv, unless --host-wide: then the plan says host-wide); else
+        one line that says why and what works."""
         self.host_wide = host_wide
+        pth = StartupFiles(self.shell, self.emit, host_wide)
+        try:
+            for path in found.pth:
+                words = pth.gate(path)
+                if words:
+                    found.host_wide[path] = words
+        except HostWideRefused as exc:
+            raise UsageError(f"{self.shell.host.name}: {exc}") from None
         if found.site is None:
             return
         try:
-            sitecustomize.write(self.shell, (found.site.good or "").encode(
+            site = sitecustomize.write(self.shell, (found.site.good or "").encode(
                 "utf-8", "surrogateescape"), found.site.path, None, dry=True,
                 host_wide=host_wide)
         except sitecustomize.SiteRefused as exc:
             raise UsageError(f"{self.shell.host.name}: {exc}") from None
+        words = pth.gate(site.path) if host_wide else ""
+        if words:
+            found.host_wide[found.site.path] = words
 
     def capture_now(self, paths: list[str], options: CaptureOptions) -> Snapshot:
         host: Host = with_vars(self.shell.host, {"repos": paths})

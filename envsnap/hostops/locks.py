@@ -212,8 +212,9 @@ class CheckoutLocks:
         return sorted(locks, key=lambda lock: lock.folder)
 
     def try_take(self, lock: Lock, me: LockHolder) -> bool:
+        # set -C: the owner file is made new (O_EXCL), never written through a link
         command = (f"mkdir -p \"$HOME\"/{LOCKS_DIR} && mkdir {lock.path} 2>/dev/null && "
-                   f"printf '%s\\n' {shlex.quote(me.text())} > {lock.path}/owner")
+                   f"(set -C; printf '%s\\n' {shlex.quote(me.text())} > {lock.path}/owner)")
         return self.transport.run(command, timeout=30).exit_code == 0
 
     def holder(self, lock: Lock) -> LockHolder | None:

@@ -15,10 +15,12 @@ replaces, or that nothing was there, is saved in `backup` so the rollback undoes
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from envsnap.hostops import treefile
 from envsnap.hostops.files import FileState
+from envsnap.hostops.hostwide import HostWideRefused, startup_gate
 from envsnap.hostops.shell import Shell
 
 NAME = "sitecustomize.py"
@@ -53,15 +55,17 @@ def destination(site: treefile.SitePython, recorded: str,
     if loaded and not site.sitecustomize_own and (site.shadows_own or not site.own_dirs):
         # Debian's stdlib one: it comes before the venv's site-packages, and shadows its file
         shown = linked(loaded, site.sitecustomize_real)
-        if host_wide:
-            return (posixpath.dirname(site.sitecustomize_real or loaded),
-                    f" ({site.host_wide_words}, as --host-wide asked)")
         if own_file(site, recorded):
-            raise SiteRefused(f"the venv's own {recorded} would be shadowed by {shown}: it "
-                              f"would never run; not written: {WAYS}; or --host-wide writes "
-                              f"{shown} ({site.host_wide_words})")
-        raise SiteRefused(f"sitecustomize: this python loads {shown} ({site.host_wide_words}): "
-                          f"not written: --host-wide writes it; or {WAYS}")
+            def refusal(words: str) -> str:
+                return (f"the venv's own {recorded} would be shadowed by {shown}: it would "
+                        f"never run; not written: {WAYS}; or --host-wide writes {shown} "
+                        f"({words})")
+        else:
+            def refusal(words: str) -> str:
+                return (f"sitecustomize: this python loads {shown} ({words}): not written: "
+                        f"--host-wide writes it; or {WAYS}")
+        note = gated(site, host_wide, refusal)
+        return posixpath.dirname(site.sitecustomize_real or loaded), note
     own = {posixpath.join(folder, NAME): folder for folder in site.own_dirs}
     wanted = posixpath.normpath(recorded) if recorded else ""
     if wanted in own:
@@ -72,14 +76,21 @@ def destination(site: treefile.SitePython, recorded: str,
             else site.own_dirs[0]
         return folder, (f" (the snapshot recorded {recorded}; this python loads "
                         f"{posixpath.join(folder, NAME)})")
-    if site.site_dirs and host_wide:
-        return site.site_dirs[0], f" ({site.host_wide_words}, as --host-wide asked)"
     if site.site_dirs:
-        raise SiteRefused(f"sitecustomize: {posixpath.join(site.site_dirs[0], NAME)} is not in "
-                          f"a venv ({site.host_wide_words}): not written: --host-wide writes "
-                          "it; or use a venv's python (--python)")
+        path = posixpath.join(site.site_dirs[0], NAME)
+        return site.site_dirs[0], gated(
+            site, host_wide, lambda words: f"sitecustomize: {path} is not in a venv ({words}): "
+            "not written: --host-wide writes it; or use a venv's python (--python)")
     raise SiteRefused("sitecustomize: this python reports no site-packages folder: not "
                       "written; restore it by hand")
+
+
+def gated(site: treefile.SitePython, host_wide: bool, refusal: Callable[[str], str]) -> str:
+    """The host-wide gate (hostwide.py) for a sitecustomize outside the python's venv."""
+    try:
+        return startup_gate(False, host_wide, site.version, refusal)
+    except HostWideRefused as exc:
+        raise SiteRefused(str(exc)) from None
 
 
 def own_file(site: treefile.SitePython, recorded: str) -> bool:

@@ -20,6 +20,7 @@ from typing import cast
 
 from envsnap.errors import HostError
 from envsnap.hostops.files import FileState
+from envsnap.hostops.hostwide import host_wide_words
 from envsnap.hostops.shell import Shell, last_line, quote_path, upload
 from envsnap.hostops.treefile_host import (
     Answer,
@@ -192,7 +193,7 @@ class SitePython:
 
     @property
     def host_wide_words(self) -> str:
-        return f"host-wide: loaded by every python{self.version} on this host"
+        return host_wide_words(self.version)
 
 
 def site_python(shell: Shell) -> SitePython:

@@ -22,7 +22,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from envsnap.errors import EnvsnapError, ExitCode, HostError, SnapshotError, UsageError
+from envsnap.errors import (
+    EnvsnapError,
+    ExitCode,
+    HostError,
+    SnapshotError,
+    StoreError,
+    UsageError,
+)
 from envsnap.hosts import payload
 from envsnap.hosts.agentconfig import CaptureOptions as CaptureOptions  # as ever, from here too
 from envsnap.hosts.agentconfig import agent_config as agent_config
@@ -33,6 +40,7 @@ from envsnap.hosts.payload import AgentConfig, AgentOutput, CollectConfig
 from envsnap.hosts.transport import Transport, collect_process, max_output_bytes
 from envsnap.shape import is_object
 from envsnap.snapshot import document as snapshot
+from envsnap.snapshot.entries import write_entry
 from envsnap.snapshot.mask import masking_key
 from envsnap.snapshot.spec import got
 from envsnap.snapshot.store import Store, label_from_name, validate_label
@@ -308,13 +316,17 @@ def retry_of(hosts: list[Host], store: Store, options: CaptureOptions) -> Retry:
 def write_retry_file(store: Store, outcomes: list[Outcome]) -> Path | None:
     """The failed hosts of a fleet, one name a line, beside its folder (STORE/LABEL.retry),
     for `--limit @STORE/LABEL.retry` as Ansible's retry files are; None when nothing failed
-    or the labels share no folder."""
+    or the labels share no folder. StoreError when it cannot be written (what stands there
+    is no regular file): the snapshots are saved all the same."""
     failed = [outcome.host.name for outcome in outcomes if not outcome.ok]
     folders = {outcome.label.split("/")[0] for outcome in outcomes if "/" in outcome.label}
     if not failed or len(folders) != 1 or any("/" not in o.label for o in outcomes):
         return None
     path = store.root / f"{folders.pop()}.retry"
-    path.write_text("".join(f"{name}\n" for name in failed))
+    try:   # never through a link to the user's files, never waiting on a FIFO
+        write_entry(path, "".join(f"{name}\n" for name in failed), mode=0o644)
+    except OSError as exc:
+        raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from None
     return path
 
 

@@ -31,6 +31,7 @@ from envsnap.errors import HostError
 from envsnap.hosts.inventory import Host
 from envsnap.hosts.jump import Jump, inventory_jump, proxy_jump_hops
 from envsnap.hosts.pipes import READ_CHUNK, read_to_end, spawn
+from envsnap.snapshot.entries import write_entry
 from envsnap.text import duration
 
 if TYPE_CHECKING:
@@ -130,9 +131,7 @@ class LocalTransport(ClosedOnExit):
     def put(self, data: bytes, path: str) -> None:
         target = Path.home() / path
         target.parent.mkdir(parents=True, exist_ok=True)
-        temporary = target.with_name(f"{target.name}.{os.urandom(16).hex()}.tmp")
-        temporary.write_bytes(data)
-        os.replace(temporary, target)
+        write_entry(target, data)   # envsnap's cache: never written through
 
     def close(self) -> None:
         pass

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Literal, TypedDict, get_args
 
 from envsnap.errors import StoreError, UsageError
 from envsnap.snapshot import document as snap
-from envsnap.snapshot.store import Store, atomic_write, label_from_name
+from envsnap.snapshot.entries import write_entry
+from envsnap.snapshot.store import Store, label_from_name
 from envsnap.text import dump_json
 
 if TYPE_CHECKING:
@@ -131,7 +132,7 @@ class JournalBook:
         path = self.path(journal)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(path, dump_json(asdict(journal)))
+            write_entry(path, dump_json(asdict(journal)))
         except OSError as exc:
             raise StoreError(f"cannot write restore journal {path}: {exc.strerror}") from None
 

@@ -9,7 +9,6 @@ import gc
 import json
 import os
 import re
-import stat
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,6 +21,7 @@ from envsnap.defaults import DEFAULT_STORE
 from envsnap.errors import EnvsnapError, SnapshotError, StoreError, UsageError, YamlError
 from envsnap.snapshot.document import captured_at, host, hostname, set_signature, validate
 from envsnap.snapshot.document import label as recorded_label
+from envsnap.snapshot.entries import check_entry, write_entry
 from envsnap.snapshot.spec import is_object
 from envsnap.text import UNSAFE, did_you_mean
 
@@ -174,10 +174,11 @@ def holds_snapshot(path: Path) -> bool:
 
 
 def atomic_write(path: Path, content: str | bytes, mode: int | None = None) -> None:
-    """Write beside the target then rename: a crash never leaves half a file (a new file is
-    0600 unless `mode` says otherwise). A target that exists and is no regular file (a
-    device, a FIFO, /dev/stdout) is written in place: a rename would put a file where the
-    device was."""
+    """A file the user named (`report -o`, `--plot`, a bundle), never a store entry (those go
+    through entries.write_entry). Write beside the target then rename: a crash never leaves
+    half a file (a new file is 0600 unless `mode` says otherwise). A target that exists and
+    is no regular file (a device, a FIFO, /dev/stdout) is written in place, as named: a
+    rename would put a file where the device was."""
     import tempfile  # on use: reading snapshots (`envsnap diff`) never writes one
 
     data = content.encode("utf-8") if isinstance(content, str) else content
@@ -234,25 +235,6 @@ def is_file(path: Path) -> bool:
         return path.is_file()
     except OSError as exc:
         raise StoreError(f"cannot read {path}: {exc.strerror}") from None
-
-
-def check_entry(path: Path) -> None:
-    """A store entry that exists is a regular file (or a link to one), else it is refused: a
-    FIFO would hang the reader, and a device or a link to one would be written through."""
-    try:
-        mode = path.stat().st_mode
-    except OSError:   # free (a dangling link too: a save replaces the link, not its target),
-        return        # or a folder on the way gone: the write that follows says so
-    if not stat.S_ISREG(mode):
-        raise StoreError(f"{path}: the store entry is not a regular file ({kind_of(mode)}), "
-                         "refused: move it away")
-
-
-def kind_of(mode: int) -> str:
-    kinds = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
-             (stat.S_ISDIR, "a folder"))
-    return next((name for test, name in kinds if test(mode)), "not a file")
 
 
 class Entry(NamedTuple):
@@ -323,7 +305,7 @@ class Store:
             probe = tempfile.NamedTemporaryFile(dir=self.root, prefix=".probe-")
             probe.close()
             if created and inside_git_checkout(self.root):
-                (self.root / ".gitignore").write_text(GITIGNORE)
+                write_entry(self.root / ".gitignore", GITIGNORE, mode=0o644)
         except OSError as exc:
             raise StoreError(f"store {self.where} is not writable: {exc.strerror}") from None
 
@@ -346,7 +328,7 @@ class Store:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             if replace:
-                atomic_write(path, dump_yaml(document))
+                write_entry(path, dump_yaml(document))
             elif not write_new(path, dump_yaml(document)):
                 raise StoreError(f"snapshot {label!r} was saved in {self.where} by another "
                                  "capture meanwhile; this one is not saved (give each task "

@@ -511,3 +511,74 @@ def test_a_single_cause_in_the_startup_lines_of_a_pth_file(request: pytest.Fixtu
     assert site_fingerprint(folder) == site_before and toy.fingerprint() == before
     backups = Path(cli.env["HOME"]) / ".cache" / "envsnap" / "restore-backup"
     assert not list(backups.glob("explain-*"))
+
+
+# Where the system python reads .pth files from that no venv of it does: what is written
+# there runs in every start of every python3.X of the host.
+SYSTEM_SITE = Path("/usr/lib/python3/dist-packages")
+
+
+def system_python_with_site() -> str:
+    """The host's own python3 whose site-packages hold SYSTEM_SITE, where this user may
+    write (root on a shared box); else the test is skipped with the reason."""
+    python = "/usr/bin/python3"
+    if not os.access(python, os.X_OK) or not os.access(SYSTEM_SITE, os.W_OK):
+        pytest.skip(f"needs /usr/bin/python3 and {SYSTEM_SITE} writable (root)")
+    folders = subprocess.run([python, "-c", "import site; print('\\n'.join(site."
+                              "getsitepackages()))"], capture_output=True, text=True,
+                             check=True).stdout.split()
+    if str(SYSTEM_SITE) not in folders:
+        pytest.skip(f"/usr/bin/python3 does not read {SYSTEM_SITE}")
+    return python
+
+
+@BOTH
+def test_a_host_wide_pth_is_switched_only_with_host_wide(request: pytest.FixtureRequest,
+                                                         over_ssh: bool, tmp_path: Path) -> None:
+    """A .pth in the system python's site-packages, which every python3.X of the host runs,
+    lost a startup line between GOOD and BAD. Without --host-wide explain stops before it
+    asks or moves anything, in one line (exit 2), the file untouched; with it, the plan says
+    host-wide under that difference, the trials switch the line, and the file is put back
+    byte for byte. The variable's name is this run's own: every python3 of the host runs
+    the line while the file is there. Over SSH the inventory names that python as the
+    host's."""
+    cli, host = where(request, over_ssh)
+    python = system_python_with_site()
+    tuned = f"TOY_TUNED_{os.urandom(6).hex().upper()}"
+    pth = SYSTEM_SITE / f"envsnap-test-{tuned.lower()}.pth"
+    try:
+        toy = Toy(tmp_path / "toy", python)
+        toy.repo.commit("Read the tuning", {"toy_speed.py": speed(f'env.get("{tuned}") != "1"')})
+        pth.write_text(f"import os; os.environ.setdefault('{tuned}', '1')\n")
+        toy.bench(cli, "good", {}, "--python", python)
+        pth.write_text("# tuning off\n")
+        toy.bench(cli, "bad", {}, "--python", python)
+        before = (toy.fingerprint(), pth.read_bytes(), pth.stat().st_mode)
+        extra: tuple[str, ...] = ()
+        if over_ssh:
+            inventory = tmp_path / "inventory.yml"
+            inventory.write_text(yaml.safe_dump({"all": {"hosts": {host: {"python": python}}}}))
+            extra = ("--inventory", str(inventory))
+        refused = explain(cli, toy, host, *extra)
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        version = ".".join(map(str, sys.version_info[:2])) if python == sys.executable else \
+            subprocess.run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+        assert refused.stderr == (
+            f"envsnap: error: {host}: {pth} is not in this python's venv (host-wide: loaded by "
+            f"every python{version} on this host): its startup lines are not switched: "
+            "--host-wide switches them (put back at the end)\n"), refused.stderr
+        assert "explain on" not in refused.stdout
+        assert (toy.fingerprint(), pth.read_bytes(), pth.stat().st_mode) == before
+        result = explain(cli, toy, host, *extra, "--host-wide")
+        assert result.returncode == 1, result.stdout + result.stderr
+        out = words(result.stdout)
+        assert (f"startup lines of {pth} (1 line changed) GOOD's: import os; "
+                f"os.environ.setdefault('{tuned}', '1') host-wide: loaded by every "
+                f"python{version} on this host: switched as --host-wide asked, put back at "
+                "the end") in out, out
+        assert f"cause: startup lines of {pth} (1 line changed), alone " in out, out
+        assert f"{host}: 1 .pth file put back as found" in out
+        assert (toy.fingerprint(), pth.read_bytes(), pth.stat().st_mode) == before
+    finally:
+        pth.unlink(missing_ok=True)

@@ -18,11 +18,13 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from collections.abc import Callable
 from typing import TypedDict
 
 from envsnap.agent.redact import holds_marker
 from envsnap.errors import ArgError
 from envsnap.hostops.files import read_file
+from envsnap.hostops.hostwide import HostWideRefused, startup_gate
 from envsnap.hostops.shell import last_line
 from envsnap.playbook.tasks.base import (
     Context,
@@ -129,30 +131,34 @@ def target_path(ctx: Context, args: EnvFileArgs) -> tuple[str, str]:
 
 def choose(python: str, where: dict[str, object], style: str,
            host_wide: bool) -> tuple[str, str]:
-    """The interpreter's own file; a host-wide one only as `host_wide` names it."""
+    """The interpreter's own file; a host-wide one only as `host_wide` names it (the
+    host-wide gate, hostops/hostwide.py)."""
     purelib, loaded, real = str(where.get("purelib")), where.get("loaded"), where.get("real")
-    host_wide_words = f"host-wide: loaded by every python{where.get('version')} on this host"
+    version = str(where.get("version"))
     pth = f"{purelib}/{PTH_NAME}"
+
+    def gate(own: bool, refusal: Callable[[str], str]) -> str:
+        try:
+            return startup_gate(own, host_wide, version, refusal, flag="host_wide")
+        except HostWideRefused as exc:
+            raise Refused(str(exc)) from None
+
     if style == "pth":
-        if where.get("purelib_own") or host_wide:
-            return pth, ""
-        raise Refused(f"{pth} is not in a venv of {python}, {host_wide_words}; not written: "
-                      "host_wide: true writes it")
+        return pth, gate(bool(where.get("purelib_own")), lambda words: (
+            f"{pth} is not in a venv of {python}, {words}; not written: host_wide: true "
+            "writes it"))
     if isinstance(loaded, str) and where.get("own"):
         return loaded, ""
     if isinstance(loaded, str) and (where.get("shadows") or not where.get("purelib_own")):
         shown = f"{loaded} (-> {real})" if real and real != loaded else loaded
-        if host_wide:
-            return str(real or loaded), f" ({host_wide_words}, as host_wide asked)"
-        raise Refused(f"{python}'s own sitecustomize.py would be shadowed by {shown}: it would "
-                      f"never run; not written; what works: format: pth (a startup line in "
-                      f"{pth}), usercustomize where the user site is on, or the server's env "
-                      f"through --serve; or host_wide: true writes {shown}, {host_wide_words}")
-    if where.get("purelib_own") or host_wide:
-        return f"{purelib}/sitecustomize.py", "" if where.get("purelib_own") else \
-            f" ({host_wide_words}, as host_wide asked)"
-    raise Refused(f"{purelib}/sitecustomize.py is not in a venv of {python}, {host_wide_words}; "
-                  "not written: host_wide: true writes it, or give the python of a venv")
+        return str(real or loaded), gate(False, lambda words: (
+            f"{python}'s own sitecustomize.py would be shadowed by {shown}: it would never "
+            f"run; not written; what works: format: pth (a startup line in {pth}), "
+            f"usercustomize where the user site is on, or the server's env through --serve; "
+            f"or host_wide: true writes {shown}, {words}"))
+    return f"{purelib}/sitecustomize.py", gate(bool(where.get("purelib_own")), lambda words: (
+        f"{purelib}/sitecustomize.py is not in a venv of {python}, {words}; not written: "
+        "host_wide: true writes it, or give the python of a venv"))
 
 
 def render_block(style: str, env: dict[str, str], marker: str, override: bool) -> str:
