@@ -30,7 +30,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from . import env as agent_env
 from . import envnames, reaper
 from .patterns import PatternTimeout, checked, search_lines
-from .util import escaped, read_text
+from .util import escaped
 
 DEFAULT_READY_TIMEOUT = 120.0
 STOP_GRACE = 10.0             # seconds between SIGTERM and SIGKILL: a server flushes, unmaps
@@ -201,7 +201,7 @@ class Server:
         table = agent_env.ProcTable()
         main = self.main_pid(table)
         selector: envnames.Selector = (envnames.DEFAULT_PREFIXES, envnames.DEFAULT_NAMES)
-        btime = agent_env.parse_btime(read_text("/proc/stat") or "")
+        booted = agent_env.boot_epoch()
         tree = table.children()
         chosen = [(main, MATCHED)]
         for parent, _ in chosen:
@@ -212,7 +212,7 @@ class Server:
         for pid, matched in chosen[:agent_env.MAX_PROCESSES]:
             if pid not in table.stat:
                 continue   # gone since the scan
-            worker = agent_env.describe_process(pid, table, selector, btime)
+            worker = agent_env.describe_process(pid, table, selector, booted)
             worker.update(matched=matched, role="server")
             workers[str(pid)] = worker
         return main, workers

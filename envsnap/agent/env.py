@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 
 from .envnames import DEFAULT_NAMES, DEFAULT_PREFIXES, is_selected
 from .redact import redact_argv, redact_env_value
@@ -92,6 +93,19 @@ def parse_btime(proc_stat: str) -> Optional[int]:
         if line.startswith("btime "):
             return int(line.split()[1])
     return None
+
+
+def boot_epoch() -> Optional[float]:
+    """When this host booted, to the hundredth of a second: the clock now less the uptime
+    (both as the kernel counts process start times). /proc/stat's btime is cut to the whole
+    second, which put a worker's start up to a second early, before files written just
+    ahead of it; it stays the fallback."""
+    uptime = (read_text("/proc/uptime") or "").split()
+    try:
+        return time.time() - float(uptime[0])
+    except (IndexError, ValueError):
+        btime = parse_btime(read_text("/proc/stat") or "")
+        return float(btime) if btime is not None else None
 
 
 def parse_limits(text: str) -> Dict[str, Dict[str, Any]]:
@@ -272,16 +286,16 @@ def find_processes(patterns: List[str], selector: Selector,
     """({pid: process facts}, how many matched processes were left out by the cap)."""
     table = ProcTable()
     chosen = select_processes(table, compile_patterns(patterns), controller)
-    btime = parse_btime(read_text("/proc/stat") or "")
+    booted = boot_epoch()
     found: Dict[str, Any] = {}
     for pid in sorted(chosen)[:MAX_PROCESSES]:
-        found[str(pid)] = describe_process(pid, table, selector, btime)
+        found[str(pid)] = describe_process(pid, table, selector, booted)
         found[str(pid)]["matched"] = chosen[pid]
     return found, max(0, len(chosen) - MAX_PROCESSES)
 
 
 def describe_process(pid: int, table: ProcTable, selector: Selector,
-                     btime: Optional[int]) -> Dict[str, Any]:
+                     booted: Optional[float]) -> Dict[str, Any]:
     base = "/proc/%d/" % pid
     ppid, start_ticks = table.stat[pid]
     since_boot = round(start_ticks / os.sysconf("SC_CLK_TCK"), 2)
@@ -291,7 +305,7 @@ def describe_process(pid: int, table: ProcTable, selector: Selector,
         "cwd": read_link(base + "cwd"),
         "ppid": ppid,
         "start_since_boot_s": since_boot,
-        "start_epoch": round(btime + since_boot, 2) if btime is not None else None,
+        "start_epoch": round(booted + since_boot, 2) if booted is not None else None,
         "env": read_process_env(base + "environ", selector),
         "limits": parse_limits(read_text(base + "limits") or ""),
     }
