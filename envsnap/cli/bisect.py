@@ -42,8 +42,9 @@ EPILOG = examples(
     (ExitCode.INVALID, "invalid snapshot"),
     (ExitCode.DECLINED, "declined: a foreign snapshot without --trust-foreign (or its label "
                         "typed at a terminal); nothing was changed"),
-    (ExitCode.PUT_BACK, "the answer printed, then the host not entirely put back: the "
-                        "commands that finish it are printed; your work is safe"),
+    (ExitCode.PUT_BACK, "the answer printed (and --plot drawn), then the host not entirely "
+                        "put back: the commands that finish it are printed; your work is "
+                        "safe"),
 )
 
 
