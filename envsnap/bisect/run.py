@@ -43,7 +43,7 @@ from envsnap.bisect.inputs import (
     repos_of,
     subject_of,
 )
-from envsnap.bisect.journal import Journal, Record
+from envsnap.bisect.journal import RUN, Journal, Record
 from envsnap.bisect.search import Commit, Search
 from envsnap.bisect.tree import Tree
 from envsnap.defaults import DEFAULT_MAX_REPEAT
@@ -232,6 +232,8 @@ def journal_record(event: Said) -> Record:
         return "answer", {"outcome": str(report.outcome), "why": report.why,
                           "first_bad": report.first_bad.sha if report.first_bad else None,
                           "suspects": [commit.sha for commit in report.suspects]}
+    if isinstance(event, RunEnded):   # held: a Ctrl-C before its step's record keeps it
+        return RUN, {"where": event.where, "run": event.text}
     return None
 
 
@@ -244,7 +246,26 @@ def put_back_journaled(journal: Journal) -> Iterator[None]:
     except PutBackError as exc:
         journal.write("put back", done=False, problem=str(exc))
         raise PutBackError(exc.what, exc.finish, str(journal.path or "")) from None
+    except KeyboardInterrupt:   # everything was put back on the way out (tree.py, apply.py)
+        journal.interrupted()
+        raise
+    except HostError as exc:
+        if after_ctrl_c(exc):   # the way out of a Ctrl-C could not put everything back
+            journal.interrupted(str(exc))
+        raise
     journal.write("put back", done=True)
+
+
+def after_ctrl_c(error: BaseException) -> bool:
+    """Whether a Ctrl-C is among the errors this one was raised from or while handling."""
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def put_back_line(host: str, where: str, command: str) -> str:

@@ -21,7 +21,7 @@ from envsnap.cli.options import (
     utf8_text,
 )
 from envsnap.defaults import DEFAULT_BISECT_REPEAT, DEFAULT_MAX_REPEAT, DEFAULT_RUN_TIMEOUT
-from envsnap.errors import ExitCode, StoreError, UsageError
+from envsnap.errors import ExitCode, PutBackError, StoreError, UsageError
 
 if TYPE_CHECKING:   # bisect's modules load when the command runs, not for the parser
     from envsnap.bisect.run import BisectReport
@@ -42,8 +42,9 @@ EPILOG = examples(
     (ExitCode.INVALID, "invalid snapshot"),
     (ExitCode.DECLINED, "declined: a foreign snapshot without --trust-foreign (or its label "
                         "typed at a terminal); nothing was changed"),
-    (ExitCode.PUT_BACK, "the answer printed, then the host not entirely put back: the "
-                        "commands that finish it are printed; your work is safe"),
+    (ExitCode.PUT_BACK, "the answer printed (and --plot drawn), then the host not entirely "
+                        "put back: the commands that finish it are printed; your work is "
+                        "safe"),
 )
 
 
@@ -149,9 +150,15 @@ def cmd_bisect(args: argparse.Namespace) -> int:
             status.expect(status.done + event.steps_left * args.repeat, estimated=True)
         status.say("\n".join(fold(event_line(event), width)), sys.stdout)
 
-    with StatusLine(sys.stderr, "bisect: ", None) as status:
-        report = bisect(Store(args.store), inventory_from(args), args.good,
-                        args.bad, args.host, args.repo, asked, options, show, review_foreign)
+    try:
+        with StatusLine(sys.stderr, "bisect: ", None) as status:
+            report = bisect(Store(args.store), inventory_from(args), args.good,
+                            args.bad, args.host, args.repo, asked, options, show,
+                            review_foreign)
+    except PutBackError:   # after the answer: its plot is drawn all the same
+        if plot is not None and answered:
+            plot_beside_error(plot, answered[0], args)
+        raise
     if not answered:
         sys.stdout.write("".join(line + "\n" for line in
                                  fold_all([*final_lines(report, width), medians_line(report)],
@@ -159,6 +166,15 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     if plot is not None:
         write_plot(plot, report, args)
     return ExitCode.DRIFT if report.regression else ExitCode.OK
+
+
+def plot_beside_error(target: Path, report: BisectReport, args: argparse.Namespace) -> None:
+    """The answer's plot when the put-back failed: one that cannot be written is a warning,
+    never in the way of the error that says how to finish the put-back."""
+    try:
+        write_plot(target, report, args)
+    except StoreError as exc:
+        sys.stderr.write(f"warning: {exc}\n")
 
 
 def write_plot(target: Path, report: BisectReport, args: argparse.Namespace) -> None:

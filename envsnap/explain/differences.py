@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import posixpath
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
 from envsnap.agent.python_env import startup_lines
-from envsnap.agent.redact import holds_marker
+from envsnap.agent.redact import holds_marker, redact_env_value
 from envsnap.errors import UsageError
 from envsnap.hostops.git import GitFailure
 from envsnap.hostops.patch import Patch, patch_from
@@ -66,6 +66,20 @@ class Difference:
         if self.good is None:
             return f"{self.name}={self.current} added to {where}"
         return f"{self.name}={self.current} in {where} (was {self.good})"
+
+
+    def masked(self) -> Difference:
+        """As a snapshot records it: a variable's values masked by its name, else by their
+        shape (the agent's rule), for what is written to disk. In a described line only the
+        first value reads as `NAME=value`, so masking the line after would miss the other."""
+        if self.kind != "env":
+            return self
+        return replace(self, good=env_value(self.name, self.good),
+                       current=env_value(self.name, self.current))
+
+
+def env_value(name: str, value: str | None) -> str | None:
+    return None if value is None else redact_env_value(name, value)
 
 
 def short(sha: str | None) -> str:

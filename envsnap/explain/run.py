@@ -178,7 +178,8 @@ def journal_on_start(confirm: Callable[[Plan], bool], journal: Journal,
             return False
         said = journal.start()
         journal.write("plan", host=plan.host, ceiling=plan.ceiling, repeat=plan.repeat,
-                      differences=[item.describe() for item in plan.differences.items])
+                      differences=[item.masked().describe()
+                                   for item in plan.differences.items])
         emit(said)
         return True
     return approved
@@ -201,7 +202,7 @@ def journal_record(event: Said) -> Record:
             "good": explanation.good, "bad": explanation.bad,
             "first_bad": (event.report.narrowed.first_bad.sha if event.report.narrowed
                           and event.report.narrowed.first_bad else None)}
-    if isinstance(event, Step):
+    if isinstance(event, (Step, RunEnded)):   # a run: held until its trial's record
         return bisect_journal_record(event)
     return None
 

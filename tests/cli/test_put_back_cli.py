@@ -6,21 +6,28 @@ the checkout after each run. The user ran it once before (so both are already th
 their own untracked or ignored files, with content of their own) and keeps notes of their
 own. The trials write those paths again: the answer must still be printed, the benchmark's
 files set aside, and the user's files back with their own content; a put-back that truly
-cannot finish prints the answer, the commands that finish it and its own exit code.
+cannot finish prints the answer, the commands that finish it and its own exit code. The
+run's journal keeps every trial, masked as a snapshot is, and an interrupted record after
+Ctrl-C, once the checkout is back as found.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import random
 import re
+import signal
 import stat
+import string
 import subprocess
 import sys
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
+import yaml
 from conftest import Cli
 from helpers.folded import words
 from helpers.gitrepos import Repo, git_env, init
@@ -109,13 +116,18 @@ def bisect(cli: Cli, checkout: Checkout, *extra: str) -> subprocess.CompletedPro
                "--cwd", str(checkout.repo.path), "--repeat", "3", *extra, timeout=300)
 
 
-def journal(out: str) -> list[dict[str, Any]]:
-    """The run's journal, named in its output: one JSON object a line."""
+def journal_path(out: str) -> Path:
+    """The run's journal, as its output names it."""
     found = re.search(r"journal: (\S+\.jsonl) \(each trial written as it is measured\)", out)
     assert found, out
     path = Path(found.group(1))
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    return [json.loads(line) for line in path.read_text().splitlines()]
+    return path
+
+
+def journal(out: str) -> list[dict[str, Any]]:
+    """The run's journal, named in its output: one JSON object a line."""
+    return [json.loads(line) for line in journal_path(out).read_text().splitlines()]
 
 
 def answered_first(out: str) -> None:
@@ -137,19 +149,31 @@ IGNORES = pytest.mark.parametrize("ignore, extra", [
     ids=["untracked", "ignored", "kept"])
 
 
-@IGNORES
-def test_explain_answers_and_puts_back_what_the_benchmark_wrote(
-        cli: Cli, tmp_path: Path, ignore: str | None, extra: tuple[str, ...]) -> None:
+Command = Callable[..., "subprocess.CompletedProcess[str]"]   # explain or bisect, above
+
+
+def answered_and_put_back(cli: Cli, tmp_path: Path, ignore: str | None, command: Command,
+                          *extra: str) -> tuple[Checkout, str]:
+    """The story run through `command`: a regression (exit 1), the slow commit named before
+    anything was put back, then the checkout as found, the user's results file with its own
+    content. The checkout, and the output as one line."""
     checkout = Checkout(tmp_path / "story", cli, ignore)
     before = checkout.fingerprint()
-    result = explain(cli, checkout, *extra)
+    result = command(cli, checkout, *extra)
     assert result.returncode == 1, result.stdout + result.stderr
     out = words(result.stdout)
-    assert "cause: " in out and "3 commits" in out, out
     assert f"first bad commit: {checkout.pulled[1]} Slow the model" in out, out
     answered_first(out)
     assert checkout.fingerprint() == before
     assert (checkout.repo.path / "results.json").read_text() == '{"mine": "the run I keep"}\n'
+    return checkout, out
+
+
+@IGNORES
+def test_explain_answers_and_puts_back_what_the_benchmark_wrote(
+        cli: Cli, tmp_path: Path, ignore: str | None, extra: tuple[str, ...]) -> None:
+    checkout, out = answered_and_put_back(cli, tmp_path, ignore, explain, *extra)
+    assert "cause: " in out and "3 commits" in out, out
     records = journal(out)
     trials = [record for record in records if record["event"] == "trial"]
     assert len(trials) >= 2 and all(len(trial["values"]) == 3 for trial in trials)
@@ -164,15 +188,7 @@ def test_explain_answers_and_puts_back_what_the_benchmark_wrote(
 @IGNORES
 def test_bisect_answers_and_puts_back_what_the_benchmark_wrote(
         cli: Cli, tmp_path: Path, ignore: str | None, extra: tuple[str, ...]) -> None:
-    checkout = Checkout(tmp_path / "story", cli, ignore)
-    before = checkout.fingerprint()
-    result = bisect(cli, checkout, *extra)
-    assert result.returncode == 1, result.stdout + result.stderr
-    out = words(result.stdout)
-    assert f"first bad commit: {checkout.pulled[1]} Slow the model" in out, out
-    answered_first(out)
-    assert checkout.fingerprint() == before
-    assert (checkout.repo.path / "results.json").read_text() == '{"mine": "the run I keep"}\n'
+    checkout, out = answered_and_put_back(cli, tmp_path, ignore, bisect, *extra)
     records = journal(out)
     assert [record["event"] for record in records[:3]] == ["start", "step", "step"]
     assert records[-2]["event"] == "answer" and records[-2]["first_bad"] == checkout.pulled[1]
@@ -202,13 +218,19 @@ def test_a_put_back_that_cannot_finish_gives_the_answer_and_the_commands(
     before = checkout.fingerprint()
     stash = checkout.repo.git("stash", "list")
     blocked(checkout)
-    result = (explain if command == "explain" else bisect)(cli, checkout)
+    plot = tmp_path / "steps.svg"   # bisect's: explain draws none
+    result = explain(cli, checkout) if command == "explain" else \
+        bisect(cli, checkout, "--plot", str(plot))
     assert result.returncode == ExitCode.PUT_BACK, result.stdout + result.stderr
     out = words(result.stdout)
     if command == "explain":   # the search's answer; the commit range left to bisect by hand
         assert "cause: " in out and "which of the 3 commits: envsnap bisect good bad" in out
     else:
         assert f"first bad commit: {checkout.pulled[1]} Slow the model" in out, out
+        # the answer's plot, drawn whatever the put-back left
+        assert f"plot: {plot}" in out, out
+        assert 'data-chart="bisect"' in plot.read_text()
+        assert f"first bad: {checkout.pulled[1][:7]} Slow the model" in plot.read_text()
     error = result.stderr.split("envsnap: error: ")[1]
     assert f"{command} could not put everything back: " in error
     assert "could not move aside what the benchmark wrote: " in error
@@ -247,3 +269,92 @@ def test_a_file_of_yours_too_big_to_copy_that_the_benchmark_changes_is_named(
     assert after[1:] == before[1:]
     changed = {path for path, digest in after[0].items() if before[0].get(path) != digest}
     assert changed == {"big.bin"}
+
+
+def leaked(secret: str, data: bytes) -> list[str]:
+    """The pieces of the secret (any six characters in a row) found in the data."""
+    return [secret[at:at + 6] for at in range(len(secret) - 5)
+            if secret[at:at + 6].encode() in data]
+
+
+def test_the_journal_holds_no_secret_of_the_env_it_searched(cli: Cli, tmp_path: Path) -> None:
+    """GOOD and BAD recorded a token in the clear (snapshots of an older envsnap, or written
+    by hand: foreign, trusted), a different one each. explain searches it as a difference and
+    sets it for its trials; the journal names the variable and masks both values, as a
+    snapshot would, and keeps a harmless variable's values as they are."""
+    checkout = Checkout(tmp_path / "story", cli, None)
+    rng = random.Random(38)
+    tokens = ["".join(rng.choice(string.ascii_letters + string.digits) for _ in range(32))
+              for _ in range(2)]
+    store = Path(cli.env["ENVSNAP_STORE"])
+    for label, token, proto in (("good", tokens[0], "Simple"), ("bad", tokens[1], "LL")):
+        path = store / f"{label}.yaml"
+        document = yaml.safe_load(path.read_text())
+        document["facts"]["env"]["shell"].update(HF_TOKEN=token, NCCL_PROTO=proto)
+        path.write_text(yaml.safe_dump(document))
+    result = explain(cli, checkout, "--trust-foreign")
+    assert result.returncode == 1, result.stdout + result.stderr
+    out = words(result.stdout)
+    assert f"first bad commit: {checkout.pulled[1]} Slow the model" in out, out
+    path = journal_path(out)
+    for token in tokens:
+        assert leaked(token, path.read_bytes()) == [], path.read_text()
+    plan = next(record for record in journal(out) if record["event"] == "plan")
+    assert "HF_TOKEN=<secret> in the benchmark env (was <secret>)" in plan["differences"]
+    assert "NCCL_PROTO=LL in the benchmark env (was Simple)" in plan["differences"]
+    trials = [record for record in journal(out) if record["event"] == "trial"]
+    assert len(trials) >= 3, trials   # both variables were searched, set for their trials
+
+
+def first_measured(path: Path, deadline: float) -> dict[str, Any]:
+    """The journal's first trial (explain) or step (bisect) record, once it is written."""
+    while time.monotonic() < deadline:
+        lines = path.read_text().splitlines() if path.exists() else []
+        for line in lines:
+            if line.endswith("}") and json.loads(line)["event"] in ("trial", "step"):
+                return dict(json.loads(line))
+        time.sleep(0.02)
+    raise AssertionError(f"no trial in {path} in time")
+
+
+@pytest.mark.parametrize("command", ["explain", "bisect"])
+def test_ctrl_c_after_a_trial_journals_it_and_puts_the_checkout_back(
+        cli: Cli, tmp_path: Path, command: str) -> None:
+    """SIGINT once the journal holds a trial, while the next one runs (each run takes a
+    while): exit 130, the checkout as found, and the journal's last record says it was
+    interrupted, with every trial measured and the runs of the one cut short."""
+    checkout = Checkout(tmp_path / "story", cli, None)
+    before = checkout.fingerprint()
+    command_line = [sys.executable, "-m", "envsnap", command, "good", "bad",
+                    "--cmd", f"sleep 0.4 && {checkout.cmd}", "--metric", METRIC,
+                    "--cwd", str(checkout.repo.path), "--repeat", "3"]
+    if command == "explain":
+        command_line.append("--yes")
+    journals = Path(cli.env["ENVSNAP_STORE"]) / "journals"
+    running = subprocess.Popen(command_line, cwd=cli.cwd, env=cli.env, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(journals.glob(f"{command}-good-bad-*.jsonl")):
+            assert running.poll() is None and time.monotonic() < deadline, running.poll()
+            time.sleep(0.02)
+        path = next(journals.glob(f"{command}-good-bad-*.jsonl"))
+        first = first_measured(path, deadline)
+        running.send_signal(signal.SIGINT)
+        out, err = running.communicate(timeout=120)
+    finally:
+        if running.poll() is None:
+            running.kill()
+            running.communicate()
+    assert running.returncode == ExitCode.INTERRUPTED, out + err
+    assert f" is as {command} found it (" in err, err
+    assert checkout.fingerprint() == before
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    last = records[-1]
+    assert last["event"] == "interrupted" and last["put_back"] is True, last
+    measured = [{key: value for key, value in record.items() if key not in ("event", "at")}
+                for record in records if record["event"] in ("trial", "step")]
+    assert last["measured"] == measured and measured[0] == {
+        key: value for key, value in first.items() if key not in ("event", "at")}
+    assert all(run["run"].startswith("run ") and run["where"] for run in last["cut_short"])
+    assert not any(record["event"] in ("answer", "put back") for record in records)
