@@ -130,7 +130,7 @@ def story() -> Iterator[Story]:
 def dirty_and_planted(story: Story) -> Path:
     """Changes git must look at (a modified file whose stat is new, an untracked one), then
     the markers planted. Returns the marker folder, empty."""
-    checkout = story.checkout.path
+    checkout = Path(story.checkout.path)
     marks = checkout.parent / "marks"
     story.checkout.write("README.md", "sglang\nwork in progress\n")
     story.checkout.write("python/new.py", "NEW = 1\n")
