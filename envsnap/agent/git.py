@@ -129,7 +129,8 @@ def start_reads(git: Git, path: str, settings: Dict[str, Any],
     where = pool.submit(git.run, path, ["rev-parse", "--git-dir", "--git-common-dir",
                                         "--show-toplevel"])
     listing = pool.submit(git.run, path, config_scan_args())
-    safe = pool.submit(lambda: git.with_drivers(path, listing.result()))
+    safe = pool.submit(lambda: git.with_drivers(path, with_submodules(git, path,
+                                                                      listing.result())))
 
     def then(read: str, *args: Any) -> "Future[Any]":   # Git.run or Git.stream, once safe
         return pool.submit(lambda: getattr(safe.result(), read)(*args))
@@ -148,6 +149,26 @@ def start_reads(git: Git, path: str, settings: Dict[str, Any],
         "stashes": pool.submit(git.run, path, ["stash", "list", "-z",
                                                "--format=" + gitparse.STASH_FORMAT]),
     }
+
+
+def with_submodules(git: Git, path: str,
+                    listing: Tuple[int, bytes, bytes]) -> Tuple[int, bytes, bytes]:
+    """The config listing, and where there are submodules, theirs too: `git status` looks
+    into each, and the superproject's `-c` switches reach the git it starts there. One more
+    command, only for a checkout with a .gitmodules."""
+    from .gitsafe import config_scan_args
+
+    code, out, err = listing
+    if code not in (0, 1) or not os.path.exists(os.path.join(path, ".gitmodules")):
+        return listing
+    import shlex
+
+    scan = " ".join(shlex.quote(word) for word in [git.exe] + config_scan_args())
+    inner, more, problem = git.run(path, ["submodule", "foreach", "--quiet", "--recursive",
+                                          scan + " || true"])
+    if inner != 0:
+        raise RepoError("git submodule foreach failed: %s" % first_line(problem))
+    return code, out + (b"\0" if out and not out.endswith(b"\0") else b"") + more, err
 
 
 def read_repo(path: str, git: Git, settings: Dict[str, Any], pool: ThreadPoolExecutor,

@@ -51,8 +51,9 @@ class Git:
         if code not in (0, 1):
             said = gitsafe.refusal(path, err)
             lines = err.decode("utf-8", "replace").strip().splitlines()
-            raise CollectorError(said or "git config failed: %s"
-                                 % (lines[0] if lines else "exit %d" % code))
+            owner = " (read as its owner, uid %d)" % self.identity.uid if self.identity else ""
+            raise CollectorError(said or "git config failed%s: %s"
+                                 % (owner, lines[0] if lines else "exit %d" % code))
         try:
             drivers = gitsafe.driver_flags(out)
         except gitsafe.Unsafe as exc:

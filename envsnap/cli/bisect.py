@@ -36,7 +36,8 @@ EPILOG = examples(
     (ExitCode.OK, "no regression between GOOD and BAD (or can't tell at the endpoints)"),
     (ExitCode.DRIFT, "regression: first bad commit found (or narrowed down when commits were "
                      "skipped or too noisy)"),
-    (ExitCode.USAGE, "usage error: bad argument, GOOD not an ancestor of BAD, unknown repo; no "
+    (ExitCode.USAGE, "usage error: bad argument, GOOD not an ancestor of BAD, unknown repo, "
+                     "another user's checkout without --as-root-in-others-checkouts; no "
                      "--cmd/--metric and no benchmark both snapshots recorded alike; a "
                      "--plot file that cannot be written (after the answer is printed)"),
     (ExitCode.HOST, "host or benchmark failure at an endpoint"),

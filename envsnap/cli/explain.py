@@ -39,7 +39,8 @@ EPILOG = examples(
                   "there is one)"),
     (ExitCode.DRIFT, "regression: its causes found (or some left undecided by the noise)"),
     (ExitCode.USAGE, "usage error: bad argument, unknown label or repo, another host without "
-                     "--force-host, nothing that can be put back"),
+                     "--force-host, nothing that can be put back, another user's checkout "
+                     "without --as-root-in-others-checkouts"),
     (ExitCode.HOST, "host unreachable, or the benchmark or server fails at a state"),
     (ExitCode.INVALID, "invalid snapshot"),
     (ExitCode.DECLINED, "declined: answered no, or no --yes (--trust-foreign for a foreign "

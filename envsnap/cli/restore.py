@@ -42,7 +42,9 @@ EPILOG = examples(
     (ExitCode.DRIFT, "--check found drift, something still differs after restoring, or the "
                      "rerun is a regression"),
     (ExitCode.USAGE, "usage error: bad argument, a snapshot of another host without "
-                     "--force-host, another restore's journal pending, no recorded benchmark "
+                     "--force-host, another user's checkout without "
+                     "--as-root-in-others-checkouts, another restore's journal pending, no "
+                     "recorded benchmark "
                      "for --rerun; --check: the restore itself would refuse (said after the "
                      "plan)"),
     (ExitCode.HOST, "a check failed before any change (a commit neither here nor on a remote, "

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Cli
-from helpers.gitrepos import Story
+from helpers.gitrepos import Story, git_env, init
 from helpers.restorestory import capture_good, moved_and_dirty
 from helpers.sshd import Sshd
 
@@ -169,7 +169,8 @@ def test_a_driver_whose_name_cannot_be_switched_off_is_not_read() -> None:
         gitsafe.driver_flags(b"filter.a=b.clean\ntouch x\0")
 
 
-@pytest.mark.parametrize("over_ssh", [False, True], ids=["local", "ssh"])
+@pytest.mark.parametrize("over_ssh", [False, pytest.param(True, marks=pytest.mark.ssh)],
+                         ids=["local", "ssh"])
 def test_capture_timeline_and_diff_run_nothing_the_checkout_configured(
         request: pytest.FixtureRequest, cli: Cli, story: Story, over_ssh: bool) -> None:
     host = "local"
@@ -195,8 +196,34 @@ def test_capture_timeline_and_diff_run_nothing_the_checkout_configured(
     assert "more work" in document
 
 
+def test_a_submodules_own_filter_does_not_run_on_capture(cli: Cli, tmp_path: Path) -> None:
+    """`git status` looks into each submodule with a git of its own: the switches reach it,
+    the submodule's own drivers included."""
+    env = git_env(tmp_path / "home-git")
+    (tmp_path / "home-git").mkdir()
+    sub = init(tmp_path / "lib", env)
+    sub.commit("lib", {"weights.txt": "a\n"})
+    top = init(tmp_path / "app", env)
+    top.commit("app", {"main.py": "M = 1\n"})
+    top.git("-c", "protocol.file.allow=always", "submodule", "add", "-q", str(sub.path), "lib")
+    top.commit("lib added")
+    inner = Path(top.path) / "lib"
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    git(inner, "config", "filter.subevil.clean", f"{touch(marks, 'submodule.filter')}; cat")
+    git(inner, "config", "filter.subevil.required", "true")
+    (inner / ".gitattributes").write_text("* filter=subevil\n")
+    (inner / "weights.txt").write_text("b\n")   # same size: git must read it to compare
+    result = cli("capture", "local", "--label", "app", "--repo", str(top.path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert ran(marks) == []
+    document = Path(cli.env["ENVSNAP_STORE"], "app.yaml").read_text()
+    assert "modified: true" in document
+
+
 @as_root
-@pytest.mark.parametrize("over_ssh", [False, True], ids=["local", "ssh"])
+@pytest.mark.parametrize("over_ssh", [False, pytest.param(True, marks=pytest.mark.ssh)],
+                         ids=["local", "ssh"])
 def test_root_reads_another_users_checkout_as_that_user_and_runs_nothing(
         request: pytest.FixtureRequest, cli: Cli, story: Story, over_ssh: bool) -> None:
     host = "local"
