@@ -125,17 +125,22 @@ WHOSE = ('cd -P -- {repo} 2>/dev/null || {{ echo "no such folder"; exit 3; }}; t
 def toplevel(shell: Shell, repo: str) -> tuple[str | None, str]:
     """The checkout's top folder (patches are relative to it), or None and why not; another
     user's checkout raises OthersCheckout unless the shell admits it (then its drivers are
-    found and switched off for every later command)."""
-    whose = shell.sh(WHOSE.format(repo=quote_path(repo)))
-    me, owner, top = (whose.stdout.strip().split(" ", 2) + ["", "", ""])[:3]
-    if whose.exit_code == 0 and me.isdigit() and owner.isdigit() and me != owner and top:
+    found and switched off for every later command). One command on the host for a
+    checkout of the user's own."""
+    def show_toplevel(top: str) -> str:
+        chosen = " ".join(shlex.quote(f) for f in flags(shell, top, ("rev-parse",)))
+        return f"{ENV} git --no-pager -C {quote_path(repo)} {chosen} rev-parse --show-toplevel"
+
+    result = shell.sh(f"{WHOSE.format(repo=quote_path(repo))} && {show_toplevel('')}")
+    whose, _, shown = result.stdout.partition("\n")
+    me, owner, top = (whose.strip().split(" ", 2) + ["", "", ""])[:3]
+    if me.isdigit() and owner.isdigit() and me != owner and top:
         admit(shell, top, int(owner), int(me))
-    result = shell.sh(f"{ENV} git --no-pager -C {quote_path(repo)} "
-                      f"{' '.join(shlex.quote(f) for f in flags(shell, top, ('rev-parse',)))} "
-                      "rev-parse --show-toplevel")
+        result = shell.sh(show_toplevel(top))
+        shown = result.stdout
     if result.exit_code != 0:
         return None, f"{repo}: not a git checkout ({complaint(result)})"
-    found = result.stdout.strip()
+    found = shown.strip()
     if shell.others is not None and top in shell.others.switches:
         shell.others.switches.setdefault(found, shell.others.switches[top])
     return found, ""
@@ -154,15 +159,14 @@ def admit(shell: Shell, top: str, owner: int, me: int) -> None:
     listing = shell.sh(f"{ENV} git --no-pager -C {shlex.quote(top)} "
                        f"{' '.join(shlex.quote(f) for f in flags(shell, top, ('config',)))} "
                        + " ".join(shlex.quote(a) for a in gitsafe.config_scan_args()))
-    if listing.exit_code not in (0, 1):
-        del shell.others.switches[top]
-        raise GitFailure(f"{top}: its git config cannot be read: {complaint(listing)}")
     try:
+        if listing.exit_code not in (0, 1):
+            raise gitsafe.Unsafe(f"its git config cannot be read: {complaint(listing)}")
         shell.others.switches[top] = gitsafe.driver_flags(
             listing.stdout.encode("utf-8", "surrogateescape"))
     except gitsafe.Unsafe as exc:
         del shell.others.switches[top]
-        raise GitFailure(f"{top}: {exc}") from None
+        raise OthersCheckout(f"{shell.host.name}: {top}: {exc}; nothing was changed") from None
 
 
 def resolve_commit(shell: Shell, top: str, rev: str) -> str | None:
