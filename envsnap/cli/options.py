@@ -109,8 +109,9 @@ def add_others_checkouts_option(parser: argparse.ArgumentParser, command: str) -
                         help=f"let {command} move a checkout owned by another user than the "
                              "one envsnap runs as on the host (root in an ML user's tree), "
                              "with none of that checkout's configured git commands: no "
-                             "hooks, no filters (LFS files stay pointers), no drivers "
-                             "(default: refuse, exit 2; run envsnap as the owner instead)")
+                             "hooks, no filters (LFS files stay pointers), no drivers; the "
+                             "files written there are root's (default: refuse, exit 2; run "
+                             "envsnap as the owner instead)")
 
 
 def add_connection_options(parser: argparse.ArgumentParser) -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Cli
+from helpers.bisecthistory import BENCH, METRIC, History, regression_at
 from helpers.gitrepos import Story, git_env, init
 from helpers.restorestory import capture_good, moved_and_dirty
 from helpers.sshd import Sshd
@@ -310,3 +311,24 @@ def snapshot_of_tree_as_root(story: Story) -> tuple[str, str, list[str], str]:
     stashes = git(story.checkout.path, *plain, "stash", "list", "--format=%gs").splitlines()
     return head, status, stashes, (story.checkout.path / "README.md").read_text()
 
+
+
+@as_root
+def test_bisect_with_the_flag_finds_the_commit_and_runs_none_of_its_commands(
+        cli: Cli, story: Story) -> None:
+    history = History(Path(story.checkout.path).parent.parent / "history")
+    history.capture(cli, "good")
+    shas = history.commits(regression_at(3, 4), slow_at=3)
+    history.capture(cli, "bad")
+    checkout = Path(history.repo.path)
+    marks = checkout.parent / "marks"
+    plant(checkout, marks)
+    hand_to(checkout, OTHER_UID)
+
+    result = cli("bisect", "good", "bad", "--cmd", BENCH, "--metric", METRIC, "--repeat", "3",
+                 "--cwd", str(checkout), "--as-root-in-others-checkouts", timeout=180)
+    assert result.returncode == ExitCode.DRIFT, result.stdout + result.stderr
+    assert f"first bad commit: {shas[2]}" in result.stdout.replace("\n", " ")
+    assert ran(marks) == []
+    head = git(checkout, "-c", f"safe.directory={checkout}", "rev-parse", "HEAD").strip()
+    assert head == shas[-1]
