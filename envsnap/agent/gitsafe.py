@@ -55,6 +55,7 @@ NO_COMMANDS = [
     "gpg.program=", "gpg.openpgp.program=", "gpg.ssh.program=", "gpg.x509.program=",
     "gpg.ssh.defaultKeyCommand=", "commit.gpgSign=false", "tag.gpgSign=false",
     "protocol.ext.allow=never",        # `ext::` remotes are commands
+    "core.alternateRefsCommand=",      # run on a fetch into a repository with alternates
     "gc.auto=0", "maintenance.auto=false",   # no background work started in the user's repo
     # uploadpack.packObjectsHook is honoured only from system, global and command-line
     # config, never from a repository's; alias.* never shadows a git command envsnap runs.
@@ -62,6 +63,10 @@ NO_COMMANDS = [
 NO_COMMAND_FLAGS = [flag for setting in NO_COMMANDS for flag in ("-c", setting)]
 # A read goes nowhere: no transport at all (remote helpers, proxies, partial-clone fetches).
 READ_ONLY_FLAGS = ["-c", "protocol.allow=never"]
+# A write in another user's checkout (hostops/git.py) fetches over ssh, https or a path, not
+# git://: core.gitProxy, the program git:// connects through, is the one setting where the
+# first value git reads wins, so the repository's own outranks the command line.
+OTHERS_FLAGS = ["-c", "protocol.git.allow=never"]
 # Options of one git command (after its name), for the commands that can show a diff.
 PER_COMMAND = {"diff": ["--no-ext-diff", "--no-textconv"],
                "log": ["--no-ext-diff", "--no-textconv"],

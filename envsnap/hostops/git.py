@@ -73,7 +73,7 @@ def flags(shell: Shell, top: str, args: tuple[str, ...]) -> list[str]:
     if is_read(args):
         chosen += gitsafe.READ_ONLY_FLAGS
     if admitted is not None:
-        chosen += ["-c", f"safe.directory={top}"] + admitted
+        chosen += gitsafe.OTHERS_FLAGS + ["-c", f"safe.directory={top}"] + admitted
     return chosen
 
 

@@ -197,5 +197,6 @@ def test_an_admitted_checkout_of_another_user_runs_none_of_its_commands(
     written = git.flags(admitted, "/co", ("checkout", "main"))
     assert "safe.directory=/co" in written and "filter.lfs.process=" in written
     assert "core.hooksPath=/dev/null" in written and "protocol.ext.allow=never" in written
+    assert "protocol.git.allow=never" in written
     assert not any(f.startswith("safe.directory") for f in git.flags(admitted, "/other",
                                                                       ("status",)))
