@@ -1,8 +1,10 @@
 """Git collector: HEAD, branch, upstream, remotes, reflog, stashes, uncommitted work, history.
 
-Per repo, six git reads run at once (rev-parse, status, log, diff, config, stash list),
-then one `git log -p` per stash; the HEAD reflog is read straight from its file. Nothing is
-fetched and nothing is written: optional locks are off, so capturing never races the user.
+Per repo, the git reads run at once (rev-parse, config, log, stash list), and status and
+diff as soon as the config has named the drivers to switch off (gitsafe.py: nothing the
+checkout configured runs); then one `git log -p` per stash. The HEAD reflog is read straight
+from its file. Nothing is fetched and nothing is written: optional locks are off, so
+capturing never races the user.
 
 A capture that names no repo imports this module and returns: what reading a repo needs
 (gitrun, with typing, hashlib, subprocess; base64) is imported where it is used.
