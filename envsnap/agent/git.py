@@ -1,8 +1,10 @@
 """Git collector: HEAD, branch, upstream, remotes, reflog, stashes, uncommitted work, history.
 
-Per repo, six git reads run at once (rev-parse, status, log, diff, config, stash list),
-then one `git log -p` per stash; the HEAD reflog is read straight from its file. Nothing is
-fetched and nothing is written: optional locks are off, so capturing never races the user.
+Per repo, the git reads run at once (rev-parse, config, log, stash list), and status and
+diff as soon as the config has named the drivers to switch off (gitsafe.py: nothing the
+checkout configured runs); then one `git log -p` per stash. The HEAD reflog is read straight
+from its file. Nothing is fetched and nothing is written: optional locks are off, so
+capturing never races the user.
 
 A capture that names no repo imports this module and returns: what reading a repo needs
 (gitrun, with typing, hashlib, subprocess; base64) is imported where it is used.
@@ -99,8 +101,10 @@ def collect_repo(path: str, git: Optional[Git], settings: Dict[str, Any],
         if problem:
             raise RepoError(problem)
         assert git is not None
+        git = git.for_checkout(path)   # as its owner where envsnap is root: gitsafe.py
         reads = start_reads(git, path, settings, pool)
-        return read_repo(path, git, settings, pool, {k: f.result() for k, f in reads.items()})
+        results = {k: f.result() for k, f in reads.items()}
+        return read_repo(path, results["safe"], settings, pool, results)
     except CollectorError as exc:
         return {"error": str(exc)}
     except Exception as exc:  # one strange repo must not lose the others
@@ -119,23 +123,54 @@ def path_problem(path: str, git: Optional[Git]) -> Optional[str]:
 
 def start_reads(git: Git, path: str, settings: Dict[str, Any],
                 pool: ThreadPoolExecutor) -> Dict[str, "Future[Any]"]:
-    """The independent reads, started together: the slowest one sets the repo's time."""
+    """The independent reads, started together: the slowest one sets the repo's time. Those
+    that look at the work tree (status, diff) wait for the config's drivers to be switched
+    off; the one config read also gives the remotes."""
+    from .gitsafe import config_scan_args
+
     where = pool.submit(git.run, path, ["rev-parse", "--git-dir", "--git-common-dir",
                                         "--show-toplevel"])
+    listing = pool.submit(git.run, path, config_scan_args())
+    safe = pool.submit(lambda: git.with_drivers(path, with_submodules(git, path,
+                                                                      listing.result())))
+
+    def then(read: str, *args: Any) -> "Future[Any]":   # Git.run or Git.stream, once safe
+        return pool.submit(lambda: getattr(safe.result(), read)(*args))
+
     return {
         "where": where,
-        "status": pool.submit(git.run, path, ["status", "--porcelain=v2", "--branch", "-z",
-                                              "--untracked-files=all"]),
+        "listing": listing,
+        "safe": safe,   # its error, if any, is the repo's: it comes before status's
+        "status": then("run", path, ["status", "--porcelain=v2", "--branch", "-z",
+                                       "--untracked-files=all"]),
         "history": pool.submit(read_history, git, path, settings, where),
-        "patch": pool.submit(git.stream, path, ["diff", "HEAD"] + PATCH_FLAGS + ["--"],
-                             int(settings["max_patch_bytes"]), True),
-        "staged": pool.submit(git.stream, path, ["diff", "--cached"] + PATCH_FLAGS + ["--"],
-                              int(settings["max_patch_bytes"]), True),
-        "remotes": pool.submit(git.run, path, ["config", "-z", "--get-regexp",
-                                               r"^remote\..*\.url$"]),
+        "patch": then("stream", path, ["diff", "HEAD"] + PATCH_FLAGS + ["--"],
+                      int(settings["max_patch_bytes"]), True),
+        "staged": then("stream", path, ["diff", "--cached"] + PATCH_FLAGS + ["--"],
+                       int(settings["max_patch_bytes"]), True),
         "stashes": pool.submit(git.run, path, ["stash", "list", "-z",
                                                "--format=" + gitparse.STASH_FORMAT]),
     }
+
+
+def with_submodules(git: Git, path: str,
+                    listing: Tuple[int, bytes, bytes]) -> Tuple[int, bytes, bytes]:
+    """The config listing, and where there are submodules, theirs too: `git status` looks
+    into each, and the superproject's `-c` switches reach the git it starts there. One more
+    command, only for a checkout with a .gitmodules."""
+    from .gitsafe import config_scan_args
+
+    code, out, err = listing
+    if code not in (0, 1) or not os.path.exists(os.path.join(path, ".gitmodules")):
+        return listing
+    import shlex
+
+    scan = " ".join(shlex.quote(word) for word in [git.exe] + config_scan_args())
+    inner, more, problem = git.run(path, ["submodule", "foreach", "--quiet", "--recursive",
+                                          scan + " || true"])
+    if inner != 0:
+        raise RepoError("git submodule foreach failed: %s" % first_line(problem))
+    return code, out + (b"\0" if out and not out.endswith(b"\0") else b"") + more, err
 
 
 def read_repo(path: str, git: Git, settings: Dict[str, Any], pool: ThreadPoolExecutor,
@@ -154,7 +189,7 @@ def read_repo(path: str, git: Git, settings: Dict[str, Any], pool: ThreadPoolExe
     operation = read_operation(where["git_dir"], status["conflicted"])
     if operation is not None:
         repo["in_progress"] = operation
-    repo["remotes"] = gitparse.parse_remotes(results["remotes"][1])
+    repo["remotes"] = gitparse.parse_remotes(results["listing"][1])
     repo.update(history_facts(results["history"], status["head"], shallow, settings))
     gitparse.mark_boundary(repo["history"], boundary or set())
     stashes, problem = parsed(results["stashes"], gitparse.parse_stash_list)

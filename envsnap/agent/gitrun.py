@@ -1,23 +1,18 @@
-"""Running git for the collector: shared flags and environment, timeouts, capped output."""
+"""Running git for the collector: timeouts and capped output. Its command line, environment
+and user come from gitsafe, which says why (nothing the checkout configured runs)."""
 from __future__ import annotations
 
 import os
 import threading
 from typing import IO, TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Tuple
 
+from . import gitsafe
 from .gitparse import PatchFiles
 from .util import CollectorError, run
 
 if TYPE_CHECKING:
     import subprocess  # imported where a command runs: a capture of no repo runs none
 
-# Reads must not depend on the user's taste (quoting, prefixes, signatures, colours), and a
-# checkout owned by another user (the usual root vs. ml-user split) must still be read.
-CONFIG_FLAGS = ["-c", "safe.directory=*", "-c", "core.quotepath=off", "-c", "color.ui=never",
-                "-c", "diff.relative=false", "-c", "log.showSignature=false"]
-# The agent's own environment must not redirect git to another repository.
-REPO_LOCATING_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR",
-                     "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE")
 READ_BLOCK = 1 << 16
 
 
@@ -32,29 +27,53 @@ class Stream(NamedTuple):
 
 
 class Git:
-    """The git executable with the flags, environment and timeout that every read shares."""
+    """The git executable with the flags, environment, user and timeout that every read shares.
 
-    def __init__(self, exe: str, timeout: float) -> None:
+    `for_checkout` gives the one for a checkout (as its owner where envsnap is root), and
+    `with_drivers` the one that also switches off the drivers its config names."""
+
+    def __init__(self, exe: str, timeout: float, identity: Optional[gitsafe.Identity] = None,
+                 drivers: Optional[List[str]] = None) -> None:
         self.exe = exe
         self.timeout = timeout
-        self.env = {k: v for k, v in os.environ.items() if k not in REPO_LOCATING_ENV}
-        # GIT_OPTIONAL_LOCKS=0 is --no-optional-locks, but older gits ignore it, not fail;
-        # GIT_NO_LAZY_FETCH keeps a partial clone from fetching blobs while we only look.
-        self.env.update({"LC_ALL": "C", "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0",
-                         "GIT_NO_LAZY_FETCH": "1"})
+        self.identity = identity
+        self.drivers = drivers or []
+        self.env = gitsafe.read_env(dict(os.environ), identity)
+        self.options = gitsafe.popen_options(identity)
+
+    def for_checkout(self, path: str) -> "Git":
+        return Git(self.exe, self.timeout, gitsafe.identity_of(path))
+
+    def with_drivers(self, path: str, listing: Tuple[int, bytes, bytes]) -> "Git":
+        """From `git config -z --get-regexp gitsafe.DRIVER_PATTERN` (exit 1: none set); a
+        checkout whose config cannot be read is not read at all: CollectorError."""
+        code, out, err = listing
+        if code not in (0, 1):
+            said = gitsafe.refusal(path, err)
+            lines = err.decode("utf-8", "replace").strip().splitlines()
+            owner = " (read as its owner, uid %d)" % self.identity.uid if self.identity else ""
+            raise CollectorError(said or "git config failed%s: %s"
+                                 % (owner, lines[0] if lines else "exit %d" % code))
+        try:
+            drivers = gitsafe.driver_flags(out)
+        except gitsafe.Unsafe as exc:
+            raise CollectorError(str(exc)) from None
+        return Git(self.exe, self.timeout, self.identity, drivers)
 
     def argv(self, cwd: str, args: List[str]) -> List[str]:
-        return [self.exe, "-C", cwd] + CONFIG_FLAGS + args
+        return gitsafe.read_argv(self.exe, cwd, args, self.drivers)
 
     def run(self, cwd: str, args: List[str]) -> Tuple[int, bytes, bytes]:
         try:
-            return run(self.argv(cwd, args), timeout=self.timeout, env=self.env)
+            return run(self.argv(cwd, args), timeout=self.timeout, env=self.env,
+                       options=self.options)
         except CollectorError:  # util's message spells out every -c flag: say it shorter
             raise CollectorError(timed_out(args, self.timeout)) from None
 
     def stream(self, cwd: str, args: List[str], cap: int, patch: bool = False) -> Stream:
         """stdout kept up to `cap`; with patch=True, each file's part is measured too."""
-        stream = run_capped(self.argv(cwd, args), cap, self.timeout, self.env, patch)
+        stream = run_capped(self.argv(cwd, args), cap, self.timeout, self.env, patch,
+                            self.options)
         if stream is None:
             raise CollectorError(timed_out(args, self.timeout))
         return stream
@@ -65,7 +84,8 @@ def timed_out(args: List[str], timeout: float) -> str:
 
 
 def run_capped(argv: List[str], cap: int, timeout: float, env: Dict[str, str],
-               patch: bool = False) -> Optional[Stream]:
+               patch: bool = False,
+               options: Optional[Dict[str, Any]] = None) -> Optional[Stream]:
     """Like util.run, but a 5 GB staged file costs a hash, not 5 GB of memory; None: timed out."""
     import subprocess
     import tempfile  # on use: with shutil and bz2, a few ms of the agent's start-up
@@ -73,7 +93,7 @@ def run_capped(argv: List[str], cap: int, timeout: float, env: Dict[str, str],
     expired = threading.Event()
     with tempfile.TemporaryFile() as errors:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=errors, env=env)
+                                stderr=errors, env=env, **(options or {}))
         timer = threading.Timer(timeout, expire, (proc, expired))
         timer.start()
         try:

@@ -30,6 +30,7 @@ from .env import find_processes
 from .envnames import DEFAULT_NAMES, DEFAULT_PREFIXES
 from .git import tail_lines
 from .gitrun import Git
+from .gitsafe import refusal
 from .python_env import CUSTOMIZE_MODULES, describe_module, site_directories, target_sys_path
 from .util import CollectorError, sha256_file, which
 
@@ -99,7 +100,9 @@ def read_git(repos: List[str], since: float, until: float) -> Optional[Source]:
     for given in repos:
         path = os.path.abspath(os.path.expanduser(given))
         try:
-            records.extend(repo_records(git, path, since, until))
+            # as its owner where envsnap is root (gitsafe.py); these reads never look at
+            # the work tree, so no filter can run and no driver needs switching off
+            records.extend(repo_records(git.for_checkout(path), path, since, until))
         except (CollectorError, OSError) as exc:
             errors.append("%s: %s" % (path, exc))
     return {"records": records, "error": "; ".join(errors) or None}
@@ -108,7 +111,8 @@ def read_git(repos: List[str], since: float, until: float) -> Optional[Source]:
 def repo_records(git: Git, path: str, since: float, until: float) -> List[Dict[str, Any]]:
     code, out, err = git.run(path, ["rev-parse", "--absolute-git-dir", "--git-common-dir"])
     if code != 0:
-        raise CollectorError(err.decode("utf-8", "replace").strip() or "not a git checkout")
+        raise CollectorError(refusal(path, err) or err.decode("utf-8", "replace").strip()
+                             or "not a git checkout")
     git_dir, common = out.decode("utf-8", "replace").splitlines()[:2]
     common = os.path.join(path, common)   # relative to where git ran; an absolute one stays
     records = []

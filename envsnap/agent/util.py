@@ -23,8 +23,10 @@ class CollectorError(Exception):
 
 
 def run(argv: List[str], timeout: float = DEFAULT_CMD_TIMEOUT, cwd: Optional[str] = None,
-        env: Optional[Dict[str, str]] = None) -> Tuple[int, bytes, bytes]:
-    """Run argv without a shell; return (exit code, stdout, stderr) as bytes.
+        env: Optional[Dict[str, str]] = None,
+        options: Optional[Dict[str, Any]] = None) -> Tuple[int, bytes, bytes]:
+    """Run argv without a shell; return (exit code, stdout, stderr) as bytes. `options` are
+    more of subprocess's (the user a command runs as: agent/gitsafe.py).
 
     A missing program is exit 127, like a shell would say; a hang raises CollectorError.
     """
@@ -32,7 +34,8 @@ def run(argv: List[str], timeout: float = DEFAULT_CMD_TIMEOUT, cwd: Optional[str
 
     try:
         proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, timeout=timeout, cwd=cwd, env=env)
+                              stderr=subprocess.PIPE, timeout=timeout, cwd=cwd, env=env,
+                              **(options or {}))
     except FileNotFoundError:
         return 127, b"", ("%s: not found" % argv[0]).encode()
     except subprocess.TimeoutExpired:

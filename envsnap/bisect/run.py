@@ -52,7 +52,7 @@ from envsnap.hostops.gate import ForeignPlan, endpoint_plan, gate
 from envsnap.hostops.git import GitFailure
 from envsnap.hostops.locks import CheckoutLocks
 from envsnap.hostops.patch import Patch
-from envsnap.hostops.shell import HostShell, Shell
+from envsnap.hostops.shell import HostShell, OthersCheckouts, Shell
 from envsnap.hostops.signals import sigint_deferred
 from envsnap.hosts.capture import CaptureOptions
 from envsnap.hosts.connect import open_transport
@@ -81,6 +81,8 @@ StepKind = Literal["good", "bad", "step"]    # the two endpoints, or a commit be
 
 @dataclass(frozen=True)
 class BisectOptions:
+    # --as-root-in-others-checkouts: may move another user's checkout (hostops/git.py)
+    others_checkouts: bool = False
     max_repeat: int = DEFAULT_MAX_REPEAT     # runs per commit at most, can't tell included
     with_patch: bool = False                 # re-apply the good snapshot's uncommitted patch
     good_from_snapshot: bool = False         # the good snapshot's recorded runs as baseline
@@ -210,7 +212,8 @@ def bisect(store: Store, inventory: Inventory, good_label: str, bad_label: str,
         with open_transport(target, options.capture.connect_timeout,
                             options.capture.accept_new_host_keys) as transport, \
                 CheckoutLocks(transport, target, [path], wait_hint=""):   # the checkout it walks
-            shell = HostShell(target, transport)
+            shell = HostShell(target, transport, others=OthersCheckouts()
+                              if options.others_checkouts else None)
             heads = (str(good_repo.get("head")), str(bad_repo.get("head")))  # pick_repo: set
             with put_back_journaled(journal):
                 return locked_bisect(shell, path, heads,

@@ -82,8 +82,9 @@ def blob_shas(shell: Shell, top: str, paths: list[str], keep: bool) -> dict[str,
     listing = upload(shell, ("\n".join(fed) + "\n").encode("utf-8", "surrogateescape"),
                      "paths")
     write = " -w" if keep else ""
+    hash_object = git_prefix(shell, top, "hash-object")
     try:
-        result = shell.sh(f"{git_prefix(top)} hash-object{write} --no-filters --stdin-paths "
+        result = shell.sh(f"{hash_object} hash-object{write} --no-filters --stdin-paths "
                           f"< {quote_path(listing)}")
     finally:
         shell.sh(f"rm -f {quote_path(listing)}")
@@ -97,7 +98,7 @@ def blob_shas(shell: Shell, top: str, paths: list[str], keep: bool) -> dict[str,
         chunk = fed[start:start + MOVES_PER_COMMAND]
         one_by_one = shell.sh(f"cd {quote_path(top)} && for name in "
                               + " ".join(shlex.quote(path) for path in chunk)
-                              + f'; do {git_prefix(top)} hash-object{write} --no-filters -- '
+                              + f'; do {hash_object} hash-object{write} --no-filters -- '
                                 '"$name" 2>/dev/null || echo -; done')
         values += one_by_one.stdout.split()
     if len(values) != len(fed):
@@ -245,8 +246,9 @@ def restore_own(shell: Shell, top: str, recorded: Recorded,
         make = f"mkdir -p -- {shlex.quote(folder)} && " if folder else ""
         # noclobber: the path was moved aside; should anything be there again, never
         # write into it (nor through a link)
+        cat_file = git_prefix(shell, top, "cat-file")
         wrote = shell.sh(f"cd {quote_path(top)} && {make}set -C && "
-                         f"{git_prefix(top)} cat-file blob {blob} > {shlex.quote(path)}")
+                         f"{cat_file} cat-file blob {blob} > {shlex.quote(path)}")
         if wrote.exit_code != 0:
             problems.append(f"{top}/{path}: could not be written back ({complaint(wrote)}): "
                             f"git -C {shlex.quote(top)} cat-file blob {blob} > "

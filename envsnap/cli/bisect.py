@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from envsnap.cli.options import (
     add_connection_options,
+    add_others_checkouts_option,
     add_serve_options,
     add_trust_foreign_option,
     examples,
@@ -35,7 +36,8 @@ EPILOG = examples(
     (ExitCode.OK, "no regression between GOOD and BAD (or can't tell at the endpoints)"),
     (ExitCode.DRIFT, "regression: first bad commit found (or narrowed down when commits were "
                      "skipped or too noisy)"),
-    (ExitCode.USAGE, "usage error: bad argument, GOOD not an ancestor of BAD, unknown repo; no "
+    (ExitCode.USAGE, "usage error: bad argument, GOOD not an ancestor of BAD, unknown repo, "
+                     "another user's checkout without --as-root-in-others-checkouts; no "
                      "--cmd/--metric and no benchmark both snapshots recorded alike; a "
                      "--plot file that cannot be written (after the answer is printed)"),
     (ExitCode.HOST, "host or benchmark failure at an endpoint"),
@@ -92,6 +94,7 @@ def register(commands: Commands) -> None:
                      help="also draw the metric at each tested commit, in commit order, the "
                           "first bad commit marked, as an SVG file (default: no plot)")
     add_serve_options(bis)
+    add_others_checkouts_option(bis, "bisect")
     add_connection_options(bis)
     bis.set_defaults(run=cmd_bisect)
 
@@ -129,6 +132,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
                             good_from_snapshot=args.good_from_snapshot,
                             keep_untracked=args.keep_untracked,
                             trust_foreign=args.trust_foreign,
+                            others_checkouts=args.as_root_in_others_checkouts,
                             capture=CaptureOptions(connect_timeout=args.connect_timeout,
                                                    accept_new_host_keys=args.accept_new_host_keys))
 

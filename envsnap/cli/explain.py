@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Callable
 
 from envsnap.cli.options import (
     add_connection_options,
+    add_others_checkouts_option,
     add_serve_options,
     add_trust_foreign_option,
     approved,
@@ -38,7 +39,8 @@ EPILOG = examples(
                   "there is one)"),
     (ExitCode.DRIFT, "regression: its causes found (or some left undecided by the noise)"),
     (ExitCode.USAGE, "usage error: bad argument, unknown label or repo, another host without "
-                     "--force-host, nothing that can be put back"),
+                     "--force-host, nothing that can be put back, another user's checkout "
+                     "without --as-root-in-others-checkouts"),
     (ExitCode.HOST, "host unreachable, or the benchmark or server fails at a state"),
     (ExitCode.INVALID, "invalid snapshot"),
     (ExitCode.DECLINED, "declined: answered no, or no --yes (--trust-foreign for a foreign "
@@ -97,6 +99,7 @@ def register(commands: Commands) -> None:
     exp.add_argument("--yes", action="store_true",
                      help="start without asking (default: ask at a terminal, else refuse)")
     add_serve_options(exp)   # the workers' env differences go to it (else to --cmd)
+    add_others_checkouts_option(exp, "explain")
     add_connection_options(exp)
     exp.set_defaults(run=cmd_explain)
 
@@ -151,6 +154,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
                      sample_interval=None, run_timeout=args.run_timeout, serve=serve_spec(args))
     options = ExplainOptions(repos=tuple(args.repo), force_host=args.force_host,
                              trust_foreign=args.trust_foreign,
+                             others_checkouts=args.as_root_in_others_checkouts,
                              keep_untracked=args.keep_untracked, pip=args.pip,
                              host_wide=args.host_wide, max_invocations=args.max_invocations,
                              capture=CaptureOptions(connect_timeout=args.connect_timeout,

@@ -102,6 +102,18 @@ def add_store_option(parser: argparse.ArgumentParser) -> None:
                         help=f"snapshot folder (default: $ENVSNAP_STORE, else ./{DEFAULT_STORE})")
 
 
+def add_others_checkouts_option(parser: argparse.ArgumentParser, command: str) -> None:
+    """The one way to move a checkout of another user than the one envsnap runs as on the
+    host (hostops/git.py): default refused, exit 2, before anything changes."""
+    parser.add_argument("--as-root-in-others-checkouts", action="store_true",
+                        help=f"let {command} move a checkout owned by another user than the "
+                             "one envsnap runs as on the host (root in an ML user's tree), "
+                             "with none of that checkout's configured git commands: no "
+                             "hooks, no filters (LFS files stay pointers), no drivers; the "
+                             "files written there are root's (default: refuse, exit 2; run "
+                             "envsnap as the owner instead)")
+
+
 def add_connection_options(parser: argparse.ArgumentParser) -> None:
     """How hosts are found and reached: the inventory, host keys, the connect timeout."""
     parser.add_argument("--inventory", default=os.environ.get("ENVSNAP_INVENTORY"),

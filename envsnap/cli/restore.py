@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Callable
 
 from envsnap.cli.options import (
     add_connection_options,
+    add_others_checkouts_option,
     add_serve_options,
     add_trust_foreign_option,
     approved,
@@ -41,7 +42,9 @@ EPILOG = examples(
     (ExitCode.DRIFT, "--check found drift, something still differs after restoring, or the "
                      "rerun is a regression"),
     (ExitCode.USAGE, "usage error: bad argument, a snapshot of another host without "
-                     "--force-host, another restore's journal pending, no recorded benchmark "
+                     "--force-host, another user's checkout without "
+                     "--as-root-in-others-checkouts, another restore's journal pending, no "
+                     "recorded benchmark "
                      "for --rerun; --check: the restore itself would refuse (said after the "
                      "plan)"),
     (ExitCode.HOST, "a check failed before any change (a commit neither here nor on a remote, "
@@ -104,6 +107,7 @@ def register(commands: Commands) -> None:
                      help="may write a sitecustomize that every python of the host loads "
                           "(Debian's /usr/lib/python3.X one, which shadows a venv's own); "
                           "default: only inside the python's venv")
+    add_others_checkouts_option(res, "restore")
     add_serve_options(res)
     add_connection_options(res)
     res.set_defaults(run=cmd_restore)
@@ -165,6 +169,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
                              rerun_command=args.rerun_cmd, repos=tuple(args.repo),
                              python=args.python, trust_foreign=args.trust_foreign,
                              wait=args.wait, on_wait=say_wait, host_wide=args.host_wide,
+                             others_checkouts=args.as_root_in_others_checkouts,
                              capture=CaptureOptions(connect_timeout=args.connect_timeout,
                                                     accept_new_host_keys=args.accept_new_host_keys))
     confirm = ask_to_apply(args.yes)
@@ -206,6 +211,7 @@ def cmd_abort(args: argparse.Namespace) -> int:
                          "LABEL and the connection options")
     options = RestoreOptions(label=args.label or "", wait=args.wait, on_wait=say_wait,
                              python=args.python,
+                             others_checkouts=args.as_root_in_others_checkouts,
                              capture=CaptureOptions(connect_timeout=args.connect_timeout,
                                                     accept_new_host_keys=args.accept_new_host_keys))
     done = abort(Store(args.store), inventory_from(args), args.host, args.label,

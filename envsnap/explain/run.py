@@ -55,7 +55,7 @@ from envsnap.hostops.git import GitFailure, run
 from envsnap.hostops.hostwide import HostWideRefused
 from envsnap.hostops.locks import CheckoutLocks
 from envsnap.hostops.patch import Patch, check_on_commit
-from envsnap.hostops.shell import HostShell, Shell
+from envsnap.hostops.shell import HostShell, OthersCheckouts, Shell
 from envsnap.hosts import capture
 from envsnap.hosts.capture import CaptureOptions
 from envsnap.hosts.connect import open_transport
@@ -72,6 +72,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ExplainOptions:
+    # --as-root-in-others-checkouts: may move another user's checkout (hostops/git.py)
+    others_checkouts: bool = False
     repos: tuple[str, ...] = ()       # --repo: the checkouts (default: all GOOD and BAD share)
     force_host: bool = False
     trust_foreign: bool = False
@@ -158,7 +160,8 @@ def explain_run(store: Store, inventory: Inventory, labels: tuple[str, str], hos
                             options.capture.accept_new_host_keys) as transport, \
                 CheckoutLocks(transport, target, paths, wait_hint=""), \
                 put_back_journaled(journal):
-            shell = HostShell(target, transport)
+            shell = HostShell(target, transport, others=OthersCheckouts()
+                              if options.others_checkouts else None)
             return Explainer(shell, spec, labels, emit).run(
                 good, bad, paths, host is not None, options,
                 journal_on_start(confirm, journal, emit))

@@ -1,10 +1,19 @@
 """git on the host: one way to build every command line, and the moves made with it.
 
 Restore's git task, bisect's tree and explain's states all read, stash, fetch and check out
-through here, so each of those is done one way. The same `-c` flags as the capture agent
-(envsnap/agent/gitrun.py): output must not depend on the user's taste, the digest of
-`git diff HEAD` must be computed exactly as at capture, and a checkout owned by another
-user (root restoring the ml user's tree) must still work.
+through here, so each of those is done one way. The flags and environment come from
+agent/gitsafe.py, as the capture's: output must not depend on the user's taste, the digest
+of `git diff HEAD` is computed as at capture, and no command the checkout configured runs
+on a read.
+
+Whose checkout: git refuses one owned by another user (CVE-2022-24765), and envsnap never
+overrides that for all paths. `toplevel`, which every restore, bisect and explain calls
+first, refuses another user's checkout in one line (OthersCheckout, exit 2): moving it runs
+its owner's settings (smudge filters, hooks) as whoever envsnap is. With
+--as-root-in-others-checkouts (Shell.others), it is moved with `safe.directory` for that
+one path and every configured command switched off, reads and writes alike (LFS files are
+then checked out as their pointers: no filter runs). In the user's own checkout the writes
+keep the user's settings, as when they type git.
 
 A repository that cannot be brought to the wanted state raises GitFailure; nothing here
 resets or cleans: whatever is in the way goes into a stash.
@@ -15,12 +24,15 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from envsnap.agent.gitrun import CONFIG_FLAGS
-from envsnap.hostops.shell import Shell, last_line
+from envsnap.agent import gitsafe
+from envsnap.errors import UsageError
+from envsnap.hostops.shell import Shell, last_line, quote_path
 from envsnap.hosts.transport import Result
 
-# C messages (we parse "patch failed: f:12"); never ask for a password on a fetch.
-ENV = "LC_ALL=C GIT_TERMINAL_PROMPT=0"
+# C messages (we parse "patch failed: f:12"); never ask for a password on a fetch; nothing
+# of the invoking environment points git elsewhere or names a command.
+GIT_ENV = {"LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"}
+ENV = gitsafe.shell_env_prefix(GIT_ENV)
 # `git stash` writes commits; a host's root often has no identity, and git then refuses.
 # The user's own identity, when configured, is left alone.
 IDENTITY = ('{git} config user.name >/dev/null 2>&1 || '
@@ -29,34 +41,60 @@ IDENTITY = ('{git} config user.name >/dev/null 2>&1 || '
             '{git} config user.email >/dev/null 2>&1 || '
             'export GIT_AUTHOR_EMAIL="${{GIT_AUTHOR_EMAIL:-envsnap@localhost}}" '
             'GIT_COMMITTER_EMAIL="${{GIT_COMMITTER_EMAIL:-envsnap@localhost}}"; ')
+# The commands that only look: every configured command switched off, and no transport.
+READS = frozenset({"rev-parse", "status", "log", "diff", "show", "config", "remote",
+                   "for-each-ref", "cat-file", "ls-files", "ls-tree", "symbolic-ref",
+                   "rev-list", "merge-base", "hash-object", "read-tree"})
+# No fsmonitor command runs for a write either, even in the user's own checkout: it would
+# run on every index refresh, for nothing envsnap needs.
+FSMONITOR_OFF = ["-c", "core.fsmonitor=false"]
 
 
 class GitFailure(Exception):
     """This repository cannot be brought to the wanted state; the message says why."""
 
 
-# No fsmonitor command runs for a restore: defence in depth, should a `.git/config` naming
-# one ever reach a checkout (the write policy refuses to write under .git). The checkout's
-# own hooks do run, as for any git command the user types.
-NO_COMMANDS = ["-c", "core.fsmonitor=false"]
+class OthersCheckout(UsageError):
+    """A checkout owned by another user than the one envsnap runs as on the host, without
+    --as-root-in-others-checkouts: nothing was changed."""
 
 
-def git_prefix(top: str) -> str:
-    flags = " ".join(shlex.quote(flag) for flag in CONFIG_FLAGS + NO_COMMANDS)
-    return f"git -C {shlex.quote(top)} {flags}"
+def is_read(args: tuple[str, ...]) -> bool:
+    return bool(args) and (args[0] in READS or args[:2] in (("stash", "list"),
+                                                            ("stash", "show")))
 
 
-def command(top: str, *args: str) -> str:
-    return f"{ENV} {git_prefix(top)} {' '.join(shlex.quote(arg) for arg in args)}"
+def flags(shell: Shell, top: str, args: tuple[str, ...]) -> list[str]:
+    """The `-c` flags of one command in `top` (gitsafe.py, hostops' docstring say why)."""
+    admitted = shell.others.switches.get(top) if shell.others is not None else None
+    chosen = list(gitsafe.OUTPUT_FLAGS)
+    chosen += gitsafe.NO_COMMAND_FLAGS if is_read(args) or admitted is not None \
+        else FSMONITOR_OFF
+    if is_read(args):
+        chosen += gitsafe.READ_ONLY_FLAGS
+    if admitted is not None:
+        chosen += gitsafe.OTHERS_FLAGS + ["-c", f"safe.directory={top}"] + admitted
+    return chosen
+
+
+def git_prefix(shell: Shell, top: str, *args: str) -> str:
+    """`git -C TOP` and its flags, for the command `args` begins with."""
+    quoted = " ".join(shlex.quote(flag) for flag in flags(shell, top, args))
+    return f"git --no-pager -C {shlex.quote(top)} {quoted}"
+
+
+def command(shell: Shell, top: str, *args: str) -> str:
+    words = gitsafe.command_args(list(args))
+    return f"{ENV} {git_prefix(shell, top, *args)} {' '.join(shlex.quote(a) for a in words)}"
 
 
 def run(shell: Shell, top: str, *args: str) -> Result:
-    return shell.sh(command(top, *args))
+    return shell.sh(command(shell, top, *args))
 
 
 def run_as_author(shell: Shell, top: str, *args: str) -> Result:
-    identity = IDENTITY.format(git=git_prefix(top))
-    return shell.sh(f"{identity}{command(top, *args)}")
+    identity = IDENTITY.format(git=f"{ENV} {git_prefix(shell, top, 'config')}")
+    return shell.sh(f"{identity}{command(shell, top, *args)}")
 
 
 def output(shell: Shell, top: str, *args: str) -> str | None:
@@ -77,13 +115,58 @@ def complaint(result: Result) -> str:
         f"exit {result.exit_code}"
 
 
+# The checkout's top folder as git finds it (the nearest folder above holding `.git`), the
+# uid envsnap runs as and the top's owner: what git's own ownership check compares.
+WHOSE = ('cd -P -- {repo} 2>/dev/null || {{ echo "no such folder"; exit 3; }}; t=$(pwd -P); '
+         'while [ "$t" != / ] && [ ! -e "$t/.git" ]; do t=$(dirname -- "$t"); done; '
+         'printf "%s %s %s\\n" "$(id -u)" "$(stat -c %u -- "$t")" "$t"')
+
+
 def toplevel(shell: Shell, repo: str) -> tuple[str | None, str]:
-    """The checkout's top folder (patches are relative to it), or None and why not."""
-    result = shell.sh(f"{ENV} git -C {shlex.quote(repo)} -c safe.directory='*' "
-                      "rev-parse --show-toplevel")
+    """The checkout's top folder (patches are relative to it), or None and why not; another
+    user's checkout raises OthersCheckout unless the shell admits it (then its drivers are
+    found and switched off for every later command). One command on the host for a
+    checkout of the user's own."""
+    def show_toplevel(top: str) -> str:
+        chosen = " ".join(shlex.quote(f) for f in flags(shell, top, ("rev-parse",)))
+        return f"{ENV} git --no-pager -C {quote_path(repo)} {chosen} rev-parse --show-toplevel"
+
+    result = shell.sh(f"{WHOSE.format(repo=quote_path(repo))} && {show_toplevel('')}")
+    whose, _, shown = result.stdout.partition("\n")
+    me, owner, top = (whose.strip().split(" ", 2) + ["", "", ""])[:3]
+    if me.isdigit() and owner.isdigit() and me != owner and top:
+        admit(shell, top, int(owner), int(me))
+        result = shell.sh(show_toplevel(top))
+        shown = result.stdout
     if result.exit_code != 0:
         return None, f"{repo}: not a git checkout ({complaint(result)})"
-    return result.stdout.strip(), ""
+    found = shown.strip()
+    if shell.others is not None and top in shell.others.switches:
+        shell.others.switches.setdefault(found, shell.others.switches[top])
+    return found, ""
+
+
+def admit(shell: Shell, top: str, owner: int, me: int) -> None:
+    """Another user's checkout: refused, or (--as-root-in-others-checkouts) its drivers
+    switched off from now on."""
+    if shell.others is None:
+        raise OthersCheckout(
+            f"{shell.host.name}: {top} belongs to uid {owner}, not to uid {me} that envsnap "
+            "runs as there: moving it would run its owner's git settings (filters, hooks) as "
+            "you; run envsnap as its owner, or give --as-root-in-others-checkouts to move it "
+            "with none of its configured commands")
+    shell.others.switches[top] = []   # safe.directory for it, for the listing itself
+    listing = shell.sh(f"{ENV} git --no-pager -C {shlex.quote(top)} "
+                       f"{' '.join(shlex.quote(f) for f in flags(shell, top, ('config',)))} "
+                       + " ".join(shlex.quote(a) for a in gitsafe.config_scan_args()))
+    try:
+        if listing.exit_code not in (0, 1):
+            raise gitsafe.Unsafe(f"its git config cannot be read: {complaint(listing)}")
+        shell.others.switches[top] = gitsafe.driver_flags(
+            listing.stdout.encode("utf-8", "surrogateescape"))
+    except gitsafe.Unsafe as exc:
+        del shell.others.switches[top]
+        raise OthersCheckout(f"{shell.host.name}: {top}: {exc}; nothing was changed") from None
 
 
 def resolve_commit(shell: Shell, top: str, rev: str) -> str | None:

@@ -118,8 +118,8 @@ def check_on_commit(shell: Shell, top: str, commit: str, patch: Patch) -> None:
     """Does the patch apply to `commit`? Asked of a private index: nothing else is touched
     (the patch is uploaded for the question and removed again); GitFailure if it does not."""
     quoted = upload(shell, patch)
-    read_tree = command(top, "read-tree", commit)
-    check = command(top, "apply", "--cached", "--check", "--binary")
+    read_tree = command(shell, top, "read-tree", commit)
+    check = command(shell, top, "apply", "--cached", "--check", "--binary")
     try:
         result = shell.sh(f'd=$(mktemp -d) && export GIT_INDEX_FILE="$d/index" && {read_tree} '
                           f'&& {check} {quoted}; rc=$?; rm -rf "$d"; exit $rc')
@@ -144,12 +144,12 @@ def apply(shell: Shell, top: str, patch: Patch, quoted: str,
         if staged[0].data:              # git apply refuses an empty patch
             steps.insert(0, (("--cached",), staged[0], staged[1]))
     for flags, part, path in steps:
-        checked = shell.sh(f"{command(top, 'apply', *flags, '--check', '--binary')} {path}")
+        checked = shell.sh(f"{command(shell, top, 'apply', *flags, '--check', '--binary')} {path}")
         if checked.exit_code != 0:
             raise GitFailure(f"{top}: the snapshot's patch does not apply (nothing was "
                              f"changed): {explain(checked.stderr, part)}")
     for flags, _, path in steps:
-        applied = shell.sh(f"{command(top, 'apply', *flags, '--binary')} {path}")
+        applied = shell.sh(f"{command(shell, top, 'apply', *flags, '--binary')} {path}")
         if applied.exit_code != 0:
             raise GitFailure(f"{top}: git apply failed after its check passed: "
                              f"{complaint(applied)}")
@@ -160,7 +160,7 @@ def apply(shell: Shell, top: str, patch: Patch, quoted: str,
 def take_out(shell: Shell, top: str, quoted: str) -> str | None:
     """A patch `apply` put in (without its staged part) taken back out, exactly: the tree was
     clean under it. None when it came out, else git's complaint."""
-    undone = shell.sh(f"{command(top, 'apply', '-R', '--index', '--binary')} {quoted}")
+    undone = shell.sh(f"{command(shell, top, 'apply', '-R', '--index', '--binary')} {quoted}")
     return complaint(undone) if undone.exit_code != 0 else None
 
 
@@ -171,14 +171,14 @@ def keep_intent_to_add(shell: Shell, top: str, patch: Patch, staged: Patch) -> N
     intended = [name for name in patch.new_files if name not in in_index]
     if not intended:
         return
-    added = shell.sh(command(top, "add", "--intent-to-add", "--", *intended))
+    added = shell.sh(command(shell, top, "add", "--intent-to-add", "--", *intended))
     if added.exit_code != 0:
         raise GitFailure(f"{top}: git add --intent-to-add failed: {complaint(added)}")
 
 
 def current_digest(shell: Shell, top: str) -> str:
     """sha256 of `git diff HEAD`, made exactly as the capture agent makes it."""
-    diff = command(top, "diff", "HEAD", *PATCH_FLAGS, "--")
+    diff = command(shell, top, "diff", "HEAD", *PATCH_FLAGS, "--")
     result = shell.sh(f'f=$(mktemp) && {diff} > "$f"; rc=$?; sha256sum < "$f"; rm -f "$f"; '
                       "exit $rc")
     if result.exit_code != 0:

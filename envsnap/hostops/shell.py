@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import shlex
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from envsnap.hosts.inventory import Host
@@ -19,6 +19,15 @@ from envsnap.hosts.transport import Result, Transport
 
 DEFAULT_COMMAND_TIMEOUT = 600.0
 TMP_DIR = ".cache/envsnap/tmp"       # relative to the login home, like the agent's cache
+
+
+class OthersCheckouts:
+    """--as-root-in-others-checkouts was given: the checkouts of other users that envsnap may
+    move, each (by its top folder) with the `-c` flags that switch off the drivers its config
+    names (hostops/git.py fills it when it finds the checkout; agent/gitsafe.py says why)."""
+
+    def __init__(self) -> None:
+        self.switches: dict[str, list[str]] = {}
 
 
 class Shell(Protocol):
@@ -30,6 +39,9 @@ class Shell(Protocol):
     @property
     def transport(self) -> Transport: ...
 
+    @property
+    def others(self) -> OthersCheckouts | None: ...   # None: other users' checkouts refused
+
     def sh(self, command: str, timeout: float | None = None) -> Result: ...
 
 
@@ -40,6 +52,7 @@ class HostShell:
     host: Host
     transport: Transport
     command_timeout: float = DEFAULT_COMMAND_TIMEOUT
+    others: OthersCheckouts | None = field(default=None, compare=False)
 
     def sh(self, command: str, timeout: float | None = None) -> Result:
         return self.transport.run(command, timeout or self.command_timeout)

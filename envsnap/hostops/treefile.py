@@ -20,6 +20,8 @@ from typing import cast
 
 from envsnap.errors import HostError
 from envsnap.hostops.files import FileState
+from envsnap.hostops.git import GIT_ENV
+from envsnap.hostops.git import flags as git_flags
 from envsnap.hostops.hostwide import host_wide_words
 from envsnap.hostops.shell import Shell, last_line, quote_path, upload
 from envsnap.hostops.treefile_host import (
@@ -141,8 +143,12 @@ def remove(shell: Shell, root: str, path: str, backup: str | None) -> bool:
 
 def backup_repo(shell: Shell, root: str, sha: str | None, names: list[str],
                 backup: str) -> list[str]:
+    # git's flags come from the one place that builds them (hostops/git.py, agent/gitsafe.py):
+    # listing files is a read, with every configured command switched off
     answer = cast("SavedAnswer", call(shell, {"op": "backup_repo", "root": root, "sha": sha,
-                                              "names": names, "backup": backup}))
+                                              "names": names, "backup": backup,
+                                              "git_flags": git_flags(shell, root, ("ls-files",)),
+                                              "git_env": dict(GIT_ENV)}))
     return [str(name) for name in answer.get("saved") or []]
 
 

@@ -33,9 +33,6 @@ import sys
 import uuid
 from typing import Any, Callable, Literal, TypedDict, Union, cast
 
-GIT_FLAGS = ["-c", "safe.directory=*", "-c", "core.fsmonitor=false", "-c", "core.quotepath=off"]
-GIT_LOCATING_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR",
-                    "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES")
 MANIFEST = "manifest.json"
 READ_CAP = 64 << 20
 
@@ -78,6 +75,8 @@ class BackupRepoRequest(TypedDict):
     sha: str | None           # the commit the checkout moves to
     names: list[str]
     backup: str
+    git_flags: list[str]      # git's -c flags, built where every git command is (gitsafe.py)
+    git_env: dict[str, str]   # set for git; every other GIT_* variable is unset
 
 
 class BackupFileRequest(TypedDict):
@@ -436,11 +435,12 @@ def op_write_many(request: WriteManyRequest) -> WriteManyAnswer:
                          for path, data in files.items()}}
 
 
-def git_names(root: str, *args: str) -> list[str]:
-    env = {key: value for key, value in os.environ.items() if key not in GIT_LOCATING_ENV}
-    env.update(LC_ALL="C", GIT_TERMINAL_PROMPT="0")
-    done = subprocess.run(["git", "-C", root] + GIT_FLAGS + list(args), env=env,
-                          capture_output=True, check=False)
+def git_names(request: BackupRepoRequest, *args: str) -> list[str]:
+    root = request["root"]
+    env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
+    env.update(request["git_env"])
+    done = subprocess.run(["git", "--no-pager", "-C", root] + request["git_flags"] + list(args),
+                          env=env, capture_output=True, check=False)
     if done.returncode != 0:
         raise Refused(f"{root}: git {args[0]} failed: "
                       f"{done.stderr.decode('utf-8', 'replace').strip()[-200:]}")
@@ -453,11 +453,11 @@ def op_backup_repo(request: BackupRepoRequest) -> SavedAnswer:
     binary ones back), and ignored ones that the target commit tracks or the snapshot's
     patch or untracked files name (checkout and writes replace those without a word)."""
     root, backup = request["root"], request["backup"]
-    tracked = set(git_names(root, "ls-files", "-z"))
-    wanted = set(git_names(root, "ls-files", "-z", "--others", "--exclude-standard"))
+    tracked = set(git_names(request, "ls-files", "-z"))
+    wanted = set(git_names(request, "ls-files", "-z", "--others", "--exclude-standard"))
     sha = request.get("sha")
     if sha:
-        wanted.update(git_names(root, "ls-tree", "-r", "-z", "--name-only", sha))
+        wanted.update(git_names(request, "ls-tree", "-r", "-z", "--name-only", sha))
     wanted.update(str(name) for name in request.get("names") or [])
     saved = []
     for path in sorted(wanted - tracked):

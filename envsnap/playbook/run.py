@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, TypedDict, Union
 from envsnap.defaults import DEFAULT_CONNECT_TIMEOUT, DEFAULT_FORKS
 from envsnap.errors import ArgError, EnvsnapError, ExitCode, HostError, PlaybookError, UsageError
 from envsnap.hostops.gate import foreign_plan, gate, recorded_repos
+from envsnap.hostops.shell import OthersCheckouts
 from envsnap.hosts.connect import open_transport
 from envsnap.hosts.inventory import LOCAL, Host, Inventory, limit_hosts, resolve_hosts
 from envsnap.hosts.transport import Transport
@@ -83,6 +84,9 @@ class RunOptions:
     # The caller's own open connection, for a run limited to its one host (restore's): used
     # for every task, and left open for the caller to close. Default: each host's own.
     connection: Transport | None = None
+    # --as-root-in-others-checkouts (restore's): git tasks may move other users' checkouts,
+    # with none of their configured commands (hostops/git.py); None refuses them
+    others: OthersCheckouts | None = None
 
 
 @dataclass
@@ -355,7 +359,7 @@ class Runner:
         where = task.args_where
         return Context(host=state.host, transport=state.transport, store=self.store,
                        check=check, diff=self.options.diff, base_dir=self.playbook.base_dir,
-                       timestamp=self.timestamp,
+                       timestamp=self.timestamp, others=self.options.others,
                        template=lambda text: str(render_text(text, variables, where)))
 
     def judged(self, task: Task, outcome: ModuleResult,

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Callable
 
 from envsnap.errors import UsageError
 from envsnap.hostops.locks import CheckoutLocks
-from envsnap.hostops.shell import HostShell
+from envsnap.hostops.shell import HostShell, OthersCheckouts
 from envsnap.hosts.connect import open_transport
 from envsnap.hosts.inventory import Inventory, resolve_hosts
 from envsnap.restore import policy
@@ -97,8 +97,9 @@ def drop_stashes(journal: Journal, report: RestoreReport, inventory: Inventory,
                         options.capture.accept_new_host_keys) as transport, \
             CheckoutLocks(transport, hosts[0], list(journal.touched), options.wait,
                           on_wait=options.on_wait):
-        return drop_restored_stashes(HostShell(hosts[0], transport), list(journal.touched),
-                                     journal.label)
+        others = OthersCheckouts() if options.others_checkouts else None
+        return drop_restored_stashes(HostShell(hosts[0], transport, others=others),
+                                     list(journal.touched), journal.label)
 
 
 def consented(_report: RestoreReport) -> bool:

@@ -25,10 +25,10 @@ from envsnap.bench import run as bench
 from envsnap.errors import EnvsnapError, HostError, Interrupted, UsageError
 from envsnap.hostops import hostrule
 from envsnap.hostops.gate import ForeignPlan, foreign_plan, gate, rerun_shown
-from envsnap.hostops.git import GitFailure
+from envsnap.hostops.git import GitFailure, toplevel
 from envsnap.hostops.locks import CheckoutLocks, LockHolder, LockWait
 from envsnap.hostops.pip import pin_packages, remove_packages
-from envsnap.hostops.shell import HostShell
+from envsnap.hostops.shell import HostShell, OthersCheckouts
 from envsnap.hostops.signals import sigint_deferred
 from envsnap.hosts import capture
 from envsnap.hosts.capture import CaptureOptions
@@ -93,6 +93,9 @@ class RestoreOptions:
     rerun: bool = False
     python: str | None = None          # --python: wins over the inventory and the snapshot
     host_wide: bool = False            # --host-wide: may write a sitecustomize every python loads
+    # --as-root-in-others-checkouts: may move checkouts of another user than the one envsnap
+    # runs as on the host, with none of their configured commands (hostops/git.py)
+    others_checkouts: bool = False
     wait: float = 0.0                  # --wait: seconds to wait for a checkout's lock
     trust_foreign: bool = False        # restore a snapshot not signed by this user
     repos: tuple[str, ...] = ()        # --repo: the checkouts the user names (policy.py)
@@ -266,6 +269,20 @@ class RestoreRun:
     options: RestoreOptions
     on_event: Callable[[Event], None] | None = None
     backup_label: str | None = None   # the rollback point whose backup folder apply fills
+    others: OthersCheckouts | None = None   # admitted checkouts of other users, when allowed
+
+    def __post_init__(self) -> None:
+        if self.options.others_checkouts:
+            self.others = OthersCheckouts()
+
+    def shell(self) -> HostShell:
+        return HostShell(self.host, self.transport, others=self.others)
+
+    def check_owners(self) -> None:
+        """Each checkout it writes is the user's own, or admitted (hostops/git.py): refused
+        before anything moves (OthersCheckout), not as a failed task half-way."""
+        for path in self.touched():
+            toplevel(self.shell(), path)
 
     def restore(self, pending: Pending | None, confirm: Callable[[RestoreReport], bool],
                 notes: tuple[str, ...] = ()) -> RestoreReport:
@@ -274,6 +291,7 @@ class RestoreRun:
             before = self.capture("live")
             hostrule.check_same_host(self.document, before, self.options.host is not None,
                                      self.options.force_host, "restore")
+            self.check_owners()
             report = self.plan(before, pending)
             report.notes = list(notes)
             changes = bool(report.planned or report.pip_changes)
@@ -317,12 +335,12 @@ class RestoreRun:
             if report.applied.outcome != "ok":
                 return           # the journal stays: the next run resumes or rolls back
             if report.pip_removals:
-                left = remove_packages(HostShell(self.host, self.transport),
+                left = remove_packages(self.shell(),
                                        report.pip_removals)
                 report.pip_kept.update({name: f"pip left it installed: {said}"
                                         for name, said in left.items()})
             if report.pip_pins:
-                pin_packages(HostShell(self.host, self.transport), report.pip_pins)
+                pin_packages(self.shell(), report.pip_pins)
             journal.state = "verifying"
             self.book.write(journal)
             after = self.capture("after")
@@ -357,7 +375,7 @@ class RestoreRun:
     def interrupted(self, journal: Journal) -> Interrupted:
         """Ctrl-C half-way: where each checkout stands, and the one way back (--abort)."""
         with sigint_deferred():   # a second Ctrl-C must not cut the account short
-            return stopped_halfway(HostShell(self.host, self.transport), journal)
+            return stopped_halfway(self.shell(), journal)
 
     def touched(self) -> list[str]:
         """The checkouts this restore writes: its locks and journal."""
@@ -384,7 +402,7 @@ class RestoreRun:
         as --abort does; a `git stash pop` later would apply the work a second time."""
         with sigint_deferred():
             try:
-                return drop_stashes_since(HostShell(self.host, self.transport), self.touched(),
+                return drop_stashes_since(self.shell(), self.touched(),
                                           stamp)
             except (GitFailure, HostError):
                 return []     # git could not say all is back: the stash stays, as it must
@@ -414,7 +432,7 @@ class RestoreRun:
     def playbook(self, check: bool) -> RunResult:
         return run_restore_playbook(self.document, self.host, self.transport, self.store,
                                     self.options, check, None if check else self.on_event,
-                                    None if check else self.backup_label)
+                                    None if check else self.backup_label, self.others)
 
 
 def save_rollback_point(store: Store, live: Snapshot) -> str:
@@ -433,7 +451,8 @@ def save_rollback_point(store: Store, live: Snapshot) -> str:
 def run_restore_playbook(document: Snapshot, host: Host, transport: Transport, store: Store,
                          options: RestoreOptions, check: bool,
                          on_event: Callable[[Event], None] | None,
-                         backup_label: str | None = None) -> RunResult:
+                         backup_label: str | None = None,
+                         others: OthersCheckouts | None = None) -> RunResult:
     # The hostname check above is the real one (names differ, machines may not), so the
     # playbook's own name check is told to stand aside.
     extra = {"snapshot": options.label, "force_host": True, "host_wide": options.host_wide,
@@ -443,6 +462,7 @@ def run_restore_playbook(document: Snapshot, host: Host, transport: Transport, s
     # the one host, so no --limit: a limit is a host pattern, and `root@gpu-box:2222` (a
     # target as capture takes it) is no pattern.
     run_options = RunOptions(extra_vars=extra, check=check, diff=True,
-                             connection=transport, checked={options.label: document})
+                             connection=transport, checked={options.label: document},
+                             others=others)
     return run_playbook(load(str(RESTORE_PLAYBOOK)), inventory_of(host), store, run_options,
                         on_event)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from envsnap.errors import HostError, Interrupted
-from envsnap.hostops.git import GitFailure, current_branch, head, output, run
+from envsnap.hostops.git import GitFailure, current_branch, head, output, run, toplevel
 from envsnap.hostops.shell import Shell
 from envsnap.restore.safety import Journal, way_out
 
@@ -129,6 +129,7 @@ def drop_back(shell: Shell, touched: list[str],
     """Drop each of `stashes(top)` whose content is back; what was dropped."""
     dropped = []
     for top in touched:
+        toplevel(shell, top)   # another user's checkout: admitted, or refused (hostops/git.py)
         for stash in stashes(top):
             if not is_back(shell, top, stash):
                 continue

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Generic, TypedDict, TypeVar, ca
 
 from envsnap import yamlread
 from envsnap.errors import ArgError
-from envsnap.hostops.shell import DEFAULT_COMMAND_TIMEOUT
+from envsnap.hostops.shell import DEFAULT_COMMAND_TIMEOUT, OthersCheckouts
 from envsnap.hosts.inventory import Host
 from envsnap.hosts.transport import Result, Transport
 from envsnap.shape import is_mapping
@@ -122,6 +122,7 @@ class Context:
     timestamp: str = ""                   # the run's start, names backups and labels
     template: Callable[[str], str] = str  # renders a template file with the task's variables
     command_timeout: float = DEFAULT_COMMAND_TIMEOUT
+    others: OthersCheckouts | None = None   # --as-root-in-others-checkouts (hostops/shell.py)
 
     def sh(self, command: str, timeout: float | None = None) -> Result:
         return self.transport.run(command, timeout or self.command_timeout)

@@ -20,7 +20,7 @@ from envsnap.hostops.patch import (
     take_out,
     upload,
 )
-from envsnap.hostops.shell import HostShell
+from envsnap.hostops.shell import HostShell, OthersCheckouts
 from envsnap.hosts.inventory import Host
 from envsnap.hosts.transport import LocalTransport
 
@@ -176,3 +176,27 @@ def test_a_patch_that_does_not_apply_names_its_hunk_and_changes_nothing(
     check_on_commit(shell, top, story.checkout.git("rev-parse", "HEAD~5"), patch)   # applies
     uploads = Path(os.environ["HOME"], ".cache/envsnap/tmp")
     assert len(list(uploads.glob("patch-*.diff"))) == 1   # the checks removed theirs
+
+
+def test_reads_switch_every_configured_command_off_and_writes_keep_the_users(
+        shell: HostShell) -> None:
+    read = git.flags(shell, "/co", ("status",))
+    assert "core.hooksPath=/dev/null" in read and "protocol.allow=never" in read
+    assert "credential.helper=" in read and "core.fsmonitor=false" in read
+    written = git.flags(shell, "/co", ("checkout", "main"))
+    assert "core.fsmonitor=false" in written and "core.hooksPath=/dev/null" not in written
+    assert not any(flag.startswith("safe.directory") for flag in read + written)
+    assert "--no-ext-diff" in git.command(shell, "/co", "diff", "HEAD")
+
+
+def test_an_admitted_checkout_of_another_user_runs_none_of_its_commands(
+        shell: HostShell) -> None:
+    admitted = HostShell(shell.host, shell.transport, others=OthersCheckouts())
+    assert admitted.others is not None
+    admitted.others.switches["/co"] = ["-c", "filter.lfs.process="]
+    written = git.flags(admitted, "/co", ("checkout", "main"))
+    assert "safe.directory=/co" in written and "filter.lfs.process=" in written
+    assert "core.hooksPath=/dev/null" in written and "protocol.ext.allow=never" in written
+    assert "protocol.git.allow=never" in written
+    assert not any(f.startswith("safe.directory") for f in git.flags(admitted, "/other",
+                                                                      ("status",)))
