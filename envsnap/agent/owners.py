@@ -1,8 +1,10 @@
 """Who owns a marked process: the mark the agent puts in the environment of what it starts,
 and the record it keeps of each mark on the host (reaper.py stops what carries one).
 
-A mark is ENVSNAP_OWNER=v2:<boot id>:<pid namespace>:<uid>:<agent pid>:<its start
-time>:<role>:<nonce>. An environment variable is copied by whoever starts a process with
+A mark is ENVSNAP_OWNER=<agent pid>:<its start time>:<role>:v2:<boot id>:<pid
+namespace>:<uid>:<nonce>. It begins as the marks before these rules did, so that an older
+agent on the same host (another user's envsnap) still sees its owner alive while it is,
+and leaves it alone. An environment variable is copied by whoever starts a process with
 the environment it was given: `srun` and `sbatch` (which export it by default), `mpirun -x`,
 ssh with SendEnv, a container started with `-e`. So the mark alone proves nothing about who
 started a process, and a reaper that believed it stopped other people's work: a benchmark
@@ -76,9 +78,9 @@ class Mark(NamedTuple):
     nonce: str               # names the record
 
     def text(self) -> str:
-        return ":".join([VERSION, self.identity.boot_id, str(self.identity.pid_namespace),
-                         str(self.identity.uid), str(self.pid), self.started, self.role,
-                         self.nonce])
+        return ":".join([str(self.pid), self.started, self.role, VERSION,
+                         self.identity.boot_id, str(self.identity.pid_namespace),
+                         str(self.identity.uid), self.nonce])
 
 
 Lineage = FrozenSet[Tuple[int, str]]   # (pid, start time) of the agent and its ancestors
@@ -164,9 +166,9 @@ def lineage(pid: int) -> Lineage:
 def parse(text: str) -> Optional[Mark]:
     """The mark a process carries, or None: an old mark, a malformed one, one of no agent."""
     parts = text.split(":")
-    if len(parts) != 8 or parts[0] != VERSION:
+    if len(parts) != 8 or parts[3] != VERSION:
         return None
-    _, boot_id, namespace, uid, pid, started, role, nonce = parts
+    pid, started, role, _, boot_id, namespace, uid, nonce = parts
     if not (namespace.isdigit() and uid.isdigit() and pid.isdigit() and started.isdigit()
             and boot_id and role and is_nonce(nonce)):
         return None
