@@ -3,7 +3,8 @@ agent of this host, this PID namespace and this uid started and left behind when
 killed with -9: a benchmark in a PID namespace of its own (as in a container), a marked
 process of another uid, a process given a copy of the mark by a parent of its own (as Slurm
 copies the environment into a job) and a process with a mark of the old kind all survive a
-host-side `envsnap bench local`, while the orphan of the killed agent is stopped."""
+host-side `envsnap bench local`, while the orphan of the killed agent is stopped; and the
+agent's own stop of its run (envsnap killed, its agent alive) spares the copy too."""
 from __future__ import annotations
 
 import os
@@ -56,26 +57,38 @@ def next_benchmark(cli: Cli) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def killed_agent(cli: Cli, marker: str, tmp_path: Path) -> str:
-    """Run a benchmark whose run writes down its mark and leaves a child in a session of its
-    own, kill envsnap and its agent with -9, and return the mark: its owner is gone, its
-    orphan (named `marker`-orphan) runs on."""
+def started_run(cli: Cli, host: str, marker: str, tmp_path: Path
+                ) -> tuple[subprocess.Popen[bytes], str]:
+    """envsnap (in a session of its own) running a benchmark on `host` whose run writes down
+    its mark and leaves a child in a session of its own (named `marker`-orphan), once that
+    child runs; and the mark."""
     written = tmp_path / "mark"
     run = (f'printf %s "$ENVSNAP_OWNER" > {written}; '
            f"setsid {sys.executable} -c '{SLEEP}' {marker}-orphan & sleep 600")
     controller = subprocess.Popen(
-        [sys.executable, "-m", "envsnap", "bench", "local", "--cmd", run, "--metric", METRIC,
+        [sys.executable, "-m", "envsnap", "bench", host, "--cmd", run, "--metric", METRIC,
          "--repeat", "1", "--sample-interval", "0"], cwd=cli.cwd, env=cli.env,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         assert soon(lambda: running(f"{marker}-orphan") and written.exists()
                     and written.stat().st_size > 0, 60), "the run never started"
+    except BaseException:
+        controller.kill()
+        controller.wait()
+        raise
+    return controller, written.read_text()
+
+
+def killed_agent(cli: Cli, marker: str, tmp_path: Path) -> str:
+    """Kill envsnap and its agent with -9 while a run goes on, and return the run's mark:
+    its owner is gone, its orphan runs on."""
+    controller, mark = started_run(cli, "local", marker, tmp_path)
+    try:
         os.killpg(controller.pid, signal.SIGKILL)   # envsnap and its agent, at once
-        controller.wait(timeout=30)
     finally:
         controller.kill()
         controller.wait()
-    return written.read_text()
+    return mark
 
 
 def copier(mark: str, marker: str) -> subprocess.Popen[bytes]:
@@ -98,7 +111,31 @@ def test_a_copy_of_a_mark_survives_and_the_orphan_is_reaped(
         assert soon(lambda: not running(f"{marker}-orphan"), 5), "the orphan was not reaped"
         assert running(f"{marker}-copy"), "a process given a copy of the mark was stopped"
         assert launcher.poll() is None
+        # the killed agent's record went with its orphan, the next agent's with its run
+        assert not list((Path(cli.env["HOME"]) / ".cache/envsnap/owners").iterdir())
     finally:
+        launcher.kill()
+        launcher.wait()
+
+
+@pytest.mark.parametrize("over_ssh", [False, True], ids=["local", "ssh"])
+def test_a_copy_of_a_mark_survives_the_agents_own_stop(
+        request: pytest.FixtureRequest, over_ssh: bool, marker: str, tmp_path: Path) -> None:
+    """envsnap killed with -9, its agent lives on and stops what its run started (its
+    lifeline ended): not the process a parent of its own gave the run's mark."""
+    cli: Cli = request.getfixturevalue("ssh_cli" if over_ssh else "cli")
+    host = request.getfixturevalue("sshd").addresses[0] if over_ssh else "local"
+    controller, mark = started_run(cli, host, marker, tmp_path)
+    launcher = copier(mark, marker)
+    try:
+        assert soon(lambda: running(f"{marker}-copy"), 30), "the copy never started"
+        controller.kill()                            # envsnap alone: its agent stops the run
+        controller.wait(timeout=30)
+        assert soon(lambda: not running(f"{marker}-orphan"), 30), "the run's child was left"
+        assert running(f"{marker}-copy"), "the agent stopped a process given a copy of its mark"
+    finally:
+        controller.kill()
+        controller.wait()
         launcher.kill()
         launcher.wait()
 
