@@ -69,6 +69,10 @@ class Identity(NamedTuple):
     pid_namespace: int
     uid: int
 
+    @property
+    def known(self) -> bool:
+        return bool(self.boot_id) and self.pid_namespace != 0
+
 
 class Mark(NamedTuple):
     identity: Identity
@@ -137,17 +141,15 @@ def real_uid(pid: int) -> Optional[int]:
     return None
 
 
-def identity() -> Optional[Identity]:
-    """This process's: None where /proc does not tell (then nothing is ever reaped)."""
+def identity() -> Identity:
+    """This process's; "" and 0 where /proc does not tell (not known: then no record is
+    written and no other agent's mark is acted on; the agent still stops its own)."""
     try:
         with open("/proc/sys/kernel/random/boot_id", "rb") as handle:
             boot_id = handle.read().decode("ascii", "replace").strip()
     except OSError:
-        return None
-    namespace = pid_namespace("self")
-    if not boot_id or namespace is None:
-        return None
-    return Identity(boot_id, namespace, os.getuid())
+        boot_id = ""
+    return Identity(boot_id, pid_namespace("self") or 0, os.getuid())
 
 
 def lineage(pid: int) -> Lineage:
@@ -182,11 +184,11 @@ def is_nonce(text: str) -> bool:
 def new_owner(role: str) -> Owner:
     """A fresh mark of this agent for one run or server, its record written (where it can
     be: see the module docstring)."""
-    here = identity() or Identity("", 0, os.getuid())
+    here = identity()
     pid = os.getpid()
     mark = Mark(here, pid, start_time(pid) or "", role, os.urandom(NONCE_BYTES).hex())
     owner = Owner(mark, lineage(pid))
-    if here.boot_id:
+    if here.known:
         write_record(owner)
     return owner
 

@@ -99,8 +99,9 @@ def anchor(pid: int, text: str) -> Optional[Tuple[int, str]]:
 def belongs(pid: int, text: str, owner: Owner) -> bool:
     """The process carrying `text`, the owner's mark, is one the owner started: in the
     mark's namespace, of its uid, and hanging from the owner or one of its ancestors."""
-    mine = owner.mark.identity
-    return (text == owner.mark.text() and owners.pid_namespace(str(pid)) == mine.pid_namespace
+    mine = owner.mark.identity   # a namespace /proc does not show is 0 there, None here
+    return (text == owner.mark.text()
+            and owners.pid_namespace(str(pid)) == (mine.pid_namespace or None)
             and owners.real_uid(pid) == mine.uid and anchor(pid, text) in owner.lineage)
 
 
@@ -177,7 +178,7 @@ def reap_orphans(grace: float = 0.0) -> List[int]:
     """Stop every process the agent of a recorded mark started whose agent is gone, then
     remove the records of gone agents of this boot, namespace and uid."""
     here = owners.identity()
-    if here is None:
+    if not here.known:
         return []
     known: Dict[str, Optional[Owner]] = {}   # nonce: its record's owner, read once
 
