@@ -218,7 +218,7 @@ def stop_while_found(chosen: Callable[[int, str], bool], grace: float) -> List[i
     quiet = 0
     for _ in range(ROUNDS + 1):
         pids = [pid for pid, found in marks().items()
-                if not ended(pid) and chosen(pid, found)]
+                if chosen(pid, found) and not ended(pid)]
         if pids:
             quiet = 0
             stopped += stop(pids, grace)
