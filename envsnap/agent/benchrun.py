@@ -106,10 +106,16 @@ def run_once(cmd: str, cwd: str, timeout: float, sampler: benchsample.Sampler,
     started_at = time.time()
     sampler.start()
     started = time.perf_counter()
-    mark = reaper.own_mark("run")
-    proc = subprocess.Popen(["sh", "-c", cmd], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True,
-                            env=reaper.marked(dict(os.environ) if env is None else env, mark))
+    owner = reaper.own_mark("run")
+    try:
+        proc = subprocess.Popen(["sh", "-c", cmd], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=cwd,
+                                start_new_session=True,
+                                env=reaper.marked(dict(os.environ) if env is None else env,
+                                                  owner))
+    except OSError:
+        reaper.stop_marked(owner)   # nothing started: its record goes
+        raise
     lifeline.group = proc.pid
     if lifeline.lost.is_set():  # lost between the check before this run and now
         kill_group(proc.pid)
@@ -121,7 +127,7 @@ def run_once(cmd: str, cwd: str, timeout: float, sampler: benchsample.Sampler,
         # a local controller, which reaches this agent but not the run's own session, must
         # not leave the benchmark running.
         kill_group(proc.pid)
-        reaper.stop_marked(mark)   # and what left the group (setsid) but kept the mark
+        reaper.stop_marked(owner)   # and what left the group (setsid) but kept the mark
         lifeline.group = None
     seconds = time.perf_counter() - started
     telemetry = sampler.stop()

@@ -28,7 +28,7 @@ import urllib.request
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import env as agent_env
-from . import envnames, reaper
+from . import envnames, owners, reaper
 from .patterns import PatternTimeout, checked, search_lines
 from .util import escaped
 
@@ -127,14 +127,19 @@ class Server:
         self.output: Optional[Output] = None
         self.started = 0.0
         self.stopped: Optional[str] = None
-        self.mark = reaper.own_mark("server")
+        self.owner: Optional[owners.Owner] = None   # its mark, made as it starts
 
     def start(self) -> None:
         self.started = time.monotonic()
-        self.proc = subprocess.Popen(
-            ["sh", "-c", self.cmd], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, cwd=self.cwd, start_new_session=True,
-            env=reaper.marked(changed_env(dict(os.environ), self.changes), self.mark))
+        self.owner = reaper.own_mark("server")
+        try:
+            self.proc = subprocess.Popen(
+                ["sh", "-c", self.cmd], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT, cwd=self.cwd, start_new_session=True,
+                env=reaper.marked(changed_env(dict(os.environ), self.changes), self.owner))
+        except OSError:
+            reaper.stop_marked(self.owner)   # nothing started: its record goes
+            raise
         self.output = Output(self.proc.stdout)
 
     @property
@@ -237,7 +242,8 @@ class Server:
             if self.stopped == "kill":
                 signal_group(group, signal.SIGKILL)
             # what left the group (setsid) but kept the mark: a moment to end, as the group had
-            reaper.stop_marked(self.mark, grace=min(self.grace, 2.0))
+            if self.owner is not None:
+                reaper.stop_marked(self.owner, grace=min(self.grace, 2.0))
             self.proc.wait()
             if self.output is not None:
                 self.output.thread.join(1.0)
