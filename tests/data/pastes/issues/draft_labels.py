@@ -103,9 +103,13 @@ def smi_facts(text: str) -> dict[str, Any]:
     return facts
 
 
+def topo_facts(text: str) -> dict[str, Any]:
+    return {}   # its links are drafted for every tool, below
+
+
 def draft(name: str, tool: str, text: str) -> dict[str, Any]:
     reader = {"torch": torch_facts, "vllm": torch_facts, "sglang": sglang_facts,
-              "smi": smi_facts, "topo": lambda t: {}}[tool]
+              "smi": smi_facts, "topo": topo_facts}[tool]
     facts = {k: v for k, v in reader(text).items() if v not in (None, [], {})}
     found = links(text)
     if found:
