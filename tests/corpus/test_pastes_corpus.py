@@ -1,5 +1,5 @@
 """`envsnap import` on real pastes from public issue threads, each in the three ways people
-copy it (tests/data/pastes/issues: the rule that drew them, their threads, the facts labelled
+copy it (tests/data/pastes/threads: the rule that drew them, their threads, the facts labelled
 by hand). Every paste goes through the real CLI into a store, then `show`; the stored facts
 are compared with the labels. What is read must be read right; how much is read may only
 grow (floor.json holds today's count); the targets of issue 39 are marked as not met yet."""

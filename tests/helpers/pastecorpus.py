@@ -1,4 +1,4 @@
-"""The corpus of pasted reports (tests/data/pastes/issues): each paste, in each copy style,
+"""The corpus of pasted reports (tests/data/pastes/threads): each paste, in each copy style,
 imported through the real CLI and its stored snapshot compared with the facts labelled by
 hand. `score` is the whole measure; tests/data/pastes/score.py prints it, and
 tests/corpus/test_pastes_corpus.py holds its figures."""
@@ -13,7 +13,7 @@ from typing import Any
 
 from envsnap.snapshot.store import Store
 
-CORPUS = Path(__file__).resolve().parent.parent / "data" / "pastes" / "issues"
+CORPUS = Path(__file__).resolve().parent.parent / "data" / "pastes" / "threads"
 STYLES = ("copy-button", "fenced", "template")
 TOOLS = ("vllm", "sglang", "torch", "smi", "topo")
 INTERNAL, REFUSED = 70, 4

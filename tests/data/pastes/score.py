@@ -1,4 +1,4 @@
-"""Scores `envsnap import` on the corpus of real pastes (issues/README.md): every paste in each
+"""Scores `envsnap import` on the corpus of real pastes (threads/README.md): every paste in each
 copy style imported through the real CLI, in this process, into a store of its own, and its
 snapshot compared with the labelled facts. Prints the counts per tool and copy style, then
 every miss with its reason. Run from the repository: `python tests/data/pastes/score.py`."""

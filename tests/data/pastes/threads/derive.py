@@ -1,7 +1,7 @@
 """Writes the corpus's paste files from sources.jsonl, mechanically (README.md says how): for
 each search excerpt, the post as written (`.template.txt`) and, where the report sits in a code
 block, that block with its fences (`.fenced.txt`) and its inside (`.copy-button.txt`).
-Run from anywhere: `python tests/data/pastes/issues/derive.py`; it rewrites what it wrote."""
+Run from anywhere: `python tests/data/pastes/threads/derive.py`; it rewrites what it wrote."""
 from __future__ import annotations
 
 import json

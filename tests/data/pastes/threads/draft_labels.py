@@ -1,7 +1,7 @@
 """Drafts labels.json from the template pastes with plain patterns of each tool's printed
 lines, written for this corpus alone (envsnap's readers are not used). Every draft was then
 read against its paste and corrected by hand (README.md); run it again only to start over:
-`python tests/data/pastes/issues/draft_labels.py > draft.json`."""
+`python tests/data/pastes/threads/draft_labels.py > draft.json`."""
 from __future__ import annotations
 
 import json
