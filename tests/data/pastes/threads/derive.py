@@ -28,6 +28,49 @@ TOOLS = {"pytorch": "torch", "vllm": "vllm", "sglang": "sglang", "nvidia-smi": "
          "topo": "topo"}
 
 
+# What the corpus keeps of a post is what machines printed and the markdown around it: a
+# sentence a person wrote is not ours to copy, so it is replaced by this line (one for one,
+# so line numbers hold), as is the thread's title and who posted. Prose is told by shape:
+# outside a code block, not indented, not a tool's warning nor a report's `Key:` line, at
+# least four words, mostly words of letters, two of them lower-case.
+OWN_WORDS = "(the reporter's own words stood here: see the thread)"
+WORD = re.compile(r"^[A-Za-z][A-Za-z'’,.;!?()-]*$")
+
+
+def is_prose(line: str) -> bool:
+    text = line.strip()
+    if not text or text.startswith(("#", "<", "|", "+", "=", "-", "$", "[", "`")):
+        return False
+    if line[:1].isspace() or re.search(r"Warning\b|\.py:\d+:", text) or \
+            text.endswith(":") and len(text.split()) <= 5:
+        return False
+    body = text[2:] if text.startswith("> ") else text
+    words = body.split()
+    if len(words) < 4 or sum(word.islower() for word in words) < 2:
+        return False
+    if re.match(r"^[^:]{1,60}:\s+\S", body) and not body.endswith((".", "?", "!")):
+        return False
+    return sum(bool(WORD.match(word)) for word in words) / len(words) >= 0.75
+
+
+def scrubbed(excerpt: str) -> str:
+    """The excerpt with each person's sentences, the title and the posters' names replaced."""
+    out, fenced, posted = [], False, False
+    for line in excerpt.split("\n"):
+        if FENCE.match(line):
+            fenced = not fenced
+        elif POST_START.match(line) or NEXT_POST.match(line):
+            posted = True
+            line = re.sub(r"^\S+ · ", "someone · ", line)
+            line = re.sub(r" by \S+,", " by someone,", line)
+        elif not posted and line.startswith("# "):
+            line = "# (the thread's title)"
+        elif not fenced and is_prose(line):
+            line = ("> " if line.lstrip().startswith("> ") else "") + OWN_WORDS
+        out.append(line)
+    return "\n".join(out)
+
+
 class Paste(NamedTuple):
     name: str
     url: str
@@ -84,7 +127,7 @@ def derive(source: dict[str, str]) -> Paste:
     owner_repo, number = re.match(r"https://github\.com/([^/]+/[^/]+)/(?:issues|pull)/(\d+)",
                                   source["url"]).groups()  # type: ignore[union-attr]
     name = f"{tool}_{owner_repo.split('/')[1].lower()}_{number}"
-    lines, date, _ = post_of(source["excerpt"])
+    lines, date, _ = post_of(scrubbed(source["excerpt"]))
     block = report_block(lines, MARKERS[tool])
     fenced = copy_button = None
     if block is not None:
@@ -101,9 +144,12 @@ def main() -> None:
     PASTES.mkdir(exist_ok=True)
     for old in PASTES.glob("*.txt"):
         old.unlink()
-    index = []
+    index, sources = [], []
     for line in SOURCES.read_text(encoding="utf-8").splitlines():
-        paste = derive(json.loads(line))
+        source = json.loads(line)
+        sources.append(json.dumps({**source, "excerpt": scrubbed(source["excerpt"])},
+                                  ensure_ascii=False))
+        paste = derive(source)
         styles = {"template": paste.template, "fenced": paste.fenced,
                   "copy-button": paste.copy_button}
         for style, text in styles.items():
@@ -112,6 +158,7 @@ def main() -> None:
         index.append({"name": paste.name, "tool": paste.tool, "url": paste.url,
                       "date": paste.date,
                       "styles": [s for s, text in styles.items() if text is not None]})
+    SOURCES.write_text("\n".join(sources) + "\n", encoding="utf-8")
     (HERE / "index.json").write_text(json.dumps(index, indent=1) + "\n", encoding="utf-8")
 
 
