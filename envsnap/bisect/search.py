@@ -534,9 +534,10 @@ class Hunt:
         """Whether the slow commit is at `position` and not before it: the commit before it
         (judged good, maybe early, under a drift not yet known) like the round's good state
         under the drift known now without the drift's allowance, given one more invocation
-        where it is not, and not alike `position` itself. Two slow commits a few commits apart, or a step
-        judged like good within an allowance the drift seen since has narrowed, end the
-        halving one commit too late without it; a neighbour compared costs no runs."""
+        where it is not, and not alike `position` itself. Without it, two slow commits a
+        few commits apart, or a step judged like good within an allowance the drift seen
+        since has narrowed, end the halving a commit or more too late; comparing the
+        neighbours costs no runs."""
         if verdict_of(self.place_at(before, good, widened=False)) != GOOD:
             # like good only within the drift's allowance, or not like good now: one more
             # invocation there, the drift measured closer
