@@ -28,7 +28,9 @@ from envsnap.bench.between import (
     Timed,
     detrended,
     fit_drift_pooled,
+    noise_of,
     place,
+    threshold_for,
 )
 from envsnap.verdicts import (
     BAD,
@@ -40,6 +42,7 @@ from envsnap.verdicts import (
     NO_REGRESSION,
     ONLY_SKIPPED,
     REGRESSION,
+    SAME,
     SKIP,
     BisectOutcome,
     Classification,
@@ -331,15 +334,24 @@ class Hunt:
             return list(self.fixed_good)
         return detrended(self.series.get(position, []), drift or self.drift())
 
-    def place_at(self, position: int, good: int) -> Placement:
+    def place_at(self, position: int, good: int, widened: bool = True) -> Placement:
         """Against the round's good state and BAD, the drift taken out; each threshold
-        widened by how far the drift's error carries between the two states' times."""
+        widened (unless not `widened`) by how far the drift's error carries between the two
+        states' times."""
         drift = self.drift()
         allowance = tuple(2 * drift.error * abs(self.when(position) - self.when(end))
-                          for end in (good, self.size))
+                          if widened else 0.0 for end in (good, self.size))
         return place(self.corrected(good, drift), self.corrected(self.size, drift),
                      self.corrected(position, drift), self.lower_is_better,
-                     allowance=(allowance[0], allowance[1]))
+                     threshold=self.threshold(), allowance=(allowance[0], allowance[1]))
+
+    def threshold(self) -> float:
+        """The threshold for "like" and "beyond": the default, wider on a noisy machine
+        (between.threshold_for, the noise pooled within every invocation so far): at the
+        default a state within the noise of a noisy machine is never like either end, and
+        a search from a slow commit, with fewer runs at its good state, ends undecided."""
+        return threshold_for(noise_of([timed for series in self.series.values()
+                                       for timed in series]))
 
     def when(self, position: int) -> float:
         """The mean time of a state's runs (the fixed GOOD's: the search's start)."""
@@ -387,13 +399,21 @@ class Hunt:
 
     # ---- a step ----
 
-    def trial(self, position: int, good: int) -> Trial:
+    def trial(self, position: int, good: int, again: bool = False) -> Trial:
         """Runs at a commit until it is placed, or max_repeat runs could not place it.
         Runs it already has (an earlier round's) count; between is settled only after a
-        second invocation with an end measured in between, when the drift is known."""
+        second invocation with an end measured in between, when the drift is known.
+        `again`: one more invocation first, an end measured before it, whatever it has."""
         self.steps += 1
         role = f"step {self.steps}"
         invocations = len(self.series.get(position, []))
+        if again and len(self.runs_at(position)) < self.max_repeat:
+            self.remeasure(good)
+            if self.take(position, min(self.repeat, self.max_repeat -
+                                       len(self.runs_at(position))), role) is None:
+                self.result.step_invocations += 1
+                self.since += 1
+                invocations += 1
         if not invocations:
             if self.since >= self.every:
                 self.remeasure(good)
@@ -444,36 +464,13 @@ class Hunt:
         good = 0
         while len(result.culprits) < self.max_rounds:
             state = Search(self.size - good)       # index i is position good + 1 + i
-            index = state.next()
-            while index is not None:
-                trial = self.trial(good + 1 + index, good)
-                if trial.verdict == CANT_TELL:
-                    self.on_event(replace(trial, left=len(state.untested()),
-                                          steps_left=state.steps_left()))
-                    result.outcome, result.undecided = CANT_TELL, trial
-                    result.suspects = list(range(good + 2 + state.good, good + 2 + state.bad))
-                    return self.finish()
-                state.record(index, trial.verdict)
-                self.on_event(replace(trial, left=len(state.untested()),
-                                      steps_left=state.steps_left()))
-                index = state.next()
-            if state.suspects()[:-1]:
-                result.outcome = ONLY_SKIPPED
-                result.suspects = [good + 1 + index for index in state.suspects()]
+            settled = self.halve(state, good)
+            if settled is None:
                 return self.finish()
-            position = good + 1 + state.bad
-            if position != self.size and verdict_of(self.place_at(position, good)) != BAD:
-                # judged bad under a drift not yet known, and the drift seen since leaves it
-                # unsure: more runs there; like good after all, the search goes on from it
-                again = self.trial(position, good)
-                self.on_event(again)
-                if again.verdict == GOOD:
-                    good = position
-                    continue
-                if again.verdict != BAD:
-                    result.outcome, result.undecided = CANT_TELL, again
-                    result.suspects = list(range(good + 1, position + 1))
-                    return self.finish()
+            position, moved = settled
+            if moved:         # the slow commit, told apart anew, was like good after all
+                good = position
+                continue
             drift = self.drift()
             placement = self.place_at(position, good)
             result.culprits.append(Culprit(
@@ -484,6 +481,85 @@ class Hunt:
             good = position
         result.outcome = FOUND
         return self.finish()
+
+    def halve(self, state: Search, good: int) -> tuple[int, bool] | None:
+        """One round's halving from `good` to BAD: the slow commit's position and whether
+        it turned out like good (the search goes on from it); None when the search stops
+        here (result.outcome says why). The commit before the one found is judged again
+        under the drift known by then: like good, and apart from it (`boundary`), or the
+        halving goes on to its left."""
+        result = self.result
+        goods: list[int] = []       # indexes judged good this round
+        while True:
+            index = state.next()
+            while index is not None:
+                trial = self.trial(good + 1 + index, good)
+                if trial.verdict == CANT_TELL:
+                    self.on_event(replace(trial, left=len(state.untested()),
+                                          steps_left=state.steps_left()))
+                    result.outcome, result.undecided = CANT_TELL, trial
+                    result.suspects = list(range(good + 2 + state.good, good + 2 + state.bad))
+                    return None
+                state.record(index, trial.verdict)
+                if trial.verdict == GOOD:
+                    goods.append(index)
+                self.on_event(replace(trial, left=len(state.untested()),
+                                      steps_left=state.steps_left()))
+                index = state.next()
+            if state.suspects()[:-1]:
+                result.outcome = ONLY_SKIPPED
+                result.suspects = [good + 1 + index for index in state.suspects()]
+                return None
+            position = good + 1 + state.bad
+            if position != self.size and verdict_of(self.place_at(position, good)) != BAD:
+                # judged bad under a drift not yet known, and the drift seen since leaves it
+                # unsure: more runs there; like good after all, the search goes on from it
+                again = self.trial(position, good)
+                self.on_event(again)
+                if again.verdict == GOOD:
+                    return position, True
+                if again.verdict != BAD:
+                    result.outcome, result.undecided = CANT_TELL, again
+                    result.suspects = list(range(good + 1, position + 1))
+                    return None
+            before = position - 1
+            if before == good or self.boundary(before, position, good):
+                return position, False
+            # the commit before it is past the slow commit too: the halving goes on left
+            state.bad = before - good - 1
+            goods = [index for index in goods if index < state.bad]
+            state.good = max(goods, default=-1)
+
+    def boundary(self, before: int, position: int, good: int) -> bool:
+        """Whether the slow commit is at `position` and not before it: the commit before it
+        (judged good, maybe early, under a drift not yet known) like the round's good state
+        under the drift known now without the drift's allowance, given one more invocation
+        where it is not, and not alike `position` itself. Without it, two slow commits a
+        few commits apart, or a step judged like good within an allowance the drift seen
+        since has narrowed, end the halving a commit or more too late; comparing the
+        neighbours costs no runs."""
+        if verdict_of(self.place_at(before, good, widened=False)) != GOOD:
+            # like good only within the drift's allowance, or not like good now: one more
+            # invocation there, the drift measured closer
+            again = self.trial(before, good, again=True)
+            self.on_event(again)
+            if again.verdict == BAD:
+                return False
+            if again.verdict != GOOD:
+                return True      # unsure either way: the halving's answer stands
+        drift = self.drift()
+        allowance = 2 * drift.error * abs(self.when(before) - self.when(position))
+        alike = benchstats.compare(self.corrected(before, drift), self.corrected(position, drift),
+                                   self.lower_is_better,
+                                   self.threshold() + allowance)
+        if alike["verdict"] not in (SAME, IMPROVEMENT):
+            return True
+        self.steps += 1
+        self.on_event(Trial(self.steps, before, tuple(self.runs_at(before)),
+                            tuple(self.corrected(before, drift)), BAD,
+                            f"like the commit after it ({alike['why']}): the slow commit is "
+                            "at or before it", self.place_at(before, good), 0))
+        return False
 
     def finish(self) -> HuntResult:
         result, drift = self.result, self.drift()

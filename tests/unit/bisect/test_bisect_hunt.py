@@ -109,3 +109,50 @@ def test_no_regression_between_the_ends_searches_nothing() -> None:
     roles: list[str] = []
     result = Hunt(8, model(lambda p: 94.0, roles=roles), repeat=3, max_repeat=9).run()
     assert result.outcome == NO_REGRESSION and roles == ["good", "bad"]
+
+
+def test_a_step_judged_like_good_before_the_drift_was_known_is_judged_again() -> None:
+    """Two slow commits two apart on a machine gaining speed as the search runs: the commit
+    before the second, measured once while the drift was a guess, read like good within
+    the guess's allowance; the first slow commit went unnamed and the second stood for
+    both. Judged again, with one more set of runs, both are named with their sizes."""
+    def levels(position: int) -> float:
+        return 1000.0 * (0.8355 if position >= 10 else 1.0) * (0.3724 if position >= 12 else 1.0)
+
+    result = Hunt(13, model(levels, rate=0.01985, sigma=0.01873, seed=441 * 7919 + 1),
+                  repeat=3, max_repeat=20).run()
+    assert result.outcome == FOUND
+    assert [c.position for c in result.culprits] == [10, 12]
+    assert result.culprits[0].change == pytest.approx(-0.1645, abs=0.04)
+    assert result.culprits[1].change == pytest.approx(-0.6276, abs=0.04)
+
+
+def test_a_slow_commit_judged_like_good_early_is_found_again_not_its_neighbour() -> None:
+    """On a machine losing speed fast, the first slow commit read like good under the early
+    allowance and the harmless commit after it was named in its place; judged again, the
+    halving goes on to its left and names it."""
+    def levels(position: int) -> float:
+        return 1000.0 * (0.8694 if position >= 4 else 1.0) * (0.8568 if position >= 16 else 1.0)
+
+    result = Hunt(36, model(levels, rate=-0.0351, sigma=0.0251, seed=709 * 7919 + 1),
+                  repeat=3, max_repeat=20).run()
+    assert result.outcome == FOUND
+    assert [c.position for c in result.culprits] == [4, 16]
+
+
+def test_the_commit_before_the_one_found_alike_it_is_never_named_in_its_place() -> None:
+    """A slow commit within the noise of a noisy, drifting machine, a big one later: the
+    halving ended at the commit after the small one's neighbours, the two read alike, and
+    a harmless commit was named for it. Compared with the commit before it, the search
+    moves left instead, and no harmless commit is named."""
+    def levels(position: int) -> float:
+        return 1000.0 * (1 - 0.11606821797264617 if position >= 28 else 1.0) \
+            * (1 - 0.6574170984168954 if position >= 47 else 1.0)
+
+    events: list[HuntEvent] = []
+    result = Hunt(52, model(levels, rate=-0.030659736076541294, sigma=0.04549021457613961,
+                            seed=238 * 7919 + 1),
+                  repeat=3, max_repeat=20, on_event=events.append).run()
+    assert any(isinstance(event, Trial) and event.why.startswith("like the commit after it")
+               for event in events)
+    assert all(c.position in (28, 47) for c in result.culprits)
