@@ -4,7 +4,8 @@ One pass over /proc (env.ProcTable) finds the Python processes this user may rea
 one's interpreter (/proc/PID/exe; the command line's own path when it leads there, so a
 venv's python is named as the venv's, not as the base it links to), and the git work trees
 its cwd and its script lie in (a `.git` looked for upward: no git runs here). The
-checkouts the store recorded for this host come in with the config and are looked at first.
+checkouts the store recorded for this host come in with the config; the folder the
+timeline runs in (locally) is looked at first, the store's next, the newest processes' after.
 Nothing is signalled, nothing is run; another user's process cannot be read (its exe and cwd
 are closed to us), so it is only counted, and said.
 
@@ -81,15 +82,21 @@ def work_tree_of(path: str, seen: Dict[str, Optional[str]]) -> Optional[str]:
 
 def discover(table: ProcTable, given_repos: List[str], given_pythons: List[str],
              here: Optional[str]) -> Dict[str, Any]:
-    """The checkouts, interpreters and Python processes to read, and what was not read."""
+    """The checkouts, interpreters and Python processes to read, and what was not read: the
+    folder it runs in first (the user stands in it), then the store's, then the newest
+    processes' (a worker restarted lately is the likeliest to matter)."""
+    import sys
+
     own = envsnap_processes(table, None)
     seen: Dict[str, Optional[str]] = {}
-    repos: List[str] = [os.path.abspath(os.path.expanduser(repo)) for repo in given_repos]
+    top_here = work_tree_of(here, seen) if here else None
+    repos: List[str] = ([top_here] if top_here else []) + [
+        os.path.abspath(os.path.expanduser(repo)) for repo in given_repos]
     pythons: List[str] = list(given_pythons)
     workers: List[int] = []
     unreadable = 0
     from_procs = set()
-    for pid in sorted(table.argv):
+    for pid in sorted(table.argv, key=lambda pid: (-table.stat[pid][1], pid)):
         argv = table.argv[pid]
         if pid in own:
             continue
@@ -109,11 +116,8 @@ def discover(table: ProcTable, given_repos: List[str], given_pythons: List[str],
             if top is not None:
                 repos.append(top)
                 from_procs.add(top)
-    if here:
-        top = work_tree_of(here, seen)
-        if top is not None:
-            repos.append(top)
-    repos, pythons = unique(repos), unique(pythons)
+    repos = unique(repos)
+    pythons = [python for python in unique(pythons) if python != sys.executable]
     return {
         "repos": repos[:MAX_CHECKOUTS], "repos_left": max(0, len(repos) - MAX_CHECKOUTS),
         "repos_from_procs": len([repo for repo in repos[:MAX_CHECKOUTS] if repo in from_procs]),
