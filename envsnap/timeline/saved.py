@@ -137,7 +137,7 @@ def timeline_of(document: SavedTimeline) -> Timeline:
                     iso_seconds(str(saved.get("until"))) or 0.0, str(meta.get("since")),
                     meta.get("until"))
     seen = saved.get("looked_at")
-    looked = None if not is_object(seen) else LookedAt(
+    looked = None if seen is None else LookedAt(
         count(seen.get("checkouts")), count(seen.get("pythons")), count(seen.get("workers")),
         str(seen.get("found") or "?"), strings(seen.get("not_looked_at")),
         strings(seen.get("repos")), strings(seen.get("pythons_read")))

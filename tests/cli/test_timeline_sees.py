@@ -110,12 +110,16 @@ def test_with_nothing_named_it_reads_the_running_pythons_and_the_stores_checkout
                      r"store's snapshots of this host", head), head
 
 
-def test_named_checkouts_are_said_as_named(cli: Cli, story: Story) -> None:
+def test_named_checkouts_are_said_as_named_and_kept_with_a_saved_timeline(
+        cli: Cli, story: Story) -> None:
+    said = "looked at: 1 checkout (as named), 1 python, 0 worker processes"
     result = cli("timeline", "local", "--repo", str(story.checkout), "--since", "5m",
-                 "--log-root", str(story.root))
+                 "--log-root", str(story.root), "--label", "kept")
     assert result.returncode == 0, result.stderr
-    assert "looked at: 1 checkout (as named), 1 python, 0 worker processes" in \
-        words(result.stdout)
+    assert said in words(result.stdout)
+    shown = cli("show", "kept")
+    assert shown.returncode == 0, shown.stderr
+    assert said in words(shown.stdout)
 
 
 def stash_events(cli: Cli, story: Story, host: str = "local") -> list[dict[str, Any]]:
