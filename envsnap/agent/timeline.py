@@ -176,7 +176,7 @@ def stash_records(log: str, repo: str, since: float, until: float) -> List[Dict[
     leaves the same gap. Which it was is told by a stored snapshot's stash list (the timeline
     compares), never guessed from the time here."""
     if not os.path.exists(log):
-        return []
+        return deleted_stash_log(log, repo, since, until)
     entries = gitparse.parse_reflog(tail_lines(log, REFLOG_LINES)[0], ref="stash")
     records = [dict(entry, repo=repo, ref="stash") for entry in entries
                if since <= entry["time"] <= until]
@@ -187,6 +187,19 @@ def stash_records(log: str, repo: str, since: float, until: float) -> List[Dict[
                         "rewritten": mtime > newest + 1, "file": log, "left": len(entries),
                         "shas": [entry["new"] for entry in entries]})
     return records
+
+
+def deleted_stash_log(log: str, repo: str, since: float, until: float) -> List[Dict[str, Any]]:
+    """No stash reflog: none was ever pushed, or the last one was popped or dropped, which
+    deletes the file; its folder's mtime is when an entry of it last came or went."""
+    try:
+        mtime = os.stat(os.path.dirname(log)).st_mtime
+    except OSError:
+        return []
+    if not since <= mtime <= until:
+        return []
+    return [{"repo": repo, "ref": "stash", "time": mtime, "state": True, "rewritten": False,
+             "deleted": True, "file": log, "left": 0, "shas": []}]
 
 
 # ---- python ---------------------------------------------------------------------------------

@@ -166,8 +166,10 @@ def stash_state_events(entry: ReflogRecord, recorded: RecordedStashes | None) ->
         Event(time=when, kind="stash", subject=repo,
               what=f"stash popped or dropped in {repo}: {message} ({left} left)",
               evidence=f"snapshot {recorded.label} recorded stash {sha[:10]}, which "
-                       f"{entry['file']} no longer lists; its mtime (git records no line for "
-                       "a pop or drop)",
+                       + (f"no stash reflog lists now ({entry['file']} is gone); its folder's "
+                          "mtime" if entry.get("deleted") else
+                          f"{entry['file']} no longer lists; its mtime")
+                       + " (git records no line for a pop or drop)",
               exactness=FILE_TIME,
               details=(f"between snapshot {recorded.label} ({moment_iso(recorded.time)}) "
                        "and this rewrite",),

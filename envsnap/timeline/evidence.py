@@ -44,6 +44,7 @@ class ReflogRecord(TypedDict, total=False):
     commits: MovedCommits
     state: bool
     rewritten: bool
+    deleted: bool             # no stash reflog: `time` is its folder's mtime
     file: str
     left: int
     shas: list[str]

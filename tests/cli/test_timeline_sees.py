@@ -171,3 +171,21 @@ def test_a_pop_after_a_snapshot_names_the_stash_it_took(
     assert "snapshot with-stashes recorded stash" in popped["evidence"]
     assert popped_at - 1 < popped["time"] <= popped_at + 0.05
     assert not any("rewritten" in event["what"] for event in events)
+
+
+def test_popping_the_last_stash_recorded_by_a_snapshot_is_named(cli: Cli, story: Story) -> None:
+    """Popping the only stash deletes the stash reflog: the stash the snapshot recorded is
+    gone, at the time its folder last changed."""
+    (story.checkout / "pynccl.py").write_text("VERIFY_MS = 3\n")
+    git(story.checkout, story.env, "stash", "push", "-q", "-m", "only try")
+    assert cli("capture", "local", "--label", "one-stash", "--repo",
+               str(story.checkout)).returncode == 0
+    time.sleep(STEP)
+    git(story.checkout, story.env, "stash", "pop", "-q")
+    popped_at = time.time()
+    assert not (story.checkout / ".git" / "logs" / "refs" / "stash").exists()
+    (popped,) = [event for event in stash_events(cli, story) if "popped" in event["what"]]
+    assert popped["what"] == \
+        f"stash popped or dropped in {story.checkout}: On main: only try (0 left)"
+    assert "is gone); its folder's mtime" in popped["evidence"]
+    assert popped_at - 1 < popped["time"] <= popped_at + 0.05
