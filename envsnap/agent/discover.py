@@ -7,7 +7,8 @@ its cwd and its script lie in (a `.git` looked for upward: no git runs here). Th
 checkouts the store recorded for this host come in with the config; the folder the
 timeline runs in (locally) is looked at first, the store's next, the newest processes' after.
 Nothing is signalled, nothing is run; another user's process cannot be read (its exe and cwd
-are closed to us), so it is only counted, and said.
+are closed to us), so it is only counted, and said; a checkout another user owns (root sees
+their processes) is counted too, never read: its git config is theirs.
 
 Bounded: at most MAX_CHECKOUTS checkouts, MAX_PYTHONS interpreters and MAX_WORKERS
 processes; the rest are counted, never silently dropped.
@@ -95,6 +96,7 @@ def discover(table: ProcTable, given_repos: List[str], given_pythons: List[str],
     pythons: List[str] = list(given_pythons)
     workers: List[int] = []
     unreadable = 0
+    foreign: List[str] = []
     from_procs = set()
     for pid in sorted(table.argv, key=lambda pid: (-table.stat[pid][1], pid)):
         argv = table.argv[pid]
@@ -113,7 +115,9 @@ def discover(table: ProcTable, given_repos: List[str], given_pythons: List[str],
         places = [cwd] + ([os.path.join(cwd or "/", script)] if script else [])
         for place in places:
             top = work_tree_of(place, seen) if place else None
-            if top is not None:
+            if top is not None and not is_mine(top):
+                foreign.append(top)   # another user's config would steer git: not read
+            elif top is not None:
                 repos.append(top)
                 from_procs.add(top)
     repos = unique(repos)
@@ -123,8 +127,15 @@ def discover(table: ProcTable, given_repos: List[str], given_pythons: List[str],
         "repos_from_procs": len([repo for repo in repos[:MAX_CHECKOUTS] if repo in from_procs]),
         "pythons": pythons[:MAX_PYTHONS], "pythons_left": max(0, len(pythons) - MAX_PYTHONS),
         "pids": workers[:MAX_WORKERS], "pids_left": max(0, len(workers) - MAX_WORKERS),
-        "unreadable": unreadable,
+        "unreadable": unreadable, "foreign_repos": len(set(foreign) - set(repos)),
     }
+
+
+def is_mine(folder: str) -> bool:
+    try:
+        return os.stat(folder).st_uid == os.geteuid()
+    except OSError:
+        return False
 
 
 def unique(items: List[str]) -> List[str]:

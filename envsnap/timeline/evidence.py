@@ -224,6 +224,7 @@ class LookedAt(TypedDict, total=False):
     pids: list[int]
     pids_left: int
     unreadable: int
+    foreign_repos: int
 
 
 class Evidence(TypedDict, total=False):

@@ -106,6 +106,9 @@ def looked_at(found: Evidence, named_repos: list[str], discovered_from: str) -> 
     if seen.get("unreadable"):
         missed.append(f"{plural(int(seen['unreadable']), 'process', 'es')} of other users "
                       "(not readable)")
+    if seen.get("foreign_repos"):
+        missed.append(f"{plural(int(seen.get('foreign_repos') or 0), 'checkout')} of other "
+                      "users (their git config is theirs)")
     for left, what, suffix in ((seen.get("repos_left"), "checkout", "s"),
                                (seen.get("pythons_left"), "python", "s"),
                                (seen.get("pids_left"), "python process", "es")):

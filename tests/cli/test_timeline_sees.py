@@ -189,3 +189,25 @@ def test_popping_the_last_stash_recorded_by_a_snapshot_is_named(cli: Cli, story:
         f"stash popped or dropped in {story.checkout}: On main: only try (0 left)"
     assert "is gone); its folder's mtime" in popped["evidence"]
     assert popped_at - 1 < popped["time"] <= popped_at + 0.05
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="handing a checkout to another user needs root")
+def test_a_checkout_another_user_owns_is_counted_never_read(cli: Cli, story: Story,
+                                                            tmp_path: Path) -> None:
+    theirs = new_repo(tmp_path / "theirs", story.env, "x.py", "X = 1\n")
+    for folder, _, files in os.walk(theirs):
+        for name in [folder, *(os.path.join(folder, file) for file in files)]:
+            os.chown(name, 65534, 65534)   # nobody's
+    worker = subprocess.Popen([str(story.python), "-c", "import time; time.sleep(60)",
+                               story.marker], cwd=theirs, env={"PATH": "/usr/bin:/bin"})
+    try:
+        result = cli("timeline", "local", "--since", "5m", "--log-root", str(story.root),
+                     "--json")
+    finally:
+        worker.kill()
+        worker.wait()
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(result.stdout)["looked_at"]
+    assert str(theirs) not in seen["repos"]
+    assert any(line.endswith("of other users (their git config is theirs)")
+               for line in seen["not_looked_at"]), seen
