@@ -294,6 +294,19 @@ def find_processes(patterns: List[str], selector: Selector,
     return found, max(0, len(chosen) - MAX_PROCESSES)
 
 
+def processes_by_pid(table: ProcTable, pids: List[int], selector: Selector
+                     ) -> Dict[str, Any]:
+    """{pid: process facts} of the given pids of `table` (found by another rule than a
+    pattern: agent/discover.py's Python processes)."""
+    booted = boot_epoch()
+    found: Dict[str, Any] = {}
+    for pid in pids:
+        if pid in table.stat:
+            found[str(pid)] = dict(describe_process(pid, table, selector, booted),
+                                   matched="a running python")
+    return found
+
+
 def describe_process(pid: int, table: ProcTable, selector: Selector,
                      booted: Optional[float]) -> Dict[str, Any]:
     base = "/proc/%d/" % pid

@@ -4,13 +4,16 @@ One exec, like a capture. Each source is read in its own thread with the collect
 and reports its own error, so an unreadable journal never loses the reflogs:
 
 - git: each checkout's HEAD reflog (read from the file's end, like the capture) with the
-  commits each move brought in and the files they touched; the stash reflog, whose file is
-  rewritten (its mtime moved) when a stash is popped or dropped, which no reflog records;
+  commits each move brought in and the files they touched; the stash reflog's lines, and
+  its file's time and the stashes it lists now (a pop or drop leaves no line: see
+  stash_records);
 - python: the interpreter's .dist-info/.egg-info folders with their RECORD's mtime and
   INSTALLER (pip, uv, conda, ...), and conda-meta/history where there is one;
 - files: sitecustomize/usercustomize as the interpreter finds them, its .pth files,
   /etc/nccl.conf, ~/.nccl.conf, /etc/environment: mtime, digest, and any backup envsnap made;
 - procs: each --proc worker's start time and its env now (agent/env.py's reading);
+- with nothing named (`discover`): the running Python processes, their interpreters and
+  checkouts, and the store's recorded ones (agent/discover.py), read as if named;
 - units: each worker's systemd unit, when its /proc/PID/cgroup names one (a `.service`),
   and the mtime and digest of its unit file and drop-ins (systemd.unit(5)'s folders);
 - dpkg, apt, rpm, kernel, host: agent/timelinelogs.py.
@@ -26,7 +29,8 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import gitparse, timelinelogs
-from .env import find_processes
+from .discover import discover, site_dirs_of
+from .env import ProcTable, find_processes, processes_by_pid
 from .envnames import DEFAULT_NAMES, DEFAULT_PREFIXES
 from .git import tail_lines
 from .gitrun import Git
@@ -45,12 +49,23 @@ def collect(config: Dict[str, Any]) -> Dict[str, Any]:
     since = float(config.get("since") or 0.0)
     until = float(config.get("until") or time.time() + 60)
     root = str(config.get("root") or "/")
+    repos = [str(p) for p in config.get("repos") or []]
+    procs = [str(p) for p in config.get("procs") or []]
+    pythons: List[str] = []
+    pids: List[int] = []
+    looked: Optional[Dict[str, Any]] = None
+    table: Optional[ProcTable] = None
+    if config.get("discover"):   # nothing named: the running Python and the store's records
+        table = ProcTable()
+        looked = discover(table, repos, [str(p) for p in config.get("pythons") or []],
+                          config.get("here"))
+        repos, pythons, pids = looked["repos"], looked["pythons"], looked["pids"]
     readers: Dict[str, Callable[[], Optional[Source]]] = {
-        "git": lambda: read_git([str(p) for p in config.get("repos") or []], since, until),
-        "python": lambda: read_python(since, until),
+        "git": lambda: read_git(repos, since, until),
+        "python": lambda: read_python(since, until, pythons),
         "files": lambda: read_files(root),
-        "procs": lambda: read_procs([str(p) for p in config.get("procs") or []]),
-        "units": lambda: read_units(root, [str(p) for p in config.get("procs") or []]),
+        "procs": lambda: read_procs(procs, pids, table),
+        "units": lambda: read_units(root, procs, pids, table),
         "dpkg": lambda: timelinelogs.read_dpkg(root, since, until),
         "apt": lambda: timelinelogs.read_apt(root, since, until),
         "rpm": lambda: timelinelogs.read_rpm(root, since, until),
@@ -58,7 +73,10 @@ def collect(config: Dict[str, Any]) -> Dict[str, Any]:
         "host": lambda: read_host(root),
     }
     sources = run_all(readers, float(config.get("timeout") or 20.0))
-    return {"now": time.time(), "since": since, "until": until, "sources": sources}
+    found = {"now": time.time(), "since": since, "until": until, "sources": sources}
+    if looked is not None:
+        found["looked_at"] = looked
+    return found
 
 
 def run_all(readers: Dict[str, Callable[[], Optional[Source]]], timeout: float
@@ -154,33 +172,53 @@ def parse_moved(text: str) -> List[Dict[str, Any]]:
 
 
 def stash_records(log: str, repo: str, since: float, until: float) -> List[Dict[str, Any]]:
-    """Stash pushes from the stash reflog; a pop or drop rewrites that file without a line of
-    its own, so a file time after its newest entry is reported as one (a file time)."""
+    """Stash pushes from the stash reflog, and the file's state: its mtime, the stashes it
+    lists now (their commits), and whether the file was written after its newest line.
+
+    A pop or drop rewrites the file without a line of its own; so does nothing else but a
+    push, whose line git stamps early, in whole seconds: a push that takes over a second
+    leaves the same gap. Which it was is told by a stored snapshot's stash list (the timeline
+    compares), never guessed from the time here."""
     if not os.path.exists(log):
-        return []
+        return deleted_stash_log(log, repo, since, until)
     entries = gitparse.parse_reflog(tail_lines(log, REFLOG_LINES)[0], ref="stash")
     records = [dict(entry, repo=repo, ref="stash") for entry in entries
                if since <= entry["time"] <= until]
     mtime = os.stat(log).st_mtime
     newest = max((entry["time"] for entry in entries), default=0)
-    if mtime > newest + 1 and since <= mtime <= until:
-        records.append({"repo": repo, "ref": "stash", "time": mtime, "dropped": True,
-                        "file": log, "left": len(entries)})
+    if since <= mtime <= until:
+        records.append({"repo": repo, "ref": "stash", "time": mtime, "state": True,
+                        "rewritten": mtime > newest + 1, "file": log, "left": len(entries),
+                        "shas": [entry["new"] for entry in entries]})
     return records
+
+
+def deleted_stash_log(log: str, repo: str, since: float, until: float) -> List[Dict[str, Any]]:
+    """No stash reflog: none was ever pushed, or the last one was popped or dropped, which
+    deletes the file; its folder's mtime is when an entry of it last came or went."""
+    try:
+        mtime = os.stat(os.path.dirname(log)).st_mtime
+    except OSError:
+        return []
+    if not since <= mtime <= until:
+        return []
+    return [{"repo": repo, "ref": "stash", "time": mtime, "state": True, "rewritten": False,
+             "deleted": True, "file": log, "left": 0, "shas": []}]
 
 
 # ---- python ---------------------------------------------------------------------------------
 
-def read_python(since: float, until: float) -> Source:
+def read_python(since: float, until: float, others: Optional[List[str]] = None) -> Source:
+    """The agent's interpreter's packages; and those of `others` (found running, or the
+    store's), each read from the folders its path leads to (it is not run), once a folder."""
     import sys
 
-    records = []
-    for folder in site_directories():
-        for meta in glob.glob(os.path.join(folder, "*.dist-info")) + \
-                glob.glob(os.path.join(folder, "*.egg-info")):
-            record = dist_record(meta)
-            if record is not None and since <= record["time"] <= until:
-                records.append(record)
+    records = folder_records(site_directories(), since, until, None)
+    read = set(site_directories())
+    for interpreter in others or []:
+        folders = [folder for folder in site_dirs_of(interpreter) if folder not in read]
+        read.update(folders)
+        records.extend(folder_records(folders, since, until, interpreter))
     found: Source = {"records": records, "error": None,
                      "interpreter": sys.executable, "site_dirs": site_directories()}
     conda = timelinelogs.read_conda_history(sys.prefix, since, until)
@@ -188,6 +226,20 @@ def read_python(since: float, until: float) -> Source:
         found["conda"] = conda["records"]
         found["error"] = conda["error"]
     return found
+
+
+def folder_records(folders: List[str], since: float, until: float,
+                   interpreter: Optional[str]) -> List[Dict[str, Any]]:
+    records = []
+    for folder in folders:
+        for meta in glob.glob(os.path.join(glob.escape(folder), "*.dist-info")) + \
+                glob.glob(os.path.join(glob.escape(folder), "*.egg-info")):
+            record = dist_record(meta)
+            if record is not None and since <= record["time"] <= until:
+                if interpreter is not None:
+                    record["interpreter"] = interpreter
+                records.append(record)
+    return records
 
 
 def dist_record(meta: str) -> Optional[Dict[str, Any]]:
@@ -241,10 +293,22 @@ def read_files(root: str) -> Source:
 
 # ---- processes and the host -----------------------------------------------------------------
 
-def read_procs(patterns: List[str]) -> Optional[Source]:
-    if not patterns:
+def workers(patterns: List[str], pids: List[int], table: Optional[ProcTable]
+            ) -> Tuple[Dict[str, Any], int]:
+    """The --proc workers and the Python processes found running (discover.py), by pid."""
+    found, omitted = find_processes(patterns, (DEFAULT_PREFIXES, DEFAULT_NAMES)) \
+        if patterns else ({}, 0)
+    if pids and table is not None:
+        found.update(processes_by_pid(table, [pid for pid in pids if str(pid) not in found],
+                                      (DEFAULT_PREFIXES, DEFAULT_NAMES)))
+    return found, omitted
+
+
+def read_procs(patterns: List[str], pids: Optional[List[int]] = None,
+               table: Optional[ProcTable] = None) -> Optional[Source]:
+    if not patterns and not pids:
         return None
-    found, omitted = find_processes(patterns, (DEFAULT_PREFIXES, DEFAULT_NAMES))
+    found, omitted = workers(patterns, pids or [], table)
     records = [dict(facts, pid=int(pid), time=facts.get("start_epoch"))
                for pid, facts in found.items() if facts.get("start_epoch") is not None]
     return {"records": records, "error": None, "omitted": omitted}
@@ -257,11 +321,12 @@ USER_UNIT_DIRS = ("~/.config/systemd/user", "/etc/systemd/user", "/run/systemd/u
                   "/usr/lib/systemd/user")
 
 
-def read_units(root: str, patterns: List[str]) -> Optional[Source]:
+def read_units(root: str, patterns: List[str], pids: Optional[List[int]] = None,
+               table: Optional[ProcTable] = None) -> Optional[Source]:
     """The unit files of the workers systemd runs: what a restart of the unit starts it with."""
-    if not patterns:
+    if not patterns and not pids:
         return None
-    found, _ = find_processes(patterns, (DEFAULT_PREFIXES, DEFAULT_NAMES))
+    found, _ = workers(patterns, pids or [], table)
     records: List[Dict[str, Any]] = []
     for pid in sorted(found, key=int):
         try:

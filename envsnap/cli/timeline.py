@@ -47,13 +47,17 @@ def register(commands: Commands) -> None:
                      help="up to when, in the same forms (default: now)")
     tim.add_argument("--repo", action="append", default=[], metavar="PATH", type=utf8_text,
                      help="git checkout whose reflog is read (repeatable; default: the "
-                          "inventory's repos, else none)")
+                          "inventory's repos; with no --repo, --proc or --python anywhere, "
+                          "those the running Python processes, the store and the current "
+                          "folder show)")
     tim.add_argument("--python", type=utf8_text,
                      help="interpreter whose packages and customize files are read, and "
-                          "which runs the agent (default: the inventory's python, else python3)")
+                          "which runs the agent (default: the inventory's python, else python3, "
+                          "and with nothing named, the running Python processes' too)")
     tim.add_argument("--proc", action="append", default=[], metavar="PATTERN", type=utf8_text,
                      help="workers whose start time and env are read (repeatable; default: "
-                          "the inventory's procs, else none)")
+                          "the inventory's procs; with nothing named, the running Python "
+                          "processes and the store's --proc patterns)")
     tim.add_argument("--hot-path", action="append", default=[], metavar="GLOB", type=utf8_text,
                      help="code paths weighed hottest in the commits a move brought in, "
                           "above the diff's default table (repeatable; default: the "

@@ -95,6 +95,9 @@ class TimelineConfig(TypedDict, total=False):
     root: str                       # where / is for the logs read (tests: recorded ones)
     timeout: float                  # each source's
     lifeline: bool
+    discover: bool                  # nothing named: find the running Python's (discover.py)
+    pythons: list[str]              # with discover: interpreters the store recorded
+    here: str                       # with discover, locally: the folder it runs in
 
 
 AgentConfig = Union[CollectConfig, BenchConfig, TimelineConfig]   # the agent's one argument

@@ -474,6 +474,7 @@ class Repo(TypedDict, total=False):
     submodules: dict[str, Submodule]
     in_progress: Optional[InProgress]
     stashes: dict[str, Stash]
+    stashes_error: Optional[str]       # why `git stash list` could not be read
     uncommitted: Optional[Uncommitted]
     error: Optional[str]
 

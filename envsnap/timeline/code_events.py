@@ -6,17 +6,22 @@ A rebase writes one reflog line per step (start, each pick, finish); a timeline 
 one move, from where HEAD stood before the start to where the finish left it, with the
 commits the start brought in. A stash push shows as its stash-reflog line (git's own
 "reset: moving to HEAD" beside it is the same act); a pop or drop leaves no line anywhere,
-only the stash reflog's rewritten file, so it is a file time.
+only the stash reflog's rewritten file. A stash a stored snapshot recorded and the file no
+longer lists was popped or dropped, by the file's time; without a record, a file written
+after its newest line may as well be a push that took over a second (git stamps the line
+early): it is said as that, never as a pop.
 """
 from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from envsnap.diff.hotpaths import HotPattern, hot_files, hot_patterns, touches
 from envsnap.text import plural
-from envsnap.timeline.model import FILE_TIME, RECORDED, Event
+from envsnap.timeline.model import FILE_TIME, RECORDED, Event, RecordedStashes
 from envsnap.timeline.roles import package_role
 
 if TYPE_CHECKING:
@@ -72,17 +77,29 @@ def commit_lines(commits: MovedCommits, patterns: tuple[HotPattern, ...]
     return tuple(lines), any(hot)
 
 
-def git_events(records: list[ReflogRecord], hot_paths: list[str]) -> list[Event]:
+StashesBefore = Callable[[str, float], "RecordedStashes | None"]
+
+
+def no_record(repo: str, time: float) -> RecordedStashes | None:
+    return None
+
+
+def git_events(records: list[ReflogRecord], hot_paths: list[str],
+               stashes_before: StashesBefore = no_record) -> list[Event]:
     """Reflog entries (newest first per checkout, as read) -> one event per move; the
     commits a move brought in weighed as the diff weighs them (its default hot paths and
-    the configured ones)."""
+    the configured ones). `stashes_before(repo, time)`: the stash list a stored snapshot
+    recorded of the checkout before that time, if one did."""
     patterns = hot_patterns(hot_paths)
     events = []
     rebase_start: dict[str, ReflogRecord] = {}
     stashed = {(entry["repo"], entry["time"]) for entry in records
-               if entry.get("ref") == "stash" and not entry.get("dropped")}
+               if entry.get("ref") == "stash" and not entry.get("state")}
     for entry in reversed(records):   # oldest first, so a rebase's start comes before its end
         repo = entry["repo"]
+        if entry.get("state"):
+            events.extend(stash_state_events(entry, stashes_before(repo, entry["time"])))
+            continue
         if entry.get("ref") == "stash":
             events.append(stash_event(entry))
             continue
@@ -132,15 +149,52 @@ def move_event(entry: ReflogRecord, start: ReflogRecord | None,
 
 def stash_event(entry: ReflogRecord) -> Event:
     repo = entry["repo"]
-    if entry.get("dropped"):
-        return Event(time=float(entry["time"]), kind="stash", subject=repo,
-                     what=f"stash popped or dropped in {repo} ({entry.get('left', 0)} left)",
-                     evidence=f"{entry['file']}: mtime (git records no line for a pop)",
-                     exactness=FILE_TIME)
     return Event(time=float(entry["time"]), kind="stash", subject=repo,
                  what=f"stash pushed in {repo}: {entry['message']}",
                  evidence=f"stash reflog: {entry['message']}", exactness=RECORDED,
                  test=f"git -C {shlex.quote(repo)} stash list; `git stash apply` puts it back")
+
+
+def stash_state_events(entry: ReflogRecord, recorded: RecordedStashes | None) -> list[Event]:
+    """The stash reflog file's state against the stash list a snapshot recorded before it:
+    each stash recorded then and gone now was popped or dropped, between the two times;
+    without a record, a file written after its newest line cannot tell a pop from a slow
+    push, and says so."""
+    repo, when, left = entry["repo"], float(entry["time"]), int(entry.get("left") or 0)
+    now = set(entry.get("shas") or [])
+    gone = [] if recorded is None else [
+        Event(time=when, kind="stash", subject=repo,
+              what=f"stash popped or dropped in {repo}: {message} ({left} left)",
+              evidence=f"snapshot {recorded.label} recorded stash {sha[:10]}, which "
+                       + (f"no stash reflog lists now ({entry['file']} is gone); its folder's "
+                          "mtime" if entry.get("deleted") else
+                          f"{entry['file']} no longer lists; its mtime")
+                       + " (git records no line for a pop or drop)",
+              exactness=FILE_TIME,
+              details=(f"between snapshot {recorded.label} ({moment_iso(recorded.time)}) "
+                       "and this rewrite",),
+              test=f"the stash commit may still be reachable: `git -C {shlex.quote(repo)} "
+                   f"stash apply {sha}` until git gc prunes it")
+        for sha, message in recorded.entries if sha not in now]
+    if gone:
+        return gone
+    if not entry.get("rewritten"):
+        return []
+    remain = () if recorded is None else (
+        f"every stash snapshot {recorded.label} recorded is still listed: a slow push, or a "
+        "pop or drop of one pushed since",)
+    return [Event(time=when, kind="stash", subject=repo, details=remain,
+                  what=f"the stash reflog of {repo} was rewritten at {moment_iso(when)}: a pop "
+                       f"or drop, or a push that took over a second: cannot tell ({left} left)",
+                  evidence=f"{entry['file']}: mtime after its newest line (git records no line "
+                           "for a pop or drop, and stamps a push's line as it begins)",
+                  exactness=FILE_TIME,
+                  test=None if recorded else "no snapshot recorded the stash list before it: "
+                       "a capture with this --repo keeps one, so the next rewrite can be told")]
+
+
+def moment_iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def python_events(source: PythonSource) -> list[Event]:
@@ -148,11 +202,12 @@ def python_events(source: PythonSource) -> list[Event]:
     events = []
     for record in source.get("records") or []:
         name, version = record["name"], record["version"]
+        where = record.get("interpreter") or interpreter
         by = f" by {record['installer']}" if record.get("installer") else ""
         what_file = "RECORD" if record.get("has_record") else "folder"
         events.append(Event(
             time=float(record["time"]), kind="python-package", subject=name,
-            what=f"python package {name} {version} installed{by} ({interpreter})",
+            what=f"python package {name} {version} installed{by} ({where})",
             evidence=f"{record['folder']}: {what_file} mtime", exactness=FILE_TIME,
             role=package_role(name)))
     for conda in source.get("conda") or []:

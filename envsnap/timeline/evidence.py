@@ -29,8 +29,9 @@ class MovedCommits(TypedDict, total=False):
 
 
 class ReflogRecord(TypedDict, total=False):
-    """A line of HEAD's or the stash's reflog (agent/gitparse.py), with its checkout; a
-    stash popped or dropped is a record of the stash reflog's file time (`dropped`)."""
+    """A line of HEAD's or the stash's reflog (agent/gitparse.py), with its checkout; or the
+    stash reflog file's state (`state`): its mtime, whether that is after its newest line
+    (`rewritten`: a pop, a drop, or a slow push), and the stash commits it lists now."""
 
     repo: str
     ref: str                  # "HEAD" or "stash"
@@ -41,13 +42,17 @@ class ReflogRecord(TypedDict, total=False):
     message: str
     selector: str
     commits: MovedCommits
-    dropped: bool
+    state: bool
+    rewritten: bool
+    deleted: bool             # no stash reflog: `time` is its folder's mtime
     file: str
     left: int
+    shas: list[str]
 
 
-class DistRecord(TypedDict):
-    """A Python distribution's install time: its RECORD's (or folder's) mtime."""
+class DistRecord(TypedDict, total=False):
+    """A Python distribution's install time: its RECORD's (or folder's) mtime; `interpreter`
+    where it is not the agent's (one found running, or the store's)."""
 
     time: float
     folder: str
@@ -55,6 +60,7 @@ class DistRecord(TypedDict):
     version: str
     installer: str | None
     has_record: bool
+    interpreter: str
 
 
 class CondaRecord(TypedDict):
@@ -207,6 +213,20 @@ class Sources(TypedDict, total=False):
     host: HostSource
 
 
+class LookedAt(TypedDict, total=False):
+    """With nothing named, what the agent chose to read (agent/discover.py) and left out."""
+
+    repos: list[str]
+    repos_left: int
+    repos_from_procs: int
+    pythons: list[str]
+    pythons_left: int
+    pids: list[int]
+    pids_left: int
+    unreadable: int
+    foreign_repos: int
+
+
 class Evidence(TypedDict, total=False):
     """The agent's output in its timeline mode, under "timeline"."""
 
@@ -214,3 +234,4 @@ class Evidence(TypedDict, total=False):
     since: float
     until: float
     sources: Sources
+    looked_at: LookedAt

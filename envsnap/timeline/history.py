@@ -26,7 +26,7 @@ from envsnap.bench.stats import DEFAULT_THRESHOLD, compare
 from envsnap.diff.findings import change
 from envsnap.snapshot import document as snap
 from envsnap.snapshot.records import CustomizeFile, Process, Snapshot
-from envsnap.timeline.model import RECORDED, Event
+from envsnap.timeline.model import RECORDED, Event, RecordedStashes
 from envsnap.timeline.window import iso_seconds, moment_text
 from envsnap.verdicts import REGRESSION
 
@@ -46,6 +46,42 @@ def stored_of(pairs: list[tuple[str, Snapshot]]) -> list[Stored]:
         if when is not None:
             found.append(Stored(label, when, document))
     return sorted(found, key=lambda stored: stored.time)
+
+
+def stashes_before(stored: list[Stored], repo: str, time: float) -> RecordedStashes | None:
+    """The stash list of `repo` in the newest snapshot captured by `time` that read it."""
+    for item in reversed(stored):
+        record = snap.repos(item.document).get(repo)
+        if item.time > time or not record or snap.repo_error(record) \
+                or record.get("stashes_error") or record.get("stashes") is None:
+            continue
+        entries = tuple((str(stash.get("sha")), str(stash.get("message") or "?"))
+                        for stash in (record.get("stashes") or {}).values() if stash.get("sha"))
+        return RecordedStashes(item.label, item.time, entries)
+    return None
+
+
+def recorded_repos(stored: list[Stored]) -> list[str]:
+    """The checkouts the host's snapshots read, newest snapshot first."""
+    found: list[str] = []
+    for item in reversed(stored):
+        for repo in [*snap.repos(item.document), *(snap.capture_config(item.document)
+                                                    .get("repos") or [])]:
+            if repo not in found:
+                found.append(repo)
+    return found
+
+
+def recorded_setting(stored: list[Stored], key: str) -> list[str]:
+    """The --python or --proc values the host's captures ran with, newest first."""
+    found: list[str] = []
+    for item in reversed(stored):
+        value: object = snap.capture_config(item.document).get(key)
+        for each in ([value] if isinstance(value, str) else
+                     value if isinstance(value, list) else []):
+            if isinstance(each, str) and each not in found:
+                found.append(each)
+    return found
 
 
 def bench_time(stored: Stored) -> float:

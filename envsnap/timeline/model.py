@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from envsnap.text import plural
+
 Exactness = Literal["recorded", "file time", "kernel clock"]
 RECORDED: Exactness = "recorded"
 FILE_TIME: Exactness = "file time"
@@ -55,6 +57,38 @@ class Window:
     until_text: str | None = None
 
 
+@dataclass(frozen=True)
+class RecordedStashes:
+    """A checkout's stash list as a stored snapshot recorded it: what a stash reflog's later
+    rewrite is compared with (a stash recorded then and gone now was popped or dropped)."""
+
+    label: str
+    time: float
+    entries: tuple[tuple[str, str], ...]    # (stash commit, its message), newest first
+
+
+@dataclass(frozen=True)
+class LookedAt:
+    """What the timeline read, and what it could not: said in its header, so that an empty
+    timeline is never taken for "nothing changed" where nothing was looked at."""
+
+    checkouts: int
+    pythons: int
+    workers: int
+    found: str                  # where they came from: "as named", "found from ..."
+    not_looked_at: tuple[str, ...] = ()
+    repos: tuple[str, ...] = ()         # the checkouts, by path
+    pythons_read: tuple[str, ...] = ()  # the interpreters besides the agent's own
+
+    def lines(self) -> tuple[str, str]:
+        """("looked at: ...", "not looked at: ..." or "")."""
+        looked = (f"looked at: {plural(self.checkouts, 'checkout')} ({self.found}), "
+                  f"{plural(self.pythons, 'python')}, "
+                  f"{plural(self.workers, 'worker process', 'es')}")
+        missed = f"not looked at: {'; '.join(self.not_looked_at)}" if self.not_looked_at else ""
+        return looked, missed
+
+
 @dataclass
 class Timeline:
     host: str
@@ -63,6 +97,7 @@ class Timeline:
     unreadable: list[str] = field(default_factory=list)  # "kernel: dmesg: not permitted"
     last_good: Event | None = None
     first_bad: Event | None = None
+    looked_at: LookedAt | None = None                 # None: a saved timeline from before
 
     @property
     def between(self) -> list[Event]:

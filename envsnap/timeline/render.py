@@ -40,6 +40,18 @@ class EventJson(TypedDict):
     undo_at: float | None
 
 
+class LookedAtJson(TypedDict):
+    """What the timeline read (`looked_at`), as its header says it."""
+
+    checkouts: int
+    pythons: int
+    workers: int
+    found: str
+    not_looked_at: list[str]
+    repos: list[str]
+    pythons_read: list[str]
+
+
 class TimelineJson(TypedDict, total=False):
     """`timeline --json` (a saved timeline keeps it without `envsnap_timeline`)."""
 
@@ -52,6 +64,7 @@ class TimelineJson(TypedDict, total=False):
     first_bad: EventJson | None
     between: list[EventJson]
     unreadable: list[str]
+    looked_at: LookedAtJson
 
 
 def moment(seconds: float) -> str:
@@ -90,6 +103,9 @@ def render_text(timeline: Timeline, width: int = DEFAULT_WIDTH) -> str:
     lines = fold(f"timeline of {visible_line(timeline.host)}: {moment(window.since)} -> {until} "
                  f"UTC (since {visible_line(window.since_text)}), "
                  f"{plural(len(timeline.events), 'event')}", width)
+    if timeline.looked_at is not None:
+        lines += [part for line in timeline.looked_at.lines() if line
+                  for part in fold(visible_line(line), width)]
     between = timeline.between
     if timeline.last_good and timeline.first_bad:
         lines += ["", *fold(f"between the last good and the first bad benchmark: "
@@ -129,6 +145,12 @@ def render_json(timeline: Timeline) -> str:
         "between": [event_json(event) for event in timeline.between],
         "unreadable": timeline.unreadable,
     }
+    if timeline.looked_at is not None:
+        seen = timeline.looked_at
+        found["looked_at"] = {"checkouts": seen.checkouts, "pythons": seen.pythons,
+                              "workers": seen.workers, "found": seen.found,
+                              "not_looked_at": list(seen.not_looked_at),
+                              "repos": list(seen.repos), "pythons_read": list(seen.pythons_read)}
     return dump_json(found)
 
 

@@ -20,8 +20,9 @@ from envsnap.hosts.inventory import Host
 from envsnap.hosts.payload import TimelineConfig
 from envsnap.snapshot import document as snap
 from envsnap.snapshot.store import Store
+from envsnap.text import plural
 from envsnap.timeline import code_events, history, system_events
-from envsnap.timeline.model import Event, Timeline, Window
+from envsnap.timeline.model import Event, LookedAt, RecordedStashes, Timeline, Window
 from envsnap.timeline.window import DEFAULT_SINCE, parse_moment
 
 if TYPE_CHECKING:   # types only: records.py costs milliseconds to import
@@ -59,43 +60,91 @@ def host_documents(store: Store, host: Host) -> list[tuple[str, Snapshot]]:
     return found
 
 
+def names_nothing(host: Host) -> bool:
+    """No checkout, worker or interpreter named, on the command line or in the inventory:
+    the timeline then looks for them itself (agent/discover.py)."""
+    return not (host.list_var("repos") or host.list_var("procs") or host.vars.get("python")
+                or host.vars.get("ansible_python_interpreter"))
+
+
 def timeline(host: Host, options: TimelineOptions, store: Store) -> Timeline:
     window = window_of(options, store, time.time())
-    repos = host.list_var("repos")
+    stored = history.stored_of(host_documents(store, host))
+    discover = names_nothing(host)
+    repos = history.recorded_repos(stored) if discover else host.list_var("repos")
+    procs = history.recorded_setting(stored, "procs") if discover else host.list_var("procs")
     if host.is_local:
         repos = [os.path.abspath(os.path.expanduser(repo)) for repo in repos]
-    config: TimelineConfig = {"mode": "timeline", "repos": repos, "procs": host.list_var("procs"),
+    config: TimelineConfig = {"mode": "timeline", "repos": repos, "procs": procs,
                               "since": window.since, "until": window.until,
                               "timeout": options.collector_timeout}
+    if discover:
+        config["discover"] = True
+        config["pythons"] = history.recorded_setting(stored, "python")
+        if host.is_local:   # run inside a checkout: that one too
+            config["here"] = os.getcwd()
     if options.root:
         config["root"] = os.path.abspath(options.root) if host.is_local else options.root
     with open_transport(host, options.connect_timeout, options.accept_new_host_keys) as transport:
         output = run_agent(transport, host, config, options.collector_timeout + 30)
-    stored = history.stored_of(host_documents(store, host))
     found: Evidence = output.get("timeline") or {}   # the agent's JSON, typed where it enters
-    return build(host.name, window, found, host.list_var("hot_paths"), stored)
+    where = "found from running python processes, the store's snapshots of this host" + \
+        (" and the current folder" if host.is_local else "") if discover else ""
+    return build(host.name, window, found, host.list_var("hot_paths"), stored,
+                 looked_at(found, repos, where))
+
+
+def looked_at(found: Evidence, named_repos: list[str], discovered_from: str) -> LookedAt:
+    """What the agent read, by its own account: with nothing named, what it found and what
+    it could not read or left over its bounds (agent/discover.py); else the named ones."""
+    sources: Sources = found.get("sources") or {}
+    workers = len((sources.get("procs") or {}).get("records") or [])
+    seen = found.get("looked_at")
+    if seen is None or not discovered_from:
+        return LookedAt(len(named_repos), 1, workers, "as named", repos=tuple(named_repos))
+    missed = []
+    if seen.get("unreadable"):
+        missed.append(f"{plural(int(seen['unreadable']), 'process', 'es')} of other users "
+                      "(not readable)")
+    if seen.get("foreign_repos"):
+        missed.append(f"{plural(int(seen.get('foreign_repos') or 0), 'checkout')} of other "
+                      "users (their git config is theirs)")
+    for left, what, suffix in ((seen.get("repos_left"), "checkout", "s"),
+                               (seen.get("pythons_left"), "python", "s"),
+                               (seen.get("pids_left"), "python process", "es")):
+        if left:
+            missed.append(f"{plural(int(left), what, suffix)} over the bound")
+    return LookedAt(len(seen.get("repos") or []), 1 + len(seen.get("pythons") or []),
+                    workers, discovered_from, tuple(missed), tuple(seen.get("repos") or []),
+                    tuple(seen.get("pythons") or []))
 
 
 def build(host: str, window: Window, found: Evidence, hot_paths: list[str],
-          stored: list[history.Stored]) -> Timeline:
+          stored: list[history.Stored], seen: LookedAt | None = None) -> Timeline:
     """The agent's timeline evidence and the store's records -> the timeline (pure)."""
     sources: Sources = found.get("sources") or {}
-    events = source_events(sources, window, hot_paths)
+    events = source_events(sources, window, hot_paths, stored)
     events += history.store_events(stored, window.since, window.until)
     events = history.with_tests(sorted(events, key=lambda event: event.time), stored, host)
     last_good, first_bad = history.good_and_bad(events, stored)
     unreadable = [f"{name}: {source['error']}"
                   for name, source in cast("dict[str, Source]", sources).items()
                   if source.get("error")]
-    return Timeline(host, window, events, unreadable, last_good, first_bad)
+    return Timeline(host, window, events, unreadable, last_good, first_bad,
+                    seen)
 
 
-def source_events(sources: Sources, window: Window, hot_paths: list[str]) -> list[Event]:
+def source_events(sources: Sources, window: Window, hot_paths: list[str],
+                  stored: list[history.Stored] | None = None) -> list[Event]:
     def within(time: float) -> bool:
         return window.since <= time <= window.until
 
+    def stashes_before(repo: str, time: float) -> RecordedStashes | None:
+        return history.stashes_before(stored or [], repo, time)
+
     apt = (sources.get("apt") or {}).get("records") or []
-    events = code_events.git_events((sources.get("git") or {}).get("records") or [], hot_paths)
+    events = code_events.git_events((sources.get("git") or {}).get("records") or [], hot_paths,
+                                    stashes_before)
     events += code_events.python_events(sources.get("python") or {})
     events += code_events.file_events([record for record in
                                        (sources.get("files") or {}).get("records") or []

@@ -31,7 +31,7 @@ from envsnap.snapshot.store import (
     write_new,
 )
 from envsnap.text import timestamp
-from envsnap.timeline.model import Event, Timeline, Window
+from envsnap.timeline.model import Event, LookedAt, Timeline, Window
 from envsnap.timeline.render import EventJson, TimelineJson, render_json
 from envsnap.timeline.window import iso_seconds
 
@@ -136,5 +136,18 @@ def timeline_of(document: SavedTimeline) -> Timeline:
     window = Window(iso_seconds(str(saved.get("since"))) or 0.0,
                     iso_seconds(str(saved.get("until"))) or 0.0, str(meta.get("since")),
                     meta.get("until"))
+    seen = saved.get("looked_at")
+    looked = None if seen is None else LookedAt(
+        count(seen.get("checkouts")), count(seen.get("pythons")), count(seen.get("workers")),
+        str(seen.get("found") or "?"), strings(seen.get("not_looked_at")),
+        strings(seen.get("repos")), strings(seen.get("pythons_read")))
     return Timeline(str(meta.get("host")), window, events, list(saved.get("unreadable") or []),
-                    same(saved.get("last_good")), same(saved.get("first_bad")))
+                    same(saved.get("last_good")), same(saved.get("first_bad")), looked)
+
+
+def count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def strings(value: object) -> tuple[str, ...]:
+    return tuple(str(item) for item in value) if isinstance(value, list) else ()
