@@ -14,7 +14,9 @@ draws of the planted positions, the noise and the drift.
 Printed: the search's invocations (the endpoints, the halving steps, the sizes of causes
 found on earlier ones; mean, max) against the bound the command prints before a run
 (worst_case_invocations: 2*k*ceil(log2 n) + k + 2, k the differences that take part in a
-cause) and, listed apart, GOOD measured again to follow the drift (mean, max); how often
+cause) and, listed apart, the sets measured again because their verdict could not tell
+(the endpoints beyond their first pair too) and GOOD measured again to follow the drift
+(mean, max each); how often
 the answer was right (the planted causes exactly, the whole drop explained, nothing
 unexplained; "no regression" for none), honestly undecided (outcome "can't tell", or the
 right causes with some differences left unexplained), or wrong (a difference that slows
@@ -65,6 +67,7 @@ class Row:
     drift: float
     used: list[int] = field(default_factory=list)
     remeasured: list[int] = field(default_factory=list)
+    noise_asked: list[int] = field(default_factory=list)
     right: int = 0
     undecided: int = 0
     wrong: int = 0
@@ -114,8 +117,11 @@ def run_case(case: str, n: int, seeds: int, sigma: float, repeat: int, drift: fl
         planted = plant(case, n, rng)
         sign = rng.choice((-1, 1))
         result = explain(n, benchmark(planted, rng, sigma, repeat, sign * drift))
-        row.used.append(result.count("endpoint", "search", "size"))
+        # the search's own: the first pair of endpoints, the halving steps, the sizes
+        row.used.append(result.count("endpoint", "search", "size") - max(
+            0, result.count("endpoint") - 2))
         row.remeasured.append(result.remeasured)
+        row.noise_asked.append(result.noise_asked)
         verdict = judge(result, [cause for cause, _ in planted])
         row.right += verdict == "right"
         row.undecided += verdict == "undecided"
@@ -136,15 +142,17 @@ def main() -> None:
     print(f"causes multiply from 94 tok/s, noise sigma {args.sigma}, {args.repeat} runs per "
           f"invocation, drift 0 or +-{args.drift} per invocation, {args.seeds} seeds per row")
     print(f"{'case':<16} {'drift':>5} {'n':>3} {'k':>2} {'mean':>6} {'max':>4} {'bound':>5} "
-          f"{'over':>4} {'GOOD again':>10} {'max':>4} {'right':>7} {'undecided':>9} "
+          f"{'over':>4} {'noise again':>11} {'max':>4} {'GOOD again':>10} {'max':>4} "
+          f"{'right':>7} {'undecided':>9} "
           f"{'wrong':>6}")
     for case in CASES:
         for drift in (0.0, args.drift):
             for n in SIZES:
                 report(run_case(case, n, args.seeds, args.sigma, args.repeat, drift),
                        args.seeds)
-    print(f"over: runs where re-measuring a can't-tell trial went past the bound; GOOD "
-          f"again: its invocations to follow the drift, apart from the search's; "
+    print(f"over: runs whose own invocations went past the bound; noise again: sets "
+          f"measured again because their verdict could not tell; GOOD again: its "
+          f"invocations to follow the drift; both apart from the search's own; "
           f"{time.perf_counter() - started:.1f} s")
 
 
@@ -153,6 +161,7 @@ def report(row: Row, seeds: int) -> None:
     over = sum(used > bound for used in row.used)
     print(f"{row.case:<16} {row.drift:>5.3f} {row.n:>3} {row.k:>2} "
           f"{statistics.fmean(row.used):>6.1f} {max(row.used):>4} {bound:>5} {over:>4} "
+          f"{statistics.fmean(row.noise_asked):>11.1f} {max(row.noise_asked):>4} "
           f"{statistics.fmean(row.remeasured):>10.1f} {max(row.remeasured):>4} "
           f"{row.right / seeds:>7.1%} {row.undecided / seeds:>9.1%} {row.wrong / seeds:>6.1%}")
     if row.n != SIZES[-1]:
@@ -160,6 +169,8 @@ def report(row: Row, seeds: int) -> None:
     still = "" if row.drift == 0 else f", drift {row.drift:g}"
     ledger.record(__file__, f"{row.case}{still}, n={row.n}: invocations (max)", max(row.used),
                   "count", f"bound {bound}", f"<= {bound}")
+    ledger.record(__file__, f"{row.case}{still}, n={row.n}: measured again for noise (max)",
+                  max(row.noise_asked), "count", "-")
     ledger.record(__file__, f"{row.case}{still}, n={row.n}: GOOD again for drift (max)",
                   max(row.remeasured), "count", "-")
     ledger.record(__file__, f"{row.case}{still}, n={row.n}: right answers",

@@ -49,8 +49,10 @@ step is its size alone, and every round's last halving step is the state its rem
 judged on): 2*k*D + k + 2 (worst_case_invocations). Noise adds: a trial that can't tell
 is measured again up to MAX_REMEASURES more times, its runs pooled (or its base's, or
 BAD's, where those are the side with fewer runs; the endpoints up to ENDPOINT_REMEASURES
-more); drift adds GOOD's measurements. `max_invocations` caps it all, and what it leaves
-undecided is unexplained. bench/bench_explain.py measures invocations used and answers.
+more), and a round whose cause was not confirmed is searched again: those are counted
+apart (`Explanation.noise_asked`); drift adds GOOD's measurements. `max_invocations` caps it
+all, and what it leaves undecided is unexplained. bench/bench_explain.py measures
+invocations used and answers.
 """
 from __future__ import annotations
 
@@ -104,11 +106,12 @@ RESOLVABLE: Final = 2.0
 # in a search: the trials that misled it are pooled with new ones, not thrown away.
 MAX_RESTARTS: Final = 2
 
-Purpose = Literal["endpoint", "search", "drift", "size"]
+Purpose = Literal["endpoint", "search", "drift", "size", "again"]
 ENDPOINT: Final = "endpoint"    # GOOD and BAD at the start, until they can be compared
 SEARCH: Final = "search"        # the halving steps and the remainder's checks
 DRIFT: Final = "drift"          # GOOD measured again to follow the machine
 SIZE: Final = "size"            # a cause found on earlier causes, measured alone on GOOD
+AGAIN: Final = "again"          # a set measured again because its verdict could not tell
 
 
 @dataclass(frozen=True)
@@ -204,6 +207,13 @@ class Explanation:
         return self.count(DRIFT)
 
     @property
+    def noise_asked(self) -> int:
+        """The invocations the noise asked for: a set (or the endpoints, beyond their first
+        pair) measured again because its verdict could not tell. Apart from these and
+        GOOD's for the drift, the search keeps within worst_case_invocations."""
+        return self.count(AGAIN) + max(0, self.count(ENDPOINT) - 2)
+
+    @property
     def whole_drop(self) -> bool:
         return self.remainder in (SAME, REGRESSION)
 
@@ -266,6 +276,7 @@ class _Search:
     unexplained: set[int] = field(default_factory=set)
     base: frozenset[int] = frozenset()     # the state each verdict is judged against
     since_good: int = 0                    # invocations since GOOD's last
+    restarts: int = 0                      # rounds started again: a cause not confirmed
     remainder: BenchVerdict | None = None
 
     @property
@@ -301,7 +312,6 @@ class _Search:
     def search_causes(self) -> None:
         """Round after round, each from GOOD + the causes found so far, while the rest of the
         drop is resolvable."""
-        restarts = 0
         while True:
             rest = self.everything - self.explained() - self.unexplained
             if not rest:
@@ -321,8 +331,8 @@ class _Search:
                 self.unexplained |= undecided.cause
                 continue
             except _NotConfirmed:
-                restarts += 1
-                if restarts > MAX_RESTARTS:
+                self.restarts += 1
+                if self.restarts > MAX_RESTARTS:
                     self.unexplained |= rest if cause is None else cause
                     return
                 continue
@@ -349,7 +359,7 @@ class _Search:
                 if versus != CANT_TELL:
                     break
                 try:
-                    self.size_alone_once(cause)
+                    self.size_alone_once(cause, again=True)
                 except _OutOfBudget:
                     break
                 versus = self.alone_now(cause)
@@ -420,19 +430,19 @@ class _Search:
 
     def size_alone(self, cause: frozenset[int]) -> TrialVerdict:
         """The cause on GOOD's state, against GOOD, measured again while it can't tell."""
-        verdict: TrialVerdict = CANT_TELL
-        for _ in range(1 + MAX_REMEASURES):
-            verdict = self.size_alone_once(cause)
+        verdict = self.size_alone_once(cause)
+        for _ in range(MAX_REMEASURES):
             if verdict != CANT_TELL:
                 break
+            verdict = self.size_alone_once(cause, again=True)
         return verdict
 
-    def size_alone_once(self, cause: frozenset[int]) -> TrialVerdict:
+    def size_alone_once(self, cause: frozenset[int], again: bool = False) -> TrialVerdict:
         self.follow_drift()
         self.since_good += 1
         values = self.invoke(cause)
         verdict = self.verdict_of(cause, frozenset(), values)
-        self.trials.append(Trial(cause, values, verdict, SIZE))
+        self.trials.append(Trial(cause, values, verdict, AGAIN if again else SIZE))
         return verdict
 
     def versus_bad(self, state: frozenset[int]) -> BenchVerdict:
@@ -444,7 +454,7 @@ class _Search:
                 break
             # BAD too: measured at the start, its runs may be the fewer side by now
             fewer = len(self.runs(self.everything)) < len(self.runs(state))
-            self.judge_once(self.everything if fewer else state)
+            self.judge_once(self.everything if fewer else state, again=True)
             verdict = self.compare_bad(state)
         return verdict
 
@@ -545,12 +555,14 @@ class _Search:
         return between.detrended([Timed(len(self.trials) - 1, tuple(self.trials[-1].values))],
                                  self.correction())
 
-    def judge_once(self, applied: frozenset[int]) -> TrialVerdict:
+    def judge_once(self, applied: frozenset[int], again: bool = False) -> TrialVerdict:
         self.follow_drift()
         self.since_good += 1
         values = self.invoke(applied)
         verdict = self.verdict_of(applied, pending=values)
-        self.trials.append(Trial(applied, values, verdict, DRIFT if not applied else SEARCH))
+        # a round started again searches where noise misled it: the noise asked for those
+        purpose = DRIFT if not applied else AGAIN if again or self.restarts else SEARCH
+        self.trials.append(Trial(applied, values, verdict, purpose))
         if not applied:
             self.since_good = 0
         return verdict
@@ -565,10 +577,10 @@ class _Search:
             # the side with fewer runs is the one that narrows the interval: a base of
             # earlier causes starts with one invocation where the set may have three
             if self.base and len(self.runs(self.base)) < len(self.runs(applied)):
-                self.judge_once(self.base)
+                self.judge_once(self.base, again=True)
                 verdict = self.verdict_of(applied)
             else:
-                verdict = self.judge_once(applied)
+                verdict = self.judge_once(applied, again=True)
         return verdict
 
     def find_one(self, candidates: list[int], base: frozenset[int]) -> frozenset[int] | None:
