@@ -297,6 +297,8 @@ class OpenSSHTransport(ClosedOnExit):
                 self.ready = True
                 return
             remove_dead_socket(self.socket)
+            if os.path.lexists(self.socket):   # not ours: never spoken to, nor replaced
+                self.kept, self.socket = False, f"{self.folder}/socket"
         self.master = subprocess.Popen(
             [self.client, *self.options(), "-M", "-S", self.socket,
              "-o", f"ControlPersist={persist if self.kept else CONTROL_PERSIST_S}",
