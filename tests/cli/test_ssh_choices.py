@@ -173,3 +173,12 @@ def test_a_socket_of_another_user_is_never_spoken_to(
             planted.accept()
     assert log.logins() == 1
     os.unlink(path)
+
+
+def test_a_persist_setting_that_is_no_number_of_seconds_is_one_line(
+        home_cli: Cli, logged_sshd: Sshd) -> None:
+    home_cli.env["ENVSNAP_SSH_CONTROL_PERSIST"] = "5m"
+    result = home_cli("capture", logged_sshd.addresses[0], "--label", "one")
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == ("envsnap: error: ENVSNAP_SSH_CONTROL_PERSIST='5m': expected whole "
+                             "seconds from 0 (masters not kept) to 604800 (default 300)\n")
