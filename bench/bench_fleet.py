@@ -178,6 +178,7 @@ def bench_capture(work: Path, repeat: int, before: Path | None) -> None:
                                      lambda e=environment: capture_run(work, e, daemon, big).wall)
                   for name, environment in fleets.items()}
         if before is not None:
+            before_commit = ledger.commit(before)[:7]   # now: the checkout may move on
             before_env = {**env, "PYTHONPATH": str(before)}
             capture_run(work, before_env, daemon, big)   # ships its agent
             ratios["before, default-exchange floor"] = paired_ratio(
@@ -223,7 +224,7 @@ def bench_capture(work: Path, repeat: int, before: Path | None) -> None:
         baseline = f"{big} concurrent OpenSSH runs of the agent {floor_s:.2f} s " \
             f"(capture {capture_s:.2f} s)"
         if earlier and before is not None:
-            baseline += f"; {before.name} {ledger.commit(before)[:7]}"
+            baseline += f"; {before.name} {before_commit}"
         ledger.record(__file__, labels[name], ratio, "x", baseline,
                       "-" if earlier else f"<= {OPENSSH_TARGET}")
 
