@@ -2,11 +2,20 @@
 
 Prints ratios (the machines are noisy; only ratios from one run mean anything). The two of
 one host are paired: each pair runs both commands back to back (in alternating order), and
-the ratio printed is the median of the pairs' ratios, over --repeat pairs (at least 10):
-  capture / ssh-floor      envsnap capture of one host vs `ssh host 'python3 -c pass'` (one
-                           OpenSSH connection plus the remote interpreter's start); then
-                           against the same floor with the key exchange capture prefers
-                           (curve25519, as paramiko: OpenSSH 9's default costs ~0.1 s more)
+the ratio printed is the median of the pairs' ratios, over --repeat pairs (at least 10).
+Capture and its floor always use the same key exchange, the one OpenSSH and the SSH config
+choose (capture puts none of its own first), and the floor is `ssh` with the options capture
+gives it (BatchMode, host-key checking, known_hosts, timeouts, keepalives):
+  capture / ssh-floor (same key exchange)   the headline: a capture that reuses the master
+                           an earlier run kept (as every capture but the first does) vs
+                           `ssh host 'python3 -c pass'`, one OpenSSH connection plus the
+                           remote interpreter's start
+  first capture / ssh-floor  no master kept (ENVSNAP_SSH_CONTROL_PERSIST=0): the capture
+                           makes its handshake, as the floor does
+  capture / ssh-floor, both over a kept master   the floor through a ControlMaster of its
+                           own: what envsnap adds to a command sent over a connection
+  --before CHECKOUT        the same capture by another checkout's code (an older envsnap),
+                           paired in the same run against the same floors
   ansible / capture        `ansible -m setup` against the same sshd vs envsnap capture
   the agent's own cost     meta.agent.startup_seconds and masking_seconds of those captures
   CPU on this side         user+sys CPU of the envsnap process and of the ssh client, each
@@ -21,7 +30,7 @@ Bytecode is cached on both sides, as an installed envsnap runs: envsnap is compi
 the first run and PYTHONDONTWRITEBYTECODE is dropped (the host's python caches the agent's
 own in its folder).
 
-Usage: python3 bench/bench_capture.py [--repeat 10] [--fleet 32]
+Usage: python3 bench/bench_capture.py [--repeat 10] [--fleet 32] [--before /path/to/checkout]
 """
 from __future__ import annotations
 
@@ -43,9 +52,14 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
 from helpers.sshd import start_sshd  # noqa: E402
 
-from envsnap.hosts.openssh import KEX_FIRST  # noqa: E402
+from envsnap.hosts.inventory import Host  # noqa: E402
+from envsnap.hosts.openssh import OpenSSHTransport, stop_master  # noqa: E402
+
+# The exchange the code before this change put first (a like-for-like floor for it).
+CURVE25519_FIRST = "^curve25519-sha256,curve25519-sha256@libssh.org"
 
 CPU: dict[str, list[float]] = {}   # argv[0]'s name -> user+sys seconds of each run
 
@@ -127,44 +141,78 @@ def cpu_ms(program: str) -> float:
     return 1000 * statistics.median(CPU[Path(program).name])
 
 
+def floor_options(host: str) -> list[str]:
+    """The options capture's own ssh is given (from the code under test), for the floor."""
+    return list(OpenSSHTransport(Host(name=host, address=host), "ssh").options())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--fleet", type=int, default=32)
+    parser.add_argument("--before", type=Path, default=None,
+                        help="another checkout whose capture is measured in the same run")
     args = parser.parse_args()
     repeat = max(10, args.repeat)
     compileall.compile_dir(str(ROOT / "envsnap"), quiet=1)
+    if args.before:
+        compileall.compile_dir(str(args.before / "envsnap"), quiet=1)
     work = Path(tempfile.mkdtemp(prefix="envsnap-bench-"))
     daemon = start_sshd(work / "sshd", aliases=max(1, args.fleet))
+    runtime = work / "run"   # the kept masters' folder: short, ended with the run
+    runtime.mkdir(mode=0o700)
     try:
         env = daemon.write_home(work / "home")
         env.pop("PYTHONDONTWRITEBYTECODE", None)
-        env["ENVSNAP_STORE"] = str(work / "store")
-        env["ANSIBLE_HOST_KEY_CHECKING"] = "True"
+        env.update(ENVSNAP_STORE=str(work / "store"), ANSIBLE_HOST_KEY_CHECKING="True",
+                   PYTHONPATH=str(ROOT), XDG_RUNTIME_DIR=str(runtime))
+        os.environ.update(HOME=env["HOME"], XDG_RUNTIME_DIR=str(runtime))
         host = daemon.addresses[0]
         ssh_config = str(work / "home" / ".ssh" / "config")
         timed(envsnap(host, "--label", "warm"), env, work)  # ships the agent once
         labels: list[str] = []
 
-        def capture() -> float:
-            labels.append(f"one-{len(labels)}")
-            return timed(envsnap(host, "--label", labels[-1]), env, work)
+        def capture_with(environment: dict[str, str]) -> Callable[[], float]:
+            def capture() -> float:
+                labels.append(f"one-{len(labels)}")
+                return timed(envsnap(host, "--label", labels[-1]), environment, work)
+            return capture
 
-        floor_argv = ["ssh", "-F", ssh_config, host, "python3 -c pass"]
-        floor, one, ratio = paired(repeat, lambda: timed(floor_argv, env, work), capture)
-        print(f"ssh floor (ssh host 'python3 -c pass'): {floor:.3f} s  (median of {repeat})")
-        print(f"envsnap capture, one host:              {one:.3f} s")
-        print(f"ratio capture / ssh-floor:               {ratio:.2f}x  (median of {repeat} "
-              "pairs; target <= 1.25)")
-        ledger.record(__file__, "capture / ssh-floor", ratio, "x",
-                      f"ssh floor {floor:.3f} s (capture {one:.3f} s)", "<= 1.25")
-        same_kex = [*floor_argv[:3], "-o", f"KexAlgorithms={KEX_FIRST}", *floor_argv[3:]]
-        floor_kex, one_kex, ratio_kex = paired(repeat, lambda: timed(same_kex, env, work),
-                                               capture)
-        print(f"the same, the floor with capture's key exchange ({KEX_FIRST.split(',')[0][1:]}"
-              f"): {floor_kex:.3f} s against {one_kex:.3f} s: {ratio_kex:.2f}x")
-        ledger.record(__file__, "capture / ssh-floor (curve25519)", ratio_kex, "x",
-                      f"the floor with capture's key exchange {floor_kex:.3f} s")
+        capture = capture_with(env)
+        first = capture_with({**env, "ENVSNAP_SSH_CONTROL_PERSIST": "0"})
+        options = floor_options(host)
+        floor_argv = ["ssh", "-F", ssh_config, *options, host, "python3 -c pass"]
+
+        def floor() -> float:
+            return timed(floor_argv, env, work)
+
+        print(f"the key exchange of both: {negotiated_kex(floor_argv, env)} (OpenSSH's and the "
+              "SSH config's own)")
+        base, one, ratio = paired(repeat, floor, capture)
+        print(f"ssh floor (ssh host 'python3 -c pass'): {base:.3f} s  (median of {repeat})")
+        print(f"envsnap capture, one host (master kept): {one:.3f} s")
+        print(f"ratio capture / ssh-floor (same key exchange): {ratio:.2f}x  (median of "
+              f"{repeat} pairs; target <= 1.25)")
+        ledger.record(__file__, "capture / ssh-floor (same key exchange)", ratio, "x",
+                      f"ssh floor {base:.3f} s (capture, master kept, {one:.3f} s)", "<= 1.25")
+        base_first, one_first, ratio_first = paired(repeat, floor, first)
+        print(f"first capture (no master kept) / ssh-floor: {ratio_first:.2f}x  ({one_first:.3f}"
+              f" s against {base_first:.3f} s)")
+        ledger.record(__file__, "first capture / ssh-floor (same key exchange)", ratio_first,
+                      "x", f"ssh floor {base_first:.3f} s (capture {one_first:.3f} s)",
+                      "<= 1.25")
+        kept = str(runtime / "floor")
+        muxed = ["ssh", "-F", ssh_config, *options, "-o", "ControlMaster=auto", "-o",
+                 f"ControlPath={kept}", "-o", "ControlPersist=300", host, "python3 -c pass"]
+        timed(muxed, env, work)   # its master, kept
+        base_mux, one_mux, ratio_mux = paired(repeat, lambda: timed(muxed, env, work), capture)
+        stop_master(kept)
+        print(f"capture / ssh-floor, both over a kept master: {ratio_mux:.2f}x  ({one_mux:.3f} s"
+              f" against {base_mux:.3f} s: envsnap's own cost on a made connection)")
+        ledger.record(__file__, "capture / ssh-floor, both over a kept master", ratio_mux, "x",
+                      f"ssh over its own kept master {base_mux:.3f} s (capture {one_mux:.3f} s)")
+        if args.before:
+            report_before(args.before, env, work, host, floor, floor_argv, repeat)
         print(f"the agent on the host: {agent_costs(work / 'store', labels)}")
         print(f"CPU on this side, per run: capture {cpu_ms(sys.executable):.0f} ms, "
               f"ssh {cpu_ms('ssh'):.0f} ms (medians; robust where the wall times are noisy)")
@@ -173,8 +221,52 @@ def main() -> None:
             report_fleet(work, env, daemon.addresses, ssh_config, daemon.host_home, one,
                          max(3, repeat // 2))
     finally:
+        for socket in (runtime / "envsnap").glob("*"):
+            stop_master(str(socket))
         daemon.stop()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def negotiated_kex(argv: list[str], env: dict[str, str]) -> str:
+    """The key exchange `ssh -v` says it chose for this command line."""
+    said = subprocess.run([argv[0], "-v", *argv[1:]], env=env, capture_output=True,
+                          text=True).stderr
+    for line in said.splitlines():
+        if "kex: algorithm:" in line:
+            return line.split("kex: algorithm:")[1].strip()
+    return "unknown"
+
+
+def report_before(before: Path, env: dict[str, str], work: Path, host: str,
+                  floor: Callable[[], float], floor_argv: list[str], repeat: int) -> None:
+    """The other checkout's capture, paired against the same floor, and against the floor
+    with the key exchange that code put first (its like-for-like)."""
+    before_env = {**env, "PYTHONPATH": str(before)}
+    what = f"{before.name} {ledger_commit(before)}"
+    timed(envsnap(host, "--label", "before"), before_env, work)   # ships its agent once
+
+    def capture() -> float:
+        return timed(envsnap(host, "--label", "before"), before_env, work)
+
+    base, one, ratio = paired(repeat, floor, capture)
+    print(f"before ({what}): capture {one:.3f} s / ssh-floor {base:.3f} s: {ratio:.2f}x  "
+          "(its capture put curve25519 first; the floor did not)")
+    ledger.record(__file__, "before: capture / ssh-floor (default exchange)", ratio, "x",
+                  f"{what}; ssh floor {base:.3f} s (capture {one:.3f} s)")
+    curve = [*floor_argv[:3], "-o", f"KexAlgorithms={CURVE25519_FIRST}", *floor_argv[3:]]
+    base_kex, one_kex, ratio_kex = paired(repeat, lambda: timed(curve, env, work), capture)
+    print(f"before ({what}): capture / ssh-floor, both curve25519: {ratio_kex:.2f}x  "
+          f"({one_kex:.3f} s against {base_kex:.3f} s)")
+    ledger.record(__file__, "before: capture / ssh-floor (same key exchange)", ratio_kex, "x",
+                  f"{what}; the floor with its curve25519 {base_kex:.3f} s")
+
+
+def ledger_commit(checkout: Path) -> str:
+    """The other checkout's commit, as the ledger reads one (from the .git files)."""
+    try:
+        return ledger.commit(checkout)[:7]
+    except (OSError, ValueError, IndexError):
+        return "(commit unknown)"
 
 
 def report_fleet(work: Path, env: dict[str, str], addresses: list[str], ssh_config: str,

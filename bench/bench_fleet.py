@@ -8,8 +8,15 @@ Capture over SSH, loopback "hosts" of one test sshd (tests/helpers/sshd.py), age
                             over N-1: the start-up every run pays once taken out).
                             Targets: at most 30 ms per host; flat as hosts grow (64 vs 8).
   capture64 / openssh64     wall time of 64 hosts (--forks 64) against 64 concurrent OpenSSH
-                            runs of the same agent command: the floor for one controller.
-                            Target: at most 1.1x.
+                            runs of the same agent command, with the options capture gives
+                            ssh, so the same key exchange (OpenSSH's and the SSH config's):
+                            the floor for one controller. Paired (alternating), the median
+                            of the pairs' ratios. Target: at most 1.1x. Twice: captures that
+                            reuse the masters an earlier run kept (every run but the first),
+                            and first captures (ENVSNAP_SSH_CONTROL_PERSIST=0: 64 handshakes
+                            each, as the floor makes). --before CHECKOUT: another checkout's
+                            capture64 against the same floor, and against the floor with the
+                            curve25519 that code put first.
   host-key setup            per connection, with a known_hosts listing 1,000 hosts: parsed
                             by each connection (as before) against parsed once per process.
 
@@ -22,6 +29,7 @@ recording, with planted outliers (a driver, two nodes' NCCL env, a PCIe link at 
                             files in a fresh python: what any tool reading them pays.
 
 Usage: python3 bench/bench_fleet.py [--repeat 3] [--nodes 1000] [--no-capture] [--no-diff]
+       [--before /path/to/checkout]
 """
 from __future__ import annotations
 
@@ -49,16 +57,14 @@ from helpers.sshd import Sshd, keygen, start_sshd  # noqa: E402
 from envsnap.hosts import payload  # noqa: E402
 from envsnap.hosts.capture import CaptureOptions, agent_config  # noqa: E402
 from envsnap.hosts.inventory import Host  # noqa: E402
+from envsnap.hosts.openssh import OpenSSHTransport, stop_master  # noqa: E402
 
 SIZES = (1, 8, 32, 64)
 CPU_TARGET_MS = 30.0
 OPENSSH_TARGET = 1.1
 FLEET_SECONDS_TARGET, FLEET_MB_TARGET = 5.0, 1024.0
-# OpenSSH's default key exchange (sntrup761x25519 on OpenSSH 9.x, post-quantum) costs more
-# CPU on both ends than the curve25519 that paramiko settles on with the same sshd: the floor
-# is measured both ways, the second the like-for-like one.
-OPENSSH_KEX = {"default kex": (),
-               "curve25519 kex (as paramiko)": ("-o", "KexAlgorithms=curve25519-sha256")}
+# The exchange the code before capture kept the user's put first: its like-for-like floor.
+CURVE25519_FIRST = ("-o", "KexAlgorithms=^curve25519-sha256,curve25519-sha256@libssh.org")
 
 
 @dataclass(frozen=True)
@@ -104,6 +110,26 @@ def write_inventory(path: Path, addresses: list[str]) -> Path:
 
 # ---- capture over SSH -----------------------------------------------------------------------
 
+def capture_options(address: str) -> tuple[str, ...]:
+    """What capture gives its own ssh (from the code under test), for the floor."""
+    return tuple(OpenSSHTransport(Host(name=address, address=address), "ssh").options())
+
+
+def paired_ratio(repeat: int, first: Any, second: Any) -> tuple[float, float, float]:
+    """(median of first, of second, of second/first) over `repeat` alternating pairs."""
+    pairs = []
+    for index in range(repeat):
+        if index % 2:
+            b = second()
+            a = first()
+        else:
+            a = first()
+            b = second()
+        pairs.append((a, b))
+    return (statistics.median(a for a, _ in pairs), statistics.median(b for _, b in pairs),
+            statistics.median(b / a for a, b in pairs))
+
+
 def capture_run(work: Path, env: dict[str, str], daemon: Sshd, hosts: int) -> Run:
     inventory = write_inventory(work / f"fleet{hosts}.yml", daemon.addresses[:hosts])
     return measured(envsnap("capture", "all", "--inventory", str(inventory), "--label",
@@ -126,23 +152,46 @@ def openssh_runs(daemon: Sshd, env: dict[str, str], hosts: int, ssh_config: str,
     return elapsed
 
 
-def bench_capture(work: Path, repeat: int) -> None:
+def bench_capture(work: Path, repeat: int, before: Path | None) -> None:
     daemon = start_sshd(work / "sshd", aliases=max(SIZES))
+    runtime = work / "run"   # the kept masters' folder: short, ended with the run
+    runtime.mkdir(mode=0o700, parents=True)
+    big = max(SIZES)
     try:
         env = daemon.write_home(work / "home")
-        env.update(ENVSNAP_STORE=str(work / "store"), PYTHONPATH=str(ROOT))
+        env.update(ENVSNAP_STORE=str(work / "store"), PYTHONPATH=str(ROOT),
+                   XDG_RUNTIME_DIR=str(runtime))
+        os.environ.update(HOME=env["HOME"], XDG_RUNTIME_DIR=str(runtime))
         ssh_config = str(work / "home" / ".ssh" / "config")
-        capture_run(work, env, daemon, max(SIZES))   # ships the agent, warms every cache
+        options = capture_options(daemon.addresses[0])
+        capture_run(work, env, daemon, big)   # ships the agent, keeps every master
         runs = {}
         for hosts in SIZES:
             runs[hosts] = median_run([capture_run(work, env, daemon, hosts)
                                       for _ in range(repeat)])
-        floors = {name: statistics.median(openssh_runs(daemon, env, max(SIZES), ssh_config,
-                                                       options) for _ in range(repeat))
-                  for name, options in OPENSSH_KEX.items()}
+
+        def floor(extra: tuple[str, ...] = ()) -> float:
+            return openssh_runs(daemon, env, big, ssh_config, (*options, *extra))
+
+        fleets = {"masters kept": env, "first capture": {**env, "ENVSNAP_SSH_CONTROL_PERSIST": "0"}}
+        ratios = {name: paired_ratio(repeat, floor,
+                                     lambda e=environment: capture_run(work, e, daemon, big).wall)
+                  for name, environment in fleets.items()}
+        if before is not None:
+            before_commit = ledger.commit(before)[:7]   # now: the checkout may move on
+            before_env = {**env, "PYTHONPATH": str(before)}
+            capture_run(work, before_env, daemon, big)   # ships its agent
+            ratios["before, default-exchange floor"] = paired_ratio(
+                repeat, floor, lambda: capture_run(work, before_env, daemon, big).wall)
+            ratios["before, both curve25519"] = paired_ratio(
+                repeat, lambda: floor(CURVE25519_FIRST),
+                lambda: capture_run(work, before_env, daemon, big).wall)
     finally:
+        for socket in (runtime / "envsnap").glob("*"):
+            stop_master(str(socket))
         daemon.stop()
-    print("envsnap capture over SSH (loopback hosts, agent cached, --forks = hosts):")
+    print("envsnap capture over SSH (loopback hosts, agent cached, masters kept, "
+          "--forks = hosts):")
     print("  hosts   wall s   controller CPU ms   per host ms   marginal per host ms")
     one = runs[1].cpu
     marginal = {n: (runs[n].cpu - one) / (n - 1) * 1000 for n in SIZES if n > 1}
@@ -150,7 +199,7 @@ def bench_capture(work: Path, repeat: int) -> None:
         extra = f"{marginal[hosts]:20.1f}" if hosts > 1 else f"{'-':>20}"
         print(f"  {hosts:5d} {runs[hosts].wall:8.2f} {runs[hosts].cpu * 1000:19.0f} "
               f"{runs[hosts].cpu * 1000 / hosts:13.1f} {extra}")
-    big, small = max(SIZES), SIZES[1]
+    small = SIZES[1]
     print(f"  marginal CPU per host at {big}: {marginal[big]:.1f} ms "
           f"(target <= {CPU_TARGET_MS:.0f}); per host as a whole: "
           f"{runs[big].cpu * 1000 / big:.1f} ms")
@@ -162,13 +211,22 @@ def bench_capture(work: Path, repeat: int) -> None:
     ledger.record(__file__, f"per-host CPU, {big} hosts / {small} hosts",
                   marginal[big] / marginal[small], "x", f"{small} hosts")
     ledger.record(__file__, f"capture{big}, wall", runs[big].wall, "s")
-    for name, floor in floors.items():
-        print(f"  {big} concurrent OpenSSH runs of the agent, {name}: {floor:.2f} s")
-        print(f"  ratio capture{big} / openssh{big} ({name.split()[0]}): "
-              f"{runs[big].wall / floor:.2f}x  (target <= {OPENSSH_TARGET})")
-        ledger.record(__file__, f"capture{big} / openssh{big} ({name})", runs[big].wall / floor,
-                      "x", f"{big} concurrent OpenSSH runs of the agent {floor:.2f} s",
-                      f"<= {OPENSSH_TARGET}")
+    labels = {"masters kept": f"capture{big} / openssh{big} (same key exchange)",
+              "first capture": f"first capture{big} / openssh{big} (same key exchange)",
+              "before, default-exchange floor":
+                  f"before: capture{big} / openssh{big} (default exchange)",
+              "before, both curve25519": f"before: capture{big} / openssh{big} "
+                                         "(same key exchange)"}
+    for name, (floor_s, capture_s, ratio) in ratios.items():
+        earlier = name.startswith("before")
+        print(f"  ratio {labels[name]}: {ratio:.2f}x  ({capture_s:.2f} s against "
+              f"{floor_s:.2f} s{'' if earlier else f'; target <= {OPENSSH_TARGET}'})")
+        baseline = f"{big} concurrent OpenSSH runs of the agent {floor_s:.2f} s " \
+            f"(capture {capture_s:.2f} s)"
+        if earlier and before is not None:
+            baseline += f"; {before.name} {before_commit}"
+        ledger.record(__file__, labels[name], ratio, "x", baseline,
+                      "-" if earlier else f"<= {OPENSSH_TARGET}")
 
 
 # ---- known_hosts -----------------------------------------------------------------------------
@@ -272,11 +330,13 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--no-capture", action="store_true")
     parser.add_argument("--no-diff", action="store_true")
+    parser.add_argument("--before", type=Path, default=None,
+                        help="another checkout whose capture64 is measured in the same run")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="envsnap-bench-fleet-"))
     try:
         if not args.no_capture:
-            bench_capture(work / "capture", args.repeat)
+            bench_capture(work / "capture", args.repeat, args.before)
             bench_known_hosts(work / "known_hosts", 1000, 10)
         if not args.no_diff:
             bench_fleet_diff(work / "diff", args.nodes, args.repeat)

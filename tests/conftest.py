@@ -2,9 +2,11 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -63,14 +65,35 @@ def join_group(item: pytest.Item) -> None:
         item._id = type(node_id).parse(item.nodeid + suffix)
 
 
+KEPT_MASTERS_S = "10"   # a test's kept OpenSSH masters outlive it this long, not minutes
+
+
+@pytest.fixture(scope="session")
+def runtime_dir() -> Iterator[Path]:
+    """One XDG_RUNTIME_DIR for the session's tests (short: the kept masters' sockets live
+    in it), their masters ended and the folder removed at the end."""
+    folder = Path(tempfile.mkdtemp(prefix="envsnap-rt-", dir="/tmp"))
+    yield folder
+    from envsnap.hosts.openssh import stop_master
+
+    kept = folder / "envsnap"
+    for socket in kept.iterdir() if kept.is_dir() else ():
+        stop_master(str(socket))
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 @pytest.fixture(autouse=True)
-def isolated_home(tmp_path_factory: pytest.TempPathFactory,
+def isolated_home(tmp_path_factory: pytest.TempPathFactory, runtime_dir: Path,
                   monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every test's own process gets a HOME and XDG dirs of its own too: tasks run in-process
-    on `local` (a patch upload, `~` in a command) land there, never in the real home."""
+    on `local` (a patch upload, `~` in a command) land there, never in the real home. Its
+    kept OpenSSH masters (named by the HOME they serve, so no other test's is used) sit in
+    the session's runtime folder and end soon after it."""
     home = tmp_path_factory.mktemp("process-home")
     for name, value in home_env(home).items():
         monkeypatch.setenv(name, value)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime_dir))
+    monkeypatch.setenv("ENVSNAP_SSH_CONTROL_PERSIST", KEPT_MASTERS_S)
     for name in UNINHERITED:   # no ssh agent, and no terminal width of the one running pytest
         monkeypatch.delenv(name, raising=False)
     return home

@@ -19,17 +19,27 @@ It checks what the paramiko transport checks and says it in the same words:
 - What a command prints is read with the same cap (transport.max_output_bytes); a command
   that is followed keeps stdin as its lifeline, as over paramiko.
 
-The master lives in a private folder (its socket, its log), ends with close() (asked over its
-socket, as `ssh -O exit` asks), and, should this process die first, ends itself
-CONTROL_PERSIST_S after its last command.
+The key exchange, ciphers and the rest are the user's and OpenSSH's own: ~/.ssh/config (or
+/etc/ssh/ssh_config) and OpenSSH's defaults (post-quantum on OpenSSH 9), or what the
+inventory's ssh args choose among jump.CRYPTO_OPTIONS; nothing is put in their place.
+
+The speed a cheaper exchange would buy comes from not doing it again: as Ansible does, the
+master is kept after this process ends (ControlPersist, ENVSNAP_SSH_CONTROL_PERSIST seconds
+of idleness, five minutes unless set; 0 ends it with close()), its socket in a folder of this
+user's own (control_folder), and the next run for the same host with the same settings (a
+capture, a bench, an explain's trials) sends its commands over it, with no handshake. A
+socket is only used when the folder is this user's, open to no one else, and the socket is
+this user's too.
 """
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import re
 import shlex
 import shutil
+import stat
 import subprocess
 import tempfile
 import time
@@ -37,9 +47,10 @@ from pathlib import Path
 from typing import NamedTuple
 
 from envsnap.defaults import DEFAULT_CONNECT_TIMEOUT
-from envsnap.errors import HostError
+from envsnap.errors import HostError, UsageError
 from envsnap.hosts.inventory import Host
-from envsnap.hosts.sshconfig import Destination, config_args, ssh_destination
+from envsnap.hosts.jump import inventory_crypto
+from envsnap.hosts.sshconfig import Destination, config_args, configs_stamp, ssh_destination
 from envsnap.hosts.transport import (
     KEEPALIVE_S,
     ClosedOnExit,
@@ -50,12 +61,10 @@ from envsnap.hosts.transport import (
     collect_process,
 )
 
-# The key exchange paramiko negotiates, first: OpenSSH 9's default (sntrup761x25519, post-
-# quantum) costs each connection ~0.1 s of CPU more on the two ends (0.25 s against 0.15 s
-# for one connection here, 3-4x the wall time for 32 at once), and a fleet's connections
-# share the controller's cores. The rest of the client's list follows (`^`: prepended).
-KEX_FIRST = "^curve25519-sha256,curve25519-sha256@libssh.org"
-CONTROL_PERSIST_S = 30    # a master left by a crashed controller ends this long after use
+PERSIST_VARIABLE = "ENVSNAP_SSH_CONTROL_PERSIST"
+DEFAULT_PERSIST_S = 300   # a kept master ends after this long unused (Ansible keeps 60 s)
+CONTROL_PERSIST_S = 30    # with keeping off: a master a crashed controller left ends so soon
+MAX_PERSIST_S = 7 * 24 * 3600
 SSH_FAILED = 255          # ssh's exit status for its own failure
 MAX_SOCKET_PATH = 90      # a unix socket's path is at most 108 bytes; ssh adds a suffix
 STOP_S = 5.0
@@ -112,6 +121,67 @@ def known_hosts_option(destination: Destination) -> str:
                                             for path in files)
 
 
+def persist_seconds() -> int:
+    """How long a master is kept for later runs: ENVSNAP_SSH_CONTROL_PERSIST (seconds, 0 for
+    not at all), else DEFAULT_PERSIST_S; anything else is one line."""
+    raw = os.environ.get(PERSIST_VARIABLE, "").strip()
+    if not raw:
+        return DEFAULT_PERSIST_S
+    if not raw.isdigit() or int(raw) > MAX_PERSIST_S:
+        raise UsageError(f"{PERSIST_VARIABLE}={raw!r}: expected whole seconds from 0 (masters "
+                         f"not kept) to {MAX_PERSIST_S} (default {DEFAULT_PERSIST_S})")
+    return int(raw)
+
+
+SOCKET_NAME_LENGTH = 20   # hex digits of the settings' digest (ssh adds 17 while it binds)
+
+
+def control_folder() -> str | None:
+    """Where kept masters' sockets live: $XDG_RUNTIME_DIR/envsnap, else the cache's
+    envsnap/cm ($XDG_CACHE_HOME, or ~/.cache); where that path is too long for a socket,
+    /tmp/envsnap-cm-UID-DIGEST, the digest of the path it stands for. Made 0700; None when
+    the folder is not this user's own, or others may write to it (then nothing is kept)."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR", "")
+    if os.path.isabs(runtime) and private_folder_ok(runtime, made=False):
+        wanted = os.path.join(runtime, "envsnap")
+    else:
+        cache = os.environ.get("XDG_CACHE_HOME", "")
+        cache = cache if os.path.isabs(cache) else os.path.expanduser("~/.cache")
+        wanted = os.path.join(cache, "envsnap", "cm")
+    if len(wanted) + 1 + SOCKET_NAME_LENGTH > MAX_SOCKET_PATH:
+        digest = hashlib.sha256(wanted.encode()).hexdigest()[:12]
+        wanted = f"/tmp/envsnap-cm-{os.getuid()}-{digest}"
+    try:
+        os.makedirs(os.path.dirname(wanted), mode=0o700, exist_ok=True)
+        os.mkdir(wanted, 0o700)
+    except FileExistsError:
+        pass
+    except OSError:
+        return None
+    return wanted if private_folder_ok(wanted, made=True) else None
+
+
+def private_folder_ok(path: str, made: bool) -> bool:
+    """A real folder (no link), this user's, that no one else may write to (`made`: our own,
+    open to no one else at all)."""
+    try:
+        status = os.lstat(path)
+    except OSError:
+        return False
+    closed = 0o077 if made else 0o022
+    return stat.S_ISDIR(status.st_mode) and status.st_uid == os.getuid() \
+        and not status.st_mode & closed
+
+
+def own_socket(path: str) -> bool:
+    """A socket of this user's at `path` (not a link, nor anything else)."""
+    try:
+        status = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISSOCK(status.st_mode) and status.st_uid == os.getuid()
+
+
 FOLDER_PREFIX = "envsnap-ssh-"
 STALE_FOLDER_S = 4 * CONTROL_PERSIST_S   # a folder untouched this long, socket gone: left
 
@@ -157,10 +227,13 @@ class OpenSSHTransport(ClosedOnExit):
         self.accept_new = accept_new_host_keys or bool(host.vars.get("accept_new_host_keys"))
         self.destination = ssh_destination(host.address)
         self.folder: str | None = None
+        self.socket = ""               # the master's, once start() chose it
+        self.kept = False              # the master outlives this process (persist_seconds)
         self.master: subprocess.Popen[bytes] | None = None
         self.ready = False             # the master listens
         self.waiting = False           # its first session waits for a command
         self.instead: Transport | None = None   # paramiko's, where ssh could not connect
+        self.retried = False           # a kept master refused a session: one handshake anew
 
     @property
     def where(self) -> str:
@@ -177,12 +250,19 @@ class OpenSSHTransport(ClosedOnExit):
 
     def options(self) -> list[str]:
         """What every ssh of this host is given: the paramiko transport's checks and
-        timeouts, the inventory's port, user and key."""
+        timeouts, the inventory's port, user, key and algorithms. The key exchange and the
+        rest of the cryptography are otherwise the user's SSH config's and OpenSSH's."""
+        return [*self.settings(), "-o", f"ConnectTimeout={max(1, math.ceil(self.connect_timeout))}",
+                "-o", f"ServerAliveInterval={KEEPALIVE_S}"]
+
+    def settings(self) -> list[str]:
+        """The options that decide which connection is made and how it is checked: a kept
+        master is reused only by a transport whose settings are the same."""
         words = [*config_args(), "-o", "BatchMode=yes",
                  "-o", f"StrictHostKeyChecking={'accept-new' if self.accept_new else 'yes'}",
-                 "-o", known_hosts_option(self.destination),
-                 "-o", f"ConnectTimeout={max(1, math.ceil(self.connect_timeout))}",
-                 "-o", f"ServerAliveInterval={KEEPALIVE_S}", "-o", f"KexAlgorithms={KEX_FIRST}"]
+                 "-o", known_hosts_option(self.destination)]
+        for key, value in inventory_crypto(self.host.vars, self.host.name).items():
+            words += ["-o", f"{key}={value}"]
         if self.host.port:
             words += ["-p", str(self.host.port)]
         if self.host.user:
@@ -191,24 +271,41 @@ class OpenSSHTransport(ClosedOnExit):
             words += ["-i", os.path.expanduser(self.host.key_file)]
         return words
 
+    def kept_socket(self, folder: str) -> str:
+        """The socket of the kept master for this host and these settings: named by a digest
+        of them, of the address and of the SSH config files' state (an edited config, a
+        changed KexAlgorithms, makes a new master), so it never serves other settings."""
+        what = "\0".join([self.client, self.host.address, *self.settings(),
+                          repr(configs_stamp()), os.path.expanduser("~")])
+        return os.path.join(folder, hashlib.sha256(what.encode()).hexdigest()
+                            [:SOCKET_NAME_LENGTH])
+
     def start(self) -> None:
-        """Begin the handshake, without waiting for it. The session it opens waits for its
+        """Begin the handshake, without waiting for it, unless a kept master of this host
+        listens (then there is none to make). The session a handshake opens waits for its
         command on stdin (WAITING), so the first command starts on a connection already
         made, with no process of its own."""
-        if self.master is not None or self.instead is not None:
+        if self.master is not None or self.instead is not None or self.ready:
             return
+        persist = persist_seconds()
         self.folder = private_folder()
+        folder = control_folder() if persist else None
+        self.kept = folder is not None
+        self.socket = self.kept_socket(folder) if folder else f"{self.folder}/socket"
+        if self.kept:
+            if master_listens(self.socket):
+                self.ready = True
+                return
+            remove_dead_socket(self.socket)
+            if os.path.lexists(self.socket):   # not ours: never spoken to, nor replaced
+                self.kept, self.socket = False, f"{self.folder}/socket"
         self.master = subprocess.Popen(
             [self.client, *self.options(), "-M", "-S", self.socket,
-             "-o", f"ControlPersist={CONTROL_PERSIST_S}", "-E", self.log, "-T",
-             "--", self.host.address, WAITING],
+             "-o", f"ControlPersist={persist if self.kept else CONTROL_PERSIST_S}",
+             "-E", self.log, "-T", "--", self.host.address, WAITING],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             bufsize=0)   # the command goes out as written, or not at all (ssh gone)
         self.waiting = True
-
-    @property
-    def socket(self) -> str:
-        return f"{self.folder}/socket"
 
     @property
     def log(self) -> str:
@@ -220,6 +317,8 @@ class OpenSSHTransport(ClosedOnExit):
         if self.ready or self.instead is not None:
             return
         self.start()
+        if self.ready:   # a kept master
+            return
         assert self.master is not None
         deadline = time.monotonic() + 2 * self.connect_timeout + 30   # ssh's ends it first
         if self.waiting:
@@ -279,6 +378,15 @@ class OpenSSHTransport(ClosedOnExit):
                                  (lambda: os.close(held)) if lifeline else None)
         if result.exit_code == SSH_FAILED:
             said = read_log(log_of(argv))
+            if said.strip() and self.master is None and not self.retried \
+                    and NO_SESSION.search(said):
+                # A kept master whose connection is gone refused the session: the command
+                # never began. A handshake of this run's own, then the command once more.
+                self.retried = True
+                stop_master(self.socket)
+                self.ready = False
+                shutil.rmtree(self.folder or "", ignore_errors=True)
+                return self.run(command, timeout, follow)
             if said.strip():   # ssh's own failure, not the command's exit 255
                 raise HostError(f"{self.host.name}: connection lost ({last_line(said)})")
         return result
@@ -333,14 +441,14 @@ class OpenSSHTransport(ClosedOnExit):
             self.instead.close()
         if self.master is not None:
             # A handshake still under way ends with its process; a master that listens
-            # (it forked to the background first) is asked to exit.
+            # (it forked to the background first) is asked to exit, unless it is kept.
             if self.master.poll() is None:
                 self.master.kill()
             for stream in (self.master.stdin, self.master.stdout, self.master.stderr):
                 if stream is not None:
                     stream.close()
             self.master.wait()
-            if os.path.exists(self.socket):
+            if not self.kept and os.path.exists(self.socket):
                 stop_master(self.socket)
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
@@ -379,6 +487,45 @@ def stop_master(path: str) -> None:
     while os.path.exists(path) and time.monotonic() < deadline:
         time.sleep(pause)
         pause = min(2 * pause, 0.01)
+
+
+# ssh's words when a master takes the request but cannot open a session: its connection
+# is gone (or going) while its process lingers.
+NO_SESSION = re.compile(r"session request failed|Session open refused|"
+                        r"master session id|mux_client_request_session", re.IGNORECASE)
+
+
+def master_listens(path: str) -> bool:
+    """A master of this user's answers on `path` (its hello, as `ssh -O check` asks, with no
+    process of its own); a socket of anyone else's is never spoken to."""
+    import socket
+    import struct
+
+    if not own_socket(path):
+        return False
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as control:
+            control.settimeout(STOP_S)
+            control.connect(path)
+            control.sendall(struct.pack(">III", 8, MUX_MSG_HELLO, MUX_VERSION))
+            answer = b""
+            while len(answer) < 8:
+                chunk = control.recv(8 - len(answer))
+                if not chunk:
+                    return False
+                answer += chunk
+    except OSError:
+        return False
+    return bool(struct.unpack(">II", answer)[1] == MUX_MSG_HELLO)
+
+
+def remove_dead_socket(path: str) -> None:
+    """A socket a master that was killed left behind (only this user's own: the folder is)."""
+    if own_socket(path):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
 
 
 def log_of(argv: list[str]) -> str:

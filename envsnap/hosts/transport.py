@@ -29,7 +29,7 @@ from typing import IO, TYPE_CHECKING, Any, Callable, NamedTuple, Protocol, Typed
 from envsnap.defaults import DEFAULT_CONNECT_TIMEOUT
 from envsnap.errors import HostError
 from envsnap.hosts.inventory import Host
-from envsnap.hosts.jump import Jump, inventory_jump, proxy_jump_hops
+from envsnap.hosts.jump import Jump, inventory_crypto, inventory_jump, proxy_jump_hops
 from envsnap.hosts.pipes import READ_CHUNK, read_to_end, spawn
 from envsnap.snapshot.entries import write_entry
 from envsnap.text import duration
@@ -289,6 +289,37 @@ class ConnectKwargs(TypedDict, total=False):
     banner_timeout: float
     auth_timeout: float
     key_filename: list[str]
+    disabled_algorithms: dict[str, list[str]]
+
+
+def paramiko_kex_disabled(wanted: str, name: str) -> list[str]:
+    """The key exchanges of paramiko's to leave out for an OpenSSH `KexAlgorithms` value
+    (`a,b`: only those; `-a`: not those; `+a`, `^a`: paramiko's own, which it cannot reorder).
+    paramiko has no sntrup761x25519 (OpenSSH 9.0-9.8's post-quantum default), only
+    mlkem768x25519 (OpenSSH 9.9's): a list it can do none of is one line, never a silent
+    fallback to an exchange the user did not choose."""
+    import fnmatch
+
+    import paramiko
+
+    own: tuple[str, ...] = tuple(paramiko.Transport._preferred_kex)
+    value = wanted.strip()
+    if value[:1] in ("+", "^"):
+        return []
+    names = [item.strip() for item in value.lstrip("-").split(",") if item.strip()]
+
+    def listed(kex: str) -> bool:
+        return any(fnmatch.fnmatchcase(kex, pattern) for pattern in names)
+
+    if value.startswith("-"):
+        disabled = [kex for kex in own if listed(kex)]
+    else:
+        disabled = [kex for kex in own if not listed(kex)]
+    if len(disabled) == len(own):
+        raise HostError(f"{name}: KexAlgorithms {value} leaves paramiko no key exchange (it "
+                        f"can do {', '.join(own)}; not sntrup761x25519); reach the host "
+                        "with ansible_connection: ssh, or choose one of those")
+    return disabled
 
 
 def quiet_paramiko_logger() -> None:
@@ -322,6 +353,14 @@ class SSHTransport(ClosedOnExit):
         self.connection = Connection(host.address, user=host.user, port=host.port,
                                      connect_timeout=connect_timeout,
                                      connect_kwargs=connect_kwargs, gateway=False)
+        # The key exchange the inventory's ssh args or the SSH config choose, as ssh would
+        # take it (the inventory's first); paramiko's own order otherwise.
+        wanted = inventory_crypto(host.vars, host.name).get("KexAlgorithms") \
+            or self.connection.ssh_config.get("kexalgorithms")
+        if wanted:
+            disabled = paramiko_kex_disabled(str(wanted), host.name)
+            if disabled:
+                self.connection.connect_kwargs["disabled_algorithms"] = {"kex": disabled}
         accept = accept_new_host_keys or bool(host.vars.get("accept_new_host_keys"))
         check_host_keys(self.connection, accept)
         self.route = Route(accept, connect_timeout)

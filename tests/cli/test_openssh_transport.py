@@ -89,6 +89,8 @@ def own_tmp(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 def test_one_master_serves_every_command_and_ends_with_the_block(
         sshd: Sshd, tmp_path: Path, own_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With keeping off (ENVSNAP_SSH_CONTROL_PERSIST=0), as every master was before."""
+    monkeypatch.setenv("ENVSNAP_SSH_CONTROL_PERSIST", "0")
     monkeypatch.setenv("HOME", str(tmp_path))
     sshd.write_home(tmp_path)
     monkeypatch.setenv("ENVSNAP_MAX_AGENT_OUTPUT_MB", "1")
@@ -116,6 +118,7 @@ def test_one_master_serves_every_command_and_ends_with_the_block(
 
 def test_a_connection_started_early_is_the_one_used_and_one_not_used_is_closed(
         sshd: Sshd, tmp_path: Path, own_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ENVSNAP_SSH_CONTROL_PERSIST", "0")
     monkeypatch.setenv("HOME", str(tmp_path))
     sshd.write_home(tmp_path)
     used, unused = parse_host_spec(sshd.addresses[2]), parse_host_spec(sshd.addresses[3])
