@@ -51,6 +51,7 @@ import functools
 import math
 import re
 
+from . import vendors
 from .util import sha256_bytes
 
 TYPE_CHECKING = False   # typing's own, without its import: see runner.py
@@ -292,13 +293,31 @@ AFTER_A_WORD = {b"key"}
 # of bytes, `[_A-]`, is tested byte by byte: twice the four). A line found here holds no
 # token unless TOKEN_PREFIXES says so.
 TOKEN_PREFIX_HINT_SOURCES = (
-    rb"_(?:(?<=gh[pousr]_)|(?<=github_pat_)|(?<=hf_)|(?<=k_live_)|(?<=k_test_))",
+    # `_` and `-` also where a token's body follows them (vendors.py: `npm_`, `pplx-`... then
+    # sixteen letters and digits), and where a body may open with `_`, `-` or `.`
+    rb"_(?:(?<=gh[pousr]_)|(?<=github_pat_)|(?<=hf_)|(?<=k_live_)|(?<=k_test_)"
+    rb"|(?=[A-Za-z0-9+/]{16})|(?<=[nwhtp12ar]_)(?:(?<=tkn_)|(?<=_pw_)|(?<=auth_)|(?<=pat_)"
+    rb"|(?<=oat_)|(?<=tfp_)|(?<=secret_)|(?<=o1_)|(?<=m2_)|(?<=m1a_)|(?<=m1r_)))",
     # (each alternative behind a test of one byte: there is a `-` every 80 bytes of code)
-    rb"-(?:(?<=[tkypbars]-)(?:(?<=glpat-)|(?<=sk-)|(?<=xox[bpars]-)|(?<=xapp-)"
-    rb"|(?<=key-)|(?<=xkeysib-))|(?=[uU-])(?:us[0-9]|[uU][ \t]|-user[ \t=]))",
-    rb"A(?:KIA|SIA|Iza|C[0-9a-f]|A(?<=[0-9]:AA))",
+    rb"-(?:(?<=[tkypbarsXUTieu3]-)(?:(?<=glpat-)|(?<=sk-)|(?<=xox[bparse]-)|(?<=xapp-)"
+    rb"|(?<=key-)|(?<=xkeysib-)|(?<=t-)(?:(?<=glrt-)|(?<=glcbt-)|(?<=glptt-)|(?<=gldt-)"
+    rb"|(?<=glft-)|(?<=glsoat-)|(?<=glimt-)|(?<=glagent-)|(?<=glffct-))|(?<=gloas-)"
+    rb"|(?<=GOCSPX-)|(?<=HRKU-)|(?<=CFPAT-)|(?<=nvapi-)|(?<=fio-u-)|(?<=tk-us-)|(?<=sq0atp-)"
+    rb"|(?<=sq0csp-)|(?<=A3-))|(?=[uU-])(?:us[0-9]|[uU][ \t]|-user[ \t=])"
+    rb"|(?=[A-Za-z0-9]{16}))",
+    rb"A(?:KIA|SIA|BIA|CCA|BSK|Iza|C[0-9a-f]|A(?<=[0-9]:AA)|TATT|TCTT|KID|KCp|3-|PI-|GE-S"
+    rb"|(?<=LTA)I|(?<=EA)A|A{19})",
     rb"J(?<=eyJ)",
-    rb"S(?:G\.|K[0-9a-f]|0t(?<=LS0t))")   # LS0t: BASE64_ARMOR
+    rb"S(?:G\.|K[0-9a-f]|0t(?<=LS0t)|(?<=WlhsS)|(?<=TFMwdExTMUNS)V|ECK(?<=FLWSECK))",
+    # `.`: a body after it, or the dot of Vault, Google OAuth, Dynatrace, Dropbox, Doppler,
+    # Terraform, Harness tokens, or a Discord bot token's two dots
+    rb"\.(?:(?=[A-Za-z0-9]{16})|(?<=[a-z0-9]\.)(?:(?<=hv[sbr]\.)|(?<=ya29\.)|(?<=dt0c01\.)"
+    rb"|(?<=sl\.)|(?<=dp\.)|(?<=atlasv1\.)|(?<=xoxe\.)|(?<=pat\.))"
+    rb"|(?=[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27}))",
+    rb"~(?<=[0-9]Q~)",          # an Azure AD client secret
+    rb"X(?<=ZX)lK",             # base64 of a JWT
+    rb"i(?<=dapi)(?=[0-9a-f]{32})",   # Databricks
+)
 TOKEN_PREFIX_HINTS = tuple(lazy(source) for source in TOKEN_PREFIX_HINT_SOURCES)
 # The same in one regex, for a short text: one scan costs less to start than four.
 TOKEN_PREFIX_HINTS_SHORT = lazy(b"|".join(TOKEN_PREFIX_HINT_SOURCES))
@@ -473,6 +492,8 @@ def emit_digests() -> None:
 
 def mask_secret(value: str) -> str:
     """The marker of one secret: equal secrets, equal markers (before and after rekey)."""
+    if vendors.is_placeholder(value):
+        return value   # documentation's fill-in: a look-alike keeps what it says
     if not Markers.digests:
         return REDACTED
     digest = sha256_bytes(b"envsnap secret\0" + value.encode("utf-8", "surrogateescape"))
@@ -558,6 +579,8 @@ def redact_text(text: str, code: CodeRule = False) -> str:
     if not text:
         return text
     original = data = text.encode("utf-8", ERRORS)
+    if b"kind: Secret" in data or b"kind: \"Secret\"" in data or b"kind: 'Secret'" in data:
+        data = vendors.mask_kubernetes_secrets(text, mask_secret).encode("utf-8", ERRORS)
     if b"-----BEGIN" in data:
         data = PEM_BLOCK.sub(mask_pem, data)
     lines, armour = trigger_lines(data)
@@ -634,6 +657,9 @@ def redact_trigger_line(line: str, kinds: int, is_code: Callable[[], bool]) -> s
         masked = TOKEN_PREFIXES.sub(mask_whole, masked)
         if "-us" in masked or ":AA" in masked:
             masked = TOKEN_INFIX_SHAPES.sub(mask_whole, masked)
+        masked = vendors.mask_tokens(masked, mask_secret)
+        if "ZXlK" in masked or "WlhsS" in masked or "TFMwdExTMU" in masked:
+            masked = vendors.mask_encoded(masked, mask_secret)
     if kinds & URL:
         masked = redact_url(masked)
     if kinds & (URL | TOKEN_PREFIX) and not kinds & HINT and "curl" in masked:
