@@ -316,6 +316,7 @@ TOKEN_PREFIX_HINT_SOURCES = (
     rb"|(?=[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27}))",
     rb"~(?<=[0-9]Q~)",          # an Azure AD client secret
     rb"X(?<=ZX)lK",             # base64 of a JWT
+    rb"Z(?<=EZ)[AT]K",          # EasyPost
     rb"i(?<=dapi)(?=[0-9a-f]{32})",   # Databricks
 )
 TOKEN_PREFIX_HINTS = tuple(lazy(source) for source in TOKEN_PREFIX_HINT_SOURCES)

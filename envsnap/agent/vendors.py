@@ -151,7 +151,7 @@ FAMILIES = (
     F("flutterwave", ("FLWSECK-", "FLWSECK_TEST-"),
       r"FLWSECK(?:_TEST)?-[0-9a-f]{32}-X"),
     F("flutterwave_encryption", ("FLWSECK_TEST",), r"FLWSECK_TEST[0-9a-f]{12}"),
-    F("doppler", ("dp.",), r"dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,44}"),
+    F("doppler", ("dp.",), r"dp\.(?:pt|st|sa|ct|scim|audit)\.(?:[a-z0-9_-]{1,40}\.)?[A-Za-z0-9]{40,44}"),
     F("pulumi", ("pul-",), r"pul-" + HEXL + "{40}"),
     F("linear", ("lin_api_", "lin_oauth_"), r"lin_(?:api|oauth)_" + A62 + "{40,}"),
     F("notion", ("secret_", "ntn_"), r"(?:secret_" + A62 + "{43}|ntn_[0-9]{11}" + A62 + "{35})"),
