@@ -296,7 +296,7 @@ class Corpus:
         elif syntax == "bench_output":
             self.channels["bench_outputs"].append(f"step {number}: loaded {value} ok")
         elif syntax in ("worker_env", "shell_env"):
-            self.channels[syntax][name.upper()] = value
+            self.channels[syntax]["TORCH_" + name.upper()] = value   # a captured prefix
         elif syntax == "subject":
             self.channels["subjects"].append(f"ci: rotate {value}")
         elif syntax == "sitecustomize":
@@ -344,6 +344,8 @@ def build() -> dict[str, Any]:
     files["changes/fix.patch"] = ("diff --git a/app.env b/app.env\n--- a/app.env\n+++ b/app.env\n"
                                   "@@ -1 +1,40 @@\n" + files["changes/fix.patch"])
     ch = corpus.channels
+    in_error = FAMILIES["databricks"]()   # a --repo named after a token: its error message
+    corpus.planted.append(corpus.entry("error_message", "databricks", in_error))
     half = sorted(files)
     channels = {
         "tracked": {path: files[path] for path in half[::2]},
@@ -356,7 +358,7 @@ def build() -> dict[str, Any]:
         "pth": "import os\n",
         "bench_cmd": "sh bench_output.sh " + " ".join(ch["bench_lines"]),
         "bench_output": "\n".join(ch["bench_outputs"]) + "\nvalue: 42\n",
-        "missing_repo": "no-such-repo",
+        "missing_repo": "no-such-repo-" + in_error,
         "worker_env": ch["worker_env"], "shell_env": ch["shell_env"],
     }
     return {"planted": corpus.planted, "benign": corpus.benign, "channels": channels}
