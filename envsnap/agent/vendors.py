@@ -389,6 +389,27 @@ SECRET_ENTRY = re.compile(r"^(?P<indent>[ \t+-]*)(?P<name>[\w.-]+)[ \t]*:[ \t]*"
                           r"(?P<value>[^\s#|>][^\n#]*?)[ \t]*$")
 
 
+SECRET_KIND_FORMS = (b"kind: Secret", b'kind: "Secret"', b"kind: 'Secret'")
+DOCUMENT_REACH = 1 << 16   # how far from its `kind:` a Secret's data is looked for
+
+
+def secret_documents(data: bytes) -> List[Tuple[int, int]]:
+    """(start, end) of each YAML document around a line `kind: Secret` (a patch's `+` line
+    too), each to the `---` that bounds it or DOCUMENT_REACH bytes: never the whole text."""
+    spans = []   # type: List[Tuple[int, int]]
+    for form in SECRET_KIND_FORMS:
+        at = data.find(form)
+        while at >= 0:
+            line_start = data.rfind(b"\n", 0, at) + 1
+            if not data[line_start:at].strip(b" \t+-"):
+                above = data.rfind(b"\n---", max(0, at - DOCUMENT_REACH), at)
+                below = data.find(b"\n---", at, at + DOCUMENT_REACH)
+                spans.append((max(0, at - DOCUMENT_REACH) if above < 0 else above + 1,
+                              min(len(data), at + DOCUMENT_REACH) if below < 0 else below))
+            at = data.find(form, at + len(form))
+    return sorted(spans)
+
+
 def mask_kubernetes_secrets(text: str, mask: Callable[[str], str]) -> str:
     """In a YAML document of `kind: Secret`, each value under `data:` and `stringData:`
     (what they hold is the secret, whatever its name and shape)."""
