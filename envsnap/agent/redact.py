@@ -283,7 +283,10 @@ WEBHOOK_WORDS = ("hook", "pagerduty", "ifttt", "telegram", "sig")
 HINTS = {b"token": (), b"pass": (b"word", b"wd", b"phrase"), b"pw": (b"d",), b"key": (),
          b"auth": (b"orization",), b"cred": (b"s", b"ential", b"entials"),
          b"sig": (b"nature",), b"secret": None, b"mysql": None, b"mariadb": (),
-         b"redis-cli": (), b"wandb": None, b"docker": None}
+         b"redis-cli": (), b"wandb": None, b"docker": None,
+         # Databricks tokens and Azure AD client secrets (vendors.py), on these words'
+         # scans (`pi` on pass's `p`, `q~` on mysql's `q`): a scan of their own costs more
+         b"dapi": None, b"q~": None}
 # A bare `key` names no secret (`*_KEY`, `apiKey` do): most `key` in code is a dict's.
 AFTER_A_WORD = {b"key"}
 # Where a token of TOKEN_PREFIXES may be, each prefix found from a rare byte of it: the `_`
@@ -294,11 +297,11 @@ AFTER_A_WORD = {b"key"}
 # token unless TOKEN_PREFIXES says so.
 TOKEN_PREFIX_HINT_SOURCES = (
     # `_` and `-` also where a token's body follows them (vendors.py: `npm_`, `pplx-`... then
-    # sixteen letters and digits), and where a body may open with `_`, `-` or `.`
-    rb"_(?=[A-Za-z0-9])(?:(?<=gh[pousr]_)|(?<=github_pat_)|(?<=hf_)|(?<=k_live_)|(?<=k_test_)"
-    rb"|(?=[A-Za-z0-9+/]{16})|(?<=[nwhtp12ar]_)(?=[A-Za-z0-9_-]{20})(?:(?<=tkn_)|(?<=_pw_)"
-    rb"|(?<=auth_)|(?<=pat_)|(?<=oat_)|(?<=tfp_)|(?<=secret_)|(?<=o1_)|(?<=m2_)|(?<=m1a_)"
-    rb"|(?<=m1r_)))",
+    # sixteen letters and digits), and where a body may open with `_`, `-` or `.`; every
+    # token has twenty characters after its `_`, most `_` of code do not: tested first
+    rb"_(?=[A-Za-z0-9_+/-]{20})(?:(?<=gh[pousr]_)|(?<=github_pat_)|(?<=hf_)|(?<=k_live_)"
+    rb"|(?<=k_test_)|(?=[A-Za-z0-9+/]{16})|(?<=tkn_)|(?<=_pw_)|(?<=auth_)|(?<=pat_)|(?<=oat_)"
+    rb"|(?<=tfp_)|(?<=secret_)|(?<=o1_)|(?<=m2_)|(?<=m1a_)|(?<=m1r_))",
     # (each alternative behind a test of one byte: there is a `-` every 80 bytes of code)
     rb"-(?:(?<=[tkypbarsXUTieu3]-)(?:(?<=glpat-)|(?<=sk-)|(?<=xox[bparse]-)|(?<=xapp-)"
     rb"|(?<=key-)|(?<=xkeysib-)|(?<=t-)(?:(?<=glrt-)|(?<=glcbt-)|(?<=glptt-)|(?<=gldt-)"
@@ -316,9 +319,7 @@ TOKEN_PREFIX_HINT_SOURCES = (
     rb"\.(?=[A-Za-z0-9_-]{6})(?:(?=[A-Za-z0-9]{16})|(?<=[svp91e]\.)(?:(?<=hv[sbr]\.)"
     rb"|(?<=ya29\.)|(?<=dt0c01\.)|(?<=sl\.)|(?<=dp\.)|(?<=atlasv1\.)|(?<=xoxe\.)|(?<=pat\.))"
     rb"|[A-Za-z0-9_-]{6}\.(?=[A-Za-z0-9_-]{27}))",
-    rb"~(?<=[0-9]Q~)",          # an Azure AD client secret
     rb"Z(?:XlK|(?<=EZ)[AT]K)",  # base64 of a JWT; EasyPost
-    rb"dapi",                   # Databricks (a literal: found at memchr speed)
 )
 TOKEN_PREFIX_HINTS = tuple(lazy(source) for source in TOKEN_PREFIX_HINT_SOURCES)
 # The same in one regex, for a short text: one scan costs less to start than four.
@@ -672,7 +673,9 @@ def redact_trigger_line(line: str, kinds: int, is_code: Callable[[], bool]) -> s
         masked = TOKEN_PREFIXES.sub(mask_whole, masked)
         if "-us" in masked or ":AA" in masked:
             masked = TOKEN_INFIX_SHAPES.sub(mask_whole, masked)
+    if kinds & TOKEN_PREFIX or "dapi" in masked or "Q~" in masked:
         masked = vendors.mask_tokens(masked, mask_secret)
+    if kinds & TOKEN_PREFIX:
         if "ZXlK" in masked or "WlhsS" in masked or "TFMwdExTMU" in masked:
             masked = vendors.mask_encoded(masked, mask_secret)
     if kinds & URL:
