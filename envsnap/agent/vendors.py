@@ -28,7 +28,7 @@ import zlib
 
 TYPE_CHECKING = False   # typing's own, without its import: see runner.py
 if TYPE_CHECKING:
-    from typing import Callable, Dict, List, Optional, Pattern, Tuple
+    from typing import Callable, Dict, List, Optional, Pattern, Tuple  # noqa: F401
 
     Check = Optional[Callable[[str], bool]]
 
@@ -151,7 +151,8 @@ FAMILIES = (
     F("flutterwave", ("FLWSECK-", "FLWSECK_TEST-"),
       r"FLWSECK(?:_TEST)?-[0-9a-f]{32}-X"),
     F("flutterwave_encryption", ("FLWSECK_TEST",), r"FLWSECK_TEST[0-9a-f]{12}"),
-    F("doppler", ("dp.",), r"dp\.(?:pt|st|sa|ct|scim|audit)\.(?:[a-z0-9_-]{1,40}\.)?[A-Za-z0-9]{40,44}"),
+    F("doppler", ("dp.",),
+      r"dp\.(?:pt|st|sa|ct|scim|audit)\.(?:[a-z0-9_-]{1,40}\.)?[A-Za-z0-9]{40,44}"),
     F("pulumi", ("pul-",), r"pul-" + HEXL + "{40}"),
     F("linear", ("lin_api_", "lin_oauth_"), r"lin_(?:api|oauth)_" + A62 + "{40,}"),
     F("notion", ("secret_", "ntn_"), r"(?:secret_" + A62 + "{43}|ntn_[0-9]{11}" + A62 + "{35})"),
@@ -170,7 +171,8 @@ FAMILIES = (
     F("tavily", ("tvly-",), r"tvly-(?:dev-|prod-)?" + A62 + "{32}"),
     F("azure_ad_client_secret", ("Q~",), r"[A-Za-z0-9_~.-]{3}[0-9]Q~[A-Za-z0-9_~.-]{31,34}"),
     F("mapbox_secret", ("sk.eyJ",), r"sk\.eyJ[A-Za-z0-9_-]{40,}\.[A-Za-z0-9_-]{20,}"),
-    F("age_secret_key", ("AGE-SECRET-KEY-1",), r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}"),
+    F("age_secret_key", ("AGE-SECRET-KEY-1",),
+      r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}"),   # bech32
     F("alibaba_access_key", ("LTAI",), r"LTAI" + A62 + "{12,20}"),
     F("tencent_secret_id", ("AKID",), r"AKID" + A62 + "{32}"),
     F("adafruit_io", ("aio_",), r"aio_" + A62 + "{28}"),
@@ -185,8 +187,8 @@ FAMILIES = (
     F("pypi", ("pypi-AgEIcHlwaS5vcmc",), r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}"),
     F("rubygems", ("rubygems_",), r"rubygems_" + HEXL + "{48}"),
     F("shippo", ("shippo_live_", "shippo_test_"), r"shippo_(?:live|test)_" + HEXL + "{40}"),
-    F("square", ("sq0atp-", "sq0csp-", "EAAA"), r"(?:sq0atp-[A-Za-z0-9_-]{22}|sq0csp-[A-Za-z0-9_-]{43}"
-      r"|EAAA[A-Za-z0-9_-]{60})"),
+    F("square", ("sq0atp-", "sq0csp-", "EAAA"),
+      r"(?:sq0atp-[A-Za-z0-9_-]{22}|sq0csp-[A-Za-z0-9_-]{43}|EAAA[A-Za-z0-9_-]{60})"),
     F("typeform", ("tfp_",), r"tfp_[A-Za-z0-9_.=-]{59,}"),
     F("readme", ("rdme_",), r"rdme_[a-z0-9]{70}"),
     F("prefect", ("pnu_",), r"pnu_" + A62 + "{36}"),
@@ -355,7 +357,7 @@ PRIVATE_KEY_TEXT = re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY")
 
 
 def decoded(value: str) -> str:
-    import base64   # on use: most lines hold no encoded value
+    import base64  # on use: most lines hold no encoded value
 
     padded = value + "=" * (-len(value) % 4)
     try:
@@ -386,7 +388,8 @@ SECRET_KIND = re.compile(r"""^[ \t+-]*["']?kind["']?[ \t]*:[ \t]*["']?Secret["']
                          re.MULTILINE)
 SECRET_MAP = re.compile(r"^(?P<indent>[ \t+-]*)(?:data|stringData)[ \t]*:[ \t]*$")
 SECRET_ENTRY = re.compile(r"^(?P<indent>[ \t+-]*)(?P<name>[\w.-]+)[ \t]*:[ \t]*"
-                          r"(?P<value>[^\s#|>][^\n#]*?)[ \t]*$")
+                          r"(?P<value>\"(?:[^\"\\\n]|\\.)*\"|'[^'\n]*'|[^\s#|>\"'][^\n]*?)"
+                          r"[ \t]*(?:[ \t]#.*)?$")
 
 
 SECRET_KIND_FORMS = (b"kind: Secret", b'kind: "Secret"', b"kind: 'Secret'")
@@ -420,17 +423,21 @@ def mask_kubernetes_secrets(text: str, mask: Callable[[str], str]) -> str:
     for number, line in enumerate(lines):
         opened = SECRET_MAP.match(line)
         if opened is not None:
-            under = len(opened.group("indent").lstrip("+-"))
+            under = indent_of(opened.group("indent"))
+            continue
+        if under is None or not line.strip(" \t+-"):
             continue
         entry = SECRET_ENTRY.match(line)
-        if under is None or entry is None or len(entry.group("indent").lstrip("+-")) <= under:
-            if line.strip(" \t+-") and (entry is None or
-                                        len(entry.group("indent").lstrip("+-")) <= under
-                                        if under is not None else True):
-                under = None
+        if entry is None or indent_of(entry.group("indent")) <= under:
+            under = None   # the map ended: `metadata:`, `type: Opaque`...
             continue
         value = entry.group("value").strip("'\"")
         if value and "<secret" not in value and not is_placeholder(value):
-            lines[number] = line[:entry.start("value")] + line[entry.start("value"):].replace(
-                value, mask(value), 1)
+            at = entry.start("value")
+            lines[number] = line[:at] + line[at:].replace(value, mask(value), 1)
     return "\n".join(lines)
+
+
+def indent_of(prefix: str) -> int:
+    """A YAML line's indent, a patch's `+`/`-` and a list's `- ` left out."""
+    return len(prefix.lstrip("+-"))

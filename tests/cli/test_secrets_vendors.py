@@ -50,7 +50,7 @@ def masked_by_the_agent() -> str:
               for env in ("worker_env", "shell_env") for name, value in CHANNELS[env].items()]
     shown += map(redact.redact_text, CHANNELS["subjects"])
     shown.append(redact.redact_code(CHANNELS["sitecustomize"]))
-    shown += [redact.redact_text(CHANNELS["bench_cmd"]), redact.redact_text(CHANNELS["bench_output"])]
+    shown += [redact.redact_text(CHANNELS[bench]) for bench in ("bench_cmd", "bench_output")]
     masker = Masker()
     return "\n".join(masker.text(text) for text in shown)
 

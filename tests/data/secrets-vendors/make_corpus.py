@@ -56,7 +56,7 @@ def crc_token(prefix: str) -> str:
     return prefix + body + digits.rjust(6, "0")
 
 
-def b64json(fields: dict[str, str]) -> str:
+def b64json(fields: dict[str, Any]) -> str:
     return base64.b64encode(json.dumps(fields).encode()).decode()
 
 
@@ -68,7 +68,7 @@ def jwt() -> str:
             pick(URLSAFE, 43))
 
 
-def fmt(*parts: "str | tuple[str, int]") -> Callable[[], str]:
+def fmt(*parts: str | tuple[str, int]) -> Callable[[], str]:
     """A format: literal parts and (alphabet, length) parts."""
     return lambda: "".join(part if isinstance(part, str) else pick(*part) for part in parts)
 
@@ -186,7 +186,38 @@ FAMILIES: dict[str, Callable[[], str]] = {
     "jwt": jwt,
     "jwt_base64": lambda: base64.b64encode(jwt().encode()).decode(),
     "jwt_base64_twice": lambda: base64.b64encode(base64.b64encode(jwt().encode())).decode(),
+    "private_key_base64_twice": lambda: base64.b64encode(base64.b64encode(
+        private_key_pem().encode())).decode(),
 }
+
+
+def private_key_pem() -> str:
+    body = base64.b64encode(rng.randbytes(600)).decode()
+    lines = "\n".join(body[at:at + 64] for at in range(0, len(body), 64))
+    return f"-----BEGIN PRIVATE KEY-----\n{lines}\n-----END PRIVATE KEY-----\n"
+
+
+def kubernetes_secret(corpus: Corpus) -> str:
+    """A Secret (its `data:` base64 and `stringData:` plain values, under neutral names, of
+    no vendor's shape) beside a ConfigMap whose `data:` values are no secrets."""
+    lines = ["apiVersion: v1", "kind: Secret", "metadata:", "  name: app-refs", "type: Opaque",
+             "data:"]
+    for number in range(8):
+        value = base64.b64encode(pick(ALNUM + "!#%", 14).encode()).decode()
+        lines.append(f"  entry{number}: {value}")
+        corpus.planted.append(corpus.entry("kubernetes_data", "kubernetes_secret", value))
+    lines.append("stringData:")
+    for number in range(8):
+        value = pick(ALNUM + "!#%", 14)
+        lines.append(f'  setting{number}: "{value}"')
+        corpus.planted.append(corpus.entry("kubernetes_string_data", "kubernetes_secret", value))
+    lines += ["---", "apiVersion: v1", "kind: ConfigMap", "metadata:", "  name: app-settings",
+              "data:"]
+    for number in range(8):
+        value = f"worker-{number}.svc.cluster.local:{rng.randrange(1024, 65535)}"
+        lines.append(f"  upstream{number}: {value}")
+        corpus.benign.append(corpus.entry("kubernetes_configmap", "configmap_value", value))
+    return "\n".join(lines) + "\n"
 
 # Documentation's own fill-ins and samples, of the same families: to keep whole.
 PLACEHOLDERS = [
@@ -199,7 +230,7 @@ PLACEHOLDERS = [
     "sk_live_" + "x" * 24, "sk_test_4eC39HqLyjWDarjtT1zdp7dc", "whsec_" + "x" * 32,
     "AIzaSyXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX", "dapi" + "0" * 32,
     "dapiXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX", "glc_" + "x" * 40, "shpat_" + "0" * 32,
-    "pscale_tkn_" + "x" * 43, "SG.xxxxxxxxxxxxxxxxxxxxxx.xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+    "pscale_tkn_" + "x" * 43, "SG." + "x" * 22 + "." + "x" * 43,
     "key-" + "0" * 32, "FLWSECK-" + "x" * 32 + "-X", "pul-" + "0" * 40, "lin_api_" + "x" * 40,
     "PMAK-" + "0" * 24 + "-" + "0" * 34, "dop_v1_" + "0" * 64, "hvs." + "x" * 90,
     "r8_" + "x" * 37, "gsk_" + "x" * 52, "pplx-" + "x" * 48, "xai-" + "x" * 80,
@@ -333,6 +364,7 @@ def build() -> dict[str, Any]:
             corpus.lines[path].append(write(count_name, value))
             corpus.benign.append(corpus.entry(syntax, "count", value))
     files = {path: "\n".join(lines) + "\n" for path, lines in corpus.lines.items()}
+    files["deploy/secret.yaml"] = kubernetes_secret(corpus)
     files["config/app.json"] = "{\n" + files["config/app.json"] + '  "end": true\n}\n'
     files["config/app.xml"] = "<config>\n" + files["config/app.xml"] + "</config>\n"
     files["config/attrs.xml"] = "<items>\n" + files["config/attrs.xml"] + "</items>\n"
