@@ -13,7 +13,7 @@ then tried only against the families whose prefix starts one of its words (a dic
 word's first two characters), not against the whole table.
 
 Placeholders are kept whole (`is_placeholder`): documentation's fill-ins (`EXAMPLE`,
-`xxxx`, `your_token_here`, `<token>`, `changeme`), repeated or counted characters, and the
+`xxxx`, `your_token_here`, `<token>`, `changeme`), a run of one character, and the
 vendors' own published sample keys. A look-alike then never loses what it tells.
 
 Stdlib-only and Python >= 3.8, as the rest of the agent.
@@ -319,8 +319,7 @@ LEADING_RUN = re.compile(r"A{8,}")   # base64 of zero bytes: a real token may st
 @functools.lru_cache(maxsize=1024)
 def is_placeholder(value: str) -> bool:
     """Documentation's fill-in or sample, kept as it is: `AKIAIOSFODNN7EXAMPLE`,
-    `ghp_xxxxxxxx...`, `your_token_here`, `<token>`, `changeme`, `sk-000000...`,
-    `ghp_1234567890abcdef...`."""
+    `ghp_xxxxxxxx...`, `your_token_here`, `<token>`, `changeme`, `sk-000000...`."""
     if len(value) > LONGEST_PLACEHOLDER or "\n" in value or "://" in value or "@" in value:
         return False   # a URL's example host says nothing of the password in it
     if value in PUBLISHED_SAMPLES:
@@ -330,19 +329,8 @@ def is_placeholder(value: str) -> bool:
         return True
     body = LEADING_RUN.sub("", value, count=1) if value.startswith("A") else value
     body = body.split("_")[-1] if len(body.split("_")[-1]) >= 8 else body
-    if REPEATED.search(body) or (len(body) >= 8 and len(set(body)) <= 3):
+    if REPEATED.search(body) or (len(body) >= 8 and len(set(body)) <= 2):
         return True
-    return counted(body)
-
-
-def counted(value: str) -> bool:
-    """A run of eight or more characters that count up (`12345678`, `abcdefgh`, `0123...`):
-    typed by a person, never drawn at random."""
-    run = 1
-    for before, after in zip(value, value[1:]):
-        run = run + 1 if ord(after) == ord(before) + 1 else 1
-        if run >= 8:
-            return True
     return False
 
 

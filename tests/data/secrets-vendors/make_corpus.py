@@ -224,7 +224,7 @@ PLACEHOLDERS = [
     "AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
     "ghp_" + "x" * 36, "ghp_" + "X" * 36, "ghp_" + "0" * 36, "github_pat_" + "x" * 82,
     "glpat-xxxxxxxxxxxxxxxxxxxx", "glrt-XXXXXXXXXXXXXXXXXXXX", "sk-proj-" + "x" * 48,
-    "sk-" + "0" * 48, "sk-1234567890abcdef1234567890abcdef", "sk-ant-api03-" + "x" * 95,
+    "sk-" + "0" * 48, "sk-your-openai-key", "sk-ant-api03-" + "x" * 95,
     "sk-svcacct-YOUR_KEY_HERE", "hf_" + "x" * 34, "hf_your_token_here", "npm_" + "x" * 36,
     "xoxb-your-bot-token", "xoxb-0000000000-0000000000000-xxxxxxxxxxxxxxxxxxxxxxxx",
     "sk_live_" + "x" * 24, "sk_test_4eC39HqLyjWDarjtT1zdp7dc", "whsec_" + "x" * 32,
@@ -237,7 +237,7 @@ PLACEHOLDERS = [
     "tvly-" + "x" * 32, "your_token_here", "YOUR_API_KEY", "<token>", "<your-api-key>",
     "changeme", "CHANGEME", "REPLACE_ME", "PUT_YOUR_TOKEN_HERE", "your-secret-here",
     "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", "0000000000000000000000000000000000000000",
-    "AKIAXXXXXXXXXXXXXXXX", "ASIAEXAMPLEEXAMPLE12", "ghp_1234567890abcdefghijklmnopqrstuvwxyz",
+    "AKIAXXXXXXXXXXXXXXXX", "ASIAEXAMPLEEXAMPLE12", "ghp_<your-token>",
     "sk-proj-EXAMPLEKEYDONOTUSE0123456789abcdefghij", "gsk_EXAMPLE" + "0" * 45,
 ]
 BUMPED = ["max_tokens", "num_tokens", "token_count", "MAX_TOKENS", "keys_total",
