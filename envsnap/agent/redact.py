@@ -22,7 +22,11 @@ masked before it leaves the host. The detector combines (docs/guide/secrets.md):
 - the documented token prefixes of GitHub, GitLab, Hugging Face, OpenAI, Anthropic, AWS,
   Google, Stripe, Slack, SendGrid, Mailgun, Twilio, Mailchimp, Brevo, Telegram; JWTs; PEM
   private key blocks, and their base64 (kubeconfig `client-key-data`, a Helm value);
-- high-entropy strings in an assignment context (`x = "9fQ2..."`, NAME=value).
+- high-entropy strings in an assignment context (`x = "9fQ2..."`, NAME=value);
+- beside these, vendors.py: tokens by their vendor's documented format (a table of token
+  families, tried on the lines the scans below find), base64 of JWTs and keys, the values
+  of Kubernetes Secrets; and placeholders (`AKIAIOSFODNN7EXAMPLE`, `your_token_here`,
+  `ghp_xxxx...`), which mask_secret leaves whole.
 
 It leaves alone what a diff needs: git SHAs and other hex digests, UUIDs, versions, package
 names, paths, numbers (token counts), base64 of text and of certificates.

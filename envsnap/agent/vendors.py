@@ -201,7 +201,9 @@ FAMILIES = (
     F("nvidia_ngc", ("nvapi-",), r"nvapi-[A-Za-z0-9_-]{64}"),
     F("pinecone", ("pcsk_",), r"pcsk_" + A62 + "{4,8}_" + A62 + "{50,}"),
     F("brevo", ("xkeysib-", "xsmtpsib-"), r"x(?:keysib|smtpsib)-" + HEXL + "{64}-" + A62 + "{16}"),
-    F("twitter_bearer", ("AAAAAAAAAAAAAAAAAAAA",), r"A{20,}[A-Za-z0-9%]{30,}"),
+    # (its run of `A` is base64 of zero bytes: not inside a longer base64 blob)
+    F("twitter_bearer", ("AAAAAAAAAAAAAAAAAAAA",), r"(?<![+/])A{20,24}[B-Za-z0-9%]"
+      r"[A-Za-z0-9%]{29,}(?![+/=])"),
     F("meta_access_token", ("EAAC", "EAAG", "EAAI", "EAAB"), r"EAA[BCGI]" + A62 + "{80,}"),
     F("dropbox", ("sl.",), r"sl\.[A-Za-z0-9_-]{130,}"),
     F("jfrog", ("AKCp",), r"AKCp" + A62 + "{69}"),
@@ -253,11 +255,18 @@ def token_spans(line: str) -> List[Tuple[int, int]]:
                          if accepted(family, match.group()))
     if "." in line:
         spans.extend(match.span() for match in DISCORD_BOT.finditer(line)
-                     if generated(match.group()) and not is_placeholder(match.group()))
+                     if discord_id(match.group()) and generated(match.group()) and
+                     not is_placeholder(match.group()))
     if any(line[start:end][:4] in AWS_KEY_ID.prefixes for start, end in spans):
         spans.extend(match.span() for match in AWS_SECRET.finditer(line)
                      if generated(match.group()) and not is_placeholder(match.group()))
     return spans
+
+
+def discord_id(token: str) -> bool:
+    """A Discord bot token opens with base64 of its bot's id: a snowflake, 17 to 20 digits."""
+    snowflake = decoded(token.split(".", 1)[0])
+    return 17 <= len(snowflake) <= 20 and snowflake.isdigit()
 
 
 def accepted(family: Family, token: str) -> bool:
