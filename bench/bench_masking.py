@@ -1,7 +1,7 @@
 """Secret masking on the corpora (tests/data/secrets*/corpus.json): recall, false positives, cost.
 
     python bench/bench_masking.py [--mb 5] [--runs 3] [--no-capture] [--baseline REV]
-                                  [--baseline-source FILE]
+                                  [--baseline-source FILE] [--baseline-tree DIR]
 
 - recall: planted secrets that no longer show after masking, by channel and overall, each
   channel masked the way the agent masks it (a patch by its files, a file by its name, a
@@ -16,7 +16,11 @@
   same patch in the same run, the two timed in turn (median of
   --runs each): the cost per MB of both and their ratio (target: at most 1.2x), the recall
   of the baseline on each corpus, and the time to import each (its own, in a fresh
-  interpreter, bytecode cached, the least of 15).
+  interpreter, bytecode cached, the least of 15);
+- against another checkout (--baseline-tree, e.g. the main branch's): its envsnap/agent
+  imported under another package name, timed in turn with this tree's on the same patch
+  and on a secret-dense text of 400 KB (the vendor corpus's files, repeated): the ratio of
+  their costs per MB on each (target: at most 1.3x).
 """
 from __future__ import annotations
 
@@ -43,7 +47,9 @@ from envsnap.agent import redact as current  # noqa: E402
 Detector = types.ModuleType   # envsnap/agent/redact.py, of this tree or of the baseline
 
 CORPORA = [ROOT / "tests" / "data" / "secrets" / "corpus.json",
-           ROOT / "tests" / "data" / "secrets-shapes" / "corpus.json"]
+           ROOT / "tests" / "data" / "secrets-shapes" / "corpus.json",
+           ROOT / "tests" / "data" / "secrets-vendors" / "corpus.json"]
+DENSE_BYTES = 400_000
 # main when the second corpus was added: the detector before it knew webhooks, mail keys,
 # .netrc/.pgpass, base64 keys and command lines
 BASELINE = "e4c9853f945868151a3a60fa67664593a081ebc0"
@@ -127,7 +133,8 @@ def big_patch(corpus: dict[str, Any], megabytes: float) -> dict[str, str]:
     return files
 
 
-def masking_seconds(detectors: list[Detector], patch: str, runs: int) -> list[list[float]]:
+def masking_seconds(detectors: list[Detector], patch: str, runs: int,
+                    how: str = "redact_patch") -> list[list[float]]:
     """CPU seconds to mask `patch`, `runs` times, for each detector: timed in turn, run
     after run, so that a busy machine slows both alike (and which goes first alternates)."""
     times: list[list[float]] = [[] for _ in detectors]
@@ -138,10 +145,55 @@ def masking_seconds(detectors: list[Detector], patch: str, runs: int) -> list[li
             gc.collect()   # as timeit: no collection of the other's garbage inside a run
             gc.disable()
             started = time.process_time()
-            redact.redact_patch(patch)
+            getattr(redact, how)(patch)
             taken.append(time.process_time() - started)
             gc.enable()
     return times
+
+
+def tree_detector(tree: Path, name: str) -> Detector:
+    """The detector of another checkout: its envsnap/agent imported as package `name`, so
+    that its relative imports (util, vendors) are its own."""
+    import importlib
+    import importlib.util
+
+    agent = tree / "envsnap" / "agent"
+    spec = importlib.util.spec_from_file_location(name, agent / "__init__.py",
+                                                  submodule_search_locations=[str(agent)])
+    assert spec is not None and spec.loader is not None
+    package = importlib.util.module_from_spec(spec)
+    sys.modules[name] = package
+    spec.loader.exec_module(package)
+    return importlib.import_module(f"{name}.redact")
+
+
+def dense_text(corpus: dict[str, Any], size: int) -> str:
+    """A text of `size` bytes thick with secrets: a corpus's files and bench output, over
+    and over."""
+    channels = corpus["channels"]
+    unit = "\n".join([*channels["tracked"].values(), *channels["untracked"].values(),
+                      channels["bench_output"]])
+    return (unit * (size // len(unit) + 1))[:size]
+
+
+def compare_trees(tree: Path, patch: str, corpus: dict[str, Any], runs: int) -> None:
+    """This tree's detector against `tree`'s, timed in turn, on the patch and on a
+    secret-dense text: cost per MB and ratio, in the ledger."""
+    other = tree_detector(tree, "baseline_tree_agent")
+    other.emit_digests()
+    label = f"the detector of {tree}"
+    for what, text, how in (("ordinary patch", patch, "redact_patch"),
+                            ("secret-dense text", dense_text(corpus, DENSE_BYTES), "redact_text")):
+        megabytes = len(text.encode()) / 1e6
+        now, then = masking_seconds([current, other], text, runs, how)
+        ours, theirs = statistics.median(now) / megabytes, statistics.median(then) / megabytes
+        print(f"masking, {what} ({megabytes:.1f} MB): {ours * 1000:.1f} ms per MB; {label}: "
+              f"{theirs * 1000:.1f} ms per MB: {ours / theirs:.2f}x (target: at most 1.3x); "
+              f"least disturbed runs {min(now) / min(then):.2f}x")
+        ledger.record(__file__, f"masking, CPU per MB, {what}", ours * 1000, "ms",
+                      f"{label}: {theirs * 1000:.1f} ms")
+        ledger.record(__file__, f"masking / the tree before, {what}", ours / theirs, "x",
+                      f"{label}, same run, median of {runs}", "<= 1.3")
 
 
 def baseline_source(revision: str) -> str:
@@ -229,7 +281,18 @@ def main() -> None:
                         help="the commit whose detector to compare with (default: %(default)s)")
     parser.add_argument("--baseline-source", type=Path,
                         help="the baseline detector's source file (instead of --baseline)")
+    parser.add_argument("--baseline-tree", type=Path,
+                        help="a checkout (the main branch's) to time this tree against, only")
     args = parser.parse_args()
+    if args.baseline_tree:
+        corpora = [json.loads(path.read_text()) for path in CORPORA]
+        for path, corpus in zip(CORPORA, corpora):
+            report_quality(f"{path.parent.name}, this tree", quality(current, corpus),
+                           detail=False)
+        current.emit_digests()
+        compare_trees(args.baseline_tree, as_patch(big_patch(corpora[0], args.mb)),
+                      corpora[2], args.runs)
+        return
     old_source = args.baseline_source.read_text() if args.baseline_source else \
         baseline_source(args.baseline)
     baseline = load_detector(old_source, "baseline_redact")

@@ -22,7 +22,11 @@ masked before it leaves the host. The detector combines (docs/guide/secrets.md):
 - the documented token prefixes of GitHub, GitLab, Hugging Face, OpenAI, Anthropic, AWS,
   Google, Stripe, Slack, SendGrid, Mailgun, Twilio, Mailchimp, Brevo, Telegram; JWTs; PEM
   private key blocks, and their base64 (kubeconfig `client-key-data`, a Helm value);
-- high-entropy strings in an assignment context (`x = "9fQ2..."`, NAME=value).
+- high-entropy strings in an assignment context (`x = "9fQ2..."`, NAME=value);
+- beside these, vendors.py: tokens by their vendor's documented format (a table of token
+  families, tried on the lines the scans below find), base64 of JWTs and keys, the values
+  of Kubernetes Secrets; and placeholders (`AKIAIOSFODNN7EXAMPLE`, `your_token_here`,
+  `ghp_xxxx...`), which mask_secret leaves whole.
 
 It leaves alone what a diff needs: git SHAs and other hex digests, UUIDs, versions, package
 names, paths, numbers (token counts), base64 of text and of certificates.
@@ -51,6 +55,7 @@ import functools
 import math
 import re
 
+from . import vendors
 from .util import sha256_bytes
 
 TYPE_CHECKING = False   # typing's own, without its import: see runner.py
@@ -282,7 +287,10 @@ WEBHOOK_WORDS = ("hook", "pagerduty", "ifttt", "telegram", "sig")
 HINTS = {b"token": (), b"pass": (b"word", b"wd", b"phrase"), b"pw": (b"d",), b"key": (),
          b"auth": (b"orization",), b"cred": (b"s", b"ential", b"entials"),
          b"sig": (b"nature",), b"secret": None, b"mysql": None, b"mariadb": (),
-         b"redis-cli": (), b"wandb": None, b"docker": None}
+         b"redis-cli": (), b"wandb": None, b"docker": None,
+         # Databricks tokens and Azure AD client secrets (vendors.py), on these words'
+         # scans (`pi` on pass's `p`, `q~` on mysql's `q`): a scan of their own costs more
+         b"dapi": None, b"q~": None}
 # A bare `key` names no secret (`*_KEY`, `apiKey` do): most `key` in code is a dict's.
 AFTER_A_WORD = {b"key"}
 # Where a token of TOKEN_PREFIXES may be, each prefix found from a rare byte of it: the `_`
@@ -292,13 +300,31 @@ AFTER_A_WORD = {b"key"}
 # of bytes, `[_A-]`, is tested byte by byte: twice the four). A line found here holds no
 # token unless TOKEN_PREFIXES says so.
 TOKEN_PREFIX_HINT_SOURCES = (
-    rb"_(?:(?<=gh[pousr]_)|(?<=github_pat_)|(?<=hf_)|(?<=k_live_)|(?<=k_test_))",
+    # `_` and `-` also where a token's body follows them (vendors.py: `npm_`, `pplx-`... then
+    # sixteen letters and digits), and where a body may open with `_`, `-` or `.`; every
+    # token has twenty characters after its `_`, most `_` of code do not: tested first
+    rb"_(?=[A-Za-z0-9_+/-]{20})(?:(?<=gh[pousr]_)|(?<=github_pat_)|(?<=hf_)|(?<=k_live_)"
+    rb"|(?<=k_test_)|(?=[A-Za-z0-9+/]{16})|(?<=tkn_)|(?<=_pw_)|(?<=auth_)|(?<=pat_)|(?<=oat_)"
+    rb"|(?<=tfp_)|(?<=secret_)|(?<=o1_)|(?<=m2_)|(?<=m1a_)|(?<=m1r_))",
     # (each alternative behind a test of one byte: there is a `-` every 80 bytes of code)
-    rb"-(?:(?<=[tkypbars]-)(?:(?<=glpat-)|(?<=sk-)|(?<=xox[bpars]-)|(?<=xapp-)"
-    rb"|(?<=key-)|(?<=xkeysib-))|(?=[uU-])(?:us[0-9]|[uU][ \t]|-user[ \t=]))",
-    rb"A(?:KIA|SIA|Iza|C[0-9a-f]|A(?<=[0-9]:AA))",
+    rb"-(?:(?<=[tkypbarsXUTieu3]-)(?:(?<=glpat-)|(?<=sk-)|(?<=xox[bparse]-)|(?<=xapp-)"
+    rb"|(?<=key-)|(?<=xkeysib-)|(?<=t-)(?:(?<=glrt-)|(?<=glcbt-)|(?<=glptt-)|(?<=gldt-)"
+    rb"|(?<=glft-)|(?<=glsoat-)|(?<=glimt-)|(?<=glagent-)|(?<=glffct-))|(?<=gloas-)"
+    rb"|(?<=GOCSPX-)|(?<=HRKU-)|(?<=CFPAT-)|(?<=nvapi-)|(?<=fio-u-)|(?<=tk-us-)|(?<=sq0atp-)"
+    rb"|(?<=sq0csp-)|(?<=A3-))|(?=[uU-])(?:us[0-9]|[uU][ \t]|-user[ \t=])"
+    rb"|(?=[A-Za-z0-9]{16}))",
+    rb"A(?:KIA|SIA|BIA|CCA|BSK|Iza|C[0-9a-f]|A(?<=[0-9]:AA)|TATT|TCTT|KID|KCp|3-|PI-|GE-S"
+    rb"|(?<=LTA)I|(?<=EA)A|A{19})",
     rb"J(?<=eyJ)",
-    rb"S(?:G\.|K[0-9a-f]|0t(?<=LS0t))")   # LS0t: BASE64_ARMOR
+    rb"S(?:G\.|K[0-9a-f]|0t(?<=LS0t)|(?<=WlhsS)|(?<=TFMwdExTMUNS)V|ECK(?<=FLWSECK))",
+    # `.`: a body after it, or the dot of Vault, Google OAuth, Dynatrace, Dropbox, Doppler,
+    # Terraform, Harness tokens, or a Discord bot token's two dots (all have six letters,
+    # digits, `_` or `-` after it: most dots of code fail there)
+    rb"\.(?=[A-Za-z0-9_-]{6})(?:(?=[A-Za-z0-9]{16})|(?<=[svp91e]\.)(?:(?<=hv[sbr]\.)"
+    rb"|(?<=ya29\.)|(?<=dt0c01\.)|(?<=sl\.)|(?<=dp\.)|(?<=atlasv1\.)|(?<=xoxe\.)|(?<=pat\.))"
+    rb"|[A-Za-z0-9_-]{6}\.(?=[A-Za-z0-9_-]{27}))",
+    rb"Z(?:XlK|(?<=EZ)[AT]K)",  # base64 of a JWT; EasyPost
+)
 TOKEN_PREFIX_HINTS = tuple(lazy(source) for source in TOKEN_PREFIX_HINT_SOURCES)
 # The same in one regex, for a short text: one scan costs less to start than four.
 TOKEN_PREFIX_HINTS_SHORT = lazy(b"|".join(TOKEN_PREFIX_HINT_SOURCES))
@@ -473,6 +499,8 @@ def emit_digests() -> None:
 
 def mask_secret(value: str) -> str:
     """The marker of one secret: equal secrets, equal markers (before and after rekey)."""
+    if vendors.is_placeholder(value):
+        return value   # documentation's fill-in: a look-alike keeps what it says
     if not Markers.digests:
         return REDACTED
     digest = sha256_bytes(b"envsnap secret\0" + value.encode("utf-8", "surrogateescape"))
@@ -558,6 +586,8 @@ def redact_text(text: str, code: CodeRule = False) -> str:
     if not text:
         return text
     original = data = text.encode("utf-8", ERRORS)
+    if b"Secret" in data:   # a Kubernetes Secret's values, in its document only
+        data = mask_secret_documents(data)
     if b"-----BEGIN" in data:
         data = PEM_BLOCK.sub(mask_pem, data)
     lines, armour = trigger_lines(data)
@@ -571,6 +601,19 @@ def redact_text(text: str, code: CodeRule = False) -> str:
     data = mask_random_values(data)
     # Most texts hold no secret: the text itself then, not a decoding of 5 MB.
     return text if data == original else data.decode("utf-8", ERRORS)
+
+
+def mask_secret_documents(data: bytes) -> bytes:
+    out: List[bytes] = []
+    done = 0
+    for start, end in vendors.secret_documents(data):
+        start = max(start, done)
+        out.append(data[done:start])
+        out.append(vendors.mask_kubernetes_secrets(data[start:end].decode("utf-8", ERRORS),
+                                                   mask_secret).encode("utf-8", ERRORS))
+        done = max(done, end)
+    out.append(data[done:])
+    return b"".join(out) if done else data
 
 
 # What a line holds that makes it worth parsing, found once for the whole text.
@@ -634,6 +677,11 @@ def redact_trigger_line(line: str, kinds: int, is_code: Callable[[], bool]) -> s
         masked = TOKEN_PREFIXES.sub(mask_whole, masked)
         if "-us" in masked or ":AA" in masked:
             masked = TOKEN_INFIX_SHAPES.sub(mask_whole, masked)
+    if kinds & TOKEN_PREFIX or "dapi" in masked or "Q~" in masked:
+        masked = vendors.mask_tokens(masked, mask_secret)
+    if kinds & TOKEN_PREFIX:
+        if "ZXlK" in masked or "WlhsS" in masked or "TFMwdExTMU" in masked:
+            masked = vendors.mask_encoded(masked, mask_secret)
     if kinds & URL:
         masked = redact_url(masked)
     if kinds & (URL | TOKEN_PREFIX) and not kinds & HINT and "curl" in masked:

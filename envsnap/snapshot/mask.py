@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from envsnap.agent.redact import MARKER, REDACTED, is_marker, is_secret_name, redact_patch
+from envsnap.agent.vendors import is_placeholder
 from envsnap.snapshot.spec import is_object
 
 if TYPE_CHECKING:
@@ -65,7 +66,7 @@ class Masker:
     def value_of(self, key: str, value: Any) -> Any:
         """A value seen under its key: ids and secrets by name, the rest by content."""
         if isinstance(value, str) and ENV_NAME.match(key) and is_secret_name(key) \
-                and not is_marker(value) and value != "":
+                and not is_marker(value) and value != "" and not is_placeholder(value):
             return REDACTED
         if key == "packages" and is_object(value):
             # name -> version: PyPI has packages called `uuid` and `serial`

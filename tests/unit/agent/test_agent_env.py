@@ -14,7 +14,7 @@ from conftest import unique_marker
 
 from envsnap.agent import env
 
-TOKEN = "hf_" + "x" * 30
+TOKEN = "hf_" + "xK3mQ8wR2t" * 3   # a run of one letter is a fill-in, kept
 MARKER = unique_marker("test-worker")
 DEFAULT = (env.DEFAULT_PREFIXES, env.DEFAULT_NAMES)
 
@@ -34,7 +34,7 @@ def test_select_env_keeps_prefixes_and_names_and_masks_secrets() -> None:
 
 
 def test_select_env_masks_secret_values_under_innocent_names() -> None:
-    environ = {"HF_ENDPOINT": "https://user:pw@hub.example", "CUDA_X": "ghp_" + "a" * 30}
+    environ = {"HF_ENDPOINT": "https://user:pw@hub.example", "CUDA_X": "ghp_" + "aT5nB2vC9x" * 3}
     selected = env.select_env(environ, DEFAULT)
     assert selected == {"HF_ENDPOINT": "https://user:<secret>@hub.example",
                         "CUDA_X": "<secret>"}

@@ -296,10 +296,10 @@ def test_tokens_are_redacted_everywhere(story: Story) -> None:
     co.git("remote", "add", "fork", f"https://ada:{TOKEN}@github.com/ada/sglang.git")
     co.git("remote", "add", "mirror", f"https://{TOKEN}@github.com/ada/sglang.git")
     co.git("update-ref", "-m", f"clone: from https://ada:{TOKEN}@github.com/x", "HEAD", "HEAD")
-    co.write("README.md", "HF_TOKEN = 'hf_%s'\n" % ("x" * 30))
+    co.write("README.md", "HF_TOKEN = 'hf_%s'\n" % ("xQ7mK2pR9w" * 3))
     co.write("secrets.txt", f"token={TOKEN}\n")
     result = git.collect({"repos": [str(co.path)]})
-    assert TOKEN not in json.dumps(result) and "hf_xxxxxxxx" not in json.dumps(result)
+    assert TOKEN not in json.dumps(result) and "hf_xQ7mK2pR9w" not in json.dumps(result)
     repo = result["facts"]["repos"][str(co.path)]
     assert repo["remotes"]["fork"] == "https://ada:<secret>@github.com/ada/sglang.git"
     assert repo["remotes"]["mirror"] == "https://<secret>@github.com/ada/sglang.git"

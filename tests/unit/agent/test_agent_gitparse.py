@@ -53,7 +53,8 @@ def test_history_files_merges_and_odd_names() -> None:
 
 
 def test_history_subject_with_token_is_redacted() -> None:
-    entry = gitparse.parse_history(commit(SHA_A, "", "use ghp_" + "x" * 36))[0]
+    subject = "use ghp_" + "Wq4rT7yU1iO9pA3sD6fG8hJ2kL5zX0cV1bN4"
+    entry = gitparse.parse_history(commit(SHA_A, "", subject))[0]
     assert entry["subject"] == "use <secret>"
 
 
@@ -100,10 +101,10 @@ def test_blob_text_base64_and_truncated_character() -> None:
 
 
 def test_blob_redaction_keeps_original_hash() -> None:
-    data = b"HF_TOKEN=hf_" + b"z" * 30 + b"\n\xff"
+    data = b"HF_TOKEN=hf_" + b"zM4qP8rT2v" * 3 + b"\n\xff"
     blob = gitparse.blob_of(data)
     assert blob["redacted"] is True and blob["sha256"] == hashlib.sha256(data).hexdigest()
-    assert b"hf_zzz" not in base64.b64decode(blob["base64"])
+    assert b"hf_zM4q" not in base64.b64decode(blob["base64"])
 
 
 def test_uncommitted_digest_depends_on_untracked_contents() -> None:

@@ -13,7 +13,7 @@ from conftest import Cli
 from envsnap.agent import python_env as pe
 from envsnap.agent.redact import redact_code
 
-TOKEN = "hf_" + "y" * 30
+TOKEN = "hf_" + "yR7cK2pWv9" * 3   # random-looking: a run of one letter is a fill-in
 
 METADATA = """Metadata-Version: 2.1
 Name: Flash_Attn

@@ -48,7 +48,7 @@ FAKE = "Zq8" * 14   # 42 characters of no one's secret
     ("sk-proj-" + FAKE, "sk-proj-" + FAKE),
     ("sk-ant-api03-" + FAKE, "sk-ant-api03-" + FAKE),
     ("AKIAIOSFODNN7EXAMPL1", "AKIAIOSFODNN7EXAMPL1"),
-    ("xoxb-123456789012-1234567890123-" + FAKE[:24], FAKE[:24]),
+    ("xoxb-918273645012-5039182736451-" + FAKE[:24], FAKE[:24]),
     ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYzz2Kq9", "wJalrXUtnFEMI/K7MDENG"),
     ('x = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzz2Kq9"', "wJalrXUtnFEMI/K7MDENG"),
     ("seed: 9fQ2xK7pLm3vR8tB1nW6yZ4hJ0cD5gA2", "9fQ2xK7pLm3vR8tB1nW6yZ4hJ0cD5gA2"),
