@@ -3,6 +3,7 @@ CLI, so it may print). The readers load when the command runs."""
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING
 
 from envsnap.cli.options import add_store_option, examples, exit_codes
@@ -11,6 +12,7 @@ from envsnap.text import timestamp
 
 if TYPE_CHECKING:
     from envsnap.cli.options import Commands
+    from envsnap.imports.build import Pasted
 
 EPILOG = examples(
     "envsnap import collect_env.txt pip-freeze.txt --label from-issue",
@@ -36,16 +38,39 @@ def register(commands: Commands) -> None:
     imp.add_argument("--label", help="snapshot label (default: imported-<first file's name>)")
     imp.add_argument("--host", help="the host the outputs came from, as the snapshot names "
                                     "it (default: imported)")
+    imp.add_argument("-v", "--verbose", action="store_true",
+                     help="list every line passed over around the reports (markdown, prose, "
+                          "prompts, warnings), with its number")
     imp.add_argument("--force", action="store_true",
                      help="replace an existing label (default: refuse)")
     add_store_option(imp)
     imp.set_defaults(run=cmd_import)
 
 
+def notes(pastes: list[Pasted], verbose: bool) -> list[str]:
+    """What a person should know of how their paste was read: lines that broke a report,
+    reports read only as far as they go, and (all of them with -v) the lines passed over."""
+    from envsnap.imports.reading import quoted
+
+    said: list[str] = []
+    for pasted in pastes:
+        name = pasted.source.name
+        said += [f"warning: {name}:{b.line}: passed over {quoted(b.text.strip())} ({b.why}); "
+                 "the rest of the report read" for b in pasted.broken]
+        said += [f"warning: {name}: {why}: read as far as it goes" for why in pasted.cut]
+        if verbose:
+            said += [f"{name}:{s.line}: skipped {s.why}: {quoted(s.text.strip())}"
+                     for s in pasted.skipped]
+        elif pasted.skipped:
+            said.append(f"{name}: {len(pasted.skipped)} lines around the reports passed over "
+                        "(markdown, prompts, warnings, prose); -v lists them")
+    return said
+
+
 def cmd_import(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from envsnap.imports.build import imported_snapshot, read_source
+    from envsnap.imports.build import read_pasted, read_source, snapshot_of
     from envsnap.snapshot.store import Store, label_from_name, validate_label
 
     label = validate_label(args.label or "imported-" + label_from_name(Path(args.files[0]).stem))
@@ -53,9 +78,12 @@ def cmd_import(args: argparse.Namespace) -> int:
     if store.exists(label) and not args.force:
         raise UsageError(f"snapshot {label!r} already exists in {store.root} (use --force "
                          "to replace it, or another --label)")
-    document = imported_snapshot([read_source(path) for path in args.files], label=label,
-                                 host=args.host or "imported", captured_at=timestamp())
+    pastes = [read_pasted(read_source(path)) for path in args.files]
+    document = snapshot_of(pastes, label=label, host=args.host or "imported",
+                           captured_at=timestamp())
     path = store.save(document, label, replace=args.force)
+    for line in notes(pastes, args.verbose):
+        sys.stderr.write(line + "\n")
     sources = document["meta"].get("imported", {}).get("sources", {})
     read = ", ".join(f"{name} ({info.get('tool')})" for name, info in sources.items())
     print(f"saved {label} -> {path} (partial: {read})")

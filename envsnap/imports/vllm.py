@@ -18,14 +18,14 @@ env.shell (partial: only those vLLM chose to print)."""
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
-from envsnap.agent.smi import parse_topology
-from envsnap.imports.collect_env import LIBRARIES, read_lines, reading_of
+from envsnap.imports import topology
+from envsnap.imports.collect_env import LIBRARIES, known, read_lines, reading_of
 from envsnap.imports.reading import Reading, Unreadable, merge, quoted
 
 if TYPE_CHECKING:
-    from envsnap.snapshot.records import Facts, Gpu
+    from envsnap.snapshot.records import Facts, Gpu, Nvidia
 
 RULE = re.compile(r"=+$")
 PADDED = re.compile(r"([A-Za-z][A-Za-z0-9_ ()/.,'-]*?)\s+: ?(.*)$")
@@ -62,16 +62,19 @@ def unsectioned(lines: list[str]) -> list[str]:
     return plain
 
 
-def read(text: str, source: str) -> Reading:
+def read(text: str, source: str, cut: bool = False) -> Reading:
     raw = text.splitlines()
     sectioned = any(RULE.fullmatch(line.strip()) and len(line.strip()) > 10 for line in raw)
     lines = unsectioned(raw) if sectioned else raw
     facts, keys = read_lines(lines, source, read_tail)
-    if "vLLM Version" not in keys:
+    if "vLLM Version" not in keys and not cut:
         raise Unreadable(source, len(lines), "truncated vLLM collect_env output: no "
                          "'vLLM Version' line after the libraries")
-    version = keys["vLLM Version"].strip() or None
-    reading = reading_of(lines, source, facts, keys, "vLLM collect_env", version)
+    version = keys.get("vLLM Version", "").strip() or None
+    reading = reading_of(lines, source, facts, keys, "vLLM collect_env", version, cut)
+    rocm = known(keys.get("ROCM Version"))
+    if rocm:
+        merge(reading.facts, {"cuda_nccl": {"rocm": {"version": rocm}}})
     reading.format = "sectioned (vLLM 0.9+)" if sectioned else "torch layout + vLLM tail"
     return reading
 
@@ -102,25 +105,38 @@ def read_tail(lines: list[str], at: int, source: str, facts: Facts,
 
 
 def read_topology(lines: list[str], at: int, facts: Facts) -> int:
-    """The matrix up to its legend, the legend up to a blank line; the next line's index."""
-    matrix: list[str] = []
-    while at < len(lines) and lines[at].strip() and not lines[at].startswith("Legend"):
-        matrix.append(lines[at][2:] if lines[at].startswith("  ") else lines[at])
-        at += 1
+    """The matrix under `GPU Topology:` (nvidia-smi's, or rocm-smi's on ROCm) and its legends;
+    the next line's index. Rows that do not fit are passed over (topology.Matrix.broken)."""
     while at < len(lines) and not lines[at].strip():
         at += 1
-    if at < len(lines) and lines[at].startswith("Legend"):
-        at += 1
-        while at < len(lines) and (not lines[at].strip() or lines[at].startswith("  ")):
-            at += 1
-    topo = parse_topology("\n".join(matrix))
-    links: dict[str, dict[str, str]] = {gpu: peers for gpu, peers in topo["links"].items()
-                                        if gpu.startswith("GPU") and peers}
-    names = dict(topo.get("nics", {}))
-    topology: dict[str, dict[str, str | None]] = {
-        gpu: {names.get(p, p): link for p, link in peers.items()} for gpu, peers in links.items()}
-    gpus: dict[str, Gpu] = {gpu: {"index": int(gpu[3:]), "cpu_affinity": affinity.get("cpu"),
-                  "numa_affinity": affinity.get("numa")}
-            for gpu, affinity in topo["affinity"].items() if gpu.startswith("GPU")}
-    merge(facts, {"nvidia": {"topology": topology, "gpus": gpus}})
-    return at
+    if at < len(lines) and topology.is_rocm_start(lines[at]):
+        matrix = topology.read_rocm(lines, at)
+        if matrix.links:
+            merge(facts, {"cuda_nccl": {"rocm": {"topology": cast(
+                "dict[str, dict[str, str | None]]", matrix.links)}}})
+        return matrix.end
+    matrix = topology.read_smi(lines, at)
+    merge(facts, matrix_facts(matrix))
+    return matrix.end
+
+
+def matrix_facts(matrix: topology.Matrix, numa_node: bool = False) -> Facts:
+    """GPU0.. links (NICs by their legend's names) and affinities, as the agent keeps them."""
+    links = {gpu: peers for gpu, peers in matrix.links.items() if peers}
+    topo: dict[str, dict[str, str | None]] = {
+        gpu: {matrix.nics.get(p, p): link for p, link in peers.items()}
+        for gpu, peers in links.items()}
+    gpus: dict[str, Gpu] = {}
+    for gpu, affinity in matrix.affinity.items():
+        numa = affinity.get("gpu_numa_id", "N/A")
+        record: Gpu = {"index": int(gpu[3:]), "cpu_affinity": affinity.get("cpu"),
+                       "numa_affinity": affinity.get("numa")}
+        if numa_node and "gpu_numa_id" in affinity:
+            record["numa_node"] = int(numa) if numa.isdigit() else None
+        gpus[gpu] = record
+    nvidia: Nvidia = {}
+    if topo:
+        nvidia["topology"] = topo
+    if gpus:
+        nvidia["gpus"] = gpus
+    return {"nvidia": nvidia} if nvidia else {}

@@ -1,0 +1,151 @@
+"""Topology matrices as pasted -> links and affinities, read by shape, not by column position.
+
+- `nvidia-smi topo -m` (inside vLLM's collect_env, SGLang's check_env, or alone): a header
+  of device names (GPU0.., NIC0.., mlx5_0.. on older drivers) then the affinity columns
+  (`CPU Affinity`, `NUMA Affinity`, `GPU NUMA ID`), one row a device; nvidia-smi separates
+  the cells with tabs, but a terminal or GitHub's copy button gives runs of spaces, and a
+  cell may be empty (`0\t\tN/A`). Splitting on any whitespace and joining the header's
+  known two- and three-word names back gives the same cells either way: every link cell is
+  one word (X, NV18, SYS, PIX...), and so is every affinity (`0-31,64-95`, `0`, `N/A`).
+  Its legend, and the `NIC Legend:` that names the NICs (`  NIC0: mlx5_0`), follow it.
+- rocm-smi's `--showtopo` (inside vLLM's ROCm collect_env, SGLang's `AMD Topology:`): banner
+  rules, then square tables of `Weight`, `Hops` and `Link Type between two GPUs`, then NUMA
+  lines; the link types are kept (XGMI, PCIE), as nvidia-smi's links are.
+
+Both return the agent's shape (agent/smi.parse_topology): {"links": {GPU0: {peer: link}},
+"affinity": {GPU0: {cpu, numa, gpu_numa_id}}, "nics": {NIC0: mlx5_0}}, plus the line index
+after the block. A row that does not fit its header is passed over and its index returned in
+`broken`: the rest of the matrix still reads."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from envsnap.agent.smi import ANSI
+
+AFFINITY = {"CPU Affinity": "cpu", "NUMA Affinity": "numa", "GPU NUMA ID": "gpu_numa_id"}
+DEVICE = re.compile(r"(GPU\d+|NIC\d+|mlx\d+_\d+|[A-Za-z]+\d*_\d+)$")
+LINK = re.compile(r"(X|SYS|NODE|PHB|PXB|PIX|SOC|NV\d+|PCIE|XGMI|\d+|N/A)$")
+NIC_NAME = re.compile(r"\s*(NIC\d+)\s*:\s*(\S+)\s*$")
+ROCM_TABLE = re.compile(r"=+\s*(Weight|Hops|Link Type) between two GPUs\s*=+$")
+ROCM_RULE = re.compile(r"=+.*=+$|=+$")
+
+
+@dataclass
+class Matrix:
+    links: dict[str, dict[str, str]] = field(default_factory=dict)
+    affinity: dict[str, dict[str, str]] = field(default_factory=dict)
+    nics: dict[str, str] = field(default_factory=dict)
+    broken: list[int] = field(default_factory=list)     # indices of rows that did not fit
+    end: int = 0                                          # the index of the line after it
+
+    def as_topo(self) -> dict[str, object]:
+        return {"links": self.links, "affinity": self.affinity, "nics": self.nics}
+
+
+def plain(line: str) -> str:
+    return ANSI.sub("", line).strip()
+
+
+def header_cells(line: str) -> list[str] | None:
+    """The header's column names, affinity names joined back; None for no topo header."""
+    words = plain(line).split()
+    cells: list[str] = []
+    at = 0
+    while at < len(words):
+        for name in AFFINITY:
+            size = len(name.split())
+            if words[at:at + size] == name.split():
+                cells.append(name)
+                at += size
+                break
+        else:
+            cells.append(words[at])
+            at += 1
+    devices = [c for c in cells if c not in AFFINITY]
+    if not devices or not devices[0].startswith("GPU") or \
+            not all(DEVICE.match(c) for c in devices):
+        return None
+    return cells
+
+
+def is_header(line: str) -> bool:
+    return header_cells(line) is not None
+
+
+def read_smi(lines: list[str], at: int) -> Matrix:
+    """nvidia-smi topo -m from its header at `at`: the matrix, its legend, its NIC legend."""
+    matrix = Matrix(end=at)
+    header = header_cells(lines[at]) if at < len(lines) else None
+    if header is None:
+        return matrix
+    devices = [c for c in header if c not in AFFINITY]
+    affinities = [AFFINITY[c] for c in header if c in AFFINITY]
+    at += 1
+    while at < len(lines) and plain(lines[at]) and not plain(lines[at]).startswith("Legend"):
+        cells = plain(lines[at]).split()
+        name, links = cells[0], cells[1:1 + len(devices)]
+        rest = cells[1 + len(devices):]
+        if not DEVICE.match(name) or len(links) < len(devices) and name.startswith("GPU") \
+                or not all(LINK.match(cell) for cell in links) or len(rest) > len(affinities):
+            matrix.broken.append(at)
+        elif name.startswith("GPU"):
+            matrix.links[name] = {peer: link for peer, link in zip(devices, links) if link != "X"}
+            matrix.affinity[name] = dict(zip(affinities, rest))
+        at += 1
+    matrix.end = legends(lines, at, matrix)
+    return matrix
+
+
+def legends(lines: list[str], at: int, matrix: Matrix) -> int:
+    """Past the `Legend:` and `NIC Legend:` blocks (indented lines, blanks between)."""
+    while True:
+        blank = at
+        while blank < len(lines) and not plain(lines[blank]):
+            blank += 1
+        if blank >= len(lines) or plain(lines[blank]) not in ("Legend:", "NIC Legend:"):
+            return at
+        at = blank + 1
+        while at < len(lines) and (not plain(lines[at]) or lines[at][:1] in (" ", "\t")):
+            found = NIC_NAME.match(ANSI.sub("", lines[at]))
+            if found:
+                matrix.nics[found.group(1)] = found.group(2)
+            at += 1
+
+
+def is_rocm_start(line: str) -> bool:
+    text = plain(line)
+    return "ROCm System Management Interface" in text or bool(ROCM_TABLE.match(text))
+
+
+def read_rocm(lines: list[str], at: int) -> Matrix:
+    """rocm-smi --showtopo from its banner or first table: the link types between GPUs."""
+    matrix = Matrix(end=at)
+    while at < len(lines):
+        text = plain(lines[at])
+        table = ROCM_TABLE.match(text)
+        if table:
+            at = rocm_table(lines, at + 1, table.group(1), matrix)
+        elif not text or ROCM_RULE.fullmatch(text) or text.startswith("GPU["):
+            at += 1          # banners, NUMA lines (`GPU[0] : (Topology) Numa Node: 0`)
+        else:
+            break
+    matrix.end = at
+    return matrix
+
+
+def rocm_table(lines: list[str], at: int, kind: str, matrix: Matrix) -> int:
+    header = plain(lines[at]).split() if at < len(lines) else []
+    if not header or not all(re.fullmatch(r"GPU\d+", c) for c in header):
+        return at
+    at += 1
+    while at < len(lines) and plain(lines[at]).startswith("GPU") and \
+            not plain(lines[at]).startswith("GPU["):
+        cells = plain(lines[at]).split()
+        if len(cells) != len(header) + 1:
+            matrix.broken.append(at)
+        elif kind == "Link Type":
+            matrix.links[cells[0]] = {peer: link for peer, link in zip(header, cells[1:])
+                                      if peer != cells[0]}
+        at += 1
+    return at
