@@ -128,7 +128,8 @@ def noise(lines: list[str], at: int) -> str | None:
     text = lines[at]
     if WARNING.match(text.strip()) and ("Warning: " in text[:200]):
         return "a Python warning"
-    if at and WARNED_FROM.match(text) and WARNING.match(lines[at - 1].strip()):
+    if at and WARNED_FROM.match(text) and \
+            any(WARNING.match(lines[k].strip()) for k in range(max(0, at - 3), at)):
         return "a Python warning's source line"
     if LOG_LINE.match(text.strip()):
         return "a log line"
@@ -175,8 +176,10 @@ def inside_report(lines: list[str], start: int, at: int) -> bool:
 def is_prose(line: str) -> bool:
     """A sentence or a prompt, not a report's row: three words or more, two of them words."""
     words = line.split()
+    said = sum(len(word.strip(".,:;!?()'\"`")) > 1 and word.strip(".,:;!?()'\"`").isalpha()
+               and not word.isupper() for word in words)
     return bool(PROMPT.match(line.strip())) or len(words) >= 3 and \
-        sum(word.strip(".,:;!?()'\"`").isalpha() for word in words) >= 2
+        said >= max(2, len(words) // 2)
 
 
 def prose(raw: list[str], lines: list[str], start: int, end: int) -> list[Skipped]:
@@ -212,7 +215,9 @@ def read_part(part: Part, source: str, read: Read, repair: bool = True,
     broken: list[Skipped] = []
     rejoined: list[Skipped] = []
     cut: str | None = None
-    for _ in range(MAX_REPAIRS):
+    cut_error: Unreadable | None = None      # what said it stops short: the answer if even
+    for _ in range(MAX_REPAIRS):             # read that far nothing can be
+
         try:
             reading = read("\n".join(lines) + "\n", source, cut is not None)
             break
@@ -224,9 +229,16 @@ def read_part(part: Part, source: str, read: Read, repair: bool = True,
             if CUT_SHORT in message and cut is None and \
                     not any(line.strip() for line in lines[at + 1:]):
                 cut = f"line {numbers[-1] if numbers else part.first + 1}: {message}"
+                cut_error = why
+                # where a paste stops short its last line may be cut too ('Could not collec')
+                last = max((k for k, line in enumerate(lines) if line.strip()), default=None)
+                if last is not None and last > 0:
+                    rejoined.append(Skipped(numbers[last], lines[last],
+                                            "the last line of a report cut short"))
+                    del lines[last], numbers[last]
                 continue
-            if not 0 <= at < len(lines) or not lines[at].strip():
-                return PartReading(None, [], broken, cut, why)
+            if not 0 <= at < len(lines) or not lines[at].strip() or cut_error is not None:
+                return PartReading(None, [], broken, cut, cut_error or why)
             if rejoin and at and lines[at - 1].strip() and not lines[at][:1].isspace() and \
                     not KEY_LINE.match(lines[at]) and \
                     reads_past(lines, at, source, read, cut is not None):

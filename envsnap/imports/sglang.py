@@ -85,7 +85,7 @@ def read(text: str, source: str, cut: bool = False) -> Reading:
         key, value = match.group(1), match.group(2).strip()
         at += 1
         if key in TOPOLOGIES:
-            at = read_topology(lines, at, facts)
+            at = read_topology(lines, at, facts, source)
         elif grouped := GPUS.match(key):
             for index in grouped.group(1).split(","):
                 gpu = gpus.setdefault(f"GPU{index}", {"index": int(index)})

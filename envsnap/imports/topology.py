@@ -47,21 +47,32 @@ def plain(line: str) -> str:
     return ANSI.sub("", line).strip()
 
 
-def header_cells(line: str) -> list[str] | None:
-    """The header's column names, affinity names joined back; None for no topo header."""
-    words = plain(line).split()
-    cells: list[str] = []
+def words_at(line: str) -> list[tuple[int, str]]:
+    """Each word of a line with the column it starts at (tabs kept as one column each)."""
+    return [(found.start(), found.group()) for found in re.finditer(r"\S+", ANSI.sub("", line))]
+
+
+def header_columns(line: str) -> list[tuple[int, str]]:
+    """The header's columns and where each starts, affinity names joined back."""
+    words = words_at(line)
+    cells: list[tuple[int, str]] = []
     at = 0
     while at < len(words):
         for name in AFFINITY:
             size = len(name.split())
-            if words[at:at + size] == name.split():
-                cells.append(name)
+            if [word for _, word in words[at:at + size]] == name.split():
+                cells.append((words[at][0], name))
                 at += size
                 break
         else:
             cells.append(words[at])
             at += 1
+    return cells
+
+
+def header_cells(line: str) -> list[str] | None:
+    """The header's column names; None for no topo header."""
+    cells = [name for _, name in header_columns(line)]
     devices = [c for c in cells if c not in AFFINITY]
     if not devices or not devices[0].startswith("GPU") or \
             not all(DEVICE.match(c) for c in devices):
@@ -80,21 +91,35 @@ def read_smi(lines: list[str], at: int) -> Matrix:
     if header is None:
         return matrix
     devices = [c for c in header if c not in AFFINITY]
-    affinities = [AFFINITY[c] for c in header if c in AFFINITY]
+    places = [(where, AFFINITY[name]) for where, name in header_columns(lines[at])
+              if name in AFFINITY]
     at += 1
     while at < len(lines) and plain(lines[at]) and not plain(lines[at]).startswith("Legend"):
-        cells = plain(lines[at]).split()
-        name, links = cells[0], cells[1:1 + len(devices)]
-        rest = cells[1 + len(devices):]
+        words = words_at(lines[at])
+        name = words[0][1]
+        links = [word for _, word in words[1:1 + len(devices)]]
+        rest = words[1 + len(devices):]
         if not DEVICE.match(name) or len(links) < len(devices) and name.startswith("GPU") \
-                or not all(LINK.match(cell) for cell in links) or len(rest) > len(affinities):
+                or not all(LINK.match(cell) for cell in links) or len(rest) > len(places):
             matrix.broken.append(at)
         elif name.startswith("GPU"):
             matrix.links[name] = {peer: link for peer, link in zip(devices, links) if link != "X"}
-            matrix.affinity[name] = dict(zip(affinities, rest))
+            matrix.affinity[name] = affinities(rest, places, "\t" in lines[at])
         at += 1
     matrix.end = legends(lines, at, matrix)
     return matrix
+
+
+def affinities(rest: list[tuple[int, str]], places: list[tuple[int, str]],
+               tabs: bool) -> dict[str, str]:
+    """The affinity cells of a row. All there, or tab-separated (nvidia-smi never leaves a
+    cell empty there): in order. Spaces with cells missing (`PXB     PXB          N/A`, a
+    host that reports no affinity): the columns a copy's tab stops moved cannot tell which
+    cell is which, so only a CPU list, which no other column holds, is kept."""
+    if tabs or len(rest) == len(places):
+        return {field: word for (_, word), (_, field) in zip(rest, places)}
+    fields = [field for _, field in places]
+    return {"cpu": word for _, word in rest if "cpu" in fields and re.search(r"[-,]", word)}
 
 
 def legends(lines: list[str], at: int, matrix: Matrix) -> int:

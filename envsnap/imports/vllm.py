@@ -93,7 +93,7 @@ def read_tail(lines: list[str], at: int, source: str, facts: Facts,
         elif line == "vLLM Build Flags:":
             at += 2                      # its one line: CUDA Archs, ROCm, Neuron
         elif line == "GPU Topology:":
-            at = read_topology(lines, at + 1, facts)
+            at = read_topology(lines, at + 1, facts, source)
         elif (match := ENV_LINE.match(line)) and "vLLM Version" in keys:
             env[match.group(1)] = match.group(2)
             at += 1
@@ -104,20 +104,30 @@ def read_tail(lines: list[str], at: int, source: str, facts: Facts,
         merge(facts, {"env": {"shell": env}})
 
 
-def read_topology(lines: list[str], at: int, facts: Facts) -> int:
+def read_topology(lines: list[str], at: int, facts: Facts, source: str) -> int:
     """The matrix under `GPU Topology:` (nvidia-smi's, or rocm-smi's on ROCm) and its legends;
-    the next line's index. Rows that do not fit are passed over (topology.Matrix.broken)."""
+    the next line's index. A row that does not fit its header is named (Unreadable): the
+    paste's reader passes it over and reads the rest."""
     while at < len(lines) and not lines[at].strip():
         at += 1
     if at < len(lines) and topology.is_rocm_start(lines[at]):
         matrix = topology.read_rocm(lines, at)
+        refuse_broken(matrix, lines, source)
         if matrix.links:
             merge(facts, {"cuda_nccl": {"rocm": {"topology": cast(
                 "dict[str, dict[str, str | None]]", matrix.links)}}})
         return matrix.end
     matrix = topology.read_smi(lines, at)
+    refuse_broken(matrix, lines, source)
     merge(facts, matrix_facts(matrix))
     return matrix.end
+
+
+def refuse_broken(matrix: topology.Matrix, lines: list[str], source: str) -> None:
+    if matrix.broken:
+        row = matrix.broken[0]
+        raise Unreadable(source, row + 1, f"cannot read {quoted(lines[row])} as a row of the "
+                         "topology matrix: its cells do not fit the header")
 
 
 def matrix_facts(matrix: topology.Matrix, numa_node: bool = False) -> Facts:
@@ -129,8 +139,11 @@ def matrix_facts(matrix: topology.Matrix, numa_node: bool = False) -> Facts:
     gpus: dict[str, Gpu] = {}
     for gpu, affinity in matrix.affinity.items():
         numa = affinity.get("gpu_numa_id", "N/A")
-        record: Gpu = {"index": int(gpu[3:]), "cpu_affinity": affinity.get("cpu"),
-                       "numa_affinity": affinity.get("numa")}
+        record: Gpu = {"index": int(gpu[3:])}
+        if "cpu" in affinity:               # a cell the matrix has: what it does not say is
+            record["cpu_affinity"] = affinity["cpu"]          # unknown, not None
+        if "numa" in affinity:
+            record["numa_affinity"] = affinity["numa"]
         if numa_node and "gpu_numa_id" in affinity:
             record["numa_node"] = int(numa) if numa.isdigit() else None
         gpus[gpu] = record

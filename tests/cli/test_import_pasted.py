@@ -1,0 +1,114 @@
+"""`envsnap import` of what people really paste (tests/data/pasted: cut from public issue
+threads, saved as copied; its README names each thread): the report is found among the
+markdown, prompts, warnings and prose around it; topology matrices copied with spaces are
+read by shape; a line that breaks a report is named and the rest read; a paste cut short is
+read as far as it goes."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from conftest import Cli
+from helpers.folded import words
+
+from envsnap.snapshot.store import Store
+
+PASTED = Path(__file__).resolve().parent.parent / "data" / "pasted"
+
+
+def imported(cli: Cli, name: str, *more: str) -> tuple[dict[str, Any], str]:
+    result = cli("import", str(PASTED / name), "--label", "theirs", *more)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return Store(cli.env["ENVSNAP_STORE"]).load("theirs"), result.stderr
+
+
+def test_a_check_env_in_a_pull_request_body_with_tabs_and_a_driver_line_a_gpu(cli: Cli) -> None:
+    document, said = imported(cli, "sglang_661.txt", "-v")
+    facts = document["facts"]
+    assert facts["nvidia"]["driver"] == "535.54.03"      # the second `535.54.03` passed over
+    gpus = facts["nvidia"]["gpus"]
+    assert gpus["GPU1"]["name"] == "NVIDIA A100-SXM4-80GB"
+    assert gpus["GPU1"]["cpu_affinity"] == "0-31,64-95" and gpus["GPU1"]["numa_affinity"] == "0"
+    assert facts["nvidia"]["topology"]["GPU0"] == {
+        "GPU1": "NV12", "NIC0": "NODE", "NIC1": "NODE", "NIC2": "PXB", "NIC3": "SYS",
+        "NIC4": "SYS"}
+    assert facts["python_env"]["packages"]["sglang"] == "0.1.21"
+    # what is around the report is listed with -v, each line by its number
+    for line in (f"sglang_661.txt:1: skipped a markdown heading: '## Motivation'",
+                 "sglang_661.txt:5: skipped a code fence: '```bash'",
+                 "sglang_661.txt:6: skipped prose: 'python3 -m sglang.check_env'"):
+        assert line in said, said
+
+
+def test_a_matrix_copied_with_spaces_and_cut_in_a_row_is_read_by_shape(cli: Cli) -> None:
+    """The crash of the report: `int(gpu[3:])` on an unsplit row of 18 NICs."""
+    document, said = imported(cli, "sglang_854.txt")
+    nvidia = document["facts"]["nvidia"]
+    assert nvidia["driver"] == "535.161.08" and nvidia["gpu_count"] == 8
+    assert nvidia["gpus"]["GPU0"]["cpu_affinity"] == "0-55,112-167"
+    assert nvidia["topology"]["GPU0"]["GPU7"] == "NV18"
+    assert nvidia["topology"]["GPU0"]["NIC17"] == "SYS"
+    assert "GPU1" not in nvidia["topology"]          # its row is cut: unknown, not guessed
+    assert "sglang_854.txt:41: passed over 'GPU1    NV18     X      NV18" in said
+    assert "the rest of the report read" in said
+    assert "3 lines around the reports passed over" in said     # fence, prompt, /bin/sh
+    assert document["meta"]["imported"]["complete"] == []
+
+
+def test_a_warning_and_its_source_line_above_a_check_env_are_passed_over(cli: Cli) -> None:
+    document, said = imported(cli, "sglang_2805.txt", "--verbose")
+    gpu = document["facts"]["nvidia"]["gpus"]["GPU0"]
+    assert gpu["name"] == "NVIDIA A40" and gpu["compute_capability"] == "8.6"
+    assert gpu["cpu_affinity"] == "0-31,64-95" and gpu["numa_affinity"] == "0"
+    assert document["facts"]["nvidia"]["topology"]["GPU0"]["NIC2"] == "PIX"
+    assert "sglang_2805.txt:2: skipped a Python warning:" in said
+    assert "sglang_2805.txt:4: skipped a Python warning's source line: " \
+           "'warnings.warn(message, UserWarning)'" in said
+
+
+def test_a_rocm_collect_env_in_details_and_fences_gives_rocm_facts(cli: Cli) -> None:
+    document, said = imported(cli, "vllm_8963.txt")
+    cuda = document["facts"]["cuda_nccl"]
+    assert cuda["rocm"] == {"hip_runtime": "6.2.41133", "miopen": "3.2.0",
+                            "gpus": {"GPU0": "AMD Instinct MI100 (gfx908:sramecc+:xnack-)"}}
+    assert cuda["torch"]["hip"] == "6.2.41133-dd7f95766"
+    assert "gpus" not in document["facts"]["nvidia"]         # no NVIDIA GPU is stated
+    assert document["facts"]["system"]["cpu"]["online"] == "0-15"
+    assert "vllm_8963.txt: line 38: truncated collect_env output" in said and \
+        "read as far as it goes" in said
+
+
+def test_a_paste_cut_in_its_last_line_does_not_store_that_line(cli: Cli) -> None:
+    """`Nvidia driver version: Could not collec` is no driver version."""
+    document, said = imported(cli, "vllm_10855.txt", "-v")
+    assert "driver" not in document["facts"]["nvidia"]
+    assert document["facts"]["cuda_nccl"]["torch"]["version"] == "2.6.0.dev20241113+rocm6.2"
+    assert "vllm_10855.txt:5: skipped a log line: 'WARNING 12-03 08:56:56" in said
+    assert "vllm_10855.txt:2: skipped a prompt line: 'root@mistral7b" in said
+
+
+def test_a_matrix_whose_affinity_cells_are_empty_claims_no_affinity(cli: Cli) -> None:
+    """vLLM 0.8.5's tail alone: the matrix is read; the spaces a copy made of empty cells
+    cannot say which column `N/A` stands in, so no affinity is stated."""
+    document, _ = imported(cli, "vllm_19607.txt")
+    nvidia = document["facts"]["nvidia"]
+    assert nvidia["topology"]["GPU1"]["GPU0"] == "NV12"
+    assert nvidia["topology"]["GPU0"]["NIC7"] == "PXB"
+    assert nvidia["gpus"]["GPU0"] == {"index": 0}
+
+
+def test_show_and_diff_of_a_pasted_check_env(cli: Cli) -> None:
+    imported(cli, "sglang_661.txt")
+    shown = words(cli("show", "theirs").stdout)
+    assert "NVIDIA driver 535.54.03" in shown and "2 x NVIDIA A100-SXM4-80GB" in shown
+    diff = cli("diff", "theirs", str(PASTED / "sglang_2805.txt"))
+    assert diff.returncode == 1, diff.stdout + diff.stderr
+    assert "535.54.03" in diff.stdout and "535.104.12" in diff.stdout
+
+
+def test_nothing_readable_is_one_line_and_exit_4(cli: Cli, tmp_path: Path) -> None:
+    prose = tmp_path / "prose.txt"
+    prose.write_text("### Your current environment\n\nI cannot run collect_env, sorry.\n")
+    result = cli("import", str(prose), "--label", "never")
+    assert result.returncode == 4 and result.stderr.count("\n") == 1, result.stderr
+    assert "not an output envsnap reads" in result.stderr
