@@ -92,7 +92,9 @@ def uv_names(rows: list[str]) -> bool:
 
 def read_list(text: str, source: str) -> Reading:
     lines = text.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.strip())
+    start = next((i for i, line in enumerate(lines) if line.strip()), None)
+    if start is None:
+        raise Unreadable(source, 1, "an empty pip list")
     environment = UV_ENVIRONMENT.match(lines[start].strip())
     if environment:
         start = next((i for i in range(start + 1, len(lines)) if lines[i].strip()), start)

@@ -166,7 +166,10 @@ def read_xml(text: str, source: str) -> Reading:
 def q_lines(text: str, source: str) -> list[tuple[int, int, str, str | None]]:
     """(line number, depth, key, value or None for a group) of each line after the banner."""
     lines = text.splitlines()
-    start = next(i for i, line in enumerate(lines) if Q_BANNER in line) + 1
+    start = next((i for i, line in enumerate(lines) if Q_BANNER in line), None)
+    if start is None:
+        raise Unreadable(source, 1, f"not a nvidia-smi -q output: no {Q_BANNER!r} banner")
+    start += 1
     found: list[tuple[int, int, str, str | None]] = []
     for number in range(start, len(lines)):
         line = lines[number].rstrip()

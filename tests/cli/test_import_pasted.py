@@ -112,3 +112,20 @@ def test_nothing_readable_is_one_line_and_exit_4(cli: Cli, tmp_path: Path) -> No
     result = cli("import", str(prose), "--label", "never")
     assert result.returncode == 4 and result.stderr.count("\n") == 1, result.stderr
     assert "not an output envsnap reads" in result.stderr
+
+
+def test_mangled_pastes_never_give_an_internal_error(cli: Cli, tmp_path: Path) -> None:
+    """A few of the fuzz test's seeded cases (tests/unit/imports/test_paste_fuzz.py)
+    through the CLI: a snapshot of what could be read, or one line and exit 4."""
+    import random
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "unit" / "imports"))
+    from test_paste_fuzz import SAMPLES, mutate
+
+    rng = random.Random(39)
+    for number, path in enumerate(rng.sample(SAMPLES, 6)):
+        paste = tmp_path / f"mangled-{number}.txt"
+        paste.write_text("\n".join(mutate(path.read_text().splitlines(), rng)) + "\n")
+        result = cli("import", str(paste), "--label", f"m{number}")
+        assert result.returncode in (0, 4), result.stderr
+        assert result.returncode == 0 or result.stderr.count("\n") == 1, result.stderr
