@@ -34,7 +34,7 @@ CONDA_HEADER = re.compile(r"#\s*(packages in environment|Name\s+Version|This fil
 WARNING = re.compile(r"(\S+:\d+: )?\w*Warning: ")
 WARNED_FROM = re.compile(r"\s+(warnings\.warn\(|import |from |\S+\s*=|\w+\()")
 LOG_LINE = re.compile(r"(INFO|WARNING|DEBUG|ERROR)\s+\d\d-\d\d \d\d:\d\d:\d\d ")
-PROMPT = re.compile(r"(\(\S+\)\s*)?(\S*[$#%]|>>>|PS \S+>)\s+\S")
+PROMPT = re.compile(r"(\(\S+\)\s*)?(\S+@\S+[^$#]*[$#]|\S*[$#%]|>>>|PS \S+>)\s+\S")
 SGLANG_FIRST = re.compile(r"Python: \d+\.\d+")
 SGLANG_SECOND = re.compile(r"(CUDA|ROCM|MUSA) available: ")
 SECTION_TITLE = "System Info"
@@ -95,8 +95,12 @@ def is_start(lines: list[str], at: int, inside: bool) -> bool:
     if text.startswith("=") and at + 1 < len(lines) and \
             lines[at + 1].strip() == SECTION_TITLE:
         return not any(lines[k].strip() == FIRST_LINE for k in range(max(0, at - 3), at))
-    if "NVIDIA-SMI" in text and "Driver Version:" in text or smi.Q_BANNER in text:
+    if smi.Q_BANNER in text:
         return True
+    if is_smi_banner(lines, at + 1) and text.startswith("+-"):
+        return True                              # the table's top rule
+    if is_smi_banner(lines, at):
+        return not (at and lines[at - 1].strip().startswith("+-"))
     if pip.LIST_HEADER.match(text) or pip.UV_ENVIRONMENT.match(text):
         return not (at and pip.UV_ENVIRONMENT.match(lines[at - 1].strip()))
     if conda.PREFIX_LINE.match(text) or text == conda.EXPORT_LINE:
@@ -109,6 +113,11 @@ def is_start(lines: list[str], at: int, inside: bool) -> bool:
     if not inside and topology.is_header(text):
         return True
     return not inside and is_freeze(lines, at)
+
+
+def is_smi_banner(lines: list[str], at: int) -> bool:
+    text = lines[at] if at < len(lines) else ""
+    return "NVIDIA-SMI" in text and "Driver Version:" in text
 
 
 def is_freeze(lines: list[str], at: int) -> bool:

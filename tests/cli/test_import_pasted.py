@@ -129,3 +129,33 @@ def test_mangled_pastes_never_give_an_internal_error(cli: Cli, tmp_path: Path) -
         result = cli("import", str(paste), "--label", f"m{number}")
         assert result.returncode in (0, 4), result.stderr
         assert result.returncode == 0 or result.stderr.count("\n") == 1, result.stderr
+
+
+def test_an_smi_table_with_mig_under_a_terminal_session_is_read(cli: Cli) -> None:
+    document, said = imported(cli, "smi_nvitop_8.txt", "-v")
+    nvidia = document["facts"]["nvidia"]
+    assert nvidia["driver"] == "510.47.03" and nvidia["cuda_driver"] == "11.6"
+    second = nvidia["gpus"]["00000000:41:00.0"]
+    assert second["mig_mode_current"] == "Enabled" and second["memory_total_mib"] == 81920
+    assert "name" not in second                  # `NVIDIA A100-SXM...` is cut by the table
+    assert "smi_nvitop_8.txt:3: skipped a prompt line:" in said
+
+
+def test_an_smi_row_with_power_not_available_is_read(cli: Cli, tmp_path: Path) -> None:
+    """The same table as a workstation card or a MIG GPU prints it, power draw and cap
+    `N/A` (the real row's figures replaced: no thread in the samples quotes one whole)."""
+    paste = tmp_path / "smi-na.txt"
+    paste.write_text((PASTED / "smi_nvitop_8.txt").read_text().replace(
+        "   178W / 500W |", "  N/A /  N/A  |"))
+    result = cli("import", str(paste), "--label", "na")
+    assert result.returncode == 0, result.stderr
+    gpu = Store(cli.env["ENVSNAP_STORE"]).load("na")["facts"]["nvidia"]["gpus"][
+        "00000000:41:00.0"]
+    assert gpu["memory_total_mib"] == 81920 and "power_enforced_limit_w" not in gpu
+
+
+def test_an_smi_q_quoted_in_a_reply_is_read(cli: Cli) -> None:
+    document, _ = imported(cli, "smi_q_nvidia_docker_925.txt")
+    nvidia = document["facts"]["nvidia"]
+    assert nvidia["driver"] == "415.27"
+    assert nvidia["gpus"]["00000000:01:00.0"]["vbios"] == "84.06.76.00.16"
