@@ -159,3 +159,14 @@ def test_an_smi_q_quoted_in_a_reply_is_read(cli: Cli) -> None:
     nvidia = document["facts"]["nvidia"]
     assert nvidia["driver"] == "415.27"
     assert nvidia["gpus"]["00000000:01:00.0"]["vbios"] == "84.06.76.00.16"
+
+
+def test_show_and_report_of_a_rocm_paste_say_what_it_states(cli: Cli) -> None:
+    imported(cli, "vllm_8963.txt")
+    shown = words(cli("show", "theirs").stdout)
+    assert "torch 2.6.0.dev20240918+rocm6.2 (built for ROCm 6.2.41133-dd7f95766)" in shown
+    assert "ROCm HIP runtime 6.2.41133; MIOpen 3.2.0; 1 x AMD Instinct MI100" in shown
+    assert "CUDA none" not in shown
+    report = cli("report", "theirs").stdout
+    assert "python packages" in report and "unknown: not in a torch collect_env output" in \
+        report.split("python packages")[1][:200]
