@@ -186,9 +186,19 @@ def amd_gpus(facts: Facts) -> None:
     nvidia.pop("gpu_count", None)
     if not nvidia:
         facts.pop("nvidia", None)
-    names = {key: gpu["name"] for key, gpu in gpus.items() if gpu.get("name")}
+    names = gpu_names(gpus)
     if names:
         merge(facts, {"cuda_nccl": {"rocm": {"gpus": names}}})
+
+
+def gpu_names(gpus: dict[str, Gpu]) -> dict[str, str | None]:
+    """GPU0 -> the name a report gives it (for cuda_nccl.rocm.gpus)."""
+    names: dict[str, str | None] = {}
+    for key, gpu in gpus.items():
+        name = gpu.get("name")
+        if isinstance(name, str):
+            names[key] = name
+    return names
 
 
 def library_version(path: str) -> str | None:

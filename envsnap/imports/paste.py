@@ -123,6 +123,8 @@ def is_smi_banner(lines: list[str], at: int) -> bool:
 def is_freeze(lines: list[str], at: int) -> bool:
     """Two `name==version` lines in a row start a pip freeze (where none is above)."""
     here = lines[at].strip()
+    if "==" not in here or not here[:1].isalnum():
+        return False
     before = next((lines[k].strip() for k in range(at - 1, max(-1, at - 3), -1)
                    if lines[k].strip()), "")
     if pip.FREEZE_LINE.match(before) or before.startswith(("-e ", "#")):

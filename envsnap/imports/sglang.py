@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from envsnap.imports.collect_env import canonical, known, package_facts
+from envsnap.imports.collect_env import canonical, gpu_names, known, package_facts
 from envsnap.imports.reading import Reading, Unreadable, merge, quoted
 from envsnap.imports.vllm import read_topology
 
@@ -119,8 +119,7 @@ def facts_of(keys: dict[str, str], gpus: dict[str, Gpu],
     nvidia: Nvidia = {}
     amd = "ROCM available" in keys and "CUDA available" not in keys
     if gpus and amd:
-        names = {key: gpu["name"] for key, gpu in gpus.items() if gpu.get("name")}
-        merge(facts, {"cuda_nccl": {"rocm": {"gpus": names}}})
+        merge(facts, {"cuda_nccl": {"rocm": {"gpus": gpu_names(gpus)}}})
     elif gpus:
         nvidia["gpus"] = gpus
         nvidia["gpu_count"] = len(gpus)

@@ -72,6 +72,8 @@ def header_columns(line: str) -> list[tuple[int, str]]:
 
 def header_cells(line: str) -> list[str] | None:
     """The header's column names; None for no topo header."""
+    if "GPU0" not in line:         # every header's first column (a cheap test: every line
+        return None                # of a paste is asked)
     cells = [name for _, name in header_columns(line)]
     devices = [c for c in cells if c not in AFFINITY]
     if not devices or not devices[0].startswith("GPU") or \
@@ -118,8 +120,8 @@ def affinities(rest: list[tuple[int, str]], places: list[tuple[int, str]],
     cell is which, so only a CPU list, which no other column holds, is kept."""
     if tabs or len(rest) == len(places):
         return {field: word for (_, word), (_, field) in zip(rest, places)}
-    fields = [field for _, field in places]
-    return {"cpu": word for _, word in rest if "cpu" in fields and re.search(r"[-,]", word)}
+    lists = [word for _, word in rest if re.search(r"[-,]", word)]
+    return {"cpu": lists[0]} if len(lists) == 1 and any(f == "cpu" for _, f in places) else {}
 
 
 def legends(lines: list[str], at: int, matrix: Matrix) -> int:

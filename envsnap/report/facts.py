@@ -442,9 +442,9 @@ def rocm(f: FactsReader) -> list[Fact]:
     info = f.cuda_nccl().get("rocm")
     if not info:
         return []
-    parts = [f"{label} {info[key]}" for label, key in (
-        ("ROCm", "version"), ("HIP runtime", "hip_runtime"), ("MIOpen", "miopen"),
-        ("driver", "driver")) if info.get(key)]
+    stated = (("ROCm", info.get("version")), ("HIP runtime", info.get("hip_runtime")),
+              ("MIOpen", info.get("miopen")), ("driver", info.get("driver")))
+    parts = [f"{label} {value}" for label, value in stated if value]
     names = Counter(info.get("gpus", {}).values())
     parts += [f"{count} x {name}" for name, count in names.items()]
     return [Fact("ROCm", "; ".join(parts) or "stated, without versions")]

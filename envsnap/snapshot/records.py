@@ -259,7 +259,7 @@ class Rocm(TypedDict, total=False):
     miopen: Optional[str]                  # `MIOpen runtime version` (torch)
     driver: Optional[str]                  # `ROCM Driver Version` (SGLang)
     hipcc: Optional[str]                   # `HIPCC` (SGLang): the compiler's version line
-    gpus: dict[str, str]                   # GPU0 -> its name and gfx target, as stated
+    gpus: dict[str, Optional[str]]         # GPU0 -> its name and gfx target, as stated
     topology: dict[str, dict[str, Optional[str]]]   # rocm-smi's link types (XGMI, PCIE)
 
 

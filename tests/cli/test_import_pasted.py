@@ -34,7 +34,7 @@ def test_a_check_env_in_a_pull_request_body_with_tabs_and_a_driver_line_a_gpu(cl
         "NIC4": "SYS"}
     assert facts["python_env"]["packages"]["sglang"] == "0.1.21"
     # what is around the report is listed with -v, each line by its number
-    for line in (f"sglang_661.txt:1: skipped a markdown heading: '## Motivation'",
+    for line in ("sglang_661.txt:1: skipped a markdown heading: '## Motivation'",
                  "sglang_661.txt:5: skipped a code fence: '```bash'",
                  "sglang_661.txt:6: skipped prose: 'python3 -m sglang.check_env'"):
         assert line in said, said

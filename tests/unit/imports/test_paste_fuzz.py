@@ -74,9 +74,9 @@ def mutated(name: str, number: int) -> str:
     return "\n".join(mutate(path.read_text().splitlines(), rng)) + "\n"
 
 
-def answers(read: Callable[[], object]) -> None:
+def answers(read: Callable[[str, str], object], text: str, source: str) -> None:
     try:
-        read()
+        read(text, source)
     except (Unreadable, EnvsnapError):
         pass
 
@@ -85,9 +85,10 @@ def answers(read: Callable[[], object]) -> None:
 def test_every_reader_gives_a_reading_or_says_why(name: str, number: int) -> None:
     text = mutated(name, number)
     for kind, reader in build.READERS.items():
-        answers(lambda: reader(text, kind))
-    answers(lambda: build.imported_snapshot([build.Source(name, text)], label="fuzz",
-                                            host="imported", captured_at="2026-12-05T00:00:00Z"))
+        answers(reader, text, kind)
+    answers(lambda pasted, source: build.imported_snapshot(
+        [build.Source(source, pasted)], label="fuzz", host="imported",
+        captured_at="2026-12-05T00:00:00Z"), text, name)
 
 
 def test_the_samples_are_there_and_read_unmutated() -> None:
