@@ -40,6 +40,7 @@ READERS: dict[str, Reader] = {
     "SGLang check_env": sglang.read,
     "nvidia-smi": smi.read_table, "nvidia-smi -q": smi.read_q,
     "nvidia-smi -q -x": smi.read_xml, "nvidia-smi topo -m": smi.read_topology,
+    "rocm-smi --showtopo": smi.read_rocm_topology,
     "pip list": pip.read_list, "pip list json": pip.read_list_json,
     "pip freeze": pip.read_freeze, "pip inspect": pip.read_inspect,
     "uv pip list": pip.read_list, "uv pip list json": pip.read_list_json,
@@ -133,8 +134,11 @@ def read_pasted(source: Source) -> Pasted:
         done = paste.read_part(part, source.name, tolerant(kind),
                                repair=kind not in paste.WHOLE_KINDS,
                                rejoin=kind in paste.REJOIN_KINDS)
-        if done.reading is None:
+        if done.reading is None:      # its lines are said to be passed over, and why
             first_error = first_error or done.error
+            why = f"not read ({done.error.why})" if done.error else "not read"
+            pasted.skipped += [paste.Skipped(part.first + k + 1, line, why)
+                               for k, line in enumerate(part.lines) if line.strip()]
             continue
         pasted.readings.append(done.reading)
         pasted.parts.append((part.first + 1, part.first + len(part.lines)))

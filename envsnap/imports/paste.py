@@ -110,7 +110,7 @@ def is_start(lines: list[str], at: int, inside: bool) -> bool:
     if conda.COLUMNS_LINE.match(text):
         return not any(conda.PREFIX_LINE.match(lines[k].strip()) or lines[k].strip() == "#"
                        for k in range(max(0, at - 2), at))
-    if not inside and topology.is_header(text):
+    if not inside and (topology.is_header(text) or is_rocm_first(lines, at)):
         return True
     return not inside and is_freeze(lines, at)
 
@@ -118,6 +118,19 @@ def is_start(lines: list[str], at: int, inside: bool) -> bool:
 def is_smi_banner(lines: list[str], at: int) -> bool:
     text = lines[at] if at < len(lines) else ""
     return "NVIDIA-SMI" in text and "Driver Version:" in text
+
+
+def is_rocm_first(lines: list[str], at: int) -> bool:
+    """rocm-smi's banner, or its first table's title where the banner is not above it."""
+    if not topology.is_rocm_start(lines[at]):
+        return False
+    for k in range(at - 1, -1, -1):         # back over the tables above it, if any
+        text = lines[k].strip()
+        if topology.is_rocm_start(text):
+            return False
+        if text and not text.startswith("GPU"):
+            return True
+    return True
 
 
 def is_freeze(lines: list[str], at: int) -> bool:

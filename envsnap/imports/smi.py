@@ -28,7 +28,7 @@ from envsnap.imports.reading import Reading, Unreadable, quoted
 from envsnap.imports.vllm import matrix_facts
 
 if TYPE_CHECKING:
-    from envsnap.snapshot.records import Gpu, Nvidia
+    from envsnap.snapshot.records import Facts, Gpu, Nvidia
 
 Q_BANNER = "==============NVSMI LOG=============="
 UNREAD = {"N/A", "[N/A]", "Unknown Error", "[Unknown Error]", "Not Supported",
@@ -117,6 +117,8 @@ def looks_like(text: str) -> str | None:
     first = head.splitlines()[0] if head else ""
     if topology.is_header(first):
         return "nvidia-smi topo -m"
+    if topology.is_rocm_start(first):
+        return "rocm-smi --showtopo"
     return None
 
 
@@ -301,3 +303,22 @@ def read_topology(text: str, source: str, cut: bool = False) -> Reading:
     facts = {"present": True, "topology": {}, **facts, "gpu_count": len(matrix.affinity)}
     return Reading("nvidia-smi topo -m", "matrix", {"nvidia": facts},
                    complete=[] if cut else ["nvidia.gpus", "nvidia.topology"])
+
+
+# ---- rocm-smi --showtopo --------------------------------------------------------------------
+
+def read_rocm_topology(text: str, source: str) -> Reading:
+    """rocm-smi's weight, hops and link-type tables (AMD's topo -m): the link types."""
+    lines = text.splitlines()
+    at = next((i for i, line in enumerate(lines) if topology.is_rocm_start(line)), None)
+    if at is None:
+        raise Unreadable(source, 1, "not a rocm-smi --showtopo output: no 'between two GPUs' "
+                         "table")
+    matrix = topology.read_rocm(lines, at)
+    if matrix.broken:
+        row = matrix.broken[0]
+        raise Unreadable(source, row + 1, f"cannot read {quoted(lines[row])} as a row of "
+                         "rocm-smi's table: its cells do not fit the header")
+    links = cast("dict[str, dict[str, str | None]]", matrix.links)
+    facts: Facts = {"cuda_nccl": {"rocm": {"topology": links}}} if links else {}
+    return Reading("rocm-smi --showtopo", "tables", facts)

@@ -72,8 +72,10 @@ def header_columns(line: str) -> list[tuple[int, str]]:
 
 def header_cells(line: str) -> list[str] | None:
     """The header's column names; None for no topo header."""
-    if "GPU0" not in line:         # every header's first column (a cheap test: every line
-        return None                # of a paste is asked)
+    # GPU0 heads every header and CPU Affinity ends it (drivers 418 on): a cheap test, as
+    # every line of a paste is asked, and not rocm-smi's tables, whose header is GPUs alone
+    if "GPU0" not in line or "CPU Affinity" not in line:
+        return None
     cells = [name for _, name in header_columns(line)]
     devices = [c for c in cells if c not in AFFINITY]
     if not devices or not devices[0].startswith("GPU") or \

@@ -170,3 +170,19 @@ def test_show_and_report_of_a_rocm_paste_say_what_it_states(cli: Cli) -> None:
     report = cli("report", "theirs").stdout
     assert "python packages" in report and "unknown: not in a torch collect_env output" in \
         report.split("python packages")[1][:200]
+
+
+def test_rocm_smi_tables_give_the_link_types_between_amd_gpus(cli: Cli) -> None:
+    document, _ = imported(cli, "rocm_smi_lib_108.txt")
+    topology = document["facts"]["cuda_nccl"]["rocm"]["topology"]
+    assert topology["GPU0"] == {"GPU1": "PCIE", "GPU2": "PCIE", "GPU3": "PCIE"}
+    assert sorted(topology) == ["GPU0", "GPU1", "GPU2", "GPU3"]
+    assert "nvidia" not in document["meta"]["imported"]["complete"]
+
+
+def test_rocm_smi_tables_under_vllms_gpu_topology_are_no_crash(cli: Cli) -> None:
+    """vLLM's ROCm tail (`GPU Topology:` then rocm-smi's tables) crashed on `int('0 0')`;
+    cut in a row, as this paste is, the row is named."""
+    result = cli("import", str(PASTED / "vllm_46179.txt"), "--label", "rocm")
+    assert result.returncode == 0, result.stderr
+    assert "vllm_46179.txt:16: passed over 'GPU7   15           15'" in result.stderr

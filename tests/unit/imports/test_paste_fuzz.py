@@ -24,7 +24,7 @@ SAMPLES = sorted([*(DATA / "pasted").glob("*.txt"), *(DATA / "h200-reports").glo
                   DATA / "h200x2" / "smi_topo_m.txt", DATA / "h200" / "smi_q.xml",
                   DATA / "h200-evidence" / "pip_freeze.txt",
                   DATA / "h200-evidence" / "pip_list.json"])
-CASES_A_SAMPLE = 60
+CASES_A_SAMPLE = 40
 PROSE = ["Thanks for any help!", "### Your current environment", "```text", "```", "> ",
          "<details>", "</details>", "$ python collect_env.py", "- [x] I searched the issues",
          "Collecting environment information...", "GPU Topology:", "NVIDIA Topology: ",
