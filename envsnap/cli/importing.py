@@ -20,8 +20,9 @@ EPILOG = examples(
 ) + exit_codes(
     (ExitCode.OK, "every file read and the snapshot saved"),
     (ExitCode.USAGE, "usage error: a file that cannot be read, a bad or existing label"),
-    (ExitCode.INVALID, "a file malformed, truncated, mixed or of no known format: the line "
-                       "it could not read is named, and nothing is stored"),
+    (ExitCode.INVALID, "a file in which no report can be read (none of a known tool, or a "
+                       "truncated XML or JSON document): the line is named, and nothing is "
+                       "stored; a line that breaks a report is a warning, the rest is read"),
 )
 
 
@@ -34,7 +35,9 @@ def register(commands: Commands) -> None:
                      help="outputs of one host: torch's or vLLM's collect_env, SGLang's "
                           "check_env; nvidia-smi, -q, -q -x, topo -m; pip list (columns or "
                           "json), pip freeze, pip inspect (gzip too); uv pip list; conda list "
-                          "(and --export); told apart by content")
+                          "(and --export); rocm-smi --showtopo; told apart by content, found "
+                          "in a whole pasted comment (markdown, prompts, warnings, prose "
+                          "passed over), several in one file")
     imp.add_argument("--label", help="snapshot label (default: imported-<first file's name>)")
     imp.add_argument("--host", help="the host the outputs came from, as the snapshot names "
                                     "it (default: imported)")
