@@ -293,7 +293,10 @@ def build_facts(keys: dict[str, str]) -> Facts:
     os_line = known(keys.get("OS"))
     if os_line:
         match = re.fullmatch(r"(.+?) \((\w+)\)", os_line)
-        merge(facts, nested("system.os_release.PRETTY_NAME", match.group(1) if match
+        # Windows: `Microsoft Windows 11 Enterprise (10.0.22631 64-bit)`, the build in it
+        windows = re.fullmatch(r"(Microsoft Windows.*?) \(([\d.]+) (\d+)-bit\)", os_line)
+        merge(facts, nested("system.os_release.PRETTY_NAME",
+                            match.group(1) if match else windows.group(1) if windows
                             else os_line))
         if match:
             merge(facts, nested("system.kernel.machine", match.group(2)))

@@ -39,6 +39,8 @@ SGLANG_FIRST = re.compile(r"Python: \d+\.\d+")
 SGLANG_SECOND = re.compile(r"(CUDA|ROCM|MUSA) available: ")
 SECTION_TITLE = "System Info"
 MAX_REPAIRS = 64
+ROW_A_GPU = ("nvidia-smi", "nvidia-smi topo -m")
+GPU_LINE = re.compile(r"(GPU models and configuration: )?GPU \d+: ")
 KEY_LINE = re.compile(r"[A-Za-z][A-Za-z0-9_ ()/.,'-]*?: ")
 REJOIN_KINDS = ("torch collect_env", "vLLM collect_env", "SGLang check_env")
 WHOLE_KINDS = ("nvidia-smi -q -x", "pip list json", "uv pip list json", "pip inspect")
@@ -254,12 +256,6 @@ def read_part(part: Part, source: str, read: Read, repair: bool = True,
                     not any(line.strip() for line in lines[at + 1:]):
                 cut = f"line {numbers[-1] if numbers else part.first + 1}: {message}"
                 cut_error = why
-                # where a paste stops short its last line may be cut too ('Could not collec')
-                last = max((k for k, line in enumerate(lines) if line.strip()), default=None)
-                if last is not None and last > 0:
-                    rejoined.append(Skipped(numbers[last], lines[last],
-                                            "the last line of a report cut short"))
-                    del lines[last], numbers[last]
                 continue
             if not 0 <= at < len(lines) or not lines[at].strip() or cut_error is not None:
                 return PartReading(None, [], broken, cut, cut_error or why)
@@ -277,7 +273,10 @@ def read_part(part: Part, source: str, read: Read, repair: bool = True,
             source, broken[-1].line if broken else part.first + 1,
             f"more than {MAX_REPAIRS} lines could not be read"))
     last = max((n for n, line in zip(numbers, lines) if line.strip()), default=0)
-    return finished(reading, broken, rejoined, last, cut)
+    # cut inside a list of GPUs (collect_env's `GPU 1: ...` lines), the list may be short
+    in_gpus = bool(cut) and bool(GPU_LINE.match(next(
+        (line.strip() for line in reversed(lines) if line.strip()), "")))
+    return finished(reading, broken, rejoined, last, cut, in_gpus)
 
 
 def reads_past(lines: list[str], at: int, source: str, read: Read, cut: bool) -> bool:
@@ -291,7 +290,7 @@ def reads_past(lines: list[str], at: int, source: str, read: Read, cut: bool) ->
 
 
 def finished(reading: Reading, broken: list[Skipped], rejoined: list[Skipped], last: int,
-             cut: str | None) -> PartReading:
+             cut: str | None, in_gpus: bool) -> PartReading:
     """Broken lines after the last line read that read as words are prose after the report;
     others (a row cut short at the paste's end) break it, and it is not given whole."""
     prose_after = [Skipped(b.line, b.text, "prose after the report") for b in broken
@@ -299,5 +298,8 @@ def finished(reading: Reading, broken: list[Skipped], rejoined: list[Skipped], l
     inside = [b for b in broken if b.line <= last or not is_prose(b.text)]
     if inside or cut:
         reading.complete = []          # a report with a gap is not given whole
+    if in_gpus or (cut or inside) and reading.tool in ROW_A_GPU:
+        # GPUs counted from their rows: a row lost, the count would be wrong, so unknown
+        reading.facts.get("nvidia", {}).pop("gpu_count", None)
     return PartReading(reading, sorted(prose_after + rejoined, key=lambda s: s.line), inside,
                        cut)

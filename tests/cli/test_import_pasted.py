@@ -74,12 +74,12 @@ def test_a_rocm_collect_env_in_details_and_fences_gives_rocm_facts(cli: Cli) -> 
     assert cuda["torch"]["hip"] == "6.2.41133-dd7f95766"
     assert "gpus" not in document["facts"]["nvidia"]         # no NVIDIA GPU is stated
     assert document["facts"]["system"]["cpu"]["online"] == "0-15"
-    assert "vllm_8963.txt: line 38: truncated collect_env output" in said and \
+    assert "vllm_8963.txt: line 37: truncated collect_env output" in said and \
         "read as far as it goes" in said
 
 
-def test_a_paste_cut_in_its_last_line_does_not_store_that_line(cli: Cli) -> None:
-    """`Nvidia driver version: Could not collec` is no driver version."""
+def test_a_rocm_report_under_a_prompt_notices_and_logs_is_read_as_far_as_it_goes(
+        cli: Cli) -> None:
     document, said = imported(cli, "vllm_10855.txt", "-v")
     assert "driver" not in document["facts"]["nvidia"]
     assert document["facts"]["cuda_nccl"]["torch"]["version"] == "2.6.0.dev20241113+rocm6.2"
