@@ -127,7 +127,7 @@ def read_pasted(source: Source) -> Pasted:
     pasted = Pasted(source, [], [], list(found.skipped), [], [])
     first_error: Unreadable | None = None
     for part in found.parts:
-        kind = kind_of("\n".join(part.lines))
+        kind = kind_of("\n".join(part.lines)) or part.hint
         if kind is None:
             pasted.skipped += paste.prose(part.lines, part.lines, 0, len(part.lines))
             continue

@@ -39,7 +39,7 @@ SGLANG_FIRST = re.compile(r"Python: \d+\.\d+")
 SGLANG_SECOND = re.compile(r"(CUDA|ROCM|MUSA) available: ")
 SECTION_TITLE = "System Info"
 MAX_REPAIRS = 64
-ROW_A_GPU = ("nvidia-smi", "nvidia-smi topo -m")
+ROW_A_GPU = ("nvidia-smi",)      # (topo -m's header names every GPU: its count stands)
 GPU_LINE = re.compile(r"(GPU models and configuration: )?GPU \d+: ")
 KEY_LINE = re.compile(r"[A-Za-z][A-Za-z0-9_ ()/.,'-]*?: ")
 REJOIN_KINDS = ("torch collect_env", "vLLM collect_env", "SGLang check_env")
@@ -57,6 +57,7 @@ class Skipped:
 class Part:
     first: int                 # 0-based index of its first line in the file
     lines: list[str]           # markdown stripped; a skipped line left blank
+    hint: str | None = None    # the tool its first line names, where its content may not
 
 
 @dataclass
@@ -186,9 +187,15 @@ def find_reports(text: str, whole_kind: Callable[[str], str | None]) -> Found:
     if not starts:
         return Found([], skipped + prose(raw, lines, 0, len(lines)))
     skipped += prose(raw, lines, 0, starts[0])
-    parts = [Part(start, lines[start:end])
+    parts = [Part(start, lines[start:end], hint_of(lines[start]))
              for start, end in zip(starts, starts[1:] + [len(lines)])]
     return Found(parts, sorted(skipped, key=lambda s: s.line))
+
+
+def hint_of(first: str) -> str | None:
+    """check_env's first line names it even where the paste stops before its module list
+    (by which its content is told apart)."""
+    return "SGLang check_env" if SGLANG_FIRST.match(first.strip()) else None
 
 
 def inside_report(lines: list[str], start: int, at: int) -> bool:

@@ -241,7 +241,7 @@ BANNER = re.compile(r"NVIDIA-SMI (\S+)\s+Driver Version: (\S+)(?:\s+CUDA Version
 ROW_1 = re.compile(r"\|\s+(\d+)\s+(.+?)\s+(On|Off)\s*\|\s*([0-9A-Fa-f]+:[0-9A-Fa-f:.]+)\s")
 # power draw and cap are `N/A` on many workstation cards and under MIG; GPU-Util too
 ROW_2 = re.compile(r"\|.*?(?:\d+W|N/A)\s*/\s*(?:(\d+)W|N/A)\s*\|\s*(\d+)MiB\s*/\s*(\d+)MiB\s*\|"
-                   r"\s*\S+\s+(\S+)\s*\|")
+                   r"\s*\S+\s+(\S+(?: \S+)?)\s*\|")     # `E. Process` is one mode
 ROW_3 = re.compile(r"\|\s*\|\s*\|\s*(\S+)\s*\|")
 
 
@@ -300,7 +300,9 @@ def read_topology(text: str, source: str, cut: bool = False) -> Reading:
     if not cut and not any(line.strip().startswith("Legend") for line in lines):
         raise Unreadable(source, len(lines), "truncated nvidia-smi topo -m output: no Legend")
     facts = matrix_facts(matrix, numa_node=True).get("nvidia", {})
-    facts = {"present": True, "topology": {}, **facts, "gpu_count": len(matrix.affinity)}
+    # the header names every GPU, whether or not each row survived the copy
+    count = sum(name.startswith("GPU") for name in matrix.columns)
+    facts = {"present": True, "topology": {}, **facts, "gpu_count": count}
     return Reading("nvidia-smi topo -m", "matrix", {"nvidia": facts},
                    complete=[] if cut else ["nvidia.gpus", "nvidia.topology"])
 

@@ -37,6 +37,7 @@ class Matrix:
     affinity: dict[str, dict[str, str]] = field(default_factory=dict)
     nics: dict[str, str] = field(default_factory=dict)
     broken: list[int] = field(default_factory=list)     # indices of rows that did not fit
+    columns: list[str] = field(default_factory=list)    # the header's devices: all GPUs
     end: int = 0                                          # the index of the line after it
 
     def as_topo(self) -> dict[str, object]:
@@ -95,6 +96,7 @@ def read_smi(lines: list[str], at: int) -> Matrix:
     if header is None:
         return matrix
     devices = [c for c in header if c not in AFFINITY]
+    matrix.columns = devices
     places = [(where, AFFINITY[name]) for where, name in header_columns(lines[at])
               if name in AFFINITY]
     at += 1

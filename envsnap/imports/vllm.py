@@ -34,9 +34,13 @@ TITLES = {"CPU Info": "CPU:", "Versions of relevant libraries": LIBRARIES}
 TAIL_KEYS = ("ROCM Version", "Neuron SDK Version", "vLLM Version")
 
 
+SECTIONED = re.compile(r"^=+[ \t]*\n[ \t]*System Info[ \t]*\n[ \t]*=+", re.MULTILINE)
+
+
 def looks_like(text: str) -> bool:
+    """vLLM's tail, or (a paste cut before it) the sectioned layout only vLLM prints."""
     head = text[:200000]
-    return "vLLM Version" in head and ("PyTorch version" in head)
+    return "PyTorch version" in head and ("vLLM Version" in head or bool(SECTIONED.search(head)))
 
 
 def unsectioned(lines: list[str]) -> list[str]:
