@@ -186,3 +186,16 @@ def test_rocm_smi_tables_under_vllms_gpu_topology_are_no_crash(cli: Cli) -> None
     result = cli("import", str(PASTED / "vllm_46179.txt"), "--label", "rocm")
     assert result.returncode == 0, result.stderr
     assert "vllm_46179.txt:16: passed over 'GPU7   15           15'" in result.stderr
+
+
+def test_a_sectioned_vllm_report_cut_before_its_tail_is_read(cli: Cli) -> None:
+    """Only vLLM prints torch's facts in sections: cut before `vLLM Version`, it is still
+    vLLM's report, read as far as it goes."""
+    document, said = imported(cli, "vllm_27307.txt")
+    assert document["meta"]["imported"]["sources"]["vllm_27307.txt"]["tool"] == \
+        "vLLM collect_env"
+    facts = document["facts"]
+    assert facts["cuda_nccl"]["torch"] == {"version": "2.9.0a0+git1c57644",
+                                           "hip": "7.1.25424-4179531dcd", "debug": False}
+    assert facts["system"]["os_release"]["PRETTY_NAME"] == "Ubuntu 22.04.5 LTS"
+    assert "read as far as it goes" in said
