@@ -199,3 +199,22 @@ def test_a_sectioned_vllm_report_cut_before_its_tail_is_read(cli: Cli) -> None:
                                            "hip": "7.1.25424-4179531dcd", "debug": False}
     assert facts["system"]["os_release"]["PRETTY_NAME"] == "Ubuntu 22.04.5 LTS"
     assert "read as far as it goes" in said
+
+
+def test_check_envs_nic_legend_names_the_nics(cli: Cli, tmp_path: Path) -> None:
+    """Later check_env releases print nvidia-smi's NIC legend under the matrix, then the
+    hypervisor and ulimit lines (no thread in the samples quotes it whole: this is #661's
+    paste with the legend completed and those lines as check_env prints them)."""
+    paste = tmp_path / "nic-legend.txt"
+    paste.write_text((PASTED / "sglang_661.txt").read_text() + "".join(
+        f"  {line}\n" for line in (
+            "PIX  = Connection traversing at most a single PCIe bridge",
+            "NV#  = Connection traversing a bonded set of # NVLinks"))
+        + "\nNIC Legend:\n\n" + "".join(f"  NIC{n}: mlx5_{n}\n" for n in range(5))
+        + "\n\nHypervisor vendor: KVM\nulimit soft: 1048576\n")
+    result = cli("import", str(paste), "--label", "nics")
+    assert result.returncode == 0, result.stderr
+    facts = Store(cli.env["ENVSNAP_STORE"]).load("nics")["facts"]
+    assert facts["nvidia"]["topology"]["GPU0"]["mlx5_2"] == "PXB"
+    assert facts["system"]["limits"]["nofile"]["soft"] == 1048576
+    assert "nic-legend" not in facts["python_env"]["packages"]
