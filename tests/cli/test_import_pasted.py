@@ -218,3 +218,20 @@ def test_check_envs_nic_legend_names_the_nics(cli: Cli, tmp_path: Path) -> None:
     assert facts["nvidia"]["topology"]["GPU0"]["mlx5_2"] == "PXB"
     assert facts["system"]["limits"]["nofile"]["soft"] == 1048576
     assert "nic-legend" not in facts["python_env"]["packages"]
+
+
+def test_a_line_a_mail_client_wrapped_is_joined_back(cli: Cli, tmp_path: Path) -> None:
+    """#8963's paste as a mail client wraps it: its long Python version line broken in two."""
+    text = (PASTED / "vllm_8963.txt").read_text()
+    long = "Python version: 3.9.19 (main, May  6 2024, 19:43:03)  [GCC 11.2.0] (64-bit runtime)"
+    assert long in text
+    paste = tmp_path / "wrapped.txt"
+    paste.write_text(text.replace(long, long.replace(" [GCC", "\n[GCC")))
+    result = cli("import", str(paste), "--label", "wrapped", "-v")
+    assert result.returncode == 0, result.stderr
+    assert "wrapped.txt:19: skipped a wrapped line, joined back: '[GCC 11.2.0] (64-bit " \
+           "runtime)'" in result.stderr
+    interpreter = Store(cli.env["ENVSNAP_STORE"]).load("wrapped")["facts"]["python_env"][
+        "interpreter"]
+    # the break took the spaces where it fell: joined back with one
+    assert interpreter["build"] == "3.9.19 (main, May  6 2024, 19:43:03) [GCC 11.2.0]"
