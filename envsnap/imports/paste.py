@@ -248,9 +248,9 @@ def read_part(part: Part, source: str, read: Read, repair: bool = True,
     broken: list[Skipped] = []
     rejoined: list[Skipped] = []
     cut: str | None = None
-    cut_error: Unreadable | None = None      # what said it stops short: the answer if even
-    for _ in range(MAX_REPAIRS):             # read that far nothing can be
-
+    # what said the report stops short: the answer if nothing can be read even that far
+    cut_error: Unreadable | None = None
+    for _ in range(MAX_REPAIRS):
         try:
             reading = read("\n".join(lines) + "\n", source, cut is not None)
             break
