@@ -54,6 +54,7 @@ def notes(pastes: list[Pasted], verbose: bool) -> list[str]:
     """What a person should know of how their paste was read: lines that broke a report,
     reports read only as far as they go, and (all of them with -v) the lines passed over."""
     from envsnap.imports.reading import quoted
+    from envsnap.text import plural
 
     said: list[str] = []
     for pasted in pastes:
@@ -65,8 +66,8 @@ def notes(pastes: list[Pasted], verbose: bool) -> list[str]:
             said += [f"{name}:{s.line}: skipped {s.why}: {quoted(s.text.strip())}"
                      for s in pasted.skipped]
         elif pasted.skipped:
-            said.append(f"{name}: {len(pasted.skipped)} lines around the reports passed over "
-                        "(markdown, prompts, warnings, prose); -v lists them")
+            said.append(f"{name}: {plural(len(pasted.skipped), 'line')} around the reports "
+                        "passed over (markdown, prompts, warnings, prose); -v lists them")
     return said
 
 
