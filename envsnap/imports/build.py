@@ -25,7 +25,7 @@ from envsnap.agent import redact
 from envsnap.agent.sections import SECTIONS
 from envsnap.agent.util import GZIP_MAGIC, read_unpacked
 from envsnap.errors import SnapshotError, UsageError
-from envsnap.imports import collect_env, conda, pip, sglang, smi, vllm
+from envsnap.imports import collect_env, conda, paste, pip, sglang, smi, vllm
 from envsnap.imports.reading import Reading, Unreadable, merge
 from envsnap.snapshot.document import SCHEMA, section_digest
 from envsnap.snapshot.mask import masking_key
@@ -40,6 +40,7 @@ READERS: dict[str, Reader] = {
     "SGLang check_env": sglang.read,
     "nvidia-smi": smi.read_table, "nvidia-smi -q": smi.read_q,
     "nvidia-smi -q -x": smi.read_xml, "nvidia-smi topo -m": smi.read_topology,
+    "rocm-smi --showtopo": smi.read_rocm_topology,
     "pip list": pip.read_list, "pip list json": pip.read_list_json,
     "pip freeze": pip.read_freeze, "pip inspect": pip.read_inspect,
     "uv pip list": pip.read_list, "uv pip list json": pip.read_list_json,
@@ -96,9 +97,66 @@ def read_source(path: str) -> Source:
     return Source(path, data.decode("utf-8", "replace"))
 
 
+CUTTABLE = {"torch collect_env", "vLLM collect_env", "SGLang check_env", "nvidia-smi",
+            "nvidia-smi topo -m"}
+
+
+def tolerant(kind: str) -> paste.Read:
+    """The kind's reader, told whether the paste stops short (those that can read a part)."""
+    reader = READERS[kind]
+    if kind in CUTTABLE:
+        return cast("paste.Read", reader)
+    return lambda text, source, cut: reader(text, source)
+
+
+@dataclass
+class Pasted:
+    """One file as read: the reports in it, what was passed over, what broke a report."""
+
+    source: Source
+    readings: list[Reading]
+    parts: list[tuple[int, int]]         # each reading's first and last line (1-based)
+    skipped: list[paste.Skipped]
+    broken: list[paste.Skipped]
+    cut: list[str]
+
+
+def read_pasted(source: Source) -> Pasted:
+    """Every report in a file, read as far as each goes; Unreadable when none could be."""
+    found = paste.find_reports(source.text, kind_of)
+    pasted = Pasted(source, [], [], list(found.skipped), [], [])
+    first_error: Unreadable | None = None
+    for part in found.parts:
+        kind = kind_of("\n".join(part.lines)) or part.hint
+        if kind is None:
+            pasted.skipped += paste.prose(part.lines, part.lines, 0, len(part.lines))
+            continue
+        done = paste.read_part(part, source.name, tolerant(kind),
+                               repair=kind not in paste.WHOLE_KINDS,
+                               rejoin=kind in paste.REJOIN_KINDS)
+        if done.reading is None:      # its lines are said to be passed over, and why
+            first_error = first_error or done.error
+            why = f"not read ({done.error.why})" if done.error else "not read"
+            pasted.skipped += [paste.Skipped(part.first + k + 1, line, why)
+                               for k, line in enumerate(part.lines) if line.strip()]
+            continue
+        pasted.readings.append(done.reading)
+        pasted.parts.append((part.first + 1, part.first + len(part.lines)))
+        pasted.skipped += done.skipped
+        pasted.broken += done.broken
+        pasted.cut += [done.cut] if done.cut else []
+    if not pasted.readings:
+        if first_error is not None:
+            raise first_error
+        reader_for(source.text, source.name)       # names why nothing is a report
+        raise Unreadable(source.name, 1, "no report envsnap reads in it")
+    pasted.skipped.sort(key=lambda s: s.line)
+    return pasted
+
+
 def read_all(sources: list[Source]) -> list[Reading]:
-    """Every file read whole first: one unreadable file stores nothing."""
-    return [reader_for(s.text, s.name)(s.text, s.name) for s in sources]
+    """Every file read first: one file of which nothing could be read stores nothing."""
+    return [reading for pasted in map(read_pasted, sources) for reading in pasted.readings]
 
 
 # ---- merging the readings ------------------------------------------------------------------
@@ -206,16 +264,21 @@ def unknown_why(readings: list[Reading]) -> str:
     return "not in a " + " or ".join(tools) + " output"
 
 
-def source_records(sources: list[Source], readings: list[Reading]) -> dict[str, ImportSource]:
+def source_records(pastes: list[Pasted]) -> dict[str, ImportSource]:
+    """A record a report: a file's name, or `name:first-last` where it holds several."""
     records: dict[str, ImportSource] = {}
-    for source, reading in zip(sources, readings):
-        name = Path(source.name).name
-        while name in records:          # two files of one name from two folders
-            name += "'"
-        records[name] = {
-            "sha256": hashlib.sha256(source.text.encode("utf-8", "surrogatepass")).hexdigest(),
-            "tool": reading.tool, "format": reading.format, "version": reading.version,
-            "lines": len(source.text.splitlines())}
+    for pasted in pastes:
+        source = pasted.source
+        digest = hashlib.sha256(source.text.encode("utf-8", "surrogatepass")).hexdigest()
+        several = len(pasted.readings) > 1
+        for reading, (first, last) in zip(pasted.readings, pasted.parts):
+            name = Path(source.name).name + (f":{first}-{last}" if several else "")
+            while name in records:          # two files of one name from two folders
+                name += "'"
+            records[name] = {
+                "sha256": digest, "tool": reading.tool, "format": reading.format,
+                "version": reading.version,
+                "lines": last - first + 1 if several else len(source.text.splitlines())}
     return records
 
 
@@ -231,7 +294,8 @@ def pasted_snapshot(path: str, captured_at: str) -> Snapshot | None:
             head = stream.read(HEAD_BYTES)
     except OSError:
         return None
-    if head[:2] != GZIP_MAGIC and kind_of(head.decode("utf-8", "replace")) is None:
+    if head[:2] != GZIP_MAGIC and not paste.find_reports(head.decode("utf-8", "replace"),
+                                                         kind_of).parts:
         return None
     source = read_source(path)
     return imported_snapshot([source], label=path, host="imported", captured_at=captured_at)
@@ -239,7 +303,13 @@ def pasted_snapshot(path: str, captured_at: str) -> Snapshot | None:
 
 def imported_snapshot(sources: list[Source], *, label: str, host: str,
                       captured_at: str) -> Snapshot:
-    readings = read_all(sources)
+    return snapshot_of([read_pasted(source) for source in sources], label=label, host=host,
+                       captured_at=captured_at)
+
+
+def snapshot_of(pastes: list[Pasted], *, label: str, host: str, captured_at: str) -> Snapshot:
+    readings = [reading for pasted in pastes for reading in pasted.readings]
+    sources = [pasted.source for pasted in pastes for _ in pasted.readings]
     facts = masked(merged_facts(readings, sources))
     sections = cast("dict[str, dict[str, object]]", facts)   # each section by its name
     why = unknown_why(readings)
@@ -253,7 +323,7 @@ def imported_snapshot(sources: list[Source], *, label: str, host: str,
         "meta": {"label": label, "host": host, "address": None, "captured_at": captured_at,
                  "envsnap_version": __version__, "collectors": collectors,
                  "imported": {"partial": True, "complete": complete,
-                              "sources": source_records(sources, readings)}},
+                              "sources": source_records(pastes)}},
         "facts": facts,
         "digests": {name: section_digest(section) for name, section in sections.items()},
     }

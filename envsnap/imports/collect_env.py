@@ -47,6 +47,8 @@ FIELDS = {
     "ROCM used to build PyTorch": "cuda_nccl.torch.hip",
     "CUDA runtime version": "cuda_nccl.cuda_toolkit.version",   # the script runs nvcc
     "Nvidia driver version": "nvidia.driver",
+    "HIP runtime version": "cuda_nccl.rocm.hip_runtime",
+    "MIOpen runtime version": "cuda_nccl.rocm.miopen",
 }
 LSCPU = {"Model name": "model", "CPU(s)": "logical_cpus", "Socket(s)": "sockets",
          "On-line CPU(s) list": "online"}
@@ -80,10 +82,12 @@ def looks_like(text: str) -> bool:
 Tail = Callable[[list[str], int, str, "Facts", dict[str, str]], None]
 
 
-def read(text: str, source: str) -> Reading:
+def read(text: str, source: str, cut: bool = False) -> Reading:
+    """`cut`: the paste stops short (a comment's end, a copy cut off); what it holds is
+    read and nothing is claimed of what it lacks."""
     lines = text.splitlines()
     facts, keys = read_lines(lines, source, None)
-    return reading_of(lines, source, facts, keys)
+    return reading_of(lines, source, facts, keys, cut=cut)
 
 
 def read_lines(lines: list[str], source: str, tail: Tail | None
@@ -103,17 +107,24 @@ def read_lines(lines: list[str], source: str, tail: Tail | None
 
 
 def reading_of(lines: list[str], source: str, facts: Facts, keys: dict[str, str],
-               tool: str = "torch collect_env", version: str | None = None) -> Reading:
+               tool: str = "torch collect_env", version: str | None = None,
+               cut: bool = False) -> Reading:
     if "PyTorch version" not in keys:
         raise Unreadable(source, 1, "not a collect_env output: no 'PyTorch version:' line")
-    if LIBRARIES[:-1] not in keys:
+    if LIBRARIES[:-1] not in keys and not cut:
         raise Unreadable(source, len(lines), f"truncated collect_env output: it ends before "
                          f"{LIBRARIES!r}, at {quoted(lines[-1] if lines else '')}")
     for key, path in FIELDS.items():
         if known(keys.get(key)) is not None:
             merge(facts, nested(path, known(keys[key])))
     merge(facts, build_facts(keys))
+    if known(keys.get("ROCM used to build PyTorch")) and \
+            not known(keys.get("CUDA used to build PyTorch")):
+        amd_gpus(facts)
     return Reading(tool, variant(keys), facts, version or known(keys["PyTorch version"]))
+
+
+CUT_SHORT = "truncated"    # how a reader's error begins where the text stops too soon
 
 
 def variant(keys: dict[str, str]) -> str:
@@ -165,6 +176,29 @@ def read_gpus(lines: list[str], at: int, value: str, facts: Facts) -> int:
     if gpus:
         merge(facts, {"nvidia": {"gpus": gpus, "gpu_count": len(gpus)}})
     return at
+
+
+def amd_gpus(facts: Facts) -> None:
+    """A ROCm build names AMD GPUs on the GPU line (`AMD Instinct MI100 (gfx908:...)`):
+    they are no NVIDIA GPUs, so they move to cuda_nccl.rocm."""
+    nvidia = facts.get("nvidia", {})
+    gpus = nvidia.pop("gpus", {})
+    nvidia.pop("gpu_count", None)
+    if not nvidia:
+        facts.pop("nvidia", None)
+    names = gpu_names(gpus)
+    if names:
+        merge(facts, {"cuda_nccl": {"rocm": {"gpus": names}}})
+
+
+def gpu_names(gpus: dict[str, Gpu]) -> dict[str, str | None]:
+    """GPU0 -> the name a report gives it (for cuda_nccl.rocm.gpus)."""
+    names: dict[str, str | None] = {}
+    for key, gpu in gpus.items():
+        name = gpu.get("name")
+        if isinstance(name, str):
+            names[key] = name
+    return names
 
 
 def library_version(path: str) -> str | None:
@@ -259,7 +293,10 @@ def build_facts(keys: dict[str, str]) -> Facts:
     os_line = known(keys.get("OS"))
     if os_line:
         match = re.fullmatch(r"(.+?) \((\w+)\)", os_line)
-        merge(facts, nested("system.os_release.PRETTY_NAME", match.group(1) if match
+        # Windows: `Microsoft Windows 11 Enterprise (10.0.22631 64-bit)`, the build in it
+        windows = re.fullmatch(r"(Microsoft Windows.*?) \(([\d.]+) (\d+)-bit\)", os_line)
+        merge(facts, nested("system.os_release.PRETTY_NAME",
+                            match.group(1) if match else windows.group(1) if windows
                             else os_line))
         if match:
             merge(facts, nested("system.kernel.machine", match.group(2)))

@@ -63,7 +63,9 @@ def kind(text: str) -> str | None:
 
 def read_list(text: str, source: str) -> Reading:
     lines = text.splitlines()
-    start = next(number for number, line in enumerate(lines) if line.strip())
+    start = next((number for number, line in enumerate(lines) if line.strip()), None)
+    if start is None:
+        raise Unreadable(source, 1, "an empty conda list")
     prefix = PREFIX_LINE.match(lines[start].strip())
     at = start + 1
     while at < len(lines) and lines[at].startswith("#"):

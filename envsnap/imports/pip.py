@@ -92,7 +92,9 @@ def uv_names(rows: list[str]) -> bool:
 
 def read_list(text: str, source: str) -> Reading:
     lines = text.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.strip())
+    start = next((i for i, line in enumerate(lines) if line.strip()), None)
+    if start is None:
+        raise Unreadable(source, 1, "an empty pip list")
     environment = UV_ENVIRONMENT.match(lines[start].strip())
     if environment:
         start = next((i for i in range(start + 1, len(lines)) if lines[i].strip()), start)
@@ -106,7 +108,9 @@ def read_list(text: str, source: str) -> Reading:
         cells = lines[number].split()
         if not cells:
             continue
-        if len(cells) < 2 or not all(re.match(r"[0-9A-Za-z]", cell) for cell in cells[:2]):
+        # a version starts with a digit (PEP 440, its epoch too): a line of prose does not
+        if len(cells) < 2 or not re.match(r"[0-9A-Za-z]", cells[0]) or \
+                not re.match(r"\d", cells[1]):
             raise Unreadable(source, number + 1, f"cannot read {quoted(lines[number])} as a "
                              f"{tool} line ('name version')")
         packages[canonical(cells[0])] = cells[1]

@@ -34,6 +34,8 @@ class Unreadable(SnapshotError):
 
     def __init__(self, source: str, line: int, why: str) -> None:
         super().__init__(f"{source}:{line}: {why}")
+        self.line = line        # 1-based, in the text the reader was given
+        self.why = why
 
 
 def quoted(line: str, limit: int = 80) -> str:

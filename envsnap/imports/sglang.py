@@ -25,17 +25,19 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from envsnap.imports.collect_env import canonical, package_facts
+from envsnap.imports.collect_env import canonical, gpu_names, known, package_facts
 from envsnap.imports.reading import Reading, Unreadable, merge, quoted
 from envsnap.imports.vllm import read_topology
 
 if TYPE_CHECKING:
-    from envsnap.snapshot.records import Facts, Gpu, Nvidia
+    from envsnap.snapshot.records import Facts, Gpu, Nvidia, Rocm
 
 FIRST = re.compile(r"Python: \d+\.\d+")
 KEY_VALUE = re.compile(r"([A-Za-z0-9_][A-Za-z0-9_ ,.()-]*?): ?(.*)$")
 GPUS = re.compile(r"GPU ([\d,]+)(?: (Compute Capability))?$")
 NOT_FOUND = "Module Not Found"
+DRIVER_AGAIN = re.compile(r"\d+(?:\.\d+)+")
+TOPOLOGIES = ("NVIDIA Topology", "AMD Topology")
 HEAD_KEYS = {"Python", "CUDA available", "CUDA_HOME", "NVCC", "CUDA Driver Version",
              "PyTorch", "Hypervisor vendor", "ulimit soft", "ROCM available",
              "HIP_HOME", "HIPCC", "ROCM Driver Version"}
@@ -60,7 +62,7 @@ def looks_like(text: str) -> bool:
         any(name in head for name in LISTED) and start_of(head.splitlines()) is not None
 
 
-def read(text: str, source: str) -> Reading:
+def read(text: str, source: str, cut: bool = False) -> Reading:
     lines = text.splitlines()
     at = start_of(lines) or 0
     facts: Facts = {}
@@ -73,13 +75,17 @@ def read(text: str, source: str) -> Reading:
         if not line:
             at += 1
             continue
+        if not match and DRIVER_AGAIN.fullmatch(line.strip()) and \
+                any(k in keys for k in ("CUDA Driver Version", "ROCM Driver Version")):
+            at += 1          # up to 0.2: the driver again, once a GPU after the first
+            continue
         if not match:
             raise Unreadable(source, at + 1, f"cannot read {quoted(line)} as a check_env "
                              "line ('name: value')")
         key, value = match.group(1), match.group(2).strip()
         at += 1
-        if key == "NVIDIA Topology":
-            at = read_topology(lines, at, facts)
+        if key in TOPOLOGIES:
+            at = read_topology(lines, at, facts, source)
         elif grouped := GPUS.match(key):
             for index in grouped.group(1).split(","):
                 gpu = gpus.setdefault(f"GPU{index}", {"index": int(index)})
@@ -93,7 +99,8 @@ def read(text: str, source: str) -> Reading:
             keys.setdefault(key, value)
             if value != NOT_FOUND:
                 packages[canonical(key)] = value
-    if "PyTorch" not in keys or not any(name.rstrip(": ") in keys for name in LISTED):
+    if not cut and ("PyTorch" not in keys or not any(name.rstrip(": ") in keys
+                                                     for name in LISTED)):
         raise Unreadable(source, len(lines), "truncated check_env output: no 'PyTorch:' "
                          "line or no line of its module list ('sglang:', 'flashinfer:', ...)")
     merge(facts, facts_of(keys, gpus, packages))
@@ -104,15 +111,25 @@ def read(text: str, source: str) -> Reading:
 def facts_of(keys: dict[str, str], gpus: dict[str, Gpu],
              packages: dict[str, str | None]) -> Facts:
     facts = package_facts(packages)
-    torch = keys["PyTorch"]
-    merge(facts, {"cuda_nccl": {"torch": {"version": torch}}})
+    if known(keys.get("PyTorch")):
+        merge(facts, {"cuda_nccl": {"torch": {"version": known(keys.get("PyTorch"))}}})
     nvcc = re.search(r"V(\d+\.\d+\.\d+)", keys.get("NVCC", ""))
     if nvcc:
         merge(facts, {"cuda_nccl": {"cuda_toolkit": {"version": nvcc.group(1)}}})
     nvidia: Nvidia = {}
-    if gpus:
+    amd = "ROCM available" in keys and "CUDA available" not in keys
+    if gpus and amd:
+        merge(facts, {"cuda_nccl": {"rocm": {"gpus": gpu_names(gpus)}}})
+    elif gpus:
         nvidia["gpus"] = gpus
         nvidia["gpu_count"] = len(gpus)
+    rocm: Rocm = {}
+    if known(keys.get("ROCM Driver Version")):
+        rocm["driver"] = known(keys.get("ROCM Driver Version"))
+    if known(keys.get("HIPCC")) and keys["HIPCC"] != "Not Available":
+        rocm["hipcc"] = known(keys.get("HIPCC"))
+    if rocm:
+        merge(facts, {"cuda_nccl": {"rocm": rocm}})
     if keys.get("CUDA Driver Version"):
         nvidia["driver"] = keys["CUDA Driver Version"]
     if nvidia:

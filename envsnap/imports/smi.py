@@ -21,12 +21,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Union, cast
 from xml.etree import ElementTree
 
-from envsnap.agent.nvidia import normalize_bus_id, smi_topology
-from envsnap.agent.smi import ANSI, parse_topology, split_cells
+from envsnap.agent.nvidia import normalize_bus_id
+from envsnap.agent.smi import ANSI
+from envsnap.imports import topology
 from envsnap.imports.reading import Reading, Unreadable, quoted
+from envsnap.imports.vllm import matrix_facts
 
 if TYPE_CHECKING:
-    from envsnap.snapshot.records import Gpu, Nvidia
+    from envsnap.snapshot.records import Facts, Gpu, Nvidia
 
 Q_BANNER = "==============NVSMI LOG=============="
 UNREAD = {"N/A", "[N/A]", "Unknown Error", "[Unknown Error]", "Not Supported",
@@ -113,8 +115,10 @@ def looks_like(text: str) -> str | None:
     if "NVIDIA-SMI" in head and "Driver Version:" in head:
         return "nvidia-smi"
     first = head.splitlines()[0] if head else ""
-    if first.startswith("GPU0") and "CPU Affinity" in first:
+    if topology.is_header(first):
         return "nvidia-smi topo -m"
+    if topology.is_rocm_start(first):
+        return "rocm-smi --showtopo"
     return None
 
 
@@ -164,7 +168,10 @@ def read_xml(text: str, source: str) -> Reading:
 def q_lines(text: str, source: str) -> list[tuple[int, int, str, str | None]]:
     """(line number, depth, key, value or None for a group) of each line after the banner."""
     lines = text.splitlines()
-    start = next(i for i, line in enumerate(lines) if Q_BANNER in line) + 1
+    start = next((i for i, line in enumerate(lines) if Q_BANNER in line), None)
+    if start is None:
+        raise Unreadable(source, 1, f"not a nvidia-smi -q output: no {Q_BANNER!r} banner")
+    start += 1
     found: list[tuple[int, int, str, str | None]] = []
     for number in range(start, len(lines)):
         line = lines[number].rstrip()
@@ -232,12 +239,13 @@ def read_q(text: str, source: str) -> Reading:
 
 BANNER = re.compile(r"NVIDIA-SMI (\S+)\s+Driver Version: (\S+)(?:\s+CUDA Version: (\S+))?")
 ROW_1 = re.compile(r"\|\s+(\d+)\s+(.+?)\s+(On|Off)\s*\|\s*([0-9A-Fa-f]+:[0-9A-Fa-f:.]+)\s")
-ROW_2 = re.compile(r"\|.*?(\d+)W\s*/\s*(\d+)W\s*\|\s*(\d+)MiB\s*/\s*(\d+)MiB\s*\|"
-                   r"\s*\S+\s+(\S+)\s*\|")
+# power draw and cap are `N/A` on many workstation cards and under MIG; GPU-Util too
+ROW_2 = re.compile(r"\|.*?(?:\d+W|N/A)\s*/\s*(?:(\d+)W|N/A)\s*\|\s*(\d+)MiB\s*/\s*(\d+)MiB\s*\|"
+                   r"\s*\S+\s+(\S+(?: \S+)?)\s*\|")     # `E. Process` is one mode
 ROW_3 = re.compile(r"\|\s*\|\s*\|\s*(\S+)\s*\|")
 
 
-def read_table(text: str, source: str) -> Reading:
+def read_table(text: str, source: str, cut: bool = False) -> Reading:
     lines = [ANSI.sub("", line) for line in text.splitlines()]
     banner = next((BANNER.search(line) for line in lines if BANNER.search(line)), None)
     if banner is None:
@@ -250,14 +258,17 @@ def read_table(text: str, source: str) -> Reading:
         if not first:
             continue
         second = ROW_2.match(lines[number + 1]) if number + 1 < len(lines) else None
+        if second is None and cut and number + 2 >= len(lines):
+            break                   # the paste stops at this GPU's first line
         if second is None:
             raise Unreadable(source, number + 2, "truncated or malformed nvidia-smi table: "
                              "no power and memory line under GPU " + first.group(1))
         record: Gpu = {"index": int(first.group(1)),
                        "persistence_mode": "Enabled" if first.group(3) == "On" else "Disabled",
-                       "power_enforced_limit_w": float(second.group(2)),
-                       "memory_total_mib": int(second.group(4)),
-                       "compute_mode": second.group(5)}
+                       "memory_total_mib": int(second.group(3)),
+                       "compute_mode": second.group(4)}
+        if second.group(1):
+            record["power_enforced_limit_w"] = float(second.group(1))
         if not first.group(2).endswith("..."):      # a long name is cut short there
             record["name"] = first.group(2)
         third = ROW_3.match(lines[number + 2]) if number + 2 < len(lines) else None
@@ -265,38 +276,51 @@ def read_table(text: str, source: str) -> Reading:
             record["mig_mode_current"] = third.group(1)
         gpus[normalize_bus_id(first.group(4))] = record
         last_row = number + 2
-    if not any(line.startswith("+") for line in lines[last_row + 1:]):
+    if not cut and not any(line.startswith("+") for line in lines[last_row + 1:]):
         raise Unreadable(source, len(lines), "truncated nvidia-smi table: it ends inside the "
                          "GPU table")
     facts = nvidia_facts(banner.group(2), banner.group(3), gpus)
     return Reading("nvidia-smi", "table", {"nvidia": facts}, banner.group(1),
-                   complete=["nvidia.gpus"])
+                   complete=[] if cut else ["nvidia.gpus"])
 
 
 # ---- topo -m ------------------------------------------------------------------------------------
 
-def read_topology(text: str, source: str) -> Reading:
+def read_topology(text: str, source: str, cut: bool = False) -> Reading:
     lines = text.splitlines()
-    header = split_cells(lines[0]) if lines else []
-    for number, line in enumerate(lines[1:], 2):
-        cells = split_cells(line)
-        if not cells or not cells[0] or cells[0].startswith("Legend"):
-            break
-        if len(cells) != len(header):
-            raise Unreadable(source, number, f"cannot read {quoted(line)} as a topo -m row: "
-                             f"{len(cells)} cells under {len(header)} columns")
-    if not any(line.strip().startswith("Legend") for line in lines):
+    at = next((i for i, line in enumerate(lines) if topology.is_header(line)), None)
+    if at is None:
+        raise Unreadable(source, 1, "not a nvidia-smi topo -m output: no 'GPU0 ... CPU "
+                         "Affinity' header")
+    matrix = topology.read_smi(lines, at)
+    if matrix.broken:
+        row = matrix.broken[0]
+        raise Unreadable(source, row + 1, f"cannot read {quoted(lines[row])} as a topo -m "
+                         "row: its cells do not fit the header")
+    if not cut and not any(line.strip().startswith("Legend") for line in lines):
         raise Unreadable(source, len(lines), "truncated nvidia-smi topo -m output: no Legend")
-    topo = parse_topology(text)
-    names = {name: name for name in topo["links"]}
-    gpus: dict[str, Gpu] = {}
-    for name, affinity in topo["affinity"].items():
-        numa = affinity.get("gpu_numa_id", "N/A")
-        gpus[name] = {"index": int(name[3:]), "cpu_affinity": affinity.get("cpu"),
-                      "numa_affinity": affinity.get("numa"),
-                      "numa_node": int(numa) if numa.isdigit() else None}
-    topology = cast("dict[str, dict[str, str | None]]", smi_topology(topo, names))
-    facts: Nvidia = {"present": True, "gpus": gpus, "gpu_count": len(gpus),
-                     "topology": topology}
+    facts = matrix_facts(matrix, numa_node=True).get("nvidia", {})
+    # the header names every GPU, whether or not each row survived the copy
+    count = sum(name.startswith("GPU") for name in matrix.columns)
+    facts = {"present": True, "topology": {}, **facts, "gpu_count": count}
     return Reading("nvidia-smi topo -m", "matrix", {"nvidia": facts},
-                   complete=["nvidia.gpus", "nvidia.topology"])
+                   complete=[] if cut else ["nvidia.gpus", "nvidia.topology"])
+
+
+# ---- rocm-smi --showtopo --------------------------------------------------------------------
+
+def read_rocm_topology(text: str, source: str) -> Reading:
+    """rocm-smi's weight, hops and link-type tables (AMD's topo -m): the link types."""
+    lines = text.splitlines()
+    at = next((i for i, line in enumerate(lines) if topology.is_rocm_start(line)), None)
+    if at is None:
+        raise Unreadable(source, 1, "not a rocm-smi --showtopo output: no 'between two GPUs' "
+                         "table")
+    matrix = topology.read_rocm(lines, at)
+    if matrix.broken:
+        row = matrix.broken[0]
+        raise Unreadable(source, row + 1, f"cannot read {quoted(lines[row])} as a row of "
+                         "rocm-smi's table: its cells do not fit the header")
+    links = cast("dict[str, dict[str, str | None]]", matrix.links)
+    facts: Facts = {"cuda_nccl": {"rocm": {"topology": links}}} if links else {}
+    return Reading("rocm-smi --showtopo", "tables", facts)

@@ -18,14 +18,14 @@ env.shell (partial: only those vLLM chose to print)."""
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
-from envsnap.agent.smi import parse_topology
-from envsnap.imports.collect_env import LIBRARIES, read_lines, reading_of
+from envsnap.imports import topology
+from envsnap.imports.collect_env import LIBRARIES, known, read_lines, reading_of
 from envsnap.imports.reading import Reading, Unreadable, merge, quoted
 
 if TYPE_CHECKING:
-    from envsnap.snapshot.records import Facts, Gpu
+    from envsnap.snapshot.records import Facts, Gpu, Nvidia
 
 RULE = re.compile(r"=+$")
 PADDED = re.compile(r"([A-Za-z][A-Za-z0-9_ ()/.,'-]*?)\s+: ?(.*)$")
@@ -34,9 +34,13 @@ TITLES = {"CPU Info": "CPU:", "Versions of relevant libraries": LIBRARIES}
 TAIL_KEYS = ("ROCM Version", "Neuron SDK Version", "vLLM Version")
 
 
+SECTIONED = re.compile(r"^=+[ \t]*\n[ \t]*System Info[ \t]*\n[ \t]*=+", re.MULTILINE)
+
+
 def looks_like(text: str) -> bool:
+    """vLLM's tail, or (a paste cut before it) the sectioned layout only vLLM prints."""
     head = text[:200000]
-    return "vLLM Version" in head and ("PyTorch version" in head)
+    return "PyTorch version" in head and ("vLLM Version" in head or bool(SECTIONED.search(head)))
 
 
 def unsectioned(lines: list[str]) -> list[str]:
@@ -62,16 +66,19 @@ def unsectioned(lines: list[str]) -> list[str]:
     return plain
 
 
-def read(text: str, source: str) -> Reading:
+def read(text: str, source: str, cut: bool = False) -> Reading:
     raw = text.splitlines()
     sectioned = any(RULE.fullmatch(line.strip()) and len(line.strip()) > 10 for line in raw)
     lines = unsectioned(raw) if sectioned else raw
     facts, keys = read_lines(lines, source, read_tail)
-    if "vLLM Version" not in keys:
+    if "vLLM Version" not in keys and not cut:
         raise Unreadable(source, len(lines), "truncated vLLM collect_env output: no "
                          "'vLLM Version' line after the libraries")
-    version = keys["vLLM Version"].strip() or None
-    reading = reading_of(lines, source, facts, keys, "vLLM collect_env", version)
+    version = keys.get("vLLM Version", "").strip() or None
+    reading = reading_of(lines, source, facts, keys, "vLLM collect_env", version, cut)
+    rocm = known(keys.get("ROCM Version"))
+    if rocm:
+        merge(reading.facts, {"cuda_nccl": {"rocm": {"version": rocm}}})
     reading.format = "sectioned (vLLM 0.9+)" if sectioned else "torch layout + vLLM tail"
     return reading
 
@@ -90,7 +97,7 @@ def read_tail(lines: list[str], at: int, source: str, facts: Facts,
         elif line == "vLLM Build Flags:":
             at += 2                      # its one line: CUDA Archs, ROCm, Neuron
         elif line == "GPU Topology:":
-            at = read_topology(lines, at + 1, facts)
+            at = read_topology(lines, at + 1, facts, source)
         elif (match := ENV_LINE.match(line)) and "vLLM Version" in keys:
             env[match.group(1)] = match.group(2)
             at += 1
@@ -101,26 +108,52 @@ def read_tail(lines: list[str], at: int, source: str, facts: Facts,
         merge(facts, {"env": {"shell": env}})
 
 
-def read_topology(lines: list[str], at: int, facts: Facts) -> int:
-    """The matrix up to its legend, the legend up to a blank line; the next line's index."""
-    matrix: list[str] = []
-    while at < len(lines) and lines[at].strip() and not lines[at].startswith("Legend"):
-        matrix.append(lines[at][2:] if lines[at].startswith("  ") else lines[at])
-        at += 1
+def read_topology(lines: list[str], at: int, facts: Facts, source: str) -> int:
+    """The matrix under `GPU Topology:` (nvidia-smi's, or rocm-smi's on ROCm) and its legends;
+    the next line's index. A row that does not fit its header is named (Unreadable): the
+    paste's reader passes it over and reads the rest."""
     while at < len(lines) and not lines[at].strip():
         at += 1
-    if at < len(lines) and lines[at].startswith("Legend"):
-        at += 1
-        while at < len(lines) and (not lines[at].strip() or lines[at].startswith("  ")):
-            at += 1
-    topo = parse_topology("\n".join(matrix))
-    links: dict[str, dict[str, str]] = {gpu: peers for gpu, peers in topo["links"].items()
-                                        if gpu.startswith("GPU") and peers}
-    names = dict(topo.get("nics", {}))
-    topology: dict[str, dict[str, str | None]] = {
-        gpu: {names.get(p, p): link for p, link in peers.items()} for gpu, peers in links.items()}
-    gpus: dict[str, Gpu] = {gpu: {"index": int(gpu[3:]), "cpu_affinity": affinity.get("cpu"),
-                  "numa_affinity": affinity.get("numa")}
-            for gpu, affinity in topo["affinity"].items() if gpu.startswith("GPU")}
-    merge(facts, {"nvidia": {"topology": topology, "gpus": gpus}})
-    return at
+    if at < len(lines) and topology.is_rocm_start(lines[at]):
+        matrix = topology.read_rocm(lines, at)
+        refuse_broken(matrix, lines, source)
+        if matrix.links:
+            merge(facts, {"cuda_nccl": {"rocm": {"topology": cast(
+                "dict[str, dict[str, str | None]]", matrix.links)}}})
+        return matrix.end
+    matrix = topology.read_smi(lines, at)
+    refuse_broken(matrix, lines, source)
+    merge(facts, matrix_facts(matrix))
+    return matrix.end
+
+
+def refuse_broken(matrix: topology.Matrix, lines: list[str], source: str) -> None:
+    if matrix.broken:
+        row = matrix.broken[0]
+        raise Unreadable(source, row + 1, f"cannot read {quoted(lines[row])} as a row of the "
+                         "topology matrix: its cells do not fit the header")
+
+
+def matrix_facts(matrix: topology.Matrix, numa_node: bool = False) -> Facts:
+    """GPU0.. links (NICs by their legend's names) and affinities, as the agent keeps them."""
+    links = {gpu: peers for gpu, peers in matrix.links.items() if peers}
+    topo: dict[str, dict[str, str | None]] = {
+        gpu: {matrix.nics.get(p, p): link for p, link in peers.items()}
+        for gpu, peers in links.items()}
+    gpus: dict[str, Gpu] = {}
+    for gpu, affinity in matrix.affinity.items():
+        numa = affinity.get("gpu_numa_id", "N/A")
+        record: Gpu = {"index": int(gpu[3:])}
+        if "cpu" in affinity:               # a cell the matrix has: what it does not say is
+            record["cpu_affinity"] = affinity["cpu"]          # unknown, not None
+        if "numa" in affinity:
+            record["numa_affinity"] = affinity["numa"]
+        if numa_node and "gpu_numa_id" in affinity:
+            record["numa_node"] = int(numa) if numa.isdigit() else None
+        gpus[gpu] = record
+    nvidia: Nvidia = {}
+    if topo:
+        nvidia["topology"] = topo
+    if gpus:
+        nvidia["gpus"] = gpus
+    return {"nvidia": nvidia} if nvidia else {}

@@ -235,6 +235,10 @@ def torch(f: FactsReader) -> str:
     info = f.cuda_nccl().get("torch")
     if info is None or not info.get("version"):
         return version_of(info or {})
+    if info.get("hip"):             # a ROCm build: its CUDA is none, its HIP is the fact
+        return f"{info['version']} (built for ROCm {info['hip']})"
+    if not info.get("cuda") and snapshot.is_partial(f.document):
+        return f"{info['version']} (the CUDA it was built for not stated)"
     return f"{info['version']} (built for CUDA {info.get('cuda') or 'none'})"
 
 
@@ -432,10 +436,25 @@ def worker_env_text(info: Process, shell: dict[str, str]) -> str:
     return text + (f" (lacks {', '.join(missing)} of the shell)" if missing else "")
 
 
+def rocm(f: FactsReader) -> list[Fact]:
+    """AMD's stack where a paste states it (a row of its own only then: a capture does not
+    record it, and an NVIDIA host has none to show)."""
+    info = f.cuda_nccl().get("rocm")
+    if not info:
+        return []
+    stated = (("ROCm", info.get("version")), ("HIP runtime", info.get("hip_runtime")),
+              ("MIOpen", info.get("miopen")), ("driver", info.get("driver")))
+    parts = [f"{label} {value}" for label, value in stated if value]
+    names = Counter(info.get("gpus", {}).values())
+    parts += [f"{count} x {name}" for name, count in names.items()]
+    return [Fact("ROCm", "; ".join(parts) or "stated, without versions")]
+
+
 Row = Callable[[FactsReader], Union[str, list[Fact]]]
 ROWS: list[tuple[str, Row]] = [
     ("host", host), ("OS / kernel", os_kernel), ("CPU", cpu), ("NVIDIA driver", driver),
-    ("CUDA", cuda), ("NCCL", nccl), ("torch", torch), ("python", python), ("GPUs", gpus),
+    ("CUDA", cuda), ("NCCL", nccl), ("torch", torch), ("ROCm", rocm), ("python", python),
+    ("GPUs", gpus),
     ("PCIe link", pcie), ("GPU settings", gpu_settings), ("GPU topology", topology),
     ("repos", repos), ("env of the shell", shell_env), ("env of the workers", workers),
     ("sitecustomize", sitecustomize),

@@ -99,6 +99,8 @@ def kernel_module_part(f: FactsReader) -> Part:
 
 def packages_part(f: FactsReader) -> Part:
     env = f.python_env()
+    if "packages" not in env and snapshot.is_partial(f.document):
+        return Part("python packages", [f.unknown()])      # a paste that lists none
     packages = env.get("packages", {})
     editable, urls = env.get("editable", {}), env.get("direct_urls", {})
     shadowed = env.get("shadowed", {})

@@ -250,6 +250,19 @@ class TorchBuild(TypedDict, total=False):
     reason: Optional[str]
 
 
+class Rocm(TypedDict, total=False):
+    """AMD's stack as a pasted report states it (torch's and vLLM's collect_env, SGLang's
+    check_env); a capture does not record it yet."""
+
+    version: Optional[str]                 # `ROCM Version` (vLLM), the installed ROCm
+    hip_runtime: Optional[str]             # `HIP runtime version` (torch)
+    miopen: Optional[str]                  # `MIOpen runtime version` (torch)
+    driver: Optional[str]                  # `ROCM Driver Version` (SGLang)
+    hipcc: Optional[str]                   # `HIPCC` (SGLang): the compiler's version line
+    gpus: dict[str, Optional[str]]         # GPU0 -> its name and gfx target, as stated
+    topology: dict[str, dict[str, Optional[str]]]   # rocm-smi's link types (XGMI, PCIE)
+
+
 class CudaNccl(TypedDict, total=False):
     cuda_toolkit: Optional[VersionSource]
     cuda_toolkits_installed: dict[str, Optional[str]]
@@ -257,6 +270,7 @@ class CudaNccl(TypedDict, total=False):
     nccl: Nccl
     nvidia_wheels: dict[str, Optional[str]]
     torch: Optional[TorchBuild]
+    rocm: Rocm
 
 
 # ---- python_env -----------------------------------------------------------------------------

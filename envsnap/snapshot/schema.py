@@ -143,7 +143,11 @@ CUDA_NCCL = record(
                 libraries=MapOf(VERSION, key="library path")),
     nvidia_wheels=MapOf(STR_, key="wheel"),
     torch=optional(record("torch", version=STR_, cuda=STR_, hip=STR_, debug=BOOL_,
-                          git_version=STR_, path=STR_, source=STR_, reason=STR_)))
+                          git_version=STR_, path=STR_, source=STR_, reason=STR_)),
+    rocm=record("rocm", "AMD's stack as a pasted report states it (imports)",
+                version=STR_, hip_runtime=STR_, miopen=STR_, driver=STR_, hipcc=STR_,
+                gpus=MapOf(STR_, key="GPU"),
+                topology=MapOf(MapOf(STR_, key="GPU"), key="GPU")))
 
 # ---- python_env -----------------------------------------------------------------------------
 CUSTOMIZE_FIELDS: dict[str, Spec] = dict(

@@ -68,8 +68,8 @@ def test_diff_reads_a_pasted_output_in_place_of_a_snapshot(cli: Cli, tmp_path: P
     truncated = tmp_path / "truncated.txt"
     truncated.write_text("".join((H200 / "collect_env.txt").read_text()
                                  .splitlines(keepends=True)[:30]))
-    bad = cli("diff", str(truncated), "mine")
-    assert bad.returncode == 4 and f"{truncated}:30: truncated collect_env output" in bad.stderr
+    cut = cli("diff", str(truncated), "mine")      # read as far as it goes
+    assert cut.returncode == 0 and "unchanged: driver, CUDA, torch" in cut.stdout, cut.stdout
 
 
 def test_diff_fleet_reads_a_folder_of_pasted_outputs(cli: Cli, tmp_path: Path) -> None:

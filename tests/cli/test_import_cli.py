@@ -65,23 +65,50 @@ def cut(path: Path, keep: int) -> str:
     return "".join(path.read_text().splitlines(keepends=True)[:keep])
 
 
-BAD = {
+# Read as far as each goes, or around the line that breaks it: a warning names the line
+READ_PAST = {
     # a collect_env that stops before its libraries
     "truncated-collect-env": (lambda: cut(H200 / "collect_env.txt", 30),
-                              ":30: truncated collect_env output"),
-    # a collect_env with a pip list pasted under it
-    "mixed": (lambda: (H200 / "collect_env.txt").read_text().split("Versions of")[0] +
-              (EVIDENCE / "pip_list.txt").read_text(),
-              ":80: cannot read 'Package                 Version' as a collect_env line"),
+                              ": line 30: truncated collect_env output"),
+    "bad-pip-list": (lambda: cut(EVIDENCE / "pip_list.txt", 20) + "torch\n" +
+                     cut(EVIDENCE / "pip_list.txt", 30)[1000:],
+                     ":21: passed over 'torch' (cannot read 'torch' as a"),
+    "truncated-smi-table": (lambda: cut(EVIDENCE / "smi.txt", 10),
+                            ": line 10: truncated nvidia-smi table: it ends inside the GPU "
+                            "table: read as far as it goes"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(READ_PAST))
+def test_a_cut_or_broken_report_is_read_around_the_line_it_names(cli: Cli, tmp_path: Path,
+                                                                 case: str) -> None:
+    text, expected = READ_PAST[case]
+    bad = tmp_path / f"{case}.txt"
+    bad.write_text(text())
+    result = cli("import", str(bad), "--label", "read")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"warning: {bad}{expected}" in result.stderr, result.stderr
+    assert stored(cli, "read")["meta"]["imported"]["complete"] == []
+
+
+def test_a_collect_env_with_a_pip_list_under_it_reads_both(cli: Cli, tmp_path: Path) -> None:
+    mixed = tmp_path / "mixed.txt"
+    mixed.write_text((H200 / "collect_env.txt").read_text().split("Versions of")[0] +
+                     (EVIDENCE / "pip_list.txt").read_text())
+    result = cli("import", str(mixed), "--label", "both")
+    assert result.returncode == 0, result.stderr
+    document = stored(cli, "both")
+    assert [s["tool"] for s in document["meta"]["imported"]["sources"].values()] == [
+        "torch collect_env", "pip list"]
+    assert document["facts"]["nvidia"]["driver"] == "580.159.04"
+    assert document["meta"]["imported"]["complete"] == ["python_env.packages"]
+
+
+BAD = {
     "truncated-xml": (lambda: cut(H200 / "smi_q.xml", 200), ":201: cannot read it as "
                       "nvidia-smi XML"),
     "truncated-json": (lambda: (EVIDENCE / "pip_list.json").read_text()[:5000],
                        "cannot read it as JSON"),
-    "bad-pip-list": (lambda: cut(EVIDENCE / "pip_list.txt", 20) + "torch\n" +
-                     cut(EVIDENCE / "pip_list.txt", 30)[1000:],
-                     ":21: cannot read 'torch' as a pip list line"),
-    "truncated-smi-table": (lambda: cut(EVIDENCE / "smi.txt", 10),
-                            ":10: truncated nvidia-smi table: it ends inside the GPU table"),
     "nothing-known": (lambda: "hello\nworld\n", ":1: not an output envsnap reads"),
 }
 

@@ -139,5 +139,6 @@ def test_torch_1_7_rocm_build(cli: Cli, tmp_path: Path) -> None:
     facts = imported(cli, tmp_path, TORCH_1_7_ROCM)["facts"]
     assert facts["cuda_nccl"]["torch"] == {"version": "1.7.0a0+abcdef0",
                                            "hip": "3.7.20315-0123abcd", "debug": False}
-    assert facts["nvidia"]["gpus"] == {"GPU0": {"index": 0, "name": "Device 66a1"}}
-    assert "driver" not in facts["nvidia"]
+    # an AMD GPU, named on a ROCm build's GPU line, is no NVIDIA GPU
+    assert facts["cuda_nccl"]["rocm"]["gpus"] == {"GPU0": "Device 66a1"}
+    assert facts["nvidia"] == {}

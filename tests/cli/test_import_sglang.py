@@ -47,9 +47,10 @@ def test_check_env_reads_into_the_agents_fields(cli: Cli, tmp_path: Path) -> Non
     assert wrong == [] and compared >= 15, (compared, wrong)
 
 
-def test_a_truncated_check_env_names_its_last_line(cli: Cli, tmp_path: Path) -> None:
+def test_a_truncated_check_env_is_read_as_far_as_it_goes(cli: Cli, tmp_path: Path) -> None:
     paste = tmp_path / "cut.txt"
     paste.write_text("\n".join(check_env().splitlines()[:5]) + "\nsglang: 0.5.5\n")
     result = cli("import", str(paste))
-    assert result.returncode == 4
-    assert f"{paste}:6: truncated check_env output: no 'PyTorch:'" in result.stderr
+    assert result.returncode == 0, result.stderr
+    assert f"warning: {paste}: line 6: truncated check_env output: no 'PyTorch:'" in \
+        result.stderr and "read as far as it goes" in result.stderr

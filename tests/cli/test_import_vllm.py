@@ -75,14 +75,14 @@ def test_vllm_0_9_sectioned_layout(cli: Cli, tmp_path: Path) -> None:
     check(imported(cli, tmp_path, sectioned(TORCH_PART)), "0.11.0", "sectioned (vLLM 0.9+)")
 
 
-def test_a_torch_output_with_something_after_its_libraries_is_mixed(cli: Cli,
-                                                                    tmp_path: Path) -> None:
+def test_a_torch_output_with_nvidia_smi_under_it_reads_as_two_reports(
+        cli: Cli, tmp_path: Path) -> None:
     paste = tmp_path / "mixed.txt"
     paste.write_text(TORCH_PART + (H200 / "smi.txt").read_text())
-    result = cli("import", str(paste))
-    assert result.returncode == 4
-    assert f"{paste}:112: cannot read " in result.stderr and "after the libraries" in \
-        result.stderr
+    result = cli("import", str(paste), "--label", "two")
+    assert result.returncode == 0, result.stderr
+    sources = Store(cli.env["ENVSNAP_STORE"]).load("two")["meta"]["imported"]["sources"]
+    assert [s["tool"] for s in sources.values()] == ["torch collect_env", "nvidia-smi"]
 
 
 def test_a_vllm_paste_diffs_against_the_capture_on_what_it_knows(cli: Cli,
