@@ -561,7 +561,7 @@ class _Search:
         values = self.invoke(applied)
         verdict = self.verdict_of(applied, pending=values)
         # a round started again searches where noise misled it: the noise asked for those
-        purpose = DRIFT if not applied else AGAIN if again or self.restarts else SEARCH
+        purpose: Purpose = DRIFT if not applied else AGAIN if again or self.restarts else SEARCH
         self.trials.append(Trial(applied, values, verdict, purpose))
         if not applied:
             self.since_good = 0
