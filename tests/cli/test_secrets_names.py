@@ -59,7 +59,8 @@ def test_every_named_secret_is_masked_and_every_look_alike_kept() -> None:
 
 
 @pytest.mark.parametrize(("line", "kept"), [
-    ('System.setProperty("AUTH_TOKEN", "a8Kd93jfL2mQp0xZr7T");', 'System.setProperty("AUTH_TOKEN", "'),
+    ('System.setProperty("AUTH_TOKEN", "a8Kd93jfL2mQp0xZr7T");',
+     'System.setProperty("AUTH_TOKEN", "'),
     ("<apiKey>a8Kd93jfL2mQp0xZr7T</apiKey>", "<apiKey>"),
     ('<add key="ApiKey" value="a8Kd93jfL2mQp0xZr7T"/>', '<add key="ApiKey" value="'),
     ("API_TOKEN ::= a8Kd93jfL2mQp0xZr7T", "API_TOKEN ::= "),

@@ -213,7 +213,8 @@ def build() -> dict[str, Any]:
                                  files["config/beans.xml"] + "  </bean>\n</beans>\n")
     files["config/users.xml"] = "<users>\n" + files["config/users.xml"] + "</users>\n"
     files["config/app.yaml"] = "settings:\n" + files["config/app.yaml"]
-    for path, head in (("src/Config.java", "class Config"), ("src/Settings.java", "class Settings")):
+    for path, head in (("src/Config.java", "class Config"),
+                       ("src/Settings.java", "class Settings")):
         files[path] = f"{head} {{\n    static void load() {{\n{files[path]}    }}\n}}\n"
     files["src/Config.kt"] = "object Config {\n" + files["src/Config.kt"] + "}\n"
     files["src/Config.cs"] = "class Config {\n    void Load() {\n" + files["src/Config.cs"] + \
