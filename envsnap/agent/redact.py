@@ -6,11 +6,15 @@ masked before it leaves the host. The detector combines (docs/guide/secrets.md):
 - names: a value under a name whose last word is token, key, pass, pw, pwd, auth, secret,
   or that holds password, passwd, passphrase, secret, credential anywhere (`HF_TOKEN`,
   `DB_PASSWORD`, `HF_HUB_PW`, `--db-pass`); `*_KEY` except names of non-secret keys
-  (`PRIMARY_KEY`, `SORT_KEY`...) unless a service's (`PAGERDUTY_ROUTING_KEY`); plural counts
-  (`max_tokens`) and `tokenizer` are names, and so are `--password-stdin` and a number under
-  a measure (`PASSWORD_MIN_LENGTH=12`);
-- key/value and assignment shapes around such names in code, YAML, JSON, INI, .env and
-  shell: `password = "..."`, `password: ...`, `"token": "..."`, `--db-pass X`; a header's
+  (`PRIMARY_KEY`, `SORT_KEY`...) unless a service's (`PAGERDUTY_ROUTING_KEY`); names split
+  into words however written (`apiToken`, `1passwordToken`, and words run together:
+  `AUTH_CLIENTSECRET`, `ACCESSTOKEN`); plural counts (`max_tokens`) and `tokenizer` are
+  names, and so are `--password-stdin` and a number under a measure
+  (`PASSWORD_MIN_LENGTH=12`); a number too long to be a count is a secret under any;
+- key/value and assignment shapes around such names in code, YAML, JSON, TOML, INI, HCL,
+  .properties, .env, Make (`::=`, `?=`, `+=`...), PHP (`.=`), Go (`var x string =`), Java
+  (`setProperty("X_TOKEN", "...")`, `put`), XML elements and attributes, and shell:
+  `password = "..."`, `password: ...`, `"token": "..."`, `--db-pass X`; a header's
   credential only (`-H 'Authorization: Basic X' https://...`: the scheme and the rest of the
   command stay);
 - credentials on command lines by position: `-p X`/`-pX` after mysql-like clients and
@@ -159,7 +163,10 @@ MEASURE_WORDS = {"length", "len", "min", "max", "minimum", "maximum", "size", "c
 # counts them (`maxtoken`); one that ends in `key` is a credential only after a
 # CREDENTIAL_QUALIFIERS word (`clientkey`; `monkey`, `hotkey`, `turnkey` are none).
 RUN_TOGETHER_STRONG = ("password", "passwd", "passphrase", "secret", "credential",
-                       "privatekey", "accesskey", "secretkey", "pgpass")
+                       "privatekey", "accesskey", "pgpass")
+# The same, one search for all: most names hold none, and a loop over words and these costs
+# a tenth of masking a text dense with names.
+RUN_TOGETHER_SEARCH = lazy("|".join(RUN_TOGETHER_STRONG))
 COUNT_QUALIFIERS = {"max", "min", "num", "total", "n", "batch", "per", "prompt", "completion",
                     "input", "output", "extra", "special", "unk", "pad", "bos", "eos", "sep",
                     "mask", "cls", "start", "end", "stop", "new", "next", "page", "continuation"}
@@ -167,8 +174,9 @@ COUNT_QUALIFIERS = {"max", "min", "num", "total", "n", "batch", "per", "prompt",
 
 def run_together_secret(words: List[str]) -> bool:
     """Whether a word of the name holds a secret word run into another (see above)."""
-    if any(strong in word and word != strong + "s" for word in words
-           for strong in RUN_TOGETHER_STRONG):
+    if RUN_TOGETHER_SEARCH.search(" ".join(words)) and \
+            any(strong in word and word != strong + "s" for word in words
+                for strong in RUN_TOGETHER_STRONG):
         return True
     last = words[-1]
     if last.endswith("token"):
@@ -176,7 +184,10 @@ def run_together_secret(words: List[str]) -> bool:
     return last.endswith("key") and last[:-3] in CREDENTIAL_QUALIFIERS
 
 
+@functools.lru_cache(maxsize=4096)
 def is_secret_name(name: str) -> bool:
+    """Remembered: the same names come back line after line of a file, and in each
+    process's environment."""
     words = name_words(name)
     if not words or words[-1] in SWITCH_WORDS:
         return False
@@ -358,25 +369,30 @@ TOKEN_PREFIX_HINTS = tuple(lazy(source) for source in TOKEN_PREFIX_HINT_SOURCES)
 # The same in one regex, for a short text: one scan costs less to start than four.
 TOKEN_PREFIX_HINTS_SHORT = lazy(b"|".join(TOKEN_PREFIX_HINT_SOURCES))
 QUOTED = r""""(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'"""
-# `name sep value`: a name may start with a digit (`1passwordToken`) and carry a string's
-# type (Go `var x string =`, Kotlin `val x: String =`); the separators of code, YAML and
-# Make (`::=`, `:::=`, `?=`, `+=`) and PHP's `.=`.
+# `name sep value`: a name may start with a digit (`1passwordToken`); the separators of
+# code, YAML and Make (`::=`, `:::=`, `?=`, `+=`) and PHP's `.=`.
 ASSIGNMENT = lazy(
-    r"(?<![<\w.$-])(?P<name>[A-Za-z0-9_][\w.-]*)(?P<close>[\"'\]]*)"
-    r"(?:(?:[ \t]*:[ \t]*|[ \t]+)(?:string|String|str|\[\]byte)(?=[ \t]*=))?[ \t]*"
+    r"(?<![<\w.$-])(?P<name>[A-Za-z0-9_][\w.-]*)(?P<close>[\"'\]]*)[ \t]*"
     r"(?P<sep>:{1,3}=|[?+.]=|=>|==|=|:(?![:/]))[ \t]*"
     r"(?P<value>(?:[bBrRuUfF]{1,2}(?=[\"']))?(?:" + QUOTED + r")"
     r"|(?:(?<=:)|(?<=: )|(?<=:\t))[^\s#'\"({\[][^#\n]*?(?=[ \t]+#|[ \t]*$|[,}\]]\s*$)"
     r"|[^\s'\",;&|)}\]]+)", re.MULTILINE)
+# A string's type between the name and its value: Go's `var x string = "..."`, Kotlin's
+# `val x: String = "..."`, Rust's `&str`. Apart from ASSIGNMENT, and only on a line that
+# names such a type: tried after every name of every line, it made ASSIGNMENT a third slower.
+TYPED_ASSIGNMENT = lazy(
+    r"(?<![<\w.$-])(?P<name>[A-Za-z0-9_][\w.-]*)(?P<close>)(?:[ \t]*:[ \t]*|[ \t]+)"
+    r"(?:[sS]tring|&?str|\[\]byte)[ \t]*(?P<sep>=)[ \t]*(?P<value>" + QUOTED + r")")
 # A call's first two arguments, a name and its value: Java's `System.setProperty("X_TOKEN",
-# "...")`, `map.put("x_secret", "...")`, Go's `os.Setenv(...)`.
-CALL_PAIR = lazy(r"(?<=\w\()[ \t]*[\"'](?P<name>[A-Za-z0-9_][\w.-]*)[\"'](?P<close>)[ \t]*"
+# "...")`, `map.put("x_secret", "...")`, Go's `os.Setenv(...)`. From the `(` (a literal
+# start is found at memchr speed; a lookbehind start is tried at every character).
+CALL_PAIR = lazy(r"\((?<=\w\()[ \t]*[\"'](?P<name>[A-Za-z0-9_][\w.-]*)[\"'](?P<close>)[ \t]*"
                  r"(?P<sep>,)[ \t]*(?P<value>" + QUOTED + r")")
 # XML: an element's text (`<apiKey>...</apiKey>`), and the value beside a name in
 # attributes (`<add key="ApiKey" value="..."/>`, `<property name="password" value="..."/>`).
 XML_ELEMENT = lazy(r"<(?P<name>[A-Za-z_][\w.:-]*)(?P<close>)(?:[ \t][^<>\n]*)?(?P<sep>>)[ \t]*"
                    r"(?P<value>[^<\s][^<\n]*?)[ \t]*</(?P=name)>")
-XML_ATTRIBUTES = lazy(r"(?<![\w-])(?:key|name)[ \t]*=[ \t]*[\"'](?P<name>[^\"'\s<>=]+)[\"']"
+XML_ATTRIBUTES = lazy(r"[ \t](?:key|name)[ \t]*=[ \t]*[\"'](?P<name>[^\"'\s<>=]+)[\"']"
                       r"(?P<close>)[ \t]+value[ \t]*(?P<sep>=)[ \t]*(?P<value>" + QUOTED + r")")
 FLAG = lazy(r"(?<![\w-])(?P<name>--?[A-Za-z][\w-]*)(?P<close>)(?P<sep>=|[ \t]+)"
                   r"(?P<value>" + QUOTED + r"|[^\s'\"]+)")
@@ -931,6 +947,8 @@ def redact_line(line: str, code: bool = False) -> str:
         line = sub_named(FLAG, line, code)
     if "=" in line or ":" in line:
         line = sub_named(ASSIGNMENT, line, code)
+    if "tring " in line or "str =" in line or "]byte" in line:
+        line = sub_named(TYPED_ASSIGNMENT, line, code)
     if "(" in line and "," in line:
         line = sub_named(CALL_PAIR, line, code)
     if "</" in line:
