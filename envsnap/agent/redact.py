@@ -159,17 +159,18 @@ MEASURE_WORDS = {"length", "len", "min", "max", "minimum", "maximum", "size", "c
 
 # Words run together (AUTH_CLIENTSECRET, ACCESSTOKEN, DBPASSWORD): a word that holds one of
 # STRONG_WORDS is about a secret, unless it is that word's plural (`secrets_manager` names a
-# service, not a secret); one that ends in `token` is a token, unless what runs into it
-# counts them (`maxtoken`); one that ends in `key` is a credential only after a
-# CREDENTIAL_QUALIFIERS word (`clientkey`; `monkey`, `hotkey`, `turnkey` are none).
+# service, not a secret); one that ends in `token` or `key` is a credential only after a
+# word that says whose or what for (CREDENTIAL_QUALIFIERS, TOKEN_QUALIFIERS: `accesstoken`,
+# `bottoken`, `clientkey`): `tiktoken` is a package, `maxtoken` a count, `monkey`, `hotkey`
+# and `turnkey` no keys.
 RUN_TOGETHER_STRONG = ("password", "passwd", "passphrase", "secret", "credential",
                        "privatekey", "accesskey", "pgpass")
 # The same, one search for all: most names hold none, and a loop over words and these costs
 # a tenth of masking a text dense with names.
 RUN_TOGETHER_SEARCH = lazy("|".join(RUN_TOGETHER_STRONG))
-COUNT_QUALIFIERS = {"max", "min", "num", "total", "n", "batch", "per", "prompt", "completion",
-                    "input", "output", "extra", "special", "unk", "pad", "bos", "eos", "sep",
-                    "mask", "cls", "start", "end", "stop", "new", "next", "page", "continuation"}
+TOKEN_QUALIFIERS = {"auth", "refresh", "id", "bearer", "bot", "user", "csrf", "xsrf", "oauth",
+                    "personal", "runner", "registry", "npm", "pypi", "hub", "webhook", "cloud",
+                    "discord", "telegram", "github", "gitlab", "bitbucket", "vault", "sentry"}
 
 
 def run_together_secret(words: List[str]) -> bool:
@@ -180,7 +181,7 @@ def run_together_secret(words: List[str]) -> bool:
         return True
     last = words[-1]
     if last.endswith("token"):
-        return last[:-5] not in COUNT_QUALIFIERS
+        return last[:-5] in TOKEN_QUALIFIERS or last[:-5] in CREDENTIAL_QUALIFIERS
     return last.endswith("key") and last[:-3] in CREDENTIAL_QUALIFIERS
 
 

@@ -81,7 +81,8 @@ def test_a_named_secret_is_masked_in_its_syntax(line: str, kept: str) -> None:
 
 @pytest.mark.parametrize("name", ["max_tokens", "num_tokens", "token_count", "tokenizer",
                                   "TOKENIZERS_PARALLELISM", "keyboard", "monkey", "key_count",
-                                  "MAXTOKEN", "secrets_manager", "HOTKEY", "BYPASS", "OLDPWD"])
+                                  "MAXTOKEN", "secrets_manager", "HOTKEY", "BYPASS", "OLDPWD",
+                                  "tiktoken"])
 def test_count_like_and_other_names_are_no_secrets(name: str) -> None:
     assert not redact.is_secret_name(name)
     line = f"{name} ::= 12345678901234567890123"

@@ -13,8 +13,9 @@ secret (Discord's client secret has thirty-two digits).
 
 The look-alikes must survive whole: counts under count-like names (`max_tokens = 4096`,
 `token_count: 12`, long numbers under `num_tokens`), `tokenizer = "gpt2"`,
-`TOKENIZERS_PARALLELISM`, keyboard layouts, `monkey`, UUIDs and commit ids under names that
-are no secret's, and documentation's fill-ins under secret names.
+`TOKENIZERS_PARALLELISM`, a package named `tiktoken`, keyboard layouts, `monkey`, UUIDs
+and commit ids under names that are no secret's, and documentation's fill-ins under secret
+names.
 
 Deterministic (a fixed seed) and fake. `python tests/data/secrets-names/make_corpus.py`
 rewrites corpus.json, in the layout of ../secrets-vendors/corpus.json.
@@ -144,7 +145,9 @@ def lookalike_lines() -> list[tuple[str, str, str, str]]:
              "monkey: 12345678901234567890"),
             ("Makefile", "HOTKEY ?= ctrl-shift-k", "keyboard", "HOTKEY ?= ctrl-shift-k"),
             ("config/app.yaml", "  secrets_manager: vault-kv-two", "service",
-             "secrets_manager: vault-kv-two")]
+             "secrets_manager: vault-kv-two"),
+            ("config/app.yaml", "  tiktoken: 0.12.0", "package", "tiktoken: 0.12.0"),
+            ("config/app.json", '  "tiktoken": "0.9.0",', "package", '"tiktoken": "0.9.0"')]
     # documentation's fill-ins under secret names, in the new syntaxes
     for line in ("API_TOKEN ::= your_token_here", "AUTH_CLIENTSECRET ?= changeme"):
         out.append(("posix.mk", line, "placeholder", line))
