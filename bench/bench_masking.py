@@ -48,7 +48,8 @@ Detector = types.ModuleType   # envsnap/agent/redact.py, of this tree or of the 
 
 CORPORA = [ROOT / "tests" / "data" / "secrets" / "corpus.json",
            ROOT / "tests" / "data" / "secrets-shapes" / "corpus.json",
-           ROOT / "tests" / "data" / "secrets-vendors" / "corpus.json"]
+           ROOT / "tests" / "data" / "secrets-vendors" / "corpus.json",
+           ROOT / "tests" / "data" / "secrets-names" / "corpus.json"]
 DENSE_BYTES = 400_000
 # main when the second corpus was added: the detector before it knew webhooks, mail keys,
 # .netrc/.pgpass, base64 keys and command lines

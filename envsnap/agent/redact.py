@@ -6,11 +6,15 @@ masked before it leaves the host. The detector combines (docs/guide/secrets.md):
 - names: a value under a name whose last word is token, key, pass, pw, pwd, auth, secret,
   or that holds password, passwd, passphrase, secret, credential anywhere (`HF_TOKEN`,
   `DB_PASSWORD`, `HF_HUB_PW`, `--db-pass`); `*_KEY` except names of non-secret keys
-  (`PRIMARY_KEY`, `SORT_KEY`...) unless a service's (`PAGERDUTY_ROUTING_KEY`); plural counts
-  (`max_tokens`) and `tokenizer` are names, and so are `--password-stdin` and a number under
-  a measure (`PASSWORD_MIN_LENGTH=12`);
-- key/value and assignment shapes around such names in code, YAML, JSON, INI, .env and
-  shell: `password = "..."`, `password: ...`, `"token": "..."`, `--db-pass X`; a header's
+  (`PRIMARY_KEY`, `SORT_KEY`...) unless a service's (`PAGERDUTY_ROUTING_KEY`); names split
+  into words however written (`apiToken`, `1passwordToken`, and words run together:
+  `AUTH_CLIENTSECRET`, `ACCESSTOKEN`); plural counts (`max_tokens`) and `tokenizer` are
+  names, and so are `--password-stdin` and a number under a measure
+  (`PASSWORD_MIN_LENGTH=12`); a number too long to be a count is a secret under any;
+- key/value and assignment shapes around such names in code, YAML, JSON, TOML, INI, HCL,
+  .properties, .env, Make (`::=`, `?=`, `+=`...), PHP (`.=`), Go (`var x string =`), Java
+  (`setProperty("X_TOKEN", "...")`, `put`), XML elements and attributes, and shell:
+  `password = "..."`, `password: ...`, `"token": "..."`, `--db-pass X`; a header's
   credential only (`-H 'Authorization: Basic X' https://...`: the scheme and the rest of the
   command stay);
 - credentials on command lines by position: `-p X`/`-pX` after mysql-like clients and
@@ -153,7 +157,38 @@ MEASURE_WORDS = {"length", "len", "min", "max", "minimum", "maximum", "size", "c
                  "expiry", "lifetime", "interval", "digits", "chars", "history", "port"}
 
 
+# Words run together (AUTH_CLIENTSECRET, ACCESSTOKEN, DBPASSWORD): a word that holds one of
+# STRONG_WORDS is about a secret, unless it is that word's plural (`secrets_manager` names a
+# service, not a secret); one that ends in `token` or `key` is a credential only after a
+# word that says whose or what for (CREDENTIAL_QUALIFIERS, TOKEN_QUALIFIERS: `accesstoken`,
+# `bottoken`, `clientkey`): `tiktoken` is a package, `maxtoken` a count, `monkey`, `hotkey`
+# and `turnkey` no keys.
+RUN_TOGETHER_STRONG = ("password", "passwd", "passphrase", "secret", "credential",
+                       "privatekey", "accesskey", "pgpass")
+# The same, one search for all: most names hold none, and a loop over words and these costs
+# a tenth of masking a text dense with names.
+RUN_TOGETHER_SEARCH = lazy("|".join(RUN_TOGETHER_STRONG))
+TOKEN_QUALIFIERS = {"auth", "refresh", "id", "bearer", "bot", "user", "csrf", "xsrf", "oauth",
+                    "personal", "runner", "registry", "npm", "pypi", "hub", "webhook", "cloud",
+                    "discord", "telegram", "github", "gitlab", "bitbucket", "vault", "sentry"}
+
+
+def run_together_secret(words: List[str]) -> bool:
+    """Whether a word of the name holds a secret word run into another (see above)."""
+    if RUN_TOGETHER_SEARCH.search(" ".join(words)) and \
+            any(strong in word and word != strong + "s" for word in words
+                for strong in RUN_TOGETHER_STRONG):
+        return True
+    last = words[-1]
+    if last.endswith("token"):
+        return last[:-5] in TOKEN_QUALIFIERS or last[:-5] in CREDENTIAL_QUALIFIERS
+    return last.endswith("key") and last[:-3] in CREDENTIAL_QUALIFIERS
+
+
+@functools.lru_cache(maxsize=4096)
 def is_secret_name(name: str) -> bool:
+    """Remembered: the same names come back line after line of a file, and in each
+    process's environment."""
     words = name_words(name)
     if not words or words[-1] in SWITCH_WORDS:
         return False
@@ -161,7 +196,7 @@ def is_secret_name(name: str) -> bool:
         return True
     last = words[-1]
     if last not in LAST_WORDS:
-        return False
+        return run_together_secret(words)
     if last == "key":
         return len(words) > 1 and (words[-2] not in SAFE_KEY_QUALIFIERS or
                                    any(word in SERVICE_WORDS for word in words))
@@ -206,6 +241,9 @@ NOT_A_VALUE = lazy(
     """)
 IDENTIFIER_VALUE = lazy(r"[A-Za-z_][\w.]*$")
 NUMBER = lazy(r"[+-]?[0-9]+(?:\.[0-9]+)?(?:e[+-]?[0-9]+)?$", re.IGNORECASE)
+# Digits in the longest count a token's name may hold (HF_TOKEN=1, a budget of tokens): a
+# longer number is a secret of digits (Discord's client secret has thirty-two).
+LONGEST_COUNT = 16
 
 
 def is_secret_value(name: str, value: str) -> bool:
@@ -213,7 +251,10 @@ def is_secret_value(name: str, value: str) -> bool:
     if not bare or NOT_A_VALUE.match(bare) or MARKER.search(bare):
         return False
     if NUMBER.match(bare):
-        return not counts_may_follow(name) and not MEASURE_WORDS & set(name_words(name)[-1:])
+        if MEASURE_WORDS & set(name_words(name)[-1:]):
+            return False
+        # a number too long to count anything is the secret (a Discord client secret)
+        return not counts_may_follow(name) or len(bare) >= LONGEST_COUNT
     # `token = token`, `SERVER_AUTH: "serverAuth"`: the name again, not a value
     return not set(name_words(bare)) <= set(name_words(name))
 
@@ -329,12 +370,31 @@ TOKEN_PREFIX_HINTS = tuple(lazy(source) for source in TOKEN_PREFIX_HINT_SOURCES)
 # The same in one regex, for a short text: one scan costs less to start than four.
 TOKEN_PREFIX_HINTS_SHORT = lazy(b"|".join(TOKEN_PREFIX_HINT_SOURCES))
 QUOTED = r""""(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'"""
+# `name sep value`: a name may start with a digit (`1passwordToken`); the separators of
+# code, YAML and Make (`::=`, `:::=`, `?=`, `+=`) and PHP's `.=`.
 ASSIGNMENT = lazy(
-    r"(?<![<\w.$-])(?P<name>[A-Za-z_][\w.-]*)(?P<close>[\"'\]]*)[ \t]*"
-    r"(?P<sep>:=|=>|==|=|:(?![:/]))[ \t]*"
+    r"(?<![<\w.$-])(?P<name>[A-Za-z0-9_][\w.-]*)(?P<close>[\"'\]]*)[ \t]*"
+    r"(?P<sep>:{1,3}=|[?+.]=|=>|==|=|:(?![:/]))[ \t]*"
     r"(?P<value>(?:[bBrRuUfF]{1,2}(?=[\"']))?(?:" + QUOTED + r")"
     r"|(?:(?<=:)|(?<=: )|(?<=:\t))[^\s#'\"({\[][^#\n]*?(?=[ \t]+#|[ \t]*$|[,}\]]\s*$)"
     r"|[^\s'\",;&|)}\]]+)", re.MULTILINE)
+# A string's type between the name and its value: Go's `var x string = "..."`, Kotlin's
+# `val x: String = "..."`, Rust's `&str`. Apart from ASSIGNMENT, and only on a line that
+# names such a type: tried after every name of every line, it made ASSIGNMENT a third slower.
+TYPED_ASSIGNMENT = lazy(
+    r"(?<![<\w.$-])(?P<name>[A-Za-z0-9_][\w.-]*)(?P<close>)(?:[ \t]*:[ \t]*|[ \t]+)"
+    r"(?:[sS]tring|&?str|\[\]byte)[ \t]*(?P<sep>=)[ \t]*(?P<value>" + QUOTED + r")")
+# A call's first two arguments, a name and its value: Java's `System.setProperty("X_TOKEN",
+# "...")`, `map.put("x_secret", "...")`, Go's `os.Setenv(...)`. From the `(` (a literal
+# start is found at memchr speed; a lookbehind start is tried at every character).
+CALL_PAIR = lazy(r"\((?<=\w\()[ \t]*[\"'](?P<name>[A-Za-z0-9_][\w.-]*)[\"'](?P<close>)[ \t]*"
+                 r"(?P<sep>,)[ \t]*(?P<value>" + QUOTED + r")")
+# XML: an element's text (`<apiKey>...</apiKey>`), and the value beside a name in
+# attributes (`<add key="ApiKey" value="..."/>`, `<property name="password" value="..."/>`).
+XML_ELEMENT = lazy(r"<(?P<name>[A-Za-z_][\w.:-]*)(?P<close>)(?:[ \t][^<>\n]*)?(?P<sep>>)[ \t]*"
+                   r"(?P<value>[^<\s][^<\n]*?)[ \t]*</(?P=name)>")
+XML_ATTRIBUTES = lazy(r"[ \t](?:key|name)[ \t]*=[ \t]*[\"'](?P<name>[^\"'\s<>=]+)[\"']"
+                      r"(?P<close>)[ \t]+value[ \t]*(?P<sep>=)[ \t]*(?P<value>" + QUOTED + r")")
 FLAG = lazy(r"(?<![\w-])(?P<name>--?[A-Za-z][\w-]*)(?P<close>)(?P<sep>=|[ \t]+)"
                   r"(?P<value>" + QUOTED + r"|[^\s'\"]+)")
 # Clients whose short flag takes a password (psql's -p is its port: PGPASSWORD or a URL
@@ -888,6 +948,14 @@ def redact_line(line: str, code: bool = False) -> str:
         line = sub_named(FLAG, line, code)
     if "=" in line or ":" in line:
         line = sub_named(ASSIGNMENT, line, code)
+    if "tring " in line or "str =" in line or "]byte" in line:
+        line = sub_named(TYPED_ASSIGNMENT, line, code)
+    if "(" in line and "," in line:
+        line = sub_named(CALL_PAIR, line, code)
+    if "</" in line:
+        line = sub_named(XML_ELEMENT, line, code)
+    if "value" in line:
+        line = sub_named(XML_ATTRIBUTES, line, code)
     if "earer" in line or "Basic" in line or "BEARER" in line or "GenieKey" in line:
         line = AUTH_SCHEME.sub(mask_auth_scheme, line)
     if "password" in line:
