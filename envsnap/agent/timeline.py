@@ -222,12 +222,19 @@ def read_python(since: float, until: float, others: Optional[List[str]] = None) 
     import sys
 
     held: Dict[str, List[str]] = {}
-    records = folder_records(site_directories(), since, until, None, held)
-    read = set(site_directories())
-    for interpreter in others or []:
-        folders = [folder for folder in site_dirs_of(interpreter) if folder not in read]
-        read.update(folders)
-        records.extend(folder_records(folders, since, until, interpreter, held))
+    read: Dict[str, str] = {}   # a folder's real path -> the name it was read by
+    records = []
+    for interpreter, folders in [(None, site_directories())] + \
+            [(other, site_dirs_of(other)) for other in others or []]:
+        unread = []
+        for folder in folders:
+            real = os.path.realpath(folder)
+            if real not in read:
+                read[real] = folder
+                unread.append(folder)
+            # a venv's lib64 is its lib: one folder, read once, known by both names
+            held.setdefault(folder, held.setdefault(read[real], []))
+        records.extend(folder_records(unread, since, until, interpreter, held))
     found: Source = {"records": records, "error": None, "held": held,
                      "interpreter": sys.executable, "site_dirs": site_directories()}
     conda = timelinelogs.read_conda_history(sys.prefix, since, until)

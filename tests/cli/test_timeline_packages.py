@@ -39,7 +39,8 @@ def pip_run(python: Path, *wheels: Path) -> None:
 
 def timeline(cli: Cli, story: Story, *extra: str) -> subprocess.CompletedProcess[str]:
     cli.env["TZ"] = "UTC"
-    result = cli("timeline", "local", "--python", str(story.python), "--log-root",
+    result: subprocess.CompletedProcess[str] = cli(
+        "timeline", "local", "--python", str(story.python), "--log-root",
                  str(story.root), "--since", "10m", *extra)
     assert result.returncode == 0, result.stderr
     return result
