@@ -2,15 +2,19 @@
 last good and first bad benchmark, and, for each change, how to test or undo it.
 
 A benchmark is bad when bench/stats.compare calls it a regression against the first one in
-the window (or, with too few runs to tell, when its median moved worse than the threshold);
-the last good is the latest benchmark before the first bad that was not.
+the window of the same command and metric (or, with too few runs to tell, when its median
+moved worse than the threshold); the last good is the latest benchmark of that command before
+the first bad that was not. Records of other commands are never paired, as diff refuses them.
 
 How to test or undo, from what exists, never guessed:
 - a checkout move: `envsnap bisect` between the snapshots that hold the checkout before and
-  after it (with the bench record's command and metric when there is one), and to undo it,
-  `envsnap restore --repo PATH --at TIME` of the second before it (restore/at_time.py);
-- a package: the pin line back to the version a snapshot before it recorded (dpkg's own
-  line names the old version itself);
+  after it, with the first bad bench record's command and metric, shell-quoted (else git's
+  own bisect over the move's two commits), and to undo it, `envsnap restore --repo PATH --at
+  TIME` of the second before it (restore/at_time.py);
+- a package: the pin line back to the version the newest snapshot of its interpreter before
+  it recorded (version_before; code_events words it), the uninstall of one that snapshot did
+  not hold (dpkg's own line names the old version itself); a package that snapshot recorded
+  and no site folder holds now was removed since (removed_events);
 - a file: an older copy, in a snapshot that recorded it with another digest or in a backup
   envsnap made beside it; where there is none, it says so.
 
@@ -257,7 +261,6 @@ def checkout_bisect(event: Event, stored: list[Stored], host: str, bench_cmd: st
                 f"{new} {old}, then at each step run the benchmark and mark "
                 f"`git -C {repo} bisect good` or `bad`")
     good = shlex.quote(before[-1].label)
-    where = "" if host == "local" else f"--host {shlex.quote(host)} "
     if bench_cmd is None:
         missing = "no bench record names the benchmark: add your own --cmd and --metric to "
         bench_cmd = ""
@@ -265,8 +268,8 @@ def checkout_bisect(event: Event, stored: list[Stored], host: str, bench_cmd: st
         missing, bench_cmd = "", f" {bench_cmd}"
     if not after:
         return (f"{missing}envsnap capture {shlex.quote(host)} --repo {repo} --label after-move"
-                f" && envsnap bisect {good} after-move {where}--repo {repo}{bench_cmd}")
-    return (f"{missing}envsnap bisect {good} {shlex.quote(after[0].label)} {where}--repo "
+                f" && envsnap bisect {good} after-move --repo {repo}{bench_cmd}")
+    return (f"{missing}envsnap bisect {good} {shlex.quote(after[0].label)} --repo "
             f"{repo}{bench_cmd}")
 
 
