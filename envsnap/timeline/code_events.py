@@ -266,24 +266,33 @@ def package_change(version: str, prior: RecordedVersion | None) -> str:
     if prior.version == version:
         return f"reinstalled (snapshot {prior.label} recorded {version} too)"
     old, new = release(prior.version), release(version)
-    moved = "changed" if old == new or not old or not new else \
+    moved = "changed" if old == new or not found_release(prior.version, version) else \
         "upgraded" if new > old else "downgraded"
     return f"{moved} from {prior.version}"
+
+
+def found_release(*versions: str) -> bool:
+    return all(re.match(r"\d", version) for version in versions)
 
 
 def release(version: str) -> tuple[int, ...]:
     """A version's leading release numbers (PEP 440's N.N.N), enough to tell up from down."""
     found = re.match(r"\d+(?:\.\d+)*", version)
-    return tuple(int(part) for part in found.group(0).split(".")) if found else ()
+    parts = [int(part) for part in found.group(0).split(".")] if found else []
+    while parts and parts[-1] == 0:   # 1.0 and 1.0.0 are one release
+        parts.pop()
+    return tuple(parts)
 
 
-def package_undo(name: str, prior: RecordedVersion | None) -> str:
+def package_undo(name: str, version: str, prior: RecordedVersion | None) -> str:
     if prior is None:
         return ("no snapshot recorded this interpreter before it: whether it replaced another "
                 "version is not known")
     if prior.version is None:
         return (f"a fresh install (snapshot {prior.label} recorded the interpreter without "
                 f"it): pip uninstall -y {shlex.quote(name)}")
+    if prior.version == version:
+        return f"the same version as snapshot {prior.label} recorded: nothing to undo"
     return (f"pip install {pin(name, prior.version)} (as snapshot {prior.label} recorded; "
             f"envsnap restore {prior.label} --pip)")
 
@@ -302,7 +311,7 @@ def package_event(record: DistRecord, prior: RecordedVersion | None, interpreter
                  what=f"python package {name} {version} {package_change(version, prior)}{by} "
                       f"({where})",
                  evidence=f"{record['folder']}: {what_file} mtime", exactness=FILE_TIME,
-                 role=package_role(normalised(name)), test=package_undo(name, prior))
+                 role=package_role(normalised(name)), test=package_undo(name, version, prior))
 
 
 def run_event(run: list[DistRecord], priors: list[RecordedVersion | None],
