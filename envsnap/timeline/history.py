@@ -30,7 +30,7 @@ from envsnap.bench.stats import DEFAULT_THRESHOLD, compare
 from envsnap.diff.findings import change
 from envsnap.snapshot import document as snap
 from envsnap.snapshot.records import CustomizeFile, Process, Snapshot
-from envsnap.timeline.code_events import pin
+from envsnap.timeline.code_events import NAMED_IN_RUN, pin
 from envsnap.timeline.model import (
     BETWEEN_RECORDS,
     RECORDED,
@@ -38,7 +38,7 @@ from envsnap.timeline.model import (
     RecordedStashes,
     RecordedVersion,
 )
-from envsnap.timeline.roles import package_role
+from envsnap.timeline.roles import ROLES, package_role
 from envsnap.timeline.window import iso_seconds, moment_text
 from envsnap.verdicts import REGRESSION
 
@@ -321,10 +321,36 @@ def removed_events(stored: list[Stored], held: dict[str, list[str]], now: float,
         if item.time > until or now < since:
             continue
         present = {name for folder in folders for name in held[folder]}
-        for name, version in sorted(snap.packages(item.document).items()):
-            if name not in present:
-                events.append(removed_event(item, name, version or "?", folders, now))
+        gone = [(name, version or "?") for name, version in
+                sorted(snap.packages(item.document).items()) if name not in present]
+        if len(gone) == 1:
+            events.append(removed_event(item, *gone[0], folders, now))
+        elif gone:
+            events.append(removed_run_event(item, gone, folders, now))
     return events
+
+
+def removed_run_event(item: Stored, gone: list[tuple[str, str]], folders: tuple[str, ...],
+                      now: float) -> Event:
+    """Several packages gone since one snapshot (an uninstall of many, or several): one
+    event, its packages folded into its details as an install run's are."""
+    roles = [package_role(name) for name, _ in gone]
+    named = sorted(range(len(gone)), key=lambda index: roles[index] is None)
+    shown = ", ".join(f"{gone[index][0]} {gone[index][1]}" for index in named[:NAMED_IN_RUN])
+    more = ", ..." if len(gone) > NAMED_IN_RUN else ""
+    return Event(
+        time=item.time, until=now, kind="python-package", subject=", ".join(folders),
+        what=f"{len(gone)} python packages removed (recorded by snapshot {item.label}, gone "
+             f"now): {shown}{more}",
+        evidence=f"snapshot {item.label} recorded them; no .dist-info of them in "
+                 f"{', '.join(folders)} now (an uninstall writes no record), between "
+                 f"{iso_text(item.time)} and now ({iso_text(now)})",
+        exactness=BETWEEN_RECORDS, folded=len(gone),
+        details=tuple(f"{name} {version} removed" + (f" [{role}]" if role else "")
+                      for (name, version), role in zip(gone, roles)),
+        role=", ".join(role for role, _ in ROLES if role in roles) or None,
+        test=f"pip install {' '.join(pin(name, version) for name, version in gone)} (as "
+             f"snapshot {item.label} recorded; envsnap restore {item.label} --pip)")
 
 
 def removed_event(item: Stored, name: str, version: str, folders: tuple[str, ...],

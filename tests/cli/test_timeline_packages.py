@@ -170,3 +170,22 @@ def test_benchmarks_are_paired_only_when_they_ran_the_same_command(
     ran = cli(*argv[1:])
     assert ran.returncode == 1, ran.stdout + ran.stderr   # a regression: its first bad commit
     assert "first bad commit: " in ran.stdout and "Change pynccl.py" in ran.stdout
+
+
+def test_an_uninstall_of_several_is_one_removal(cli: Cli, story: Story, tmp_path: Path) -> None:
+    pip_run(story.python, make_wheel(tmp_path, "1.0"), make_wheel(tmp_path, "2.5.1", "torch"),
+            make_wheel(tmp_path, "0.4", "freshpkg"))
+    capture(cli, story, "before")
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(story.python), "uninstall",
+                    "-y", "-q", "tinypkg", "torch", "freshpkg"], check=True, capture_output=True)
+    removed = [event for event in packages(cli, story) if "removed" in event["what"]]
+    assert [event["what"] for event in removed] == [
+        "3 python packages removed (recorded by snapshot before, gone now): torch 2.5.1, "
+        "freshpkg 0.4, tinypkg 1.0"]
+    assert removed[0]["details"] == ["freshpkg 0.4 removed", "tinypkg 1.0 removed",
+                                     "torch 2.5.1 removed [torch]"]
+    assert removed[0]["role"] == "torch" and removed[0]["folded"] == 3
+    assert removed[0]["test"] == ("pip install 'freshpkg==0.4' 'tinypkg==1.0' 'torch==2.5.1' "
+                                  "(as snapshot before recorded; envsnap restore before --pip)")
+    text = words(timeline(cli, story).stdout)
+    assert "3 packages: -v lists them" in text
