@@ -285,12 +285,20 @@ def is_before(item: Stored, event: Event) -> bool:
     return item.time + 1 <= event.time
 
 
-def version_before(stored: list[Stored], name: str, site_dir: str, time: float
+SiteDirs = list[tuple[Stored, frozenset[str]]]
+
+
+def site_dirs_of(stored: list[Stored]) -> SiteDirs:
+    """Each snapshot with its interpreter's site folders, read once for every package."""
+    return [(item, frozenset(recorded_site_dirs(item.document))) for item in stored]
+
+
+def version_before(stored: SiteDirs, name: str, site_dir: str, time: float
                    ) -> RecordedVersion | None:
     """The newest snapshot captured before `time` of the interpreter that reads `site_dir`,
     and the version of `name` it recorded (None: it had none)."""
-    for item in reversed(stored):
-        if item.time + 1 > time or site_dir not in recorded_site_dirs(item.document):
+    for item, folders in reversed(stored):
+        if item.time + 1 > time or site_dir not in folders:
             continue
         packages = snap.packages(item.document)
         return RecordedVersion(item.label, item.time,

@@ -152,8 +152,10 @@ def source_events(sources: Sources, window: Window, hot_paths: list[str],
     def stashes_before(repo: str, time: float) -> RecordedStashes | None:
         return history.stashes_before(stored or [], repo, time)
 
+    sites = history.site_dirs_of(stored or [])
+
     def version_before(name: str, site_dir: str, time: float) -> RecordedVersion | None:
-        return history.version_before(stored or [], name, site_dir, time)
+        return history.version_before(sites, name, site_dir, time)
 
     apt = (sources.get("apt") or {}).get("records") or []
     events = code_events.git_events((sources.get("git") or {}).get("records") or [], hot_paths,
