@@ -8,7 +8,9 @@ and reports its own error, so an unreadable journal never loses the reflogs:
   its file's time and the stashes it lists now (a pop or drop leaves no line: see
   stash_records);
 - python: the interpreter's .dist-info/.egg-info folders with their RECORD's mtime and
-  INSTALLER (pip, uv, conda, ...), and conda-meta/history where there is one;
+  INSTALLER (pip, uv, conda, ...), each site folder's distributions now (what a package a
+  snapshot recorded and no folder holds any more is told by), and conda-meta/history where
+  there is one;
 - files: sitecustomize/usercustomize as the interpreter finds them, its .pth files,
   /etc/nccl.conf, ~/.nccl.conf, /etc/environment: mtime, digest, and any backup envsnap made;
 - procs: each --proc worker's start time and its env now (agent/env.py's reading);
