@@ -8,7 +8,9 @@ and reports its own error, so an unreadable journal never loses the reflogs:
   its file's time and the stashes it lists now (a pop or drop leaves no line: see
   stash_records);
 - python: the interpreter's .dist-info/.egg-info folders with their RECORD's mtime and
-  INSTALLER (pip, uv, conda, ...), and conda-meta/history where there is one;
+  INSTALLER (pip, uv, conda, ...), each site folder's distributions now (what a package a
+  snapshot recorded and no folder holds any more is told by), and conda-meta/history where
+  there is one;
 - files: sitecustomize/usercustomize as the interpreter finds them, its .pth files,
   /etc/nccl.conf, ~/.nccl.conf, /etc/environment: mtime, digest, and any backup envsnap made;
 - procs: each --proc worker's start time and its env now (agent/env.py's reading);
@@ -35,7 +37,13 @@ from .envnames import DEFAULT_NAMES, DEFAULT_PREFIXES
 from .git import tail_lines
 from .gitrun import Git
 from .gitsafe import refusal
-from .python_env import CUSTOMIZE_MODULES, describe_module, site_directories, target_sys_path
+from .python_env import (
+    CUSTOMIZE_MODULES,
+    describe_module,
+    normalise_name,
+    site_directories,
+    target_sys_path,
+)
 from .util import CollectorError, sha256_file, which
 
 REFLOG_LINES = 2000       # newest reflog lines looked at per checkout
@@ -210,16 +218,26 @@ def deleted_stash_log(log: str, repo: str, since: float, until: float) -> List[D
 
 def read_python(since: float, until: float, others: Optional[List[str]] = None) -> Source:
     """The agent's interpreter's packages; and those of `others` (found running, or the
-    store's), each read from the folders its path leads to (it is not run), once a folder."""
+    store's), each read from the folders its path leads to (it is not run), once a folder.
+    `held`: each folder's distributions now, by name (PEP 503), what a package a snapshot
+    recorded and no folder holds any more is told by (an uninstall leaves no record)."""
     import sys
 
-    records = folder_records(site_directories(), since, until, None)
-    read = set(site_directories())
-    for interpreter in others or []:
-        folders = [folder for folder in site_dirs_of(interpreter) if folder not in read]
-        read.update(folders)
-        records.extend(folder_records(folders, since, until, interpreter))
-    found: Source = {"records": records, "error": None,
+    held: Dict[str, List[str]] = {}
+    read: Dict[str, str] = {}   # a folder's real path -> the name it was read by
+    records = []
+    for interpreter, folders in [(None, site_directories())] + \
+            [(other, site_dirs_of(other)) for other in others or []]:
+        unread = []
+        for folder in folders:
+            real = os.path.realpath(folder)
+            if real not in read:
+                read[real] = folder
+                unread.append(folder)
+            # a venv's lib64 is its lib: one folder, read once, known by both names
+            held.setdefault(folder, held.setdefault(read[real], []))
+        records.extend(folder_records(unread, since, until, interpreter, held))
+    found: Source = {"records": records, "error": None, "held": held,
                      "interpreter": sys.executable, "site_dirs": site_directories()}
     conda = timelinelogs.read_conda_history(sys.prefix, since, until)
     if conda is not None:
@@ -229,11 +247,15 @@ def read_python(since: float, until: float, others: Optional[List[str]] = None) 
 
 
 def folder_records(folders: List[str], since: float, until: float,
-                   interpreter: Optional[str]) -> List[Dict[str, Any]]:
+                   interpreter: Optional[str], held: Dict[str, List[str]]
+                   ) -> List[Dict[str, Any]]:
     records = []
     for folder in folders:
+        names = held.setdefault(folder, [])   # a folder not there holds nothing now
         for meta in glob.glob(os.path.join(glob.escape(folder), "*.dist-info")) + \
                 glob.glob(os.path.join(glob.escape(folder), "*.egg-info")):
+            names.append(normalise_name(os.path.basename(meta).rsplit(".", 1)[0]
+                                        .partition("-")[0]))
             record = dist_record(meta)
             if record is not None and since <= record["time"] <= until:
                 if interpreter is not None:

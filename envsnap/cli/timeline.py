@@ -62,6 +62,8 @@ def register(commands: Commands) -> None:
                      help="code paths weighed hottest in the commits a move brought in, "
                           "above the diff's default table (repeatable; default: the "
                           "inventory's hot_paths, else the table alone)")
+    tim.add_argument("-v", "--verbose", action="store_true",
+                     help="list each package of a folded install run (default: its count)")
     tim.add_argument("--json", action="store_true",
                      help="the events as JSON for scripts (default: text for a person)")
     tim.add_argument("--label", metavar="L", type=utf8_text,
@@ -100,7 +102,8 @@ def cmd_timeline(args: argparse.Namespace) -> int:
         saved.check_free(store, args.label)   # before the host is contacted
     found = timeline(hosts[0], options, store)
     width = columns()
-    sys.stdout.write(render_json(found) if args.json else render_text(found, width))
+    sys.stdout.write(render_json(found) if args.json else
+                     render_text(found, width, args.verbose))
     if args.json:   # the text names them at its end; a script's reader sees them here too
         for problem in found.unreadable:
             sys.stderr.write(f"warning: {hosts[0].name}: cannot read {visible_line(problem)}\n")

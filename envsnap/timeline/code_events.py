@@ -13,6 +13,7 @@ early): it is said as that, never as a pop.
 """
 from __future__ import annotations
 
+import posixpath
 import re
 import shlex
 from collections.abc import Callable
@@ -21,11 +22,18 @@ from typing import TYPE_CHECKING
 
 from envsnap.diff.hotpaths import HotPattern, hot_files, hot_patterns, touches
 from envsnap.text import plural
-from envsnap.timeline.model import FILE_TIME, RECORDED, Event, RecordedStashes
-from envsnap.timeline.roles import package_role
+from envsnap.timeline.model import (
+    FILE_TIME,
+    RECORDED,
+    Event,
+    RecordedStashes,
+    RecordedVersion,
+)
+from envsnap.timeline.roles import ROLES, package_role
 
 if TYPE_CHECKING:
     from envsnap.timeline.evidence import (
+        DistRecord,
         FileRecord,
         MovedCommits,
         ProcessRecord,
@@ -144,7 +152,7 @@ def move_event(entry: ReflogRecord, start: ReflogRecord | None,
         role="hot path" if hot else None,
         # The second before the move began (a rebase's start): the reflog's state then is
         # where HEAD stood before it.
-        undo_at=float((start or entry)["time"]) - 1)
+        undo_at=float((start or entry)["time"]) - 1, moved=(old, entry["new"]))
 
 
 def stash_event(entry: ReflogRecord) -> Event:
@@ -197,19 +205,50 @@ def moment_iso(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def python_events(source: PythonSource) -> list[Event]:
+PIP_RUN_GAP = 30.0   # seconds: one install run writes each package's RECORD as it finishes it,
+                     # the next one this long after at most (a large wheel's unpacking)
+NAMED_IN_RUN = 3     # packages named on a run's line, the hot ones first
+VersionBefore = Callable[[str, str, float], "RecordedVersion | None"]
+
+
+def no_version(name: str, site_dir: str, time: float) -> RecordedVersion | None:
+    return None
+
+
+def normalised(name: str) -> str:
+    """PEP 503, as a snapshot keys its packages: 'Foo.Bar_baz' -> 'foo-bar-baz'."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def install_runs(records: list[DistRecord], interpreter: str) -> list[list[DistRecord]]:
+    """The records of one install run together: the same interpreter and installer, each
+    RECORD written within PIP_RUN_GAP of the run's one before it; oldest first."""
+    runs: list[list[DistRecord]] = []
+    open_runs: dict[tuple[str, str], list[DistRecord]] = {}
+    for record in sorted(records, key=lambda found: found["time"]):
+        key = (record.get("interpreter") or interpreter, record.get("installer") or "")
+        run = open_runs.get(key)
+        if run is not None and record["time"] - run[-1]["time"] <= PIP_RUN_GAP:
+            run.append(record)
+            continue
+        open_runs[key] = [record]
+        runs.append(open_runs[key])
+    return runs
+
+
+def python_events(source: PythonSource, version_before: VersionBefore = no_version
+                  ) -> list[Event]:
+    """One event per install run (install_runs): a run of one package says it as it is,
+    "installed", "upgraded from X" where a snapshot before it recorded X; a run of more
+    folds its packages into its details. `version_before(name, site_dir, time)`: the newest
+    snapshot before `time` that recorded that interpreter, and its version of `name`."""
     interpreter = source.get("interpreter") or "the interpreter"
     events = []
-    for record in source.get("records") or []:
-        name, version = record["name"], record["version"]
-        where = record.get("interpreter") or interpreter
-        by = f" by {record['installer']}" if record.get("installer") else ""
-        what_file = "RECORD" if record.get("has_record") else "folder"
-        events.append(Event(
-            time=float(record["time"]), kind="python-package", subject=name,
-            what=f"python package {name} {version} installed{by} ({where})",
-            evidence=f"{record['folder']}: {what_file} mtime", exactness=FILE_TIME,
-            role=package_role(name)))
+    for run in install_runs(source.get("records") or [], interpreter):
+        priors = [version_before(normalised(record["name"]), posixpath.dirname(record["folder"]),
+                                 float(record["time"])) for record in run]
+        events.append(package_event(run[0], priors[0], interpreter) if len(run) == 1 else
+                      run_event(run, priors, interpreter))
     for conda in source.get("conda") or []:
         command, changes = conda_block(conda["block"])
         added = sum(line.startswith("+") for line in changes)
@@ -218,6 +257,111 @@ def python_events(source: PythonSource) -> list[Event]:
                             evidence=f"{conda['file']}: # cmd: {command}",
                             exactness=RECORDED, details=tuple(changes[:SHOWN_COMMITS * 2])))
     return events
+
+
+def package_change(version: str, prior: RecordedVersion | None) -> str:
+    """How a package came to `version`, by the snapshot before it."""
+    if prior is None or prior.version is None:
+        return "installed"
+    if prior.version == version:
+        return f"reinstalled (snapshot {prior.label} recorded {version} too)"
+    old, new = release(prior.version), release(version)
+    moved = "changed" if old == new or not found_release(prior.version, version) else \
+        "upgraded" if new > old else "downgraded"
+    return f"{moved} from {prior.version}"
+
+
+def found_release(*versions: str) -> bool:
+    return all(re.match(r"\d", version) for version in versions)
+
+
+def release(version: str) -> tuple[int, ...]:
+    """A version's leading release numbers (PEP 440's N.N.N), enough to tell up from down."""
+    found = re.match(r"\d+(?:\.\d+)*", version)
+    parts = [int(part) for part in found.group(0).split(".")] if found else []
+    while parts and parts[-1] == 0:   # 1.0 and 1.0.0 are one release
+        parts.pop()
+    return tuple(parts)
+
+
+def package_undo(name: str, version: str, prior: RecordedVersion | None) -> str:
+    if prior is None:
+        return ("no snapshot recorded this interpreter before it: whether it replaced another "
+                "version is not known")
+    if prior.version is None:
+        return (f"a fresh install (snapshot {prior.label} recorded the interpreter without "
+                f"it): pip uninstall -y {shlex.quote(name)}")
+    if prior.version == version:
+        return f"the same version as snapshot {prior.label} recorded: nothing to undo"
+    return (f"pip install {pin(name, prior.version)} (as snapshot {prior.label} recorded; "
+            f"envsnap restore {prior.label} --pip)")
+
+
+def pin(name: str, version: str) -> str:
+    text = f"{name}=={version}"
+    return f"'{text}'" if re.fullmatch(r"[\w.+!=-]+", text) else shlex.quote(text)
+
+
+def package_event(record: DistRecord, prior: RecordedVersion | None, interpreter: str) -> Event:
+    name, version = record["name"], record["version"]
+    where = record.get("interpreter") or interpreter
+    by = f" by {record['installer']}" if record.get("installer") else ""
+    what_file = "RECORD" if record.get("has_record") else "folder"
+    return Event(time=float(record["time"]), kind="python-package", subject=name,
+                 what=f"python package {name} {version} {package_change(version, prior)}{by} "
+                      f"({where})",
+                 evidence=f"{record['folder']}: {what_file} mtime", exactness=FILE_TIME,
+                 role=package_role(normalised(name)), test=package_undo(name, version, prior))
+
+
+def run_event(run: list[DistRecord], priors: list[RecordedVersion | None],
+              interpreter: str) -> Event:
+    """A run of several packages as one event: its line names the hot ones first, its
+    details list each with how it changed."""
+    installer = run[0].get("installer")
+    where = run[0].get("interpreter") or interpreter
+    roles = [package_role(normalised(record["name"])) for record in run]
+    named = sorted(range(len(run)), key=lambda index: roles[index] is None)
+    shown = ", ".join(f"{normalised(run[index]['name'])} {run[index]['version']}"
+                      for index in named[:NAMED_IN_RUN])
+    more = ", ..." if len(run) > NAMED_IN_RUN else ""
+    lines = tuple(f"{normalised(record['name'])} {record['version']} "
+                  f"{package_change(record['version'], prior)}" + (f" [{role}]" if role else "")
+                  for record, prior, role in zip(run, priors, roles))
+    found_roles = [role for role, _ in ROLES if role in roles]
+    return Event(
+        time=float(run[-1]["time"]), kind="python-package",
+        subject=posixpath.dirname(run[0]["folder"]),
+        what=f"{installer or 'python packages'} install: {len(run)} packages ({shown}{more}) "
+             f"({where})",
+        evidence=f"{len(run)} .dist-info RECORD mtimes in {posixpath.dirname(run[0]['folder'])}"
+                 f", {moment_iso(run[0]['time'])} to {moment_iso(run[-1]['time'])}, each "
+                 f"within {PIP_RUN_GAP:g} s of the one before"
+                 + (f", INSTALLER {installer}" if installer else ""),
+        exactness=FILE_TIME, details=lines, folded=len(run),
+        role=", ".join(found_roles) or None, test=run_undo(run, priors))
+
+
+def run_undo(run: list[DistRecord], priors: list[RecordedVersion | None]) -> str:
+    if any(prior is None for prior in priors):
+        return ("no snapshot recorded this interpreter before it: whether it replaced other "
+                "versions is not known")
+    known = [(normalised(record["name"]), prior) for record, prior in zip(run, priors)
+             if prior is not None]
+    pins = [pin(name, prior.version) for name, prior in known
+            if prior.version is not None and prior.version != version_of(run, name)]
+    fresh = [shlex.quote(name) for name, prior in known if prior.version is None]
+    labels = sorted({prior.label for _, prior in known})
+    steps = ([f"pip install {' '.join(pins)}"] if pins else []) + \
+        ([f"pip uninstall -y {' '.join(fresh)}"] if fresh else [])
+    if not steps:
+        return f"the same versions as snapshot {', '.join(labels)} recorded: nothing to undo"
+    return "; ".join(steps) + f" (as snapshot {', '.join(labels)} recorded; envsnap restore " \
+        f"{labels[-1]} --pip)"
+
+
+def version_of(run: list[DistRecord], name: str) -> str:
+    return next(record["version"] for record in run if normalised(record["name"]) == name)
 
 
 def conda_block(block: str) -> tuple[str, list[str]]:

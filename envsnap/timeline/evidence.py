@@ -191,6 +191,7 @@ class PythonSource(Source, total=False):
     records: list[DistRecord]
     conda: list[CondaRecord]
     interpreter: str
+    held: dict[str, list[str]]    # each site folder read -> its distributions now (PEP 503)
 
 
 class HostSource(Source, total=False):

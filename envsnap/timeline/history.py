@@ -2,15 +2,19 @@
 last good and first bad benchmark, and, for each change, how to test or undo it.
 
 A benchmark is bad when bench/stats.compare calls it a regression against the first one in
-the window (or, with too few runs to tell, when its median moved worse than the threshold);
-the last good is the latest benchmark before the first bad that was not.
+the window of the same command and metric (or, with too few runs to tell, when its median
+moved worse than the threshold); the last good is the latest benchmark of that command before
+the first bad that was not. Records of other commands are never paired, as diff refuses them.
 
 How to test or undo, from what exists, never guessed:
 - a checkout move: `envsnap bisect` between the snapshots that hold the checkout before and
-  after it (with the bench record's command and metric when there is one), and to undo it,
-  `envsnap restore --repo PATH --at TIME` of the second before it (restore/at_time.py);
-- a package: the pin line back to the version a snapshot before it recorded (dpkg's own
-  line names the old version itself);
+  after it, with the first bad bench record's command and metric, shell-quoted (else git's
+  own bisect over the move's two commits), and to undo it, `envsnap restore --repo PATH --at
+  TIME` of the second before it (restore/at_time.py);
+- a package: the pin line back to the version the newest snapshot of its interpreter before
+  it recorded (version_before; code_events words it), the uninstall of one that snapshot did
+  not hold (dpkg's own line names the old version itself); a package that snapshot recorded
+  and no site folder holds now was removed since (removed_events);
 - a file: an older copy, in a snapshot that recorded it with another digest or in a backup
   envsnap made beside it; where there is none, it says so.
 
@@ -26,7 +30,15 @@ from envsnap.bench.stats import DEFAULT_THRESHOLD, compare
 from envsnap.diff.findings import change
 from envsnap.snapshot import document as snap
 from envsnap.snapshot.records import CustomizeFile, Process, Snapshot
-from envsnap.timeline.model import RECORDED, Event, RecordedStashes
+from envsnap.timeline.code_events import NAMED_IN_RUN, pin
+from envsnap.timeline.model import (
+    BETWEEN_RECORDS,
+    RECORDED,
+    Event,
+    RecordedStashes,
+    RecordedVersion,
+)
+from envsnap.timeline.roles import ROLES, package_role
 from envsnap.timeline.window import iso_seconds, moment_text
 from envsnap.verdicts import REGRESSION
 
@@ -129,8 +141,32 @@ def is_worse(baseline: list[float], new: list[float], lower_is_better: bool) -> 
     return ratio > 1 + DEFAULT_THRESHOLD if lower_is_better else ratio < 1 - DEFAULT_THRESHOLD
 
 
+def bench_key(stored: list[Stored], label: str) -> tuple[str, str, bool] | None:
+    """What a bench record ran: its command, metric and direction, as `diff` compares them
+    (two records of other commands measure other things)."""
+    for item in stored:
+        if item.label == label and (record := snap.bench(item.document)):
+            return (str(record.get("command") or ""), str(record.get("metric") or ""),
+                    bool(record.get("lower_is_better")))
+    return None
+
+
 def good_and_bad(events: list[Event], stored: list[Stored]) -> tuple[Event | None, Event | None]:
-    benches = [event for event in events if event.kind == "bench"]
+    """The last good and first bad benchmark of one command: each command's benchmarks
+    against the first of them; of the commands that turned bad, the one that did first."""
+    by_command: dict[tuple[str, str, bool] | None, list[Event]] = {}
+    for event in events:
+        if event.kind == "bench":
+            by_command.setdefault(bench_key(stored, event.subject), []).append(event)
+    pairs = [pair for benches in by_command.values()
+             if (pair := first_turn(benches, stored))[1] is not None]
+    if not pairs:
+        return None, None
+    return min(pairs, key=lambda pair: pair[1].time if pair[1] else 0.0)
+
+
+def first_turn(benches: list[Event], stored: list[Stored]) -> tuple[Event | None, Event | None]:
+    """Benchmarks of one command, oldest first -> (the last good, the first bad) of them."""
     if len(benches) < 2:
         return None, None
     baseline, lower = values_of(stored, benches[0].subject)
@@ -146,7 +182,8 @@ def good_and_bad(events: list[Event], stored: list[Stored]) -> tuple[Event | Non
 # ---- how to test or undo --------------------------------------------------------------------
 
 def with_tests(events: list[Event], stored: list[Stored], host: str) -> list[Event]:
-    bench_cmd = latest_bench_command(stored)
+    _, first_bad = good_and_bad(events, stored)
+    bench_cmd = bench_command(stored, first_bad.subject if first_bad else None)
     events = [with_restart(event, stored) if event.kind == "process-start" else event
               for event in events]
     return [replace(event, test=test_of(event, stored, host, bench_cmd))
@@ -177,43 +214,63 @@ def restart_lines(pid: str, label: str, process: Process, event: Event) -> tuple
     return tuple(lines)
 
 
-def latest_bench_command(stored: list[Stored]) -> str:
-    for item in reversed(stored):
-        record = snap.bench(item.document)
-        if record and record.get("command") and record.get("metric"):
-            return (f"--cmd {shlex.quote(str(record['command']))} "
-                    f"--metric {shlex.quote(str(record['metric']))}")
-    return "--cmd CMD --metric REGEX"
+def bench_command(stored: list[Stored], label: str | None) -> str | None:
+    """`--cmd ... --metric ...` of the bench record `label` (the first bad benchmark), else of
+    the newest one that has both; shell-quoted, so the bisect line runs as printed."""
+    records = [item for item in reversed(stored) if (record := snap.bench(item.document))
+               and record.get("command") and record.get("metric")]
+    chosen = next((item for item in records if item.label == label), None) or \
+        next(iter(records), None)
+    record = snap.bench(chosen.document) if chosen else None
+    if record is None:
+        return None
+    lower = " --lower-is-better" if record.get("lower_is_better") else ""
+    return (f"--cmd {shlex.quote(str(record['command']))} "
+            f"--metric {shlex.quote(str(record['metric']))}{lower}")
 
 
-def test_of(event: Event, stored: list[Stored], host: str, bench_cmd: str) -> str | None:
+def test_of(event: Event, stored: list[Stored], host: str, bench_cmd: str | None
+            ) -> str | None:
     if event.kind == "checkout":
         return checkout_test(event, stored, host, bench_cmd)
-    if event.kind == "python-package":
-        return package_pin(event, stored)
     if event.kind == "file":
         return file_copy(event, stored)
     return None
 
 
-def checkout_test(event: Event, stored: list[Stored], host: str, bench_cmd: str) -> str:
+def checkout_test(event: Event, stored: list[Stored], host: str, bench_cmd: str | None
+                  ) -> str:
     return f"{checkout_bisect(event, stored, host, bench_cmd)}; undo: " \
            f"{checkout_undo(event, host)}"
 
 
-def checkout_bisect(event: Event, stored: list[Stored], host: str, bench_cmd: str) -> str:
-    repo = event.subject
-    holding = [item for item in stored if repo in snap.repos(item.document)]
+def checkout_bisect(event: Event, stored: list[Stored], host: str, bench_cmd: str | None
+                    ) -> str:
+    """A command that runs as printed: `envsnap bisect` between the snapshots around the
+    move with the recorded benchmark's command; without a snapshot before it, git's own
+    bisect over the move's two commits; without a bench record, what is missing, said."""
+    repo = shlex.quote(event.subject)
+    holding = [item for item in stored if event.subject in snap.repos(item.document)]
     before = [item for item in holding if is_before(item, event)]
     after = [item for item in holding if item.time >= event.time]
     if not before:
-        return (f"no snapshot holds {repo} before it: `git -C {shlex.quote(repo)} bisect` "
-                "over the move's range")
-    good = before[-1].label
+        if len(event.moved) != 2:
+            return f"no snapshot holds {event.subject} before it"
+        old, new = event.moved
+        return (f"no snapshot holds {event.subject} before it: git -C {repo} bisect start "
+                f"{new} {old}, then at each step run the benchmark and mark "
+                f"`git -C {repo} bisect good` or `bad`")
+    good = shlex.quote(before[-1].label)
+    if bench_cmd is None:
+        missing = "no bench record names the benchmark: add your own --cmd and --metric to "
+        bench_cmd = ""
+    else:
+        missing, bench_cmd = "", f" {bench_cmd}"
     if not after:
-        return (f"envsnap capture {host} --repo {shlex.quote(repo)} --label after-move, then "
-                f"envsnap bisect {good} after-move --repo {shlex.quote(repo)} {bench_cmd}")
-    return f"envsnap bisect {good} {after[0].label} --repo {shlex.quote(repo)} {bench_cmd}"
+        return (f"{missing}envsnap capture {shlex.quote(host)} --repo {repo} --label after-move"
+                f" && envsnap bisect {good} after-move --repo {repo}{bench_cmd}")
+    return (f"{missing}envsnap bisect {good} {shlex.quote(after[0].label)} --repo "
+            f"{repo}{bench_cmd}")
 
 
 def checkout_undo(event: Event, host: str) -> str:
@@ -228,16 +285,100 @@ def is_before(item: Stored, event: Event) -> bool:
     return item.time + 1 <= event.time
 
 
-def package_pin(event: Event, stored: list[Stored]) -> str:
-    name = event.subject
-    for item in reversed([item for item in stored if is_before(item, event)]):
-        version = snap.packages(item.document).get(name)
-        if version:
-            return (f"pip install '{name}=={version}' (as snapshot {item.label} recorded; "
-                    f"envsnap restore {item.label} --pip)")
-        if name in snap.packages(item.document):
-            break
-    return f"no snapshot before it records {name}: the version it replaced is not known"
+SiteDirs = list[tuple[Stored, frozenset[str]]]
+
+
+def site_dirs_of(stored: list[Stored]) -> SiteDirs:
+    """Each snapshot with its interpreter's site folders, read once for every package."""
+    return [(item, frozenset(recorded_site_dirs(item.document))) for item in stored]
+
+
+def version_before(stored: SiteDirs, name: str, site_dir: str, time: float
+                   ) -> RecordedVersion | None:
+    """The newest snapshot captured before `time` of the interpreter that reads `site_dir`,
+    and the version of `name` it recorded (None: it had none)."""
+    for item, folders in reversed(stored):
+        if item.time + 1 > time or site_dir not in folders:
+            continue
+        packages = snap.packages(item.document)
+        return RecordedVersion(item.label, item.time,
+                               (packages[name] or "?") if name in packages else None)
+    return None
+
+
+def recorded_site_dirs(document: Snapshot) -> list[str]:
+    """The site folders of the interpreter whose packages the snapshot recorded."""
+    if snap.collector_error(document, "python_env"):
+        return []
+    return list(snap.python_env(document).get("site_dirs") or [])
+
+
+def removed_events(stored: list[Stored], held: dict[str, list[str]], now: float,
+                   since: float, until: float) -> list[Event]:
+    """Packages the newest snapshot of an interpreter recorded that none of its site folders
+    holds now: removed between that capture and now (an uninstall leaves no record). Only
+    where the agent read each of those folders now (`held`: folder -> the names it holds),
+    and where that span meets the window."""
+    events = []
+    seen: set[tuple[str, ...]] = set()
+    for item in reversed(stored):
+        folders = tuple(recorded_site_dirs(item.document))
+        if not folders or folders in seen or not all(folder in held for folder in folders):
+            continue
+        seen.add(folders)
+        if item.time > until or now < since:
+            continue
+        present = {name for folder in folders for name in held[folder]}
+        gone = [(name, version or "?") for name, version in
+                sorted(snap.packages(item.document).items()) if name not in present]
+        if len(gone) == 1:
+            events.append(removed_event(item, *gone[0], folders, now))
+        elif gone:
+            events.append(removed_run_event(item, gone, folders, now))
+    return events
+
+
+def removed_run_event(item: Stored, gone: list[tuple[str, str]], folders: tuple[str, ...],
+                      now: float) -> Event:
+    """Several packages gone since one snapshot (an uninstall of many, or several): one
+    event, its packages folded into its details as an install run's are."""
+    roles = [package_role(name) for name, _ in gone]
+    named = sorted(range(len(gone)), key=lambda index: roles[index] is None)
+    shown = ", ".join(f"{gone[index][0]} {gone[index][1]}" for index in named[:NAMED_IN_RUN])
+    more = ", ..." if len(gone) > NAMED_IN_RUN else ""
+    return Event(
+        time=item.time, until=now, kind="python-package", subject=", ".join(folders),
+        what=f"{len(gone)} python packages removed (recorded by snapshot {item.label}, gone "
+             f"now): {shown}{more}",
+        evidence=f"snapshot {item.label} recorded them; no .dist-info of them in "
+                 f"{', '.join(folders)} now (an uninstall writes no record), between "
+                 f"{iso_text(item.time)} and now ({iso_text(now)})",
+        exactness=BETWEEN_RECORDS, folded=len(gone),
+        details=tuple(f"{name} {version} removed" + (f" [{role}]" if role else "")
+                      for (name, version), role in zip(gone, roles)),
+        role=", ".join(role for role, _ in ROLES if role in roles) or None,
+        test=f"pip install {' '.join(pin(name, version) for name, version in gone)} (as "
+             f"snapshot {item.label} recorded; envsnap restore {item.label} --pip)")
+
+
+def removed_event(item: Stored, name: str, version: str, folders: tuple[str, ...],
+                  now: float) -> Event:
+    return Event(
+        time=item.time, until=now, kind="python-package", subject=name,
+        what=f"python package {name} {version} removed (recorded by snapshot {item.label}, "
+             "gone now)",
+        evidence=f"snapshot {item.label} recorded it; no .dist-info of it in "
+                 f"{', '.join(folders)} now (an uninstall writes no record)",
+        exactness=BETWEEN_RECORDS,
+        details=(f"between snapshot {item.label} ({iso_text(item.time)}) and now "
+                 f"({iso_text(now)})",),
+        role=package_role(name),
+        test=f"pip install {pin(name, version)} (as snapshot {item.label} recorded; "
+             f"envsnap restore {item.label} --pip)")
+
+
+def iso_text(seconds: float) -> str:
+    return moment_text(seconds).replace("T", " ").rstrip("Z")
 
 
 def file_copy(event: Event, stored: list[Stored]) -> str:

@@ -8,7 +8,10 @@ exact that time is, and how to test or undo it. Exactness is said, never implied
   conda, envsnap's own snapshots and bench records, the kernel's boot time);
 - "file time": a file's mtime, which a later touch, copy or restore may have moved;
 - "kernel clock": dmesg's seconds since boot, turned into a time by the boot time (a
-  suspended host's clock drifts from it).
+  suspended host's clock drifts from it);
+- "between records": no time was written at all, only two records that disagree (a package a
+  snapshot recorded and the host no longer holds): the event stands at the first record's
+  time and `until` is the later one; when within it happened is not known.
 """
 from __future__ import annotations
 
@@ -17,13 +20,15 @@ from typing import Literal
 
 from envsnap.text import plural
 
-Exactness = Literal["recorded", "file time", "kernel clock"]
+Exactness = Literal["recorded", "file time", "kernel clock", "between records"]
 RECORDED: Exactness = "recorded"
 FILE_TIME: Exactness = "file time"
 KERNEL_CLOCK: Exactness = "kernel clock"
+BETWEEN_RECORDS: Exactness = "between records"
 EXACTNESS_SAID: dict[Exactness, str] = {
     RECORDED: "recorded by the tool", FILE_TIME: "file time: a later touch may move it",
-    KERNEL_CLOCK: "kernel clock: seconds since boot"}
+    KERNEL_CLOCK: "kernel clock: seconds since boot",
+    BETWEEN_RECORDS: "between two records: when within them is not known"}
 
 # What an event is, by the source it came from.
 Kind = Literal["checkout", "stash", "python-package", "conda", "system-package", "file",
@@ -47,6 +52,20 @@ class Event:
     argv: tuple[str, ...] = ()       # a started process's command line
     env: tuple[tuple[str, str], ...] = ()   # and its env now (name, value)
     undo_at: float | None = None     # a checkout move: a moment before it, for restore --at
+    until: float | None = None       # "between records": the later bound of when it happened
+    folded: int = 0                  # changes folded into this one (a pip run's packages),
+                                     # each a line of `details`, which text lists with -v
+    moved: tuple[str, ...] = ()      # a checkout move: (old, new) commit
+
+
+@dataclass(frozen=True)
+class RecordedVersion:
+    """A package as the newest snapshot before a change recorded its interpreter: the version
+    it held then, or None where that interpreter had no such package (a fresh install)."""
+
+    label: str
+    time: float
+    version: str | None
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,9 @@ class EventJson(TypedDict):
     argv: list[str]
     env: list[list[str]]
     undo_at: float | None
+    until: float | None
+    folded: int
+    moved: list[str]
 
 
 class LookedAtJson(TypedDict):
@@ -74,14 +77,19 @@ def moment(seconds: float) -> str:
 MOMENT_WIDTH = len("2026-01-01 12:00:00  ")   # where an event's text starts
 
 
-def event_lines(event: Event, mark: str = "", width: int = DEFAULT_WIDTH) -> list[str]:
+def event_lines(event: Event, mark: str = "", width: int = DEFAULT_WIDTH,
+                verbose: bool = False) -> list[str]:
+    """An event's lines; a folded one's (a pip run's packages) only with `verbose`, else one
+    line that says how many there are."""
     role = f" [{event.role}]" if event.role else ""
     mark = f"{keep(mark.strip())} " if mark else ""
     lines = fold(f"{moment(event.time)}  {mark}{visible_line(event.what)}{role}", width,
                  MOMENT_WIDTH)
     lines += fold(f"    evidence: {visible_line(event.evidence)} "
                   f"({EXACTNESS_SAID[event.exactness]})", width)
-    lines += [part for detail in event.details
+    details = event.details if verbose or not event.folded else \
+        (f"{plural(event.folded, 'package')}: -v lists them",)
+    lines += [part for detail in details
               for part in fold(f"      {visible_line(detail)}", width)]
     if event.test:
         lines += fold(f"    test/undo: {visible_line(event.test)}", width)
@@ -96,8 +104,9 @@ def mark_of(timeline: Timeline, event: Event) -> str:
     return ""
 
 
-def render_text(timeline: Timeline, width: int = DEFAULT_WIDTH) -> str:
-    """The timeline for a person, every line within `width` but for an unbreakable token."""
+def render_text(timeline: Timeline, width: int = DEFAULT_WIDTH, verbose: bool = False) -> str:
+    """The timeline for a person, every line within `width` but for an unbreakable token;
+    a folded event's changes listed one a line with `verbose`."""
     window = timeline.window
     until = moment(window.until) if window.until_text else "now"
     lines = fold(f"timeline of {visible_line(timeline.host)}: {moment(window.since)} -> {until} "
@@ -113,10 +122,10 @@ def render_text(timeline: Timeline, width: int = DEFAULT_WIDTH) -> str:
         lines += fold(f"  {visible_line(timeline.last_good.what)}  ->  "
                       f"{visible_line(timeline.first_bad.what)}", width)
         for event in between:
-            lines += event_lines(event, width=width)
+            lines += event_lines(event, width=width, verbose=verbose)
     lines += ["", "all events, oldest first:" if between else "events, oldest first:"]
     for event in timeline.events:
-        lines += event_lines(event, mark_of(timeline, event), width)
+        lines += event_lines(event, mark_of(timeline, event), width, verbose)
     if not timeline.events:
         lines.append("  (none in this window)")
     for problem in timeline.unreadable:
@@ -128,6 +137,7 @@ def event_json(event: Event) -> EventJson:
     found = cast("EventJson", asdict(event))   # argv and env stay tuples until dumped
     found["at"] = datetime.fromtimestamp(event.time, timezone.utc).isoformat(timespec="seconds")
     found["details"] = list(event.details)
+    found["moved"] = list(event.moved)
     return found
 
 

@@ -22,7 +22,14 @@ from envsnap.snapshot import document as snap
 from envsnap.snapshot.store import Store
 from envsnap.text import plural
 from envsnap.timeline import code_events, history, system_events
-from envsnap.timeline.model import Event, LookedAt, RecordedStashes, Timeline, Window
+from envsnap.timeline.model import (
+    Event,
+    LookedAt,
+    RecordedStashes,
+    RecordedVersion,
+    Timeline,
+    Window,
+)
 from envsnap.timeline.window import DEFAULT_SINCE, parse_moment
 
 if TYPE_CHECKING:   # types only: records.py costs milliseconds to import
@@ -125,6 +132,9 @@ def build(host: str, window: Window, found: Evidence, hot_paths: list[str],
     sources: Sources = found.get("sources") or {}
     events = source_events(sources, window, hot_paths, stored)
     events += history.store_events(stored, window.since, window.until)
+    events += history.removed_events(stored, (sources.get("python") or {}).get("held") or {},
+                                     float(found.get("now") or window.until), window.since,
+                                     window.until)
     events = history.with_tests(sorted(events, key=lambda event: event.time), stored, host)
     last_good, first_bad = history.good_and_bad(events, stored)
     unreadable = [f"{name}: {source['error']}"
@@ -142,10 +152,15 @@ def source_events(sources: Sources, window: Window, hot_paths: list[str],
     def stashes_before(repo: str, time: float) -> RecordedStashes | None:
         return history.stashes_before(stored or [], repo, time)
 
+    sites = history.site_dirs_of(stored or [])
+
+    def version_before(name: str, site_dir: str, time: float) -> RecordedVersion | None:
+        return history.version_before(sites, name, site_dir, time)
+
     apt = (sources.get("apt") or {}).get("records") or []
     events = code_events.git_events((sources.get("git") or {}).get("records") or [], hot_paths,
                                     stashes_before)
-    events += code_events.python_events(sources.get("python") or {})
+    events += code_events.python_events(sources.get("python") or {}, version_before)
     events += code_events.file_events([record for record in
                                        (sources.get("files") or {}).get("records") or []
                                        if within(record["time"])])

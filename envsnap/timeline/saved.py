@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 FORMAT = 1
 EVENT_FIELDS = {field.name for field in fields(Event)}
-TUPLE_FIELDS = ("details", "argv")
+TUPLE_FIELDS = ("details", "argv", "moved")
 
 
 class SavedMeta(TypedDict, total=False):

@@ -5,7 +5,9 @@ import pytest
 
 from envsnap.errors import UsageError
 from envsnap.text import visible_line as visible
-from envsnap.timeline.model import RECORDED, Event, Timeline, Window
+from envsnap.timeline.code_events import PIP_RUN_GAP, install_runs, package_change
+from envsnap.timeline.evidence import DistRecord
+from envsnap.timeline.model import RECORDED, Event, RecordedVersion, Timeline, Window
 from envsnap.timeline.render import render_text
 from envsnap.timeline.roles import package_role
 from envsnap.timeline.window import parse_moment
@@ -76,3 +78,31 @@ def test_the_changes_between_the_benchmarks_come_first() -> None:
     assert "between the last good and the first bad benchmark: 1 change\n" in head
     assert "pull in /root/sglang" in head and "LAST GOOD bench good" in rest
     assert timeline.between == [pull]
+
+
+@pytest.mark.parametrize("before, now, said", [
+    (None, "2.0", "installed"),
+    ("1.0", "2.0", "upgraded from 1.0"),
+    ("2.10.1", "2.9.0", "downgraded from 2.10.1"),
+    ("1.0", "1.0.0", "changed from 1.0"),              # one release, written two ways
+    ("2.5.1", "2.5.1+cu124", "changed from 2.5.1"),    # a local build of the same release
+    ("2.5.1", "2.5.1", "reinstalled (snapshot good recorded 2.5.1 too)"),
+    ("dev", "1.0", "changed from dev"),
+])
+def test_a_package_upgraded_downgraded_or_changed_by_its_recorded_version(
+        before: str | None, now: str, said: str) -> None:
+    assert package_change(now, RecordedVersion("good", NOW, before)) == said
+
+
+def dist(name: str, time: float, installer: str = "pip") -> DistRecord:
+    return {"time": time, "folder": f"/venv/site-packages/{name}-1.0.dist-info", "name": name,
+            "version": "1.0", "installer": installer, "has_record": True}
+
+
+def test_an_install_run_is_one_interpreter_one_installer_records_close_together() -> None:
+    records = [dist("c", NOW + 2), dist("a", NOW), dist("b", NOW + 1),
+               dist("u", NOW + 1.5, "uv"),                       # another installer
+               dist("d", NOW + 2 + PIP_RUN_GAP + 1)]             # a later run
+    runs = install_runs(records, "/venv/bin/python")
+    assert [[record["name"] for record in run] for run in runs] == [["a", "b", "c"], ["u"],
+                                                                   ["d"]]
