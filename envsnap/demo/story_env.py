@@ -123,7 +123,10 @@ def login_env() -> dict[str, str]:
     return {"PATH": f"{VENV}/bin:/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:"
                     "/usr/bin:/sbin:/bin", "VIRTUAL_ENV": VENV, "CUDA_HOME": "/usr/local/cuda",
             "LD_LIBRARY_PATH": "/usr/local/cuda/lib64", "HF_HOME": "/root/.cache/huggingface",
-            "HF_TOKEN": "example-value-redacted-by-name", "HOME": "/root", "SHELL": "/bin/bash",
+            # made up, in a real token's shape: the demo shows it masked (a value that reads
+            # as a placeholder, "example-...", is left whole on purpose)
+            "HF_TOKEN": "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", "HOME": "/root",
+            "SHELL": "/bin/bash",
             "TERM": "xterm-256color", "OMP_NUM_THREADS": "8"}
 
 

@@ -221,6 +221,7 @@ REPO = record(
         merge_head=STR_, cherry_pick_head=STR_, revert_head=STR_)),
     stashes=MapOf(record("stash", sha=STR_, base=STR_, message=STR_, time=INT_,
                          has_untracked=BOOL_, patch=optional(BLOB)), key="stash ref"),
+    stashes_error=STR_,
     uncommitted=optional(record("uncommitted", dirty=BOOL_, digest=STR_,
                                 tracked=MapOf(STR_, key="path"),
                                 untracked=MapOf(AnyValue(), key="path"),
