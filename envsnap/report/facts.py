@@ -118,13 +118,6 @@ class FactsReader:
         self.captured("git")
         return snapshot.git(self.document)
 
-    def part(self, name: str, read: Callable[[], str]) -> str:
-        """One section's part of a row that draws on several sections."""
-        try:
-            return read()
-        except RowValue as exc:
-            return f"{name} {exc}"
-
 
 def not_captured(error: object) -> str:
     return f"not captured: {error}"
@@ -183,17 +176,23 @@ def driver(f: FactsReader) -> str:
 
 
 def cuda(f: FactsReader) -> str:
-    reasons = []
-    for read in (driver_api, toolkit):
-        try:
-            read(f)
-        except RowValue as exc:
-            reasons.append(str(exc))
-    if len(reasons) == 2 and reasons[0] == reasons[1]:
-        raise RowValue(reasons[0])    # one reason for the row, not once for each part
-    api = f.part("driver API", lambda: driver_api(f))
-    kit = f.part("toolkit", lambda: toolkit(f))
-    return f"{api}; {kit}"
+    api, kit = outcome(lambda: driver_api(f)), outcome(lambda: toolkit(f))
+    if isinstance(api, RowValue) and isinstance(kit, RowValue) and str(api) == str(kit):
+        raise api    # one reason for the row, not once for each part
+    # a collector that failed names itself; a paste silent on the driver's API names that
+    api_name = "nvidia" if collector_error(f.document, "nvidia") else "driver API"
+    return f"{labelled(api, api_name)}; {labelled(kit, 'toolkit')}"
+
+
+def outcome(read: Callable[[], str]) -> str | RowValue:
+    try:
+        return read()
+    except RowValue as exc:
+        return exc
+
+
+def labelled(value: str | RowValue, name: str) -> str:
+    return f"{name} {value}" if isinstance(value, RowValue) else value
 
 
 def driver_api(f: FactsReader) -> str:
