@@ -1,6 +1,7 @@
-"""Host facts: identity, kernel, OS, boot, CPU, NUMA, memory, limits, kernel command line.
+"""Host facts: identity, kernel, OS, boot, CPU, NUMA, memory, limits, kernel command line,
+and the compilers and libc that torch's collect_env reports (agent/toolchain.py).
 
-Everything comes from /proc, /sys and the stdlib; no subprocess is needed. Each reader
+Everything but the compilers comes from /proc, /sys and the stdlib. Each reader
 returns None (or an empty map) when its source is missing, as in containers and VMs.
 Neither socket, glob nor shlex is imported (2 ms of every capture): the host name is uname's,
 as socket.gethostname() reads it, /sys folders are listed by util.listed, and os-release's
@@ -12,6 +13,7 @@ import os
 import re
 import resource
 
+from . import lscpu, toolchain
 from .redact import redact_text
 from .util import listed, read_first_line, read_text
 
@@ -40,6 +42,7 @@ def collect(config: Dict[str, Any]) -> Dict[str, Any]:
         "cmdline": redact_text(cmdline) if cmdline is not None else None,
         "iommu": read_iommu(cmdline or ""),
         "transparent_hugepage": read_thp(),
+        "toolchain": toolchain.collect(config),
     }
     volatile = {
         "uptime_seconds": parse_uptime(read_text("/proc/uptime") or ""),
@@ -98,9 +101,12 @@ def shell_value(raw: str) -> str:
 
 
 def read_cpu() -> Dict[str, Any]:
-    cpu = parse_cpuinfo(read_text("/proc/cpuinfo", limit=16 << 20) or "")
+    text = read_text("/proc/cpuinfo", limit=16 << 20) or ""
+    cpu = parse_cpuinfo(text)
     cpu["online"] = read_first_line("/sys/devices/system/cpu/online")
     cpu["smt"] = read_first_line("/sys/devices/system/cpu/smt/control")
+    first = parse_colon_block(text.lstrip().split("\n\n", 1)[0])
+    cpu.update(lscpu.lscpu_facts(first, os.uname().machine, cpu["online"]))
     return cpu
 
 
