@@ -7,9 +7,9 @@ Neither is a removal: the walk passes over a key the partial side lacks (`Known`
 inside a collection the import holds whole (meta.imported.complete: `pip list` gives every
 package, `nvidia-smi -q` every GPU), where a missing entry is really missing. GPUs a lone
 collect_env or topo -m names GPU0.. (it shows no bus) are matched by index. A few fields
-only an import records (the cuDNN libraries collect_env lists; a capture reads cuDNN's
-header instead; the conda packages `conda list` gives) are unknown to a capture, not absent
-from it."""
+only an import records (the conda packages `conda list` gives; the cuDNN libraries
+collect_env lists, which captures before the loader's cache was read lack) are unknown to a
+capture, not absent from it."""
 from __future__ import annotations
 
 from collections.abc import Mapping
