@@ -5,7 +5,8 @@ torch/version.py as text. NCCL's own answer comes from ncclGetVersion() in a chi
 process, so a library that crashes on load costs one reading, not the whole agent.
 
 On a host without NCCL or cuDNN nothing is run: `ldconfig -p` lists the loader's cache,
-and it is asked once, only where that cache names a libnccl or a libcudnn at all (2 ms of every capture otherwise).
+and it is asked once, only where that cache names a libnccl or a libcudnn at all (its run
+would otherwise cost every capture).
 Folders are listed by util.listed, not glob (its import and a regex per pattern).
 """
 from __future__ import annotations
