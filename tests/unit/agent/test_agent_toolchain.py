@@ -25,6 +25,7 @@ def test_each_tool_is_read_as_collect_env_reads_it_and_a_hung_one_is_cut_off(
                                "echo 'Target: x86_64-pc-linux-gnu'")
     program(tmp_path, "cmake", "echo 'cmake version 3.28.3'; exit 1")
     monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
     started = time.monotonic()
     assert toolchain.collect_tools(0.5) == {"gcc": None, "clang": "18.1.3 (1ubuntu1)",
                                             "cmake": None}
@@ -34,7 +35,32 @@ def test_each_tool_is_read_as_collect_env_reads_it_and_a_hung_one_is_cut_off(
 def test_a_host_without_the_tools_runs_nothing(tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert toolchain.collect_tools(1.0) == {"gcc": None, "clang": None, "cmake": None}
+
+
+def test_an_answer_is_kept_until_the_program_changes(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_dir, home = tmp_path / "bin", tmp_path / "home"
+    bin_dir.mkdir()
+    monkeypatch.setenv("PATH", str(bin_dir))
+    monkeypatch.setenv("HOME", str(home))
+    program(bin_dir, "gcc", f": > {tmp_path}/ran; echo 'gcc (Ubuntu 13.3.0) 13.3.0'")
+    assert toolchain.collect_tools(5.0)["gcc"] == "(Ubuntu 13.3.0) 13.3.0"
+    (tmp_path / "ran").unlink()
+    assert toolchain.collect_tools(5.0)["gcc"] == "(Ubuntu 13.3.0) 13.3.0"
+    assert not (tmp_path / "ran").exists()          # read back, not run
+    cache = home / ".cache" / "envsnap" / "tools.json"
+    assert cache.stat().st_mode & 0o777 == 0o600
+    program(bin_dir, "gcc", "echo 'gcc (Ubuntu 14.2.0-4ubuntu2) 14.2.0'")   # an upgrade
+    assert toolchain.collect_tools(5.0)["gcc"] == "(Ubuntu 14.2.0-4ubuntu2) 14.2.0"
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text("{}")
+    cache.unlink()
+    cache.symlink_to(elsewhere)                     # replaced by the next write, not followed
+    program(bin_dir, "gcc", "echo 'gcc (GCC) 15.1.0'")
+    assert toolchain.collect_tools(5.0)["gcc"] == "(GCC) 15.1.0"
+    assert elsewhere.read_text() == "{}" and not cache.is_symlink()
 
 
 def test_libc_is_what_glibc_says_of_itself() -> None:
