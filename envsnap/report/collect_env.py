@@ -63,9 +63,13 @@ def os_lines(document: Snapshot) -> list[str]:
 
 
 def platform(document: Snapshot) -> str:
-    kernel = system(document).get("kernel", {})
+    """platform.platform(): the kernel, then the libc it names when it is glibc."""
+    facts = system(document)
+    kernel = facts.get("kernel", {})
     release, machine = kernel.get("release"), kernel.get("machine")
-    return f"Linux-{release}-{machine}" if release and machine else NA
+    libc = facts.get("toolchain", {}).get("libc") or ""
+    suffix = "-with-glibc" + libc[len("glibc-"):] if libc.startswith("glibc-") else ""
+    return f"Linux-{release}-{machine}{suffix}" if release and machine else NA
 
 
 def index_of(gpu: Gpu) -> int:

@@ -4,6 +4,7 @@ trip: `envsnap import` of that output gives the same facts."""
 from __future__ import annotations
 
 import importlib.util
+import platform
 import re
 import subprocess
 from pathlib import Path
@@ -149,7 +150,8 @@ def test_a_local_capture_states_what_collect_env_reads_from_the_host(cli: Cli) -
                 f"{'Address sizes:':<41}{cpu['address sizes']}",
                 f"{'CPU(s):':<41}{len(cpu_lines_of_cpuinfo())}",
                 f"{'On-line CPU(s) list:':<41}{lscpu_list(online)}",
-                f"{'Byte Order:':<41}Little Endian"]
+                f"{'Byte Order:':<41}Little Endian",
+                f"Python platform: {platform.platform()}"]
     for line in expected:
         assert line + "\n" in out, (line, out)
     if importlib.util.find_spec("torch") is None:
