@@ -28,6 +28,39 @@ if TYPE_CHECKING:
     from envsnap.snapshot.records import Snapshot
 
 IMPORT_ONLY = frozenset({"cuda_nccl.cudnn.libraries", "python_env.conda"})
+# Facts an older agent did not record: where one side lacks one, it is unknown there, not
+# added or removed (a snapshot taken before an upgrade of envsnap against one after it).
+LATER_FACTS = {"system": (("toolchain",), ("cpu", "vendor_id"), ("cpu", "family"),
+                          ("cpu", "model_id"), ("cpu", "stepping"), ("cpu", "bogomips"),
+                          ("cpu", "flags"), ("cpu", "address_sizes"), ("cpu", "op_modes"),
+                          ("cpu", "byte_order"), ("cpu", "caches"), ("cpu", "vulnerabilities")),
+               "cuda_nccl": (("cudnn", "libraries"), ("cudnn", "torch"))}
+
+
+def without(tree: Mapping[str, Any], path: tuple[str, ...]) -> Mapping[str, Any]:
+    """The tree less the field at path; copies only the records along it."""
+    head, rest = path[0], path[1:]
+    if not rest:
+        return {key: value for key, value in tree.items() if key != head}
+    inner = tree.get(head)
+    return {**tree, head: without(inner, rest)} if is_object(inner) else tree
+
+
+def has(tree: Mapping[str, Any], path: tuple[str, ...]) -> bool:
+    for key in path:
+        if not is_object(tree) or key not in tree:
+            return False
+        tree = tree[key]
+    return True
+
+
+def recorded_alike(name: str, before: Mapping[str, Any], after: Mapping[str, Any]
+                   ) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    """Both sides less the later facts one of them lacks."""
+    for path in LATER_FACTS.get(name, ()):
+        if has(before, path) != has(after, path):
+            before, after = without(before, path), without(after, path)
+    return before, after
 
 
 class Known(NamedTuple):
