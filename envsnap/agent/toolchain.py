@@ -26,9 +26,7 @@ if TYPE_CHECKING:
 TOOL_TIMEOUT = 5.0
 CACHE_FILE = os.path.join("~", ".cache", "envsnap", "tools.json")
 MAX_CACHE_BYTES = 64 * 1024
-# stdin and stderr of each program: the null device (its stdout is a pipe of ours)
-STDIO_ACTIONS = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                 (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0)]
+
 # program -> the pattern collect_env's run_and_parse_first_match applies to its output
 TOOLS = (("gcc", re.compile(r"gcc (.*)")), ("clang", re.compile(r"clang version (.*)")),
          ("cmake", re.compile(r"cmake (.*)")))
@@ -55,13 +53,19 @@ def run_all(programs: List[str], timeout: float) -> Dict[str, Optional[str]]:
     a large part of the agent's start-up on a host that runs nothing else."""
     import time
 
+    if not hasattr(os, "posix_spawn"):   # a platform without it: the versions stay unknown
+        return {}
     deadline = time.monotonic() + timeout
     started: Dict[int, Any] = {}    # read end of its stdout -> (program, pid)
     for program in programs:
         read, write = os.pipe()
+        # stdin and stderr: the null device; stdout: the pipe
+        actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                   (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+                   (os.POSIX_SPAWN_DUP2, write, 1)]
         try:
             pid = os.posix_spawn(program, [program, "--version"], dict(os.environ),
-                                 file_actions=STDIO_ACTIONS + [(os.POSIX_SPAWN_DUP2, write, 1)])
+                                 file_actions=actions)
         except OSError:
             os.close(read)
             continue
@@ -71,11 +75,9 @@ def run_all(programs: List[str], timeout: float) -> Dict[str, Optional[str]]:
     done = util.read_until(list(started), deadline)
     out: Dict[str, Optional[str]] = {}
     for read, (program, pid) in started.items():
-        if read not in done:
-            os.kill(pid, 9)    # SIGKILL: our own child, past its time
         os.close(read)
-        _, status = os.waitpid(pid, 0)
-        finished = read in done and util.exit_code(status) == 0
+        status = reaped(pid, deadline if read in done else 0.0)
+        finished = read in done and status is not None and util.exit_code(status) == 0
         out[program] = util.escaped(done[read]) if finished else None
     return out
 
@@ -146,6 +148,22 @@ def first_lines(programs: List[str], timeout: float) -> Dict[str, Optional[str]]
         write_cache(path, {program: cache[program] for program in cache
                            if isinstance(program, str) and os.path.exists(program)})
     return lines
+
+
+def reaped(pid: int, deadline: float) -> Optional[int]:
+    """The child's wait status once it exits by the deadline; None when it had to be killed
+    (SIGKILL: our own child, past its time; one that closed its output and lingers too)."""
+    import time
+
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        if time.monotonic() >= deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            return None
+        time.sleep(0.001)
 
 
 def collect_tools(timeout: float) -> Dict[str, Optional[str]]:
