@@ -106,6 +106,13 @@ def first_line(argv: list[str]) -> str | None:
     return done.stdout.splitlines()[0] if done.returncode == 0 and done.stdout else None
 
 
+def collect_env_says(argv: list[str], pattern: str) -> str:
+    """run_and_parse_first_match of collect_env, or what it prints when that finds nothing."""
+    line = first_line(argv)
+    match = re.search(pattern, line) if line else None
+    return match.group(1).strip() if match else "Could not collect"
+
+
 def cpuinfo_first_block() -> dict[str, str]:
     block = Path("/proc/cpuinfo").read_text().strip().split("\n\n")[0]
     return {key.strip(): value.strip() for key, _, value in
@@ -114,7 +121,8 @@ def cpuinfo_first_block() -> dict[str, str]:
 
 def lscpu_list(cpus: set[int]) -> str:
     """util-linux's own list form, written out here apart from the report's."""
-    parts, run = [], []
+    parts: list[str] = []
+    run: list[int] = []
     for cpu in sorted(cpus) + [None]:
         if run and (cpu is None or cpu != run[-1] + 1):
             parts.append(str(run[0]) if len(run) == 1 else ",".join(map(str, run))
@@ -130,14 +138,11 @@ def test_a_local_capture_states_what_collect_env_reads_from_the_host(cli: Cli) -
     result = cli("report", "here", "--format", "collect-env")
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    gcc = first_line(["gcc", "--version"])
-    expected_gcc = re.search(r"gcc (.*)", gcc).group(1).strip() if gcc else "Could not collect"
-    cmake = first_line(["cmake", "--version"])
-    expected_cmake = re.search(r"cmake (.*)", cmake).group(1).strip() if cmake \
-        else "Could not collect"
+    expected_gcc = collect_env_says(["gcc", "--version"], r"gcc (.*)")
+    expected_cmake = collect_env_says(["cmake", "--version"], r"cmake (.*)")
     glibc = subprocess.run(["getconf", "GNU_LIBC_VERSION"], capture_output=True, text=True)
     cpu = cpuinfo_first_block()
-    online = set()
+    online: set[int] = set()
     for part in Path("/sys/devices/system/cpu/online").read_text().strip().split(","):
         low, _, high = part.partition("-")
         online.update(range(int(low), int(high or low) + 1))
