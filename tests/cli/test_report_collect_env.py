@@ -8,6 +8,7 @@ import platform
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from conftest import Cli
 from helpers.imported import H200, agent_collectors, mismatches, save_capture
@@ -176,3 +177,31 @@ def test_a_local_capture_states_what_collect_env_reads_from_the_host(cli: Cli) -
 def cpu_lines_of_cpuinfo() -> list[str]:
     return [line for line in Path("/proc/cpuinfo").read_text().splitlines()
             if line.startswith("processor")]
+
+
+def cudnn_block(text: str) -> list[str]:
+    lines = text.splitlines()
+    at = next(n for n, line in enumerate(lines) if line.startswith("cuDNN version:"))
+    end = next(n for n in range(at + 1, len(lines)) if not lines[n].startswith("/"))
+    return lines[at:end]
+
+
+def test_the_cudnn_libraries_a_capture_records_print_as_collect_env_printed_them(
+        cli: Cli) -> None:
+    """The H200's loader cache named eight libcudnn files, as the script printed them: a
+    capture recording those prints the same block, line for line."""
+    printed = cudnn_block(RECORDED)
+
+    def with_libraries(collectors: dict[str, Any]) -> None:
+        collectors["cuda_nccl"]["facts"]["cudnn"]["libraries"] = {
+            path: path.rsplit(".so.", 1)[1] for path in reversed(printed[1:])}
+    save_capture(cli.env["ENVSNAP_STORE"], H200, "mine", with_libraries)
+    out = cli("report", "mine", "--format", "collect-env").stdout
+    assert printed[0] == "cuDNN version: Probably one of the following:"
+    assert cudnn_block(out) == printed
+
+    def one(collectors: dict[str, Any]) -> None:
+        collectors["cuda_nccl"]["facts"]["cudnn"]["libraries"] = {printed[1]: "9.14.0"}
+    save_capture(cli.env["ENVSNAP_STORE"], H200, "one", one)
+    out = cli("report", "one", "--format", "collect-env").stdout
+    assert cudnn_block(out) == [f"cuDNN version: {printed[1]}"]

@@ -225,3 +225,33 @@ def test_a_library_that_crashes_the_probe_costs_its_version_not_the_facts(
     assert facts["torch"]["version"] == "2.26.2"   # from its file name
     assert facts["torch"]["source"].startswith("file name:")
     assert facts["torch"]["error"].startswith("probe exit -11")
+
+
+def test_cudnn_libraries_are_the_loader_cache_files_as_collect_env_lists_them(
+        tmp_path: Path) -> None:
+    """`ldconfig -p` names each library by its soname link and its plain .so link; the
+    script resolves them and keeps each file once: so does the capture."""
+    names = ["libcudnn", "libcudnn_adv"]
+    listing = ["2 libs found in cache `/etc/ld.so.cache'"]
+    for name in names:
+        real = tmp_path / f"{name}.so.9.14.0"
+        real.write_bytes(b"")
+        for link in (f"{name}.so.9", f"{name}.so"):
+            (tmp_path / link).symlink_to(real.name)
+            listing.append(f"\t{link} (libc6,x86-64) => {tmp_path / link}")
+    listing.append(f"\tlibcudnn_gone.so.9 (libc6,x86-64) => {tmp_path / 'gone.so.9'}")
+    found = cuda_nccl.cudnn_libraries("\n".join(listing))
+    assert found == {str(tmp_path / f"{name}.so.9.14.0"): "9.14.0" for name in names}
+
+
+def test_the_cudnn_torch_loads_is_its_wheel_beside_it(site: Path) -> None:
+    lib = site / "nvidia" / "cudnn" / "lib"
+    lib.mkdir(parents=True)
+    (lib / "libcudnn.so.9").write_bytes(b"")
+    wheels = {"nvidia-cudnn-cu12": {"version": "9.10.2.21", "source": "importlib.metadata"}}
+    used = cuda_nccl.torch_cudnn(str(site / "torch"), wheels, {})
+    assert used == {"version": "9.10.2.21", "path": str(lib / "libcudnn.so.9"),
+                    "source": "nvidia-cudnn-cu12 metadata"}
+    assert cuda_nccl.torch_cudnn(None, wheels, {})["reason"] == "torch not found"
+    (lib / "libcudnn.so.9").unlink()
+    assert cuda_nccl.torch_cudnn(str(site / "torch"), wheels, {})["version"] is None
