@@ -23,9 +23,10 @@ IDENTITY = (("vendor_id", ("vendor_id", "CPU implementer")),
             ("family", ("cpu family", "CPU architecture")),
             ("model_id", ("model", "CPU part")),
             ("stepping", ("stepping", "CPU revision")),
-            ("bogomips", ("bogomips", "BogoMIPS")),
             ("flags", ("flags", "Features")),
             ("address_sizes", ("address sizes",)))
+# measured at boot: it moves from one boot to the next, so a reading, not a fact
+BOGOMIPS = ("bogomips", "BogoMIPS")
 SIZE_LETTERS = "BKMGTPE"
 SIZE_UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
@@ -34,6 +35,10 @@ def identity(block: Dict[str, str]) -> Dict[str, Optional[str]]:
     """The first processor's fields as lscpu prints them (it too reads one block)."""
     return {field: next((block[name] for name in names if name in block), None)
             for field, names in IDENTITY}
+
+
+def bogomips(block: Dict[str, str]) -> Optional[str]:
+    return next((block[name] for name in BOGOMIPS if name in block), None)
 
 
 def op_modes(machine: str, flags: Optional[str]) -> Optional[str]:

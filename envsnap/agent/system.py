@@ -27,6 +27,7 @@ NODE_DIR = re.compile(r"node(\d+)$")
 
 def collect(config: Dict[str, Any]) -> Dict[str, Any]:
     meminfo = parse_meminfo(read_text("/proc/meminfo") or "")
+    cpuinfo = read_text("/proc/cpuinfo", limit=16 << 20) or ""
     cmdline = read_first_line("/proc/cmdline")
     numa = read_numa_nodes()
     facts = {
@@ -34,7 +35,7 @@ def collect(config: Dict[str, Any]) -> Dict[str, Any]:
         "kernel": kernel_info(),
         "os_release": read_os_release(),
         "boot_id": read_first_line("/proc/sys/kernel/random/boot_id"),
-        "cpu": read_cpu(),
+        "cpu": read_cpu(cpuinfo),
         "governors": read_governors(),
         "numa": {node: {"cpulist": info["cpulist"]} for node, info in numa.items()},
         "memory": memory_facts(meminfo),
@@ -51,6 +52,7 @@ def collect(config: Dict[str, Any]) -> Dict[str, Any]:
         # A node's memory is a reading: VMs that hot-plug memory (the lent Firecracker H200s)
         # grow node0 from 6 to 7 GiB under load while MemTotal stays put.
         "numa_mem_total_kib": {node: info["mem_total_kib"] for node, info in numa.items()},
+        "bogomips": lscpu.bogomips(first_block(cpuinfo)),
     }
     return {"facts": facts, "volatile": volatile}
 
@@ -100,14 +102,17 @@ def shell_value(raw: str) -> str:
         return raw
 
 
-def read_cpu() -> Dict[str, Any]:
-    text = read_text("/proc/cpuinfo", limit=16 << 20) or ""
+def read_cpu(text: str) -> Dict[str, Any]:
     cpu = parse_cpuinfo(text)
     cpu["online"] = read_first_line("/sys/devices/system/cpu/online")
     cpu["smt"] = read_first_line("/sys/devices/system/cpu/smt/control")
-    first = parse_colon_block(text.lstrip().split("\n\n", 1)[0])
-    cpu.update(lscpu.lscpu_facts(first, os.uname().machine, cpu["online"]))
+    cpu.update(lscpu.lscpu_facts(first_block(text), os.uname().machine, cpu["online"]))
     return cpu
+
+
+def first_block(cpuinfo: str) -> Dict[str, str]:
+    """The first processor's fields: lscpu too reads the identity of one."""
+    return parse_colon_block(cpuinfo.lstrip().split("\n\n", 1)[0])
 
 
 def parse_cpuinfo(text: str) -> Dict[str, Any]:

@@ -31,8 +31,8 @@ IMPORT_ONLY = frozenset({"cuda_nccl.cudnn.libraries", "python_env.conda"})
 # Facts an older agent did not record: where one side lacks one, it is unknown there, not
 # added or removed (a snapshot taken before an upgrade of envsnap against one after it).
 LATER_FACTS = {"system": (("toolchain",), ("cpu", "vendor_id"), ("cpu", "family"),
-                          ("cpu", "model_id"), ("cpu", "stepping"), ("cpu", "bogomips"),
-                          ("cpu", "flags"), ("cpu", "address_sizes"), ("cpu", "op_modes"),
+                          ("cpu", "model_id"), ("cpu", "stepping"), ("cpu", "flags"),
+                          ("cpu", "address_sizes"), ("cpu", "op_modes"),
                           ("cpu", "byte_order"), ("cpu", "caches"), ("cpu", "vulnerabilities")),
                "cuda_nccl": (("cudnn", "libraries"), ("cudnn", "torch"))}
 

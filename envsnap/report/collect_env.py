@@ -177,7 +177,8 @@ def cpu_lines(document: Snapshot) -> list[str]:
         ("Thread(s) per core", threads // cores if threads and cores else None),
         ("Core(s) per socket", cores // sockets if cores and sockets else None),
         ("Socket(s)", sockets), ("Stepping", cpu.get("stepping")),
-        ("BogoMIPS", cpu.get("bogomips")), ("Flags", cpu.get("flags"))]
+        ("BogoMIPS", document.get("volatile", {}).get("system", {}).get("bogomips")),
+        ("Flags", cpu.get("flags"))]
     fields += [(f"{name} cache", size) for name, size in sorted(cpu.get("caches", {}).items())]
     numa = facts.get("numa", {})
     if numa:

@@ -61,7 +61,6 @@ class Cpu(TypedDict, total=False):
     family: Optional[str]
     model_id: Optional[str]
     stepping: Optional[str]
-    bogomips: Optional[str]
     flags: Optional[str]
     address_sizes: Optional[str]
     op_modes: Optional[str]
@@ -529,6 +528,7 @@ class SystemReadings(TypedDict, total=False):
     mem_available_kib: Optional[int]
     loadavg: dict[str, Optional[float]]
     numa_mem_total_kib: dict[str, Optional[int]]
+    bogomips: Optional[str]                     # lscpu's, measured at boot
 
 
 class NvidiaReadings(TypedDict, total=False):

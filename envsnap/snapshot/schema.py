@@ -69,7 +69,7 @@ SYSTEM = record(
     kernel=record("kernel", release=STR_, version=STR_, machine=STR_),
     cpu=record("cpu", model=STR_, logical_cpus=INT_, physical_cores=INT_, sockets=INT_,
                online=STR_, smt=STR_, vendor_id=STR_, family=STR_, model_id=STR_,
-               stepping=STR_, bogomips=STR_, flags=STR_, address_sizes=STR_, op_modes=STR_,
+               stepping=STR_, flags=STR_, address_sizes=STR_, op_modes=STR_,
                byte_order=STR_, caches=MapOf(STR_, key="cache"),
                vulnerabilities=MapOf(STR_, key="vulnerability")),
     governors=MapOf(INT, key="governor"),
@@ -242,7 +242,7 @@ VOLATILE = record(
     rest=OTHER_SECTION,
     system=record("system_readings", uptime_seconds=NUM_, mem_available_kib=INT_,
                   loadavg=MapOf(NUM_, key="window"),
-                  numa_mem_total_kib=MapOf(INT_, key="node")),
+                  numa_mem_total_kib=MapOf(INT_, key="node"), bogomips=STR_),
     nvidia=record("nvidia_readings", gpus=MapOf(GPU_READINGS, key="PCI bus id")),
     git=record("git_readings", seconds=MapOf(NUM_, key="repository path")))
 

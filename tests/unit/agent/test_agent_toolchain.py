@@ -92,4 +92,5 @@ def test_the_first_processor_and_the_kernel_files_give_lscpu_fields() -> None:
     assert (facts["vendor_id"], facts["family"], facts["model_id"], facts["stepping"],
             facts["op_modes"], facts["caches"]) == ("GenuineIntel", "6", "207", "2",
                                                    "32-bit, 64-bit", {})
+    assert "bogomips" not in facts and lscpu.bogomips(block) == "4200.00"   # a reading
     assert lscpu.vulnerability_name("spec_store_bypass") == "Spec store bypass"
