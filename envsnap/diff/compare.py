@@ -41,7 +41,6 @@ from envsnap.diff.partial import (
     comparable_nvidia,
     known_of,
     knows,
-    recorded_alike,
     uncompared_notes,
 )
 from envsnap.errors import UsageError
@@ -264,7 +263,7 @@ def section_changes(name: str, a: Snapshot, b: Snapshot,
     if name == "python_env":   # the interpreter by its real path (keys.python_env_view)
         before, after = python_env_view(python_env(a)), python_env_view(python_env(b))
     else:
-        before, after = recorded_alike(name, section(a, name), section(b, name))
+        before, after = section(a, name), section(b, name)
     if known and name == "nvidia":
         before, after = comparable_nvidia(before, after)
     return walk_findings(name, before, after, known=known)

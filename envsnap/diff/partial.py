@@ -28,39 +28,16 @@ if TYPE_CHECKING:
     from envsnap.snapshot.records import Snapshot
 
 IMPORT_ONLY = frozenset({"cuda_nccl.cudnn.libraries", "python_env.conda"})
-# Facts an older agent did not record: where one side lacks one, it is unknown there, not
+# Facts an older agent did not record: where a capture lacks one, it is unknown there, not
 # added or removed (a snapshot taken before an upgrade of envsnap against one after it).
-LATER_FACTS = {"system": (("toolchain",), ("cpu", "vendor_id"), ("cpu", "family"),
-                          ("cpu", "model_id"), ("cpu", "stepping"), ("cpu", "flags"),
-                          ("cpu", "address_sizes"), ("cpu", "op_modes"),
-                          ("cpu", "byte_order"), ("cpu", "caches"), ("cpu", "vulnerabilities")),
-               "cuda_nccl": (("cudnn", "libraries"), ("cudnn", "torch"))}
-
-
-def without(tree: Mapping[str, Any], path: tuple[str, ...]) -> Mapping[str, Any]:
-    """The tree less the field at path; copies only the records along it."""
-    head, rest = path[0], path[1:]
-    if not rest:
-        return {key: value for key, value in tree.items() if key != head}
-    inner = tree.get(head)
-    return {**tree, head: without(inner, rest)} if is_object(inner) else tree
-
-
-def has(tree: Mapping[str, Any], path: tuple[str, ...]) -> bool:
-    for key in path:
-        if not is_object(tree) or key not in tree:
-            return False
-        tree = tree[key]
-    return True
-
-
-def recorded_alike(name: str, before: Mapping[str, Any], after: Mapping[str, Any]
-                   ) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
-    """Both sides less the later facts one of them lacks."""
-    for path in LATER_FACTS.get(name, ()):
-        if has(before, path) != has(after, path):
-            before, after = without(before, path), without(after, path)
-    return before, after
+LATER_FACTS = frozenset(
+    ["system.toolchain", "cuda_nccl.cudnn.torch"]
+    + [f"system.cpu.{name}" for name in ("vendor_id", "family", "model_id", "stepping",
+                                         "flags", "address_sizes", "op_modes", "byte_order",
+                                         "caches", "vulnerabilities")])
+# What a whole capture may lack without having lost it
+NOT_IN_EVERY_CAPTURE = IMPORT_ONLY | LATER_FACTS
+LATER_SECTIONS = frozenset(fact.split(".")[0] for fact in LATER_FACTS)
 
 
 class Known(NamedTuple):
@@ -75,14 +52,16 @@ class Known(NamedTuple):
         there rather than gone."""
         holder = ".".join((self.section,) + path[:-1])
         if not self.partial[side]:
-            return f"{holder}.{path[-1]}" in IMPORT_ONLY
+            return f"{holder}.{path[-1]}" in NOT_IN_EVERY_CAPTURE
         return holder not in self.complete[side]
 
 
 def known_of(name: str, a: Snapshot, b: Snapshot) -> Known | None:
-    """None when both sides are whole captures (the plain walk)."""
+    """None when both sides are whole captures of a section every agent records alike
+    (the plain walk)."""
     if not (is_partial(a) or is_partial(b)):
-        return None
+        return Known(name, (False, False), (frozenset(), frozenset())) \
+            if name in LATER_SECTIONS else None
     return Known(name, (is_partial(a), is_partial(b)), (complete_paths(a), complete_paths(b)))
 
 
