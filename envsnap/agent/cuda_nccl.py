@@ -386,8 +386,9 @@ def cudnn_libraries(listing: str) -> Dict[str, Optional[str]]:
 
 def torch_cudnn(folder: Optional[str], wheels: Dict[str, Dict[str, str]],
                 headers: Dict[str, Optional[str]]) -> Dict[str, Any]:
-    """The libcudnn torch loads: its wheel's beside torch (torch's RPATH, before the
-    loader's cache), else the one the cache names; the wheel's version, else its header's."""
+    """The libcudnn torch loads: its nvidia-cudnn wheel's beside torch (torch's RPATH is
+    searched before the loader's cache), with the wheel's version, else its header's. Without
+    that wheel torch loads what the loader finds, which `libraries` lists."""
     if folder is None:
         return {"version": None, "reason": "torch not found"}
     wheel_lib = os.path.join(os.path.dirname(folder), "nvidia", "cudnn", "lib")
