@@ -4,8 +4,9 @@ torch is never imported (5 s, and it would initialise CUDA): its version is read
 torch/version.py as text. NCCL's own answer comes from ncclGetVersion() in a child
 process, so a library that crashes on load costs one reading, not the whole agent.
 
-On a host without NCCL nothing is run: `ldconfig -p` lists the loader's cache, and it is
-asked only where that cache names a libnccl at all (2 ms of every capture otherwise).
+On a host without NCCL or cuDNN nothing is run: `ldconfig -p` lists the loader's cache,
+and it is asked once, only where that cache names a libnccl or a libcudnn at all (its run
+would otherwise cost every capture).
 Folders are listed by util.listed, not glob (its import and a regex per pattern).
 """
 from __future__ import annotations
@@ -20,7 +21,7 @@ from . import util
 
 TYPE_CHECKING = False   # typing's own, without its import: see runner.py
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Optional
+    from typing import Any, Dict, List, Optional, Tuple
 
 CUDA_ROOTS_ENV = ("CUDA_HOME", "CUDA_PATH")
 DEFAULT_CUDA_ROOT = "/usr/local/cuda"
@@ -29,6 +30,7 @@ SYSTEM_LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/
 NCCL_FILE = "libnccl.so"
 # What `ldconfig -p` prints is this file's (glibc's ld.so.cache): its names are plain bytes.
 LOADER_CACHE = "/etc/ld.so.cache"
+LISTED_LIBRARIES = (b"libnccl", b"libcudnn")
 DIST_INFO = re.compile(r"^(?P<name>[A-Za-z0-9_.]+)-(?P<version>[^-]+)\.dist-info$")
 PROBE_TIMEOUT = 10.0
 # Runs by util.run_python, in a process of its own, never in the agent itself.
@@ -272,14 +274,19 @@ def torch_nccl_candidates(folder: Optional[str]) -> List[str]:
                         + wheel_nccl_folders())
 
 
-def system_nccl(timeout: float) -> Dict[str, str]:
-    """{resolved path: how it was found} for libnccl outside Python packages."""
-    found: Dict[str, str] = {}
+def loader_listing(timeout: float) -> str:
+    """`ldconfig -p`, asked once for NCCL and cuDNN, and only where the loader's cache may
+    name one of them; "" otherwise."""
     ldconfig = util.which("ldconfig") or next(
         (p for p in ("/sbin/ldconfig", "/usr/sbin/ldconfig") if os.access(p, os.X_OK)), None)
-    asked = ldconfig if ldconfig and cache_may_list(LOADER_CACHE, b"libnccl") else None
-    text = util.run_text([asked, "-p"], timeout=timeout) if asked else None
-    for path in parse_ldconfig(text or "", "libnccl"):
+    asked = ldconfig if ldconfig and cache_may_list(LOADER_CACHE, LISTED_LIBRARIES) else None
+    return (util.run_text([asked, "-p"], timeout=timeout) if asked else None) or ""
+
+
+def system_nccl(listing: str) -> Dict[str, str]:
+    """{resolved path: how it was found} for libnccl outside Python packages."""
+    found: Dict[str, str] = {}
+    for path in parse_ldconfig(listing, "libnccl"):
         found.setdefault(os.path.realpath(path), "ldconfig -p: %s" % path)
     for folder in SYSTEM_LIB_DIRS:
         for path in nccl_files(folder):
@@ -287,14 +294,15 @@ def system_nccl(timeout: float) -> Dict[str, str]:
     return found
 
 
-def cache_may_list(cache: str, name: bytes) -> bool:
-    """Whether `ldconfig -p` may list a library whose name starts with `name`: its cache
-    holds those bytes, or cannot be read here (another libc's ldconfig: it is asked)."""
+def cache_may_list(cache: str, names: Tuple[bytes, ...]) -> bool:
+    """Whether `ldconfig -p` may list a library whose name starts with one of `names`: its
+    cache holds those bytes, or cannot be read here (another libc's ldconfig: it is asked)."""
     try:
         with open(cache, "rb") as handle:
-            return name in handle.read()
+            content = handle.read()
     except OSError:
         return True
+    return any(name in content for name in names)
 
 
 def probe_nccl(paths: List[str], timeout: float) -> Dict[str, Any]:
@@ -338,9 +346,9 @@ def torch_reason(folder: Optional[str]) -> str:
 
 
 def nccl_facts(folder: Optional[str], wheels: Dict[str, Dict[str, str]],
-               timeout: float) -> Dict[str, Any]:
+               listing: str, timeout: float) -> Dict[str, Any]:
     for_torch = torch_nccl_candidates(folder)
-    system = system_nccl(timeout)
+    system = system_nccl(listing)
     others = libraries_in(wheel_nccl_folders()) + list(system)
     paths = for_torch + [p for p in others if p not in for_torch]
     probed = probe_nccl(paths, timeout)
@@ -353,13 +361,47 @@ def nccl_facts(folder: Optional[str], wheels: Dict[str, Dict[str, str]],
             "wheels": {n: w for n, w in wheels.items() if n.startswith("nvidia-nccl")}}
 
 
-def cudnn_facts(folder: Optional[str], wheels: Dict[str, Dict[str, str]]) -> Dict[str, Any]:
+def cudnn_facts(folder: Optional[str], wheels: Dict[str, Dict[str, str]],
+                listing: str) -> Dict[str, Any]:
     headers: Dict[str, Optional[str]] = {}
     for path in sorted(set(cudnn_headers(folder))):
         text = util.read_text(path)
         headers[path] = parse_cudnn_header(text) if text else None
-    return {"headers": headers,
-            "wheels": {n: w for n, w in wheels.items() if n.startswith("nvidia-cudnn")}}
+    cudnn_wheels = {n: w for n, w in wheels.items() if n.startswith("nvidia-cudnn")}
+    return {"headers": headers, "wheels": cudnn_wheels,
+            "libraries": cudnn_libraries(listing),
+            "torch": torch_cudnn(folder, cudnn_wheels, headers)}
+
+
+def cudnn_libraries(listing: str) -> Dict[str, Optional[str]]:
+    """{real path: version from its file name} of every libcudnn the loader's cache lists:
+    what collect_env prints (it too resolves `ldconfig -p`'s paths and keeps files)."""
+    found: Dict[str, Optional[str]] = {}
+    for path in parse_ldconfig(listing, "libcudnn"):
+        real = os.path.realpath(path)
+        if os.path.isfile(real):
+            found[real] = version_from_file_name(real)
+    return dict(sorted(found.items()))
+
+
+def torch_cudnn(folder: Optional[str], wheels: Dict[str, Dict[str, str]],
+                headers: Dict[str, Optional[str]]) -> Dict[str, Any]:
+    """The libcudnn torch loads: its nvidia-cudnn wheel's beside torch (torch's RPATH is
+    searched before the loader's cache), with the wheel's version, else its header's. Without
+    that wheel torch loads what the loader finds, which `libraries` lists."""
+    if folder is None:
+        return {"version": None, "reason": "torch not found"}
+    wheel_lib = os.path.join(os.path.dirname(folder), "nvidia", "cudnn", "lib")
+    libraries = sorted(util.listed(wheel_lib, lambda name: name.startswith("libcudnn.so")))
+    if not libraries:
+        return {"version": None, "reason": "no nvidia-cudnn wheel beside torch"}
+    header = os.path.join(os.path.dirname(wheel_lib), "include", "cudnn_version.h")
+    wheel = next(iter(wheels.values()), None)
+    version = (wheel or {}).get("version") or headers.get(header) or \
+        version_from_file_name(os.path.realpath(libraries[0]))
+    source = "%s metadata" % next(iter(wheels)) if wheel else header if headers.get(header) \
+        else "file name"
+    return {"version": version, "path": libraries[0], "source": source}
 
 
 def cudnn_headers(folder: Optional[str]) -> List[str]:
@@ -382,12 +424,13 @@ def collect(config: Dict[str, Any]) -> Dict[str, Any]:
     timeout = float((config.get("cuda_nccl") or {}).get("timeout", PROBE_TIMEOUT))
     folder = torch_dir()
     wheels = nvidia_wheels()
+    listing = loader_listing(timeout)
     facts = {
         "cuda_toolkit": cuda_toolkit(timeout),
         "cuda_toolkits_installed": installed_toolkits(),
         "torch": torch_facts(folder),
-        "nccl": nccl_facts(folder, wheels, timeout),
-        "cudnn": cudnn_facts(folder, wheels),
+        "nccl": nccl_facts(folder, wheels, listing, timeout),
+        "cudnn": cudnn_facts(folder, wheels, listing),
         "nvidia_wheels": {name: wheel["version"] for name, wheel in wheels.items()},
     }
     return {"facts": facts, "volatile": {}}

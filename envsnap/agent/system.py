@@ -1,6 +1,7 @@
-"""Host facts: identity, kernel, OS, boot, CPU, NUMA, memory, limits, kernel command line.
+"""Host facts: identity, kernel, OS, boot, CPU, NUMA, memory, limits, kernel command line,
+and the compilers and libc that torch's collect_env reports (agent/toolchain.py).
 
-Everything comes from /proc, /sys and the stdlib; no subprocess is needed. Each reader
+Everything but the compilers comes from /proc, /sys and the stdlib. Each reader
 returns None (or an empty map) when its source is missing, as in containers and VMs.
 Neither socket, glob nor shlex is imported (2 ms of every capture): the host name is uname's,
 as socket.gethostname() reads it, /sys folders are listed by util.listed, and os-release's
@@ -12,6 +13,7 @@ import os
 import re
 import resource
 
+from . import lscpu, toolchain
 from .redact import redact_text
 from .util import listed, read_first_line, read_text
 
@@ -25,6 +27,7 @@ NODE_DIR = re.compile(r"node(\d+)$")
 
 def collect(config: Dict[str, Any]) -> Dict[str, Any]:
     meminfo = parse_meminfo(read_text("/proc/meminfo") or "")
+    cpuinfo = read_text("/proc/cpuinfo", limit=16 << 20) or ""
     cmdline = read_first_line("/proc/cmdline")
     numa = read_numa_nodes()
     facts = {
@@ -32,7 +35,7 @@ def collect(config: Dict[str, Any]) -> Dict[str, Any]:
         "kernel": kernel_info(),
         "os_release": read_os_release(),
         "boot_id": read_first_line("/proc/sys/kernel/random/boot_id"),
-        "cpu": read_cpu(),
+        "cpu": read_cpu(cpuinfo),
         "governors": read_governors(),
         "numa": {node: {"cpulist": info["cpulist"]} for node, info in numa.items()},
         "memory": memory_facts(meminfo),
@@ -40,6 +43,7 @@ def collect(config: Dict[str, Any]) -> Dict[str, Any]:
         "cmdline": redact_text(cmdline) if cmdline is not None else None,
         "iommu": read_iommu(cmdline or ""),
         "transparent_hugepage": read_thp(),
+        "toolchain": toolchain.collect(config),
     }
     volatile = {
         "uptime_seconds": parse_uptime(read_text("/proc/uptime") or ""),
@@ -48,6 +52,7 @@ def collect(config: Dict[str, Any]) -> Dict[str, Any]:
         # A node's memory is a reading: VMs that hot-plug memory (the lent Firecracker H200s)
         # grow node0 from 6 to 7 GiB under load while MemTotal stays put.
         "numa_mem_total_kib": {node: info["mem_total_kib"] for node, info in numa.items()},
+        "bogomips": lscpu.bogomips(first_block(cpuinfo)),
     }
     return {"facts": facts, "volatile": volatile}
 
@@ -97,11 +102,17 @@ def shell_value(raw: str) -> str:
         return raw
 
 
-def read_cpu() -> Dict[str, Any]:
-    cpu = parse_cpuinfo(read_text("/proc/cpuinfo", limit=16 << 20) or "")
+def read_cpu(text: str) -> Dict[str, Any]:
+    cpu = parse_cpuinfo(text)
     cpu["online"] = read_first_line("/sys/devices/system/cpu/online")
     cpu["smt"] = read_first_line("/sys/devices/system/cpu/smt/control")
+    cpu.update(lscpu.lscpu_facts(first_block(text), os.uname().machine, cpu["online"]))
     return cpu
+
+
+def first_block(cpuinfo: str) -> Dict[str, str]:
+    """The first processor's fields: lscpu too reads the identity of one."""
+    return parse_colon_block(cpuinfo.lstrip().split("\n\n", 1)[0])
 
 
 def parse_cpuinfo(text: str) -> Dict[str, Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, cast
 
+from envsnap.agent.lscpu import cpu_set
 from envsnap.agent.sections import SECTIONS
 from envsnap.diff import rules
 from envsnap.diff.findings import (
@@ -68,6 +69,8 @@ if TYPE_CHECKING:
     from envsnap.diff.benchmark import Benchmark
     from envsnap.snapshot.records import Env, Git, Process, ReflogEntry, Repo, Snapshot
 
+# The fields that hold a kernel CPU list, compared as the sets of CPUs they name.
+CPU_LISTS = frozenset(["online", "cpulist", "cpu_affinity"])
 # Raw bit masks beside their decoded name lists: one change, reported once.
 SKIP_KEYS = frozenset(["clock_event_reasons_mask", "clock_event_reasons_supported_mask"])
 Path = tuple[str, ...]
@@ -277,9 +280,15 @@ def unwrap(value: Any) -> Any:
     return value.value if isinstance(value, Atom) else value
 
 
+def same_cpus(path: Path, before: Any, after: Any) -> bool:
+    """Two writings of one CPU list: lscpu's `0,1` (a paste) is the kernel's `0-1`."""
+    return bool(path) and path[-1] in CPU_LISTS and isinstance(before, str) and \
+        isinstance(after, str) and bool(cpu_set(before)) and cpu_set(before) == cpu_set(after)
+
+
 def walk(before: Any, after: Any, path: Path = (),
          known: Known | None = None) -> Iterator[tuple[Path, Any, Any, FindingKind]]:
-    if before == after:
+    if before == after or same_cpus(path, before, after):
         return
     if not (is_mapping(before) and is_mapping(after)):
         yield path, unwrap(before), unwrap(after), CHANGED

@@ -29,7 +29,13 @@ from envsnap.diff.keys import (
     repo_view,
     variable_at,
 )
-from envsnap.diff.partial import IMPORT_ONLY, Uncompared, by_index, fleet_uncompared, known_of
+from envsnap.diff.partial import (
+    NOT_IN_EVERY_CAPTURE,
+    Uncompared,
+    by_index,
+    fleet_uncompared,
+    known_of,
+)
 from envsnap.diff.patch_summary import summarise_tree
 from envsnap.errors import EnvsnapError, SnapshotError, UsageError
 from envsnap.snapshot.document import (
@@ -308,7 +314,7 @@ def section_disagreements(name: str, captured: list[tuple[str, Snapshot]]
             return True        # outside what that capture records: it sits this one out
         known = knowns[host]
         if known is None:
-            return ".".join((name,) + path) in IMPORT_ONLY
+            return ".".join((name,) + path) in NOT_IN_EVERY_CAPTURE
         return known.unknown_in(0, path)
     rows = [rate(name, path, group(values), len(values), gpus, captured)
             for path, values in differing(views, unknown=unknown)]

@@ -7,9 +7,9 @@ Neither is a removal: the walk passes over a key the partial side lacks (`Known`
 inside a collection the import holds whole (meta.imported.complete: `pip list` gives every
 package, `nvidia-smi -q` every GPU), where a missing entry is really missing. GPUs a lone
 collect_env or topo -m names GPU0.. (it shows no bus) are matched by index. A few fields
-only an import records (the cuDNN libraries collect_env lists; a capture reads cuDNN's
-header instead; the conda packages `conda list` gives) are unknown to a capture, not absent
-from it."""
+only an import records (the conda packages `conda list` gives; the cuDNN libraries
+collect_env lists, which captures before the loader's cache was read lack) are unknown to a
+capture, not absent from it."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -28,6 +28,16 @@ if TYPE_CHECKING:
     from envsnap.snapshot.records import Snapshot
 
 IMPORT_ONLY = frozenset({"cuda_nccl.cudnn.libraries", "python_env.conda"})
+# Facts an older agent did not record: where a capture lacks one, it is unknown there, not
+# added or removed (a snapshot taken before an upgrade of envsnap against one after it).
+LATER_FACTS = frozenset(
+    ["system.toolchain", "cuda_nccl.cudnn.torch"]
+    + [f"system.cpu.{name}" for name in ("vendor_id", "family", "model_id", "stepping",
+                                         "flags", "address_sizes", "op_modes", "byte_order",
+                                         "caches", "vulnerabilities")])
+# What a whole capture may lack without having lost it
+NOT_IN_EVERY_CAPTURE = IMPORT_ONLY | LATER_FACTS
+LATER_SECTIONS = frozenset(fact.split(".")[0] for fact in LATER_FACTS)
 
 
 class Known(NamedTuple):
@@ -42,14 +52,16 @@ class Known(NamedTuple):
         there rather than gone."""
         holder = ".".join((self.section,) + path[:-1])
         if not self.partial[side]:
-            return f"{holder}.{path[-1]}" in IMPORT_ONLY
+            return f"{holder}.{path[-1]}" in NOT_IN_EVERY_CAPTURE
         return holder not in self.complete[side]
 
 
 def known_of(name: str, a: Snapshot, b: Snapshot) -> Known | None:
-    """None when both sides are whole captures (the plain walk)."""
+    """None when both sides are whole captures of a section every agent records alike
+    (the plain walk)."""
     if not (is_partial(a) or is_partial(b)):
-        return None
+        return Known(name, (False, False), (frozenset(), frozenset())) \
+            if name in LATER_SECTIONS else None
     return Known(name, (is_partial(a), is_partial(b)), (complete_paths(a), complete_paths(b)))
 
 

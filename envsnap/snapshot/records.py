@@ -57,6 +57,16 @@ class Cpu(TypedDict, total=False):
     sockets: Optional[int]
     online: Optional[str]
     smt: Optional[str]
+    vendor_id: Optional[str]
+    family: Optional[str]
+    model_id: Optional[str]
+    stepping: Optional[str]
+    flags: Optional[str]
+    address_sizes: Optional[str]
+    op_modes: Optional[str]
+    byte_order: Optional[str]
+    caches: dict[str, Optional[str]]            # lscpu's name (L1d) -> its size line
+    vulnerabilities: dict[str, Optional[str]]   # lscpu's name -> the kernel's word
 
 
 class Memory(TypedDict, total=False):
@@ -76,6 +86,15 @@ class Iommu(TypedDict, total=False):
     cmdline: dict[str, Optional[str]]
 
 
+class Toolchain(TypedDict, total=False):
+    """What collect_env reports of the compilers, CMake and libc, as it words them."""
+
+    gcc: Optional[str]
+    clang: Optional[str]
+    cmake: Optional[str]
+    libc: Optional[str]
+
+
 class System(TypedDict, total=False):
     hostname: Optional[str]
     boot_id: Optional[str]
@@ -89,6 +108,7 @@ class System(TypedDict, total=False):
     limits: dict[str, Limit]
     os_release: dict[str, Optional[str]]
     transparent_hugepage: dict[str, Optional[str]]
+    toolchain: Toolchain
 
 
 # ---- nvidia ---------------------------------------------------------------------------------
@@ -230,7 +250,8 @@ class VersionSource(TypedDict, total=False):
 class Cudnn(TypedDict, total=False):
     headers: dict[str, Optional[str]]
     wheels: dict[str, VersionSource]
-    libraries: dict[str, Optional[str]]       # library path -> version (an import's)
+    libraries: dict[str, Optional[str]]       # library path -> version
+    torch: Optional[VersionSource]            # the libcudnn torch would load
 
 
 class Nccl(TypedDict, total=False):
@@ -521,6 +542,7 @@ class SystemReadings(TypedDict, total=False):
     mem_available_kib: Optional[int]
     loadavg: dict[str, Optional[float]]
     numa_mem_total_kib: dict[str, Optional[int]]
+    bogomips: Optional[str]                     # lscpu's, measured at boot
 
 
 class NvidiaReadings(TypedDict, total=False):

@@ -68,7 +68,10 @@ SYSTEM = record(
     hostname=STR_, boot_id=STR_, cmdline=STR_,
     kernel=record("kernel", release=STR_, version=STR_, machine=STR_),
     cpu=record("cpu", model=STR_, logical_cpus=INT_, physical_cores=INT_, sockets=INT_,
-               online=STR_, smt=STR_),
+               online=STR_, smt=STR_, vendor_id=STR_, family=STR_, model_id=STR_,
+               stepping=STR_, flags=STR_, address_sizes=STR_, op_modes=STR_,
+               byte_order=STR_, caches=MapOf(STR_, key="cache"),
+               vulnerabilities=MapOf(STR_, key="vulnerability")),
     governors=MapOf(INT, key="governor"),
     memory=record("memory", total_kib=INT_, swap_total_kib=INT_, hugepages_total=INT_,
                   hugepage_size_kib=INT_),
@@ -77,6 +80,8 @@ SYSTEM = record(
     limits=LIMITS,
     os_release=NAME_TO_STR,
     transparent_hugepage=NAME_TO_STR,
+    toolchain=record("toolchain", "the compilers, CMake and libc torch's collect_env reports "
+                     "(agent/toolchain.py)", gcc=STR_, clang=STR_, cmake=STR_, libc=STR_),
 )
 
 # ---- nvidia ---------------------------------------------------------------------------------
@@ -138,7 +143,7 @@ CUDA_NCCL = record(
     cuda_toolkit=optional(VERSION), cuda_toolkits_installed=MapOf(STR_, key="folder"),
     cudnn=record("cudnn", headers=MapOf(STR_, key="header path"),
                  wheels=MapOf(VERSION, key="wheel"),
-                 libraries=MapOf(STR_, key="library path")),
+                 libraries=MapOf(STR_, key="library path"), torch=optional(VERSION)),
     nccl=record("nccl", torch=optional(VERSION), wheels=MapOf(VERSION, key="wheel"),
                 libraries=MapOf(VERSION, key="library path")),
     nvidia_wheels=MapOf(STR_, key="wheel"),
@@ -242,7 +247,7 @@ VOLATILE = record(
     rest=OTHER_SECTION,
     system=record("system_readings", uptime_seconds=NUM_, mem_available_kib=INT_,
                   loadavg=MapOf(NUM_, key="window"),
-                  numa_mem_total_kib=MapOf(INT_, key="node")),
+                  numa_mem_total_kib=MapOf(INT_, key="node"), bogomips=STR_),
     nvidia=record("nvidia_readings", gpus=MapOf(GPU_READINGS, key="PCI bus id")),
     git=record("git_readings", seconds=MapOf(NUM_, key="repository path")))
 

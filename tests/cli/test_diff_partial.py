@@ -123,3 +123,53 @@ def test_diff_fleet_names_what_pastes_could_not_compare_once_per_kind(cli: Cli,
     assert kinds[0]["more"] == [{"member": str(folder / "bob.txt"),
                                  "names": ["system.cpu", "system.numa"]}]
     assert {"nvidia", "system", "env", "git"} <= set(kinds[1]["names"])
+
+
+def test_a_cpu_list_written_as_lscpu_writes_it_is_no_drift(cli: Cli, tmp_path: Path) -> None:
+    """A pasted lscpu prints a run of two CPUs as `0,1`; the kernel (and so a capture) as
+    `0-1`: the same CPUs. A list naming other CPUs is still a change."""
+    def edit(collectors: dict[str, Any]) -> None:
+        collectors["system"]["facts"]["cpu"]["online"] = "0-1"
+        collectors["system"]["facts"]["numa"]["0"]["cpulist"] = "0-1"
+    save_capture(cli.env["ENVSNAP_STORE"], H200, "mine", edit)
+    paste = tmp_path / "collect_env.txt"
+    text = (H200 / "collect_env.txt").read_text()
+    paste.write_text(text.replace("On-line CPU(s) list:                     0-15",
+                                  "On-line CPU(s) list:                     0,1")
+                     .replace("NUMA node0 CPU(s):                       0-15",
+                              "NUMA node0 CPU(s):                       0,1"))
+    assert cli("import", str(paste), "--label", "theirs").returncode == 0
+    result = json.loads(cli("diff", "theirs", "mine", "--json").stdout)
+    assert [f for f in result["findings"] if f["section"] == "system"] == []
+    assert result["drift"] is False
+    paste.write_text(text.replace("On-line CPU(s) list:                     0-15",
+                                  "On-line CPU(s) list:                     0,2")
+                     .replace("NUMA node0 CPU(s):                       0-15",
+                              "NUMA node0 CPU(s):                       1,0"))
+    assert cli("import", str(paste), "--label", "other").returncode == 0
+    found = json.loads(cli("diff", "other", "mine", "--json").stdout)["findings"]
+    assert [(f["path"], f["before"], f["after"]) for f in found if f["section"] == "system"] \
+        == [(["cpu", "online"], "0,2", "0-1")]
+
+
+def test_facts_an_older_agent_did_not_record_are_no_drift(cli: Cli) -> None:
+    """A capture from before the collect_env facts (the recorded H200 one) against the
+    same host with them: nothing added; a compiler that really changed is still found."""
+    def newer(collectors: dict[str, Any]) -> None:
+        facts = collectors["system"]["facts"]
+        facts["toolchain"] = {"gcc": "(Ubuntu 13.3.0-6ubuntu2~24.04.1) 13.3.0", "clang": None,
+                              "cmake": "version 4.4.3", "libc": "glibc-2.39"}
+        facts["cpu"]["vendor_id"] = "GenuineIntel"
+        collectors["cuda_nccl"]["facts"]["cudnn"]["libraries"] = {
+            "/usr/lib/x86_64-linux-gnu/libcudnn.so.9.14.0": "9.14.0"}
+    save_capture(cli.env["ENVSNAP_STORE"], H200, "old")
+    save_capture(cli.env["ENVSNAP_STORE"], H200, "new", newer)
+    result = json.loads(cli("diff", "old", "new", "--json").stdout)
+    assert result["findings"] == [] and result["drift"] is False
+
+    def upgraded(collectors: dict[str, Any]) -> None:
+        newer(collectors)
+        collectors["system"]["facts"]["toolchain"]["gcc"] = "(GCC) 14.2.0"
+    save_capture(cli.env["ENVSNAP_STORE"], H200, "upgraded", upgraded)
+    found = json.loads(cli("diff", "new", "upgraded", "--json").stdout)["findings"]
+    assert [(f["path"], f["after"]) for f in found] == [(["toolchain", "gcc"], "(GCC) 14.2.0")]

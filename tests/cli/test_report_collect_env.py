@@ -3,8 +3,12 @@
 trip: `envsnap import` of that output gives the same facts."""
 from __future__ import annotations
 
+import importlib.util
+import platform
 import re
+import subprocess
 from pathlib import Path
+from typing import Any
 
 from conftest import Cli
 from helpers.imported import H200, agent_collectors, mismatches, save_capture
@@ -43,7 +47,7 @@ def test_a_capture_printed_as_collect_env_has_its_layout_and_facts(cli: Cli) -> 
         assert line + "\n" in out, line
     # what envsnap does not record, printed as the script prints what it cannot read
     assert "GCC version: Could not collect\n" in out
-    assert "Is CUDA available: N/A\n" in out
+    assert "Is CUDA available: True\n" in out   # torch built with CUDA, NVML sees a GPU
 
 
 def test_round_trip_import_of_the_printed_output_gives_the_same_facts(cli: Cli,
@@ -92,3 +96,112 @@ def test_a_capture_printed_as_sglang_check_env_and_read_back(cli: Cli, tmp_path:
     assert back["meta"]["imported"]["sources"]["check_env.txt"]["tool"] == "SGLang check_env"
     compared, wrong = mismatches(back["facts"], agent_collectors(H200))
     assert wrong == [] and compared >= 20, (compared, wrong)
+
+
+def first_line(argv: list[str]) -> str | None:
+    """What collect_env's run_and_parse_first_match sees: the program's first line."""
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    except FileNotFoundError:
+        return None
+    return done.stdout.splitlines()[0] if done.returncode == 0 and done.stdout else None
+
+
+def collect_env_says(argv: list[str], pattern: str) -> str:
+    """run_and_parse_first_match of collect_env, or what it prints when that finds nothing."""
+    line = first_line(argv)
+    match = re.search(pattern, line) if line else None
+    return match.group(1).strip() if match else "Could not collect"
+
+
+def cpuinfo_first_block() -> dict[str, str]:
+    block = Path("/proc/cpuinfo").read_text().strip().split("\n\n")[0]
+    return {key.strip(): value.strip() for key, _, value in
+            (line.partition(":") for line in block.splitlines())}
+
+
+def lscpu_list(cpus: set[int]) -> str:
+    """util-linux's own list form, written out here apart from the report's."""
+    parts: list[str] = []
+    run: list[int] = []
+    for cpu in sorted(cpus) + [None]:
+        if run and (cpu is None or cpu != run[-1] + 1):
+            parts.append(str(run[0]) if len(run) == 1 else ",".join(map(str, run))
+                         if len(run) == 2 else f"{run[0]}-{run[-1]}")
+            run = []
+        if cpu is not None:
+            run.append(cpu)
+    return ",".join(parts)
+
+
+def test_a_local_capture_states_what_collect_env_reads_from_the_host(cli: Cli) -> None:
+    assert cli("capture", "local", "--label", "here").returncode == 0
+    result = cli("report", "here", "--format", "collect-env")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    expected_gcc = collect_env_says(["gcc", "--version"], r"gcc (.*)")
+    expected_cmake = collect_env_says(["cmake", "--version"], r"cmake (.*)")
+    glibc = subprocess.run(["getconf", "GNU_LIBC_VERSION"], capture_output=True, text=True)
+    cpu = cpuinfo_first_block()
+    online: set[int] = set()
+    for part in Path("/sys/devices/system/cpu/online").read_text().strip().split(","):
+        low, _, high = part.partition("-")
+        online.update(range(int(low), int(high or low) + 1))
+    expected = [f"GCC version: {expected_gcc}", f"CMake version: {expected_cmake}",
+                f"Libc version: {glibc.stdout.strip().replace(' ', '-')}",
+                f"{'Vendor ID:':<41}{cpu['vendor_id']}", f"{'Model name:':<41}{cpu['model name']}",
+                f"{'CPU family:':<41}{cpu['cpu family']}", f"{'Model:':<41}{cpu['model']}",
+                f"{'Stepping:':<41}{cpu['stepping']}", f"{'BogoMIPS:':<41}{cpu['bogomips']}",
+                f"{'Flags:':<41}{cpu['flags']}",
+                f"{'Address sizes:':<41}{cpu['address sizes']}",
+                f"{'CPU(s):':<41}{len(cpu_lines_of_cpuinfo())}",
+                f"{'On-line CPU(s) list:':<41}{lscpu_list(online)}",
+                f"{'Byte Order:':<41}Little Endian",
+                f"Python platform: {platform.platform()}"]
+    for line in expected:
+        assert line + "\n" in out, (line, out)
+    if importlib.util.find_spec("torch") is None:
+        assert "Is CUDA available: N/A\n" in out   # no torch: the script prints N/A too
+    vulnerabilities = Path("/sys/devices/system/cpu/vulnerabilities")
+    for path in sorted(vulnerabilities.iterdir()) if vulnerabilities.is_dir() else []:
+        name = path.name.replace("_", " ").capitalize()
+        word = path.read_text().strip()
+        if word.startswith("Mitigation: "):   # lscpu's own rewording
+            word = "Mitigation; " + word.split(": ", 1)[1].replace(":", "")
+        assert f"{'Vulnerability ' + name + ':':<41}{word}\n" in out
+    cache = Path("/sys/devices/system/cpu/cpu0/cache/index0")
+    if cache.is_dir():
+        assert re.search(r"^L1d cache: +\d+(\.\d)? [KMG]iB \(\d+ instances?\)$", out, re.M)
+
+
+def cpu_lines_of_cpuinfo() -> list[str]:
+    return [line for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("processor")]
+
+
+def cudnn_block(text: str) -> list[str]:
+    lines = text.splitlines()
+    at = next(n for n, line in enumerate(lines) if line.startswith("cuDNN version:"))
+    end = next(n for n in range(at + 1, len(lines)) if not lines[n].startswith("/"))
+    return lines[at:end]
+
+
+def test_the_cudnn_libraries_a_capture_records_print_as_collect_env_printed_them(
+        cli: Cli) -> None:
+    """The H200's loader cache named eight libcudnn files, as the script printed them: a
+    capture recording those prints the same block, line for line."""
+    printed = cudnn_block(RECORDED)
+
+    def with_libraries(collectors: dict[str, Any]) -> None:
+        collectors["cuda_nccl"]["facts"]["cudnn"]["libraries"] = {
+            path: path.rsplit(".so.", 1)[1] for path in reversed(printed[1:])}
+    save_capture(cli.env["ENVSNAP_STORE"], H200, "mine", with_libraries)
+    out = cli("report", "mine", "--format", "collect-env").stdout
+    assert printed[0] == "cuDNN version: Probably one of the following:"
+    assert cudnn_block(out) == printed
+
+    def one(collectors: dict[str, Any]) -> None:
+        collectors["cuda_nccl"]["facts"]["cudnn"]["libraries"] = {printed[1]: "9.14.0"}
+    save_capture(cli.env["ENVSNAP_STORE"], H200, "one", one)
+    out = cli("report", "one", "--format", "collect-env").stdout
+    assert cudnn_block(out) == [f"cuDNN version: {printed[1]}"]

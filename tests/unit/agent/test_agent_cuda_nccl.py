@@ -159,7 +159,7 @@ def test_nccl_of_torch_from_the_wheel_beside_it(site: Path) -> None:
 def test_nccl_bundled_in_torch_lib_wins_over_the_wheel(site: Path) -> None:
     build_nccl(site / "nvidia" / "nccl" / "lib" / "libnccl.so.2", 22705)
     build_nccl(site / "torch" / "lib" / "libnccl.so.2", 21805)
-    used = cuda_nccl.nccl_facts(str(site / "torch"), {}, 10.0)["torch"]
+    used = cuda_nccl.nccl_facts(str(site / "torch"), {}, "", 10.0)["torch"]
     assert used["version"] == "2.18.5" and "/torch/lib/" in used["source"]
 
 
@@ -172,7 +172,7 @@ def test_a_library_without_nccl_falls_back_to_its_file_name(site: Path) -> None:
     (site / "empty.c").write_text("int nothing(void) { return 0; }\n")
     subprocess.run([compiler, "-shared", "-fPIC", "-o", str(lib), str(site / "empty.c")],
                    check=True)
-    entry = cuda_nccl.nccl_facts(str(site / "torch"), {}, 10.0)["torch"]
+    entry = cuda_nccl.nccl_facts(str(site / "torch"), {}, "", 10.0)["torch"]
     assert entry["version"] == "2.26.2" and entry["source"].startswith("file name:")
     assert "undefined symbol" in entry["error"]
 
@@ -187,7 +187,7 @@ def test_no_torch_is_not_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_wheel_nccl_without_torch_is_listed_not_attributed_to_torch(site: Path) -> None:
     shutil.rmtree(site / "torch")
     build_nccl(site / "nvidia" / "nccl" / "lib" / "libnccl.so.2", 22809)
-    facts = cuda_nccl.nccl_facts(None, {}, 10.0)
+    facts = cuda_nccl.nccl_facts(None, {}, "", 10.0)
     library = str(site / "nvidia" / "nccl" / "lib" / "libnccl.so.2")
     assert facts["libraries"][library]["version"] == "2.28.9"
     assert facts["torch"]["version"] is None
@@ -221,7 +221,37 @@ def test_a_library_that_crashes_the_probe_costs_its_version_not_the_facts(
         site: Path, probed_in: str) -> None:
     library = site / "nvidia" / "nccl" / "lib" / "libnccl.so.2.26.2"
     build_nccl(library, 0, CRASHING_NCCL_C)
-    facts = cuda_nccl.nccl_facts(str(site / "torch"), {}, 10.0)
+    facts = cuda_nccl.nccl_facts(str(site / "torch"), {}, "", 10.0)
     assert facts["torch"]["version"] == "2.26.2"   # from its file name
     assert facts["torch"]["source"].startswith("file name:")
     assert facts["torch"]["error"].startswith("probe exit -11")
+
+
+def test_cudnn_libraries_are_the_loader_cache_files_as_collect_env_lists_them(
+        tmp_path: Path) -> None:
+    """`ldconfig -p` names each library by its soname link and its plain .so link; the
+    script resolves them and keeps each file once: so does the capture."""
+    names = ["libcudnn", "libcudnn_adv"]
+    listing = ["2 libs found in cache `/etc/ld.so.cache'"]
+    for name in names:
+        real = tmp_path / f"{name}.so.9.14.0"
+        real.write_bytes(b"")
+        for link in (f"{name}.so.9", f"{name}.so"):
+            (tmp_path / link).symlink_to(real.name)
+            listing.append(f"\t{link} (libc6,x86-64) => {tmp_path / link}")
+    listing.append(f"\tlibcudnn_gone.so.9 (libc6,x86-64) => {tmp_path / 'gone.so.9'}")
+    found = cuda_nccl.cudnn_libraries("\n".join(listing))
+    assert found == {str(tmp_path / f"{name}.so.9.14.0"): "9.14.0" for name in names}
+
+
+def test_the_cudnn_torch_loads_is_its_wheel_beside_it(site: Path) -> None:
+    lib = site / "nvidia" / "cudnn" / "lib"
+    lib.mkdir(parents=True)
+    (lib / "libcudnn.so.9").write_bytes(b"")
+    wheels = {"nvidia-cudnn-cu12": {"version": "9.10.2.21", "source": "importlib.metadata"}}
+    used = cuda_nccl.torch_cudnn(str(site / "torch"), wheels, {})
+    assert used == {"version": "9.10.2.21", "path": str(lib / "libcudnn.so.9"),
+                    "source": "nvidia-cudnn-cu12 metadata"}
+    assert cuda_nccl.torch_cudnn(None, wheels, {})["reason"] == "torch not found"
+    (lib / "libcudnn.so.9").unlink()
+    assert cuda_nccl.torch_cudnn(str(site / "torch"), wheels, {})["version"] is None

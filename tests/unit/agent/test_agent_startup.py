@@ -94,7 +94,7 @@ def test_ldconfig_is_asked_only_where_its_cache_may_name_a_libnccl(
     if cache is not None:
         path.write_bytes(cache)
     monkeypatch.setattr(cuda_nccl, "LOADER_CACHE", str(path))
-    found = cuda_nccl.system_nccl(5.0)
+    found = cuda_nccl.system_nccl(cuda_nccl.loader_listing(5.0))
     assert fake_ldconfig.exists() is asked
     listed = {how for how in found.values() if how.startswith("ldconfig -p: ")}
     assert listed == ({f"ldconfig -p: {tmp_path}/libnccl.so.2"} if asked else set())
