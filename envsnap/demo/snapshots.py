@@ -76,6 +76,8 @@ def system_collector(at: int) -> dict[str, Any]:
         "os_release": {"ID": "debian", "NAME": "Debian GNU/Linux",
                        "PRETTY_NAME": "Debian GNU/Linux 12 (bookworm)", "VERSION_ID": "12"},
         "transparent_hugepage": {"defrag": "madvise", "enabled": "always"},
+        "toolchain": {"gcc": "(Debian 12.2.0-14+deb12u1) 12.2.0", "clang": None,
+                      "cmake": "version 3.25.1", "libc": "glibc-2.36"},
     }
     volatile = {"loadavg": {"15m": 9.12, "1m": 9.87, "5m": 9.41},
                 "mem_available_kib": 1301127168, "uptime_seconds": float(at - BOOT),
