@@ -49,6 +49,7 @@ from typing import Any, Callable
 
 import ledger
 import yaml
+from pairing import paired
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
@@ -107,23 +108,6 @@ def write_inventory(path: Path, addresses: list[str]) -> None:
     lines = ["all:", "  hosts:"]
     lines += [f"    h{n}: {{ansible_host: {address}}}" for n, address in enumerate(addresses)]
     path.write_text("\n".join(lines) + "\n")
-
-
-def paired(repeat: int, first: Callable[[], float],
-           second: Callable[[], float]) -> tuple[float, float, float]:
-    """(median of first, median of second, median of second/first) over `repeat` pairs, the
-    order alternating so that neither always runs on the warmer machine."""
-    pairs = []
-    for index in range(repeat):
-        if index % 2:
-            b = second()
-            a = first()
-        else:
-            a = first()
-            b = second()
-        pairs.append((a, b))
-    return (statistics.median(a for a, _ in pairs), statistics.median(b for _, b in pairs),
-            statistics.median(b / a for a, b in pairs))
 
 
 def agent_costs(store: Path, labels: list[str]) -> str:

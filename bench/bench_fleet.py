@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import ledger
+from pairing import paired
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
@@ -115,21 +116,6 @@ def capture_options(address: str) -> tuple[str, ...]:
     return tuple(OpenSSHTransport(Host(name=address, address=address), "ssh").options())
 
 
-def paired_ratio(repeat: int, first: Any, second: Any) -> tuple[float, float, float]:
-    """(median of first, of second, of second/first) over `repeat` alternating pairs."""
-    pairs = []
-    for index in range(repeat):
-        if index % 2:
-            b = second()
-            a = first()
-        else:
-            a = first()
-            b = second()
-        pairs.append((a, b))
-    return (statistics.median(a for a, _ in pairs), statistics.median(b for _, b in pairs),
-            statistics.median(b / a for a, b in pairs))
-
-
 def capture_run(work: Path, env: dict[str, str], daemon: Sshd, hosts: int) -> Run:
     inventory = write_inventory(work / f"fleet{hosts}.yml", daemon.addresses[:hosts])
     return measured(envsnap("capture", "all", "--inventory", str(inventory), "--label",
@@ -174,16 +160,16 @@ def bench_capture(work: Path, repeat: int, before: Path | None) -> None:
             return openssh_runs(daemon, env, big, ssh_config, (*options, *extra))
 
         fleets = {"masters kept": env, "first capture": {**env, "ENVSNAP_SSH_CONTROL_PERSIST": "0"}}
-        ratios = {name: paired_ratio(repeat, floor,
+        ratios = {name: paired(repeat, floor,
                                      lambda e=environment: capture_run(work, e, daemon, big).wall)
                   for name, environment in fleets.items()}
         if before is not None:
             before_commit = ledger.commit(before)[:7]   # now: the checkout may move on
             before_env = {**env, "PYTHONPATH": str(before)}
             capture_run(work, before_env, daemon, big)   # ships its agent
-            ratios["before, default-exchange floor"] = paired_ratio(
+            ratios["before, default-exchange floor"] = paired(
                 repeat, floor, lambda: capture_run(work, before_env, daemon, big).wall)
-            ratios["before, both curve25519"] = paired_ratio(
+            ratios["before, both curve25519"] = paired(
                 repeat, lambda: floor(CURVE25519_FIRST),
                 lambda: capture_run(work, before_env, daemon, big).wall)
     finally:

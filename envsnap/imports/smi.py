@@ -293,10 +293,7 @@ def read_topology(text: str, source: str, cut: bool = False) -> Reading:
         raise Unreadable(source, 1, "not a nvidia-smi topo -m output: no 'GPU0 ... CPU "
                          "Affinity' header")
     matrix = topology.read_smi(lines, at)
-    if matrix.broken:
-        row = matrix.broken[0]
-        raise Unreadable(source, row + 1, f"cannot read {quoted(lines[row])} as a topo -m "
-                         "row: its cells do not fit the header")
+    refuse_broken(matrix, lines, source, "a topo -m row")
     if not cut and not any(line.strip().startswith("Legend") for line in lines):
         raise Unreadable(source, len(lines), "truncated nvidia-smi topo -m output: no Legend")
     facts = matrix_facts(matrix, numa_node=True).get("nvidia", {})
@@ -305,6 +302,14 @@ def read_topology(text: str, source: str, cut: bool = False) -> Reading:
     facts = {"present": True, "topology": {}, **facts, "gpu_count": count}
     return Reading("nvidia-smi topo -m", "matrix", {"nvidia": facts},
                    complete=[] if cut else ["nvidia.gpus", "nvidia.topology"])
+
+
+def refuse_broken(matrix: topology.Matrix, lines: list[str], source: str, row_of: str) -> None:
+    """The first row whose cells do not fit the header, refused with its line number."""
+    if matrix.broken:
+        row = matrix.broken[0]
+        raise Unreadable(source, row + 1, f"cannot read {quoted(lines[row])} as {row_of}: its "
+                         "cells do not fit the header")
 
 
 # ---- rocm-smi --showtopo --------------------------------------------------------------------
@@ -317,10 +322,7 @@ def read_rocm_topology(text: str, source: str) -> Reading:
         raise Unreadable(source, 1, "not a rocm-smi --showtopo output: no 'between two GPUs' "
                          "table")
     matrix = topology.read_rocm(lines, at)
-    if matrix.broken:
-        row = matrix.broken[0]
-        raise Unreadable(source, row + 1, f"cannot read {quoted(lines[row])} as a row of "
-                         "rocm-smi's table: its cells do not fit the header")
+    refuse_broken(matrix, lines, source, "a row of rocm-smi's table")
     links = cast("dict[str, dict[str, str | None]]", matrix.links)
     facts: Facts = {"cuda_nccl": {"rocm": {"topology": links}}} if links else {}
     return Reading("rocm-smi --showtopo", "tables", facts)
