@@ -252,11 +252,26 @@ def index_distributions(records: Iterable[Optional[DistRecord]]) -> Dict[str, An
 
 def package_facts(dists: Iterable[Distribution],
                   site_dirs: List[str]) -> Dict[str, Any]:
-    facts = index_distributions(read_distribution(dist) for dist in dists)
+    records = [read_distribution(dist) for dist in dists]
+    facts = index_distributions(records)
+    facts["outside_site"] = outside_site(records, site_dirs)
     for name, path in read_egg_links(site_dirs).items():
         if name in facts["packages"]:  # legacy `setup.py develop`: no direct_url.json
             facts["editable"].setdefault(name, path)
     return facts
+
+
+def outside_site(records: List[Optional[DistRecord]], site_dirs: List[str]) -> List[str]:
+    """The packages whose copy that imports lies outside the site folders (a PYTHONPATH
+    entry, a checkout on sys.path): a later look into the site folders alone cannot tell
+    whether they are gone (the timeline's removals)."""
+    roots = [os.path.join(os.path.realpath(folder), "") for folder in site_dirs]
+    seen: Dict[str, str] = {}
+    for record in records:
+        if record is not None:
+            seen.setdefault(record.name, os.path.join(os.path.realpath(record.location), ""))
+    return sorted(name for name, where in seen.items()
+                  if not any(where.startswith(root) for root in roots))
 
 
 def read_egg_links(site_dirs: List[str]) -> Dict[str, str]:

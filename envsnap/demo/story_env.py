@@ -88,6 +88,7 @@ def python_env_facts() -> PythonEnv:
                         "implementation": "cpython", "prefix": VENV, "venv": True,
                         "version": "3.11.2"},
         "packages": dict(sorted(PACKAGES.items())), "shadowed": {}, "site_dirs": [SITE],
+        "outside_site": [],
         "user_site": {"enabled": False, "path": "/root/.local/lib/python3.11/site-packages"},
         "startup_pth": {f"{SITE}/distutils-precedence.pth": {
             "code_lines": [DISTUTILS_PTH],

@@ -353,6 +353,7 @@ class CondaPackage(TypedDict, total=False):
 class PythonEnv(TypedDict, total=False):
     interpreter: Interpreter
     packages: dict[str, Optional[str]]        # distribution -> version
+    outside_site: list[str]                   # of those, found outside the site folders
     editable: dict[str, Optional[str]]
     conda: dict[str, CondaPackage]            # conda's package name -> its record
     direct_urls: dict[str, Any]               # each distribution's direct_url.json, free-form

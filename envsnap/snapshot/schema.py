@@ -170,6 +170,7 @@ PYTHON_ENV = record(
                        implementation=STR_, build=STR_, prefix=STR_, base_prefix=STR_,
                        venv=BOOL_, flags=MapOf(BOOL_, key="flag")),
     packages=MapOf(STR_, key="distribution"), editable=MapOf(STR_, key="distribution"),
+    outside_site=STRINGS,
     conda=MapOf(record("conda_package", "a package as `conda list` gives it (an import only: "
                        "imports/conda.py)", version=STR_, build=STR_, channel=STR_),
                 key="conda package"),

@@ -328,7 +328,9 @@ def removed_events(stored: list[Stored], held: dict[str, list[str]], now: float,
         seen.add(folders)
         if item.time > until or now < since:
             continue
-        present = {name for folder in folders for name in held[folder]}
+        # a package found outside the site folders (PYTHONPATH) is not judged by them
+        present = {name for folder in folders for name in held[folder]} | set(
+            snap.python_env(item.document).get("outside_site") or ())
         gone = [(name, version or "?") for name, version in
                 sorted(snap.packages(item.document).items()) if name not in present]
         if len(gone) == 1:

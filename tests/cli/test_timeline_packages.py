@@ -189,3 +189,16 @@ def test_an_uninstall_of_several_is_one_removal(cli: Cli, story: Story, tmp_path
                                   "(as snapshot before recorded; envsnap restore before --pip)")
     text = words(timeline(cli, story).stdout)
     assert "3 packages: -v lists them" in text
+
+
+def test_a_package_on_pythonpath_is_not_taken_for_removed(cli: Cli, story: Story,
+                                                          tmp_path: Path) -> None:
+    """A snapshot recorded a distribution found through PYTHONPATH, outside the site
+    folders the timeline looks into: it is not gone, only elsewhere."""
+    extra = tmp_path / "on-pythonpath" / "offsite_pkg-1.0.dist-info"
+    extra.mkdir(parents=True)
+    (extra / "METADATA").write_text("Metadata-Version: 2.1\nName: offsite-pkg\nVersion: 1.0\n")
+    cli.env["PYTHONPATH"] = f"{extra.parent}:{cli.env.get('PYTHONPATH', '')}"
+    capture(cli, story, "before")
+    removals = [event["what"] for event in packages(cli, story) if "removed" in event["what"]]
+    assert removals == []
