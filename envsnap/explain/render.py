@@ -126,8 +126,11 @@ def item_lines(explanation: Explanation, items: Sequence[Described],
             width = f"{noise:.0f}" if noise >= 10 else f"{noise:.1f}"
             lines.append(f"{keep('no effect')}: {item.describe()}, alone "
                          f"{moved[:-1]}, within the noise: +/-{width}%)")
-        else:   # faster alone, or not settled alone while a set that held it was
+        elif explanation.faster(frozenset({index})):
             lines.append(f"not a cause: {item.describe()}, alone {moved}")
+        else:   # its own runs could not settle it; a set that held it did
+            lines.append(f"not settled alone: {item.describe()}, alone {moved} (within the "
+                         "noise of a set that held it)")
     return lines
 
 

@@ -198,6 +198,12 @@ class Explanation:
             return None
         return like
 
+    def faster(self, applied: frozenset[int]) -> bool:
+        """This state, measured, is resolvably better than GOOD (beyond the threshold)."""
+        values, good = self.runs(applied), self.good
+        return bool(values and good) and benchstats.compare(
+            good, values, self.lower_is_better, self.threshold)["verdict"] == IMPROVEMENT
+
     def count(self, *purposes: Purpose) -> int:
         return sum(trial.purpose in purposes for trial in self.trials)
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from envsnap.explain.render import Described, percent
 from envsnap.explain.render import drift_lines as drift_lines_glued
 from envsnap.explain.render import item_lines as item_lines_glued
-from envsnap.explain.search import Explanation, Measure, explain
+from envsnap.explain.search import Explanation, Measure, Trial, explain
 from envsnap.fold import plain
 
 GOOD_RUNS = (94.0, 94.4, 93.6)
@@ -98,3 +98,22 @@ def test_a_still_machine_says_nothing_of_drift() -> None:
 def test_percents_are_whole_from_ten_on() -> None:
     assert [percent(x) for x in (-0.333, -0.0999, 0.002, 0.1, 0.0)] == \
         ["-33%", "-10.0%", "+0.2%", "+10%", "+0.0%"]
+
+
+def test_a_difference_alone_is_not_a_cause_only_when_faster() -> None:
+    """Measured alone: faster is "not a cause"; runs too spread to settle it are "not
+    settled alone", never "not a cause" (a cause in the slower direction is not ruled out)."""
+    def explained(alone: list[float]) -> list[str]:
+        trials = [Trial(frozenset(), list(GOOD_RUNS), "good", "endpoint"),
+                  Trial(frozenset({0, 1}), [61.0, 61.2, 60.8], "bad", "endpoint"),
+                  Trial(frozenset({0}), [61.1, 61.0, 60.9], "bad", "search"),
+                  Trial(frozenset({1}), alone, "can't tell", "search")]
+        result = Explanation("found", [frozenset({0})], frozenset(), trials, 2,
+                             remainder="same")
+        return item_lines(result, ITEMS[:2])[2:]
+
+    assert explained([103.0, 103.4, 102.8]) == [
+        "not a cause: NCCL_PROTO=LL missing, alone 94 -> 103 (+9.6%)"]
+    assert explained([80.0, 99.0, 112.0]) == [
+        "not settled alone: NCCL_PROTO=LL missing, alone 94 -> 99 (+5.3%) (within the noise "
+        "of a set that held it)"]
