@@ -49,7 +49,7 @@ from envsnap.hosts.transport import Transport
 from envsnap.snapshot import document as snapshot
 from envsnap.snapshot.entries import write_entry
 from envsnap.snapshot.store import SUFFIX, Store, dump_yaml
-from envsnap.text import duration, now_utc, plural, timestamp
+from envsnap.text import now_utc, plural, timestamp
 
 if TYPE_CHECKING:
     from envsnap.snapshot.records import (
@@ -206,12 +206,14 @@ def last_line(text: str) -> str:
     return lines[-1][:200] if lines else "(no output)"
 
 
-def run_value(run: AgentOutput, total: int, metric: str) -> float:
-    """The metric of one run, or BenchError naming the run and showing its last line."""
+def run_value(run: AgentOutput, total: int, metric: str, limit: float) -> float:
+    """The metric of one run, or BenchError naming the run and showing its last line; a run
+    stopped at its time limit says the limit (`limit`, --run-timeout), not the seconds the
+    stopping took on a busy machine."""
     where = f"run {run['run']} of {total}"
     shown = last_line(run.get("output_tail", ""))
     if run.get("timed_out"):
-        raise BenchError(f"benchmark {where} timed out after {duration(run['seconds'])}; "
+        raise BenchError(f"benchmark {where} timed out after {limit:g} s (--run-timeout); "
                          f"last output line: {shown}")
     if run.get("exit_code") != 0:
         raise BenchError(f"benchmark {where} exited {run.get('exit_code')}; "
@@ -230,7 +232,7 @@ def build_record(spec: BenchSpec, reported: AgentOutput, host_name: str) -> Benc
     if reported.get("error"):
         raise BenchError(f"{host_name}: {reported['error']}")
     runs = reported.get("runs", [])
-    values = [run_value(run, spec.repeat, spec.metric) for run in runs]
+    values = [run_value(run, spec.repeat, spec.metric, spec.run_timeout) for run in runs]
     if len(values) < spec.repeat:   # the agent stops early only after a bad run
         raise BenchError(f"{host_name}: only {len(values)} of {spec.repeat} runs reported "
                          f"({reported.get('stopped') or 'no reason given'})")
