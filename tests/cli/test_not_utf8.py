@@ -119,7 +119,9 @@ def test_capture_over_ssh_records_the_same_text(ssh_cli: Cli, sshd: Sshd,
 def test_bench_with_serve_records_the_same_text_and_the_output(cli: Cli, planted: Planted,
                                                                tmp_path: Path) -> None:
     server_tag = unique_marker("not-utf8-server")
-    server = (f"printf 'ready \\377\\n'; exec {sys.executable} -c 'import time; "
+    # the server itself says ready, after the exec: the argv recorded then is its own
+    server = (f"exec {sys.executable} -c 'import sys, time; "
+              f"sys.stdout.buffer.write(b\"ready \\xff\\n\"); sys.stdout.flush(); "
               f"time.sleep(60)' {server_tag} \"$(printf 'arg\\376')\"")
     result = cli("bench", "local", "--label", "bench", *capture_options(planted),
                  "--cmd", "printf 'out\\377put 12.5\\n'", "--metric", r"put ([0-9.]+)",
