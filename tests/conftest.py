@@ -23,6 +23,16 @@ from helpers.sshd import UNINHERITED, Sshd, home_env, isolated_env, start_sshd
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(scope="session", autouse=True)
+def ctrl_c_as_at_a_terminal() -> None:
+    """A suite started in the background (`cmd &` in a script, as a CI runner may) inherits
+    Ctrl-C ignored, and so would every envsnap a test starts: a test that sends SIGINT to one
+    then waited for an exit that never came. Python's own Ctrl-C handler in each process
+    that runs tests (xdist's workers too), so the processes they start get the default."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def uses_sshd(item: pytest.Item) -> bool:
     """A test that logs in through the test sshd: it asks for the fixture (directly or through
     `ssh_cli`), or it is the `over_ssh` case of a test that picks its CLI at run time."""
@@ -82,14 +92,48 @@ def runtime_dir() -> Iterator[Path]:
     shutil.rmtree(folder, ignore_errors=True)
 
 
+AGENT_CACHE = Path(".cache/envsnap")   # hosts/payload.py's CACHE_DIR under a home
+_seed_cache: list[Path] = []          # the session's warmed agent cache, once made
+
+
+@pytest.fixture(scope="session", autouse=True)
+def warmed_agent_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """One `local` capture in a home of the session's own, so each test's fresh home starts
+    with the agent unpacked and byte-compiled and the toolchain's answers cached, as a
+    user's home has them after the first capture (about half of a first capture's time,
+    paid once per worker instead of once per test). A test of the first capture itself
+    clears its home's cache (`fresh_agent_cache`)."""
+    seed = tmp_path_factory.mktemp("seed-home")
+    env = {**isolated_env(seed), "ENVSNAP_STORE": str(seed / "store"), "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "envsnap", "capture", "local", "--label",
+                           "seed"], env=env, cwd=seed, capture_output=True, text=True,
+                          timeout=120)
+    if done.returncode == 0 and (seed / AGENT_CACHE).is_dir():
+        _seed_cache.append(seed / AGENT_CACHE)
+
+
+def seed_agent_cache(home: Path) -> None:
+    """A copy (never a link: envsnap refuses to write through one) of the warmed cache."""
+    target = home / AGENT_CACHE
+    if _seed_cache and not target.exists():
+        shutil.copytree(_seed_cache[0], target)
+
+
+def fresh_agent_cache(home: Path) -> None:
+    """A home without the agent's cache: the first capture on a host, as it really is."""
+    shutil.rmtree(home / AGENT_CACHE, ignore_errors=True)
+
+
 @pytest.fixture(autouse=True)
 def isolated_home(tmp_path_factory: pytest.TempPathFactory, runtime_dir: Path,
-                  monkeypatch: pytest.MonkeyPatch) -> Path:
+                  monkeypatch: pytest.MonkeyPatch, warmed_agent_cache: None,
+                  ctrl_c_as_at_a_terminal: None) -> Path:
     """Every test's own process gets a HOME and XDG dirs of its own too: tasks run in-process
     on `local` (a patch upload, `~` in a command) land there, never in the real home. Its
     kept OpenSSH masters (named by the HOME they serve, so no other test's is used) sit in
     the session's runtime folder and end soon after it."""
     home = tmp_path_factory.mktemp("process-home")
+    seed_agent_cache(home)
     for name, value in home_env(home).items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime_dir))
@@ -323,6 +367,7 @@ class CliProcess(Cli):
 def cli_env(tmp_path: Path) -> dict[str, str]:
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
+    seed_agent_cache(home)
     # HOME and XDG dirs of its own: the `local` host's agent cache and restore lock, crash
     # logs and anything else under ~ stay in this test's folder, never the real home.
     env = isolated_env(home)

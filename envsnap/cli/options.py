@@ -191,11 +191,26 @@ def ask(question: str) -> str | None:
     stdin) or they end the input (Ctrl-D): no answer is never a yes."""
     if not sys.stdin.isatty():
         return None
-    try:
-        return input(question).strip()
-    except EOFError:
+    sys.stdout.write(question)
+    sys.stdout.flush()
+    line = typed_line()
+    if line is None:   # Ctrl-D
         sys.stdout.write("\n")
         return None
+    return line.strip()
+
+
+def typed_line() -> str | None:
+    """The line typed at the terminal, or None at its end. A Ctrl-C that lands after the
+    question is out but before the read begins finds no read to interrupt: `input()` then
+    waited for a line while the KeyboardInterrupt sat pending. Waiting in short turns
+    (the interpreter raises a pending signal between two) ends on it at once."""
+    import select
+
+    while not select.select([sys.stdin], [], [], 0.2)[0]:
+        pass
+    line = sys.stdin.readline()
+    return line or None
 
 
 def said_yes(answer: str | None) -> bool:

@@ -10,7 +10,7 @@ import zipfile
 from pathlib import Path
 
 import yaml
-from conftest import Cli
+from conftest import Cli, fresh_agent_cache
 
 from envsnap.errors import ExitCode
 from envsnap.hosts import payload
@@ -53,6 +53,7 @@ def test_capturing_with_this_very_python_forks_it_and_records_what_a_fresh_one_w
     what the same python started fresh records (the controller started with an option a
     fresh one lacks, -W here, spawns the agent as ever)."""
     store, cache = Path(cli_process.env["ENVSNAP_STORE"]), Path(cli_process.env["HOME"])
+    fresh_agent_cache(cache)
     forked = cli_process("capture", "local", "--label", "forked", "--python", sys.executable)
     assert forked.returncode == 0, forked.stderr
     assert not list(cache.rglob("agent-*")), "a forked agent needs no cached copy"

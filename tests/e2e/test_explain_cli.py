@@ -533,6 +533,9 @@ def system_python_with_site() -> str:
     return python
 
 
+# Both cases plant a .pth where every python3 of the host reads it: on parallel workers each
+# case's snapshots would hold the other's file too; one worker runs them one after the other.
+@pytest.mark.xdist_group("system-site")
 @BOTH
 def test_a_host_wide_pth_is_switched_only_with_host_wide(request: pytest.FixtureRequest,
                                                          over_ssh: bool, tmp_path: Path) -> None:

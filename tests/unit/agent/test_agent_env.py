@@ -181,3 +181,15 @@ def test_process_cap_is_reported(monkeypatch: pytest.MonkeyPatch,
 def test_envsnap_commands_are_known_by_their_command_line(argv: list[str],
                                                           envsnap: bool) -> None:
     assert env.is_envsnap_command(argv) is envsnap
+
+
+def test_the_boot_time_is_the_same_in_every_capture() -> None:
+    # A worker's start time is the boot time plus its start in ticks: a boot time that moved
+    # between two captures made a worker that ran on look changed (its env section's digest).
+    readings = []
+    for _ in range(300):
+        readings.append(env.boot_epoch())
+        time.sleep(0.0005)
+    known = [each for each in readings if each is not None]
+    assert len(known) == len(readings)
+    assert max(known) - min(known) < 0.002
