@@ -38,8 +38,9 @@ DEFAULT = Retention()
 def age_text(seconds: float | None) -> str:
     if seconds is None:
         return FOREVER
-    for unit, size in sorted(UNITS.items(), key=lambda item: -item[1]):
-        if seconds % size == 0:
+    for unit in ("d", "h", "m"):
+        if seconds % UNITS[unit] == 0:
+            size = UNITS[unit]
             return f"{int(seconds // size)}{unit}"
     return f"{int(seconds)}s"
 
