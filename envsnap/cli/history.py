@@ -41,7 +41,8 @@ def register(commands: Commands) -> None:
                     "store's YAML snapshots into it (they stay); `gc` keeps every record of "
                     "the last 2 days, the first of each hour for 14 days and the first of "
                     "each day after, for each host, and deletes the parts no record names.")
-    actions = history.add_subparsers(dest="action", metavar="ACTION", required=True)
+    actions = history.add_subparsers(dest="action", metavar="ACTION", required=True,
+                                     help="what to do with the history")
     listing = actions.add_parser("list", help="each record: id, time, host, why")
     listing.add_argument("host", metavar="HOST", nargs="?", help="only this host's records")
     show = actions.add_parser("show", help="one record, as `envsnap show` shows a snapshot")
