@@ -2,14 +2,14 @@
 
 Real captures of this host (`envsnap capture local`, a git checkout and one worker process
 matched by --proc), each recorded into the history of a fresh store:
-- an unchanged capture: the same host captured again, nothing moved (target: at most 20 KB);
-- a changed worker env: the worker restarted with one variable gone, captured again (target:
-  at most 5 KB).
+- an unchanged capture: the same host captured again, nothing moved;
+- a changed worker env: the worker restarted with one variable gone, captured again.
 And a GPU host's: the recorded H200 snapshot of tests/data/h200x2-story recorded, then again
 with only what moves on its own changed (its capture time, and the other snapshot's volatile
 readings of the same GPUs): an unchanged capture of that host.
 Each growth is the bytes the history's folder grew by, printed against the size of that
-capture's own YAML snapshot, measured in the same run. Median of --runs.
+capture's own YAML snapshot, measured in the same run, the issue's target beside it.
+Median of --runs.
 
 Usage: PYTHONPATH=. python3 bench/bench_history.py [--runs 5]
 """

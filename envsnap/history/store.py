@@ -8,8 +8,8 @@ Layout, under the store's `history/` folder:
 A part is written beside its name and renamed into place (entries.write_entry), so a reader
 meets a whole part or none; two writers of one part write the same bytes. A manifest is
 linked into place under a name no other has (store.write_new): two records of one second
-get `-2`, `-3`, never one over the other. So any number of processes, on any number of
-hosts sharing the folder, may record at once.
+get a numbered suffix each, never one over the other. So any number of processes, on any
+number of hosts sharing the folder, may record at once.
 
 A part already there is checked before it is used again (a damaged one is written anew)
 and its time is set to now: `gc` never deletes a part used after it began (gc.py).
