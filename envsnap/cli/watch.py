@@ -136,7 +136,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
 def watch_hosts(args: argparse.Namespace, store: Store) -> int:
     from envsnap.history.store import History
     from envsnap.hosts.agentconfig import CaptureOptions
-    from envsnap.watch.run import WatchPlan, Watcher, capture_document
+    from envsnap.watch.period import period_text
+    from envsnap.watch.run import Watcher, WatchPlan, capture_document
     from envsnap.watch.status import WatcherLock, write_status
 
     hosts = selected_hosts(args, args.hosts, {"repos": args.repo, "procs": args.proc,
@@ -171,7 +172,7 @@ def watch_hosts(args: argparse.Namespace, store: Store) -> int:
 
     if not args.once:
         print(f"watching {', '.join(host.name for host in hosts)}: a capture every "
-              f"{duration(args.every)}" + (", and at each start of "
+              f"{period_text(args.every)}" + (", and at each start of "
                                            + " or ".join(plan.patterns())
                                            if plan.local and plan.patterns() else "")
               + f"; history in {store.root / 'history'}")
@@ -255,9 +256,14 @@ def status_text(status: WatchStatus) -> str:
 
 def install(args: argparse.Namespace, store: Store) -> int:
     from envsnap.watch.install import chosen_scheduler, plan_install
+    from envsnap.watch.status import folder_of
 
     store.check_writable()
     service = service_of(args, store)
+    try:   # where the service's log and lock go, before anything is installed
+        folder_of(store.root).mkdir(exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"cannot make {folder_of(store.root)}: {exc.strerror}") from None
     change = plan_install(service, chosen_scheduler(args.scheduler))
     if not change.needed:
         print(f"already installed in {change.target}: nothing to change")

@@ -21,6 +21,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,8 +70,6 @@ class Change:
 def envsnap_program() -> list[str]:
     """This envsnap, by absolute path: its console script when it runs as one, else its
     interpreter with `-m envsnap`."""
-    import sys
-
     script = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
     if os.path.basename(script) == "envsnap" and os.path.isfile(script):
         return [script]
@@ -140,7 +139,8 @@ def is_ours(line: str, name: str | None) -> bool:
 
 def without_ours(crontab: str, name: str | None) -> tuple[str, str]:
     """(the crontab less envsnap's lines for `name`, those lines)."""
-    kept, ours = [], []
+    kept: list[str] = []
+    ours: list[str] = []
     for line in crontab.splitlines(keepends=True):
         (ours if is_ours(line, name) else kept).append(line)
     return "".join(kept), "".join(ours)

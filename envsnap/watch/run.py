@@ -18,8 +18,12 @@ from dataclasses import dataclass, field
 
 from envsnap.errors import EnvsnapError
 from envsnap.hosts.agentconfig import CaptureOptions
+from envsnap.hosts.capture import snapshot_document
+from envsnap.hosts.connect import open_transport
 from envsnap.hosts.inventory import Host
 from envsnap.snapshot.records import Snapshot
+from envsnap.snapshot.store import label_from_name
+from envsnap.text import name_stamp, now_utc
 from envsnap.watch.period import period_text
 from envsnap.watch.procstarts import ProcessStarts
 from envsnap.watch.status import CaptureRun, WatchStatus, watcher_name
@@ -167,11 +171,6 @@ def started_reason(pending: dict[int, float]) -> str:
 def capture_document(host: Host, options: CaptureOptions) -> Snapshot:
     """One capture of `host` as a document, not saved in the store's labelled snapshots
     (the sink keeps it): the capture path every command takes (hosts/capture.py)."""
-    from envsnap.hosts.capture import snapshot_document
-    from envsnap.hosts.connect import open_transport
-    from envsnap.snapshot.store import label_from_name
-    from envsnap.text import name_stamp, now_utc
-
     label = f"watch-{label_from_name(host.name)}-{name_stamp(now_utc())}"
     with open_transport(host, options.connect_timeout,
                         options.accept_new_host_keys) as transport:

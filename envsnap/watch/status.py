@@ -117,6 +117,20 @@ def read_status(path: Path) -> WatchStatus | StoreError:
         return StoreError(f"{path}: not a watcher's status file")
 
 
+def number(data: dict[str, object], key: str) -> float:
+    value = data[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{key} is a number")
+    return float(value)
+
+
+def whole(data: dict[str, object], key: str) -> int:
+    value = data[key]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{key} is a whole number")
+    return value
+
+
 def run_of(data: object) -> CaptureRun | None:
     if data is None:
         return None
@@ -124,8 +138,8 @@ def run_of(data: object) -> CaptureRun | None:
         raise TypeError("a capture is a mapping")
     error = data["error"]
     return CaptureRun(host=str(data["host"]), reason=str(data["reason"]),
-                      at=float(data["at"]), seconds=float(data["seconds"]),
-                      cpu_seconds=float(data["cpu_seconds"]),
+                      at=number(data, "at"), seconds=number(data, "seconds"),
+                      cpu_seconds=number(data, "cpu_seconds"),
                       error=None if error is None else str(error))
 
 
@@ -135,14 +149,14 @@ def status_of(data: object) -> WatchStatus:
         raise TypeError("a status is a mapping with a list of hosts")
     return WatchStatus(
         name=str(data["name"]), hosts=tuple(str(host) for host in data["hosts"]),
-        pid=int(data["pid"]), every=float(data["every"]),
-        started_at=float(data["started_at"]), updated_at=float(data["updated_at"]),
-        running=bool(data["running"]), captures=int(data["captures"]),
-        failures=int(data["failures"]), last=run_of(data["last"]),
+        pid=whole(data, "pid"), every=number(data, "every"),
+        started_at=number(data, "started_at"), updated_at=number(data, "updated_at"),
+        running=data["running"] is True, captures=whole(data, "captures"),
+        failures=whole(data, "failures"), last=run_of(data["last"]),
         last_failure=run_of(data["last_failure"]),
-        wall_seconds=float(data["wall_seconds"]), cpu_seconds=float(data["cpu_seconds"]),
-        children_cpu_seconds=float(data["children_cpu_seconds"]),
-        capture_cpu_seconds=float(data["capture_cpu_seconds"]))
+        wall_seconds=number(data, "wall_seconds"), cpu_seconds=number(data, "cpu_seconds"),
+        children_cpu_seconds=number(data, "children_cpu_seconds"),
+        capture_cpu_seconds=number(data, "capture_cpu_seconds"))
 
 
 def is_alive(status: WatchStatus, proc: str = "/proc") -> bool:
