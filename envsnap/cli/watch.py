@@ -248,7 +248,9 @@ def status_text(status: WatchStatus) -> str:
     lines.append(f"  captures      {status.captures}, {status.failures} failed{failures}")
     lines.append(f"  CPU           {status.cpu_share:.3%} of a core of its own, "
                  f"{status.total_cpu_share:.3%} with its captures' agents, over "
-                 f"{duration(status.wall_seconds)}")
+                 f"{duration(status.wall_seconds)}"
+                 + (f"; it read {status.new_processes} new processes" if status.new_processes
+                    else ""))
     return "".join(line + "\n" for line in lines)
 
 

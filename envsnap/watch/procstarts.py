@@ -56,16 +56,28 @@ class ProcessStarts:
         self.matchers = matchers_of(patterns)
         self.own_pid = os.getpid() if own_pid is None else own_pid
         self.root = Path(root)
+        self.examined = 0   # new pids read: what polling cost grows with on a busy host
+        try:   # kept open: each poll is one pread, no open or close
+            self.loadavg: int | None = os.open(self.root / "loadavg", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            self.loadavg = None
         self.last_pid = self.read_last_pid()
         self.seen = self.pids()
 
-    def read_last_pid(self) -> str:
-        """The kernel's most recently allocated pid, as text (only compared); "" when
+    def close(self) -> None:
+        if self.loadavg is not None:
+            os.close(self.loadavg)
+            self.loadavg = None
+
+    def read_last_pid(self) -> bytes:
+        """The kernel's most recently allocated pid, as bytes (only compared); b"" when
         /proc/loadavg cannot be read, which makes every poll list /proc."""
+        if self.loadavg is None:
+            return b""
         try:
-            return (self.root / "loadavg").read_text().split()[-1]
+            return os.pread(self.loadavg, 256, 0).rsplit(None, 1)[-1]
         except (OSError, IndexError):
-            return ""
+            return b""
 
     def pids(self) -> set[int]:
         try:
@@ -80,6 +92,7 @@ class ProcessStarts:
         self.last_pid = last_pid
         running = self.pids()
         new = sorted(running - self.seen)
+        self.examined += len(new)
         self.seen = running   # gone pids are forgotten: a pid reused later is a new process
         return [started for pid in new if (started := self.matching(pid)) is not None]
 
@@ -94,9 +107,15 @@ class ProcessStarts:
 
     def argv(self, pid: int) -> list[str]:
         try:
-            return parse_cmdline((self.root / str(pid) / "cmdline").read_bytes())
+            descriptor = os.open(f"{self.root}/{pid}/cmdline", os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
             return []
+        try:   # a command line longer than this is cut: what a pattern looks for comes early
+            return parse_cmdline(os.read(descriptor, 1 << 16))
+        except OSError:
+            return []
+        finally:
+            os.close(descriptor)
 
     def parent(self, pid: int) -> int:
         try:

@@ -11,6 +11,7 @@ It reads processes, never acts on one: no worker is signalled, restarted or touc
 from __future__ import annotations
 
 import os
+import resource
 import threading
 import time
 from collections.abc import Callable
@@ -32,7 +33,8 @@ Sink = Callable[[Snapshot, str], object]          # the document and why it was 
 Capture = Callable[[Host], Snapshot]
 STARTED = "watch started"
 SETTLE_SECONDS = 1.0   # a worker's start to its capture: its launcher may still set its env
-POLL_SECONDS = 0.5     # how often the kernel's last pid is looked at
+POLL_SECONDS = 1.0     # how often the kernel's last pid is looked at: with the settle, a
+                       # worker is captured 1 to 2 s after its start
 
 
 @dataclass(frozen=True)
@@ -59,9 +61,12 @@ class WatchPlan:
 
 
 def cpu_now() -> tuple[float, float]:
-    """(this process's CPU seconds, its waited-for children's), user and system together."""
-    times = os.times()
-    return times.user + times.system, times.children_user + times.children_system
+    """(this process's CPU seconds, its waited-for children's), user and system together:
+    getrusage's microseconds, not os.times()'s clock ticks (a hundredth of a second is more
+    than an idle watcher spends in a minute)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
 
 
 @dataclass
@@ -82,6 +87,7 @@ class Watcher:
     capture_cpu: float = 0.0
     last: CaptureRun | None = None
     last_failure: CaptureRun | None = None
+    starts: ProcessStarts | None = None
 
     def status(self, running: bool = True) -> WatchStatus:
         own, children = cpu_now()
@@ -93,7 +99,8 @@ class Watcher:
             wall_seconds=self.clock() - self.started_clock,
             cpu_seconds=own - self.started_cpu[0],
             children_cpu_seconds=children - self.started_cpu[1],
-            capture_cpu_seconds=self.capture_cpu)
+            capture_cpu_seconds=self.capture_cpu,
+            new_processes=self.starts.examined if self.starts is not None else 0)
 
     def capture_one(self, host: Host, reason: str) -> CaptureRun:
         """Capture `host` and hand it to the sink; a failure is returned, never raised."""
@@ -125,8 +132,8 @@ class Watcher:
         """Watch until stopped, --for has passed or --once has captured; every capture made."""
         plan = self.plan
         self.started_clock = self.clock()
-        starts = ProcessStarts(plan.patterns()) if plan.local and plan.patterns() \
-            and not plan.once else None
+        starts = self.starts = ProcessStarts(plan.patterns()) \
+            if plan.local and plan.patterns() and not plan.once else None
         end = self.started_clock + plan.duration if plan.duration is not None else None
         runs = self.capture_all(STARTED)
         due = self.started_clock + plan.every
@@ -149,6 +156,8 @@ class Watcher:
                 self.stop.wait(self.wait_seconds(due, end, pending))
         finally:
             self.on_status(self.status(running=False))
+            if starts is not None:
+                starts.close()
         return runs
 
     def wait_seconds(self, due: float, end: float | None, pending: dict[int, float]) -> float:

@@ -2,7 +2,7 @@
 renamed: snapshot/entries.py) after each capture and when the watcher ends; read by
 `envsnap watch --status`. It says what a person asks of a process that runs all day: is it
 alive, when did it last capture and how long did that take, what failed, and what it costs
-(its own CPU seconds over its wall time, os.times(); its captures' agents apart).
+(its own CPU seconds over its wall time, getrusage; its captures' agents apart).
 
 Also here: the lock that keeps one watcher per store and set of hosts
 (`<store>/watch/<name>.lock`, held with flock for the watcher's life; the kernel drops it
@@ -58,6 +58,7 @@ class WatchStatus:
     cpu_seconds: float           # the watcher's own (user + system)
     children_cpu_seconds: float  # its captures' agents (processes it started and waited for)
     capture_cpu_seconds: float   # of all that, what the captures took (both sides)
+    new_processes: int           # new pids read, to find workers' starts (this machine's)
 
     @property
     def cpu_share(self) -> float:
@@ -156,7 +157,8 @@ def status_of(data: object) -> WatchStatus:
         last_failure=run_of(data["last_failure"]),
         wall_seconds=number(data, "wall_seconds"), cpu_seconds=number(data, "cpu_seconds"),
         children_cpu_seconds=number(data, "children_cpu_seconds"),
-        capture_cpu_seconds=number(data, "capture_cpu_seconds"))
+        capture_cpu_seconds=number(data, "capture_cpu_seconds"),
+        new_processes=whole(data, "new_processes"))
 
 
 def is_alive(status: WatchStatus, proc: str = "/proc") -> bool:
