@@ -40,7 +40,8 @@ def listed_codes(help_text: str) -> list[int]:
 def test_every_command_is_there() -> None:
     assert set(subcommands(build_parser())) == {
         "capture", "list", "show", "diff", "bench", "play", "restore", "bisect", "report",
-        "demo", "trust", "ansible", "explain", "timeline", "import", "prune", "completion"}
+        "demo", "trust", "ansible", "explain", "timeline", "import", "prune", "completion",
+            "watch"}
 
 
 @pytest.mark.parametrize("command, action", options(),
