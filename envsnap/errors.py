@@ -81,6 +81,13 @@ class StoreError(EnvsnapError):
     exit_code = ExitCode.USAGE
 
 
+class DamagedHistoryError(StoreError):
+    """A record of the history (envsnap/history/) whose part or manifest is missing or is
+    not what its name promises: corrupt data, as a damaged snapshot is."""
+
+    exit_code = ExitCode.INVALID
+
+
 class HostError(EnvsnapError):
     """A host could not be reached or could not run the agent."""
 

@@ -8,8 +8,8 @@ Layout, under the store's `history/` folder:
 A part is written beside its name and renamed into place (entries.write_entry), so a reader
 meets a whole part or none; two writers of one part write the same bytes. A manifest is
 linked into place under a name no other has (store.write_new): two records of one second
-get `-2`, `-3`, never one over the other. So any number of processes, on any number of
-hosts sharing the folder, may record at once.
+get a numbered suffix each, never one over the other. So any number of processes, on any
+number of hosts sharing the folder, may record at once.
 
 A part already there is checked before it is used again (a damaged one is written anew)
 and its time is set to now: `gc` never deletes a part used after it began (gc.py).
@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envsnap.errors import StoreError
+from envsnap.errors import DamagedHistoryError, StoreError
 from envsnap.history.parts import Part, Place, canonical, digest_of, join, split
 from envsnap.shape import is_object
 from envsnap.snapshot import provenance
@@ -40,6 +40,7 @@ from envsnap.snapshot.store import (
     max_snapshot_bytes,
     write_new,
 )
+from envsnap.text import did_you_mean
 
 if TYPE_CHECKING:
     from envsnap.snapshot.records import Snapshot
@@ -134,7 +135,8 @@ def manifest_of_header(line: str, source: str) -> Manifest:
 
 
 def contents_of_body(line: str, source: str) -> Contents:
-    bad = StoreError(f"{source}: a damaged history manifest (its parts cannot be read)")
+    bad = DamagedHistoryError(f"{source}: a damaged history manifest (its parts cannot be "
+                              "read)")
     try:
         body = json.loads(line)
     except ValueError:
@@ -176,11 +178,13 @@ def decoded_part(data: bytes, digest: str, path: Path) -> bytes:
     try:
         plain = zlib.decompress(data)
     except zlib.error:
-        raise StoreError(f"history part {path} is damaged (not compressed data): "
-                         "envsnap history verify lists every damaged record") from None
+        raise DamagedHistoryError(f"history part {path} is damaged (not compressed data): "
+                                  "envsnap history verify lists every damaged record") \
+            from None
     if digest_of(plain) != digest:
-        raise StoreError(f"history part {path} is damaged (its content does not match its "
-                         "name): envsnap history verify lists every damaged record")
+        raise DamagedHistoryError(f"history part {path} is damaged (its content does not "
+                                  "match its name): envsnap history verify lists every "
+                                  "damaged record")
     return plain
 
 
@@ -304,6 +308,17 @@ class History:
             raise StoreError(f"{path}: its header names another record ({manifest.id})")
         return manifest
 
+    def find(self, manifest_id: str) -> Manifest:
+        """The record of an id, as `history list` prints it."""
+        path = self.manifest_path(manifest_id)
+        try:
+            return self.read_header(path)
+        except FileNotFoundError:
+            known = [manifest.id for manifest in self.manifests()]
+            raise StoreError(f"no history record {manifest_id!r} in {self.root}"
+                             f"{did_you_mean(manifest_id, known)}; envsnap history list "
+                             "shows what there is") from None
+
     def contents(self, manifest: Manifest) -> Contents:
         path = self.manifest_path(manifest.id)
         try:
@@ -313,7 +328,7 @@ class History:
                              "history list shows what there is)") from None
         lines = data.decode("ascii", "replace").split("\n")
         if len(lines) < 2:
-            raise StoreError(f"{path}: a damaged history manifest (it ends early)")
+            raise DamagedHistoryError(f"{path}: a damaged history manifest (it ends early)")
         return contents_of_body(lines[1], str(path))
 
     def read_part(self, digest: str) -> object:
@@ -321,8 +336,8 @@ class History:
         try:
             data = read_bytes(path, max_snapshot_bytes())
         except FileNotFoundError:
-            raise StoreError(f"history part {path} is missing: envsnap history verify lists "
-                             "every damaged record") from None
+            raise DamagedHistoryError(f"history part {path} is missing: envsnap history verify "
+                                      "lists every damaged record") from None
         return json.loads(decoded_part(data, digest, path))
 
     def load(self, manifest: Manifest) -> Snapshot:
@@ -339,6 +354,6 @@ class History:
         try:
             document = join(contents.rest, placed)
         except ValueError as exc:
-            raise StoreError(f"history record {manifest.id}: a damaged manifest ({exc})") \
-                from None
+            raise DamagedHistoryError(f"history record {manifest.id}: a damaged manifest "
+                                      f"({exc})") from None
         return validate(document, f"history record {manifest.id}")

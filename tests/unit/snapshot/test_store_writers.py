@@ -47,6 +47,8 @@ DIRECT: dict[str, str] = {
                                          "replaces)",
     "envsnap.timeline.saved:save": "write_new: a saved timeline's label must be new",
     "envsnap.history.store:History.claim": "write_new: a history manifest's name must be new",
+    "envsnap.history.upkeep:delete_unless_used": "moves a part aside within its folder and "
+                                                 "back: a rename, never through a link",
     "envsnap.report.build:save_text": USER_NAMED,
     "envsnap.report.bundle:write_bytes": USER_NAMED,
     "envsnap.cli.bisect:write_plot": USER_NAMED,
