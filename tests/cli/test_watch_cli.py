@@ -254,7 +254,8 @@ def test_install_with_cron_keeps_the_users_lines_and_runs_as_written(
     finally:
         os.killpg(started.pid, signal.SIGTERM)
         started.wait(timeout=60)
-    assert status_of(cli)["running"] is False
+    # flock ends at the signal; the watcher, signalled with it, ends on its own a moment later
+    wait_for(lambda: status_of(cli)["running"] is False)
     assert "recorded (watch started" in (store / "watch" / "local.log").read_text()
 
     removed = cli("watch", "--uninstall", "--yes")
