@@ -295,3 +295,15 @@ def test_install_with_systemd_enables_a_running_service(cli: Cli) -> None:
         removed = cli("watch", "--uninstall", "local", "--yes")
     assert removed.returncode == 0, removed.stderr
     assert not unit.exists()
+
+
+def test_install_without_systemd_or_crontab_says_so(cli: Cli, tmp_path: Path) -> None:
+    empty = tmp_path / "no-tools"
+    empty.mkdir()
+    cli.env["PATH"] = str(empty)
+    result = cli("watch", "local", "--install", "--yes")
+    assert result.returncode == 3
+    assert result.stderr.strip() == (
+        "envsnap: error: crontab is not installed here: no systemd user instance and no "
+        "crontab, so nothing can keep a watcher running; run `envsnap watch` in a terminal "
+        "multiplexer instead")
