@@ -35,7 +35,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("__init__", "errors", "defaults"),   # and every other module at the top of envsnap/
     ("snapshot",),
     ("hosts", "imports", "history"),
-    ("hostops",),
+    ("hostops", "watch"),
     ("bench",),
     ("diff",),
     ("timeline",),

@@ -64,6 +64,7 @@ CEILINGS: dict[str, tuple[int, int, int]] = {
     "shape": (0, 1, 1),
     "snapshot": (11, 0, 9),
     "timeline": (1, 0, 3),
+    "watch": (0, 0, 2),     # the status file, checked where it is read
     "yamlread": (0, 0, 1),
 }
 # The most for all packages together: the targets (60 and 10), or the count where it is

@@ -68,7 +68,7 @@ COMMAND_MODULES = {
     "play": "play", "restore": "restore", "bisect": "bisect", "report": "report",
     "demo": "demo", "trust": "trust", "ansible": "collection",
     "explain": "explain", "timeline": "timeline", "import": "importing", "prune": "prune",
-    "completion": "completion", "history": "history",
+    "completion": "completion", "history": "history", "watch": "watch",
 }
 EXAMPLES = examples(
     "envsnap capture local --label before",

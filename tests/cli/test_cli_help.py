@@ -41,7 +41,7 @@ def test_every_command_is_there() -> None:
     assert set(subcommands(build_parser())) == {
         "capture", "list", "show", "diff", "bench", "play", "restore", "bisect", "report",
         "demo", "trust", "ansible", "explain", "timeline", "import", "prune", "completion",
-        "history"}
+        "history", "watch"}
 
 
 @pytest.mark.parametrize("command, action", options(),

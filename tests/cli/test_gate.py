@@ -30,7 +30,8 @@ NOT_FROM_A_SNAPSHOT = {"capture": "records a host; takes no snapshot in",
                        "report": "reaches a host only for --timeline, and only from the "
                                  "user's own snapshot: a foreign one is refused",
                        "prune": "reaches a host only to remove restore's own backups; runs "
-                                "nothing a snapshot holds"}
+                                "nothing a snapshot holds",
+                       "watch": "records hosts as capture does; takes no snapshot in"}
 
 
 def where(request: pytest.FixtureRequest, over_ssh: bool) -> tuple[Cli, str]:
