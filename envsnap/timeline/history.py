@@ -37,6 +37,7 @@ from envsnap.timeline.model import (
     Event,
     RecordedStashes,
     RecordedVersion,
+    recorded_name,
 )
 from envsnap.timeline.roles import ROLES, package_role
 from envsnap.timeline.window import iso_seconds, moment_text
@@ -45,9 +46,20 @@ from envsnap.verdicts import REGRESSION
 
 @dataclass(frozen=True)
 class Stored:
-    label: str
+    label: str                 # a snapshot's label; a watched record's id
     time: float
     document: Snapshot
+    reason: str = ""           # a watched record: why it was kept ("every 10m")
+    watched: bool = False      # a record of the watched history (watched.py), not a snapshot
+
+    @property
+    def named(self) -> str:
+        return recorded_name(self.label, self.time, self.watched)
+
+    @property
+    def restore(self) -> str:
+        """"; envsnap restore L --pip" for a snapshot; a watched record is no label."""
+        return "" if self.watched else f"; envsnap restore {self.label} --pip"
 
 
 def stored_of(pairs: list[tuple[str, Snapshot]]) -> list[Stored]:
@@ -302,7 +314,8 @@ def version_before(stored: SiteDirs, name: str, site_dir: str, time: float
             continue
         packages = snap.packages(item.document)
         return RecordedVersion(item.label, item.time,
-                               (packages[name] or "?") if name in packages else None)
+                               (packages[name] or "?") if name in packages else None,
+                               item.watched)
     return None
 
 
@@ -350,9 +363,9 @@ def removed_run_event(item: Stored, gone: list[tuple[str, str]], folders: tuple[
     more = ", ..." if len(gone) > NAMED_IN_RUN else ""
     return Event(
         time=item.time, until=now, kind="python-package", subject=", ".join(folders),
-        what=f"{len(gone)} python packages removed (recorded by snapshot {item.label}, gone "
+        what=f"{len(gone)} python packages removed (recorded by {item.named}, gone "
              f"now): {shown}{more}",
-        evidence=f"snapshot {item.label} recorded them; no .dist-info of them in "
+        evidence=f"{item.named} recorded them; no .dist-info of them in "
                  f"{', '.join(folders)} now (an uninstall writes no record), between "
                  f"{iso_text(item.time)} and now ({iso_text(now)})",
         exactness=BETWEEN_RECORDS, folded=len(gone),
@@ -360,23 +373,22 @@ def removed_run_event(item: Stored, gone: list[tuple[str, str]], folders: tuple[
                       for (name, version), role in zip(gone, roles)),
         role=", ".join(role for role, _ in ROLES if role in roles) or None,
         test=f"pip install {' '.join(pin(name, version) for name, version in gone)} (as "
-             f"snapshot {item.label} recorded; envsnap restore {item.label} --pip)")
+             f"{item.named} recorded{item.restore})")
 
 
 def removed_event(item: Stored, name: str, version: str, folders: tuple[str, ...],
                   now: float) -> Event:
     return Event(
         time=item.time, until=now, kind="python-package", subject=name,
-        what=f"python package {name} {version} removed (recorded by snapshot {item.label}, "
+        what=f"python package {name} {version} removed (recorded by {item.named}, "
              "gone now)",
-        evidence=f"snapshot {item.label} recorded it; no .dist-info of it in "
+        evidence=f"{item.named} recorded it; no .dist-info of it in "
                  f"{', '.join(folders)} now (an uninstall writes no record)",
         exactness=BETWEEN_RECORDS,
-        details=(f"between snapshot {item.label} ({iso_text(item.time)}) and now "
+        details=(f"between {item.named} ({iso_text(item.time)}) and now "
                  f"({iso_text(now)})",),
         role=package_role(name),
-        test=f"pip install {pin(name, version)} (as snapshot {item.label} recorded; "
-             f"envsnap restore {item.label} --pip)")
+        test=f"pip install {pin(name, version)} (as {item.named} recorded{item.restore})")
 
 
 def iso_text(seconds: float) -> str:
@@ -391,10 +403,10 @@ def file_copy(event: Event, stored: list[Stored]) -> str:
             for recorded in recorded_copies(item.document, event.subject)]
     for item, recorded in held:
         if event.digest is None or recorded.get("sha256") != event.digest:
-            return f"older copy: snapshot {item.label} holds its content before this write"
+            return f"older copy: {item.named} holds its content before this write"
     for item, _ in held:
         if is_before(item, event):
-            return (f"older copy: snapshot {item.label} holds its content (the same bytes: "
+            return (f"older copy: {item.named} holds its content (the same bytes: "
                     "this write changed nothing)")
     return "no older copy: no snapshot or envsnap backup holds it"
 
