@@ -34,7 +34,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("agent",),
     ("__init__", "errors", "defaults"),   # and every other module at the top of envsnap/
     ("snapshot",),
-    ("hosts", "imports"),
+    ("hosts", "imports", "history"),
     ("hostops",),
     ("bench",),
     ("diff",),

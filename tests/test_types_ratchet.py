@@ -55,6 +55,7 @@ CEILINGS: dict[str, tuple[int, int, int]] = {
     "ansible": (1, 0, 0),
     "demo": (7, 0, 0),
     "diff": (13, 0, 13),
+    "history": (0, 0, 12),
     "hostops": (0, 2, 4),
     "hosts": (5, 0, 20),
     "imports": (0, 0, 7),

@@ -46,6 +46,7 @@ DIRECT: dict[str, str] = {
     "envsnap.snapshot.store:Store.save": "write_new for a label that must be new (write_entry "
                                          "replaces)",
     "envsnap.timeline.saved:save": "write_new: a saved timeline's label must be new",
+    "envsnap.history.store:History.claim": "write_new: a history manifest's name must be new",
     "envsnap.report.build:save_text": USER_NAMED,
     "envsnap.report.bundle:write_bytes": USER_NAMED,
     "envsnap.cli.bisect:write_plot": USER_NAMED,

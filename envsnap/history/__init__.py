@@ -1,0 +1,1 @@
+"""A deduplicated history of snapshots: content-addressed parts, a small manifest a record."""
