@@ -193,12 +193,16 @@ def first_turn(benches: list[Event], stored: list[Stored]) -> tuple[Event | None
 
 # ---- how to test or undo --------------------------------------------------------------------
 
-def with_tests(events: list[Event], stored: list[Stored], host: str) -> list[Event]:
+def with_tests(events: list[Event], stored: list[Stored], host: str,
+               recorded: list[Stored] | None = None) -> list[Event]:
+    """Each event with how to test or undo it: from the snapshots (`stored`), and a file's
+    older copy from the watched records too (`recorded`: both, oldest first)."""
     _, first_bad = good_and_bad(events, stored)
     bench_cmd = bench_command(stored, first_bad.subject if first_bad else None)
     events = [with_restart(event, stored) if event.kind == "process-start" else event
               for event in events]
-    return [replace(event, test=test_of(event, stored, host, bench_cmd))
+    return [replace(event, test=test_of(event, stored, host, bench_cmd,
+                                        stored if recorded is None else recorded))
             if event.test is None else event for event in events]
 
 
@@ -241,12 +245,12 @@ def bench_command(stored: list[Stored], label: str | None) -> str | None:
             f"--metric {shlex.quote(str(record['metric']))}{lower}")
 
 
-def test_of(event: Event, stored: list[Stored], host: str, bench_cmd: str | None
-            ) -> str | None:
+def test_of(event: Event, stored: list[Stored], host: str, bench_cmd: str | None,
+            recorded: list[Stored]) -> str | None:
     if event.kind == "checkout":
         return checkout_test(event, stored, host, bench_cmd)
     if event.kind == "file":
-        return file_copy(event, stored)
+        return file_copy(event, recorded)
     return None
 
 

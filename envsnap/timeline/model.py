@@ -137,6 +137,7 @@ class Timeline:
     last_good: Event | None = None
     first_bad: Event | None = None
     looked_at: LookedAt | None = None                 # None: a saved timeline from before
+    watched: str | None = None       # what the watched history covered, or that none did
 
     @property
     def between(self) -> list[Event]:

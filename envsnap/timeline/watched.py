@@ -37,10 +37,11 @@ from typing import TYPE_CHECKING
 
 from envsnap.snapshot import document as snap
 from envsnap.timeline.code_events import UNSHOWN_ENV, found_release, normalised, pin, release
-from envsnap.timeline.model import BETWEEN_RECORDS, RECORDED, Event
+from envsnap.timeline.model import BETWEEN_RECORDS, RECORDED, Event, Window
 from envsnap.timeline.roles import package_role
 
 if TYPE_CHECKING:
+    from envsnap.history.store import Manifest
     from envsnap.snapshot.records import Process, Snapshot
     from envsnap.timeline.evidence import DistRecord
     from envsnap.timeline.history import Stored
@@ -463,3 +464,32 @@ def starts_with(event: Event, restart: Restart) -> bool:
 def meets(event: Event, since: float, until: float) -> bool:
     return event.time <= until and (event.until if event.until is not None
                                     else event.time) >= since
+
+
+# ---- the header's line ----------------------------------------------------------------------
+
+def watch_command(host: str, procs: list[str], repos: list[str]) -> str:
+    """The `envsnap watch` that keeps a history of what this timeline looked at."""
+    return shlex.join(["envsnap", "watch", host,
+                       *(word for proc in procs for word in ("--proc", proc)),
+                       *(word for repo in repos for word in ("--repo", repo))])
+
+
+def coverage(manifests: list[Manifest], records: list[Stored], window: Window, host: str,
+             procs: list[str], repos: list[str]) -> str:
+    """What the watched history covered of the window, said once: where no record does, what
+    that leaves unknown and the command that would have kept one."""
+    keep = f"`{watch_command(host, procs, repos)}` keeps one"
+    unknown = "a restarted worker's env before, a removed package's version and a file's " \
+        "content before are known only from a record made then"
+    if not manifests:
+        return f"watched history: none of this host; {unknown}: {keep}"
+    if not records:
+        return (f"watched history: no record covers this window (the first is "
+                f"{moment(manifests[0].captured_at)}); {unknown}: {keep}")
+    inside = [record for record in records if record.time >= window.since]
+    said = f"watched history: {len(inside)} records in the window"
+    if len(inside) < len(records):
+        return f"{said} and the one before it ({moment(records[0].time)})"
+    return (f"{said}, none before it: what changed before {moment(records[0].time)} is not "
+            f"known from it")
