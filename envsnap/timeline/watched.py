@@ -36,6 +36,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from envsnap.snapshot import document as snap
+from envsnap.text import plural
 from envsnap.timeline.code_events import UNSHOWN_ENV, found_release, normalised, pin, release
 from envsnap.timeline.model import BETWEEN_RECORDS, RECORDED, Event, Window
 from envsnap.timeline.roles import package_role
@@ -488,7 +489,7 @@ def coverage(manifests: list[Manifest], records: list[Stored], window: Window, h
         return (f"watched history: no record covers this window (the first is "
                 f"{moment(manifests[0].captured_at)}); {unknown}: {keep}")
     inside = [record for record in records if record.time >= window.since]
-    said = f"watched history: {len(inside)} records in the window"
+    said = f"watched history: {plural(len(inside), 'record')} in the window"
     if len(inside) < len(records):
         return f"{said} and the one before it ({moment(records[0].time)})"
     return (f"{said}, none before it: what changed before {moment(records[0].time)} is not "
