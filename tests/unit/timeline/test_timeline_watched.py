@@ -11,7 +11,6 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 from conftest import cli_env, unique_marker
