@@ -19,6 +19,7 @@ from envsnap.history.store import Manifest
 from envsnap.snapshot.records import Process, Snapshot
 from envsnap.snapshot.store import Store
 from envsnap.timeline.code_events import found_release, release
+from envsnap.timeline.evidence import DistRecord
 from envsnap.timeline.history import Stored
 from envsnap.timeline.model import RECORDED, Event, Window
 from envsnap.timeline.watched import (
@@ -232,8 +233,9 @@ def test_a_downgrade_the_host_dates_is_left_to_it(captured: Snapshot) -> None:
     [event] = watched_changes(pair).events
     assert f"{name} downgraded from {packages[name]} to 0.0.1" in event.what
     assert f"'{name}=={packages[name]}'" in str(event.test)
-    dated = [{"name": name, "version": "0.0.1", "time": base.time + 10.0, "folder": "x"}]
-    assert watched_changes(pair, dated).events == []   # type: ignore[arg-type]
+    dated: list[DistRecord] = [{"name": name, "version": "0.0.1", "time": base.time + 10.0,
+                                "folder": "x"}]
+    assert watched_changes(pair, dated).events == []
 
 
 def test_a_pid_in_the_command_line_is_one_command() -> None:
@@ -242,14 +244,15 @@ def test_a_pid_in_the_command_line_is_one_command() -> None:
     assert command_of(["w", "--workers", "1"], "77", 1) == ("w", "--workers", "1")
 
 
-def test_the_header_says_what_the_history_covered() -> None:
+def test_the_header_says_what_the_history_covered(captured: Snapshot) -> None:
     window = Window(1000.0, 5000.0, "1h")
     line = coverage([], [], window, "local", ["sglang"], ["/srv/repo"])
     assert "none of this host" in line
     assert "`envsnap watch local --proc sglang --repo /srv/repo` keeps one" in line
     manifests = [Manifest("local/a", "local", 900.0, "every 10m"),
                  Manifest("local/b", "local", 1500.0, "every 10m")]
-    records = [Stored("a", 900.0, {}, watched=True), Stored("b", 1500.0, {}, watched=True)]
+    records = [Stored("a", 900.0, captured, watched=True),
+               Stored("b", 1500.0, captured, watched=True)]
     assert coverage(manifests, records, window, "local", [], []).startswith(
         "watched history: 1 record in the window and the one before it")
     assert "no record covers this window" in coverage(manifests[1:], [], Window(
