@@ -104,18 +104,34 @@ def timeline(host: Host, options: TimelineOptions, store: Store) -> Timeline:
         (" and the current folder" if host.is_local else "") if discover else ""
     return build(host.name, window, found, host.list_var("hot_paths"), stored,
                  looked_at(found, repos, where), records,
-                 watched.coverage(manifests, records, window, host.name, procs, repos))
+                 watched.coverage(manifests, window, host.name, procs, repos))
 
 
 def watched_records(source: History, manifests: list[Manifest], window: Window
                     ) -> list[history.Stored]:
-    """The watched records a timeline of `window` reads: those inside it and the last one
-    before it (what held before its first change); only these are loaded."""
+    """The watched records a timeline of `window` reads: of those inside it and the last one
+    before it (what held before its first change), the first and the last of each run whose
+    facts are the same parts (a change lies between two runs; a record amid a run of the
+    same facts adds nothing to read). Only these are loaded."""
     inside = [manifest for manifest in manifests
               if window.since <= manifest.captured_at <= window.until]
     before = [manifest for manifest in manifests if manifest.captured_at < window.since][-1:]
+    chosen = ends_of_runs(before + inside, [facts_of(source, manifest)
+                                            for manifest in before + inside])
     return [history.Stored(manifest.id, manifest.captured_at, source.load(manifest),
-                           manifest.reason, watched=True) for manifest in before + inside]
+                           manifest.reason, watched=True) for manifest in chosen]
+
+
+def facts_of(source: History, manifest: Manifest) -> tuple[tuple[tuple[str, ...], str], ...]:
+    """A record's facts as its manifest names them: (place, digest) of each part of them."""
+    return tuple(part for part in source.contents(manifest).parts if part[0][:1] == ("facts",))
+
+
+def ends_of_runs(manifests: list[Manifest], keys: list[object]) -> list[Manifest]:
+    """The first and the last manifest of each run of equal keys, in order."""
+    return [manifest for index, manifest in enumerate(manifests)
+            if index in (0, len(manifests) - 1) or keys[index] != keys[index - 1]
+            or keys[index] != keys[index + 1]]
 
 
 def looked_at(found: Evidence, named_repos: list[str], discovered_from: str) -> LookedAt:

@@ -284,11 +284,14 @@ def package_moves(earlier: Stored, later: Stored) -> list[tuple[str, str, str | 
             interpreter_of(earlier.document) != interpreter_of(later.document):
         return []
     before, after = snap.packages(earlier.document), snap.packages(later.document)
+    if before == after:    # most records: only what differs is read
+        return []
     moves: list[tuple[str, str, str | None]] = []
     for name, old in sorted(before.items()):
+        new = after.get(name)
         if name not in after:
             moves.append((name, old or "?", None))
-        elif old and (new := after[name]) and is_downgrade(old, new):
+        elif old and new and new != old and is_downgrade(old, new):
             moves.append((name, old, new))
     return moves
 
@@ -476,8 +479,8 @@ def watch_command(host: str, procs: list[str], repos: list[str]) -> str:
                        *(word for repo in repos for word in ("--repo", repo))])
 
 
-def coverage(manifests: list[Manifest], records: list[Stored], window: Window, host: str,
-             procs: list[str], repos: list[str]) -> str:
+def coverage(manifests: list[Manifest], window: Window, host: str, procs: list[str],
+             repos: list[str]) -> str:
     """What the watched history covered of the window, said once: where no record does, what
     that leaves unknown and the command that would have kept one."""
     keep = f"`{watch_command(host, procs, repos)}` keeps one"
@@ -485,12 +488,14 @@ def coverage(manifests: list[Manifest], records: list[Stored], window: Window, h
         "content before are known only from a record made then"
     if not manifests:
         return f"watched history: none of this host; {unknown}: {keep}"
-    if not records:
+    inside = [manifest for manifest in manifests
+              if window.since <= manifest.captured_at <= window.until]
+    before = [manifest for manifest in manifests if manifest.captured_at < window.since]
+    if not inside and not before:
         return (f"watched history: no record covers this window (the first is "
                 f"{moment(manifests[0].captured_at)}); {unknown}: {keep}")
-    inside = [record for record in records if record.time >= window.since]
     said = f"watched history: {plural(len(inside), 'record')} in the window"
-    if len(inside) < len(records):
-        return f"{said} and the one before it ({moment(records[0].time)})"
-    return (f"{said}, none before it: what changed before {moment(records[0].time)} is not "
-            f"known from it")
+    if before:
+        return f"{said} and the one before it ({moment(before[-1].captured_at)})"
+    return (f"{said}, none before it: what changed before {moment(inside[0].captured_at)} is "
+            "not known from it")

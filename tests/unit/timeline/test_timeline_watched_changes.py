@@ -22,6 +22,7 @@ from envsnap.timeline.code_events import found_release, release
 from envsnap.timeline.evidence import DistRecord
 from envsnap.timeline.history import Stored
 from envsnap.timeline.model import RECORDED, Event, Window
+from envsnap.timeline.run import ends_of_runs
 from envsnap.timeline.watched import (
     PID_WORD,
     command_of,
@@ -244,16 +245,23 @@ def test_a_pid_in_the_command_line_is_one_command() -> None:
     assert command_of(["w", "--workers", "1"], "77", 1) == ("w", "--workers", "1")
 
 
-def test_the_header_says_what_the_history_covered(captured: Snapshot) -> None:
+def test_the_header_says_what_the_history_covered() -> None:
     window = Window(1000.0, 5000.0, "1h")
-    line = coverage([], [], window, "local", ["sglang"], ["/srv/repo"])
+    line = coverage([], window, "local", ["sglang"], ["/srv/repo"])
     assert "none of this host" in line
     assert "`envsnap watch local --proc sglang --repo /srv/repo` keeps one" in line
     manifests = [Manifest("local/a", "local", 900.0, "every 10m"),
                  Manifest("local/b", "local", 1500.0, "every 10m")]
-    records = [Stored("a", 900.0, captured, watched=True),
-               Stored("b", 1500.0, captured, watched=True)]
-    assert coverage(manifests, records, window, "local", [], []).startswith(
-        "watched history: 1 record in the window and the one before it")
-    assert "no record covers this window" in coverage(manifests[1:], [], Window(
+    assert coverage(manifests, window, "local", [], []) == \
+        "watched history: 1 record in the window and the one before it (1970-01-01 00:15:00)"
+    assert coverage(manifests[1:], window, "local", [], []).startswith(
+        "watched history: 1 record in the window, none before it")
+    assert "no record covers this window" in coverage(manifests[1:], Window(
         100.0, 200.0, "1h"), "local", [], [])
+
+
+def test_of_a_run_of_the_same_facts_only_its_ends_are_read() -> None:
+    manifests = [Manifest(f"local/{number}", "local", float(number), "") for number in range(8)]
+    keys: list[object] = ["a", "a", "a", "b", "b", "c", "c", "c"]
+    assert [manifest.id for manifest in ends_of_runs(manifests, keys)] == \
+        ["local/0", "local/2", "local/3", "local/4", "local/5", "local/7"]
