@@ -7,11 +7,13 @@ venv, every `--repo`, `--proc` the worker) recorded every PERIOD over DAYS (30 d
 minutes: 4320 records), each a copy of the capture at its own time, every 50th with the
 worker restarted under another env and a package moved, so the store holds changes to
 read, as `envsnap watch` would have kept them. The timeline reads every manifest's header
-and loads only the records of its window (the last day: 145 of them) and the one before it.
+and loads only records of its window (the last day: 144 of them) and the one before it, of
+each run with the same facts its first and last.
 
 Prints:  timeline with history / without   median seconds of each and their ratio; the
          seconds with history (issue 42 asks <= 1 s); the same over the whole history
-         (--since 30d: every record loaded)
+         (--since 30d: every manifest read; of each run of records with the same facts only
+         its first and last are loaded)
 
 Usage: python3 bench/bench_timeline_history.py [--repeat 5] [--days 30] [--period 600]
 """
@@ -107,7 +109,7 @@ def main() -> None:
         print(f"timeline, no history      {without_s:.3f} s (median)")
         print(f"timeline, with history    {with_s:.3f} s (median)")
         print(f"with / without = {with_s / without_s:.2f}")
-        print(f"timeline --since {args.days:g}d (every record loaded)  {whole_s:.3f} s")
+        print(f"timeline --since {args.days:g}d (every manifest read)  {whole_s:.3f} s")
         ledger.record(__file__, "timeline with history / without", with_s / without_s, "x",
                       f"timeline with no history {without_s:.3f} s", "-")
         ledger.record(__file__, f"timeline with {count} records (last day read)", with_s, "s",
