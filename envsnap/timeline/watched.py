@@ -62,8 +62,9 @@ def moment(seconds: float) -> str:
 
 
 def record_named(record: Stored) -> str:
-    reason = f", {record.reason}" if record.reason else ""
-    return f"record {moment(record.time)}{reason}"
+    """"the record of 2026-12-05 14:00:10 (every 10m)": its time, and why it was kept."""
+    reason = f" ({record.reason})" if record.reason else ""
+    return f"the record of {moment(record.time)}{reason}"
 
 
 # ---- workers --------------------------------------------------------------------------------
@@ -240,7 +241,7 @@ def restart_event(restart: Restart) -> Event:
                                               if old.start is not None else ""),
                  *(f"env {name}: {value_text(before)} -> {value_text(after)}"
                    for name, before, after in restart.changes)),
-        test=(f"start it with the env it had before ({record_named(restart.earlier)}): "
+        test=(f"start it with the env {record_named(restart.earlier)} held: "
               f"{start_command(old, names)}") if names else None,
         argv=new.argv,
         env=tuple((name, value) for name, value in new.env or () if value is not None))
@@ -257,8 +258,8 @@ def gone_event(gone: Gone) -> Event:
         evidence=f"the watched history: {record_named(gone.earlier)} held pid {worker.pid}, "
                  f"{record_named(gone.later)} holds no process of its command",
         exactness=BETWEEN_RECORDS, argv=worker.argv,
-        test=(f"start it again as {record_named(gone.earlier)} held it (its recorded "
-              f"variables; the rest are yours): {start_command(worker, names)}")
+        test=(f"start it again with the variables {record_named(gone.earlier)} held (the "
+              f"rest are yours): {start_command(worker, names)}")
         if worker.env is not None else None)
 
 
@@ -321,9 +322,9 @@ def package_event(earlier: Stored, later: Stored,
         details=tuple(move_text(*move) + (f" [{role}]" if role else "")
                       for move, role in zip(moves, roles)) if len(moves) > 1 else (),
         role=", ".join(sorted({role for role in roles if role})) or None,
-        test=f"{shlex.quote(executable)} -m pip install "
-             f"{' '.join(pin(name, old) for name, old, _ in moves)} (as "
-             f"{record_named(earlier)} held them)")
+        test=f"put back the versions {record_named(earlier)} held: "
+             f"{shlex.quote(executable)} -m pip install "
+             f"{' '.join(pin(name, old) for name, old, _ in moves)}")
 
 
 @dataclass(frozen=True)
