@@ -7,7 +7,8 @@ its time, so the times still make a column.
 With a last good and a first bad benchmark, the changes between them come first, under their
 own heading; the whole timeline follows, oldest first, the two benchmarks marked in it. The
 JSON is versioned like diff's ({"envsnap_timeline": 1, ...}, keys sorted): each event with
-its epoch `time` and ISO `at`, and `between`, `last_good`, `first_bad`, `unreadable`.
+its epoch `time` and ISO `at`, and `between`, `last_good`, `first_bad`, `unreadable`,
+`looked_at` and `watched` (what the watched history covered, or that none did).
 """
 from __future__ import annotations
 
