@@ -264,7 +264,7 @@ def package_change(version: str, prior: RecordedVersion | None) -> str:
     if prior is None or prior.version is None:
         return "installed"
     if prior.version == version:
-        return f"reinstalled (snapshot {prior.label} recorded {version} too)"
+        return f"reinstalled ({prior.named} recorded {version} too)"
     old, new = release(prior.version), release(version)
     moved = "changed" if old == new or not found_release(prior.version, version) else \
         "upgraded" if new > old else "downgraded"
@@ -289,12 +289,11 @@ def package_undo(name: str, version: str, prior: RecordedVersion | None) -> str:
         return ("no snapshot recorded this interpreter before it: whether it replaced another "
                 "version is not known")
     if prior.version is None:
-        return (f"a fresh install (snapshot {prior.label} recorded the interpreter without "
+        return (f"a fresh install ({prior.named} recorded the interpreter without "
                 f"it): pip uninstall -y {shlex.quote(name)}")
     if prior.version == version:
-        return f"the same version as snapshot {prior.label} recorded: nothing to undo"
-    return (f"pip install {pin(name, prior.version)} (as snapshot {prior.label} recorded; "
-            f"envsnap restore {prior.label} --pip)")
+        return f"the same version as {prior.named} recorded: nothing to undo"
+    return f"pip install {pin(name, prior.version)} (as {prior.named} recorded{prior.restore})"
 
 
 def pin(name: str, version: str) -> str:
@@ -351,13 +350,14 @@ def run_undo(run: list[DistRecord], priors: list[RecordedVersion | None]) -> str
     pins = [pin(name, prior.version) for name, prior in known
             if prior.version is not None and prior.version != version_of(run, name)]
     fresh = [shlex.quote(name) for name, prior in known if prior.version is None]
-    labels = sorted({prior.label for _, prior in known})
+    named = ", ".join(sorted({prior.named for _, prior in known}))
+    snapshots = sorted(prior.label for _, prior in known if not prior.watched)
+    restore = f"; envsnap restore {snapshots[-1]} --pip" if snapshots else ""
     steps = ([f"pip install {' '.join(pins)}"] if pins else []) + \
         ([f"pip uninstall -y {' '.join(fresh)}"] if fresh else [])
     if not steps:
-        return f"the same versions as snapshot {', '.join(labels)} recorded: nothing to undo"
-    return "; ".join(steps) + f" (as snapshot {', '.join(labels)} recorded; envsnap restore " \
-        f"{labels[-1]} --pip)"
+        return f"the same versions as {named} recorded: nothing to undo"
+    return "; ".join(steps) + f" (as {named} recorded{restore})"
 
 
 def version_of(run: list[DistRecord], name: str) -> str:

@@ -37,6 +37,7 @@ from envsnap.timeline.model import (
     Event,
     RecordedStashes,
     RecordedVersion,
+    recorded_name,
 )
 from envsnap.timeline.roles import ROLES, package_role
 from envsnap.timeline.window import iso_seconds, moment_text
@@ -45,9 +46,20 @@ from envsnap.verdicts import REGRESSION
 
 @dataclass(frozen=True)
 class Stored:
-    label: str
+    label: str                 # a snapshot's label; a watched record's id
     time: float
     document: Snapshot
+    reason: str = ""           # a watched record: why it was kept ("every 10m")
+    watched: bool = False      # a record of the watched history (watched.py), not a snapshot
+
+    @property
+    def named(self) -> str:
+        return recorded_name(self.label, self.time, self.watched)
+
+    @property
+    def restore(self) -> str:
+        """"; envsnap restore L --pip" for a snapshot; a watched record is no label."""
+        return "" if self.watched else f"; envsnap restore {self.label} --pip"
 
 
 def stored_of(pairs: list[tuple[str, Snapshot]]) -> list[Stored]:
@@ -181,12 +193,16 @@ def first_turn(benches: list[Event], stored: list[Stored]) -> tuple[Event | None
 
 # ---- how to test or undo --------------------------------------------------------------------
 
-def with_tests(events: list[Event], stored: list[Stored], host: str) -> list[Event]:
+def with_tests(events: list[Event], stored: list[Stored], host: str,
+               recorded: list[Stored] | None = None) -> list[Event]:
+    """Each event with how to test or undo it: from the snapshots (`stored`), and a file's
+    older copy from the watched records too (`recorded`: both, oldest first)."""
     _, first_bad = good_and_bad(events, stored)
     bench_cmd = bench_command(stored, first_bad.subject if first_bad else None)
     events = [with_restart(event, stored) if event.kind == "process-start" else event
               for event in events]
-    return [replace(event, test=test_of(event, stored, host, bench_cmd))
+    return [replace(event, test=test_of(event, stored, host, bench_cmd,
+                                        stored if recorded is None else recorded))
             if event.test is None else event for event in events]
 
 
@@ -229,12 +245,12 @@ def bench_command(stored: list[Stored], label: str | None) -> str | None:
             f"--metric {shlex.quote(str(record['metric']))}{lower}")
 
 
-def test_of(event: Event, stored: list[Stored], host: str, bench_cmd: str | None
-            ) -> str | None:
+def test_of(event: Event, stored: list[Stored], host: str, bench_cmd: str | None,
+            recorded: list[Stored]) -> str | None:
     if event.kind == "checkout":
         return checkout_test(event, stored, host, bench_cmd)
     if event.kind == "file":
-        return file_copy(event, stored)
+        return file_copy(event, recorded)
     return None
 
 
@@ -302,7 +318,8 @@ def version_before(stored: SiteDirs, name: str, site_dir: str, time: float
             continue
         packages = snap.packages(item.document)
         return RecordedVersion(item.label, item.time,
-                               (packages[name] or "?") if name in packages else None)
+                               (packages[name] or "?") if name in packages else None,
+                               item.watched)
     return None
 
 
@@ -350,9 +367,9 @@ def removed_run_event(item: Stored, gone: list[tuple[str, str]], folders: tuple[
     more = ", ..." if len(gone) > NAMED_IN_RUN else ""
     return Event(
         time=item.time, until=now, kind="python-package", subject=", ".join(folders),
-        what=f"{len(gone)} python packages removed (recorded by snapshot {item.label}, gone "
+        what=f"{len(gone)} python packages removed (recorded by {item.named}, gone "
              f"now): {shown}{more}",
-        evidence=f"snapshot {item.label} recorded them; no .dist-info of them in "
+        evidence=f"{item.named} recorded them; no .dist-info of them in "
                  f"{', '.join(folders)} now (an uninstall writes no record), between "
                  f"{iso_text(item.time)} and now ({iso_text(now)})",
         exactness=BETWEEN_RECORDS, folded=len(gone),
@@ -360,23 +377,22 @@ def removed_run_event(item: Stored, gone: list[tuple[str, str]], folders: tuple[
                       for (name, version), role in zip(gone, roles)),
         role=", ".join(role for role, _ in ROLES if role in roles) or None,
         test=f"pip install {' '.join(pin(name, version) for name, version in gone)} (as "
-             f"snapshot {item.label} recorded; envsnap restore {item.label} --pip)")
+             f"{item.named} recorded{item.restore})")
 
 
 def removed_event(item: Stored, name: str, version: str, folders: tuple[str, ...],
                   now: float) -> Event:
     return Event(
         time=item.time, until=now, kind="python-package", subject=name,
-        what=f"python package {name} {version} removed (recorded by snapshot {item.label}, "
+        what=f"python package {name} {version} removed (recorded by {item.named}, "
              "gone now)",
-        evidence=f"snapshot {item.label} recorded it; no .dist-info of it in "
+        evidence=f"{item.named} recorded it; no .dist-info of it in "
                  f"{', '.join(folders)} now (an uninstall writes no record)",
         exactness=BETWEEN_RECORDS,
-        details=(f"between snapshot {item.label} ({iso_text(item.time)}) and now "
+        details=(f"between {item.named} ({iso_text(item.time)}) and now "
                  f"({iso_text(now)})",),
         role=package_role(name),
-        test=f"pip install {pin(name, version)} (as snapshot {item.label} recorded; "
-             f"envsnap restore {item.label} --pip)")
+        test=f"pip install {pin(name, version)} (as {item.named} recorded{item.restore})")
 
 
 def iso_text(seconds: float) -> str:
@@ -391,10 +407,10 @@ def file_copy(event: Event, stored: list[Stored]) -> str:
             for recorded in recorded_copies(item.document, event.subject)]
     for item, recorded in held:
         if event.digest is None or recorded.get("sha256") != event.digest:
-            return f"older copy: snapshot {item.label} holds its content before this write"
+            return f"older copy: {item.named} holds its content before this write"
     for item, _ in held:
         if is_before(item, event):
-            return (f"older copy: snapshot {item.label} holds its content (the same bytes: "
+            return (f"older copy: {item.named} holds its content (the same bytes: "
                     "this write changed nothing)")
     return "no older copy: no snapshot or envsnap backup holds it"
 

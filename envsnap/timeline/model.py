@@ -16,6 +16,7 @@ exact that time is, and how to test or undo it. Exactness is said, never implied
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Literal
 
 from envsnap.text import plural
@@ -58,14 +59,33 @@ class Event:
     moved: tuple[str, ...] = ()      # a checkout move: (old, new) commit
 
 
+def recorded_name(label: str, time: float, watched: bool) -> str:
+    """How a text names what recorded something: a snapshot by its label, a record of the
+    watched history by its time (its id is no label `restore` takes)."""
+    if not watched:
+        return f"snapshot {label}"
+    return f"the watched record of {datetime.fromtimestamp(time, timezone.utc):%Y-%m-%d %H:%M:%S}"
+
+
 @dataclass(frozen=True)
 class RecordedVersion:
-    """A package as the newest snapshot before a change recorded its interpreter: the version
-    it held then, or None where that interpreter had no such package (a fresh install)."""
+    """A package as the newest snapshot (or watched record) before a change recorded its
+    interpreter: the version it held then, or None where that interpreter had no such
+    package (a fresh install)."""
 
     label: str
     time: float
     version: str | None
+    watched: bool = False            # a record of the watched history, not a snapshot
+
+    @property
+    def named(self) -> str:
+        return recorded_name(self.label, self.time, self.watched)
+
+    @property
+    def restore(self) -> str:
+        """"; envsnap restore L --pip" where a snapshot holds it, else nothing."""
+        return "" if self.watched else f"; envsnap restore {self.label} --pip"
 
 
 @dataclass(frozen=True)
@@ -117,6 +137,7 @@ class Timeline:
     last_good: Event | None = None
     first_bad: Event | None = None
     looked_at: LookedAt | None = None                 # None: a saved timeline from before
+    watched: str | None = None       # what the watched history covered, or that none did
 
     @property
     def between(self) -> list[Event]:

@@ -7,7 +7,8 @@ its time, so the times still make a column.
 With a last good and a first bad benchmark, the changes between them come first, under their
 own heading; the whole timeline follows, oldest first, the two benchmarks marked in it. The
 JSON is versioned like diff's ({"envsnap_timeline": 1, ...}, keys sorted): each event with
-its epoch `time` and ISO `at`, and `between`, `last_good`, `first_bad`, `unreadable`.
+its epoch `time` and ISO `at`, and `between`, `last_good`, `first_bad`, `unreadable`,
+`looked_at` and `watched` (what the watched history covered, or that none did).
 """
 from __future__ import annotations
 
@@ -68,6 +69,7 @@ class TimelineJson(TypedDict, total=False):
     between: list[EventJson]
     unreadable: list[str]
     looked_at: LookedAtJson
+    watched: str             # what the watched history covered, or that none did
 
 
 def moment(seconds: float) -> str:
@@ -115,6 +117,8 @@ def render_text(timeline: Timeline, width: int = DEFAULT_WIDTH, verbose: bool = 
     if timeline.looked_at is not None:
         lines += [part for line in timeline.looked_at.lines() if line
                   for part in fold(visible_line(line), width)]
+    if timeline.watched:
+        lines += fold(visible_line(timeline.watched), width)
     between = timeline.between
     if timeline.last_good and timeline.first_bad:
         lines += ["", *fold(f"between the last good and the first bad benchmark: "
@@ -161,6 +165,8 @@ def render_json(timeline: Timeline) -> str:
                               "workers": seen.workers, "found": seen.found,
                               "not_looked_at": list(seen.not_looked_at),
                               "repos": list(seen.repos), "pythons_read": list(seen.pythons_read)}
+    if timeline.watched is not None:
+        found["watched"] = timeline.watched
     return dump_json(found)
 
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, cast
 
 from envsnap.defaults import DEFAULT_COLLECTOR_TIMEOUT, DEFAULT_CONNECT_TIMEOUT
 from envsnap.errors import UsageError
+from envsnap.history.store import History
 from envsnap.hosts.capture import run_agent
 from envsnap.hosts.connect import open_transport
 from envsnap.hosts.inventory import Host
@@ -21,7 +22,7 @@ from envsnap.hosts.payload import TimelineConfig
 from envsnap.snapshot import document as snap
 from envsnap.snapshot.store import Store
 from envsnap.text import plural
-from envsnap.timeline import code_events, history, system_events
+from envsnap.timeline import code_events, history, system_events, watched
 from envsnap.timeline.model import (
     Event,
     LookedAt,
@@ -33,6 +34,7 @@ from envsnap.timeline.model import (
 from envsnap.timeline.window import DEFAULT_SINCE, parse_moment
 
 if TYPE_CHECKING:   # types only: records.py costs milliseconds to import
+    from envsnap.history.store import Manifest
     from envsnap.snapshot.records import Snapshot
     from envsnap.timeline.evidence import Evidence, Source, Sources
 
@@ -77,9 +79,12 @@ def names_nothing(host: Host) -> bool:
 def timeline(host: Host, options: TimelineOptions, store: Store) -> Timeline:
     window = window_of(options, store, time.time())
     stored = history.stored_of(host_documents(store, host))
+    manifests = History.of_store(store).manifests(host.name)
+    records = watched_records(History.of_store(store), manifests, window)
     discover = names_nothing(host)
-    repos = history.recorded_repos(stored) if discover else host.list_var("repos")
-    procs = history.recorded_setting(stored, "procs") if discover else host.list_var("procs")
+    known = stored + records[-1:]   # the newest record says what the watch looked at
+    repos = history.recorded_repos(known) if discover else host.list_var("repos")
+    procs = history.recorded_setting(known, "procs") if discover else host.list_var("procs")
     if host.is_local:
         repos = [os.path.abspath(os.path.expanduser(repo)) for repo in repos]
     config: TimelineConfig = {"mode": "timeline", "repos": repos, "procs": procs,
@@ -87,7 +92,7 @@ def timeline(host: Host, options: TimelineOptions, store: Store) -> Timeline:
                               "timeout": options.collector_timeout}
     if discover:
         config["discover"] = True
-        config["pythons"] = history.recorded_setting(stored, "python")
+        config["pythons"] = history.recorded_setting(known, "python")
         if host.is_local:   # run inside a checkout: that one too
             config["here"] = os.getcwd()
     if options.root:
@@ -98,7 +103,35 @@ def timeline(host: Host, options: TimelineOptions, store: Store) -> Timeline:
     where = "found from running python processes, the store's snapshots of this host" + \
         (" and the current folder" if host.is_local else "") if discover else ""
     return build(host.name, window, found, host.list_var("hot_paths"), stored,
-                 looked_at(found, repos, where))
+                 looked_at(found, repos, where), records,
+                 watched.coverage(manifests, window, host.name, procs, repos))
+
+
+def watched_records(source: History, manifests: list[Manifest], window: Window
+                    ) -> list[history.Stored]:
+    """The watched records a timeline of `window` reads: of those inside it and the last one
+    before it (what held before its first change), the first and the last of each run whose
+    facts are the same parts (a change lies between two runs; a record amid a run of the
+    same facts adds nothing to read). Only these are loaded."""
+    inside = [manifest for manifest in manifests
+              if window.since <= manifest.captured_at <= window.until]
+    before = [manifest for manifest in manifests if manifest.captured_at < window.since][-1:]
+    chosen = ends_of_runs(before + inside, [facts_of(source, manifest)
+                                            for manifest in before + inside])
+    return [history.Stored(manifest.id, manifest.captured_at, source.load(manifest),
+                           manifest.reason, watched=True) for manifest in chosen]
+
+
+def facts_of(source: History, manifest: Manifest) -> tuple[tuple[tuple[str, ...], str], ...]:
+    """A record's facts as its manifest names them: (place, digest) of each part of them."""
+    return tuple(part for part in source.contents(manifest).parts if part[0][:1] == ("facts",))
+
+
+def ends_of_runs(manifests: list[Manifest], keys: list[object]) -> list[Manifest]:
+    """The first and the last manifest of each run of equal keys, in order."""
+    return [manifest for index, manifest in enumerate(manifests)
+            if index in (0, len(manifests) - 1) or keys[index] != keys[index - 1]
+            or keys[index] != keys[index + 1]]
 
 
 def looked_at(found: Evidence, named_repos: list[str], discovered_from: str) -> LookedAt:
@@ -127,32 +160,47 @@ def looked_at(found: Evidence, named_repos: list[str], discovered_from: str) -> 
 
 
 def build(host: str, window: Window, found: Evidence, hot_paths: list[str],
-          stored: list[history.Stored], seen: LookedAt | None = None) -> Timeline:
-    """The agent's timeline evidence and the store's records -> the timeline (pure)."""
+          stored: list[history.Stored], seen: LookedAt | None = None,
+          records: list[history.Stored] | None = None, coverage: str | None = None
+          ) -> Timeline:
+    """The agent's timeline evidence, the store's snapshots and the watched history's
+    `records` (oldest first) -> the timeline (pure). A package's version before, a removal
+    and a file's older copy are read from snapshots and records alike; benchmarks, bisects
+    and restores from snapshots alone (a record's id is no label)."""
     sources: Sources = found.get("sources") or {}
-    events = source_events(sources, window, hot_paths, stored)
+    records = records or []
+    recorded = sorted(stored + records, key=lambda item: item.time)
+    python = sources.get("python") or {}
+    events = source_events(sources, window, hot_paths, stored, recorded)
     events += history.store_events(stored, window.since, window.until)
-    events += history.removed_events(stored, (sources.get("python") or {}).get("held") or {},
+    events += history.removed_events(recorded, python.get("held") or {},
                                      float(found.get("now") or window.until), window.since,
                                      window.until)
-    events = history.with_tests(sorted(events, key=lambda event: event.time), stored, host)
+    events = history.with_tests(sorted(events, key=lambda event: event.time), stored, host,
+                                recorded)
+    if records:
+        events = watched.merged(watched.watched_changes(records, python.get("records") or []),
+                                events, window.since, window.until)
     last_good, first_bad = history.good_and_bad(events, stored)
     unreadable = [f"{name}: {source['error']}"
                   for name, source in cast("dict[str, Source]", sources).items()
                   if source.get("error")]
     return Timeline(host, window, events, unreadable, last_good, first_bad,
-                    seen)
+                    seen, coverage)
 
 
 def source_events(sources: Sources, window: Window, hot_paths: list[str],
-                  stored: list[history.Stored] | None = None) -> list[Event]:
+                  stored: list[history.Stored] | None = None,
+                  recorded: list[history.Stored] | None = None) -> list[Event]:
+    """The host's evidence as events; `recorded` (snapshots and watched records, else
+    `stored`) tells a package's version before a change."""
     def within(time: float) -> bool:
         return window.since <= time <= window.until
 
     def stashes_before(repo: str, time: float) -> RecordedStashes | None:
         return history.stashes_before(stored or [], repo, time)
 
-    sites = history.site_dirs_of(stored or [])
+    sites = history.site_dirs_of(stored or [] if recorded is None else recorded)
 
     def version_before(name: str, site_dir: str, time: float) -> RecordedVersion | None:
         return history.version_before(sites, name, site_dir, time)

@@ -141,8 +141,10 @@ def timeline_of(document: SavedTimeline) -> Timeline:
         count(seen.get("checkouts")), count(seen.get("pythons")), count(seen.get("workers")),
         str(seen.get("found") or "?"), strings(seen.get("not_looked_at")),
         strings(seen.get("repos")), strings(seen.get("pythons_read")))
+    covered = saved.get("watched")
     return Timeline(str(meta.get("host")), window, events, list(saved.get("unreadable") or []),
-                    same(saved.get("last_good")), same(saved.get("first_bad")), looked)
+                    same(saved.get("last_good")), same(saved.get("first_bad")), looked,
+                    covered if isinstance(covered, str) else None)
 
 
 def count(value: object) -> int:
