@@ -32,10 +32,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     print(demo.INTRODUCTION + "\n")
     print("Setting up the STORY: a sglang checkout with an upstream, a venv whose "
-          "sitecustomize sets NCCL_*, a worker started with the tuned NCCL env ...")
+          "sitecustomize sets NCCL_*, a worker started with the tuned NCCL env, and "
+          "`envsnap watch` keeping the host's history in the background ...")
     scene = demo.set_up()
     try:
-        print(f"in {scene.root}\n")
+        print(f"in {scene.root}")
+        print(f"$ {demo.shown(demo.watch_args(scene))} &\n")
         for step in demo.steps(scene):
             if not run_demo_step(scene, step, args.keep):
                 return ExitCode.HOST

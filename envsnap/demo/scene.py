@@ -4,10 +4,12 @@ A "sglang" checkout with an upstream, a benchmark whose speed depends on the che
 code, a venv with a sitecustomize that sets the NCCL env, and a worker process started with
 that env. The engineer's good state is benchmarked; a silent `git pull` brings nine commits,
 one of which slows the NCCL path, and the worker is restarted without NCCL_PROTO; the bad
-state is benchmarked; diff shows the suspects, explain tries each and names the pull, then
-restore with a rerun and bisect undo it and find the commit. Each step is a real `envsnap`
-command line, so what the demo prints is what a user would see (only the rollback hint is
-reworded: see runnable_here). Nothing here prints: envsnap/cli/demo.py does.
+state is benchmarked (all the while `envsnap watch` keeps the host's history, so the
+timeline knows the env the restarted worker lost); diff shows the suspects, explain tries
+each and names the pull, then restore with a rerun and bisect undo it and find the commit.
+Each step is a real `envsnap` command line, so what the demo prints is what a user would see
+(only the rollback hint is reworded: see runnable_here). Nothing here prints:
+envsnap/cli/demo.py does.
 """
 from __future__ import annotations
 
@@ -26,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from envsnap.errors import ExitCode
+from envsnap.history.store import History
+from envsnap.snapshot.store import Store
 
 PYNCCL = "python/sglang/srt/distributed/device_communicators/pynccl.py"
 PARALLEL_STATE = "python/sglang/srt/distributed/parallel_state.py"
@@ -69,9 +73,13 @@ class Step:
 
     @property
     def shown(self) -> str:
-        """The command as the user would type it (envsnap instead of python -m envsnap)."""
-        words = ["envsnap", *self.argv[3:]] if self.argv[1:3] == ["-m", "envsnap"] else self.argv
-        return " ".join(shlex.quote(word) for word in words)
+        return shown(self.argv)
+
+
+def shown(argv: list[str]) -> str:
+    """A command as the user would type it (envsnap instead of python -m envsnap)."""
+    words = ["envsnap", *argv[3:]] if argv[1:3] == ["-m", "envsnap"] else argv
+    return " ".join(shlex.quote(word) for word in words)
 
 
 @dataclass
@@ -81,6 +89,7 @@ class Scene:
     root: Path
     env: dict[str, str] = field(default_factory=dict)
     worker: subprocess.Popen[bytes] | None = None
+    watcher: subprocess.Popen[bytes] | None = None   # `envsnap watch`, started by the demo
 
     @property
     def checkout(self) -> Path:
@@ -107,6 +116,13 @@ class Scene:
         path.write_text(text)
 
     def stop(self, keep: bool = False) -> None:
+        if self.watcher is not None:   # SIGTERM: the watcher ends cleanly, its lock let go
+            self.watcher.terminate()
+            try:
+                self.watcher.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.watcher.kill()
+                self.watcher.wait()
         if self.worker is not None:
             self.worker.kill()
             self.worker.wait()
@@ -134,7 +150,37 @@ def set_up(root: Path | None = None) -> Scene:
     make_venv(scene)
     (scene.root / "bench_one.py").write_text(BENCH_ONE.replace("PYNCCL", PYNCCL))
     start_worker(scene, NCCL_ENV)
+    start_watch(scene)
     return scene
+
+
+def watch_args(scene: Scene) -> list[str]:
+    return envsnap("watch", "local", "--proc", scene.worker_tag, "--python", str(scene.python),
+                   "--repo", str(scene.checkout), "--every", "10m")
+
+
+def start_watch(scene: Scene) -> None:
+    """`envsnap watch` in the background, as `watch --install` would keep it: a record now,
+    and one whenever a worker of the tag starts, so a restart's lost env stays on record."""
+    log = (scene.root / "watch.log").open("wb")
+    scene.watcher = subprocess.Popen(watch_args(scene), env=scene.env, cwd=scene.root,
+                                     stdout=log, stderr=subprocess.STDOUT)
+    log.close()
+    wait_for_records(scene, 1)
+
+
+def records(scene: Scene) -> int:
+    return len(History.of_store(Store(Path(scene.env["ENVSNAP_STORE"]))).manifests())
+
+
+def wait_for_records(scene: Scene, count: int, seconds: float = 60) -> None:
+    """Until the history holds `count` records (or the watcher has ended, or time is up:
+    the timeline then says what the history lacks)."""
+    deadline = time.monotonic() + seconds
+    while records(scene) < count and time.monotonic() < deadline:
+        if scene.watcher is None or scene.watcher.poll() is not None:
+            return
+        time.sleep(0.2)
 
 
 def start_worker(scene: Scene, nccl_env: dict[str, str]) -> None:
@@ -201,7 +247,9 @@ def the_silent_pull(scene: Scene) -> None:
     upstream_moves(scene)
     scene.git("-c", "pull.rebase=false", "pull", "-q", "origin", "main")
     time.sleep(1.1)   # the reflog keeps whole seconds: the restart is after the pull
+    kept = records(scene)
     start_worker(scene, {k: v for k, v in NCCL_ENV.items() if k != DROPPED_VARIABLE})
+    wait_for_records(scene, kept + 1)   # the watcher's record of the new worker
     time.sleep(0.2)
     site = next((scene.root / "ml-env" / "lib").glob("python3*/site-packages"))
     (site / "sitecustomize.py").write_text("import os\n" + SITECUSTOMIZE)
@@ -235,8 +283,9 @@ def steps(scene: Scene) -> list[Step]:
              "snapshot needed)",
              envsnap("timeline", "local", "--since", "1h", "--repo", str(scene.checkout),
                      "--python", str(scene.python), "--proc", scene.worker_tag),
-             note="the reflog, the worker's start time, the sitecustomize's mtime; the "
-                  "benchmarks of steps 1 and 2 mark where the numbers moved"),
+             note="the reflog, the worker's start time, the sitecustomize's mtime, and "
+                  "the history `envsnap watch` kept meanwhile (the env the restarted worker "
+                  "lost); the benchmarks of steps 1 and 2 mark where the numbers moved"),
         Step("4. what changed, ranked by what matters", envsnap("diff", "good", "bad"),
              expect=(ExitCode.DRIFT,)),
         Step("5. which difference did it: each put back and benchmarked (explain)",

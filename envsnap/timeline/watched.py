@@ -35,6 +35,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
+from envsnap.diff.findings import ABSENT_TEXT
 from envsnap.snapshot import document as snap
 from envsnap.text import plural
 from envsnap.timeline.code_events import UNSHOWN_ENV, found_release, normalised, pin, release
@@ -198,7 +199,7 @@ def env_changes(old: Worker, new: Worker) -> tuple[tuple[str, str | None, str | 
 
 
 def value_text(value: str | None) -> str:
-    return "absent" if value is None else value
+    return ABSENT_TEXT if value is None else value
 
 
 def short_argv(argv: tuple[str, ...]) -> str:

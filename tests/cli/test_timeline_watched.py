@@ -47,7 +47,7 @@ def test_a_restarted_worker_names_the_env_it_lost(cli: Cli, tmp_path: Path) -> N
         text = " ".join(shown.stdout.split())
         assert "watched history: 2 records in the window" in text
         assert f"worker {sys.executable} -c" in text
-        assert "NCCL_PROTO: LL -> absent (between" in text
+        assert "NCCL_PROTO: LL -> (absent) (between" in text
         assert f"replaces pid {first.pid}" in text
         assert f"process {second.pid} started" in text      # the record's reason
         assert "env NCCL_PROTO=LL" in text                   # the env to put back

@@ -41,10 +41,19 @@ def test_demo_tells_the_story_and_cleans_up(cli: Cli) -> None:
     assert re.search(r" [0-9a-f]{10} Fix PCG MoE Error \(touches \S+: communication\)",
                      first_part)
     assert "(the same bytes: this write changed nothing)" in first_part
-    assert re.search(r"process \d+ restarted: ", first_part)   # snapshot good had it running
+    assert re.search(r" restarted at \S+: ", first_part)   # snapshot good had it running
     assert re.search(r"replaces pid \d+ of snapshot good env NCCL_PROTO: LL -> \(absent\) ",
                      first_part), first_part
     assert "LAST GOOD bench good" in timeline and "FIRST BAD bench bad" in timeline
+    # the history `envsnap watch` kept in the background (issue 42): the restarted worker's
+    # lost variable, from a record made while the old worker ran, and the command that
+    # starts it with that env again
+    assert "$ envsnap watch local --proc envsnap-demo-sglang-worker-" in out
+    assert re.search(r"watched history: [2-9] records in the window", words(timeline))
+    assert re.search(r" restarted at \S+: NCCL_PROTO: LL -> \(absent\) \(between \S+ and "
+                     r"\S+\) evidence: the watched history: the record of ", first_part)
+    assert re.search(r"test/undo: start it with the env the record of .*? held: .*?env "
+                     r"NCCL_PROTO=LL ", first_part)
     # the second suspect: the server restarted without NCCL_PROTO, which explain clears by
     # experiment while it names the pull, with the pull's effect alone
     assert re.search(r"NCCL_PROTO=LL missing in worker \d+", out)
@@ -82,6 +91,6 @@ def test_a_kept_demo_names_the_store_its_rollback_lives_in(tmp_path: Path) -> No
 
 def restart_at(text: str) -> int:
     """Where the worker's restart event stands (the header's "1 worker process" is not it)."""
-    found = re.search(r"process \d+ restarted", text)
+    found = re.search(r" restarted at \d", text)
     assert found, text
     return found.start()

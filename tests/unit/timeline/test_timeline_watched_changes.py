@@ -199,7 +199,7 @@ def test_a_restart_names_the_old_value_and_puts_it_back(captured: Snapshot) -> N
     pair = [base, Stored("local/1", base.time + PERIOD, later, "process 4242 started",
                          watched=True)]
     [event] = merged(watched_changes(pair), [], base.time - 1, base.time + PERIOD + 1)
-    assert "restarted at" in event.what and "NCCL_PROTO: LL -> absent (between" in event.what
+    assert "restarted at" in event.what and "NCCL_PROTO: LL -> (absent) (between" in event.what
     assert event.time == base.time + 300.5 and event.exactness == RECORDED
     assert event.subject == "4242" and f"replaces pid {worker}" in event.details[0]
     assert event.test is not None and "env NCCL_PROTO=LL " in event.test
