@@ -75,9 +75,11 @@ def main(out: Path, wheels: Path | None) -> None:
                               env=worker_env)
     time.sleep(6)
     if wheels is not None:
+        # without the PYTHONPATH envsnap ran with: the wheels there read as installed
         run("pip_install", [str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
                             "--no-index", "--find-links", str(wheels),
-                            *sorted(str(w) for w in wheels.glob("*.whl"))])
+                            *sorted(str(w) for w in wheels.glob("*.whl"))],
+            env={name: value for name, value in env.items() if name != "PYTHONPATH"})
     watched, _ = watch.communicate(timeout=120)
     (out / "watch.txt").write_text(watched)
     log.append({"name": "watch", "exit": watch.returncode})
