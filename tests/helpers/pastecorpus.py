@@ -30,6 +30,9 @@ PLACES: dict[str, tuple[str, ...]] = {
     "python": ("python_env", "interpreter", "version"),
     "os": ("system", "os_release", "PRETTY_NAME"),
     "vllm": ("python_env", "packages", "vllm"),
+    "torch_hip": ("cuda_nccl", "torch", "hip"),
+    "hip_runtime": ("cuda_nccl", "rocm", "hip_runtime"),
+    "miopen": ("cuda_nccl", "rocm", "miopen"),
 }
 ABSENT = object()
 
