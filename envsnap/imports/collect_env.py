@@ -15,6 +15,11 @@ build version of three parts; the H200 recording in tests/data/h200, torch 2.11)
     Versions of relevant libraries:             `[pip3] name==version`, `[conda] ...`: the
                                                 last block (older ones say `[pip]`)
 
+Copies of the script keep its layout and add lines: ScaleLLM's (scalellm/utils/collect_env.py,
+vectorch-ai/ScaleLLM #288) puts `ScaleLLM version:` first, `GPU topology:` with the output of
+`nvidia-smi topo -mp` starting on the key's own line (its header) and its legend below, and
+`NCCL version:` (`torch.cuda.nccl.version()`, the NCCL torch loads) under the driver line.
+
 Keys a release added (`Is XPU available`, `Caching allocator config`, `Python platform`) or
 dropped are read where present; a key this reader does not know is passed over (a later
 release adds some), but a line that is no `Key: value` where one must be is an error: the
@@ -27,6 +32,7 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
+from envsnap.imports import topology
 from envsnap.imports.reading import Reading, Unreadable, merge, nested, quoted
 
 if TYPE_CHECKING:
@@ -49,6 +55,7 @@ FIELDS = {
     "Nvidia driver version": "nvidia.driver",
     "HIP runtime version": "cuda_nccl.rocm.hip_runtime",
     "MIOpen runtime version": "cuda_nccl.rocm.miopen",
+    "NCCL version": "cuda_nccl.nccl.torch.version",      # ScaleLLM's copy: torch's NCCL
 }
 LSCPU = {"Model name": "model", "CPU(s)": "logical_cpus", "Socket(s)": "sockets",
          "On-line CPU(s) list": "online"}
@@ -152,6 +159,8 @@ def read_line(lines: list[str], at: int, source: str, facts: Facts,
         return read_gpus(lines, at, value, facts)
     if key == "cuDNN version":
         return read_cudnn(lines, at, value, facts)
+    if key == "GPU topology":
+        return read_pci_topology(lines, at, value, source, facts)
     if key == "CPU" and not value:
         return read_cpu(lines, at + 1, facts)
     if key == LIBRARIES[:-1]:
@@ -176,6 +185,24 @@ def read_gpus(lines: list[str], at: int, value: str, facts: Facts) -> int:
     if gpus:
         merge(facts, {"nvidia": {"gpus": gpus, "gpu_count": len(gpus)}})
     return at
+
+
+def read_pci_topology(lines: list[str], at: int, value: str, source: str,
+                      facts: Facts) -> int:
+    """ScaleLLM's `GPU topology: ` and `nvidia-smi topo -mp` after it, the matrix's header on
+    the key's line, then its rows and legend: each GPU's CPU and NUMA affinity. Its links are
+    PCIe paths only (-mp): a pair joined by NVLink shows its PCIe path there, so they are
+    not kept as the GPUs' links. The index of the line after the legend."""
+    if not topology.is_header(value):
+        return at + 1                # `N/A`, `Could not collect`: nothing stated
+    block = [value] + lines[at + 1:]   # block[k] is lines[at + k]
+    matrix = topology.read_smi(block, 0)
+    if matrix.broken:
+        row = at + matrix.broken[0]
+        raise Unreadable(source, row + 1, f"cannot read {quoted(lines[row])} as a row of the "
+                         "topology matrix: its cells do not fit the header")
+    merge(facts, topology.matrix_facts(topology.Matrix(affinity=matrix.affinity)))
+    return at + matrix.end
 
 
 def amd_gpus(facts: Facts) -> None:

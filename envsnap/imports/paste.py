@@ -31,7 +31,7 @@ QUOTE = re.compile(r"(\s{0,3}>)+ ?")
 HEADING = re.compile(r"#{1,6}\s+\S")
 CONDA_HEADER = re.compile(r"#\s*(packages in environment|Name\s+Version|This file may|\$ conda|"
                           r"platform:)")
-WARNING = re.compile(r"(\S+:\d+: )?\w*Warning: ")
+WARNING = re.compile(r"(\S+:\d+: )?\w*Warning:( |$)")   # its message may start below
 WARNED_FROM = re.compile(r"\s+(warnings\.warn\(|import |from |\S+\s*=|\w+\()")
 LOG_LINE = re.compile(r"(INFO|WARNING|DEBUG|ERROR)\s+\d\d-\d\d \d\d:\d\d:\d\d ")
 PROMPT = re.compile(r"(\(\S+\)\s*)?(\S+@\S+[^$#]*[$#]|\S*[$#%]|>>>|PS \S+>)\s+\S")
@@ -39,6 +39,7 @@ SGLANG_FIRST = re.compile(r"Python: \d+\.\d+")
 SGLANG_SECOND = re.compile(r"(CUDA|ROCM|MUSA) available: ")
 SECTION_TITLE = "System Info"
 MAX_REPAIRS = 64
+WARNING_LINES = 12          # the most lines a warning's message is read over
 ROW_A_GPU = ("nvidia-smi",)      # (topo -m's header names every GPU: its count stands)
 GPU_LINE = re.compile(r"(GPU models and configuration: )?GPU \d+: ")
 KEY_LINE = re.compile(r"[A-Za-z][A-Za-z0-9_ ()/.,'-]*?: ")
@@ -90,7 +91,10 @@ def is_start(lines: list[str], at: int, inside: bool) -> bool:
     if text == FIRST_LINE:
         return True
     if text.startswith("PyTorch version:"):
-        return not any(lines[k].strip() == FIRST_LINE for k in range(max(0, at - 3), at))
+        # the script's first line above it (a warning passed over between them) starts it
+        above = next((lines[k].strip() for k in range(at - 1, -1, -1) if lines[k].strip()), "")
+        return above != FIRST_LINE and \
+            not any(lines[k].strip() == FIRST_LINE for k in range(max(0, at - 3), at))
     if SGLANG_FIRST.match(text):
         after = next((lines[k] for k in range(at + 1, min(at + 3, len(lines)))
                       if lines[k].strip()), "")
@@ -153,13 +157,46 @@ def is_freeze(lines: list[str], at: int) -> bool:
 def noise(lines: list[str], at: int) -> str | None:
     """Why a line is a library's noise, not a report's: warnings, their source line, logs."""
     text = lines[at]
-    if WARNING.match(text.strip()) and ("Warning: " in text[:200]):
+    if is_warning(text):
         return "a Python warning"
     if at and WARNED_FROM.match(text) and \
-            any(WARNING.match(lines[k].strip()) for k in range(max(0, at - 3), at)):
+            any(is_warning(lines[k]) for k in range(max(0, at - 3), at)):
         return "a Python warning's source line"
+    if text[:1].isspace() and "warn(" in text and warning_above(lines, at) is not None:
+        return "a Python warning's source line"     # under a message of several lines
+    if in_warning_message(lines, at):
+        return "a Python warning's message"
     if LOG_LINE.match(text.strip()):
         return "a log line"
+    return None
+
+
+def is_warning(text: str) -> bool:
+    return bool(WARNING.match(text.strip())) and "Warning:" in text[:200]
+
+
+def in_warning_message(lines: list[str], at: int) -> bool:
+    """A line of a warning's message that runs over several lines: Python writes
+    `file:line: Category: message` then the source line, indented (warnings.formatwarning),
+    so the lines between a warning and its `warn(` source line are its message."""
+    if not lines[at].strip() or lines[at][:1].isspace():
+        return False
+    above = warning_above(lines, at)
+    below = next((k for k in range(at + 1, min(len(lines), above + WARNING_LINES))
+                  if lines[k][:1].isspace() and "warn(" in lines[k]), None) \
+        if above is not None else None
+    return below is not None and not any(KEY_LINE.match(lines[k])
+                                         for k in range(at + 1, below))
+
+
+def warning_above(lines: list[str], at: int) -> int | None:
+    """The warning whose message reaches down to `at`: the nearest above, within
+    WARNING_LINES, with no line between that reads as a report's `Key: value`."""
+    for k in range(at - 1, max(-1, at - WARNING_LINES), -1):
+        if is_warning(lines[k]):
+            return k
+        if KEY_LINE.match(lines[k]):
+            return None
     return None
 
 

@@ -17,6 +17,10 @@ Its layout, as pasted in sgl-project/sglang's threads (#645 where it was added, 
     NVIDIA Topology:                             nvidia-smi topo -m's matrix and legend
     Hypervisor vendor: KVM / ulimit soft: N      (later releases)
 
+The GPU lines name the devices torch sees (`torch.cuda.device_count()`, which
+CUDA_VISIBLE_DEVICES narrows), the matrix's header every GPU of the host, as NVML counts
+them and a capture's `gpu_count` does: where the matrix is there, its header gives the count.
+
 Warnings a library printed before the first line are passed over. The module lines become
 packages (not given whole: the script names a fixed few), keyed by their names' PEP 503 form;
 "Module Not Found" is unknown here, since an import name may not be a distribution's."""
@@ -25,6 +29,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from envsnap.imports import topology
 from envsnap.imports.collect_env import canonical, gpu_names, known, package_facts
 from envsnap.imports.reading import Reading, Unreadable, merge, quoted
 from envsnap.imports.vllm import read_topology
@@ -69,6 +74,7 @@ def read(text: str, source: str, cut: bool = False) -> Reading:
     keys: dict[str, str] = {}
     gpus: dict[str, Gpu] = {}
     packages: dict[str, str | None] = {}
+    hosted: int | None = None       # the GPUs the matrix's header names
     while at < len(lines):
         line = lines[at].rstrip()
         match = KEY_VALUE.match(line)
@@ -85,6 +91,7 @@ def read(text: str, source: str, cut: bool = False) -> Reading:
         key, value = match.group(1), match.group(2).strip()
         at += 1
         if key in TOPOLOGIES:
+            hosted = header_gpus(lines, at) if key == "NVIDIA Topology" else None
             at = read_topology(lines, at, facts, source)
         elif grouped := GPUS.match(key):
             for index in grouped.group(1).split(","):
@@ -104,8 +111,18 @@ def read(text: str, source: str, cut: bool = False) -> Reading:
         raise Unreadable(source, len(lines), "truncated check_env output: no 'PyTorch:' "
                          "line or no line of its module list ('sglang:', 'flashinfer:', ...)")
     merge(facts, facts_of(keys, gpus, packages))
+    if hosted and "gpu_count" in facts.get("nvidia", {}):
+        facts["nvidia"]["gpu_count"] = hosted
     return Reading("SGLang check_env", "module lines + NVIDIA topology", facts,
                    packages.get("sglang"))
+
+
+def header_gpus(lines: list[str], at: int) -> int | None:
+    """How many GPUs the topology matrix's header (its first line at or after `at`) names."""
+    header = next((line for line in lines[at:] if line.strip()), "")
+    cells = topology.header_cells(header)
+    return sum(cell.startswith("GPU") and cell not in topology.AFFINITY for cell in cells) \
+        if cells else None
 
 
 def facts_of(keys: dict[str, str], gpus: dict[str, Gpu],

@@ -25,7 +25,6 @@ from envsnap.agent.nvidia import normalize_bus_id
 from envsnap.agent.smi import ANSI
 from envsnap.imports import topology
 from envsnap.imports.reading import Reading, Unreadable, quoted
-from envsnap.imports.vllm import matrix_facts
 
 if TYPE_CHECKING:
     from envsnap.snapshot.records import Facts, Gpu, Nvidia
@@ -296,7 +295,7 @@ def read_topology(text: str, source: str, cut: bool = False) -> Reading:
     refuse_broken(matrix, lines, source, "a topo -m row")
     if not cut and not any(line.strip().startswith("Legend") for line in lines):
         raise Unreadable(source, len(lines), "truncated nvidia-smi topo -m output: no Legend")
-    facts = matrix_facts(matrix, numa_node=True).get("nvidia", {})
+    facts = topology.matrix_facts(matrix, numa_node=True).get("nvidia", {})
     # the header names every GPU, whether or not each row survived the copy
     count = sum(name.startswith("GPU") for name in matrix.columns)
     facts = {"present": True, "topology": {}, **facts, "gpu_count": count}

@@ -20,8 +20,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from envsnap.agent.smi import ANSI
+
+if TYPE_CHECKING:
+    from envsnap.snapshot.records import Facts, Gpu, Nvidia
 
 AFFINITY = {"CPU Affinity": "cpu", "NUMA Affinity": "numa", "GPU NUMA ID": "gpu_numa_id"}
 DEVICE = re.compile(r"(GPU\d+|NIC\d+|mlx\d+_\d+|[A-Za-z]+\d*_\d+)$")
@@ -180,3 +184,28 @@ def rocm_table(lines: list[str], at: int, kind: str, matrix: Matrix) -> int:
                                       if peer != cells[0]}
         at += 1
     return at
+
+
+def matrix_facts(matrix: Matrix, numa_node: bool = False) -> Facts:
+    """GPU0.. links (NICs by their legend's names) and affinities, as the agent keeps them."""
+    links = {gpu: peers for gpu, peers in matrix.links.items() if peers}
+    topo: dict[str, dict[str, str | None]] = {
+        gpu: {matrix.nics.get(p, p): link for p, link in peers.items()}
+        for gpu, peers in links.items()}
+    gpus: dict[str, Gpu] = {}
+    for gpu, affinity in matrix.affinity.items():
+        numa = affinity.get("gpu_numa_id", "N/A")
+        record: Gpu = {"index": int(gpu[3:])}
+        if "cpu" in affinity:               # a cell the matrix has: what it does not say is
+            record["cpu_affinity"] = affinity["cpu"]          # unknown, not None
+        if "numa" in affinity:
+            record["numa_affinity"] = affinity["numa"]
+        if numa_node and "gpu_numa_id" in affinity:
+            record["numa_node"] = int(numa) if numa.isdigit() else None
+        gpus[gpu] = record
+    nvidia: Nvidia = {}
+    if topo:
+        nvidia["topology"] = topo
+    if gpus:
+        nvidia["gpus"] = gpus
+    return {"nvidia": nvidia} if nvidia else {}

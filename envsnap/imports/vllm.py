@@ -25,7 +25,7 @@ from envsnap.imports.collect_env import LIBRARIES, known, read_lines, reading_of
 from envsnap.imports.reading import Reading, Unreadable, merge, quoted
 
 if TYPE_CHECKING:
-    from envsnap.snapshot.records import Facts, Gpu, Nvidia
+    from envsnap.snapshot.records import Facts
 
 RULE = re.compile(r"=+$")
 PADDED = re.compile(r"([A-Za-z][A-Za-z0-9_ ()/.,'-]*?)\s+: ?(.*)$")
@@ -123,7 +123,7 @@ def read_topology(lines: list[str], at: int, facts: Facts, source: str) -> int:
         return matrix.end
     matrix = topology.read_smi(lines, at)
     refuse_broken(matrix, lines, source)
-    merge(facts, matrix_facts(matrix))
+    merge(facts, topology.matrix_facts(matrix))
     return matrix.end
 
 
@@ -132,28 +132,3 @@ def refuse_broken(matrix: topology.Matrix, lines: list[str], source: str) -> Non
         row = matrix.broken[0]
         raise Unreadable(source, row + 1, f"cannot read {quoted(lines[row])} as a row of the "
                          "topology matrix: its cells do not fit the header")
-
-
-def matrix_facts(matrix: topology.Matrix, numa_node: bool = False) -> Facts:
-    """GPU0.. links (NICs by their legend's names) and affinities, as the agent keeps them."""
-    links = {gpu: peers for gpu, peers in matrix.links.items() if peers}
-    topo: dict[str, dict[str, str | None]] = {
-        gpu: {matrix.nics.get(p, p): link for p, link in peers.items()}
-        for gpu, peers in links.items()}
-    gpus: dict[str, Gpu] = {}
-    for gpu, affinity in matrix.affinity.items():
-        numa = affinity.get("gpu_numa_id", "N/A")
-        record: Gpu = {"index": int(gpu[3:])}
-        if "cpu" in affinity:               # a cell the matrix has: what it does not say is
-            record["cpu_affinity"] = affinity["cpu"]          # unknown, not None
-        if "numa" in affinity:
-            record["numa_affinity"] = affinity["numa"]
-        if numa_node and "gpu_numa_id" in affinity:
-            record["numa_node"] = int(numa) if numa.isdigit() else None
-        gpus[gpu] = record
-    nvidia: Nvidia = {}
-    if topo:
-        nvidia["topology"] = topo
-    if gpus:
-        nvidia["gpus"] = gpus
-    return {"nvidia": nvidia} if nvidia else {}

@@ -289,6 +289,11 @@ def by_index(gpus: dict[str, Gpu]) -> list[tuple[str, Gpu]]:
 def gpus(f: FactsReader) -> str:
     records = gpu_records(f)
     names = Counter(str(g.get("name") or "?") for g in records.values() if not g.get("error"))
+    # a paste may count more GPUs than it names (a matrix's header, its rows cut): the
+    # others are there, their names unknown
+    count = f.nvidia().get("gpu_count")
+    if isinstance(count, int) and count > len(records):
+        names["?"] += count - len(records)
     text = "; ".join(f"{count} x {name}" for name, count in names.items()) or "none"
     failed = [f"GPU {g.get('index')} {not_captured(g['error'])}" for _, g in by_index(records)
               if g.get("error")]

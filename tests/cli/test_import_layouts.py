@@ -142,3 +142,69 @@ def test_torch_1_7_rocm_build(cli: Cli, tmp_path: Path) -> None:
     # an AMD GPU, named on a ROCm build's GPU line, is no NVIDIA GPU
     assert facts["cuda_nccl"]["rocm"]["gpus"] == {"GPU0": "Device 66a1"}
     assert facts["nvidia"] == {}
+
+# ScaleLLM's copy of the script (scalellm/utils/collect_env.py, vectorch-ai/ScaleLLM #288): its
+# `env_info_fmt` adds `ScaleLLM version:` first, `GPU topology: {nvidia_gpu_topo}` (the output
+# of `nvidia-smi topo -mp`, stripped, so its header row starts on the key's line, tabs between
+# the cells as nvidia-smi prints them) and `NCCL version: {nccl_version}` (torch's NCCL).
+SCALELLM = """Collecting environment information...
+ScaleLLM version: 0.2.0
+PyTorch version: 2.4.0+cu121
+Is debug build: False
+CUDA used to build PyTorch: 12.1
+ROCM used to build PyTorch: N/A
+
+OS: Ubuntu 22.04.4 LTS (x86_64)
+GCC version: (Ubuntu 11.4.0-1ubuntu1~22.04) 11.4.0
+Clang version: Could not collect
+CMake version: version 3.29.0
+Libc version: glibc-2.35
+
+Python version: 3.11.9 (main, Apr  6 2024, 17:59:24) [GCC 11.4.0] (64-bit runtime)
+Python platform: Linux-5.15.0-105-generic-x86_64-with-glibc2.35
+Is CUDA available: True
+CUDA runtime version: 12.1.105
+CUDA_MODULE_LOADING set to: LAZY
+GPU models and configuration:
+GPU 0: NVIDIA L40S
+GPU 1: NVIDIA L40S
+GPU topology: GPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID
+GPU0\t X \tSYS\t0-15\t0\t\tN/A
+GPU1\tSYS\t X \t16-31\t1\t\tN/A
+
+Legend:
+
+  X    = Self
+  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes
+  PIX  = Connection traversing at most a single PCIe bridge
+Nvidia driver version: 550.54.15
+NCCL version: 2.20.5
+cuDNN version: Could not collect
+HIP runtime version: N/A
+MIOpen runtime version: N/A
+Is XNNPACK available: Yes
+
+CPU:
+Architecture:                         x86_64
+CPU(s):                               32
+
+Versions of relevant libraries:
+[pip3] numpy==1.26.4
+[pip3] torch==2.4.0
+[conda] Could not collect
+"""
+
+
+def test_scalellm_copy_with_its_topology_and_nccl_lines(cli: Cli, tmp_path: Path) -> None:
+    facts = imported(cli, tmp_path, SCALELLM)["facts"]
+    assert facts["cuda_nccl"]["nccl"] == {"torch": {"version": "2.20.5"}}
+    gpus = facts["nvidia"]["gpus"]
+    assert gpus["GPU1"] == {"index": 1, "name": "NVIDIA L40S", "cpu_affinity": "16-31",
+                            "numa_affinity": "1"}
+    assert facts["nvidia"]["gpu_count"] == 2 and facts["nvidia"]["driver"] == "550.54.15"
+    # -mp's cells are PCIe paths even between GPUs that NVLink joins: no link is claimed
+    assert "topology" not in facts["nvidia"]
+    assert facts["python_env"]["packages"] == {"numpy": "1.26.4", "torch": "2.4.0"}
+    # read whole: no line of the matrix or its legend was passed over as breaking it
+    result = cli("import", str(tmp_path / "paste.txt"), "--label", "again", "-v")
+    assert result.returncode == 0 and "passed over" not in result.stderr, result.stderr

@@ -2,7 +2,7 @@
 copy it (tests/data/pastes/threads: the rule that drew them, their threads, the facts labelled
 by hand). Every paste goes through the real CLI into a store, then `show`; the stored facts
 are compared with the labels. What is read must be read right; how much is read may only
-grow (floor.json holds today's count); the targets of issue 39 are marked as not met yet."""
+grow (floor.json holds today's count), and nearly every paste must be read right."""
 from __future__ import annotations
 
 import json
@@ -49,8 +49,6 @@ def test_no_paste_is_an_internal_error(outcomes: list[Outcome]) -> None:
     assert crashed == []
 
 
-@pytest.mark.xfail(strict=False, reason="issue 39: a table or GPU list cut short leaves "
-                   "the GPU count unknown, where the labels count the GPUs it shows")
 def test_nearly_every_paste_is_read_right(outcomes: list[Outcome]) -> None:
     right = sum(o.read_right for o in outcomes)
     assert right >= 0.95 * len(outcomes), table(outcomes) + "\n\n" + misses(outcomes)

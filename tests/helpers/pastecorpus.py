@@ -23,13 +23,16 @@ PLACES: dict[str, tuple[str, ...]] = {
     "torch": ("cuda_nccl", "torch", "version"),
     "torch_cuda": ("cuda_nccl", "torch", "cuda"),
     "cuda_toolkit": ("cuda_nccl", "cuda_toolkit", "version"),
-    "nccl": ("cuda_nccl", "nccl", "version"),
+    "nccl": ("cuda_nccl", "nccl", "torch", "version"),   # torch.cuda.nccl.version()
     "driver": ("nvidia", "driver"),
     "cuda_driver": ("nvidia", "cuda_driver"),
     "gpu_count": ("nvidia", "gpu_count"),
     "python": ("python_env", "interpreter", "version"),
     "os": ("system", "os_release", "PRETTY_NAME"),
     "vllm": ("python_env", "packages", "vllm"),
+    "torch_hip": ("cuda_nccl", "torch", "hip"),
+    "hip_runtime": ("cuda_nccl", "rocm", "hip_runtime"),
+    "miopen": ("cuda_nccl", "rocm", "miopen"),
 }
 ABSENT = object()
 
@@ -147,7 +150,7 @@ def score(run: Runner, store: Path) -> list[Outcome]:
                 if shown != 0:
                     outcome.code, outcome.message = shown, "show: " + shown_err.strip()
                 document = Store(str(store)).load(label)
-                outcome.facts = list(compared(paste["labels"], dict(document)["facts"]))
+                outcome.facts = list(compared(paste["labels"], dict(document["facts"])))
             outcomes.append(outcome)
     return outcomes
 

@@ -1,8 +1,8 @@
-"""Never an internal error on a paste: real outputs (tests/data/pasted, the H200
-recordings, conda and pip lists), mutated as copying mangles them (lines dropped,
-duplicated, wrapped, re-indented, tabs to spaces and back, cut anywhere, fences and prose
-added), given to every reader alone and to the whole import: each gives a reading or says
-why it cannot (Unreadable, an envsnap error), never anything else. Seeded: the same cases
+"""Never an internal error on a paste: real outputs (tests/data/pasted, the corpus of real
+threads, the H200 recordings, conda and pip lists), mutated as copying mangles them (lines
+dropped, duplicated, wrapped, re-indented, tabs to spaces and back, cut anywhere, fences and
+prose added), given to every reader alone and to the whole import: each gives a reading or
+says why it cannot (Unreadable, an envsnap error), never anything else. Seeded: the same cases
 on every run."""
 from __future__ import annotations
 
@@ -23,7 +23,9 @@ SAMPLES = sorted([*(DATA / "pasted").glob("*.txt"), *(DATA / "h200-reports").glo
                   DATA / "h200" / "smi_q.txt", DATA / "h200" / "smi_topo_m.txt",
                   DATA / "h200x2" / "smi_topo_m.txt", DATA / "h200" / "smi_q.xml",
                   DATA / "h200-evidence" / "pip_freeze.txt",
-                  DATA / "h200-evidence" / "pip_list.json"])
+                  DATA / "h200-evidence" / "pip_list.json",
+                  # the corpus of real threads, each post whole as written (its template copy)
+                  *(DATA / "pastes" / "threads" / "pastes").glob("*.template.txt")])
 CASES_A_SAMPLE = 40
 PROSE = ["Thanks for any help!", "### Your current environment", "```text", "```", "> ",
          "<details>", "</details>", "$ python collect_env.py", "- [x] I searched the issues",
