@@ -47,3 +47,28 @@ def test_the_restart_and_the_env_it_lost_are_read_from_the_records(cli: Cli) -> 
     assert restart.before.pid != restart.after.pid
     assert ("NCCL_PROTO", "LL", None) in restart.changes
     assert "NCCL_PROTO: LL -> (absent)" in (RECORDED / "timeline.txt").read_text()
+
+
+# Where `report --format collect-env` of a capture differs from torch's collect_env of the same
+# minute on that host, each line with why (the rest is equal, line for line):
+JUSTIFIED = {
+    # only an imported torch knows these: the capture never imports torch
+    "Is XPU available: False": "Is XPU available: N/A",
+    "Is XNNPACK available: True": "Is XNNPACK available: N/A",
+    # lscpu reads these from the CPUID instruction, which Python cannot issue
+    "Hypervisor vendor:                       KVM": None,
+    "Virtualization type:                     full": None,
+    # pip prints a distribution's name as its metadata spells it; the capture keeps the
+    # normalised name (open: the metadata's spelling is not recorded)
+    "[pip3] mypy_extensions==1.1.0": "[pip3] mypy-extensions==1.1.0",
+}
+
+
+def test_the_collect_env_of_a_capture_is_torchs_line_for_line_but_the_justified(
+        cli: Cli) -> None:
+    report = cli("report", str(RECORDED / "capture.yaml"), "--format", "collect-env")
+    assert report.returncode == 0, report.stderr
+    torchs = (RECORDED / "collect_env.txt").read_text().split("\n--- stderr\n")[0]
+    expected = [JUSTIFIED.get(line.rstrip(), line.rstrip()) for line in torchs.splitlines()]
+    assert [line.rstrip() for line in report.stdout.splitlines()] == \
+        [line for line in expected if line is not None]
