@@ -47,6 +47,8 @@ WRITERS: dict[str, str] = {
                                                "is listed here",
     # the demo builds its own scene in a folder of its own: its own venv, not the host's
     "envsnap.demo.scene:make_venv": "the demo's own venv, made in its own folder",
+    # watch --install writes the user's own systemd unit or crontab line, shown and asked
+    "envsnap.cli.watch:cmd_watch": "watch --install: the user's own unit or crontab, asked",
     "envsnap.demo.scene:set_up": "the demo's own venv, made in its own folder",
     "envsnap.demo.scene:the_silent_pull": "the demo's own venv, made in its own folder",
 }

@@ -64,6 +64,9 @@ DIRECT: dict[str, str] = {
     "envsnap.demo.scene:make_venv": "the demo's own scene in a folder of its own",
     "envsnap.demo.scene:the_silent_pull": "the demo's own scene in a folder of its own",
     "envsnap.demo.scene:Scene.write": "the demo's own scene in a folder of its own",
+    "envsnap.demo.scene:start_watch": "the demo's own scene in a folder of its own",
+    "envsnap.watch.status:WatcherLock.__init__": "a lock file opened O_NOFOLLOW and flocked, "
+                                                 "never written",
     "envsnap.demo.snapshots:write_examples": "the demo's own snapshots into the folder it "
                                              "was given",
 }
