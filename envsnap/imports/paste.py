@@ -154,11 +154,14 @@ def is_freeze(lines: list[str], at: int) -> bool:
     return bool(pip.FREEZE_LINE.match(here) and "==" in here and pip.FREEZE_LINE.match(after))
 
 
-def noise(lines: list[str], at: int) -> str | None:
-    """Why a line is a library's noise, not a report's: warnings, their source line, logs."""
+def noise(lines: list[str], at: int, warned: int = -WARNING_LINES) -> str | None:
+    """Why a line is a library's noise, not a report's: warnings, their source line, logs.
+    `warned`: the index of the last warning line above, if any (most pastes have none)."""
     text = lines[at]
     if is_warning(text):
         return "a Python warning"
+    if at - warned >= WARNING_LINES:
+        return "a log line" if LOG_LINE.match(text.strip()) else None
     if at and WARNED_FROM.match(text) and \
             any(is_warning(lines[k]) for k in range(max(0, at - 3), at)):
         return "a Python warning's source line"
@@ -205,10 +208,13 @@ def find_reports(text: str, whole_kind: Callable[[str], str | None]) -> Found:
     raw = text.splitlines()
     lines: list[str] = []
     skipped: list[Skipped] = []
+    warned = -WARNING_LINES
     for number, line in enumerate(raw):
         kept, why = stripped(line)
         if why is None:
-            why = noise(raw, number)
+            why = noise(raw, number, warned)
+        if why == "a Python warning":
+            warned = number
         if why is not None:
             skipped.append(Skipped(number + 1, line, why))
             kept = ""
