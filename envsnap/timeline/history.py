@@ -37,7 +37,7 @@ from envsnap.timeline.model import (
     Event,
     RecordedStashes,
     RecordedVersion,
-    recorded_name,
+    RecordNamed,
 )
 from envsnap.timeline.roles import ROLES, package_role
 from envsnap.timeline.window import iso_seconds, moment_text
@@ -45,21 +45,12 @@ from envsnap.verdicts import REGRESSION
 
 
 @dataclass(frozen=True)
-class Stored:
+class Stored(RecordNamed):
     label: str                 # a snapshot's label; a watched record's id
     time: float
     document: Snapshot
     reason: str = ""           # a watched record: why it was kept ("every 10m")
     watched: bool = False      # a record of the watched history (watched.py), not a snapshot
-
-    @property
-    def named(self) -> str:
-        return recorded_name(self.label, self.time, self.watched)
-
-    @property
-    def restore(self) -> str:
-        """"; envsnap restore L --pip" for a snapshot; a watched record is no label."""
-        return "" if self.watched else f"; envsnap restore {self.label} --pip"
 
 
 def stored_of(pairs: list[tuple[str, Snapshot]]) -> list[Stored]:

@@ -67,8 +67,26 @@ def recorded_name(label: str, time: float, watched: bool) -> str:
     return f"the watched record of {datetime.fromtimestamp(time, timezone.utc):%Y-%m-%d %H:%M:%S}"
 
 
+class RecordNamed:
+    """What a snapshot or a watched record is called in a text, and how to restore it: for
+    the frozen dataclasses that carry these three fields (history.Stored, RecordedVersion)."""
+
+    label: str
+    time: float
+    watched: bool
+
+    @property
+    def named(self) -> str:
+        return recorded_name(self.label, self.time, self.watched)
+
+    @property
+    def restore(self) -> str:
+        """"; envsnap restore L --pip" for a snapshot; a watched record is no label."""
+        return "" if self.watched else f"; envsnap restore {self.label} --pip"
+
+
 @dataclass(frozen=True)
-class RecordedVersion:
+class RecordedVersion(RecordNamed):
     """A package as the newest snapshot (or watched record) before a change recorded its
     interpreter: the version it held then, or None where that interpreter had no such
     package (a fresh install)."""
@@ -77,15 +95,6 @@ class RecordedVersion:
     time: float
     version: str | None
     watched: bool = False            # a record of the watched history, not a snapshot
-
-    @property
-    def named(self) -> str:
-        return recorded_name(self.label, self.time, self.watched)
-
-    @property
-    def restore(self) -> str:
-        """"; envsnap restore L --pip" where a snapshot holds it, else nothing."""
-        return "" if self.watched else f"; envsnap restore {self.label} --pip"
 
 
 @dataclass(frozen=True)
