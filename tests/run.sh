@@ -125,10 +125,11 @@ fi
 "$VENV/bin/python" -m mypy --strict envsnap || exit 1
 
 # Parallel workers, one per core (pytest-xdist); the Slurm tests share one (conftest.py). A
-# third worker on two cores was 6% faster but made explain's noise judgements flip (seen
-# once in two runs); WORKERS=N picks another number.
+# third worker on two cores was a little faster but made explain's noise judgements flip
+# (seen once in two runs); WORKERS=N picks another number. The slowest tests are listed at
+# the end: the suite must stay one a developer runs often.
 WORKERS=${WORKERS:-auto}
-"$VENV/bin/python" -m pytest -q -n "$WORKERS" --dist loadgroup "$@"
+"$VENV/bin/python" -m pytest -q -n "$WORKERS" --dist loadgroup --durations=15 "$@"
 status=$?
 if [ "$status" -eq 5 ]; then
   echo "no tests were collected: that is a failure" >&2

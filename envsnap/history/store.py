@@ -16,12 +16,13 @@ and its time is set to now: `gc` never deletes a part used after it began (gc.py
 """
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import re
 import stat
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -67,6 +68,16 @@ class Manifest:
 class Recorded:
     manifest: Manifest
     bytes_added: int    # what this record added to the disk (new parts + the manifest)
+
+
+@dataclass(frozen=True)
+class Span:
+    """The records of one host a window of time reads: those inside it, the last one before
+    it (what held when it began) and the first one after it."""
+
+    before: Manifest | None
+    inside: list[Manifest]
+    after: Manifest | None
 
 
 @dataclass(frozen=True)
@@ -299,6 +310,31 @@ class History:
             if host is None or manifest.host == host:
                 found.append(manifest)
         return sorted(found, key=lambda manifest: (manifest.captured_at, manifest.id))
+
+    def span(self, host: str, since: float, until: float) -> Span:
+        """`host`'s records of the window from `since` to `until`. A manifest's name is its
+        capture time, so only the window's own headers are read, and as many next to it as it
+        takes to find the one before and the one after: a timeline over a month of records
+        reads a day's."""
+        paths = list(self.manifest_files(host))
+        names = [path.stem for path in paths]
+        first = bisect.bisect_left(names, time_name(since))
+        end = bisect.bisect_left(names, time_name(until) + "~")   # "~" sorts after "-N"
+
+        def readable(chosen: Iterable[Path]) -> Iterator[Manifest]:
+            for path in chosen:
+                try:
+                    manifest = self.read_header(path)
+                except (OSError, StoreError):
+                    continue
+                if manifest.host == host:
+                    yield manifest
+
+        inside = sorted((manifest for manifest in readable(paths[first:end])
+                         if since <= manifest.captured_at <= until),
+                        key=lambda manifest: (manifest.captured_at, manifest.id))
+        return Span(next(readable(reversed(paths[:first])), None), inside,
+                    next(readable(paths[end:]), None))
 
     def read_header(self, path: Path) -> Manifest:
         data = read_bytes(path, HEADER_LIMIT + max_snapshot_bytes())

@@ -208,10 +208,10 @@ def moment_iso(seconds: float) -> str:
 PIP_RUN_GAP = 30.0   # seconds: one install run writes each package's RECORD as it finishes it,
                      # the next one this long after at most (a large wheel's unpacking)
 NAMED_IN_RUN = 3     # packages named on a run's line, the hot ones first
-VersionBefore = Callable[[str, str, float], "RecordedVersion | None"]
+VersionBefore = Callable[[str, str, float, str], "RecordedVersion | None"]
 
 
-def no_version(name: str, site_dir: str, time: float) -> RecordedVersion | None:
+def no_version(name: str, site_dir: str, time: float, version: str) -> RecordedVersion | None:
     return None
 
 
@@ -240,13 +240,14 @@ def python_events(source: PythonSource, version_before: VersionBefore = no_versi
                   ) -> list[Event]:
     """One event per install run (install_runs): a run of one package says it as it is,
     "installed", "upgraded from X" where a snapshot before it recorded X; a run of more
-    folds its packages into its details. `version_before(name, site_dir, time)`: the newest
-    snapshot before `time` that recorded that interpreter, and its version of `name`."""
+    folds its packages into its details. `version_before(name, site_dir, time, version)`: the
+    newest snapshot before `time` that recorded that interpreter, and its version of `name`
+    (`version` the one installed then)."""
     interpreter = source.get("interpreter") or "the interpreter"
     events = []
     for run in install_runs(source.get("records") or [], interpreter):
         priors = [version_before(normalised(record["name"]), posixpath.dirname(record["folder"]),
-                                 float(record["time"])) for record in run]
+                                 float(record["time"]), record["version"]) for record in run]
         events.append(package_event(run[0], priors[0], interpreter) if len(run) == 1 else
                       run_event(run, priors, interpreter))
     for conda in source.get("conda") or []:

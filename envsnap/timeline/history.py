@@ -300,18 +300,32 @@ def site_dirs_of(stored: list[Stored]) -> SiteDirs:
     return [(item, frozenset(recorded_site_dirs(item.document))) for item in stored]
 
 
-def version_before(stored: SiteDirs, name: str, site_dir: str, time: float
-                   ) -> RecordedVersion | None:
+def version_before(stored: SiteDirs, name: str, site_dir: str, time: float,
+                   installed: str | None = None) -> RecordedVersion | None:
     """The newest snapshot captured before `time` of the interpreter that reads `site_dir`,
-    and the version of `name` it recorded (None: it had none)."""
+    and the version of `name` it recorded (None: it had none). A capture reads the packages
+    a moment after its time: one that holds the version `installed` at `time` and may still
+    have been reading then saw the install itself, not what it replaced, and is passed over."""
     for item, folders in reversed(stored):
         if item.time + 1 > time or site_dir not in folders:
             continue
         packages = snap.packages(item.document)
-        return RecordedVersion(item.label, item.time,
-                               (packages[name] or "?") if name in packages else None,
-                               item.watched)
+        version = (packages[name] or "?") if name in packages else None
+        if installed is not None and version == installed and time < read_until(item):
+            continue
+        return RecordedVersion(item.label, item.time, version, item.watched)
     return None
+
+
+def read_until(item: Stored) -> float:
+    """The latest moment a capture may have read the host: its time keeps whole seconds, and
+    the agent started and its collectors ran after it (their seconds summed bound it,
+    whether they ran one after another or side by side)."""
+    meta = snap.meta(item.document)
+    seconds = (meta.get("agent") or {}).get("startup_seconds") or 0.0
+    seconds += sum(collector.get("seconds") or 0.0
+                   for collector in (meta.get("collectors") or {}).values())
+    return item.time + 1 + seconds
 
 
 def recorded_site_dirs(document: Snapshot) -> list[str]:

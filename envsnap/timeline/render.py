@@ -77,6 +77,7 @@ def moment(seconds: float) -> str:
 
 
 MOMENT_WIDTH = len("2026-01-01 12:00:00  ")   # where an event's text starts
+FOLDED_NOUN = {"boot": "kernel line"}          # what a folded event's details are, by kind
 
 
 def event_lines(event: Event, mark: str = "", width: int = DEFAULT_WIDTH,
@@ -90,7 +91,7 @@ def event_lines(event: Event, mark: str = "", width: int = DEFAULT_WIDTH,
     lines += fold(f"    evidence: {visible_line(event.evidence)} "
                   f"({EXACTNESS_SAID[event.exactness]})", width)
     details = event.details if verbose or not event.folded else \
-        (f"{plural(event.folded, 'package')}: -v lists them",)
+        (f"{plural(event.folded, FOLDED_NOUN.get(event.kind, 'package'))}: -v lists them",)
     lines += [part for detail in details
               for part in fold(f"      {visible_line(detail)}", width)]
     if event.test:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, cast
 
 from envsnap.defaults import DEFAULT_COLLECTOR_TIMEOUT, DEFAULT_CONNECT_TIMEOUT
 from envsnap.errors import UsageError
-from envsnap.history.store import History
+from envsnap.history.store import History, Span
 from envsnap.hosts.capture import run_agent
 from envsnap.hosts.connect import open_transport
 from envsnap.hosts.inventory import Host
@@ -79,8 +79,8 @@ def names_nothing(host: Host) -> bool:
 def timeline(host: Host, options: TimelineOptions, store: Store) -> Timeline:
     window = window_of(options, store, time.time())
     stored = history.stored_of(host_documents(store, host))
-    manifests = History.of_store(store).manifests(host.name)
-    records = watched_records(History.of_store(store), manifests, window)
+    span = History.of_store(store).span(host.name, window.since, window.until)
+    records = watched_records(History.of_store(store), span)
     discover = names_nothing(host)
     known = stored + records[-1:]   # the newest record says what the watch looked at
     repos = history.recorded_repos(known) if discover else host.list_var("repos")
@@ -104,20 +104,16 @@ def timeline(host: Host, options: TimelineOptions, store: Store) -> Timeline:
         (" and the current folder" if host.is_local else "") if discover else ""
     return build(host.name, window, found, host.list_var("hot_paths"), stored,
                  looked_at(found, repos, where), records,
-                 watched.coverage(manifests, window, host.name, procs, repos))
+                 watched.coverage(span, window, host.name, procs, repos))
 
 
-def watched_records(source: History, manifests: list[Manifest], window: Window
-                    ) -> list[history.Stored]:
-    """The watched records a timeline of `window` reads: of those inside it and the last one
+def watched_records(source: History, span: Span) -> list[history.Stored]:
+    """The watched records a timeline reads: of those inside its window and the last one
     before it (what held before its first change), the first and the last of each run whose
     facts are the same parts (a change lies between two runs; a record amid a run of the
     same facts adds nothing to read). Only these are loaded."""
-    inside = [manifest for manifest in manifests
-              if window.since <= manifest.captured_at <= window.until]
-    before = [manifest for manifest in manifests if manifest.captured_at < window.since][-1:]
-    chosen = ends_of_runs(before + inside, [facts_of(source, manifest)
-                                            for manifest in before + inside])
+    read = ([span.before] if span.before else []) + span.inside
+    chosen = ends_of_runs(read, [facts_of(source, manifest) for manifest in read])
     return [history.Stored(manifest.id, manifest.captured_at, source.load(manifest),
                            manifest.reason, watched=True) for manifest in chosen]
 
@@ -202,8 +198,9 @@ def source_events(sources: Sources, window: Window, hot_paths: list[str],
 
     sites = history.site_dirs_of(stored or [] if recorded is None else recorded)
 
-    def version_before(name: str, site_dir: str, time: float) -> RecordedVersion | None:
-        return history.version_before(sites, name, site_dir, time)
+    def version_before(name: str, site_dir: str, time: float, version: str
+                       ) -> RecordedVersion | None:
+        return history.version_before(sites, name, site_dir, time, version)
 
     apt = (sources.get("apt") or {}).get("records") or []
     events = code_events.git_events((sources.get("git") or {}).get("records") or [], hot_paths,
@@ -223,6 +220,7 @@ def source_events(sources: Sources, window: Window, hot_paths: list[str],
     events += system_events.dpkg_events(dpkg_alone)
     events += system_events.apt_events(apt)
     events += system_events.rpm_events((sources.get("rpm") or {}).get("records") or [])
-    events += system_events.kernel_events((sources.get("kernel") or {}).get("records") or [])
-    events += system_events.host_events(sources.get("host") or {}, window.since, window.until)
+    events += system_events.host_events(sources.get("host") or {},
+                                        (sources.get("kernel") or {}).get("records") or [],
+                                        window.since, window.until)
     return events

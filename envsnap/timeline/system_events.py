@@ -33,7 +33,9 @@ KERNEL_KINDS = (
     ("NVIDIA driver loaded", re.compile(r"NVRM: loading|nvidia: module license|"
                                         r"nvidia-nvlink: Nvlink Core is being initialized")),
 )
+ROUTINE_KINDS = ("NVIDIA driver loaded", "GPU/PCIe message")
 SAME_MESSAGE_S = 1.5
+BOOT_SETTLE_S = 120.0    # the kernel's and the driver's own start, persistence mode included
 NVRM_VERSION = re.compile(r"Kernel Module(?: for \S+)?\s+(\d+(?:\.\d+)+)")
 
 
@@ -134,22 +136,34 @@ def kernel_kind(line: str) -> str:
     return "GPU/PCIe message"
 
 
-def kernel_events(records: list[KernelRecord]) -> list[Event]:
-    """One event per message: the journal, dmesg and kern.log may each hold it, their times
+def unique_messages(records: list[KernelRecord]) -> list[KernelRecord]:
+    """One record per message: the journal, dmesg and kern.log may each hold it, their times
     a second apart at most (dmesg's boot time keeps whole seconds); the first source read,
-    the journal's or dmesg's, is the one shown."""
-    events: list[Event] = []
+    the journal's or dmesg's, is the one kept."""
+    kept: list[KernelRecord] = []
     seen: dict[str, list[float]] = {}
     for r in records:
         message, when = r.get("message", r["line"]), float(r["time"])
         if any(abs(when - other) <= SAME_MESSAGE_S for other in seen.get(message, [])):
             continue
         seen.setdefault(message, []).append(when)
-        events.append(Event(time=float(r["time"]), kind="kernel-message", subject=r["file"],
-                            what=f"kernel: {kernel_kind(r['line'])}",
-                            evidence=f"{r['file']}: {r['line']}",
-                            exactness=KERNEL_CLOCK if r.get("since_boot") else RECORDED))
-    return events
+        kept.append(r)
+    return kept
+
+
+def kernel_events(records: list[KernelRecord]) -> list[Event]:
+    """An event each (one record per message: unique_messages)."""
+    return [Event(time=float(r["time"]), kind="kernel-message", subject=r["file"],
+                  what=f"kernel: {kernel_kind(r['line'])}", evidence=f"{r['file']}: {r['line']}",
+                  exactness=KERNEL_CLOCK if r.get("since_boot") else RECORDED)
+            for r in records]
+
+
+def of_the_boot(record: KernelRecord, boot: float) -> bool:
+    """A routine line of the boot itself: one of its first BOOT_SETTLE_S that tells of no
+    trouble (an Xid, an AER error, a slower link or a lost GPU at boot stays its own event)."""
+    return boot - SAME_MESSAGE_S <= float(record["time"]) <= boot + BOOT_SETTLE_S and \
+        kernel_kind(record["line"]) in ROUTINE_KINDS
 
 
 def nvidia_version(proc_version: str | None) -> str | None:
@@ -158,13 +172,26 @@ def nvidia_version(proc_version: str | None) -> str | None:
     return match.group(1) if match else None
 
 
-def host_events(source: HostSource, since: float, until: float) -> list[Event]:
-    events = []
+def host_events(source: HostSource, kernel: list[KernelRecord], since: float, until: float
+                ) -> list[Event]:
+    """The boot, the NVIDIA module's load and the kernel's messages. The routine lines of the
+    boot (the kernel's banner, the driver's loading) are folded into the boot's event, which
+    lists them with -v; every other message is its own event."""
     boot = source.get("boot")
-    if boot is not None and since <= boot <= until:
+    if boot is not None and not since <= boot <= until:
+        boot = None
+    at_boot: list[KernelRecord] = []
+    others: list[KernelRecord] = []
+    for record in unique_messages(kernel):
+        (at_boot if boot is not None and of_the_boot(record, boot) else others).append(record)
+    events = kernel_events(others)
+    if boot is not None:
+        lines = tuple(f"{r['file']}: {r['line']}"
+                      for r in sorted(at_boot, key=lambda r: float(r["time"])))
         events.append(Event(time=float(boot), kind="boot", subject="host",
-                            what="host booted", evidence="/proc/stat btime",
-                            exactness=RECORDED))
+                            what="host booted",
+                            evidence="/proc/stat btime", exactness=RECORDED, details=lines,
+                            folded=len(lines)))
     module = source.get("nvidia") or {}
     loaded = module.get("sysfs_time")
     if module.get("loaded") and loaded is not None and since <= loaded <= until:

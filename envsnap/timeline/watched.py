@@ -43,7 +43,7 @@ from envsnap.timeline.model import BETWEEN_RECORDS, RECORDED, Event, Window
 from envsnap.timeline.roles import package_role
 
 if TYPE_CHECKING:
-    from envsnap.history.store import Manifest
+    from envsnap.history.store import Span
     from envsnap.snapshot.records import Process, Snapshot
     from envsnap.timeline.evidence import DistRecord
     from envsnap.timeline.history import Stored
@@ -481,23 +481,20 @@ def watch_command(host: str, procs: list[str], repos: list[str]) -> str:
                        *(word for repo in repos for word in ("--repo", repo))])
 
 
-def coverage(manifests: list[Manifest], window: Window, host: str, procs: list[str],
-             repos: list[str]) -> str:
+def coverage(span: Span, window: Window, host: str, procs: list[str], repos: list[str]) -> str:
     """What the watched history covered of the window, said once: where no record does, what
     that leaves unknown and the command that would have kept one."""
     keep = f"`{watch_command(host, procs, repos)}` keeps one"
     unknown = "a restarted worker's env before, a removed package's version and a file's " \
         "content before are known only from a record made then"
-    if not manifests:
-        return f"watched history: none of this host; {unknown}: {keep}"
-    inside = [manifest for manifest in manifests
-              if window.since <= manifest.captured_at <= window.until]
-    before = [manifest for manifest in manifests if manifest.captured_at < window.since]
+    inside, before = span.inside, span.before
     if not inside and not before:
+        if span.after is None:
+            return f"watched history: none of this host; {unknown}: {keep}"
         return (f"watched history: no record covers this window (the first is "
-                f"{moment(manifests[0].captured_at)}); {unknown}: {keep}")
+                f"{moment(span.after.captured_at)}); {unknown}: {keep}")
     said = f"watched history: {plural(len(inside), 'record')} in the window"
     if before:
-        return f"{said} and the one before it ({moment(before[-1].captured_at)})"
+        return f"{said} and the one before it ({moment(before.captured_at)})"
     return (f"{said}, none before it: what changed before {moment(inside[0].captured_at)} is "
             "not known from it")

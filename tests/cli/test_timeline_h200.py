@@ -59,19 +59,54 @@ def events_of(cli: Cli, root: Path, since: str, until: str) -> list[dict[str, An
     return found
 
 
-def test_the_boot_and_the_nvidia_module_in_order(cli: Cli, h200_root: Path) -> None:
+def boot_of(events: list[dict[str, Any]]) -> dict[str, Any]:
+    return next(event for event in events if event["kind"] == "boot")
+
+
+def test_the_boot_folds_its_own_kernel_lines_then_the_nvidia_module(
+        cli: Cli, h200_root: Path) -> None:
     events = events_of(cli, h200_root, "2026-12-01T14:00:00Z", "2026-12-01T14:03:03Z")
-    kinds = [(event["kind"], event["what"], event["at"], event["exactness"]) for event in events]
-    boot = kinds.index(("boot", "host booted", "2026-12-01T14:02:38+00:00", "recorded"))
-    module = kinds.index(("kernel-module", "NVIDIA kernel module 580.159.04 loaded",
-                          "2026-12-01T14:02:39+00:00", "file time"))
-    loading = next(i for i, e in enumerate(events) if "NVRM: loading NVIDIA UNIX Open Kernel "
-                   "Module for x86_64  580.159.04" in e["evidence"])
-    assert boot < loading and boot < module
-    assert events[loading]["what"] == "kernel: NVIDIA driver loaded"
-    assert events[loading]["exactness"] == "kernel clock"   # dmesg's seconds since boot
-    assert events[loading]["at"] == "2026-12-01T14:02:38+00:00"   # 0.74 s after the boot
+    boot = boot_of(events)
+    assert (boot["what"], boot["at"], boot["exactness"]) == (
+        "host booted", "2026-12-01T14:02:38+00:00", "recorded")
+    module = events.index(next(e for e in events if e["kind"] == "kernel-module"))
+    assert events[module]["what"] == "NVIDIA kernel module 580.159.04 loaded"
+    assert events[module]["at"] == "2026-12-01T14:02:39+00:00"
+    assert events.index(boot) < module
+    # the driver's loading, 0.74 s after the boot, is one of the boot's own lines
+    assert [line for line in boot["details"] if "NVRM: loading NVIDIA UNIX Open Kernel Module "
+            "for x86_64  580.159.04" in line]
+    assert boot["folded"] == len(boot["details"]) >= 2
+    assert "Linux version" in boot["details"][0]   # in the kernel's order
+    assert not [e for e in events if e["kind"] == "kernel-message"]
     assert not [e for e in events if e["kind"] == "system-package"]   # none that minute
+
+
+def test_a_boot_reads_as_one_event_with_its_lines_behind_v(cli: Cli, h200_root: Path) -> None:
+    cli.env["TZ"] = "UTC"
+    since, until = "2026-12-01T14:00:00Z", "2026-12-01T14:03:03Z"
+    plain = cli("timeline", "local", "--log-root", str(h200_root), "--since", since,
+                "--until", until)
+    verbose = cli("timeline", "local", "--log-root", str(h200_root), "--since", since,
+                  "--until", until, "-v")
+    assert plain.returncode == verbose.returncode == 0, plain.stderr + verbose.stderr
+    folded = boot_of(events_of(cli, h200_root, since, until))["folded"]
+    assert f"{folded} kernel lines: -v lists them" in plain.stdout
+    assert "NVRM: loading" not in plain.stdout and "NVRM: loading" in verbose.stdout
+
+
+def test_trouble_at_boot_and_lines_after_it_stay_their_own_events(
+        cli: Cli, h200_root: Path) -> None:
+    dmesg = h200_root / "var" / "log" / "dmesg"
+    dmesg.write_text(dmesg.read_text()
+                     + "[    6.250000] NVRM: Xid (PCI:0000:18:00): 79, GPU has fallen off the "
+                       "bus.\n"
+                     + "[  900.500000] NVRM: Persistence mode is deprecated and will be removed.\n")
+    events = events_of(cli, h200_root, "2026-12-01T14:00:00Z", "2026-12-01T14:20:00Z")
+    own = [(e["what"], e["at"]) for e in events if e["kind"] == "kernel-message"]
+    assert own == [("kernel: GPU fallen off the bus", "2026-12-01T14:02:44+00:00"),
+                   ("kernel: GPU/PCIe message", "2026-12-01T14:17:38+00:00")]
+    assert not [line for line in boot_of(events)["details"] if "Xid" in line]
 
 
 def test_ubuntus_package_logs_name_cuda_and_fold_dpkg_into_its_apt_run(
@@ -91,9 +126,9 @@ def test_ubuntus_package_logs_name_cuda_and_fold_dpkg_into_its_apt_run(
 def test_a_message_in_two_kernel_logs_is_one_event(cli: Cli, h200_root: Path) -> None:
     (h200_root / "var" / "log" / "kern.log").write_text(recorded("dmesg_iso.txt"))
     events = events_of(cli, h200_root, "2026-12-01T14:00:00Z", "2026-12-01T14:03:03Z")
-    loading = [e for e in events if "NVRM: loading NVIDIA UNIX" in e["evidence"]]
-    assert len(loading) == 1 and loading[0]["exactness"] == "recorded"   # kern.log's ISO time
-    assert loading[0]["at"] == "2026-12-01T14:02:39+00:00"
+    said = [line for e in events for line in [e["evidence"], *e["details"]]
+            if "NVRM: loading NVIDIA UNIX" in line]
+    assert len(said) == 1 and said[0] in boot_of(events)["details"]
 
 
 def test_the_iso_and_since_boot_dmesg_agree_with_the_boot_time() -> None:

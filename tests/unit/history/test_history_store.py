@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import random
 import subprocess
 import sys
 import zlib
@@ -13,7 +14,7 @@ import pytest
 
 from envsnap.errors import StoreError
 from envsnap.history.parts import canonical, digest_of, join, split
-from envsnap.history.store import History
+from envsnap.history.store import History, Manifest, Span
 from envsnap.snapshot import provenance
 from envsnap.snapshot.document import facts
 from envsnap.snapshot.records import Snapshot
@@ -100,7 +101,7 @@ def test_an_id_never_climbs_out_of_the_history(tmp_path: Path) -> None:
 WRITER = """
 import sys
 from pathlib import Path
-from envsnap.history.store import History
+from envsnap.history.store import History, Manifest, Span
 from envsnap.snapshot.store import Store
 history = History(Path(sys.argv[1]))
 good, bad = (Store(sys.argv[2]).load(label) for label in ("good", "bad"))
@@ -128,3 +129,36 @@ def test_two_processes_recording_at_once_corrupt_nothing(tmp_path: Path) -> None
         if path.is_file():
             assert not path.name.startswith("."), "a writer's temporary file was left"
             assert digest_of(zlib.decompress(path.read_bytes())) == path.name
+
+
+def span_by_reading_all(history: History, host: str, since: float, until: float) -> Span:
+    """What History.span must give, from every header of the host read."""
+    every = history.manifests(host)
+    inside = [manifest for manifest in every if since <= manifest.captured_at <= until]
+    before = [manifest for manifest in every if manifest.captured_at < since]
+    after = [manifest for manifest in every if manifest.captured_at > until]
+    return Span(before[-1] if before else None, inside, after[0] if after else None)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_windows_records_are_found_from_their_names_as_reading_all_finds_them(
+        tmp_path: Path, seed: int) -> None:
+    """Seeded scenarios: records of two hosts whose names share one folder (gpu-1's and
+    gpu_1's are apart, `gpu 1` and gpu_1 share one), several in one second, damaged
+    headers, and windows anywhere (before all, after all, between, on a record's time)."""
+    chance = random.Random(seed)
+    history = History(tmp_path / "history")
+    times = sorted(chance.choice([1000.0, 1000.5, 1001.0]) + chance.randrange(0, 400) * 2.5
+                   for _ in range(chance.randrange(0, 40)))
+    for when in times:
+        host = chance.choice(["gpu_1", "gpu_1", "gpu 1", "gpu-1"])
+        manifest, _ = history.claim(Manifest("", host, when, "every 10m"), "{}")
+        if chance.random() < 0.1:
+            history.manifest_path(manifest.id).write_text("not a header\n")
+    edges = times + [0.0, 5000.0]
+    for _ in range(30):
+        since, until = sorted(chance.choice([chance.choice(edges),
+                                             chance.uniform(900.0, 2100.0)]) for _ in range(2))
+        for host in ("gpu_1", "gpu 1", "gpu-1", "elsewhere"):
+            assert history.span(host, since, until) == \
+                span_by_reading_all(history, host, since, until), (host, since, until)

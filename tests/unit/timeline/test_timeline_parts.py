@@ -1,12 +1,16 @@
 """The timeline's pure parts: the window's times, package roles, the text renderer."""
 from __future__ import annotations
 
+from typing import cast
+
 import pytest
 
 from envsnap.errors import UsageError
+from envsnap.snapshot.records import Snapshot
 from envsnap.text import visible_line as visible
 from envsnap.timeline.code_events import PIP_RUN_GAP, install_runs, package_change
 from envsnap.timeline.evidence import DistRecord
+from envsnap.timeline.history import Stored, site_dirs_of, version_before
 from envsnap.timeline.model import RECORDED, Event, RecordedVersion, Timeline, Window
 from envsnap.timeline.render import render_text
 from envsnap.timeline.roles import package_role
@@ -106,3 +110,27 @@ def test_an_install_run_is_one_interpreter_one_installer_records_close_together(
     runs = install_runs(records, "/venv/bin/python")
     assert [[record["name"] for record in run] for run in runs] == [["a", "b", "c"], ["u"],
                                                                    ["d"]]
+
+
+def recorded_with(time: float, version: str, seconds: float) -> Stored:
+    """A record of one interpreter holding `torch` at `version`; its agent ran `seconds`."""
+    document = {"meta": {"agent": {"startup_seconds": 0.1},
+                         "collectors": {"python_env": {"seconds": seconds - 0.1}}},
+                "facts": {"python_env": {"packages": {"torch": version},
+                                         "site_dirs": ["/venv/site"]}}}
+    return Stored(f"at-{time:g}", time, cast("Snapshot", document), watched=True)
+
+
+@pytest.mark.parametrize("read_for, expected", [
+    (0.5, "2.5.0"),   # done reading before the install: it holds what the install replaced
+    (4.0, "2.4.0"),   # still reading when it came: the record before it is asked
+])
+def test_a_record_that_saw_the_install_itself_is_not_what_it_replaced(
+        read_for: float, expected: str) -> None:
+    records = [recorded_with(100.0, "2.4.0", 0.5), recorded_with(200.0, "2.5.0", read_for)]
+    before = version_before(site_dirs_of(records), "torch", "/venv/site", 202.5, "2.5.0")
+    assert before is not None and before.version == expected
+    # one that holds another version read before the install, however long it read
+    records[1] = recorded_with(200.0, "2.3.0", read_for)
+    before = version_before(site_dirs_of(records), "torch", "/venv/site", 202.5, "2.5.0")
+    assert before is not None and (before.label, before.version) == ("at-200", "2.3.0")

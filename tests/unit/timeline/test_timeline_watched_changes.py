@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import pytest
 from conftest import cli_env, unique_marker
 
-from envsnap.history.store import Manifest
+from envsnap.history.store import Manifest, Span
 from envsnap.snapshot.records import Process, Snapshot
 from envsnap.snapshot.store import Store
 from envsnap.timeline.code_events import found_release, release
@@ -247,17 +247,17 @@ def test_a_pid_in_the_command_line_is_one_command() -> None:
 
 def test_the_header_says_what_the_history_covered() -> None:
     window = Window(1000.0, 5000.0, "1h")
-    line = coverage([], window, "local", ["sglang"], ["/srv/repo"])
+    line = coverage(Span(None, [], None), window, "local", ["sglang"], ["/srv/repo"])
     assert "none of this host" in line
     assert "`envsnap watch local --proc sglang --repo /srv/repo` keeps one" in line
-    manifests = [Manifest("local/a", "local", 900.0, "every 10m"),
-                 Manifest("local/b", "local", 1500.0, "every 10m")]
-    assert coverage(manifests, window, "local", [], []) == \
+    before = Manifest("local/a", "local", 900.0, "every 10m")
+    inside = Manifest("local/b", "local", 1500.0, "every 10m")
+    assert coverage(Span(before, [inside], None), window, "local", [], []) == \
         "watched history: 1 record in the window and the one before it (1970-01-01 00:15:00)"
-    assert coverage(manifests[1:], window, "local", [], []).startswith(
+    assert coverage(Span(None, [inside], None), window, "local", [], []).startswith(
         "watched history: 1 record in the window, none before it")
-    assert "no record covers this window" in coverage(manifests[1:], Window(
-        100.0, 200.0, "1h"), "local", [], [])
+    assert "no record covers this window (the first is 1970-01-01 00:25:00)" in coverage(
+        Span(None, [], inside), Window(100.0, 200.0, "1h"), "local", [], [])
 
 
 def test_of_a_run_of_the_same_facts_only_its_ends_are_read() -> None:
