@@ -149,6 +149,14 @@ def name_stamp(when: datetime | None = None) -> str:
 BARS = "▁▂▃▄▅▆▇█"
 
 
+def clipped(text: str, shown: int = 60) -> str:
+    """`text`, or its first `shown` characters and how long it is: a value on a line that
+    lists many (an env's NVIDIA_REQUIRE_CUDA runs to a screen)."""
+    if len(text) <= shown + 20:
+        return text
+    return f"{text[:shown]}... ({len(text)} characters)"
+
+
 def plural(count: int, word: str, suffix: str = "s") -> str:
     return f"{count} {word}{'' if count == 1 else suffix}"
 

@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from envsnap.diff.hotpaths import HotPattern, hot_files, hot_patterns, touches
-from envsnap.text import plural
+from envsnap.text import clipped, plural
 from envsnap.timeline.model import (
     FILE_TIME,
     RECORDED,
@@ -399,7 +399,8 @@ def process_events(records: list[ProcessRecord]) -> list[Event]:
     for record in records:
         env = record.get("env") or {}
         shown_env = ((f"env unreadable: {env['error']}",) if "error" in env else
-                     tuple(f"{k}={v}" for k, v in sorted(env.items()) if k not in UNSHOWN_ENV))
+                     tuple(f"{k}={clipped(str(v))}" for k, v in sorted(env.items())
+                           if k not in UNSHOWN_ENV))
         argv = " ".join(record.get("cmdline") or [])
         events.append(Event(
             time=float(record["time"]), kind="process-start", subject=str(record["pid"]),

@@ -8,7 +8,12 @@ import pytest
 from envsnap.errors import UsageError
 from envsnap.snapshot.records import Snapshot
 from envsnap.text import visible_line as visible
-from envsnap.timeline.code_events import PIP_RUN_GAP, install_runs, package_change
+from envsnap.timeline.code_events import (
+    PIP_RUN_GAP,
+    install_runs,
+    package_change,
+    process_events,
+)
 from envsnap.timeline.evidence import DistRecord
 from envsnap.timeline.history import Stored, site_dirs_of, version_before
 from envsnap.timeline.model import RECORDED, Event, RecordedVersion, Timeline, Window
@@ -134,3 +139,13 @@ def test_a_record_that_saw_the_install_itself_is_not_what_it_replaced(
     records[1] = recorded_with(200.0, "2.3.0", read_for)
     before = version_before(site_dirs_of(records), "torch", "/venv/site", 202.5, "2.5.0")
     assert before is not None and (before.label, before.version) == ("at-200", "2.3.0")
+
+
+def test_a_long_env_value_is_clipped_on_the_line_and_whole_in_the_json() -> None:
+    required = "cuda>=13.0 " + " ".join(f"brand=b{n},driver>=535,driver<536" for n in range(40))
+    event, = process_events([{"time": NOW, "pid": 7, "cmdline": ["python3", "serve.py"],
+                              "env": {"NVIDIA_REQUIRE_CUDA": required, "NCCL_PROTO": "LL"}}])
+    line, = event.details
+    assert line.startswith("its env now: NCCL_PROTO=LL, NVIDIA_REQUIRE_CUDA=cuda>=13.0 brand")
+    assert line.endswith(f"... ({len(required)} characters)") and len(line) < 160
+    assert dict(event.env)["NVIDIA_REQUIRE_CUDA"] == required
