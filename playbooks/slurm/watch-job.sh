@@ -56,10 +56,9 @@ record() {
     # its own session, stdin closed: the capture never holds the job's terminal or group
     setsid "$ENVSNAP_PROGRAM" watch local --once --reason "slurm job ${job} ${phase}" \
         --store "$ENVSNAP_STORE" </dev/null >/dev/null 2>"$errors" &
-    local capture=$! ticks=$(( ENVSNAP_JOB_CAPTURE_SECONDS * 10 ))
-    while [[ -n "$(jobs -rp)" ]] && (( ticks > 0 )); do
+    local capture=$! deadline=$(( SECONDS + ENVSNAP_JOB_CAPTURE_SECONDS ))
+    while [[ -n "$(jobs -rp)" ]] && (( SECONDS < deadline )); do
         sleep 0.1
-        ticks=$(( ticks - 1 ))
     done
     if [[ -n "$(jobs -rp)" ]]; then
         say "job ${job} ${phase}: the capture took over ${ENVSNAP_JOB_CAPTURE_SECONDS}s;"\

@@ -214,12 +214,11 @@ def test_a_failing_prolog_exits_0_with_one_line(job_env: dict[str, str], tmp_pat
 def test_a_slow_capture_is_left_to_finish_and_the_job_goes_on(tmp_path: Path) -> None:
     slow = tmp_path / "slow-envsnap"
     done_file = tmp_path / "done"
-    slow.write_text(f"#!/bin/bash\nsleep 4\necho \"$*\" > {shlex.quote(str(done_file))}\n")
+    slow.write_text(f"#!/bin/bash\nsleep 8\necho \"$*\" > {shlex.quote(str(done_file))}\n")
     slow.chmod(0o755)
-    began = time.monotonic()
     done = run_job_script("watch-prolog.sh", tmp_path, ENVSNAP_PROGRAM=str(slow),
                           ENVSNAP_STORE=str(tmp_path / "s"), ENVSNAP_JOB_CAPTURE_SECONDS="1")
-    assert done.returncode == 0 and time.monotonic() - began < 3.5
+    assert done.returncode == 0 and not done_file.exists()   # back before the capture ended
     assert done.stderr.startswith("envsnap-slurm: job 4242 start: the capture took over 1s; "
                                   "the job goes on, the capture (pid "), done.stderr
     deadline = time.monotonic() + 30   # never signalled: it ends on its own, as it would
