@@ -156,7 +156,7 @@ def watch_hosts(args: argparse.Namespace, store: Store) -> int:
     lock = None if args.once else WatcherLock(store.root, plan.name)
     # a one-off capture (a Slurm prolog's) beside a watcher of the same hosts records as
     # it does, but leaves that watcher's status file to it: --status keeps saying it runs
-    keeps_status = not (args.once and watcher_runs(store.root, plan.name))
+    writes_status = not (args.once and watcher_runs(store.root, plan.name))
     options = CaptureOptions(connect_timeout=args.connect_timeout,
                              collector_timeout=args.collector_timeout,
                              accept_new_host_keys=args.accept_new_host_keys)
@@ -167,7 +167,7 @@ def watch_hosts(args: argparse.Namespace, store: Store) -> int:
         if status.captures > said[0] and status.last is not None:
             said[0] = status.captures
             say_capture(status.last)
-        if not keeps_status:
+        if not writes_status:
             return
         try:
             write_status(store.root, status)
