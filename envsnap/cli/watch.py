@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 EPILOG = examples(
     "envsnap watch local --proc sglang.launch_server --repo ~/sglang",
     "envsnap watch local gpu1 --every 30m --once",
+    'envsnap watch local --once --reason "slurm job 4242 start"',
     "envsnap watch local --proc vllm --install",
     "envsnap watch --status",
     "envsnap watch --uninstall --yes",
@@ -86,6 +87,9 @@ def register(commands: Commands) -> None:
                             "inventory's python, else python3 on the host's PATH)")
     watch.add_argument("--once", action="store_true",
                        help="capture each host once, then end")
+    watch.add_argument("--reason", type=utf8_text, metavar="TEXT",
+                       help="with --once: the reason the record gives (default 'watch "
+                            "started'), e.g. the job a Slurm prolog captures for")
     watch.add_argument("--for", dest="duration", type=period, metavar="PERIOD",
                        help="end after PERIOD (default: run until stopped)")
     watch.add_argument("--collector-timeout", type=positive_seconds,
@@ -120,6 +124,10 @@ def cmd_watch(args: argparse.Namespace) -> int:
         raise UsageError("--scheduler is about --install: give --install too")
     if args.uninstall:
         return uninstall(args)
+    if args.reason is not None and not args.once:
+        raise UsageError("--reason names a one-off capture: give --once too")
+    if args.reason is not None and not args.reason.strip():
+        raise UsageError("--reason is empty: say why this capture is made")
     if not args.hosts:
         raise UsageError("give the hosts to watch: `envsnap watch local`, or --status")
     for flag, given in (("--once", args.once), ("--for", args.duration is not None)):
@@ -137,15 +145,18 @@ def watch_hosts(args: argparse.Namespace, store: Store) -> int:
     from envsnap.history.store import History
     from envsnap.hosts.agentconfig import CaptureOptions
     from envsnap.watch.period import period_text
-    from envsnap.watch.run import Watcher, WatchPlan, capture_document
-    from envsnap.watch.status import WatcherLock, write_status
+    from envsnap.watch.run import STARTED, Watcher, WatchPlan, capture_document
+    from envsnap.watch.status import WatcherLock, watcher_runs, write_status
 
     hosts = selected_hosts(args, args.hosts, {"repos": args.repo, "procs": args.proc,
                                               "python": args.python})
     plan = WatchPlan(hosts=tuple(hosts), every=args.every, once=args.once,
-                     duration=args.duration)
+                     duration=args.duration, reason=(args.reason or STARTED).strip())
     store.check_writable()
     lock = None if args.once else WatcherLock(store.root, plan.name)
+    # a one-off capture (a Slurm prolog's) beside a watcher of the same hosts records as
+    # it does, but leaves that watcher's status file to it: --status keeps saying it runs
+    writes_status = not (args.once and watcher_runs(store.root, plan.name))
     options = CaptureOptions(connect_timeout=args.connect_timeout,
                              collector_timeout=args.collector_timeout,
                              accept_new_host_keys=args.accept_new_host_keys)
@@ -156,6 +167,8 @@ def watch_hosts(args: argparse.Namespace, store: Store) -> int:
         if status.captures > said[0] and status.last is not None:
             said[0] = status.captures
             say_capture(status.last)
+        if not writes_status:
+            return
         try:
             write_status(store.root, status)
         except StoreError as exc:   # the watch goes on: the captures are what matters

@@ -42,6 +42,7 @@ class WatchPlan:
     hosts: tuple[Host, ...]
     every: float                      # seconds between scheduled captures
     once: bool = False                # one round of captures, then end
+    reason: str = STARTED             # the first round's reason (--once --reason: a job's)
     duration: float | None = None     # --for: end after this many seconds
     settle: float = SETTLE_SECONDS
     poll: float = POLL_SECONDS
@@ -135,7 +136,7 @@ class Watcher:
         starts = self.starts = ProcessStarts(plan.patterns()) \
             if plan.local and plan.patterns() and not plan.once else None
         end = self.started_clock + plan.duration if plan.duration is not None else None
-        runs = self.capture_all(STARTED)
+        runs = self.capture_all(plan.reason)
         due = self.started_clock + plan.every
         pending: dict[int, float] = {}   # new workers -> when they were seen
         try:

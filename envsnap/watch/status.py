@@ -173,6 +173,13 @@ def is_alive(status: WatchStatus, proc: str = "/proc") -> bool:
         return False
 
 
+def watcher_runs(store_root: Path, name: str) -> bool:
+    """Whether a watcher named `name` runs now with this store (its status says so and its
+    pid is an envsnap command)."""
+    status = read_status(status_path(store_root, name))
+    return isinstance(status, WatchStatus) and is_alive(status)
+
+
 class WatcherLock:
     """One watcher per store and name: an exclusive flock on `<store>/watch/<name>.lock`,
     held until release() or the process's end. Taken, or a UsageError naming the holder."""

@@ -117,6 +117,30 @@ def test_once_captures_each_host_once(cli: Cli) -> None:
     assert "watching" not in result.stdout and "recorded (watch started" in result.stdout
 
 
+def test_once_with_a_reason_records_it_beside_a_running_watcher(
+        cli: Cli, cli_process: CliProcess) -> None:
+    """A Slurm prolog's one-off capture: its record gives the job, and the watcher that runs
+    meanwhile keeps its status (it was replaced by the one-off's, which had ended)."""
+    watcher = subprocess.Popen([sys.executable, "-m", "envsnap", "watch", "local", "--every",
+                                "1h"], cwd=cli_process.cwd, env=cli_process.env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: status_of(cli_process).get("captures", 0) >= 1)
+        result = cli_process("watch", "local", "--once", "--reason", " slurm job 77 start ")
+        assert result.returncode == 0, result.stderr
+        assert "recorded (slurm job 77 start," in result.stdout
+        assert [reason for reason, _ in worker_envs(cli)] == ["watch started",
+                                                              "slurm job 77 start"]
+        status = status_of(cli_process)
+        assert (status["pid"], status["running"], status["captures"]) == (watcher.pid, True, 1)
+    finally:
+        watcher.terminate()
+        watcher.wait(timeout=60)
+    alone = cli("watch", "local", "--once", "--reason", "slurm job 78 end")
+    assert alone.returncode == 0, alone.stderr
+    assert status_of(cli)["last"]["reason"] == "slurm job 78 end"   # no watcher: its own
+
+
 def test_sigterm_ends_it_cleanly_and_ctrl_c_says_interrupted(cli_process: CliProcess) -> None:
     for signum, code in ((signal.SIGTERM, 0), (signal.SIGINT, 130)):
         watcher = subprocess.Popen([sys.executable, "-m", "envsnap", "watch", "local",
@@ -183,6 +207,8 @@ def test_one_watcher_per_store_and_hosts(cli: Cli, cli_process: CliProcess) -> N
     (["watch", "--every", "1m"], "give the hosts to watch"),
     (["watch", "local", "--once", "--install"], "--once and --install do not go together"),
     (["watch", "local", "--scheduler", "cron"], "--scheduler is about --install"),
+    (["watch", "local", "--reason", "job 1"], "--reason names a one-off capture: give --once"),
+    (["watch", "local", "--once", "--reason", " "], "--reason is empty"),
     (["watch", "local", "--proc", "(a+)+$"], "refused"),
 ])
 def test_bad_input_is_one_line_and_exit_2(cli: Cli, argv: list[str], message: str) -> None:

@@ -41,6 +41,12 @@ def test_the_wheel_holds_every_module_and_playbook(wheel: Path) -> None:
     playbooks = {"envsnap/" + p.relative_to(ROOT).as_posix() for p in shipped(ROOT / "playbooks")}
     assert "envsnap/playbooks/restore.yml" in playbooks
     assert "envsnap/playbooks/slurm/capture.sbatch" in playbooks
+    assert "envsnap/ansible/examples/watch.yml" in modules
+    # the prolog and epilog travel runnable: slurm.conf names them as they are installed
+    archive = zipfile.ZipFile(wheel)
+    for script in ("watch-prolog.sh", "watch-epilog.sh", "watch-job.sh"):
+        name = f"envsnap/playbooks/slurm/{script}"
+        assert name in playbooks and (archive.getinfo(name).external_attr >> 16) & 0o111
     assert "envsnap/ansible/collection/galaxy.yml" in modules
     assert modules - names == set() and playbooks - names == set()
 

@@ -20,9 +20,10 @@ from typing import Callable
 
 from helpers.sshd import free_port
 
-PROGRAMS = ("munged", "slurmctld", "slurmd", "sinfo", "srun", "sbatch")
+PROGRAMS = ("munged", "slurmctld", "slurmd", "sinfo", "srun", "sbatch", "scontrol")
 SBIN = ("/usr/sbin", "/sbin")   # the daemons' folder, on PATH for root only
 READY_SECONDS = 30
+ADDED = "# added by a test (Slurm.reconfigure)\n"
 
 
 def find_program(name: str) -> str | None:
@@ -55,6 +56,20 @@ class Slurm:
 
     def logs(self) -> str:
         return read_logs(self.workdir)
+
+    def reconfigure(self, *lines: str) -> None:
+        """slurm.conf as started plus `lines` (`Prolog=...`; none: as started), read again
+        by the controller and the node (`scontrol reconfigure`), which then is idle again."""
+        base = self.conf.read_text().split(ADDED)[0]
+        self.conf.write_text(base + (ADDED + "".join(f"{line}\n" for line in lines)
+                                     if lines else ""))
+        done = subprocess.run([str(find_program("scontrol")), "reconfigure"],
+                              env=self.env(dict(os.environ)), capture_output=True, text=True,
+                              timeout=30)
+        if done.returncode != 0:
+            raise RuntimeError(f"scontrol reconfigure: {done.stderr.strip()}")
+        wait_until(lambda: node_state(self) == "idle", self.processes,
+                   "the node did not become idle after reconfigure", self.workdir)
 
     def stop(self) -> None:
         # slurmd first: it holds the node; then the controller; munged last (both use it).
