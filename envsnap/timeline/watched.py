@@ -442,7 +442,7 @@ def merged(found: Found, host_events: list[Event], since: float, until: float) -
         if restart is not None and starts_with(event, restart):
             used.add(id(restart))
             own = restart_event(restart)
-            events.append(replace(own, details=own.details + event.details))
+            events.append(replace(own, details=own.details + told_once(event, own, restart)))
             continue
         change = next((change for change in found.events if change.kind == "file"
                        and change.subject == event.subject and id(change) not in used
@@ -460,6 +460,14 @@ def merged(found: Found, host_events: list[Event], since: float, until: float) -
     events += [event for event in found.events if id(event) not in used]
     return sorted((event for event in events if meets(event, since, until)),
                   key=lambda event: event.time)
+
+
+def told_once(event: Event, own: Event, restart: Restart) -> tuple[str, ...]:
+    """The host's start event's lines that the restart's own do not say already: a snapshot
+    that held the same old pid tells the same replacement and the same env change."""
+    same_pid = f"replaces pid {restart.before.pid} of snapshot "
+    return tuple(line for line in event.details
+                 if line not in own.details and not line.startswith(same_pid))
 
 
 def starts_with(event: Event, restart: Restart) -> bool:

@@ -42,8 +42,12 @@ def test_demo_tells_the_story_and_cleans_up(cli: Cli) -> None:
                      first_part)
     assert "(the same bytes: this write changed nothing)" in first_part
     assert re.search(r" restarted at \S+: ", first_part)   # snapshot good had it running
-    assert re.search(r"replaces pid \d+ of snapshot good env NCCL_PROTO: LL -> \(absent\) ",
+    # snapshot good held the same old pid as the watched record: the replacement and the
+    # lost variable are said once
+    assert re.search(r"replaces pid \d+, started \S+ \S+ env NCCL_PROTO: LL -> \(absent\) ",
                      first_part), first_part
+    assert first_part.count("env NCCL_PROTO: LL -> (absent)") == 1, first_part
+    assert not re.search(r"replaces pid \d+ of snapshot good", first_part), first_part
     assert "LAST GOOD bench good" in timeline and "FIRST BAD bench bad" in timeline
     # the history `envsnap watch` kept in the background (issue 42): the restarted worker's
     # lost variable, from a record made while the old worker ran, and the command that
