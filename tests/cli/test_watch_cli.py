@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import stat
 import subprocess
 import sys
 import threading
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Cli, CliProcess, unique_marker
+from helpers.crontab import write_fake_crontab
 
 from envsnap.history.store import History
 from envsnap.watch.install import user_systemd_runs
@@ -219,26 +219,13 @@ def test_bad_input_is_one_line_and_exit_2(cli: Cli, argv: list[str], message: st
 
 # ---- --install / --uninstall ------------------------------------------------------------------
 
-FAKE_CRONTAB = """#!/bin/sh
-# crontab as it behaves for a user: -l prints the table (none: a message, exit 1), - reads one
-case "$1" in
-  -l) if [ -f "$CRONTAB_FILE" ]; then cat "$CRONTAB_FILE"; else
-        echo "no crontab for $(id -un)" >&2; exit 1; fi ;;
-  -) cat > "$CRONTAB_FILE" ;;
-  *) echo "usage" >&2; exit 1 ;;
-esac
-"""
-
-
 @pytest.fixture
 def crontab(cli: Cli, tmp_path: Path) -> Path:
     """A crontab program on the CLI's PATH that keeps the table in a file (the real one where
     the machine has cron would edit this user's table)."""
     tools = tmp_path / "tools"
     tools.mkdir()
-    program = tools / "crontab"
-    program.write_text(FAKE_CRONTAB)
-    program.chmod(program.stat().st_mode | stat.S_IXUSR)
+    write_fake_crontab(tools)
     table = tmp_path / "crontab.txt"
     cli.env.update(PATH=f"{tools}:{cli.env['PATH']}", CRONTAB_FILE=str(table))
     return table

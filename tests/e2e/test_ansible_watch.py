@@ -13,22 +13,12 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import ROOT
+from helpers.crontab import write_fake_crontab
 from helpers.sshd import home_env
 
 VENV_BIN = Path(sys.executable).parent   # where pip put ansible-playbook and envsnap
 PLAYBOOK = ROOT / "envsnap" / "ansible" / "examples" / "watch.yml"
 HOSTS = ("w1", "w2")
-
-# crontab as it behaves for a user, keeping the table in CRONTAB_FILE: the real one would
-# edit this user's own table (tests/cli/test_watch_cli.py keeps one the same way)
-FAKE_CRONTAB = """#!/bin/sh
-case "$1" in
-  -l) if [ -f "$CRONTAB_FILE" ]; then cat "$CRONTAB_FILE"; else
-        echo "no crontab for $(id -un)" >&2; exit 1; fi ;;
-  -) cat > "$CRONTAB_FILE" ;;
-  *) echo "usage" >&2; exit 1 ;;
-esac
-"""
 
 
 def write_inventory(root: Path, tools: Path) -> Path:
@@ -63,8 +53,7 @@ def test_the_watch_playbook_installs_once_and_removes(tmp_path: Path) -> None:
         "ansible-core is missing: install the test extra (bash tests/run.sh does)"
     tools = tmp_path / "tools"
     tools.mkdir()
-    (tools / "crontab").write_text(FAKE_CRONTAB)
-    (tools / "crontab").chmod(0o755)
+    write_fake_crontab(tools)
     inventory = write_inventory(tmp_path, tools)
     env = {"PATH": f"{VENV_BIN}:/usr/bin:/bin", "HOME": str(tmp_path),
            "ANSIBLE_NOCOLOR": "1", "ANSIBLE_RETRY_FILES_ENABLED": "0",
