@@ -205,7 +205,9 @@ def source_events(sources: Sources, window: Window, hot_paths: list[str],
     apt = (sources.get("apt") or {}).get("records") or []
     events = code_events.git_events((sources.get("git") or {}).get("records") or [], hot_paths,
                                     stashes_before)
-    events += code_events.python_events(sources.get("python") or {}, version_before)
+    python = sources.get("python") or {}
+    by_apt, pips = system_events.apt_written(python.get("records") or [], apt)
+    events += code_events.python_events({**python, "records": pips}, version_before)
     events += code_events.file_events([record for record in
                                        (sources.get("files") or {}).get("records") or []
                                        if within(record["time"])])
@@ -218,7 +220,7 @@ def source_events(sources: Sources, window: Window, hot_paths: list[str],
     _, dpkg_alone = system_events.inside_apt((sources.get("dpkg") or {}).get("records") or [],
                                              apt)
     events += system_events.dpkg_events(dpkg_alone)
-    events += system_events.apt_events(apt)
+    events += system_events.apt_events(apt, by_apt)
     events += system_events.rpm_events((sources.get("rpm") or {}).get("records") or [])
     events += system_events.host_events(sources.get("host") or {},
                                         (sources.get("kernel") or {}).get("records") or [],

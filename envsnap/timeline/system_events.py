@@ -18,6 +18,7 @@ from envsnap.timeline.roles import package_role
 if TYPE_CHECKING:
     from envsnap.timeline.evidence import (
         AptRecord,
+        DistRecord,
         DpkgRecord,
         HostSource,
         KernelRecord,
@@ -81,6 +82,28 @@ def inside_apt(dpkg: list[DpkgRecord], apt: list[AptRecord]
     return inside, alone
 
 
+APT_INSTALLERS = (None, "", "debian", "apt", "dpkg")   # what a distro's package leaves there
+
+
+def apt_written(dists: list[DistRecord], apt: list[AptRecord]
+                ) -> tuple[dict[int, list[DistRecord]], list[DistRecord]]:
+    """The Python distributions apt's runs wrote (dated inside a run's block, a second either
+    side, and left by no pip or uv: a distro's python3-* package), by the run's index in
+    `apt`, and the others: apt's event names them, and they are no pip run of their own."""
+    spans = [(r["time"] - 1, (r.get("end") or r["time"]) + 1) for r in apt]
+    written: dict[int, list[DistRecord]] = {}
+    others: list[DistRecord] = []
+    for dist in dists:
+        run = next((index for index, (start, end) in enumerate(spans)
+                    if start <= dist["time"] <= end), None) \
+            if dist.get("installer") in APT_INSTALLERS else None
+        if run is None:
+            others.append(dist)
+        else:
+            written.setdefault(run, []).append(dist)
+    return written, others
+
+
 def apt_details(record: AptRecord) -> tuple[str, ...]:
     """The packages of an apt run that matter to a GPU job, with their versions."""
     lines = []
@@ -101,9 +124,12 @@ def apt_undo_lines(record: AptRecord) -> str | None:
     return f"apt-get install {' '.join(pins)}" if pins else None
 
 
-def apt_events(records: list[AptRecord]) -> list[Event]:
+def apt_events(records: list[AptRecord],
+               python: dict[int, list[DistRecord]] | None = None) -> list[Event]:
+    """An event per apt run; `python`: the Python distributions each wrote (apt_written)."""
     events = []
-    for record in records:
+    for index, record in enumerate(records):
+        dists = (python or {}).get(index, [])
         changes = record.get("changes") or {}
         parts = [f"{action.lower()} {len(packages)}" for action, packages in changes.items()]
         found = [(p["package"], package_role(p["package"])) for packages in changes.values()
@@ -115,7 +141,10 @@ def apt_events(records: list[AptRecord]) -> list[Event]:
             time=float(record["time"]), kind="system-package", subject="apt",
             what=f"apt: {command}{by}: {', '.join(parts) or 'nothing'}",
             evidence=f"{record['file']}: Start-Date block, Commandline: {command}",
-            exactness=RECORDED, details=apt_details(record), test=apt_undo_lines(record),
+            exactness=RECORDED, test=apt_undo_lines(record),
+            details=apt_details(record) + tuple(
+                f"python package {dist['name']} {dist['version']} ({dist['folder']})"
+                for dist in dists),
             role="system: " + ", ".join(roles) if roles else None))
     return events
 

@@ -5,6 +5,7 @@ paired only when they ran the same command, with a bisect line that runs as prin
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -202,3 +203,29 @@ def test_a_package_on_pythonpath_is_not_taken_for_removed(cli: Cli, story: Story
     capture(cli, story, "before")
     removals = [event["what"] for event in packages(cli, story) if "removed" in event["what"]]
     assert removals == []
+
+
+def test_a_python_package_apt_wrote_is_named_by_its_apt_run(cli: Cli, story: Story) -> None:
+    """A distro's python3-* package, as apt leaves it (a .dist-info with no INSTALLER, dated
+    inside the run's history.log block), is one of apt's changes, not a pip run; a pip
+    install of the same minute outside the block stays its own event."""
+    site = story.site
+    started = time.time() - 120
+    dist = site / "PyYAML-6.0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: PyYAML\nVersion: 6.0.1\n")
+    os.utime(dist, (started + 1, started + 1))
+    stamp = time.strftime("%Y-%m-%d  %H:%M:%S", time.gmtime(started))
+    end = time.strftime("%Y-%m-%d  %H:%M:%S", time.gmtime(started + 3))
+    log = story.root / "var" / "log" / "apt" / "history.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text(f"\nStart-Date: {stamp}\nCommandline: apt-get install -y python3-yaml\n"
+                   f"Install: python3-yaml:amd64 (6.0.1-2)\nEnd-Date: {end}\n")
+    wheels = story.root / "wheels"
+    wheels.mkdir()
+    pip_run(story.python, make_wheel(wheels, "3.16.1", "filelock"))
+    found = json.loads(timeline(cli, story, "--json").stdout)["events"]
+    apt = [event for event in found if event["what"].startswith("apt: apt-get install")]
+    assert len(apt) == 1 and f"python package PyYAML 6.0.1 ({dist})" in apt[0]["details"]
+    pips = [event["what"] for event in found if event["kind"] == "python-package"]
+    assert len(pips) == 1 and "filelock 3.16.1" in pips[0] and "PyYAML" not in pips[0]
