@@ -550,10 +550,11 @@ class _Search:
         if placed.place in (between.BETWEEN, between.LIKE_BAD) or \
                 placed.vs_good["verdict"] == REGRESSION:
             return BAD
-        # like the base: no change as large as a resolvable cause fits its interval
+        # like the base, or better: no slowdown as large as a resolvable cause fits its
+        # interval (one that may be far better but not worse holds no cause of the drop)
         like = benchstats.compare(base_runs, values, self.lower_is_better,
-                                  RESOLVABLE * self.threshold())["verdict"]
-        return GOOD if like in (SAME, IMPROVEMENT) else CANT_TELL
+                                  RESOLVABLE * self.threshold())
+        return GOOD if between.not_worse(like) else CANT_TELL
 
     def invoke_now(self, applied: frozenset[int]) -> list[float]:
         """One invocation of this set, its runs as they read at the search's start."""
