@@ -5,7 +5,8 @@ The differences are numbered 0..n-1. A trial applies a set of them on top of the
 two ends (bench/between.py) against the base it is searched from: a set holds a cause when
 its state is worse than the base beyond the threshold (between the base and BAD, or like
 BAD), so a cause of a sixth of the drop counts as much as one of all of it; it holds none
-when its interval rules out a change of RESOLVABLE thresholds (like the base). The
+when its interval rules out a slowdown of RESOLVABLE thresholds (like the base, or better:
+a set that may be far faster but not slower holds no cause of the drop). The
 threshold widens with the noise of the two ends' runs (between.threshold_for): a cause is
 resolvable when it is at least 10%, or four times the noise of one run.
 
