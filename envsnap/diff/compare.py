@@ -55,6 +55,7 @@ from envsnap.snapshot.document import (
     held_checkouts,
     held_text,
     hostname,
+    imported,
     nvidia,
     python_env,
     section,
@@ -136,7 +137,7 @@ def diff(a: Snapshot, b: Snapshot, options: DiffOptions | None = None,
     if side_a.label == side_b.label and sources[0] != sources[1]:
         # a copied or renamed file keeps its old label: name both by what was asked for
         side_a, side_b = side_a._replace(label=sources[0]), side_b._replace(label=sources[1])
-    same_host = same_machine(side_a, side_b)
+    same_host = same_machine(side_a, side_b, imported(a) is not None or imported(b) is not None)
     sections = sections_of(a, b, options.sections)
     patterns = hot_patterns(configured_hot_paths(a, b))
     notes: list[str] = []
@@ -175,12 +176,14 @@ def how_it_moved(f: Finding) -> tuple[Any, ...]:
     return f.kind, repr(f.before), repr(f.after), f.volatile
 
 
-def same_machine(a: Side, b: Side) -> bool:
+def same_machine(a: Side, b: Side, imported: bool = False) -> bool:
     """By hostname when both snapshots recorded one; a failed system collector leaves only
-    the name the host was reached by, which is compared with its own kind."""
+    the name the host was reached by, which is compared with its own kind. A paste that
+    names no hostname (`imported`: either is one) is never taken for the other's host:
+    every import is "imported", whoever pasted it."""
     if a.hostname and b.hostname:
         return a.hostname == b.hostname
-    return a.host == b.host
+    return a.host == b.host and not imported
 
 
 def side_of(document: Snapshot, source: str) -> Side:

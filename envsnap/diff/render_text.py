@@ -114,7 +114,11 @@ def verdict_paragraph(report: DiffReport) -> str:
     # Every claim is about the sections compared: "in git and env" when --section chose them.
     scope = f" in {names_text(report.sections)}" if report.left_out and report.sections else ""
     parts = []
-    if not report.same_host:
+    if not report.same_host and report.a.host == report.b.host and \
+            not (report.a.hostname and report.b.hostname):
+        parts.append(f"one host or two, not known: {report.a.label} and {report.b.label} name "
+                     "no hostname (host-specific facts may differ by nature)")
+    elif not report.same_host:
         parts.append(f"different hosts: {report.a.label} is {report.a.name}, {report.b.label} "
                      f"is {report.b.name} (host-specific facts differ by nature)")
     important = [f for f in report.findings if f.rank >= PERFORMANCE]

@@ -173,3 +173,14 @@ def test_facts_an_older_agent_did_not_record_are_no_drift(cli: Cli) -> None:
     save_capture(cli.env["ENVSNAP_STORE"], H200, "upgraded", upgraded)
     found = json.loads(cli("diff", "new", "upgraded", "--json").stdout)["findings"]
     assert [(f["path"], f["after"]) for f in found] == [(["toolchain", "gcc"], "(GCC) 14.2.0")]
+
+
+def test_two_pastes_that_name_no_host_are_not_taken_for_one_host(cli: Cli) -> None:
+    """Every import is host "imported": two reporters' pastes are not one machine, and a
+    difference of boot time between them is no reboot."""
+    assert cli("import", *map(str, PASTE), "--label", "first").returncode == 0
+    assert cli("import", str(H200 / "collect_env.txt"), "--label", "second").returncode == 0
+    result = cli("diff", "first", "second")
+    assert "one host or two, not known: first and second name no hostname" in \
+        words(result.stdout), result.stdout
+    assert json.loads(cli("diff", "first", "second", "--json").stdout)["same_host"] is False
