@@ -124,11 +124,11 @@ fi
 "$VENV/bin/python" -m ruff check envsnap tests bench snapshots || exit 1
 "$VENV/bin/python" -m mypy --strict envsnap || exit 1
 
-# Parallel workers, one per core (pytest-xdist); the Slurm tests share one (conftest.py). A
-# third worker on two cores was a little faster but made explain's noise judgements flip
-# (seen once in two runs); WORKERS=N picks another number. The slowest tests are listed at
+# Parallel workers (pytest-xdist), one more than the cores: a third of the suite's time is
+# spent waiting (servers, benchmarks, sshd), which the extra worker fills; the Slurm tests
+# share one (conftest.py). WORKERS=N picks another number. The slowest tests are listed at
 # the end: the suite must stay one a developer runs often.
-WORKERS=${WORKERS:-auto}
+WORKERS=${WORKERS:-$(( $(nproc 2>/dev/null || echo 1) + 1 ))}
 "$VENV/bin/python" -m pytest -q -n "$WORKERS" --dist loadgroup --durations=15 "$@"
 status=$?
 if [ "$status" -eq 5 ]; then

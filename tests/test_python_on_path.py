@@ -33,8 +33,11 @@ def test_the_suite_passes_whichever_python3_comes_first_on_path(
     folder.mkdir()
     (folder / "python3").symlink_to(python)
     env = {**os.environ, "PATH": f"{folder}{os.pathsep}{os.environ.get('PATH', '')}"}
+    # --basetemp of its own: without one, this pytest deletes the folders of older runs
+    # (all but the three newest), which after a whole suite's run takes long
     ran = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p",
-                          "no:cacheprovider", *SAMPLE], cwd=ROOT, env=env,
+                          "no:cacheprovider", f"--basetemp={tmp_path / 'inner'}", *SAMPLE],
+                         cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=540)
     assert ran.returncode == 0, ran.stdout[-4000:] + ran.stderr[-2000:]
     assert shutil.which("python3", path=env["PATH"]) == str(folder / "python3")
