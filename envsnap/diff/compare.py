@@ -151,7 +151,8 @@ def diff(a: Snapshot, b: Snapshot, options: DiffOptions | None = None,
     context = rules.Context(names=(side_a.label, side_b.label), same_host=same_host,
                             shell_after=env(b).get("shell", {}),
                             gpus_after=nvidia(b).get("gpus", {}), documents=(a, b))
-    findings = merge_alike(rules.rank_all(raw, context), context.gpus_after, how_it_moved)
+    findings = merge_alike(rules.rank_all(raw, context), context.gpus_after,
+                           nvidia(b).get("gpu_count"), how_it_moved)
     left_out = [name for name in sections_of(a, b, ()) if name not in sections]
     # a left-out section "differs" when comparing it would find something, not when its raw
     # facts differ (a worker's new pid is no finding)

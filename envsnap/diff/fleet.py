@@ -318,7 +318,8 @@ def section_disagreements(name: str, captured: list[tuple[str, Snapshot]]
         return known.unknown_in(0, path)
     rows = [rate(name, path, group(values), len(values), gpus, captured)
             for path, values in differing(views, unknown=unknown)]
-    return merge_alike(rows, gpus[captured[0][0]], how_hosts_split)
+    host, first = captured[0]
+    return merge_alike(rows, gpus[host], nvidia(first).get("gpu_count"), how_hosts_split)
 
 
 def how_hosts_split(row: Disagreement) -> str:

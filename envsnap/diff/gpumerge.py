@@ -59,22 +59,24 @@ def index_ranges(indexes: list[int]) -> str:
     return ",".join(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]) for run in runs)
 
 
-def gpus_key(buses: list[str], gpus: dict[str, Gpu]) -> str:
+def gpus_key(buses: list[str], gpus: dict[str, Gpu], count: int | None) -> str:
     """"0-7 (all 8)", "0,3 (2 of 8)", "3" for one GPU: nvidia-smi's indexes where known,
-    else bus ids."""
+    else bus ids. `count`: the host's GPUs, None where not known (a paste that shows a part
+    of a table): then the share is of the GPUs listed, never "all" of the host's."""
     indexes = [gpus.get(bus, {}).get("index") for bus in buses]
     known = [i for i in indexes if isinstance(i, int)]
     if len(buses) == 1:
         return str(known[0]) if known else buses[0]
     names = index_ranges(known) if len(known) == len(buses) else ", ".join(buses)
-    share = f"all {len(gpus)}" if len(buses) == len(gpus) else f"{len(buses)} of {len(gpus)}"
-    return f"{names} ({share})"
+    total, listed = (count, "") if count is not None else (len(gpus), " listed")
+    share = f"all {total}" if len(buses) == total else f"{len(buses)} of {total}"
+    return f"{names} ({share}{listed})"
 
 
-def merged(group: list[R], gpus: dict[str, Gpu]) -> R:
+def merged(group: list[R], gpus: dict[str, Gpu], count: int | None) -> R:
     first = group[0]
     buses = [row.path[1] for row in group]
-    path = ("gpus", gpus_key(buses, gpus), *first.path[2:])
+    path = ("gpus", gpus_key(buses, gpus, count), *first.path[2:])
     old_where = path_text(first.path)
     named = f"GPUs {path[1]}" if len(group) > 1 else f"GPU {path[1]}"
     why = first.why.replace(f"GPU {first.path[1]}", named) \
@@ -88,11 +90,12 @@ def merged(group: list[R], gpus: dict[str, Gpu]) -> R:
     return replace(first, path=path, why=why)  # type: ignore[type-var]
 
 
-def merge_alike(rows: list[R], gpus: dict[str, Gpu],
+def merge_alike(rows: list[R], gpus: dict[str, Gpu], count: int | None,
                 moved: Callable[[R], Any]) -> list[R]:
     """Rows in their order, those alike on several GPUs merged at the first one's place.
-    `gpus`: a snapshot's nvidia gpus (for indexes and the count); `moved`: what says how a
-    row changed (before and after, or the values and their hosts), comparable with ==."""
+    `gpus`: a snapshot's nvidia gpus (for indexes); `count`: its gpu_count (None: not known);
+    `moved`: what says how a row changed (before and after, or the values and their hosts),
+    comparable with ==."""
     def alike(row: R) -> tuple[Any, ...]:
         return (row.path[2], row.rank, moved(row), row.why.replace(row.path[1], "*"))
 
@@ -104,7 +107,7 @@ def merge_alike(rows: list[R], gpus: dict[str, Gpu],
     for row in rows:
         group = groups[alike(row)] if per_gpu(row) else [row]
         if len(group) == 1:
-            out.append(merged(group, gpus) if names_a_gpu(row) else row)
+            out.append(merged(group, gpus, count) if names_a_gpu(row) else row)
         elif group[0] is row:
-            out.append(merged(group, gpus))
+            out.append(merged(group, gpus, count))
     return out

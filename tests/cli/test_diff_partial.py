@@ -184,3 +184,20 @@ def test_two_pastes_that_name_no_host_are_not_taken_for_one_host(cli: Cli) -> No
     assert "one host or two, not known: first and second name no hostname" in \
         words(result.stdout), result.stdout
     assert json.loads(cli("diff", "first", "second", "--json").stdout)["same_host"] is False
+
+
+def test_gpus_of_a_cut_table_are_not_called_all_of_the_hosts(cli: Cli, tmp_path: Path) -> None:
+    """A real nvidia-smi table cut short by its poster (tests/data/pastes/threads): it lists
+    two GPUs and does not say how many the host has, so a change on both is "all 2 listed",
+    never "all 2"; a capture, which counts them, says "all N"."""
+    cut = DATA / "pastes" / "threads" / "pastes" / "smi_club-3090_1129.copy-button.txt"
+    raised = tmp_path / "raised.txt"
+    raised.write_text(cut.read_text().replace("/  250W", "/  300W"))
+    assert cli("import", str(cut), "--label", "before").returncode == 0
+    assert cli("import", str(raised), "--label", "after").returncode == 0
+    result = cli("diff", "before", "after")
+    assert "GPUs 0-1 (all 2 listed) " in words(result.stdout), result.stdout
+    assert "(all 2)" not in result.stdout
+    found = json.loads(cli("diff", "before", "after", "--json").stdout)["findings"]
+    assert [f["path"] for f in found if f["path"][0] == "gpus"] == [
+        ["gpus", "0-1 (all 2 listed)", "power_enforced_limit_w"]]

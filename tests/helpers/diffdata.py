@@ -34,6 +34,7 @@ def h200(label: str = "good", host: str = "h200", gpus: int = 1) -> dict[str, An
         bus = f"00000000:{0x10 + index:02X}:00.0"
         nvidia["facts"]["gpus"][bus] = dict(copy.deepcopy(record), index=index)
         nvidia["volatile"]["gpus"][bus] = copy.deepcopy(reading)
+    nvidia["facts"]["gpu_count"] = gpus   # as the agent counts them
     return snapshot.build(output, label=label, host=host, address="", captured_at="t",
                           config={"repos": [], "procs": []})
 
