@@ -11,7 +11,11 @@ gives it (BatchMode, host-key checking, known_hosts, timeouts, keepalives):
                            `ssh host 'python3 -c pass'`, one OpenSSH connection plus the
                            remote interpreter's start
   first capture / ssh-floor  no master kept (ENVSNAP_SSH_CONTROL_PERSIST=0): the capture
-                           makes its handshake, as the floor does
+                           makes its handshake, as the floor does, and runs the agent's
+                           collectors, which the floor does not
+  first capture / ssh running the agent   the same first capture vs OpenSSH running the
+                           agent the capture cached, with the same exchange and options:
+                           the same connection and remote work, so what envsnap adds
   capture / ssh-floor, both over a kept master   the floor through a ControlMaster of its
                            own: what envsnap adds to a command sent over a connection
   --before CHECKOUT        the same capture by another checkout's code (an older envsnap),
@@ -84,14 +88,19 @@ def median_of(repeat: int, argv_for: Callable[[int], Any], env: dict[str, str], 
     return statistics.median(run(argv_for(i)) for i in range(repeat))
 
 
-def parallel_ssh_agent(addresses: list[str], env: dict[str, str], ssh_config: str,
-                       login_home: Path) -> float:
-    """The same remote work as a fleet capture, with OpenSSH and no envsnap in between.
-    The agent is the one the capture cached in the logins' HOME (the test sshd gives every
-    login one of its own), not this user's."""
+def agent_command(login_home: Path) -> str:
+    """The remote command that runs the agent a capture cached in the logins' HOME (the test
+    sshd gives every login one of its own, not this user's), with an empty config: a
+    capture's remote work, with OpenSSH and no envsnap in between."""
     agent = sorted((login_home / ".cache" / "envsnap").glob("agent-*/"),
                    key=lambda path: path.stat().st_mtime)[-1]
-    command = f"cd && exec python3 .cache/envsnap/{agent.name} e30="   # config: {}
+    return f"cd && exec python3 .cache/envsnap/{agent.name} e30="   # config: {}
+
+
+def parallel_ssh_agent(addresses: list[str], env: dict[str, str], ssh_config: str,
+                       login_home: Path) -> float:
+    """The same remote work as a fleet capture, with OpenSSH and no envsnap in between."""
+    command = agent_command(login_home)
     started = time.perf_counter()
     procs = [subprocess.Popen(["ssh", "-F", ssh_config, address, command], env=env,
                               stdout=subprocess.DEVNULL) for address in addresses]
@@ -183,8 +192,17 @@ def main() -> None:
         print(f"first capture (no master kept) / ssh-floor: {ratio_first:.2f}x  ({one_first:.3f}"
               f" s against {base_first:.3f} s)")
         ledger.record(__file__, "first capture / ssh-floor (same key exchange)", ratio_first,
-                      "x", f"ssh floor {base_first:.3f} s (capture {one_first:.3f} s)",
-                      "<= 1.25")
+                      "x", f"ssh floor {base_first:.3f} s (capture {one_first:.3f} s)")
+        agent_argv = ["ssh", "-F", ssh_config, *options, host,
+                      agent_command(daemon.host_home)]
+        base_agent, one_agent, ratio_agent = paired(
+            repeat, lambda: timed(agent_argv, env, work), first)
+        print(f"first capture / OpenSSH running the agent: {ratio_agent:.2f}x  ({one_agent:.3f}"
+              f" s against {base_agent:.3f} s: the same connection and remote work, without "
+              "envsnap; target <= 1.25)")
+        ledger.record(__file__, "first capture / ssh running the agent (same key exchange)",
+                      ratio_agent, "x", f"ssh running the cached agent {base_agent:.3f} s "
+                      f"(capture, no master kept, {one_agent:.3f} s)", "<= 1.25")
         kept = str(runtime / "floor")
         muxed = ["ssh", "-F", ssh_config, *options, "-o", "ControlMaster=auto", "-o",
                  f"ControlPath={kept}", "-o", "ControlPersist=300", host, "python3 -c pass"]
