@@ -50,10 +50,11 @@ step is its size alone, and every round's last halving step is the state its rem
 judged on): 2*k*D + k + 2 (worst_case_invocations). Noise adds: a trial that can't tell
 is measured again up to MAX_REMEASURES more times, its runs pooled (or its base's, or
 BAD's, where those are the side with fewer runs; the endpoints up to ENDPOINT_REMEASURES
-more), and a round whose cause was not confirmed is searched again: those are counted
-apart (`Explanation.noise_asked`); drift adds GOOD's measurements. `max_invocations` caps it
-all, and what it leaves undecided is unexplained. bench/bench_explain.py measures
-invocations used and answers.
+more), a set that one invocation places just past its base (NEAR_BASE) is measured once
+more before it counts as bad, and a round whose cause was not confirmed is searched again:
+those are counted apart (`Explanation.noise_asked`); drift adds GOOD's measurements.
+`max_invocations` caps it all, and what it leaves undecided is unexplained.
+bench/bench_explain.py measures invocations used and answers.
 """
 from __future__ import annotations
 
@@ -103,6 +104,10 @@ DRIFT_STEP: Final = 0.02
 # or four times the noise of one run): a state is like its base when its interval rules
 # out a change that large, and worse than it when it is beyond one threshold.
 RESOLVABLE: Final = 2.0
+# A set that one invocation places this near its base (a share of the drop from the base to
+# BAD) is measured once more before it counts as bad: from one invocation, noise of a few
+# per cent reads as a small cause and sends the halving down the wrong half.
+NEAR_BASE: Final = 0.25
 # A round whose cause did not hold up when confirmed starts again, this many times at most
 # in a search: the trials that misled it are pooled with new ones, not thrown away.
 MAX_RESTARTS: Final = 2
@@ -579,6 +584,8 @@ class _Search:
         """Good, bad or can't tell for this set against the base, its runs pooled with any
         earlier ones and measured again while undecided."""
         verdict = self.judge_once(applied)
+        if verdict == BAD and self.near_base_once(applied):
+            verdict = self.judge_once(applied, again=True)
         for _ in range(MAX_REMEASURES):
             if verdict != CANT_TELL:
                 break
@@ -590,6 +597,14 @@ class _Search:
             else:
                 verdict = self.judge_once(applied, again=True)
         return verdict
+
+    def near_base_once(self, applied: frozenset[int]) -> bool:
+        """Measured once, and placed within NEAR_BASE of the drop from its base."""
+        if sum(trial.applied == applied for trial in self.trials) != 1:
+            return False
+        share = between.share_of_drop(self.runs(self.base), self.runs(self.everything),
+                                      self.runs(applied))
+        return share is not None and share < NEAR_BASE
 
     def find_one(self, candidates: list[int], base: frozenset[int]) -> frozenset[int] | None:
         """A minimal part of `candidates` that is bad on top of `base`, given that base is

@@ -230,3 +230,23 @@ def test_a_drop_outside_the_differences_is_can_t_tell_with_nothing_named() -> No
 def test_the_bound_grows_as_log2_n() -> None:
     for n in (4, 8, 16, 32, 64):
         assert worst_case_invocations(n, 1) == 2 * math.ceil(math.log2(n)) + 3
+
+
+def test_one_low_reading_near_the_base_is_measured_again_not_followed() -> None:
+    """A harmless half read once a few per cent low (noise) is near its base, far from BAD:
+    measured again before it counts as bad, the search goes on to the other half instead of
+    halving the harmless one and starting its round again."""
+    seen: dict[frozenset[int], int] = {}
+
+    def measure(applied: frozenset[int]) -> list[float]:
+        seen[applied] = seen.get(applied, 0) + 1
+        value = 61.0 if 3 in applied else 94.0
+        if applied == frozenset({0, 1}) and seen[applied] == 1:
+            value = 88.0
+        return [value * factor for factor in (0.995, 1.0, 1.005)]
+
+    result = explain(4, measure)
+    assert result.causes == [frozenset({3})] and not result.unexplained
+    assert frozenset({0}) not in seen and frozenset({1}) not in seen
+    assert [t.purpose for t in result.trials if t.applied == frozenset({0, 1})] == \
+        ["search", "again"]
