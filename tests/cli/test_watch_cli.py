@@ -1,10 +1,14 @@
 """`envsnap watch` through the real CLI, against real processes: a worker restarted with a
 changed env leaves both envs in the history; SIGTERM and Ctrl-C end the watcher; a failed
-capture is retried, never fatal; --status; --install and --uninstall through a crontab."""
+capture is retried, never fatal; --status; --install and --uninstall through a crontab and
+through systemctl --user (stand-ins for both; the unit checked by systemd's own parser)."""
 from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Cli, CliProcess, unique_marker
-from helpers.crontab import write_fake_crontab
+from helpers.schedulers import write_fake_crontab, write_fake_systemctl
 
 from envsnap.history.store import History
 from envsnap.watch.install import user_systemd_runs
@@ -286,6 +290,73 @@ def test_uninstall_leaves_a_unit_it_did_not_write(cli: Cli, crontab: Path) -> No
     result = cli("watch", "--uninstall", "--yes")
     assert result.returncode == 0 and "nothing to remove" in result.stdout
     assert theirs.read_text() == "[Service]\nExecStart=/usr/bin/true\n"
+
+
+def exec_start(unit: str) -> tuple[list[str], str, dict[str, str]]:
+    """A unit's ExecStart= words, WorkingDirectory= and Environment=, read back as systemd
+    reads the forms the writer uses (double quotes with backslash escapes, %% and $$)."""
+    fields: dict[str, list[str]] = {}
+    for line in unit.splitlines():
+        key, equals, value = line.partition("=")
+        if equals and not line.startswith("#"):
+            fields.setdefault(key, []).append(value)
+
+    def literal(word: str) -> str:
+        """%% and $$ are % and $; any other % or $ systemd would replace (a specifier, a
+        variable), so the word would not reach the program as written."""
+        assert not re.search(r"%[^%]|\$[^$]", word.replace("%%", "").replace("$$", "")), \
+            f"systemd would substitute in {word!r}"
+        return word.replace("%%", "%").replace("$$", "$")
+
+    def words(value: str) -> list[str]:
+        return [literal(word) for word in shlex.split(value)]
+    environment = dict(word.split("=", 1) for value in fields.get("Environment", [])
+                       for word in words(value))
+    return words(fields["ExecStart"][0]), words(fields["WorkingDirectory"][0])[0], environment
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None,
+                    reason="systemd-analyze (systemd's own unit parser) is not installed")
+def test_install_with_systemd_writes_a_unit_systemd_accepts_and_that_runs(
+        cli: Cli, tmp_path: Path, workers: list[int]) -> None:
+    """Where a user systemd answers (a stand-in here: few test machines run one), the unit
+    is written, checked by systemd's own parser, enabled with systemctl --user, runs as
+    written; --uninstall disables and removes it."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    write_fake_systemctl(tools)
+    calls = tmp_path / "systemctl.log"
+    cli.env.update(PATH=f"{tools}:{cli.env['PATH']}", SYSTEMCTL_LOG=str(calls),
+                   ENVSNAP_STORE=str(tmp_path / "a store, 100% $HOME's"))   # words to quote
+    marker = unique_marker("watch-systemd")
+    result = cli("watch", "local", "--proc", marker, "--every", "30m", "--install", "--yes")
+    assert result.returncode == 0, result.stderr
+    unit = Path(cli.env["XDG_CONFIG_HOME"]) / "systemd/user/envsnap-watch-local.service"
+    assert unit.read_text().startswith("# envsnap-watch:local")
+    assert calls.read_text().splitlines()[-2:] == [
+        "--user daemon-reload", "--user enable --now envsnap-watch-local.service"]
+    checked = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True,
+                             text=True)
+    assert checked.returncode == 0 and "envsnap-watch-local" not in checked.stderr, \
+        checked.stderr
+
+    argv, folder, environment = exec_start(unit.read_text())
+    assert f"watch local --every 30m --proc {marker}" in " ".join(argv)
+    assert argv[argv.index("--store") + 1] == str(store_of(cli))
+    started = subprocess.Popen(argv, cwd=folder, start_new_session=True,
+                               env={"HOME": cli.env["HOME"], **environment})
+    try:
+        wait_for(lambda: status_of(cli).get("captures", 0) >= 1)
+        assert status_of(cli)["running"] is True
+    finally:
+        started.terminate()   # as systemctl stop does: SIGTERM to the service's process
+        started.wait(timeout=60)
+    assert status_of(cli)["running"] is False
+
+    removed = cli("watch", "--uninstall", "--yes")
+    assert removed.returncode == 0, removed.stderr
+    assert not unit.exists()
+    assert "--user disable --now envsnap-watch-local.service" in calls.read_text()
 
 
 @pytest.mark.skipif(not user_systemd_runs(), reason="no systemd user instance answers here "

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import ROOT
-from helpers.crontab import write_fake_crontab
+from helpers.schedulers import write_fake_crontab
 from helpers.sshd import home_env
 
 VENV_BIN = Path(sys.executable).parent   # where pip put ansible-playbook and envsnap
