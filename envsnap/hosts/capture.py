@@ -221,12 +221,10 @@ def snapshot_document(transport: Transport, host: Host, label: str, options: Cap
     """Capture one host through an open transport into a document, not yet saved; with
     `early`, the host's agent already running (this machine's: headstart.py)."""
     config = early.config if early is not None else agent_config(host, options)
-    # made before the agent is read, while its host works (or its handshake is under way):
-    # the masking it takes loads the secret detector, which is no use to wait for after
-    recorded = recorded_config(host, config)
     captured_at = timestamp()
     output = run_agent(transport, host, config, options.collector_timeout + 30, early=early)
-    return document_of(output, host.name, host.address, label, captured_at, recorded)
+    return document_of(output, host.name, host.address, label, captured_at,
+                       recorded_config(host, config))
 
 
 def recorded_config(host: Host, config: CollectConfig) -> dict[str, Any]:
