@@ -318,7 +318,7 @@ def exec_start(unit: str) -> tuple[list[str], str, dict[str, str]]:
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None,
                     reason="systemd-analyze (systemd's own unit parser) is not installed")
 def test_install_with_systemd_writes_a_unit_systemd_accepts_and_that_runs(
-        cli: Cli, tmp_path: Path, workers: list[int]) -> None:
+        cli: Cli, tmp_path: Path) -> None:
     """Where a user systemd answers (a stand-in here: few test machines run one), the unit
     is written, checked by systemd's own parser, enabled with systemctl --user, runs as
     written; --uninstall disables and removes it."""
