@@ -15,7 +15,8 @@ Printed: the search's invocations (the endpoints, the halving steps, the sizes o
 found on earlier ones; mean, max) against the bound the command prints before a run
 (worst_case_invocations: 2*k*ceil(log2 n) + k + 2, k the differences that take part in a
 cause) and, listed apart, the sets measured again because their verdict could not tell
-(the endpoints beyond their first pair too) and GOOD measured again to follow the drift
+(the endpoints beyond their first pair too, and the steps of rounds the noise or the drift
+misled: _Search.misled in envsnap/explain/search.py) and GOOD measured again to follow the drift
 (mean, max each); how often
 the answer was right (the planted causes exactly, the whole drop explained, nothing
 unexplained; "no regression" for none), honestly undecided (outcome "can't tell", or the
@@ -151,7 +152,8 @@ def main() -> None:
                 report(run_case(case, n, args.seeds, args.sigma, args.repeat, drift),
                        args.seeds)
     print(f"over: runs whose own invocations went past the bound; noise again: sets "
-          f"measured again because their verdict could not tell; GOOD again: its "
+          f"measured again because their verdict could not tell, and the steps of rounds "
+          f"the noise or drift misled; GOOD again: its "
           f"invocations to follow the drift; both apart from the search's own; "
           f"{time.perf_counter() - started:.1f} s")
 

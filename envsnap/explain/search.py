@@ -51,8 +51,9 @@ judged on): 2*k*D + k + 2 (worst_case_invocations). Noise adds: a trial that can
 is measured again up to MAX_REMEASURES more times, its runs pooled (or its base's, or
 BAD's, where those are the side with fewer runs; the endpoints up to ENDPOINT_REMEASURES
 more), a set that one invocation places just past its base (NEAR_BASE) is measured once
-more before it counts as bad, and a round whose cause was not confirmed is searched again:
-those are counted apart (`Explanation.noise_asked`); drift adds GOOD's measurements.
+more before it counts as bad, and the steps of a round the noise misled (one that ends with
+no cause: not confirmed, or undecided) are searched again or left undecided: those are
+counted apart (`Explanation.noise_asked`); drift adds GOOD's measurements.
 `max_invocations` caps it all, and what it leaves undecided is unexplained.
 bench/bench_explain.py measures invocations used and answers.
 """
@@ -61,7 +62,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final, Literal, NamedTuple
 
 from envsnap.bench import between
@@ -289,6 +290,9 @@ class _Search:
     base: frozenset[int] = frozenset()     # the state each verdict is judged against
     since_good: int = 0                    # invocations since GOOD's last
     restarts: int = 0                      # rounds started again: a cause not confirmed
+    # the invocations of the round that found each cause, [start, end): a cause the recheck
+    # drops was a wrong turn of drift or noise, and so were they
+    rounds: dict[frozenset[int], tuple[int, int]] = field(default_factory=dict)
     remainder: BenchVerdict | None = None
 
     @property
@@ -331,30 +335,44 @@ class _Search:
             if self.base | rest != self.everything and self.judge(self.base | rest) != BAD:
                 return     # what is still bad lies among the undecided ones
             undecided_before = len(self.unexplained)
+            started = len(self.trials)
             cause = None
             try:
                 cause = self.find_one(sorted(rest), self.base)
                 if cause is None and len(self.unexplained) == undecided_before:
                     raise _NotConfirmed   # bad as a whole, good in every part measured
                 if cause is None:
+                    self.misled(started)
                     continue    # some left undecided: the others are searched still
                 cause = self.sized(self.confirm(cause))
             except _Undecided as undecided:
                 self.unexplained |= undecided.cause
+                self.misled(started)
                 continue
             except _NotConfirmed:
+                self.misled(started)
                 self.restarts += 1
                 if self.restarts > MAX_RESTARTS:
                     self.unexplained |= rest if cause is None else cause
                     return
                 continue
             self.causes.append(cause)
+            self.rounds[cause] = (started, len(self.trials))
             self.base = self.explained()
             self.remainder = self.versus_bad(self.base)
             if self.remainder != IMPROVEMENT:
                 if self.remainder == CANT_TELL:
                     self.unexplained |= self.everything - self.base
                 return
+
+    def misled(self, start: int, end: int | None = None) -> None:
+        """A round that ended with no cause, or whose cause the recheck dropped, was led
+        there by the noise or the drift (a reading sent a halving step the wrong way, or made
+        the whole look bad): its steps are searched again or left undecided, so they count
+        as what the noise asked for, apart from the search's own."""
+        self.trials[start:end] = [
+            replace(trial, purpose=AGAIN) if trial.purpose in (SEARCH, SIZE) else trial
+            for trial in self.trials[start:end]]
 
     def recheck(self) -> None:
         """Each lone cause's runs alone, with the drift the whole search shows taken out
@@ -377,6 +395,7 @@ class _Search:
                 versus = self.alone_now(cause)
             if versus != REGRESSION:
                 self.causes.remove(cause)
+                self.misled(*self.rounds[cause])
                 dropped = True
                 if versus == CANT_TELL:
                     self.unexplained |= cause
@@ -573,8 +592,7 @@ class _Search:
         self.since_good += 1
         values = self.invoke(applied)
         verdict = self.verdict_of(applied, pending=values)
-        # a round started again searches where noise misled it: the noise asked for those
-        purpose: Purpose = DRIFT if not applied else AGAIN if again or self.restarts else SEARCH
+        purpose: Purpose = DRIFT if not applied else AGAIN if again else SEARCH
         self.trials.append(Trial(applied, values, verdict, purpose))
         if not applied:
             self.since_good = 0
