@@ -15,7 +15,7 @@ from envsnap.snapshot.store import Store
 
 CORPUS = Path(__file__).resolve().parent.parent / "data" / "pastes" / "threads"
 STYLES = ("copy-button", "fenced", "template")
-TOOLS = ("vllm", "sglang", "torch", "smi", "topo")
+TOOLS = ("vllm", "sglang", "torch", "smi", "topo", "pip")
 INTERNAL, REFUSED = 70, 4
 
 # where a labelled fact lives in a snapshot's facts (the snapshot's schema, not a reader's)

@@ -23,34 +23,47 @@ MARKERS = {"torch": re.compile(r"PyTorch version|System Info"),
            "vllm": re.compile(r"PyTorch version|System Info"),
            "sglang": re.compile(r"^Python: "),
            "smi": re.compile(r"NVIDIA-SMI "),
-           "topo": re.compile(r"^\s*GPU0\s")}
+           "topo": re.compile(r"^\s*GPU0\s"),
+           "pip": re.compile(r"^\s*Package\s+Version\b|^\s*[A-Za-z0-9][\w.-]*==\S")}
 TOOLS = {"pytorch": "torch", "vllm": "vllm", "sglang": "sglang", "nvidia-smi": "smi",
-         "topo": "topo"}
+         "topo": "topo", "pip": "pip"}
 
 
 # What the corpus keeps of a post is what machines printed and the markdown around it: a
 # sentence a person wrote is not ours to copy, so it is replaced by this line (one for one,
 # so line numbers hold), as is the thread's title and who posted. Prose is told by shape:
-# outside a code block, not indented, not a tool's warning nor a report's `Key:` line, at
-# least four words, mostly words of letters, two of them lower-case.
+# outside a code block, not a tool's warning nor a report's `Key:` line, at least four
+# words, two of them lower-case, that open with words (four, or six where indented) or are
+# mostly words of letters (not indented).
 OWN_WORDS = "(the reporter's own words stood here: see the thread)"
-WORD = re.compile(r"^[A-Za-z][A-Za-z'’,.;!?()-]*$")
+WORD = re.compile(r"^`?[A-Za-z][A-Za-z'’,.;!?()-]*`?$")
 
 
 def is_prose(line: str) -> bool:
     text = line.strip()
-    if not text or text.startswith(("#", "<", "|", "+", "=", "-", "$", "[", "`")):
+    if not text or text.startswith(("#", "<", "|", "+", "=", "-", "*", "$", "[", "`")):
         return False
-    if line[:1].isspace() or re.search(r"Warning\b|\.py:\d+:", text) or \
-            text.endswith(":") and len(text.split()) <= 5:
+    if re.search(r"Warning\b|\.py:\d+:", text) or text.endswith(":") and len(text.split()) <= 5:
         return False
     body = text[2:] if text.startswith("> ") else text
     words = body.split()
     if len(words) < 4 or sum(word.islower() for word in words) < 2:
         return False
+    if re.match(r"^Package\s+Version\b", body):  # pip list's header
+        return False
     if re.match(r"^[^:]{1,60}:\s+\S", body) and not body.endswith((".", "?", "!")):
         return False
-    return sum(bool(WORD.match(word)) for word in words) / len(words) >= 0.75
+    # a sentence opens with words, whatever commands or versions it names later (quoted in
+    # backticks, or a link's address: taken out); indented (a tool's legend is), it takes a
+    # longer opening
+    words = [word.strip(".,;:!?()[]\"'`") for word in
+             re.sub(r"`[^`]*`|\]\([^)]*\)", " ", body).split()] or words
+    words = [word for word in words if word] or words
+    opening = next((k for k, word in enumerate(words) if not WORD.match(word)), len(words))
+    if opening >= (6 if line[:1].isspace() else 4):
+        return True
+    return not line[:1].isspace() and \
+        sum(bool(WORD.match(word)) for word in words) / len(words) >= 0.75
 
 
 def scrubbed(excerpt: str) -> str:
@@ -81,11 +94,16 @@ class Paste(NamedTuple):
     copy_button: str | None
 
 
-def post_of(excerpt: str) -> tuple[list[str], str, bool]:
-    """The first post's lines, its date ('' where the excerpt does not say) and whether it runs
-    to the excerpt's end (then its last line may be cut, and is dropped unless a fence)."""
+def post_of(excerpt: str, marker: re.Pattern[str]) -> tuple[list[str], str, bool]:
+    """The lines of the first post holding the report's first line (else the first post), its
+    date ('' where the excerpt does not say) and whether it runs to the excerpt's end (then its
+    last line may be cut, and is dropped unless a fence)."""
     lines = excerpt.split("\n")
-    start = next(i for i, line in enumerate(lines) if POST_START.match(line))
+    starts = [i for i, line in enumerate(lines) if POST_START.match(line)]
+    ends = {i: next((j for j in range(i + 1, len(lines)) if NEXT_POST.match(lines[j])),
+                    len(lines)) for i in starts}
+    start = next((i for i in starts if any(marker.search(line) for line in lines[i + 1:ends[i]])),
+                 starts[0])
     found = POST_START.match(lines[start])
     date = found.group("date") or "" if found else ""
     body = lines[start + 1:]
@@ -127,7 +145,7 @@ def derive(source: dict[str, str]) -> Paste:
     owner_repo, number = re.match(r"https://github\.com/([^/]+/[^/]+)/(?:issues|pull)/(\d+)",
                                   source["url"]).groups()  # type: ignore[union-attr]
     name = f"{tool}_{owner_repo.split('/')[1].lower()}_{number}"
-    lines, date, _ = post_of(scrubbed(source["excerpt"]))
+    lines, date, _ = post_of(scrubbed(source["excerpt"]), MARKERS[tool])
     block = report_block(lines, MARKERS[tool])
     fenced = copy_button = None
     if block is not None:

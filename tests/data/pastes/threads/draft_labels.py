@@ -103,13 +103,33 @@ def smi_facts(text: str) -> dict[str, Any]:
     return facts
 
 
+def pip_facts(text: str) -> dict[str, Any]:
+    """`name  version` rows under pip list's `Package Version` header, or pip freeze's
+    `name==version` lines (a blockquote's `> ` taken off)."""
+    packages: dict[str, str] = {}
+    listed = False
+    for line in text.splitlines():
+        line = line[2:] if line.startswith("> ") else line
+        if re.match(r"^Package\s+Version\b", line):
+            listed = True
+            continue
+        row = re.match(r"^([A-Za-z0-9][\w.-]*)\s+(\d\S*)(?:\s+\S.*)?$", line) if listed else None
+        frozen = re.match(r"^([A-Za-z0-9][\w.-]*)==(\S+)$", line)
+        if row or frozen:
+            name, version = (row or frozen).groups()  # type: ignore[union-attr]
+            packages[name] = version
+        elif listed and not re.match(r"^-+(\s+-+)*\s*$", line):
+            listed = False
+    return {"packages": packages}
+
+
 def topo_facts(text: str) -> dict[str, Any]:
     return {}   # its links are drafted for every tool, below
 
 
 def draft(name: str, tool: str, text: str) -> dict[str, Any]:
     reader = {"torch": torch_facts, "vllm": torch_facts, "sglang": sglang_facts,
-              "smi": smi_facts, "topo": topo_facts}[tool]
+              "smi": smi_facts, "topo": topo_facts, "pip": pip_facts}[tool]
     facts = {k: v for k, v in reader(text).items() if v not in (None, [], {})}
     found = links(text)
     if found:
