@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from envsnap.snapshot.records import Cpu, CudaNccl, Facts, Gpu, NumaNode, System, VersionSource
 
 FIRST_LINE = "Collecting environment information..."
+# what the script prints while it collects, before the report: vLLM's, run in a uv venv
+PREAMBLE = {"uv is set"}
 LIBRARIES = "Versions of relevant libraries:"
 UNREAD = {"", "N/A", "None", "Could not collect", "No CUDA"}
 KEY_VALUE = re.compile(r"([A-Za-z][A-Za-z0-9_ ()/.,'-]*?):(?: (.*)|)$")
@@ -147,7 +149,7 @@ def read_line(lines: list[str], at: int, source: str, facts: Facts,
               keys: dict[str, str]) -> int:
     """Read the line at `at` (and a block it opens); the index of the next line to read."""
     line = lines[at].rstrip()
-    if not line or line == FIRST_LINE:
+    if not line or line == FIRST_LINE or line.strip() in PREAMBLE:
         return at + 1
     match = KEY_VALUE.match(line)
     if not match:

@@ -59,6 +59,7 @@ class Part:
     first: int                 # 0-based index of its first line in the file
     lines: list[str]           # markdown stripped; a skipped line left blank
     hint: str | None = None    # the tool its first line names, where its content may not
+    blanked: frozenset[int] = frozenset()   # the file's line numbers (1-based) left blank
 
 
 @dataclass
@@ -219,10 +220,11 @@ def find_reports(text: str, whole_kind: Callable[[str], str | None]) -> Found:
             skipped.append(Skipped(number + 1, line, why))
             kept = ""
         lines.append(kept)
+    blanked = frozenset(skip.line for skip in skipped)
     joined = "\n".join(lines)
     kind = whole_kind(joined.strip())
     if kind in WHOLE_KINDS:            # a document: read whole, its own parser names a fault
-        return Found([Part(0, lines)], skipped)
+        return Found([Part(0, lines, None, blanked)], skipped)
     starts: list[int] = []
     for at in range(len(lines)):
         if is_start(lines, at, inside=bool(starts) and inside_report(lines, starts[-1], at)):
@@ -230,7 +232,7 @@ def find_reports(text: str, whole_kind: Callable[[str], str | None]) -> Found:
     if not starts:
         return Found([], skipped + prose(raw, lines, 0, len(lines)))
     skipped += prose(raw, lines, 0, starts[0])
-    parts = [Part(start, lines[start:end], hint_of(lines[start]))
+    parts = [Part(start, lines[start:end], hint_of(lines[start]), blanked)
              for start, end in zip(starts, starts[1:] + [len(lines)])]
     return Found(parts, sorted(skipped, key=lambda s: s.line))
 
@@ -309,7 +311,9 @@ def read_part(part: Part, source: str, read: Read, repair: bool = True,
                 continue
             if not 0 <= at < len(lines) or not lines[at].strip() or cut_error is not None:
                 return PartReading(None, [], broken, cut, cut_error or why)
-            if rejoin and at and lines[at - 1].strip() and not lines[at][:1].isspace() and \
+            # the script's first line is whole, never wrapped: a line after it is its own
+            if rejoin and at and lines[at - 1].strip() not in ("", FIRST_LINE) and \
+                    not lines[at][:1].isspace() and \
                     not KEY_LINE.match(lines[at]) and \
                     reads_past(lines, at, source, read, cut is not None):
                 rejoined.append(Skipped(numbers[at], lines[at], "a wrapped line, joined back"))
@@ -323,10 +327,18 @@ def read_part(part: Part, source: str, read: Read, repair: bool = True,
             source, broken[-1].line if broken else part.first + 1,
             f"more than {MAX_REPAIRS} lines could not be read"))
     last = max((n for n, line in zip(numbers, lines) if line.strip()), default=0)
-    # cut inside a list of GPUs (collect_env's `GPU 1: ...` lines), the list may be short
-    in_gpus = bool(cut) and bool(GPU_LINE.match(next(
-        (line.strip() for line in reversed(lines) if line.strip()), "")))
-    return finished(reading, broken, rejoined, last, cut, in_gpus)
+    return finished(reading, broken, rejoined, last, cut,
+                    bool(cut) and open_gpu_list(lines, numbers, part.blanked))
+
+
+def open_gpu_list(lines: list[str], numbers: list[int], blanked: frozenset[int]) -> bool:
+    """Whether the text ends in a list of GPUs (collect_env's `GPU 1: ...` lines) that may go
+    on: a paste cut there may be short of GPUs. The blank line collect_env prints after a
+    list of several closes it whole; a markdown line left blank (a fence) does not."""
+    last = next((k for k in range(len(lines) - 1, -1, -1) if lines[k].strip()), None)
+    if last is None or not GPU_LINE.match(lines[last].strip()):
+        return False
+    return last + 1 == len(lines) or numbers[last + 1] in blanked
 
 
 def reads_past(lines: list[str], at: int, source: str, read: Read, cut: bool) -> bool:

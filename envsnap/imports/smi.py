@@ -237,7 +237,9 @@ def read_q(text: str, source: str) -> Reading:
 # ---- the default table ------------------------------------------------------------------------
 
 BANNER = re.compile(r"NVIDIA-SMI (\S+)\s+Driver Version: (\S+)(?:\s+CUDA Version: (\S+))?")
-ROW_1 = re.compile(r"\|\s+(\d+)\s+(.+?)\s+(On|Off)\s*\|\s*([0-9A-Fa-f]+:[0-9A-Fa-f:.]+)\s")
+# the column is persistence mode on Linux, the driver model (TCC or WDDM) on Windows
+ROW_1 = re.compile(r"\|\s+(\d+)\s+(.+?)\s+(On|Off|TCC|WDDM)\s*\|\s*"
+                   r"([0-9A-Fa-f]+:[0-9A-Fa-f:.]+)\s")
 # power draw and cap are `N/A` on many workstation cards and under MIG; GPU-Util too
 ROW_2 = re.compile(r"\|.*?(?:\d+W|N/A)\s*/\s*(?:(\d+)W|N/A)\s*\|\s*(\d+)MiB\s*/\s*(\d+)MiB\s*\|"
                    r"\s*\S+\s+(\S+(?: \S+)?)\s*\|")     # `E. Process` is one mode
@@ -257,19 +259,22 @@ def read_table(text: str, source: str, cut: bool = False) -> Reading:
         if not first:
             continue
         second = ROW_2.match(lines[number + 1]) if number + 1 < len(lines) else None
-        if second is None and cut and number + 2 >= len(lines):
-            break                   # the paste stops at this GPU's first line
-        if second is None:
+        stops = second is None and cut and number + 2 >= len(lines)
+        if second is None and not stops:
             raise Unreadable(source, number + 2, "truncated or malformed nvidia-smi table: "
                              "no power and memory line under GPU " + first.group(1))
-        record: Gpu = {"index": int(first.group(1)),
-                       "persistence_mode": "Enabled" if first.group(3) == "On" else "Disabled",
-                       "memory_total_mib": int(second.group(3)),
-                       "compute_mode": second.group(4)}
-        if second.group(1):
-            record["power_enforced_limit_w"] = float(second.group(1))
+        record: Gpu = {"index": int(first.group(1))}
+        if first.group(3) in ("On", "Off"):
+            record["persistence_mode"] = "Enabled" if first.group(3) == "On" else "Disabled"
         if not first.group(2).endswith("..."):      # a long name is cut short there
             record["name"] = first.group(2)
+        if second is None:          # the paste stops at this GPU's first line: what it says
+            gpus[normalize_bus_id(first.group(4))] = record
+            break
+        record["memory_total_mib"] = int(second.group(3))
+        record["compute_mode"] = second.group(4)
+        if second.group(1):
+            record["power_enforced_limit_w"] = float(second.group(1))
         third = ROW_3.match(lines[number + 2]) if number + 2 < len(lines) else None
         if third and third.group(1) in ("Enabled", "Disabled"):
             record["mig_mode_current"] = third.group(1)
