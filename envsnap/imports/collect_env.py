@@ -46,6 +46,7 @@ UNREAD = {"", "N/A", "None", "Could not collect", "No CUDA"}
 KEY_VALUE = re.compile(r"([A-Za-z][A-Za-z0-9_ ()/.,'-]*?):(?: (.*)|)$")
 LIBRARY_LINE = re.compile(r"\[(\w+)\] (.+)$")
 GPU_LINE = re.compile(r"GPU (\d+): (.+)$")
+MACHINES = "x86_64|aarch64|arm64|ppc64le|s390x|i686|armv7l|riscv64|AMD64"
 PLATFORM = re.compile(r"Linux-(.+)-(x86_64|aarch64|ppc64le|s390x|arm64)(?:-with-.*)?$")
 
 # key -> the envsnap field it fills, for the plain one-line facts
@@ -66,6 +67,13 @@ LSCPU = {"Model name": "model", "CPU(s)": "logical_cpus", "Socket(s)": "sockets"
 def known(value: str | None) -> str | None:
     value = (value or "").strip()
     return None if value in UNREAD else value
+
+
+def versioned(value: str | None) -> str | None:
+    """A version as the value states it, without what a project's copy of the script puts
+    after it in parentheses (DocTR's `1.8.0 (torchvision: 0.9.0)`)."""
+    value = known(value)
+    return value.split(" (", 1)[0] if value and re.match(r"\d", value) else value
 
 
 def canonical(name: str) -> str:
@@ -125,7 +133,7 @@ def reading_of(lines: list[str], source: str, facts: Facts, keys: dict[str, str]
                          f"{LIBRARIES!r}, at {quoted(lines[-1] if lines else '')}")
     for key, path in FIELDS.items():
         if known(keys.get(key)) is not None:
-            merge(facts, nested(path, known(keys[key])))
+            merge(facts, nested(path, versioned(keys[key])))
     merge(facts, build_facts(keys))
     if known(keys.get("ROCM used to build PyTorch")) and \
             not known(keys.get("CUDA used to build PyTorch")):
@@ -321,7 +329,9 @@ def build_facts(keys: dict[str, str]) -> Facts:
         merge(facts, nested("cuda_nccl.torch.debug", debug in ("True", "Yes")))
     os_line = known(keys.get("OS"))
     if os_line:
-        match = re.fullmatch(r"(.+?) \((\w+)\)", os_line)
+        # `Ubuntu 22.04.4 LTS (x86_64)`: the machine, where it is one (RHEL's `(Maipo)` and
+        # CentOS's `(Core)` are the release's own name)
+        match = re.fullmatch(rf"(.+?) \(({MACHINES})\)", os_line)
         # Windows: `Microsoft Windows 11 Enterprise (10.0.22631 64-bit)`, the build in it
         windows = re.fullmatch(r"(Microsoft Windows.*?) \(([\d.]+) (\d+)-bit\)", os_line)
         merge(facts, nested("system.os_release.PRETTY_NAME",

@@ -247,7 +247,8 @@ ROW_3 = re.compile(r"\|\s*\|\s*\|\s*(\S+)\s*\|")
 
 
 def read_table(text: str, source: str, cut: bool = False) -> Reading:
-    lines = [ANSI.sub("", line) for line in text.splitlines()]
+    # indented as a whole (a paste under a prompt, in a list): the rows read from their `|`
+    lines = [ANSI.sub("", line).lstrip() for line in text.splitlines()]
     banner = next((BANNER.search(line) for line in lines if BANNER.search(line)), None)
     if banner is None:
         raise Unreadable(source, 1, "not a nvidia-smi table: no 'NVIDIA-SMI ... Driver "

@@ -21,7 +21,14 @@ import re
 from typing import TYPE_CHECKING, cast
 
 from envsnap.imports import topology
-from envsnap.imports.collect_env import LIBRARIES, known, read_lines, reading_of
+from envsnap.imports.collect_env import (
+    FIRST_LINE,
+    LIBRARIES,
+    known,
+    read_lines,
+    reading_of,
+    versioned,
+)
 from envsnap.imports.reading import Reading, Unreadable, merge, quoted
 
 if TYPE_CHECKING:
@@ -57,7 +64,9 @@ def unsectioned(lines: list[str]) -> list[str]:
             closes = number >= 2 and RULE.fullmatch(lines[number - 2].strip())
             plain.append(TITLES.get(title, "") if closes else "")
         elif RULE.fullmatch(before.strip()) and RULE.fullmatch(after.strip()):
-            plain.append("")
+            # the first section's title stands where torch's layout has its first line: a
+            # paste that starts at the banner is read from there, its System Info too
+            plain.append(FIRST_LINE if text == "System Info" else "")
         elif (match := PADDED.match(line)) and not line.startswith(" "):
             plain.append(f"{match.group(1)}: {match.group(2)}".rstrip() if match.group(2)
                          else f"{match.group(1)}:")
@@ -76,6 +85,10 @@ def read(text: str, source: str, cut: bool = False) -> Reading:
                          "'vLLM Version' line after the libraries")
     version = keys.get("vLLM Version", "").strip() or None
     reading = reading_of(lines, source, facts, keys, "vLLM collect_env", version, cut)
+    installed = versioned(version)
+    if installed and re.match(r"\d", installed):   # the package itself, where no row lists it
+        reading.facts.setdefault("python_env", {}).setdefault("packages", {}).setdefault(
+            "vllm", installed)
     rocm = known(keys.get("ROCM Version"))
     if rocm:
         merge(reading.facts, {"cuda_nccl": {"rocm": {"version": rocm}}})

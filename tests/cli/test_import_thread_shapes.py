@@ -62,3 +62,38 @@ def test_a_windows_table_is_read_without_a_persistence_mode(cli: Cli) -> None:
     assert gpu["memory_total_mib"] == 4096 and "name" not in gpu      # `NVIDIA GeForce ...`
     assert "persistence_mode" not in gpu                               # WDDM is no answer
     assert facts["nvidia"]["driver"] == "546.12"
+
+
+def test_a_project_copy_of_collect_env_gives_torch_version_alone(cli: Cli) -> None:
+    """DocTR's copy prints `PyTorch version: 1.8.0 (torchvision: 0.9.0)`."""
+    facts, _ = imported(cli, PASTES / "torch_doctr_345.copy-button.txt")
+    assert facts["cuda_nccl"]["torch"]["version"] == "1.8.0"
+
+
+def test_a_release_name_in_parentheses_is_not_taken_for_the_machine(cli: Cli) -> None:
+    """torch 1.6 prints `OS: Red Hat Enterprise Linux Server 7.6 (Maipo)`, no machine."""
+    facts, _ = imported(cli, PASTES / "torch_pytorch_43058.template.txt")
+    assert facts["system"]["os_release"]["PRETTY_NAME"] == \
+        "Red Hat Enterprise Linux Server 7.6 (Maipo)"
+    assert "machine" not in facts["system"].get("kernel", {})
+
+
+def test_a_sectioned_report_pasted_from_its_first_banner_keeps_its_system_info(
+        cli: Cli) -> None:
+    """No `Collecting environment information...` above: the OS block comes before the
+    PyTorch block, and reading must start at the banner, not at `PyTorch version`."""
+    facts, _ = imported(cli, PASTES / "vllm_vllm_28438.copy-button.txt")
+    assert facts["system"]["os_release"]["PRETTY_NAME"] == "Ubuntu 20.04.5 LTS"
+    assert facts["system"]["kernel"]["machine"] == "x86_64"
+
+
+def test_the_vllm_version_line_names_the_installed_package(cli: Cli) -> None:
+    facts, _ = imported(cli, PASTES / "vllm_vllm_15525.copy-button.txt")
+    assert facts["python_env"]["packages"]["vllm"] == "0.7.3"
+
+
+def test_a_table_indented_as_a_whole_is_read_from_its_bars(cli: Cli) -> None:
+    """WSL's table pasted two spaces in, below nvidia-smi's own failure in another block."""
+    facts, _ = imported(cli, PASTES / "smi_wsl_9134.template.txt")
+    assert facts["nvidia"]["driver"] == "517.48"
+    assert by_index(facts)[0]["memory_total_mib"] == 11264

@@ -60,6 +60,8 @@ def check(document: dict[str, Any], version: str, layout: str) -> None:
     assert facts["env"] == {"shell": {"NCCL_CUMEM_ENABLE": "0",
                                       "TORCHINDUCTOR_COMPILE_THREADS": "1"}}
     assert facts["nvidia"]["gpus"]["GPU0"]["cpu_affinity"] == "0-15"
+    # the vLLM part's version is the installed package's (the H200 recording has none)
+    assert facts["python_env"]["packages"].pop("vllm") == version
     # the torch part reads as torch's own output does: the same facts as the agent's
     without_env = {k: v for k, v in facts.items() if k != "env"}
     compared, wrong = mismatches(without_env, agent_collectors(H200))
@@ -96,5 +98,7 @@ def test_a_vllm_paste_diffs_against_the_capture_on_what_it_knows(cli: Cli,
     # of the two variables vLLM printed, only NCCL_CUMEM_ENABLE is one a capture records
     # (its prefixes): the capture's shell lacks it, a real difference. TORCHINDUCTOR_ is
     # outside them (TORCH_ is not TORCH), so unknown to the capture, as the capture's other
-    # variables are unknown to the paste
-    assert found == {("env", ("shell", "NCCL_CUMEM_ENABLE")): "removed"}
+    # variables are unknown to the paste. The paste's vLLM is a package the capture's
+    # python lacks.
+    assert found == {("env", ("shell", "NCCL_CUMEM_ENABLE")): "removed",
+                     ("python_env", ("packages", "vllm")): "removed"}

@@ -52,3 +52,9 @@ def test_no_paste_is_an_internal_error(outcomes: list[Outcome]) -> None:
 def test_nearly_every_paste_is_read_right(outcomes: list[Outcome]) -> None:
     right = sum(o.read_right for o in outcomes)
     assert right >= 0.95 * len(outcomes), table(outcomes) + "\n\n" + misses(outcomes)
+
+
+def test_the_corpus_holds_at_least_150_threads() -> None:
+    """The issue's floor: threads, each one paste in up to three copy styles."""
+    index = json.loads((CORPUS / "index.json").read_text())
+    assert len({paste["url"] for paste in index}) == len(index) >= 150

@@ -22,7 +22,7 @@ FENCE = re.compile(r"^\s*(`{3,})")
 MARKERS = {"torch": re.compile(r"PyTorch version|System Info"),
            "vllm": re.compile(r"PyTorch version|System Info"),
            "sglang": re.compile(r"^Python: "),
-           "smi": re.compile(r"NVIDIA-SMI "),
+           "smi": re.compile(r"NVIDIA-SMI \d"),
            "topo": re.compile(r"^\s*GPU0\s"),
            "pip": re.compile(r"^\s*Package\s+Version\b|^\s*[A-Za-z0-9][\w.-]*==\S")}
 TOOLS = {"pytorch": "torch", "vllm": "vllm", "sglang": "sglang", "nvidia-smi": "smi",
