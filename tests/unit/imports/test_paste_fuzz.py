@@ -26,8 +26,8 @@ SAMPLES = sorted([*(DATA / "pasted").glob("*.txt"), *(DATA / "h200-reports").glo
                   DATA / "h200-evidence" / "pip_list.json",
                   # the corpus of real threads, each post whole as written (its template copy)
                   *(DATA / "pastes" / "threads" / "pastes").glob("*.template.txt")])
-# mutations a sample: with the corpus of real threads there are ninety samples, so a dozen
-# each keeps the suite's time while every sample is mangled every way over the set
+# mutations a sample: with the corpus of real threads there are about two hundred samples,
+# so a dozen each keeps the suite's time while every sample is mangled every way over the set
 CASES_A_SAMPLE = 12
 PROSE = ["Thanks for any help!", "### Your current environment", "```text", "```", "> ",
          "<details>", "</details>", "$ python collect_env.py", "- [x] I searched the issues",
