@@ -16,7 +16,8 @@ in rounds, each from a base state (GOOD's at first):
 - find one cause among candidates that are bad together on the base: try the first half on
   the base, then the second; recurse into a half that is bad. If neither half is bad but
   both together are, the cause is an interaction (once the whole is measured again and
-  still bad): find the part of the first half that is needed with all of the second
+  still bad, and neither half's runs, judged again with the drift known by then, is bad):
+  find the part of the first half that is needed with all of the second
   applied, then the part of the second needed with that part. A part that is bad by
   itself on the base is the cause instead; a whole worse by less than a resolvable cause
   is left undecided, not called an interaction. A path that ends undecided leaves the
@@ -654,6 +655,12 @@ class _Search:
             if again == CANT_TELL or base != self.base:
                 self.unexplained |= set(candidates)
             return None
+        # each half's runs judged again with what GOOD has shown of the drift since (no new
+        # invocation): on a machine speeding up, a half with a cause read as good before the
+        # drift was seen, and an interaction search would follow a lone cause
+        for half in (first, second):
+            if self.verdict_of(base | frozenset(half)) == BAD:
+                return self.find_one(half, base)
         from_first = self.find_one(first, base | frozenset(second))
         if from_first is None:
             return None

@@ -275,3 +275,24 @@ def test_the_steps_of_a_round_the_noise_misled_count_apart_from_the_search() -> 
     assert {"search"} <= set(purposes[misled:]) <= {"search", "again"}, purposes
     assert result.count("endpoint", "search", "size") <= worst_case_invocations(8, 1)
     assert result.noise_asked >= 4
+
+
+@pytest.mark.parametrize("cause", range(8))
+@pytest.mark.parametrize("rate", [0.04, 0.05])
+def test_a_half_read_as_good_before_the_drift_was_seen_is_judged_again(cause: int,
+                                                                      rate: float) -> None:
+    """A machine speeding up by 4-5% an invocation and a cause of 12%: until GOOD's
+    measurements show the drift, the half holding the cause reads like GOOD. When neither
+    half is bad but the whole is, each half's runs are judged again with the drift known
+    by then, before an interaction search: the lone cause is found within the bound."""
+    clock = [0]
+
+    def measure(applied: frozenset[int]) -> list[float]:
+        speed = 94.0 * math.exp(rate * clock[0]) * (0.88 if cause in applied else 1.0)
+        clock[0] += 1
+        return [speed * factor for factor in (0.99, 1.0, 1.01)]
+
+    result = explain(8, measure)
+    assert result.causes == [frozenset({cause})] and result.corrected
+    assert result.count("endpoint", "search", "size") - max(0, result.count("endpoint") - 2) \
+        <= worst_case_invocations(8, 1)
