@@ -226,6 +226,33 @@ def test_a_stopped_controller_leaves_no_server(request: pytest.FixtureRequest, o
             os.kill(pid, signal.SIGKILL)
 
 
+def test_ctrl_c_waits_for_the_server_the_agent_is_stopping(cli: Cli, tmp_path: Path) -> None:
+    """A server that takes a few seconds to end on SIGTERM (it flushes, unmaps): on Ctrl-C
+    the agent stops it within its grace period, and envsnap waits for that before it exits,
+    rather than killing the agent and leaving the server to run on."""
+    repo = toy_repo(tmp_path)
+    marker = f"envsnap-served-{uuid.uuid4().hex[:8]}"
+    # sh runs the server and, on the group's SIGTERM, takes 7 s to end
+    server = serve_cmd(repo.path, tmp_path / marker, before="trap 'sleep 7; exit 0' TERM; ")
+    controller = subprocess.Popen(
+        [sys.executable, "-m", "envsnap", "bench", "local", "--cmd",
+         f"{sys.executable} -c 'import time; time.sleep(600)' {marker}", "--metric", METRIC,
+         "--repeat", "3", "--sample-interval", "0", "--serve", server, "--ready", "listening"],
+        cwd=cli.cwd, env=cli.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert soon(lambda: len(processes_with(marker, controller.pid)) >= 2, 60), \
+            "the runs never started"
+        os.kill(controller.pid, signal.SIGINT)
+        controller.wait(timeout=60)
+        assert controller.returncode == 130
+        assert processes_with(marker, controller.pid) == [], "the server outlived envsnap"
+    finally:
+        controller.kill()
+        controller.communicate()
+        for pid in processes_with(marker, controller.pid):
+            os.kill(pid, signal.SIGKILL)
+
+
 def test_restore_rerun_serve_puts_the_servers_env_back(cli: Cli, tmp_path: Path) -> None:
     """good: the server was started with NCCL_TOY_FAST=1; bad: restarted without it (and a
     commit pulled that changes nothing). Without --serve restore can only report the
