@@ -91,15 +91,6 @@ def median_of(repeat: int, argv_for: Callable[[int], Any], env: dict[str, str], 
     return statistics.median(run(argv_for(i)) for i in range(repeat))
 
 
-def agent_command(login_home: Path) -> str:
-    """The remote command that runs the agent a capture cached in the logins' HOME (the test
-    sshd gives every login one of its own, not this user's), with an empty config: a
-    capture's remote work, with OpenSSH and no envsnap in between."""
-    agent = sorted((login_home / ".cache" / "envsnap").glob("agent-*/"),
-                   key=lambda path: path.stat().st_mtime)[-1]
-    return f"cd && exec python3 .cache/envsnap/{agent.name} e30="   # config: {}
-
-
 def capture_command(address: str) -> str:
     """The remote command a capture of this host sends: the cached agent, with the config
     the capture gives it (hosts/payload.py, from the code under test)."""
@@ -108,13 +99,12 @@ def capture_command(address: str) -> str:
                                agent_config(host, CaptureOptions(label="bench")))
 
 
-def parallel_ssh_agent(addresses: list[str], env: dict[str, str], ssh_config: str,
-                       login_home: Path) -> float:
-    """The same remote work as a fleet capture, with OpenSSH and no envsnap in between."""
-    command = agent_command(login_home)
+def parallel_ssh_agent(addresses: list[str], env: dict[str, str], ssh_config: str) -> float:
+    """The same remote work as a fleet capture (each host's own capture command, its
+    config included), with OpenSSH and no envsnap in between."""
     started = time.perf_counter()
-    procs = [subprocess.Popen(["ssh", "-F", ssh_config, address, command], env=env,
-                              stdout=subprocess.DEVNULL) for address in addresses]
+    procs = [subprocess.Popen(["ssh", "-F", ssh_config, address, capture_command(address)],
+                              env=env, stdout=subprocess.DEVNULL) for address in addresses]
     if any(proc.wait() for proc in procs):
         raise SystemExit("an OpenSSH run of the agent failed")
     return time.perf_counter() - started
@@ -230,8 +220,7 @@ def main() -> None:
               f"ssh {cpu_ms('ssh'):.0f} ms (medians; robust where the wall times are noisy)")
         report_ansible(work, env, host, capture, repeat)
         if args.fleet:
-            report_fleet(work, env, daemon.addresses, ssh_config, daemon.host_home, one,
-                         max(3, repeat // 2))
+            report_fleet(work, env, daemon.addresses, ssh_config, one, max(3, repeat // 2))
     finally:
         for socket in (runtime / "envsnap").glob("*"):
             stop_master(str(socket))
@@ -282,7 +271,7 @@ def ledger_commit(checkout: Path) -> str:
 
 
 def report_fleet(work: Path, env: dict[str, str], addresses: list[str], ssh_config: str,
-                 host_home: Path, one: float, repeat: int) -> None:
+                 one: float, repeat: int) -> None:
     inventory = work / "fleet.yml"
     write_inventory(inventory, addresses)
     fleet = median_of(repeat, lambda i: envsnap(
@@ -294,8 +283,7 @@ def report_fleet(work: Path, env: dict[str, str], addresses: list[str], ssh_conf
     ledger.record(__file__, f"fleet{count} / one", fleet / one, "x",
                   f"one host {one:.3f} s", "<= 3.0")
     floor_fleet = median_of(repeat, lambda i: None, env, work,
-                            runner=lambda _argv: parallel_ssh_agent(addresses, env, ssh_config,
-                                                                    host_home))
+                            runner=lambda _argv: parallel_ssh_agent(addresses, env, ssh_config))
     print(f"{count} concurrent OpenSSH runs of the agent:  {floor_fleet:.3f} s")
     print(f"ratio fleet{count} / openssh{count}:            {fleet / floor_fleet:.2f}x")
     ledger.record(__file__, f"fleet{count} / openssh{count}", fleet / floor_fleet, "x",
