@@ -26,7 +26,6 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Callable, NamedTuple, Protocol, TypedDict, TypeVar
 
-from envsnap.agent.benchserve import STOP_GRACE
 from envsnap.defaults import DEFAULT_CONNECT_TIMEOUT
 from envsnap.errors import HostError
 from envsnap.hosts.inventory import Host
@@ -44,9 +43,10 @@ KEEPALIVE_S = 30
 # in silence (a benchmark's minutes cost 20 wake-ups a second, a short capture no delay).
 POLL_FIRST_S, POLL_MAX_S = 0.001, 0.05
 # for a local command whose lifeline was cut to end its own work: an agent running a server
-# stops it (SIGTERM, its grace, SIGKILL, then what kept the server's mark); killed before
-# that ends, the agent would leave the server running
-LIFELINE_GRACE_S = STOP_GRACE + 5.0
+# stops it (SIGTERM, agent/benchserve.py's STOP_GRACE, SIGKILL, then what kept the server's
+# mark); killed before that ends, the agent would leave the server running. A number, not
+# an import: the agent's module would cost every capture's start-up its http imports.
+LIFELINE_GRACE_S = 15.0
 # paramiko's words for a peer that took the TCP connection and then said nothing
 HANDSHAKE_LOST = re.compile(r"banner|No existing session|not open", re.IGNORECASE)
 MAX_OUTPUT_MB_VARIABLE = "ENVSNAP_MAX_AGENT_OUTPUT_MB"

@@ -7,8 +7,15 @@ from pathlib import Path
 
 import pytest
 
+from envsnap.agent.benchserve import STOP_GRACE
 from envsnap.hosts.inventory import Host, Inventory
-from envsnap.hosts.transport import Follow, LocalTransport, Result, SSHTransport
+from envsnap.hosts.transport import (
+    LIFELINE_GRACE_S,
+    Follow,
+    LocalTransport,
+    Result,
+    SSHTransport,
+)
 from envsnap.playbook import run as playbook_run
 from envsnap.playbook.load import load
 from envsnap.playbook.run import RunOptions, RunResult, run_playbook
@@ -92,3 +99,10 @@ def test_a_connection_the_run_opens_is_closed_when_it_ends(tmp_path: Path,
     assert result.outcome == "failed"
     assert len(opened) == 1 and opened[0].closed == 1
     assert sum("second-task" in c for c in opened[0].commands) == 1
+
+
+def test_a_cut_lifeline_gives_the_agent_time_to_stop_its_server() -> None:
+    """The controller waits for an agent whose lifeline it cut longer than the agent's own
+    grace for a server (SIGTERM, then SIGKILL, then the marked ones): killed sooner, the agent
+    would leave the server running."""
+    assert LIFELINE_GRACE_S > STOP_GRACE + 2.0
