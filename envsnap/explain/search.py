@@ -50,12 +50,13 @@ size alone when it was found on a base of earlier causes (the first cause's last
 step is its size alone, and every round's last halving step is the state its remainder is
 judged on): 2*k*D + k + 2 (worst_case_invocations). Noise adds: a trial that can't tell
 is measured again up to MAX_REMEASURES more times, its runs pooled (or its base's, or
-BAD's, where those are the side with fewer runs; the endpoints up to ENDPOINT_REMEASURES
-more), a set that one invocation places just past its base (NEAR_BASE) is measured once
-more before it counts as bad, and the steps of a round the noise misled (one that ends with
-no cause: not confirmed, or undecided) are searched again or left undecided: those are
-counted apart (`Explanation.noise_asked`); drift adds GOOD's measurements.
-`max_invocations` caps it all, and what it leaves undecided is unexplained.
+BAD's, where those are the side with fewer runs; the endpoints, and the causes' state
+against BAD, up to ENDPOINT_REMEASURES more), a set that one invocation places just past
+its base (NEAR_BASE) is measured once more before it counts as bad, and the steps of a
+round the noise misled (one that ends with no cause: not confirmed, or undecided) are
+searched again or left undecided: those are counted apart (`Explanation.noise_asked`);
+drift adds GOOD's measurements. `max_invocations` caps it all, and what it leaves
+undecided is unexplained.
 bench/bench_explain.py measures invocations used and answers.
 """
 from __future__ import annotations
@@ -479,9 +480,11 @@ class _Search:
 
     def versus_bad(self, state: frozenset[int]) -> BenchVerdict:
         """This state against BAD (measured again while it can't tell): improvement means
-        part of the drop is still to be explained."""
+        part of the drop is still to be explained. Whether the causes found are the whole
+        drop is the answer's last word, as whether there is a drop is its first: it is
+        measured again as often as the endpoints are."""
         verdict = self.compare_bad(state)
-        for _ in range(MAX_REMEASURES):
+        for _ in range(ENDPOINT_REMEASURES):
             if verdict != CANT_TELL:
                 break
             # BAD too: measured at the start, its runs may be the fewer side by now

@@ -296,3 +296,22 @@ def test_a_half_read_as_good_before_the_drift_was_seen_is_judged_again(cause: in
     assert result.causes == [frozenset({cause})] and result.corrected
     assert result.count("endpoint", "search", "size") - max(0, result.count("endpoint") - 2) \
         <= worst_case_invocations(8, 1)
+
+
+def test_whether_the_causes_are_the_whole_drop_is_measured_again_as_the_endpoints_are(
+        ) -> None:
+    """The cause's state reads wide for a while (runs of 53 to 70 against BAD's steady 61):
+    GOOD + the cause against BAD is measured again as often as the endpoints would be, so
+    the rest is not left undecided by a few noisy runs."""
+    seen: dict[frozenset[int], int] = {}
+
+    def measure(applied: frozenset[int]) -> list[float]:
+        seen[applied] = seen.get(applied, 0) + 1
+        if applied == frozenset({1}) and seen[applied] <= 3:
+            return [61.0, 70.0, 53.0]
+        value = 61.0 if 1 in applied else 94.0
+        return [value * factor for factor in (0.995, 1.0, 1.005)]
+
+    result = explain(2, measure)
+    assert result.causes == [frozenset({1})] and result.whole_drop
+    assert not result.unexplained
