@@ -5,12 +5,14 @@ recorded as a worker of the snapshot, ready by regex or URL, stopped with everyt
 started on every way out, its env put back by `restore --rerun --serve`, and bisected."""
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -195,15 +197,11 @@ def test_restore_and_bisect_refuse_serve_without_its_partners(cli: Cli) -> None:
     assert result.returncode == 2 and "--serve needs --ready" in result.stderr, result.stderr
 
 
-@pytest.mark.parametrize("over_ssh", [False, True], ids=["local", "ssh"])
-@pytest.mark.parametrize("stopped_by", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "kill-9"])
-def test_a_stopped_controller_leaves_no_server(request: pytest.FixtureRequest, over_ssh: bool,
-                                               stopped_by: int, tmp_path: Path) -> None:
-    cli: Cli = request.getfixturevalue("ssh_cli" if over_ssh else "cli")
-    host = request.getfixturevalue("sshd").addresses[0] if over_ssh else "local"
-    repo = toy_repo(tmp_path)
-    marker = f"envsnap-served-{uuid.uuid4().hex[:8]}"   # in its argv: the url file
-    server = serve_cmd(repo.path, tmp_path / marker)
+@contextlib.contextmanager
+def serving_bench(cli: Cli, host: str, marker: str, server: str
+                  ) -> Iterator[subprocess.Popen[bytes]]:
+    """`envsnap bench HOST` with a server and a run that lasts (`marker` in their argv),
+    once both are going; whatever of them is left is killed on the way out."""
     controller = subprocess.Popen(
         [sys.executable, "-m", "envsnap", "bench", host, "--cmd",
          f"{sys.executable} -c 'import time; time.sleep(600)' {marker}", "--metric", METRIC,
@@ -213,17 +211,29 @@ def test_a_stopped_controller_leaves_no_server(request: pytest.FixtureRequest, o
         # the server and the run in progress, besides the controller itself
         assert soon(lambda: len(processes_with(marker, controller.pid)) >= 2, 60), \
             "the runs never started"
+        yield controller
+    finally:
+        controller.kill()
+        controller.communicate()
+        for pid in processes_with(marker, controller.pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("over_ssh", [False, True], ids=["local", "ssh"])
+@pytest.mark.parametrize("stopped_by", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "kill-9"])
+def test_a_stopped_controller_leaves_no_server(request: pytest.FixtureRequest, over_ssh: bool,
+                                               stopped_by: int, tmp_path: Path) -> None:
+    cli: Cli = request.getfixturevalue("ssh_cli" if over_ssh else "cli")
+    host = request.getfixturevalue("sshd").addresses[0] if over_ssh else "local"
+    repo = toy_repo(tmp_path)
+    marker = f"envsnap-served-{uuid.uuid4().hex[:8]}"   # in its argv: the url file
+    with serving_bench(cli, host, marker, serve_cmd(repo.path, tmp_path / marker)) as controller:
         os.kill(controller.pid, stopped_by)
         controller.wait(timeout=30)
         if stopped_by == signal.SIGINT:
             assert controller.returncode == 130
         assert soon(lambda: not processes_with(marker, controller.pid), 30), \
             "the server outlived its controller"
-    finally:
-        controller.kill()
-        controller.communicate()
-        for pid in processes_with(marker, controller.pid):
-            os.kill(pid, signal.SIGKILL)
 
 
 def test_ctrl_c_waits_for_the_server_the_agent_is_stopping(cli: Cli, tmp_path: Path) -> None:
@@ -234,23 +244,11 @@ def test_ctrl_c_waits_for_the_server_the_agent_is_stopping(cli: Cli, tmp_path: P
     marker = f"envsnap-served-{uuid.uuid4().hex[:8]}"
     # sh runs the server and, on the group's SIGTERM, takes 7 s to end
     server = serve_cmd(repo.path, tmp_path / marker, before="trap 'sleep 7; exit 0' TERM; ")
-    controller = subprocess.Popen(
-        [sys.executable, "-m", "envsnap", "bench", "local", "--cmd",
-         f"{sys.executable} -c 'import time; time.sleep(600)' {marker}", "--metric", METRIC,
-         "--repeat", "3", "--sample-interval", "0", "--serve", server, "--ready", "listening"],
-        cwd=cli.cwd, env=cli.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        assert soon(lambda: len(processes_with(marker, controller.pid)) >= 2, 60), \
-            "the runs never started"
+    with serving_bench(cli, "local", marker, server) as controller:
         os.kill(controller.pid, signal.SIGINT)
         controller.wait(timeout=60)
         assert controller.returncode == 130
         assert processes_with(marker, controller.pid) == [], "the server outlived envsnap"
-    finally:
-        controller.kill()
-        controller.communicate()
-        for pid in processes_with(marker, controller.pid):
-            os.kill(pid, signal.SIGKILL)
 
 
 def test_restore_rerun_serve_puts_the_servers_env_back(cli: Cli, tmp_path: Path) -> None:
