@@ -46,8 +46,9 @@ UNREAD = {"", "N/A", "None", "Could not collect", "No CUDA"}
 KEY_VALUE = re.compile(r"([A-Za-z][A-Za-z0-9_ ()/.,'-]*?):(?: (.*)|)$")
 LIBRARY_LINE = re.compile(r"\[(\w+)\] (.+)$")
 GPU_LINE = re.compile(r"GPU (\d+): (.+)$")
+# the machines Python names (platform.machine()): in the OS line and the platform's
 MACHINES = "x86_64|aarch64|arm64|ppc64le|s390x|i686|armv7l|riscv64|AMD64"
-PLATFORM = re.compile(r"Linux-(.+)-(x86_64|aarch64|ppc64le|s390x|arm64)(?:-with-.*)?$")
+PLATFORM = re.compile(rf"Linux-(.+)-({MACHINES})(?:-with-.*)?$")
 
 # key -> the envsnap field it fills, for the plain one-line facts
 FIELDS = {

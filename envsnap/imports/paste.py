@@ -224,7 +224,7 @@ def find_reports(text: str, whole_kind: Callable[[str], str | None]) -> Found:
     joined = "\n".join(lines)
     kind = whole_kind(joined.strip())
     if kind in WHOLE_KINDS:            # a document: read whole, its own parser names a fault
-        return Found([Part(0, lines, None, blanked)], skipped)
+        return Found([Part(0, lines, blanked=blanked)], skipped)
     starts: list[int] = []
     for at in range(len(lines)):
         if is_start(lines, at, inside=bool(starts) and inside_report(lines, starts[-1], at)):
@@ -232,7 +232,7 @@ def find_reports(text: str, whole_kind: Callable[[str], str | None]) -> Found:
     if not starts:
         return Found([], skipped + prose(raw, lines, 0, len(lines)))
     skipped += prose(raw, lines, 0, starts[0])
-    parts = [Part(start, lines[start:end], hint_of(lines[start]), blanked)
+    parts = [Part(start, lines[start:end], hint_of(lines[start]), blanked=blanked)
              for start, end in zip(starts, starts[1:] + [len(lines)])]
     return Found(parts, sorted(skipped, key=lambda s: s.line))
 
